@@ -1,0 +1,124 @@
+// Package observation defines what the client saw of one request. It is the
+// single record that every consumer reads: the continuous probe's metrics, the
+// one-shot /probe registry and the bench report, so that all three tell the same
+// truth. Clocks are absolute time.Time values taken from the monotonic clock of
+// the process that sent the request.
+package observation
+
+import "time"
+
+// Outcome classifies how a request ended. The set is closed and small so that it
+// can be a label value with bounded cardinality.
+type Outcome string
+
+const (
+	// Success: HTTP 2xx, a well-formed stream that ended as the protocol says
+	// (for SSE, [DONE] or a clean end after the last event).
+	Success Outcome = "success"
+	// HTTP4xx and HTTP5xx: the server answered with a non-2xx status.
+	HTTP4xx Outcome = "http_4xx"
+	HTTP5xx Outcome = "http_5xx"
+	// Timeout: the request's deadline passed before the stream ended.
+	Timeout Outcome = "timeout"
+	// StreamError: the body could not be parsed (malformed event, over-long
+	// line, an error object inside the stream).
+	StreamError Outcome = "stream_error"
+	// Disconnected: the connection failed or closed before the stream ended,
+	// or could not be made at all.
+	Disconnected Outcome = "disconnected"
+	// Dropped: the request was never sent (for example the in-flight cap was
+	// full at its scheduled instant). DropReason says why.
+	Dropped Outcome = "dropped"
+)
+
+// Outcomes lists every outcome, for pre-initialising counters so that a
+// series exists at zero before its first event.
+var Outcomes = []Outcome{Success, HTTP4xx, HTTP5xx, Timeout, StreamError, Disconnected, Dropped}
+
+// TokenSource says where OutputTokens came from.
+type TokenSource string
+
+const (
+	// TokensFromUsage: the server's own count (usage chunk, details, eval_count).
+	TokensFromUsage TokenSource = "usage"
+	// TokensFromEvents: the client counted content-bearing events, because the
+	// server reported no count. One event may carry more than one token.
+	TokensFromEvents TokenSource = "events"
+)
+
+// Request is everything measured about one request, from its scheduled
+// instant to its last byte.
+type Request struct {
+	// Scheduled is the instant the arrival process chose. Latencies start here,
+	// so that a client that sends late cannot hide the server's latency
+	// (coordinated omission).
+	Scheduled time.Time
+	// Sent is when the client began writing the request. Sent-Scheduled is the
+	// schedule lag.
+	Sent time.Time
+	// FirstToken is when the first content or reasoning token was read; zero if
+	// none arrived. Role-only and empty chunks do not count.
+	FirstToken time.Time
+	// TokenTimes holds the read instant of every content-bearing event, the
+	// first included. ITL is the gaps between consecutive entries.
+	TokenTimes []time.Time
+	// End is when the last byte of the response was read (or the failure
+	// happened).
+	End time.Time
+
+	Outcome    Outcome
+	DropReason string // set when Outcome is Dropped
+	HTTPStatus int    // 0 when no response arrived
+	Err        error  // the failure, for logs and /probe debug output
+
+	PromptTokens int // from usage; 0 when unknown
+	OutputTokens int
+	TokenSource  TokenSource
+	// ContentEvents is the number of content-bearing events, whatever the
+	// token source.
+	ContentEvents int
+	// Text is the generated text, kept only when the caller asked for it
+	// (known-answer checks).
+	Text string
+}
+
+// TTFT is the time to first token, from the scheduled instant.
+func (r *Request) TTFT() (time.Duration, bool) {
+	if r.FirstToken.IsZero() || r.Scheduled.IsZero() {
+		return 0, false
+	}
+	return r.FirstToken.Sub(r.Scheduled), true
+}
+
+// E2E is the end-to-end latency, from the scheduled instant to the last byte.
+func (r *Request) E2E() (time.Duration, bool) {
+	if r.End.IsZero() || r.Scheduled.IsZero() {
+		return 0, false
+	}
+	return r.End.Sub(r.Scheduled), true
+}
+
+// TPOT is the time per output token after the first:
+// (end - first token) / (output tokens - 1). It is defined only for requests
+// with at least two output tokens.
+func (r *Request) TPOT() (time.Duration, bool) {
+	if r.FirstToken.IsZero() || r.End.IsZero() || r.OutputTokens < 2 {
+		return 0, false
+	}
+	return r.End.Sub(r.FirstToken) / time.Duration(r.OutputTokens-1), true
+}
+
+// ScheduleLag is how late the request was sent relative to its schedule.
+func (r *Request) ScheduleLag() (time.Duration, bool) {
+	if r.Sent.IsZero() || r.Scheduled.IsZero() {
+		return 0, false
+	}
+	return r.Sent.Sub(r.Scheduled), true
+}
+
+// ITLs calls fn with each gap between consecutive content events.
+func (r *Request) ITLs(fn func(time.Duration)) {
+	for i := 1; i < len(r.TokenTimes); i++ {
+		fn(r.TokenTimes[i].Sub(r.TokenTimes[i-1]))
+	}
+}
