@@ -1,0 +1,41 @@
+package main
+
+import (
+	"strings"
+
+	"github.com/infer-exporter/infer_exporter/internal/config"
+)
+
+// demoConfig is the workload --demo runs against the embedded simulator: a
+// chat turn of 256 prompt tokens and 64 output tokens, arriving as a Poisson
+// process at 4 requests per second. It is parsed like any configuration file,
+// so it doubles as an example of the format.
+const demoConfig = `targets:
+  - name: demo
+    url: SIMULATOR_URL
+    flavor: openai-chat
+    model: sim-model
+    timeout: 1m
+workloads:
+  - name: demo-chat
+    target: demo
+    arrival:
+      process: poisson
+      rate: 4
+      max_rate: 20
+    max_in_flight: 64
+    prompt:
+      input_tokens: {dist: fixed, mean: 256}
+      output_tokens: {dist: fixed, mean: 64}
+      seed: 1
+    sampling:
+      ignore_eos: true
+    slo:
+      ttft: 500ms
+      tpot: 50ms
+`
+
+// DemoConfig returns the demo configuration aimed at the simulator's URL.
+func DemoConfig(simulatorURL string) (*config.Config, error) {
+	return config.Parse([]byte(strings.Replace(demoConfig, "SIMULATOR_URL", simulatorURL, 1)), "<demo>")
+}

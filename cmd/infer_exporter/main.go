@@ -1,0 +1,276 @@
+// Command infer_exporter measures LLM inference servers from the client side
+// and exposes what it measured, with the server's and the GPU's own metrics,
+// for Prometheus.
+package main
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"log/slog"
+	"net"
+	"net/http"
+	"os"
+	"os/signal"
+	"syscall"
+	"time"
+
+	"github.com/alecthomas/kingpin/v2"
+	"github.com/prometheus/client_golang/prometheus"
+	"github.com/prometheus/client_golang/prometheus/collectors"
+	versioncollector "github.com/prometheus/client_golang/prometheus/collectors/version"
+	"github.com/prometheus/client_golang/prometheus/promhttp"
+	"github.com/prometheus/common/promslog"
+	promslogflag "github.com/prometheus/common/promslog/flag"
+	"github.com/prometheus/common/version"
+	"github.com/prometheus/exporter-toolkit/web"
+	"github.com/prometheus/exporter-toolkit/web/kingpinflag"
+
+	"github.com/infer-exporter/infer_exporter/collector"
+	"github.com/infer-exporter/infer_exporter/internal/config"
+	"github.com/infer-exporter/infer_exporter/internal/simulator"
+	"github.com/infer-exporter/infer_exporter/probe/workload"
+)
+
+const exporterName = "infer_exporter"
+
+// DefaultListenAddress is the exporter's default port.
+const DefaultListenAddress = ":9750"
+
+type flags struct {
+	configFile     string
+	configCheck    bool
+	demo           bool
+	metricsPath    string
+	degradedLag    time.Duration
+	degradedWindow time.Duration
+	web            *web.FlagConfig
+	log            *promslog.Config
+	collectors     *collector.Settings
+	sim            *simulator.Config
+}
+
+func main() {
+	ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt, syscall.SIGTERM)
+	code := run(ctx, os.Args[1:])
+	stop()
+	os.Exit(code)
+}
+
+// run is the whole program; it returns the exit code. Tests call it with
+// their own context and arguments.
+func run(ctx context.Context, args []string) int {
+	app := kingpin.New(exporterName, "Measures LLM inference servers with controlled traffic and exposes client-side latency, server and GPU metrics for Prometheus.")
+	var f flags
+	app.Flag("config.file", "Configuration file (YAML): targets and workloads.").PlaceHolder("FILE").StringVar(&f.configFile)
+	app.Flag("config.check", "Validate --config.file, print the result and exit.").BoolVar(&f.configCheck)
+	app.Flag("demo", "Start the embedded simulator and probe it with a built-in workload.").BoolVar(&f.demo)
+	app.Flag("web.telemetry-path", "Path under which to expose metrics.").Default("/metrics").StringVar(&f.metricsPath)
+	app.Flag("probe.degraded-lag", "Schedule lag p99 above which the measurement is flagged as degraded (the client is falling behind).").Default("10ms").DurationVar(&f.degradedLag)
+	app.Flag("probe.degraded-window", "Window over which the schedule lag p99 is computed.").Default("30s").DurationVar(&f.degradedWindow)
+	f.web = kingpinflag.AddFlags(app, DefaultListenAddress)
+	f.log = &promslog.Config{}
+	promslogflag.AddFlags(app, f.log)
+	f.collectors = collector.AddFlags(app)
+	app.Version(version.Print(exporterName) + "\n" + buildNote())
+	app.HelpFlag.Short('h')
+
+	serveCmd := app.Command("serve", "Run the exporter (the default).").Default()
+	simulateCmd := app.Command("simulate", "Serve the embedded inference simulator (an OpenAI-compatible server with a continuous-batching timing model) on --web.listen-address.")
+	f.sim = simulator.AddFlags(simulateCmd)
+
+	cmd, err := app.Parse(args)
+	if err != nil {
+		fmt.Fprintf(os.Stderr, "%s: %v\n", exporterName, err)
+		return 2
+	}
+	logger := promslog.New(f.log)
+
+	switch cmd {
+	case simulateCmd.FullCommand():
+		return runSimulator(ctx, &f, logger)
+	case serveCmd.FullCommand():
+		if f.configCheck {
+			return checkConfig(f.configFile)
+		}
+		return serve(ctx, &f, logger)
+	}
+	return 2
+}
+
+func checkConfig(file string) int {
+	if file == "" {
+		fmt.Fprintln(os.Stderr, "--config.check needs --config.file")
+		return 2
+	}
+	c, err := config.LoadFile(file)
+	if err != nil {
+		fmt.Fprintln(os.Stderr, err)
+		return 1
+	}
+	fmt.Printf("%s: OK: %d targets, %d workloads\n", file, len(c.Targets), len(c.Workloads))
+	return 0
+}
+
+func runSimulator(ctx context.Context, f *flags, logger *slog.Logger) int {
+	addrs := *f.web.WebListenAddresses
+	if len(addrs) != 1 {
+		logger.Error("simulate serves on exactly one --web.listen-address")
+		return 2
+	}
+	if err := simulator.Serve(ctx, addrs[0], *f.sim, logger); err != nil {
+		logger.Error("simulator failed", "err", err)
+		return 1
+	}
+	return 0
+}
+
+func serve(ctx context.Context, f *flags, logger *slog.Logger) int {
+	logger.Info("starting "+exporterName, "version", version.Info(), "build_context", version.BuildContext())
+	if f.demo && f.configFile != "" {
+		logger.Error("--demo and --config.file exclude each other: --demo brings its own configuration")
+		return 2
+	}
+	if !f.demo && f.configFile == "" {
+		logger.Warn("no --config.file: no workloads run; only collectors are served (try --demo)")
+	}
+
+	reg := prometheus.NewRegistry()
+	reg.MustRegister(
+		versioncollector.NewCollector(exporterName),
+		collectors.NewGoCollector(),
+		collectors.NewProcessCollector(collectors.ProcessCollectorOpts{}),
+	)
+	cols, err := collector.New(ctx, f.collectors, logger)
+	if err != nil {
+		logger.Error("collectors", "err", err)
+		return 1
+	}
+	defer cols.Close()
+	reg.MustRegister(cols)
+
+	manager := workload.NewManager(workload.NewMetrics(reg), workload.Options{
+		DegradedLag: f.degradedLag, DegradedWindow: f.degradedWindow,
+	}, logger)
+	defer manager.Stop()
+
+	load := func() (*config.Config, error) {
+		if f.configFile == "" {
+			return &config.Config{}, nil
+		}
+		return config.LoadFile(f.configFile)
+	}
+	if f.demo {
+		sim, simURL, err := startDemoSimulator(logger)
+		if err != nil {
+			logger.Error("demo simulator", "err", err)
+			return 1
+		}
+		defer sim()
+		load = func() (*config.Config, error) { return DemoConfig(simURL) }
+	}
+	reloader := config.NewReloader(load, manager, reg, logger)
+	if err := reloader.Reload(ctx); err != nil {
+		// A bad configuration at start is fatal: there is no old one to keep.
+		return 1
+	}
+
+	reloadCh := make(chan chan error)
+	go func() {
+		hup := make(chan os.Signal, 1)
+		signal.Notify(hup, syscall.SIGHUP)
+		defer signal.Stop(hup)
+		for {
+			select {
+			case <-ctx.Done():
+				return
+			case <-hup:
+				_ = reloader.Reload(ctx)
+			case errc := <-reloadCh:
+				errc <- reloader.Reload(ctx)
+			}
+		}
+	}()
+
+	mux := http.NewServeMux()
+	mux.Handle(f.metricsPath, promhttp.HandlerFor(reg, promhttp.HandlerOpts{
+		ErrorLog:          slog.NewLogLogger(logger.Handler(), slog.LevelError),
+		EnableOpenMetrics: true,
+		Registry:          reg,
+	}))
+	mux.HandleFunc("/-/healthy", func(w http.ResponseWriter, _ *http.Request) { fmt.Fprintln(w, "Healthy") })
+	mux.HandleFunc("/-/ready", func(w http.ResponseWriter, _ *http.Request) {
+		if reloader.Current() == nil {
+			http.Error(w, "no configuration loaded", http.StatusServiceUnavailable)
+			return
+		}
+		fmt.Fprintln(w, "Ready")
+	})
+	mux.HandleFunc("/-/reload", func(w http.ResponseWriter, r *http.Request) {
+		if r.Method != http.MethodPost && r.Method != http.MethodPut {
+			w.Header().Set("Allow", "POST, PUT")
+			http.Error(w, "use POST or PUT to reload", http.StatusMethodNotAllowed)
+			return
+		}
+		errc := make(chan error, 1)
+		select {
+		case reloadCh <- errc:
+		case <-r.Context().Done():
+			return
+		}
+		if err := <-errc; err != nil {
+			http.Error(w, fmt.Sprintf("failed to reload config: %s", err), http.StatusInternalServerError)
+			return
+		}
+		fmt.Fprintln(w, "Reloaded")
+	})
+	landing, err := landingPage(f, cols, reloader)
+	if err != nil {
+		logger.Error("landing page", "err", err)
+		return 1
+	}
+	mux.Handle("/", landing)
+
+	srv := &http.Server{Handler: mux, ReadHeaderTimeout: 10 * time.Second}
+	errc := make(chan error, 1)
+	go func() { errc <- web.ListenAndServe(srv, f.web, logger) }()
+	select {
+	case err := <-errc:
+		logger.Error("http server", "err", err)
+		return 1
+	case <-ctx.Done():
+	}
+	logger.Info("shutting down")
+	shutdownCtx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
+	defer cancel()
+	_ = srv.Shutdown(shutdownCtx)
+	return 0
+}
+
+// startDemoSimulator serves the embedded simulator on a loopback port and
+// returns a function that stops it.
+func startDemoSimulator(logger *slog.Logger) (func(), string, error) {
+	sim, err := simulator.New(simulator.DefaultConfig(), logger.With("component", "simulator"))
+	if err != nil {
+		return nil, "", err
+	}
+	ln, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		sim.Close()
+		return nil, "", err
+	}
+	srv := &http.Server{Handler: sim.Handler(), ReadHeaderTimeout: 10 * time.Second}
+	go func() {
+		if err := srv.Serve(ln); err != nil && !errors.Is(err, http.ErrServerClosed) {
+			logger.Error("demo simulator stopped", "err", err)
+		}
+	}()
+	url := "http://" + ln.Addr().String()
+	logger.Info("demo: embedded simulator serving", "url", url)
+	return func() {
+		ctx, cancel := context.WithTimeout(context.Background(), 2*time.Second)
+		defer cancel()
+		_ = srv.Shutdown(ctx)
+		sim.Close()
+	}, url, nil
+}

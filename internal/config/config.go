@@ -1,0 +1,474 @@
+// Package config loads the exporter's YAML configuration: the targets it
+// measures and the workloads it sends them. Parsing is strict: an unknown
+// field, a wrong type or an invalid value is an error that names the file, the
+// line and the reason, so that a typo is never silently ignored.
+package config
+
+import (
+	"bytes"
+	"errors"
+	"fmt"
+	"io"
+	"net/url"
+	"os"
+	"path/filepath"
+	"regexp"
+	"strconv"
+	"strings"
+	"time"
+
+	yaml "go.yaml.in/yaml/v3"
+
+	"github.com/infer-exporter/infer_exporter/probe/arrival"
+	"github.com/infer-exporter/infer_exporter/probe/client"
+)
+
+// Config is the whole configuration file.
+type Config struct {
+	Targets   []Target   `yaml:"targets"`
+	Workloads []Workload `yaml:"workloads"`
+}
+
+// Flavor names the HTTP API a target speaks; the client package lists them.
+type Flavor string
+
+// FlavorOpenAIChat is the default flavor.
+const FlavorOpenAIChat Flavor = "openai-chat"
+
+// Target is one inference server endpoint.
+type Target struct {
+	Name   string `yaml:"name"`
+	URL    string `yaml:"url"`
+	Flavor Flavor `yaml:"flavor"`
+	Model  string `yaml:"model"`
+	// BearerTokenFile holds the API key. The key itself never appears in the
+	// config, so it is never echoed by --config.check or logs.
+	BearerTokenFile string            `yaml:"bearer_token_file"`
+	Headers         map[string]string `yaml:"headers"`
+	// Timeout bounds one request from send to last byte.
+	Timeout time.Duration `yaml:"timeout"`
+
+	// BearerToken is read from BearerTokenFile at load time.
+	BearerToken Secret `yaml:"-"`
+}
+
+// Secret is a string that prints as "<secret>", so that it cannot leak through
+// a %v or a log attribute.
+type Secret string
+
+func (Secret) String() string { return "<secret>" }
+
+// MarshalYAML hides the value.
+func (Secret) MarshalYAML() (any, error) { return "<secret>", nil }
+
+// Workload is a stream of requests sent to one target.
+type Workload struct {
+	Name    string  `yaml:"name"`
+	Target  string  `yaml:"target"`
+	// Arrival is the open-loop arrival process and its rate ceiling.
+	Arrival arrival.Config `yaml:"arrival"`
+	// MaxInFlight caps concurrent requests. An arrival that finds the cap full
+	// is dropped and counted, never delayed.
+	MaxInFlight int      `yaml:"max_in_flight"`
+	Prompt      Prompt   `yaml:"prompt"`
+	Sampling    Sampling `yaml:"sampling"`
+	SLO         SLO      `yaml:"slo"`
+	// Duration of the workload; 0 runs until the exporter stops.
+	Duration time.Duration `yaml:"duration"`
+}
+
+// Prompt describes the synthetic prompts and their output lengths.
+type Prompt struct {
+	InputTokens  Distribution `yaml:"input_tokens"`
+	OutputTokens Distribution `yaml:"output_tokens"`
+	Seed         int64        `yaml:"seed"`
+}
+
+// Distribution is a token-length distribution, clamped to [Min, Max].
+type Distribution struct {
+	Dist   string  `yaml:"dist"` // fixed | uniform | normal | lognormal
+	Mean   float64 `yaml:"mean"`
+	Stddev float64 `yaml:"stddev"`
+	Min    int     `yaml:"min"`
+	Max    int     `yaml:"max"`
+}
+
+// Sampling parameters sent with each request. Pointers distinguish "unset"
+// (the server's default) from zero.
+type Sampling struct {
+	Temperature *float64 `yaml:"temperature"`
+	TopP        *float64 `yaml:"top_p"`
+	Seed        *int64   `yaml:"seed"`
+	// IgnoreEOS and MinTokens are vLLM extensions that force the output length;
+	// set them only for servers that accept them.
+	IgnoreEOS bool `yaml:"ignore_eos"`
+	MinTokens int  `yaml:"min_tokens"`
+}
+
+// SLO thresholds; zero means "no threshold". A request counts as goodput when
+// it succeeded and met every threshold that is set.
+type SLO struct {
+	TTFT time.Duration `yaml:"ttft"`
+	TPOT time.Duration `yaml:"tpot"`
+	E2E  time.Duration `yaml:"e2e"`
+}
+
+// Defaults applied to fields left unset.
+const (
+	DefaultTimeout     = 5 * time.Minute
+	DefaultMaxInFlight = 64
+	// A prompt and output shape close to a chat turn.
+	DefaultInputTokens  = 256
+	DefaultOutputTokens = 128
+)
+
+// Error is a configuration error with its place in the file.
+type Error struct {
+	File   string
+	Line   int // 0 when unknown
+	Field  string
+	Reason string
+}
+
+func (e *Error) Error() string {
+	var b strings.Builder
+	b.WriteString(e.File)
+	if e.Line > 0 {
+		fmt.Fprintf(&b, ":%d", e.Line)
+	}
+	b.WriteString(": ")
+	if e.Field != "" {
+		b.WriteString(e.Field)
+		b.WriteString(": ")
+	}
+	b.WriteString(e.Reason)
+	return b.String()
+}
+
+// LoadFile reads, parses and validates a configuration file.
+func LoadFile(path string) (*Config, error) {
+	data, err := os.ReadFile(path)
+	if err != nil {
+		return nil, &Error{File: path, Reason: err.Error()}
+	}
+	return Parse(data, path)
+}
+
+var yamlLineError = regexp.MustCompile(`^\s*line (\d+): (.*)$`)
+
+// Parse parses and validates configuration bytes; file names the source in
+// errors, and relative bearer_token_file paths are resolved against its
+// directory.
+func Parse(data []byte, file string) (*Config, error) {
+	var root yaml.Node
+	if err := yaml.Unmarshal(data, &root); err != nil {
+		return nil, yamlError(file, err)
+	}
+	dec := yaml.NewDecoder(bytes.NewReader(data))
+	dec.KnownFields(true)
+	var c Config
+	if err := dec.Decode(&c); err != nil && !errors.Is(err, io.EOF) {
+		return nil, yamlError(file, err)
+	}
+	v := validator{file: file, root: &root}
+	c.applyDefaults()
+	c.validate(&v)
+	if len(v.errs) > 0 {
+		return nil, errors.Join(v.errs...)
+	}
+	if err := c.readSecrets(filepath.Dir(file), &v); err != nil {
+		return nil, err
+	}
+	return &c, nil
+}
+
+// yamlError turns yaml.v3's "line N: reason" messages into Errors, one per
+// problem, so each carries the file name.
+func yamlError(file string, err error) error {
+	var te *yaml.TypeError
+	if errors.As(err, &te) {
+		errs := make([]error, 0, len(te.Errors))
+		for _, msg := range te.Errors {
+			errs = append(errs, lineError(file, msg))
+		}
+		return errors.Join(errs...)
+	}
+	return lineError(file, strings.TrimPrefix(err.Error(), "yaml: "))
+}
+
+func lineError(file, msg string) error {
+	if m := yamlLineError.FindStringSubmatch(msg); m != nil {
+		n, _ := strconv.Atoi(m[1])
+		return &Error{File: file, Line: n, Reason: m[2]}
+	}
+	return &Error{File: file, Reason: msg}
+}
+
+func (c *Config) applyDefaults() {
+	for i := range c.Targets {
+		t := &c.Targets[i]
+		if t.Flavor == "" {
+			t.Flavor = FlavorOpenAIChat
+		}
+		if t.Timeout == 0 {
+			t.Timeout = DefaultTimeout
+		}
+	}
+	for i := range c.Workloads {
+		w := &c.Workloads[i]
+		if w.MaxInFlight == 0 {
+			w.MaxInFlight = DefaultMaxInFlight
+		}
+		if w.Arrival.Process == "" {
+			w.Arrival.Process = arrival.ProcessPoisson
+		}
+		w.Arrival = w.Arrival.WithDefaults()
+		if w.Prompt.InputTokens == (Distribution{}) {
+			w.Prompt.InputTokens = Distribution{Dist: "fixed", Mean: DefaultInputTokens}
+		}
+		if w.Prompt.OutputTokens == (Distribution{}) {
+			w.Prompt.OutputTokens = Distribution{Dist: "fixed", Mean: DefaultOutputTokens}
+		}
+		if w.Prompt.InputTokens.Dist == "" {
+			w.Prompt.InputTokens.Dist = "fixed"
+		}
+		if w.Prompt.OutputTokens.Dist == "" {
+			w.Prompt.OutputTokens.Dist = "fixed"
+		}
+	}
+}
+
+var nameRE = regexp.MustCompile(`^[a-zA-Z0-9_][a-zA-Z0-9_.:-]*$`)
+
+func (c *Config) validate(v *validator) {
+	targets := map[string]bool{}
+	for i := range c.Targets {
+		t := &c.Targets[i]
+		p := path{"targets", i}
+		switch {
+		case t.Name == "":
+			v.add(p, "name", "is required")
+		case !nameRE.MatchString(t.Name):
+			v.add(p, "name", fmt.Sprintf("%q must match %s", t.Name, nameRE))
+		case targets[t.Name]:
+			v.add(p, "name", fmt.Sprintf("%q is used by another target", t.Name))
+		}
+		targets[t.Name] = true
+		if u, err := url.Parse(t.URL); t.URL == "" {
+			v.add(p, "url", "is required")
+		} else if err != nil || (u.Scheme != "http" && u.Scheme != "https") || u.Host == "" {
+			v.add(p, "url", fmt.Sprintf("%q must be an absolute http or https URL", t.URL))
+		} else if u.User != nil {
+			v.add(p, "url", "must not hold credentials: use bearer_token_file")
+		}
+		if _, err := client.ParseFlavor(string(t.Flavor)); err != nil {
+			v.add(p, "flavor", fmt.Sprintf("%q is not one of %v", t.Flavor, client.FlavorNames()))
+		}
+		if t.Model == "" {
+			v.add(p, "model", "is required (the model name the server serves)")
+		}
+		if t.Timeout < 0 {
+			v.add(p, "timeout", "must be positive")
+		}
+		for k := range t.Headers {
+			if strings.EqualFold(k, "Authorization") {
+				v.add(p, "headers", "must not set Authorization: use bearer_token_file")
+			}
+		}
+	}
+	workloads := map[string]bool{}
+	for i := range c.Workloads {
+		w := &c.Workloads[i]
+		p := path{"workloads", i}
+		switch {
+		case w.Name == "":
+			v.add(p, "name", "is required")
+		case !nameRE.MatchString(w.Name):
+			v.add(p, "name", fmt.Sprintf("%q must match %s", w.Name, nameRE))
+		case workloads[w.Name]:
+			v.add(p, "name", fmt.Sprintf("%q is used by another workload", w.Name))
+		}
+		workloads[w.Name] = true
+		if w.Target == "" {
+			v.add(p, "target", "is required")
+		} else if !targets[w.Target] {
+			v.add(p, "target", fmt.Sprintf("%q is not a configured target", w.Target))
+		}
+		if w.MaxInFlight < 0 {
+			v.add(p, "max_in_flight", "must be positive")
+		}
+		if w.Duration < 0 {
+			v.add(p, "duration", "must not be negative")
+		}
+		validateArrival(v, append(p, "arrival"), &w.Arrival)
+		validateDist(v, append(p, "prompt", "input_tokens"), &w.Prompt.InputTokens, 1)
+		validateDist(v, append(p, "prompt", "output_tokens"), &w.Prompt.OutputTokens, 1)
+		if w.Sampling.MinTokens < 0 {
+			v.add(append(p, "sampling"), "min_tokens", "must not be negative")
+		}
+		if w.SLO.TTFT < 0 || w.SLO.TPOT < 0 || w.SLO.E2E < 0 {
+			v.add(p, "slo", "thresholds must not be negative")
+		}
+	}
+}
+
+// validateArrival reports the arrival package's own validation with the
+// field's place in the file.
+func validateArrival(v *validator, p path, a *arrival.Config) {
+	err := a.Validate()
+	var fe *arrival.FieldError
+	switch {
+	case errors.As(err, &fe):
+		v.addPath(append(append(path{}, p...), parseFieldPath(fe.Field)...), fe.Reason)
+	case err != nil:
+		v.addPath(p, err.Error())
+	}
+}
+
+// parseFieldPath splits "stages[2].duration" into {"stages", 2, "duration"}.
+func parseFieldPath(f string) path {
+	var p path
+	for _, part := range strings.Split(f, ".") {
+		name, idx, hasIdx := strings.Cut(part, "[")
+		if name != "" {
+			p = append(p, name)
+		}
+		if hasIdx {
+			if n, err := strconv.Atoi(strings.TrimSuffix(idx, "]")); err == nil {
+				p = append(p, n)
+			}
+		}
+	}
+	return p
+}
+
+func validateDist(v *validator, p path, d *Distribution, floor int) {
+	switch d.Dist {
+	case "fixed":
+		if d.Mean < float64(floor) {
+			v.add(p, "mean", fmt.Sprintf("must be at least %d", floor))
+		}
+	case "uniform":
+		if d.Min < floor || d.Max < d.Min {
+			v.add(p, "min", fmt.Sprintf("uniform needs %d <= min <= max", floor))
+		}
+	case "normal", "lognormal":
+		if d.Mean < float64(floor) {
+			v.add(p, "mean", fmt.Sprintf("must be at least %d", floor))
+		}
+		if d.Stddev <= 0 {
+			v.add(p, "stddev", "must be positive")
+		}
+		if d.Max != 0 && d.Max < d.Min {
+			v.add(p, "max", "must not be below min")
+		}
+	default:
+		v.add(p, "dist", fmt.Sprintf("%q is not one of fixed, uniform, normal, lognormal", d.Dist))
+	}
+}
+
+func (c *Config) readSecrets(dir string, v *validator) error {
+	for i := range c.Targets {
+		t := &c.Targets[i]
+		if t.BearerTokenFile == "" {
+			continue
+		}
+		f := t.BearerTokenFile
+		if !filepath.IsAbs(f) {
+			f = filepath.Join(dir, f)
+		}
+		b, err := os.ReadFile(f)
+		if err != nil {
+			// The path is not secret; the content would be, and is never read
+			// into the message.
+			v.add(path{"targets", i}, "bearer_token_file", fmt.Sprintf("cannot read: %v", errors.Unwrap(err)))
+			continue
+		}
+		t.BearerToken = Secret(strings.TrimSpace(string(b)))
+	}
+	if len(v.errs) > 0 {
+		return errors.Join(v.errs...)
+	}
+	return nil
+}
+
+// Target returns the target with the given name.
+func (c *Config) Target(name string) (*Target, bool) {
+	for i := range c.Targets {
+		if c.Targets[i].Name == name {
+			return &c.Targets[i], true
+		}
+	}
+	return nil, false
+}
+
+// path addresses a node: strings are mapping keys, ints sequence indexes.
+type path []any
+
+func (p path) String() string {
+	var b strings.Builder
+	for _, e := range p {
+		switch e := e.(type) {
+		case int:
+			fmt.Fprintf(&b, "[%d]", e)
+		case string:
+			if b.Len() > 0 {
+				b.WriteByte('.')
+			}
+			b.WriteString(e)
+		}
+	}
+	return b.String()
+}
+
+type validator struct {
+	file string
+	root *yaml.Node
+	errs []error
+}
+
+// add records an error at p.field, with the line of the deepest node of that
+// path present in the file.
+func (v *validator) add(p path, field, reason string) {
+	v.addPath(append(append(path{}, p...), field), reason)
+}
+
+func (v *validator) addPath(full path, reason string) {
+	v.errs = append(v.errs, &Error{File: v.file, Line: lineOf(v.root, full), Field: full.String(), Reason: reason})
+}
+
+func lineOf(root *yaml.Node, p path) int {
+	n := root
+	if n != nil && n.Kind == yaml.DocumentNode && len(n.Content) > 0 {
+		n = n.Content[0]
+	}
+	line := 0
+	if n != nil {
+		line = n.Line
+	}
+	for _, e := range p {
+		if n == nil {
+			break
+		}
+		var next *yaml.Node
+		switch e := e.(type) {
+		case string:
+			if n.Kind == yaml.MappingNode {
+				for i := 0; i+1 < len(n.Content); i += 2 {
+					if n.Content[i].Value == e {
+						line = n.Content[i].Line
+						next = n.Content[i+1]
+						break
+					}
+				}
+			}
+		case int:
+			if n.Kind == yaml.SequenceNode && e < len(n.Content) {
+				next = n.Content[e]
+				line = next.Line
+			}
+		}
+		n = next
+	}
+	return line
+}

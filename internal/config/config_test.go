@@ -1,0 +1,107 @@
+package config
+
+import (
+	"errors"
+	"fmt"
+	"path/filepath"
+	"strings"
+	"testing"
+	"time"
+)
+
+func TestLoadGood(t *testing.T) {
+	c, err := LoadFile(filepath.Join("testdata", "good.yml"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if got := len(c.Workloads); got != 2 {
+		t.Fatalf("workloads = %d, want 2", got)
+	}
+	tg, ok := c.Target("local")
+	if !ok {
+		t.Fatal("target local missing")
+	}
+	if tg.BearerToken != "sk-test-do-not-leak" {
+		t.Errorf("token not read from file")
+	}
+	if s := fmt.Sprintf("%v %+v", tg.BearerToken, *tg); strings.Contains(s, "sk-test") {
+		t.Errorf("secret leaks through fmt: %s", s)
+	}
+	if tg.Timeout != 30*time.Second {
+		t.Errorf("timeout = %v", tg.Timeout)
+	}
+	w := c.Workloads[1]
+	if w.MaxInFlight != 8 || w.Arrival.PeakRate() != 5 || w.Arrival.MaxRate != 0 {
+		t.Errorf("ramp workload = %+v", w)
+	}
+	if c.Workloads[0].MaxInFlight != DefaultMaxInFlight {
+		t.Errorf("default in-flight cap not applied")
+	}
+	if c.Workloads[0].SLO.TTFT != 500*time.Millisecond {
+		t.Errorf("slo ttft = %v", c.Workloads[0].SLO.TTFT)
+	}
+}
+
+const base = `targets:
+  - name: local
+    url: http://127.0.0.1:8000
+    model: m
+workloads:
+  - name: w
+    target: local
+    arrival:
+      rate: 1
+`
+
+func TestParseErrors(t *testing.T) {
+	for _, tc := range []struct {
+		name string
+		yaml string
+		want []string // substrings of the error, each "file:line: ..."
+	}{
+		{"unknown top-level field", base + "extra: 1\n", []string{"c.yml:10: field extra not found"}},
+		{"unknown nested field", strings.Replace(base, "      rate: 1\n", "      rate: 1\n      rat: 2\n", 1), []string{"c.yml:10: field rat not found"}},
+		{"wrong type", strings.Replace(base, "rate: 1", "rate: fast", 1), []string{"c.yml:9: cannot unmarshal"}},
+		{"bad duration", base + "    duration: 5\n", []string{"c.yml:10: cannot unmarshal"}},
+		{"syntax", "targets: [\n", []string{"c.yml"}},
+		{"missing url", strings.Replace(base, "    url: http://127.0.0.1:8000\n", "", 1), []string{"c.yml:2: targets[0].url: is required"}},
+		{"bad scheme", strings.Replace(base, "http://127", "file://127", 1), []string{"c.yml:3: targets[0].url:", "http or https"}},
+		{"credentials in url", strings.Replace(base, "http://127", "http://u:p@127", 1), []string{"c.yml:3: targets[0].url: must not hold credentials"}},
+		{"unknown target", strings.Replace(base, "target: local", "target: nope", 1), []string{`c.yml:7: workloads[0].target: "nope" is not a configured target`}},
+		{"bad flavor", strings.Replace(base, "model: m", "model: m\n    flavor: grpc", 1), []string{`c.yml:5: targets[0].flavor: "grpc" is not one of`}},
+		{"negative rate", strings.Replace(base, "rate: 1", "rate: -1", 1), []string{"c.yml:9: workloads[0].arrival.rate: must be a finite rate ≥ 0"}},
+		{"ceiling below rate", strings.Replace(base, "rate: 1", "rate: 10\n      max_rate: 5", 1), []string{"c.yml:10: workloads[0].arrival.max_rate: 5 req/s must be above the peak configured rate 10"}},
+		{"gamma without burstiness", strings.Replace(base, "rate: 1", "rate: 1\n      process: gamma", 1), []string{"c.yml:8: workloads[0].arrival.burstiness: must be a finite number > 0"}},
+		{"rate and ramp", strings.Replace(base, "rate: 1", "rate: 1\n      ramp: {from: 1, to: 2, over: 1m}", 1), []string{"c.yml:9: workloads[0].arrival.rate: set only one of rate, ramp or stages"}},
+		{"bad stage", strings.Replace(base, "rate: 1", "stages:\n        - {duration: 1m, rate: 1}\n        - {duration: 0s, rate: 2}", 1), []string{"c.yml:11: workloads[0].arrival.stages[1].duration"}},
+		{"bad dist", base + "    prompt:\n      input_tokens: {dist: zipf}\n", []string{`c.yml:11: workloads[0].prompt.input_tokens.dist: "zipf" is not one of`}},
+		{"duplicate target", strings.Replace(base, "workloads:", "  - name: local\n    url: http://127.0.0.1:1\n    model: m\nworkloads:", 1), []string{`c.yml:5: targets[1].name: "local" is used by another target`}},
+		{"authorization header", strings.Replace(base, "model: m", "model: m\n    headers: {Authorization: x}", 1), []string{"targets[0].headers: must not set Authorization"}},
+		{"missing token file", strings.Replace(base, "model: m", "model: m\n    bearer_token_file: /nonexistent/token", 1), []string{"c.yml:5: targets[0].bearer_token_file: cannot read"}},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			_, err := Parse([]byte(tc.yaml), "c.yml")
+			if err == nil {
+				t.Fatal("no error")
+			}
+			for _, w := range tc.want {
+				if !strings.Contains(err.Error(), w) {
+					t.Errorf("error %q does not contain %q", err, w)
+				}
+			}
+			var ce *Error
+			if !errors.As(err, &ce) || ce.File != "c.yml" {
+				t.Errorf("error %v is not a *Error naming the file", err)
+			}
+		})
+	}
+}
+
+func TestParseAllErrorsAtOnce(t *testing.T) {
+	y := strings.Replace(base, "model: m", "model: \"\"", 1)
+	y = strings.Replace(y, "rate: 1", "rate: -1", 1)
+	_, err := Parse([]byte(y), "c.yml")
+	if err == nil || !strings.Contains(err.Error(), "model") || !strings.Contains(err.Error(), "rate") {
+		t.Fatalf("want both errors, got %v", err)
+	}
+}

@@ -1,0 +1,35 @@
+package arrival_test
+
+import (
+	"fmt"
+	"time"
+
+	"github.com/infer-exporter/infer_exporter/probe/arrival"
+)
+
+func Example() {
+	s, err := arrival.New(arrival.Config{
+		Process: arrival.ProcessConstant,
+		Stages: []arrival.Stage{
+			{Duration: time.Second, Rate: 2},
+			{Duration: time.Second, Rate: 4},
+		},
+	}, 1)
+	if err != nil {
+		panic(err)
+	}
+	for {
+		at, ok := s.Next()
+		if !ok {
+			break
+		}
+		fmt.Println(at)
+	}
+	// Output:
+	// 500ms
+	// 1s
+	// 1.25s
+	// 1.5s
+	// 1.75s
+	// 2s
+}

@@ -1,0 +1,161 @@
+package workload
+
+import (
+	"context"
+	"fmt"
+	"log/slog"
+	"sync"
+	"time"
+
+	"github.com/infer-exporter/infer_exporter/internal/config"
+	"github.com/infer-exporter/infer_exporter/probe/arrival"
+	"github.com/infer-exporter/infer_exporter/probe/client"
+	"github.com/infer-exporter/infer_exporter/probe/prompt"
+)
+
+// Options are the exporter-wide settings for every workload.
+type Options struct {
+	DegradedLag    time.Duration
+	DegradedWindow time.Duration
+}
+
+// Manager runs the workloads of the current configuration and replaces them
+// when the configuration is reloaded.
+type Manager struct {
+	opts    Options
+	metrics *Metrics
+	logger  *slog.Logger
+
+	mu      sync.Mutex
+	cancel  context.CancelFunc
+	done    chan struct{}
+	series  map[string]*Series // by workload name
+	clients []*client.Client
+}
+
+// NewManager returns a manager that records into metrics.
+func NewManager(metrics *Metrics, opts Options, logger *slog.Logger) *Manager {
+	return &Manager{opts: opts, metrics: metrics, logger: logger, series: map[string]*Series{}}
+}
+
+// Build turns a configuration into runners without starting them, so that a
+// configuration that cannot run is refused before the old one stops.
+func Build(c *config.Config, metrics *Metrics, opts Options, logger *slog.Logger) ([]*Runner, []*client.Client, error) {
+	var runners []*Runner
+	var clients []*client.Client
+	for i := range c.Workloads {
+		w := &c.Workloads[i]
+		t, ok := c.Target(w.Target)
+		if !ok {
+			return nil, nil, fmt.Errorf("workload %q: unknown target %q", w.Name, w.Target)
+		}
+		target, err := ClientTarget(t)
+		if err != nil {
+			return nil, nil, fmt.Errorf("workload %q: %w", w.Name, err)
+		}
+		sched, err := arrival.New(w.Arrival, w.Prompt.Seed)
+		if err != nil {
+			return nil, nil, fmt.Errorf("workload %q: %w", w.Name, err)
+		}
+		// One client per workload: its connection pool is sized to the
+		// workload's in-flight cap.
+		cl := client.New(client.Options{MaxConnsPerHost: w.MaxInFlight})
+		clients = append(clients, cl)
+		maxRate := sched.MaxRate()
+		limiter := arrival.NewWireLimiter(maxRate)
+		runners = append(runners, &Runner{
+			Name:           w.Name,
+			Target:         target,
+			Schedule:       sched,
+			Limiter:        limiter,
+			Prompts:        prompt.New(w.Prompt.InputTokens, w.Prompt.OutputTokens, w.Prompt.Seed),
+			Client:         cl,
+			Series:         metrics.Series(t.Name, t.Model, w.Name, w.SLO),
+			MaxInFlight:    w.MaxInFlight,
+			MaxRate:        maxRate,
+			Duration:       w.Duration,
+			Sampling:       w.Sampling,
+			Timeout:        t.Timeout,
+			DegradedLag:    opts.DegradedLag,
+			DegradedWindow: opts.DegradedWindow,
+			Logger:         logger,
+		})
+	}
+	return runners, clients, nil
+}
+
+// ClientTarget converts a configured target into the client's view of it.
+func ClientTarget(t *config.Target) (*client.Target, error) {
+	flavor, err := client.ParseFlavor(string(t.Flavor))
+	if err != nil {
+		return nil, err
+	}
+	return &client.Target{
+		Name:        t.Name,
+		BaseURL:     t.URL,
+		Model:       t.Model,
+		Flavor:      flavor,
+		BearerToken: string(t.BearerToken),
+		Headers:     t.Headers,
+	}, nil
+}
+
+// Apply stops the running workloads, waits for their requests, and starts
+// those of c. If c cannot be built, the old workloads keep running.
+func (m *Manager) Apply(ctx context.Context, c *config.Config) error {
+	runners, clients, err := Build(c, m.metrics, m.opts, m.logger)
+	if err != nil {
+		return err
+	}
+	m.mu.Lock()
+	defer m.mu.Unlock()
+	m.stopLocked()
+	keep := map[string]bool{}
+	for _, r := range runners {
+		keep[r.Name] = true
+	}
+	for name, s := range m.series {
+		if !keep[name] {
+			s.Delete()
+			delete(m.series, name)
+		}
+	}
+	runCtx, cancel := context.WithCancel(ctx)
+	done := make(chan struct{})
+	var wg sync.WaitGroup
+	for _, r := range runners {
+		if old, ok := m.series[r.Name]; ok && old.lv[0] != r.Series.lv[0] || ok && old.lv[1] != r.Series.lv[1] {
+			old.Delete()
+		}
+		m.series[r.Name] = r.Series
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			r.Run(runCtx)
+			m.logger.Info("workload finished", "workload", r.Name)
+		}()
+	}
+	go func() { wg.Wait(); close(done) }()
+	m.cancel, m.done, m.clients = cancel, done, clients
+	m.logger.Info("workloads started", "count", len(runners))
+	return nil
+}
+
+// Stop ends every workload and waits for it.
+func (m *Manager) Stop() {
+	m.mu.Lock()
+	defer m.mu.Unlock()
+	m.stopLocked()
+}
+
+func (m *Manager) stopLocked() {
+	if m.cancel == nil {
+		return
+	}
+	m.cancel()
+	<-m.done
+	for _, c := range m.clients {
+		c.Close()
+	}
+	m.cancel, m.done, m.clients = nil, nil, nil
+}

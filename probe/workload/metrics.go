@@ -1,0 +1,219 @@
+package workload
+
+import (
+	"time"
+
+	"github.com/prometheus/client_golang/prometheus"
+
+	"github.com/infer-exporter/infer_exporter/internal/config"
+	"github.com/infer-exporter/infer_exporter/probe/observation"
+)
+
+const namespace = "infer_probe"
+
+// Label names. The set is fixed and small: target, model and workload come
+// from the config, so cardinality is bounded by what the operator wrote.
+var labels = []string{"target", "model", "workload"}
+
+// Classic buckets fitted to LLM latencies, from about 1 ms to 2 min. Native
+// histograms are exposed beside them for servers that scrape them.
+var (
+	// Time to first token and end-to-end latency: queueing and prefill of
+	// long prompts reach seconds, full generations minutes.
+	latencyBuckets = []float64{.001, .0025, .005, .01, .025, .05, .075, .1, .15, .2, .3, .5, .75, 1, 1.5, 2, 3, 5, 7.5, 10, 15, 20, 30, 45, 60, 90, 120}
+	// Per-token gaps: decode steps take milliseconds to a few hundred.
+	tokenBuckets = []float64{.001, .002, .003, .005, .0075, .01, .0125, .015, .02, .025, .03, .04, .05, .075, .1, .15, .2, .3, .5, 1, 2.5, 5, 10, 30, 120}
+	// Schedule lag: the client's own delay, microseconds when healthy.
+	lagBuckets = []float64{.00001, .000025, .00005, .0001, .00025, .0005, .001, .0025, .005, .01, .025, .05, .1, .25, .5, 1, 2.5, 5, 10}
+)
+
+func histogram(name, help string, buckets []float64) *prometheus.HistogramVec {
+	return prometheus.NewHistogramVec(prometheus.HistogramOpts{
+		Namespace:                       namespace,
+		Name:                            name,
+		Help:                            help,
+		Buckets:                         buckets,
+		NativeHistogramBucketFactor:     1.1,
+		NativeHistogramMaxBucketNumber:  160,
+		NativeHistogramMinResetDuration: time.Hour,
+	}, labels)
+}
+
+// Metrics holds the continuous probe's metric vectors. One Metrics serves
+// every workload; each workload writes through its own Series.
+type Metrics struct {
+	ttft, tpot, itl, e2e, lag *prometheus.HistogramVec
+
+	promptTokens, completionTokens *prometheus.CounterVec
+	requests, dropped, goodput     *prometheus.CounterVec
+	tokenSource, clamped           *prometheus.CounterVec
+	inFlight, rate, maxRate        *prometheus.GaugeVec
+	maxInFlight, degraded          *prometheus.GaugeVec
+	lagP99                         *prometheus.GaugeVec
+}
+
+// NewMetrics creates the vectors and registers them with reg.
+func NewMetrics(reg prometheus.Registerer) *Metrics {
+	with := func(extra ...string) []string { return append(append([]string{}, labels...), extra...) }
+	m := &Metrics{
+		ttft: histogram("time_to_first_token_seconds",
+			"Time from a request's scheduled send instant to the first content or reasoning token read by the client.", latencyBuckets),
+		tpot: histogram("time_per_output_token_seconds",
+			"Per request, (last byte - first token) / (output tokens - 1); requests with fewer than 2 output tokens are not observed.", tokenBuckets),
+		itl: histogram("inter_token_latency_seconds",
+			"Each gap between two consecutive content-bearing stream events, as read by the client.", tokenBuckets),
+		e2e: histogram("request_duration_seconds",
+			"Time from a request's scheduled send instant to the last byte of its response, for requests that got a response.", latencyBuckets),
+		lag: histogram("schedule_lag_seconds",
+			"Time from a request's scheduled send instant to the moment the client began sending it.", lagBuckets),
+		promptTokens: prometheus.NewCounterVec(prometheus.CounterOpts{Namespace: namespace, Name: "prompt_tokens_total",
+			Help: "Prompt tokens of successful requests, as reported by the server's usage."}, labels),
+		completionTokens: prometheus.NewCounterVec(prometheus.CounterOpts{Namespace: namespace, Name: "completion_tokens_total",
+			Help: "Output tokens of successful requests: the server's usage count, else the number of content events (see infer_probe_token_count_source_total)."}, labels),
+		requests: prometheus.NewCounterVec(prometheus.CounterOpts{Namespace: namespace, Name: "requests_total",
+			Help: "Requests by outcome: success, http_4xx, http_5xx, timeout, stream_error, disconnected, or dropped (never sent)."}, with("outcome")),
+		dropped: prometheus.NewCounterVec(prometheus.CounterOpts{Namespace: namespace, Name: "dropped_requests_total",
+			Help: "Arrivals that were never sent, by reason (in_flight_cap: the in-flight cap was full at the scheduled instant)."}, with("reason")),
+		goodput: prometheus.NewCounterVec(prometheus.CounterOpts{Namespace: namespace, Name: "goodput_requests_total",
+			Help: "Successful requests that met every SLO threshold configured for the workload."}, labels),
+		tokenSource: prometheus.NewCounterVec(prometheus.CounterOpts{Namespace: namespace, Name: "token_count_source_total",
+			Help: "Successful requests by where their output token count came from: usage (the server's count) or events (content events counted by the client)."}, with("source")),
+		clamped: prometheus.NewCounterVec(prometheus.CounterOpts{Namespace: namespace, Name: "arrivals_clamped_total",
+			Help: "Arrivals the rate ceiling moved later because the arrival process came faster than max_rate."}, labels),
+		inFlight: prometheus.NewGaugeVec(prometheus.GaugeOpts{Namespace: namespace, Name: "in_flight_requests",
+			Help: "Requests sent and not yet finished."}, labels),
+		maxInFlight: prometheus.NewGaugeVec(prometheus.GaugeOpts{Namespace: namespace, Name: "max_in_flight_requests",
+			Help: "The workload's in-flight cap."}, labels),
+		rate: prometheus.NewGaugeVec(prometheus.GaugeOpts{Namespace: namespace, Name: "configured_rate_requests_per_second",
+			Help: "The arrival process's configured mean rate at this moment."}, labels),
+		maxRate: prometheus.NewGaugeVec(prometheus.GaugeOpts{Namespace: namespace, Name: "max_rate_requests_per_second",
+			Help: "The workload's hard rate ceiling."}, labels),
+		lagP99: prometheus.NewGaugeVec(prometheus.GaugeOpts{Namespace: namespace, Name: "schedule_lag_p99_seconds",
+			Help: "The 99th percentile of schedule lag over the degradation window (--probe.degraded-window)."}, labels),
+		degraded: prometheus.NewGaugeVec(prometheus.GaugeOpts{Namespace: namespace, Name: "measurement_degraded",
+			Help: "1 when the client is falling behind its schedule (schedule lag p99 over the window above --probe.degraded-lag), so its latencies include its own delay; else 0."}, labels),
+	}
+	reg.MustRegister(m.ttft, m.tpot, m.itl, m.e2e, m.lag,
+		m.promptTokens, m.completionTokens, m.requests, m.dropped, m.goodput, m.tokenSource, m.clamped,
+		m.inFlight, m.maxInFlight, m.rate, m.maxRate, m.lagP99, m.degraded)
+	return m
+}
+
+// Series is one workload's view of the metrics, with its labels bound.
+type Series struct {
+	m                              *Metrics
+	lv                             []string
+	ttft, tpot, itl, e2e, lag      prometheus.Observer
+	promptTokens, completionTokens prometheus.Counter
+	goodput, clamped               prometheus.Counter
+	requests                       map[observation.Outcome]prometheus.Counter
+	tokenSource                    map[observation.TokenSource]prometheus.Counter
+	inFlight, rate, maxRate        prometheus.Gauge
+	maxInFlight, degraded, lagP99  prometheus.Gauge
+	slo                            config.SLO
+}
+
+// Series binds the labels of one workload. Every outcome's counter is
+// created at zero, so rate() works from the first scrape.
+func (m *Metrics) Series(target, model, workload string, slo config.SLO) *Series {
+	lv := []string{target, model, workload}
+	s := &Series{
+		m: m, lv: lv, slo: slo,
+		ttft: m.ttft.WithLabelValues(lv...), tpot: m.tpot.WithLabelValues(lv...),
+		itl: m.itl.WithLabelValues(lv...), e2e: m.e2e.WithLabelValues(lv...),
+		lag:              m.lag.WithLabelValues(lv...),
+		promptTokens:     m.promptTokens.WithLabelValues(lv...),
+		completionTokens: m.completionTokens.WithLabelValues(lv...),
+		goodput:          m.goodput.WithLabelValues(lv...),
+		clamped:          m.clamped.WithLabelValues(lv...),
+		requests:         map[observation.Outcome]prometheus.Counter{},
+		tokenSource:      map[observation.TokenSource]prometheus.Counter{},
+		inFlight:         m.inFlight.WithLabelValues(lv...),
+		maxInFlight:      m.maxInFlight.WithLabelValues(lv...),
+		rate:             m.rate.WithLabelValues(lv...),
+		maxRate:          m.maxRate.WithLabelValues(lv...),
+		degraded:         m.degraded.WithLabelValues(lv...),
+		lagP99:           m.lagP99.WithLabelValues(lv...),
+	}
+	for _, o := range observation.Outcomes {
+		s.requests[o] = m.requests.WithLabelValues(append(lv[:3:3], string(o))...)
+	}
+	for _, src := range []observation.TokenSource{observation.TokensFromUsage, observation.TokensFromEvents} {
+		s.tokenSource[src] = m.tokenSource.WithLabelValues(append(lv[:3:3], string(src))...)
+	}
+	m.dropped.WithLabelValues(append(lv[:3:3], DropInFlightCap)...)
+	return s
+}
+
+// Delete removes every series of this workload, when a reload drops it.
+func (s *Series) Delete() {
+	match := prometheus.Labels{"target": s.lv[0], "model": s.lv[1], "workload": s.lv[2]}
+	for _, v := range []interface{ DeletePartialMatch(prometheus.Labels) int }{
+		s.m.ttft, s.m.tpot, s.m.itl, s.m.e2e, s.m.lag, s.m.promptTokens, s.m.completionTokens,
+		s.m.requests, s.m.dropped, s.m.goodput, s.m.tokenSource, s.m.clamped, s.m.inFlight,
+		s.m.maxInFlight, s.m.rate, s.m.maxRate, s.m.degraded, s.m.lagP99,
+	} {
+		v.DeletePartialMatch(match)
+	}
+}
+
+// Drop counts an arrival that was never sent.
+func (s *Series) Drop(reason string) {
+	s.requests[observation.Dropped].Inc()
+	s.m.dropped.WithLabelValues(append(s.lv[:3:3], reason)...).Inc()
+}
+
+// Observe records one finished request.
+func (s *Series) Observe(o *observation.Request) {
+	s.requests[o.Outcome].Inc()
+	if d, ok := o.ScheduleLag(); ok {
+		s.lag.Observe(d.Seconds())
+	}
+	if d, ok := o.TTFT(); ok {
+		s.ttft.Observe(d.Seconds())
+	}
+	o.ITLs(func(d time.Duration) { s.itl.Observe(d.Seconds()) })
+	if o.Outcome != observation.Success {
+		return
+	}
+	// TPOT, E2E and tokens describe completed generations only: a request
+	// cut short would report a shorter latency than the server gives.
+	e2e, _ := o.E2E()
+	s.e2e.Observe(e2e.Seconds())
+	tpot, hasTPOT := o.TPOT()
+	if hasTPOT {
+		s.tpot.Observe(tpot.Seconds())
+	}
+	s.promptTokens.Add(float64(o.PromptTokens))
+	s.completionTokens.Add(float64(o.OutputTokens))
+	if c := s.tokenSource[o.TokenSource]; c != nil {
+		c.Inc()
+	}
+	if MeetsSLO(o, s.slo) {
+		s.goodput.Inc()
+	}
+}
+
+// MeetsSLO reports whether a request succeeded and met every threshold that
+// is set. A TPOT threshold is met by requests too short to have a TPOT.
+func MeetsSLO(o *observation.Request, slo config.SLO) bool {
+	if o.Outcome != observation.Success {
+		return false
+	}
+	if slo.TTFT > 0 {
+		if d, ok := o.TTFT(); !ok || d > slo.TTFT {
+			return false
+		}
+	}
+	if slo.TPOT > 0 {
+		if d, ok := o.TPOT(); ok && d > slo.TPOT {
+			return false
+		}
+	}
+	if slo.E2E > 0 {
+		if d, ok := o.E2E(); !ok || d > slo.E2E {
+			return false
+		}
+	}
+	return true
+}

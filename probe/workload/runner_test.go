@@ -1,0 +1,220 @@
+package workload
+
+import (
+	"context"
+	"errors"
+	"io"
+	"log/slog"
+	"strings"
+	"sync"
+	"testing"
+	"time"
+
+	"github.com/prometheus/client_golang/prometheus"
+	"github.com/prometheus/client_golang/prometheus/testutil"
+
+	"github.com/infer-exporter/infer_exporter/internal/config"
+	"github.com/infer-exporter/infer_exporter/probe/client"
+	"github.com/infer-exporter/infer_exporter/probe/observation"
+	"github.com/infer-exporter/infer_exporter/probe/prompt"
+)
+
+// listSchedule replays fixed offsets.
+type listSchedule struct {
+	offsets []time.Duration
+	i       int
+}
+
+func (s *listSchedule) Next() (time.Duration, bool) {
+	if s.i >= len(s.offsets) {
+		return 0, false
+	}
+	s.i++
+	return s.offsets[s.i-1], true
+}
+func (s *listSchedule) Rate(time.Duration) float64 { return 1 }
+func (s *listSchedule) Clamped() uint64            { return 0 }
+
+// fakeDoer answers after a fixed delay with a scripted outcome, and blocks
+// while gate is closed.
+type fakeDoer struct {
+	delay   time.Duration
+	outcome observation.Outcome
+	gate    chan struct{}
+	mu      sync.Mutex
+	prompts []string
+}
+
+func (d *fakeDoer) Do(ctx context.Context, _ *client.Target, r *client.Request, o *observation.Request) {
+	d.mu.Lock()
+	d.prompts = append(d.prompts, r.Prompt)
+	d.mu.Unlock()
+	o.Sent = time.Now()
+	if d.gate != nil {
+		select {
+		case <-d.gate:
+		case <-ctx.Done():
+		}
+	}
+	time.Sleep(d.delay)
+	now := time.Now()
+	o.FirstToken = now
+	o.TokenTimes = []time.Time{now, now.Add(time.Millisecond), now.Add(2 * time.Millisecond)}
+	o.End = now.Add(2 * time.Millisecond)
+	o.Outcome = d.outcome
+	o.OutputTokens, o.PromptTokens, o.TokenSource = 3, 10, observation.TokensFromUsage
+	if d.outcome != observation.Success {
+		o.Err = errors.New("scripted failure")
+	}
+}
+
+func newTestRunner(t *testing.T, reg *prometheus.Registry, sched Schedule, doer Doer, maxInFlight int) *Runner {
+	t.Helper()
+	m := NewMetrics(reg)
+	return &Runner{
+		Name: "w", Target: &client.Target{Name: "t", Model: "m"},
+		Schedule: sched, Client: doer, MaxInFlight: maxInFlight,
+		Prompts: prompt.New(config.Distribution{Dist: "fixed", Mean: 4}, config.Distribution{Dist: "fixed", Mean: 3}, 1),
+		Series:  m.Series("t", "m", "w", config.SLO{TTFT: time.Second}),
+		Logger:  slog.New(slog.NewTextHandler(io.Discard, nil)),
+	}
+}
+
+func TestRunnerCountsOutcomesAndDrops(t *testing.T) {
+	reg := prometheus.NewRegistry()
+	gate := make(chan struct{})
+	doer := &fakeDoer{outcome: observation.Success, gate: gate}
+	// Five arrivals at once with a cap of two: two are sent, three dropped.
+	sched := &listSchedule{offsets: []time.Duration{0, 0, 0, 0, 0}}
+	r := newTestRunner(t, reg, sched, doer, 2)
+	var got []observation.Outcome
+	var mu sync.Mutex
+	r.OnResult = func(o *observation.Request) {
+		mu.Lock()
+		got = append(got, o.Outcome)
+		mu.Unlock()
+	}
+	done := make(chan struct{})
+	go func() { r.Run(context.Background()); close(done) }()
+	// The dispatcher finishes its schedule only once the cap released its
+	// slots; release them after all five arrivals were considered.
+	for {
+		mu.Lock()
+		n := len(got)
+		mu.Unlock()
+		if n == 3 {
+			break
+		}
+		time.Sleep(time.Millisecond)
+	}
+	close(gate)
+	<-done
+	want := map[string]float64{"success": 2, "dropped": 3, "timeout": 0}
+	for outcome, n := range want {
+		if v := testutil.ToFloat64(r.Series.m.requests.WithLabelValues("t", "m", "w", outcome)); v != n {
+			t.Errorf("requests_total{outcome=%q} = %v, want %v", outcome, v, n)
+		}
+	}
+	if v := testutil.ToFloat64(r.Series.m.dropped.WithLabelValues("t", "m", "w", DropInFlightCap)); v != 3 {
+		t.Errorf("dropped{reason=in_flight_cap} = %v, want 3", v)
+	}
+	if v := testutil.ToFloat64(r.Series.m.completionTokens.WithLabelValues("t", "m", "w")); v != 6 {
+		t.Errorf("completion tokens = %v, want 6", v)
+	}
+	if v := testutil.ToFloat64(r.Series.m.inFlight.WithLabelValues("t", "m", "w")); v != 0 {
+		t.Errorf("in flight after run = %v, want 0", v)
+	}
+}
+
+// TestRunnerLatencyFromSchedule shows that latency starts at the scheduled
+// instant: a request whose dispatch is late still counts the lateness.
+func TestRunnerLatencyFromSchedule(t *testing.T) {
+	reg := prometheus.NewRegistry()
+	doer := &fakeDoer{outcome: observation.Success, delay: 20 * time.Millisecond}
+	r := newTestRunner(t, reg, &listSchedule{offsets: []time.Duration{0}}, doer, 1)
+	var obs observation.Request
+	r.OnResult = func(o *observation.Request) { obs = *o }
+	r.Run(context.Background())
+	ttft, ok := obs.TTFT()
+	if !ok || ttft < 20*time.Millisecond {
+		t.Fatalf("TTFT = %v, want at least the 20ms the server took", ttft)
+	}
+	if lag, _ := obs.ScheduleLag(); lag < 0 {
+		t.Fatalf("negative schedule lag %v", lag)
+	}
+	if n := testutil.CollectAndCount(reg, "infer_probe_time_to_first_token_seconds"); n != 1 {
+		t.Fatalf("ttft series = %d", n)
+	}
+	// The SLO (TTFT 1s) was met.
+	if v := testutil.ToFloat64(r.Series.goodput); v != 1 {
+		t.Errorf("goodput = %v, want 1", v)
+	}
+}
+
+func TestMeetsSLO(t *testing.T) {
+	base := time.Unix(0, 0)
+	ok := observation.Request{Scheduled: base, FirstToken: base.Add(100 * time.Millisecond), End: base.Add(1100 * time.Millisecond), OutputTokens: 11, Outcome: observation.Success}
+	for _, tc := range []struct {
+		name string
+		o    observation.Request
+		slo  config.SLO
+		want bool
+	}{
+		{"no thresholds", ok, config.SLO{}, true},
+		{"all met", ok, config.SLO{TTFT: 100 * time.Millisecond, TPOT: 100 * time.Millisecond, E2E: 2 * time.Second}, true},
+		{"ttft missed", ok, config.SLO{TTFT: 99 * time.Millisecond}, false},
+		{"tpot missed", ok, config.SLO{TPOT: 99 * time.Millisecond}, false},
+		{"e2e missed", ok, config.SLO{E2E: time.Second}, false},
+		{"failed request", func() observation.Request { o := ok; o.Outcome = observation.HTTP5xx; return o }(), config.SLO{}, false},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			if got := MeetsSLO(&tc.o, tc.slo); got != tc.want {
+				t.Errorf("MeetsSLO = %v, want %v", got, tc.want)
+			}
+		})
+	}
+}
+
+func TestLagWindowQuantile(t *testing.T) {
+	w := newLagWindow(10*time.Second, 10)
+	now := time.Unix(1000, 0)
+	for i := 0; i < 990; i++ {
+		w.observe(now, 100*time.Microsecond)
+	}
+	for i := 0; i < 10; i++ {
+		w.observe(now, 50*time.Millisecond)
+	}
+	p99, n := w.quantile(now, 0.99)
+	if n != 1000 {
+		t.Fatalf("n = %d", n)
+	}
+	// Buckets are 12% wide: the p99 is the 990th lag, 100µs.
+	if p99 < 99e-6 || p99 > 113e-6 {
+		t.Errorf("p99 = %g, want about 100µs", p99)
+	}
+	if p, _ := w.quantile(now, 0.999); p < 49e-3 || p > 57e-3 {
+		t.Errorf("p99.9 = %g, want about 50ms", p)
+	}
+	// Eleven seconds later the window has forgotten them.
+	if _, n := w.quantile(now.Add(11*time.Second), 0.99); n != 0 {
+		t.Errorf("old lags still counted: %d", n)
+	}
+}
+
+func TestMetricsHelpText(t *testing.T) {
+	reg := prometheus.NewRegistry()
+	m := NewMetrics(reg)
+	m.Series("t", "m", "w", config.SLO{})
+	mfs, err := reg.Gather()
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, mf := range mfs {
+		if strings.TrimSpace(mf.GetHelp()) == "" {
+			t.Errorf("%s has no help", mf.GetName())
+		}
+		if !strings.HasPrefix(mf.GetName(), "infer_probe_") {
+			t.Errorf("%s lacks the infer_probe_ prefix", mf.GetName())
+		}
+	}
+}
