@@ -63,8 +63,8 @@ func (Secret) MarshalYAML() (any, error) { return "<secret>", nil }
 
 // Workload is a stream of requests sent to one target.
 type Workload struct {
-	Name    string  `yaml:"name"`
-	Target  string  `yaml:"target"`
+	Name   string `yaml:"name"`
+	Target string `yaml:"target"`
 	// Arrival is the open-loop arrival process and its rate ceiling.
 	Arrival arrival.Config `yaml:"arrival"`
 	// MaxInFlight caps concurrent requests. An arrival that finds the cap full
