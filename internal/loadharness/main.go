@@ -1,0 +1,435 @@
+// Command loadharness measures the continuous probe itself: how much CPU the
+// client spends per streamed chunk, how closely its timestamps follow the
+// server's ground truth, and the highest rate it sustains without falling
+// behind its schedule. It drives the real workload runner and client against
+// the embedded simulator running in a child process pinned to its own core,
+// so that the client's CPU time is its own.
+//
+//	go run ./internal/loadharness            # every scenario, about 2 minutes
+//	go run ./internal/loadharness -scenario=bias
+//
+// The figures in the README's benchmark section come from this command.
+package main
+
+import (
+	"bufio"
+	"bytes"
+	"context"
+	"encoding/json"
+	"flag"
+	"fmt"
+	"io"
+	"log/slog"
+	"net"
+	"net/http"
+	"os"
+	"os/exec"
+	"os/signal"
+	"runtime"
+	"slices"
+	"strings"
+	"sync"
+	"syscall"
+	"time"
+
+	"github.com/prometheus/client_golang/prometheus"
+	dto "github.com/prometheus/client_model/go"
+
+	"github.com/infer-exporter/infer_exporter/internal/config"
+	"github.com/infer-exporter/infer_exporter/internal/simulator"
+	"github.com/infer-exporter/infer_exporter/probe/arrival"
+	"github.com/infer-exporter/infer_exporter/probe/client"
+	"github.com/infer-exporter/infer_exporter/probe/observation"
+	"github.com/infer-exporter/infer_exporter/probe/prompt"
+	"github.com/infer-exporter/infer_exporter/probe/workload"
+)
+
+const (
+	envChild  = "LOADHARNESS_SIMULATOR" // JSON simulator config; set in the child
+	envAddr   = "LOADHARNESS_ADDR"
+	envPinned = "LOADHARNESS_PINNED"
+)
+
+func main() {
+	if cfg := os.Getenv(envChild); cfg != "" {
+		os.Exit(childSimulator(cfg, os.Getenv(envAddr)))
+	}
+	scenario := flag.String("scenario", "all", "bias | sweep | streams | all")
+	seconds := flag.Float64("seconds", 8, "duration of each measured run")
+	flag.Parse()
+	pinSelf()
+	// The client gets one core, as in the reference measurement of vLLM's
+	// request function; the simulator gets the other.
+	runtime.GOMAXPROCS(1)
+
+	run := map[string]func(time.Duration){
+		"bias":    biasScenario,
+		"sweep":   sweepScenario,
+		"streams": streamsScenario,
+	}
+	for _, name := range []string{"bias", "sweep", "streams"} {
+		if *scenario == "all" || *scenario == name {
+			run[name](time.Duration(*seconds * float64(time.Second)))
+		}
+	}
+}
+
+// pinSelf re-executes the harness on core 0 when taskset exists, leaving
+// core 1 to the simulator.
+func pinSelf() {
+	if os.Getenv(envPinned) != "" || runtime.NumCPU() < 2 {
+		return
+	}
+	taskset, err := exec.LookPath("taskset")
+	if err != nil {
+		fmt.Println("# taskset not found: client and simulator are not pinned")
+		return
+	}
+	cmd := exec.Command(taskset, append([]string{"-c", "0", os.Args[0]}, os.Args[1:]...)...)
+	cmd.Env = append(os.Environ(), envPinned+"=1")
+	cmd.Stdout, cmd.Stderr = os.Stdout, os.Stderr
+	err = cmd.Run()
+	if ee, ok := err.(*exec.ExitError); ok {
+		os.Exit(ee.ExitCode())
+	}
+	if err != nil {
+		fmt.Fprintln(os.Stderr, err)
+		os.Exit(1)
+	}
+	os.Exit(0)
+}
+
+func childSimulator(cfgJSON, addr string) int {
+	var cfg simulator.Config
+	if err := json.Unmarshal([]byte(cfgJSON), &cfg); err != nil {
+		fmt.Fprintln(os.Stderr, err)
+		return 1
+	}
+	ctx, stop := signal.NotifyContext(context.Background(), syscall.SIGTERM, os.Interrupt)
+	defer stop()
+	if err := simulator.Serve(ctx, addr, cfg, slog.New(slog.DiscardHandler)); err != nil {
+		fmt.Fprintln(os.Stderr, err)
+		return 1
+	}
+	return 0
+}
+
+// startSimulator runs the simulator in a child process on core 1 and
+// returns its base URL and a stop function.
+func startSimulator(cfg simulator.Config) (string, func()) {
+	ln, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		panic(err)
+	}
+	addr := ln.Addr().String()
+	ln.Close()
+	js, _ := json.Marshal(cfg)
+	cmd := exec.Command(os.Args[0])
+	if taskset, err := exec.LookPath("taskset"); err == nil && runtime.NumCPU() >= 2 {
+		cmd = exec.Command(taskset, "-c", "1", os.Args[0])
+	}
+	cmd.Env = append(os.Environ(), envChild+"="+string(js), envAddr+"="+addr)
+	cmd.Stderr = os.Stderr
+	if err := cmd.Start(); err != nil {
+		panic(err)
+	}
+	url := "http://" + addr
+	for i := 0; ; i++ {
+		if resp, err := http.Get(url + "/health"); err == nil {
+			resp.Body.Close()
+			break
+		}
+		if i > 200 {
+			panic("simulator did not start")
+		}
+		time.Sleep(20 * time.Millisecond)
+	}
+	return url, func() {
+		_ = cmd.Process.Signal(syscall.SIGTERM)
+		_ = cmd.Wait()
+	}
+}
+
+// run is one measured run of the real runner.
+type run struct {
+	rate     float64
+	tokens   int
+	duration time.Duration
+	capture  bool // keep response bodies for ground truth
+	streams  int  // in-flight cap
+	// schedule, when set, replaces the constant-rate schedule.
+	schedule workload.Schedule
+}
+
+type result struct {
+	sent, dropped, failed int
+	chunks                int
+	cpu                   time.Duration
+	wall                  time.Duration
+	lagP99                float64 // from the runner's own lag window gauge
+	degraded              float64
+	lags                  []time.Duration
+	ttftErr, tokenErr     []time.Duration
+}
+
+type captureKey struct{}
+
+type captureTransport struct{ inner http.RoundTripper }
+
+func (t captureTransport) RoundTrip(req *http.Request) (*http.Response, error) {
+	resp, err := t.inner.RoundTrip(req)
+	if err == nil {
+		if buf, ok := req.Context().Value(captureKey{}).(*bytes.Buffer); ok {
+			resp.Body = struct {
+				io.Reader
+				io.Closer
+			}{io.TeeReader(resp.Body, buf), resp.Body}
+		}
+	}
+	return resp, err
+}
+
+type capturingDoer struct {
+	c      *client.Client
+	mu     sync.Mutex
+	bodies []*bytes.Buffer
+	obs    []observation.Request
+}
+
+func (d *capturingDoer) Do(ctx context.Context, t *client.Target, r *client.Request, o *observation.Request) {
+	buf := new(bytes.Buffer)
+	d.c.Do(context.WithValue(ctx, captureKey{}, buf), t, r, o)
+	d.mu.Lock()
+	d.bodies = append(d.bodies, buf)
+	d.obs = append(d.obs, *o)
+	d.mu.Unlock()
+}
+
+func cpuTime() time.Duration {
+	var ru syscall.Rusage
+	_ = syscall.Getrusage(syscall.RUSAGE_SELF, &ru)
+	return time.Duration(ru.Utime.Nano() + ru.Stime.Nano())
+}
+
+func measure(url string, r run) result {
+	streams := r.streams
+	if streams == 0 {
+		streams = 4096
+	}
+	opts := client.Options{MaxConnsPerHost: streams}
+	if r.capture {
+		tr := http.DefaultTransport.(*http.Transport).Clone()
+		tr.MaxIdleConnsPerHost = streams
+		tr.DisableCompression = true
+		opts.Transport = captureTransport{tr}
+	}
+	cl := client.New(opts)
+	defer cl.Close()
+	var doer workload.Doer = cl
+	cd := &capturingDoer{c: cl}
+	if r.capture {
+		doer = cd
+	}
+	sched := r.schedule
+	if sched == nil {
+		s, err := arrival.New(arrival.Config{Process: arrival.ProcessConstant, Rate: r.rate}, 1)
+		if err != nil {
+			panic(err)
+		}
+		sched = s
+	}
+	reg := prometheus.NewRegistry()
+	var mu sync.Mutex
+	var res result
+	runner := &workload.Runner{
+		Name: "harness", Target: &client.Target{Name: "sim", BaseURL: url, Model: "sim-model", Flavor: client.OpenAIChat},
+		Schedule: sched, Client: doer, MaxInFlight: streams, MaxRate: r.rate,
+		Limiter:  wireLimiter(r.rate),
+		Prompts:  prompt.New(config.Distribution{Dist: "fixed", Mean: 64}, config.Distribution{Dist: "fixed", Mean: float64(r.tokens)}, 1),
+		Series:   workload.NewMetrics(reg).Series("sim", "sim-model", "harness", config.SLO{}),
+		Sampling: config.Sampling{IgnoreEOS: true},
+		Duration: r.duration,
+		Timeout:  time.Minute,
+		// The window covers the whole run, so the gauge read at the end is
+		// the run's p99.
+		DegradedLag: time.Millisecond, DegradedWindow: r.duration + 10*time.Second,
+		OnResult: func(o *observation.Request) {
+			mu.Lock()
+			defer mu.Unlock()
+			switch o.Outcome {
+			case observation.Dropped:
+				res.dropped++
+				return
+			case observation.Success:
+			default:
+				res.failed++
+			}
+			res.sent++
+			res.chunks += o.ContentEvents
+			if lag, ok := o.ScheduleLag(); ok {
+				res.lags = append(res.lags, lag)
+			}
+		},
+	}
+	runtime.GC()
+	cpu0, wall0 := cpuTime(), time.Now()
+	runner.Run(context.Background())
+	res.cpu, res.wall = cpuTime()-cpu0, time.Since(wall0)
+	res.lagP99 = gauge(reg, "infer_probe_schedule_lag_p99_seconds")
+	res.degraded = gauge(reg, "infer_probe_measurement_degraded")
+	if r.capture {
+		for i, body := range cd.bodies {
+			o := &cd.obs[i]
+			emits := contentEmits(body.Bytes())
+			if o.Outcome != observation.Success || len(emits) != len(o.TokenTimes) {
+				continue
+			}
+			for j, e := range emits {
+				d := time.Duration(o.TokenTimes[j].UnixNano() - e)
+				res.tokenErr = append(res.tokenErr, d)
+				if j == 0 {
+					res.ttftErr = append(res.ttftErr, d)
+				}
+			}
+		}
+	}
+	return res
+}
+
+func wireLimiter(rate float64) workload.Limiter {
+	if rate <= 0 {
+		return nil
+	}
+	return arrival.NewWireLimiter(rate)
+}
+
+func gauge(reg *prometheus.Registry, name string) float64 {
+	mfs, _ := reg.Gather()
+	for _, mf := range mfs {
+		if mf.GetName() == name {
+			for _, m := range mf.GetMetric() {
+				return metricValue(m)
+			}
+		}
+	}
+	return 0
+}
+
+func metricValue(m *dto.Metric) float64 { return m.GetGauge().GetValue() }
+
+func contentEmits(body []byte) []int64 {
+	var out []int64
+	sc := bufio.NewScanner(bytes.NewReader(body))
+	sc.Buffer(make([]byte, 1<<16), 1<<20)
+	for sc.Scan() {
+		line, ok := strings.CutPrefix(sc.Text(), "data: ")
+		if !ok || line == "[DONE]" {
+			continue
+		}
+		var chunk struct {
+			Emit    int64 `json:"sim_emit_unix_nano"`
+			Choices []struct {
+				Delta struct {
+					Content string `json:"content"`
+				} `json:"delta"`
+			} `json:"choices"`
+		}
+		if json.Unmarshal([]byte(line), &chunk) == nil && len(chunk.Choices) > 0 && chunk.Choices[0].Delta.Content != "" {
+			out = append(out, chunk.Emit)
+		}
+	}
+	return out
+}
+
+func q(ds []time.Duration, p float64) time.Duration {
+	if len(ds) == 0 {
+		return 0
+	}
+	s := slices.Clone(ds)
+	slices.Sort(s)
+	return s[int(p*float64(len(s)-1))]
+}
+
+func us(d time.Duration) string { return fmt.Sprintf("%.1f µs", float64(d)/float64(time.Microsecond)) }
+func ms(d time.Duration) string { return fmt.Sprintf("%.3f ms", float64(d)/float64(time.Millisecond)) }
+
+// harnessSimulator is a reference server like the one vLLM's request
+// function was measured against: a token every 10 ms, whatever the batch.
+func harnessSimulator() simulator.Config {
+	cfg := simulator.DefaultConfig()
+	cfg.DecodeStep = 10 * time.Millisecond
+	cfg.DecodePerSeq = 0
+	cfg.PrefillTokensPerSecond = 1e6
+	cfg.MaxNumSeqs = 4096
+	cfg.KVBlocks = 1 << 20
+	cfg.MaxBatchedTokens = 1 << 20
+	return cfg
+}
+
+// biasScenario: 200 req/s of 64-token streams, the client on one core.
+func biasScenario(d time.Duration) {
+	url, stop := startSimulator(harnessSimulator())
+	defer stop()
+	measure(url, run{rate: 50, tokens: 64, duration: 2 * time.Second}) // warm the pool
+	res := measure(url, run{rate: 200, tokens: 64, duration: d, capture: true})
+	fmt.Println("## bias: 200 req/s x 64 tokens, client on one core")
+	fmt.Println()
+	fmt.Println("| measure | value |")
+	fmt.Println("| --- | --- |")
+	fmt.Printf("| requests sent / expected | %d / %.0f (%.2f%%) |\n", res.sent, 200*d.Seconds(), 100*float64(res.sent)/(200*d.Seconds()))
+	fmt.Printf("| failed | %d |\n", res.failed)
+	fmt.Printf("| streamed chunks | %d |\n", res.chunks)
+	fmt.Printf("| client CPU per chunk (all client work / chunks) | %s |\n", us(res.cpu/time.Duration(max(res.chunks, 1))))
+	fmt.Printf("| TTFT bias p50 / p99 (client read − server emit of the first token) | %s / %s |\n", ms(q(res.ttftErr, .5)), ms(q(res.ttftErr, .99)))
+	fmt.Printf("| token timing error p50 / p99 | %s / %s |\n", ms(q(res.tokenErr, .5)), ms(q(res.tokenErr, .99)))
+	fmt.Printf("| schedule lag p50 / p99 | %s / %s |\n", ms(q(res.lags, .5)), ms(q(res.lags, .99)))
+	fmt.Println()
+}
+
+// sweepScenario doubles the request rate until the client falls behind.
+func sweepScenario(d time.Duration) {
+	url, stop := startSimulator(harnessSimulator())
+	defer stop()
+	measure(url, run{rate: 50, tokens: 16, duration: 2 * time.Second})
+	fmt.Println("## sweep: constant rate, 16-token streams, client on one core")
+	fmt.Println()
+	fmt.Println("| configured req/s | delivered req/s | delivered / configured | chunks/s | schedule lag p99 | degraded gauge | CPU per chunk |")
+	fmt.Println("| --- | --- | --- | --- | --- | --- | --- |")
+	best, bestTokens := 0.0, 0.0
+	for _, rate := range []float64{250, 500, 1000, 1500, 2000, 3000, 4000} {
+		res := measure(url, run{rate: rate, tokens: 16, duration: d})
+		delivered := float64(res.sent+res.dropped) / d.Seconds()
+		p99 := q(res.lags, .99)
+		fmt.Printf("| %.0f | %.1f | %.2f%% | %.0f | %s | %.0f | %s |\n", rate, delivered, 100*delivered/rate,
+			float64(res.chunks)/d.Seconds(), ms(p99), res.degraded, us(res.cpu/time.Duration(max(res.chunks, 1))))
+		if p99 < time.Millisecond && res.failed == 0 {
+			best, bestTokens = rate, float64(res.chunks)/d.Seconds()
+		}
+		if p99 > 50*time.Millisecond {
+			break
+		}
+	}
+	fmt.Printf("\nHighest rate with schedule lag p99 under 1 ms: %.0f req/s (%.0f streamed tokens/s).\n\n", best, bestTokens)
+}
+
+// streamsScenario holds 1,000 streams open at once and compares every
+// token's read instant with the server's emit instant.
+func streamsScenario(time.Duration) {
+	cfg := harnessSimulator()
+	cfg.DecodeStep = 20 * time.Millisecond
+	url, stop := startSimulator(cfg)
+	defer stop()
+	measure(url, run{rate: 50, tokens: 16, duration: 2 * time.Second})
+	// 1,000 requests scheduled over 0.5 s, 200 tokens each (4 s of
+	// decoding), so all 1,000 streams are open together for 3.5 s.
+	res := measure(url, run{rate: 2000, tokens: 200, duration: 500 * time.Millisecond, capture: true})
+	fmt.Println("## streams: 1,000 concurrent streams, 200 tokens each, a decode step every 20 ms")
+	fmt.Println()
+	fmt.Println("| measure | value |")
+	fmt.Println("| --- | --- |")
+	fmt.Printf("| requests / failed | %d / %d |\n", res.sent, res.failed)
+	fmt.Printf("| token timing error p50 / p99 / max | %s / %s / %s |\n", ms(q(res.tokenErr, .5)), ms(q(res.tokenErr, .99)), ms(q(res.tokenErr, 1)))
+	fmt.Printf("| TTFT error p50 / p99 | %s / %s |\n", ms(q(res.ttftErr, .5)), ms(q(res.ttftErr, .99)))
+	fmt.Printf("| client CPU per chunk | %s |\n", us(res.cpu/time.Duration(max(res.chunks, 1))))
+	fmt.Println()
+}
