@@ -1,0 +1,488 @@
+package simulator
+
+import (
+	"bytes"
+	"context"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"net/http"
+	"strconv"
+	"strings"
+	"time"
+)
+
+// defaultMaxTokens is max_tokens when a request leaves it out (capped so that
+// prompt + max_tokens fits the context).
+const defaultMaxTokens = 256
+
+// chatMessageJSON is one message as the API receives it.
+type chatMessageJSON struct {
+	Role    string          `json:"role"`
+	Content json.RawMessage `json:"content"`
+}
+
+// generateRequest holds the fields of a completion or chat completion request
+// that the simulator honours. Unknown fields are ignored.
+type generateRequest struct {
+	Model               string            `json:"model"`
+	Prompt              json.RawMessage   `json:"prompt"`
+	Messages            []chatMessageJSON `json:"messages"`
+	MaxTokens           *int              `json:"max_tokens"`
+	MaxCompletionTokens *int              `json:"max_completion_tokens"`
+	MinTokens           *int              `json:"min_tokens"`
+	IgnoreEOS           bool              `json:"ignore_eos"`
+	N                   *int              `json:"n"`
+	Stream              bool              `json:"stream"`
+	StreamOptions       *struct {
+		IncludeUsage bool `json:"include_usage"`
+	} `json:"stream_options"`
+}
+
+// chatMessages reduces API messages to text: a string content as is, an array
+// content as its text parts joined by a space, a null content as nothing.
+func chatMessages(in []chatMessageJSON) ([]ChatMessage, error) {
+	out := make([]ChatMessage, len(in))
+	for i, m := range in {
+		out[i].Role = m.Role
+		c := bytes.TrimSpace(m.Content)
+		switch {
+		case len(c) == 0 || string(c) == "null":
+		case c[0] == '"':
+			if err := json.Unmarshal(c, &out[i].Content); err != nil {
+				return nil, fmt.Errorf("messages[%d].content: %w", i, err)
+			}
+		case c[0] == '[':
+			var parts []struct {
+				Type string `json:"type"`
+				Text string `json:"text"`
+			}
+			if err := json.Unmarshal(c, &parts); err != nil {
+				return nil, fmt.Errorf("messages[%d].content: %w", i, err)
+			}
+			texts := make([]string, 0, len(parts))
+			for _, p := range parts {
+				if p.Type == "text" {
+					texts = append(texts, p.Text)
+				}
+			}
+			out[i].Content = strings.Join(texts, " ")
+		default:
+			return nil, fmt.Errorf("messages[%d].content must be a string, an array of parts or null", i)
+		}
+	}
+	return out, nil
+}
+
+// promptTokenIDs tokenizes a completions prompt: a string, an array of token
+// ids, or an array holding one string.
+func promptTokenIDs(raw json.RawMessage) ([]int, error) {
+	raw = bytes.TrimSpace(raw)
+	if len(raw) == 0 || string(raw) == "null" {
+		return nil, errors.New("prompt is required")
+	}
+	var text string
+	if raw[0] == '"' {
+		if err := json.Unmarshal(raw, &text); err != nil {
+			return nil, fmt.Errorf("prompt: %w", err)
+		}
+		return AppendTokenIDs(nil, text), nil
+	}
+	var ids []int
+	if err := json.Unmarshal(raw, &ids); err == nil {
+		for _, id := range ids {
+			if id < 0 || id >= VocabSize {
+				return nil, fmt.Errorf("prompt token id %d is outside the vocabulary [0, %d)", id, VocabSize)
+			}
+		}
+		return ids, nil
+	}
+	var texts []string
+	if err := json.Unmarshal(raw, &texts); err == nil && len(texts) == 1 {
+		return AppendTokenIDs(nil, texts[0]), nil
+	}
+	return nil, errors.New("prompt must be a string, an array of token ids or an array of one string (batched prompts are not supported)")
+}
+
+// genParams is a validated generation request.
+type genParams struct {
+	chat         bool
+	stream       bool
+	includeUsage bool
+	ids          []int
+	maxTokens    int
+	target       int
+	reason       string
+	key          uint64
+}
+
+// parseGenerate validates a request the way vLLM does, returning an HTTP
+// status and message on failure.
+func (s *Simulator) parseGenerate(w http.ResponseWriter, r *http.Request, chat bool) (*genParams, int, error) {
+	var req generateRequest
+	if err := decodeBody(w, r, &req); err != nil {
+		return nil, http.StatusBadRequest, err
+	}
+	if status, err := s.checkModel(req.Model); err != nil {
+		return nil, status, err
+	}
+	p := &genParams{chat: chat, stream: req.Stream}
+	p.includeUsage = req.Stream && req.StreamOptions != nil && req.StreamOptions.IncludeUsage
+	if req.N != nil && *req.N != 1 {
+		return nil, http.StatusBadRequest, errors.New("only n=1 is supported")
+	}
+	if chat {
+		if len(req.Messages) == 0 {
+			return nil, http.StatusBadRequest, errors.New("messages must not be empty")
+		}
+		msgs, err := chatMessages(req.Messages)
+		if err != nil {
+			return nil, http.StatusBadRequest, err
+		}
+		p.ids = AppendChatTokenIDs(nil, msgs, true)
+	} else {
+		ids, err := promptTokenIDs(req.Prompt)
+		if err != nil {
+			return nil, http.StatusBadRequest, err
+		}
+		if len(ids) == 0 {
+			return nil, http.StatusBadRequest, errors.New("prompt must contain at least one token")
+		}
+		p.ids = ids
+	}
+	promptLen, maxLen := len(p.ids), s.cfg.MaxModelLen
+	if promptLen >= maxLen {
+		return nil, http.StatusBadRequest, fmt.Errorf(
+			"This model's maximum context length is %d tokens. However, your request has %d input tokens. Please reduce the length of the input messages.",
+			maxLen, promptLen)
+	}
+	maxTokens := req.MaxTokens
+	if chat && req.MaxCompletionTokens != nil {
+		maxTokens = req.MaxCompletionTokens
+	}
+	if maxTokens == nil {
+		p.maxTokens = min(defaultMaxTokens, maxLen-promptLen)
+	} else {
+		p.maxTokens = *maxTokens
+		if p.maxTokens < 1 {
+			return nil, http.StatusBadRequest, fmt.Errorf("max_tokens must be at least 1, got %d.", p.maxTokens)
+		}
+		if promptLen+p.maxTokens > maxLen {
+			return nil, http.StatusBadRequest, fmt.Errorf(
+				"This model's maximum context length is %d tokens. However, you requested %d tokens (%d in the messages, %d in the completion). Please reduce the length of the messages or completion.",
+				maxLen, promptLen+p.maxTokens, promptLen, p.maxTokens)
+		}
+	}
+	minTokens := 0
+	if req.MinTokens != nil {
+		minTokens = *req.MinTokens
+	}
+	if minTokens < 0 || minTokens > p.maxTokens {
+		return nil, http.StatusBadRequest, fmt.Errorf("min_tokens must be between 0 and max_tokens (%d), got %d", p.maxTokens, minTokens)
+	}
+
+	// Output length: exactly max_tokens with ignore_eos; otherwise an EOS
+	// point k drawn uniformly from [max(min_tokens,1), max_tokens] by a hash
+	// of the seed and the prompt. k < max_tokens finishes with "stop",
+	// k == max_tokens with "length".
+	p.key = promptKey(s.cfg.Seed, p.ids)
+	p.target = p.maxTokens
+	if !req.IgnoreEOS {
+		lo := max(minTokens, 1)
+		p.target = lo + int(mix64(p.key^0xe05e05e05)%uint64(p.maxTokens-lo+1))
+	}
+	p.reason = finishLength
+	if p.target < p.maxTokens {
+		p.reason = finishStop
+	}
+	return p, 0, nil
+}
+
+func (s *Simulator) handleCompletions(w http.ResponseWriter, r *http.Request, arrival time.Time) {
+	s.handleGenerate(w, r, arrival, false)
+}
+
+func (s *Simulator) handleChatCompletions(w http.ResponseWriter, r *http.Request, arrival time.Time) {
+	s.handleGenerate(w, r, arrival, true)
+}
+
+// handleGenerate runs one completion: validate, maybe inject an error, apply
+// the header and first-token faults, queue the sequence, then relay its
+// tokens as the engine produces them.
+func (s *Simulator) handleGenerate(w http.ResponseWriter, r *http.Request, arrival time.Time, chat bool) {
+	select {
+	case <-s.closing:
+		writeError(w, http.StatusServiceUnavailable, "the simulator is shutting down")
+		return
+	default:
+	}
+	p, status, err := s.parseGenerate(w, r, chat)
+	if err != nil {
+		writeError(w, status, err.Error())
+		return
+	}
+	faults := *s.faults.Load() // this request's faults, fixed at arrival
+	if s.injectError(&faults) {
+		writeError(w, faults.ErrorStatus, "injected fault: simulated error")
+		return
+	}
+	q := &sequence{
+		st:          newStream(),
+		arrival:     arrival,
+		promptLen:   len(p.ids),
+		blockHashes: blockHashes(p.ids, s.cfg.BlockSize),
+		target:      p.target,
+		reason:      p.reason,
+		stallAfter:  faults.StallAfterTokens,
+		stallFor:    faults.StallMidStream,
+	}
+	p.ids = nil
+
+	ctx := r.Context()
+	if !s.sleep(ctx, faults.SlowHeaders) {
+		s.cut(w, p.stream)
+		return
+	}
+	if p.stream {
+		h := w.Header()
+		h.Set("Content-Type", "text/event-stream; charset=utf-8")
+		h.Set("Cache-Control", "no-cache")
+		w.WriteHeader(http.StatusOK)
+		http.NewResponseController(w).Flush()
+	}
+	if !s.sleep(ctx, faults.StallBeforeFirstToken) || !s.engine.submit(q) {
+		s.cut(w, p.stream)
+		return
+	}
+	done := false
+	defer func() {
+		if !done {
+			s.engine.abort(q)
+		}
+	}()
+	if p.stream {
+		done = s.stream(ctx, w, p, q, &faults, arrival)
+	} else {
+		done = s.respond(ctx, w, p, q, &faults, arrival)
+	}
+}
+
+// cut ends a request that cannot go on: a stream's connection is closed
+// abruptly (the client must not take a cut stream for a complete one); a
+// non-streaming request gets a 503 when the simulator is closing. When the
+// client itself went away, nothing is written.
+func (s *Simulator) cut(w http.ResponseWriter, stream bool) {
+	select {
+	case <-s.closing:
+	default:
+		return
+	}
+	if stream {
+		panic(http.ErrAbortHandler)
+	}
+	writeError(w, http.StatusServiceUnavailable, "the simulator is shutting down")
+}
+
+// chunkHead renders the fields common to every chunk of a response:
+// `{"id":...,"object":...,"created":...,"model":...,`.
+func (s *Simulator) chunkHead(dst []byte, object string, p *genParams, arrival time.Time) []byte {
+	dst = append(dst, `{"id":"`...)
+	if p.chat {
+		dst = append(dst, "chatcmpl-"...)
+	} else {
+		dst = append(dst, "cmpl-"...)
+	}
+	dst = strconv.AppendUint(dst, mix64(s.cfg.Seed^s.reqs.Add(1)*0x9e3779b97f4a7c15), 16)
+	dst = append(dst, `","object":"`...)
+	dst = append(dst, object...)
+	dst = append(dst, `","created":`...)
+	dst = strconv.AppendInt(dst, arrival.Unix(), 10)
+	dst = append(dst, `,"model":`...)
+	dst = append(dst, s.modelJSON...)
+	dst = append(dst, ',')
+	return dst
+}
+
+// Streamed chunk pieces. A chunk is "data: " + head + one of the choice
+// renderings + the emit time + "}\n\n".
+const (
+	sseData         = "data: "
+	sseDone         = "data: [DONE]\n\n"
+	sseMalformed    = "data: {not json\n\n"
+	emitField       = `,"sim_emit_unix_nano":`
+	arrivalField    = `,"sim_arrival_unix_nano":`
+	choiceOpen      = `"choices":[{"index":0,`
+	roleDelta       = `"delta":{"role":"assistant","content":""},"logprobs":null,"finish_reason":null}]`
+	chatDeltaOpen   = `"delta":{"content":"`
+	chatDeltaClose  = `"},"logprobs":null,"finish_reason":`
+	textOpen        = `"text":"`
+	textClose       = `","logprobs":null,"finish_reason":`
+	textStopReason  = `,"stop_reason":null`
+	choiceEnd       = `}]`
+	usageNullField  = `,"usage":null`
+	finishNull      = `null`
+	chatChunkObject = "chat.completion.chunk"
+	textObject      = "text_completion"
+)
+
+// stream relays a streaming response. It reports whether the request
+// finished in the engine (so that it need not be aborted).
+func (s *Simulator) stream(ctx context.Context, w http.ResponseWriter, p *genParams, q *sequence, f *Faults, arrival time.Time) bool {
+	rc := http.NewResponseController(w)
+	object := textObject
+	if p.chat {
+		object = chatChunkObject
+	}
+	head := s.chunkHead(append(make([]byte, 0, 160), sseData...), object, p, arrival)
+	buf := make([]byte, 0, 512)
+	// finish renders the end of a chunk, stamping the emit time as late as
+	// possible: right before the write.
+	finish := func(b []byte) []byte {
+		if p.includeUsage {
+			b = append(b, usageNullField...)
+		}
+		b = append(b, emitField...)
+		b = strconv.AppendInt(b, time.Now().UnixNano(), 10)
+		return append(b, "}\n\n"...)
+	}
+	write := func(b []byte) bool {
+		_, err := w.Write(b)
+		return err == nil
+	}
+
+	written, roleSent := 0, !p.chat
+	for {
+		select {
+		case <-q.st.ready:
+		case <-ctx.Done():
+			return false
+		}
+		produced, finished, why, closed := q.st.snapshot()
+		if closed {
+			panic(http.ErrAbortHandler)
+		}
+		for written < produced {
+			if !roleSent {
+				buf = append(append(append(buf[:0], head...), choiceOpen...), roleDelta...)
+				if !write(finish(buf)) {
+					return false
+				}
+				roleSent = true
+			}
+			piece := outputPiece(p.key, written)
+			fr := finishNull
+			if finished && written == produced-1 {
+				fr = `"` + why + `"`
+			}
+			buf = append(append(buf[:0], head...), choiceOpen...)
+			if p.chat {
+				buf = append(append(append(append(buf, chatDeltaOpen...), piece...), chatDeltaClose...), fr...)
+			} else {
+				buf = append(append(append(append(append(buf, textOpen...), piece...), textClose...), fr...), textStopReason...)
+			}
+			buf = append(buf, choiceEnd...)
+			if !write(finish(buf)) {
+				return false
+			}
+			written++
+			if f.DisconnectAfterTokens == written {
+				rc.Flush()
+				panic(http.ErrAbortHandler)
+			}
+			if f.MalformedAfterTokens == written && !write([]byte(sseMalformed)) {
+				return false
+			}
+		}
+		if err := rc.Flush(); err != nil {
+			return false
+		}
+		if finished {
+			break
+		}
+	}
+	if p.includeUsage {
+		buf = append(append(buf[:0], head...), `"choices":[],"usage":`...)
+		buf = appendUsage(buf, q.promptLen, written)
+		buf = append(buf, emitField...)
+		buf = strconv.AppendInt(buf, time.Now().UnixNano(), 10)
+		buf = append(buf, "}\n\n"...)
+		if !write(buf) {
+			return true
+		}
+	}
+	write([]byte(sseDone))
+	rc.Flush()
+	return true
+}
+
+func appendUsage(b []byte, prompt, completion int) []byte {
+	b = append(b, `{"prompt_tokens":`...)
+	b = strconv.AppendInt(b, int64(prompt), 10)
+	b = append(b, `,"total_tokens":`...)
+	b = strconv.AppendInt(b, int64(prompt+completion), 10)
+	b = append(b, `,"completion_tokens":`...)
+	b = strconv.AppendInt(b, int64(completion), 10)
+	return append(b, '}')
+}
+
+// respond waits for the whole completion and writes one JSON body. It
+// reports whether the request finished in the engine.
+func (s *Simulator) respond(ctx context.Context, w http.ResponseWriter, p *genParams, q *sequence, f *Faults, arrival time.Time) bool {
+	var produced int
+	var reason string
+	for {
+		select {
+		case <-q.st.ready:
+		case <-ctx.Done():
+			return false
+		}
+		n, finished, why, closed := q.st.snapshot()
+		if closed {
+			s.cut(w, false)
+			return false
+		}
+		if finished {
+			produced, reason = n, why
+			break
+		}
+	}
+	if f.DisconnectAfterTokens > 0 && produced >= f.DisconnectAfterTokens {
+		panic(http.ErrAbortHandler)
+	}
+	w.Header().Set("Content-Type", "application/json")
+	if f.MalformedAfterTokens > 0 && produced >= f.MalformedAfterTokens {
+		w.Write([]byte("{not json"))
+		return true
+	}
+
+	var text strings.Builder
+	for i := range produced {
+		text.WriteString(outputPiece(p.key, i))
+	}
+	textJSON, _ := json.Marshal(text.String())
+	object := textObject
+	if p.chat {
+		object = "chat.completion"
+	}
+	b := s.chunkHead(make([]byte, 0, 256+len(textJSON)), object, p, arrival)
+	b = append(b, choiceOpen...)
+	if p.chat {
+		b = append(b, `"message":{"role":"assistant","content":`...)
+		b = append(b, textJSON...)
+		b = append(b, `},"logprobs":null,"finish_reason":"`...)
+	} else {
+		b = append(b, `"text":`...)
+		b = append(b, textJSON...)
+		b = append(b, `,"logprobs":null,"finish_reason":"`...)
+	}
+	b = append(b, reason...)
+	b = append(b, `","stop_reason":null}],"usage":`...)
+	b = appendUsage(b, q.promptLen, produced)
+	b = append(b, arrivalField...)
+	b = strconv.AppendInt(b, arrival.UnixNano(), 10)
+	b = append(b, emitField...)
+	b = strconv.AppendInt(b, time.Now().UnixNano(), 10)
+	b = append(b, '}')
+	w.Write(b)
+	return true
+}

@@ -1,0 +1,282 @@
+package simulator
+
+import (
+	"bytes"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"strconv"
+	"time"
+
+	"github.com/alecthomas/kingpin/v2"
+)
+
+// Config holds every parameter of the simulated server. The zero value is not
+// usable; start from DefaultConfig.
+type Config struct {
+	// Model is the served model name, as /v1/models lists it and as the
+	// model_name label of /metrics carries it.
+	Model string
+	// MaxModelLen is the context length: prompt plus max_tokens of a request
+	// may not exceed it. It must fit in the KV cache (KVBlocks*BlockSize), so
+	// that any single request can always run.
+	MaxModelLen int
+
+	// TimeScale multiplies every step duration: 1 is real time, 0.1 runs ten
+	// times faster, 0 is instant (steps run back to back without sleeping).
+	TimeScale float64
+	// DecodeStep is the fixed cost of one engine step (one forward pass).
+	DecodeStep time.Duration
+	// DecodePerSeq is the extra cost, per step, of each sequence that samples
+	// a token in that step.
+	DecodePerSeq time.Duration
+	// PrefillTokensPerSecond is the prefill throughput: a step costs
+	// prefill_tokens/PrefillTokensPerSecond on top of the rest.
+	PrefillTokensPerSecond float64
+	// MaxNumSeqs is the largest number of running sequences (vLLM's
+	// max_num_seqs).
+	MaxNumSeqs int
+	// MaxBatchedTokens is the token budget of one step (vLLM's
+	// max_num_batched_tokens); long prompts are prefilled in chunks of it.
+	MaxBatchedTokens int
+	// KVBlocks is the KV-cache capacity, in blocks of BlockSize tokens.
+	KVBlocks int
+	// BlockSize is the number of tokens per KV block, and the granularity of
+	// the prefix cache.
+	BlockSize int
+
+	// Seed makes generated text, EOS points, request ids and injected errors
+	// reproducible.
+	Seed uint64
+
+	// Faults is the initial fault injection, changeable at run time through
+	// /admin/faults.
+	Faults Faults
+}
+
+// DefaultConfig resembles a mid-size model on one 80 GB GPU: about 20 ms per
+// decode step at batch 1, prefill at 10,000 tokens/s, 8192 blocks of 16
+// tokens of KV cache, vLLM's default max_num_seqs.
+func DefaultConfig() Config {
+	return Config{
+		Model:                  "sim-model",
+		MaxModelLen:            32768,
+		TimeScale:              1,
+		DecodeStep:             20 * time.Millisecond,
+		DecodePerSeq:           50 * time.Microsecond,
+		PrefillTokensPerSecond: 10000,
+		MaxNumSeqs:             256,
+		MaxBatchedTokens:       8192,
+		KVBlocks:               8192,
+		BlockSize:              16,
+		Seed:                   1,
+		Faults:                 NoFaults(),
+	}
+}
+
+// Validate reports the first invalid parameter.
+func (c Config) Validate() error {
+	switch {
+	case c.Model == "":
+		return errors.New("model name is empty")
+	case c.MaxModelLen < 2:
+		return fmt.Errorf("max model length %d is below 2", c.MaxModelLen)
+	case c.TimeScale < 0:
+		return fmt.Errorf("time scale %v is negative", c.TimeScale)
+	case c.DecodeStep < 0 || c.DecodePerSeq < 0:
+		return errors.New("step costs must not be negative")
+	case !(c.PrefillTokensPerSecond > 0):
+		return fmt.Errorf("prefill tokens per second %v must be positive", c.PrefillTokensPerSecond)
+	case c.MaxNumSeqs < 1:
+		return fmt.Errorf("max num seqs %d is below 1", c.MaxNumSeqs)
+	case c.MaxBatchedTokens < 1:
+		return fmt.Errorf("max batched tokens %d is below 1", c.MaxBatchedTokens)
+	case c.BlockSize < 1:
+		return fmt.Errorf("block size %d is below 1", c.BlockSize)
+	case c.KVBlocks < 1:
+		return fmt.Errorf("kv blocks %d is below 1", c.KVBlocks)
+	case int64(c.KVBlocks)*int64(c.BlockSize) < int64(c.MaxModelLen):
+		// A request of MaxModelLen tokens must fit alone, or it could be
+		// preempted forever.
+		return fmt.Errorf("kv cache of %d blocks x %d tokens cannot hold max model length %d",
+			c.KVBlocks, c.BlockSize, c.MaxModelLen)
+	}
+	return c.Faults.normalized().Validate()
+}
+
+// Faults is the fault injection. The zero value injects nothing. Except for
+// Slowdown, which applies to every engine step that starts after a change, a
+// change applies to requests that arrive after it. Durations are wall-clock
+// time: they are not multiplied by Config.TimeScale.
+type Faults struct {
+	// Slowdown multiplies every step duration (1 or 0 = none). It has no
+	// effect with TimeScale 0.
+	Slowdown float64
+	// ErrorRate is the probability (0..1) that a completion request is
+	// answered at once with ErrorStatus and an OpenAI-style error body,
+	// without reaching the engine.
+	ErrorRate float64
+	// ErrorStatus is 429, 500 or 503 (0 = 503).
+	ErrorStatus int
+	// StallBeforeFirstToken holds a request for this long, after its
+	// response headers are written and before it joins the engine's queue.
+	StallBeforeFirstToken time.Duration
+	// StallMidStream pauses a sequence in the engine for this long once it
+	// has generated StallAfterTokens tokens (it keeps its KV blocks and its
+	// batch slot); generation then resumes at the normal pace.
+	StallMidStream   time.Duration
+	StallAfterTokens int
+	// DisconnectAfterTokens (0 = off) closes the connection abruptly after
+	// the N-th content chunk has been written: no [DONE], no terminating
+	// chunk. A non-streaming response is replaced by the closed connection.
+	DisconnectAfterTokens int
+	// MalformedAfterTokens (0 = off) writes one event "data: {not json"
+	// after the N-th content chunk; the stream then continues normally to
+	// [DONE]. A non-streaming response body is replaced by "{not json".
+	MalformedAfterTokens int
+	// SlowHeaders waits this long after arrival before the response headers
+	// are written (and before the request joins the engine's queue).
+	SlowHeaders time.Duration
+}
+
+// NoFaults is the fault injection that injects nothing, with its neutral
+// values spelled out (Slowdown 1, ErrorStatus 503).
+func NoFaults() Faults { return Faults{Slowdown: 1, ErrorStatus: 503} }
+
+// normalized replaces the zero values that mean "default" by the default.
+func (f Faults) normalized() Faults {
+	if f.Slowdown == 0 {
+		f.Slowdown = 1
+	}
+	if f.ErrorStatus == 0 {
+		f.ErrorStatus = 503
+	}
+	return f
+}
+
+// Validate reports the first invalid fault setting.
+func (f Faults) Validate() error {
+	switch {
+	case !(f.Slowdown > 0):
+		return fmt.Errorf("slowdown %v must be positive", f.Slowdown)
+	case !(f.ErrorRate >= 0 && f.ErrorRate <= 1):
+		return fmt.Errorf("error_rate %v is outside 0..1", f.ErrorRate)
+	case f.ErrorStatus != 429 && f.ErrorStatus != 500 && f.ErrorStatus != 503:
+		return fmt.Errorf("error_status %d is not 429, 500 or 503", f.ErrorStatus)
+	case f.StallBeforeFirstToken < 0 || f.StallMidStream < 0 || f.SlowHeaders < 0:
+		return errors.New("fault durations must not be negative")
+	case f.StallAfterTokens < 0 || f.DisconnectAfterTokens < 0 || f.MalformedAfterTokens < 0:
+		return errors.New("fault token counts must not be negative")
+	case f.StallMidStream > 0 && f.StallAfterTokens < 1:
+		return errors.New("stall_mid_stream needs stall_after_tokens >= 1")
+	}
+	return nil
+}
+
+// faultsJSON is the wire form of Faults: durations are Go duration strings.
+type faultsJSON struct {
+	Slowdown              float64 `json:"slowdown"`
+	ErrorRate             float64 `json:"error_rate"`
+	ErrorStatus           int     `json:"error_status"`
+	StallBeforeFirstToken string  `json:"stall_before_first_token"`
+	StallMidStream        string  `json:"stall_mid_stream"`
+	StallAfterTokens      int     `json:"stall_after_tokens"`
+	DisconnectAfterTokens int     `json:"disconnect_after_tokens"`
+	MalformedAfterTokens  int     `json:"malformed_after_tokens"`
+	SlowHeaders           string  `json:"slow_headers"`
+}
+
+// MarshalJSON writes durations as Go duration strings ("1.5s").
+func (f Faults) MarshalJSON() ([]byte, error) {
+	return json.Marshal(faultsJSON{
+		Slowdown:              f.Slowdown,
+		ErrorRate:             f.ErrorRate,
+		ErrorStatus:           f.ErrorStatus,
+		StallBeforeFirstToken: f.StallBeforeFirstToken.String(),
+		StallMidStream:        f.StallMidStream.String(),
+		StallAfterTokens:      f.StallAfterTokens,
+		DisconnectAfterTokens: f.DisconnectAfterTokens,
+		MalformedAfterTokens:  f.MalformedAfterTokens,
+		SlowHeaders:           f.SlowHeaders.String(),
+	})
+}
+
+// UnmarshalJSON is strict: unknown fields are an error. Fields left out take
+// their "off" values (NoFaults). It does not validate ranges; call Validate.
+func (f *Faults) UnmarshalJSON(data []byte) error {
+	off := NoFaults()
+	w := faultsJSON{Slowdown: off.Slowdown, ErrorStatus: off.ErrorStatus}
+	dec := json.NewDecoder(bytes.NewReader(data))
+	dec.DisallowUnknownFields()
+	if err := dec.Decode(&w); err != nil {
+		return err
+	}
+	out := Faults{
+		Slowdown:              w.Slowdown,
+		ErrorRate:             w.ErrorRate,
+		ErrorStatus:           w.ErrorStatus,
+		StallAfterTokens:      w.StallAfterTokens,
+		DisconnectAfterTokens: w.DisconnectAfterTokens,
+		MalformedAfterTokens:  w.MalformedAfterTokens,
+	}
+	for _, d := range []struct {
+		name string
+		s    string
+		dst  *time.Duration
+	}{
+		{"stall_before_first_token", w.StallBeforeFirstToken, &out.StallBeforeFirstToken},
+		{"stall_mid_stream", w.StallMidStream, &out.StallMidStream},
+		{"slow_headers", w.SlowHeaders, &out.SlowHeaders},
+	} {
+		if d.s == "" {
+			continue
+		}
+		v, err := time.ParseDuration(d.s)
+		if err != nil {
+			return fmt.Errorf("%s: %w", d.name, err)
+		}
+		*d.dst = v
+	}
+	*f = out
+	return nil
+}
+
+// FlagAdder is what AddFlags registers flags on: a *kingpin.CmdClause or a
+// *kingpin.Application.
+type FlagAdder interface {
+	Flag(name, help string) *kingpin.FlagClause
+}
+
+// AddFlags registers the --sim.* and --fault.* flags on cmd and returns the
+// Config they fill when the command line is parsed. Defaults are those of
+// DefaultConfig.
+func AddFlags(cmd FlagAdder) *Config {
+	d := DefaultConfig()
+	c := &Config{}
+	ff := func(v float64) string { return strconv.FormatFloat(v, 'g', -1, 64) }
+	it := strconv.Itoa
+
+	cmd.Flag("sim.model", "Served model name.").Default(d.Model).StringVar(&c.Model)
+	cmd.Flag("sim.max-model-len", "Context length in tokens (prompt + max_tokens).").Default(it(d.MaxModelLen)).IntVar(&c.MaxModelLen)
+	cmd.Flag("sim.time-scale", "Multiplier on every step duration: 1 = real time, 0.1 = ten times faster, 0 = instant.").Default(ff(d.TimeScale)).Float64Var(&c.TimeScale)
+	cmd.Flag("sim.decode-step", "Fixed cost of one engine step (forward pass).").Default(d.DecodeStep.String()).DurationVar(&c.DecodeStep)
+	cmd.Flag("sim.decode-per-seq", "Extra step cost per sequence that samples a token in the step.").Default(d.DecodePerSeq.String()).DurationVar(&c.DecodePerSeq)
+	cmd.Flag("sim.prefill-tokens-per-second", "Prefill throughput in tokens per second.").Default(ff(d.PrefillTokensPerSecond)).Float64Var(&c.PrefillTokensPerSecond)
+	cmd.Flag("sim.max-num-seqs", "Maximum number of running sequences.").Default(it(d.MaxNumSeqs)).IntVar(&c.MaxNumSeqs)
+	cmd.Flag("sim.max-batched-tokens", "Token budget of one engine step (chunked prefill).").Default(it(d.MaxBatchedTokens)).IntVar(&c.MaxBatchedTokens)
+	cmd.Flag("sim.kv-blocks", "KV cache capacity in blocks.").Default(it(d.KVBlocks)).IntVar(&c.KVBlocks)
+	cmd.Flag("sim.block-size", "Tokens per KV block; the prefix cache's granularity.").Default(it(d.BlockSize)).IntVar(&c.BlockSize)
+	cmd.Flag("sim.seed", "Seed for generated text, EOS points and injected errors.").Default(strconv.FormatUint(d.Seed, 10)).Uint64Var(&c.Seed)
+
+	f := &c.Faults
+	cmd.Flag("fault.slowdown", "Factor on every engine step duration (1 = none).").Default(ff(d.Faults.Slowdown)).Float64Var(&f.Slowdown)
+	cmd.Flag("fault.error-rate", "Fraction (0..1) of completion requests answered with --fault.error-status.").Default(ff(d.Faults.ErrorRate)).Float64Var(&f.ErrorRate)
+	cmd.Flag("fault.error-status", "HTTP status of injected errors: 429, 500 or 503.").Default(it(d.Faults.ErrorStatus)).IntVar(&f.ErrorStatus)
+	cmd.Flag("fault.stall-before-first-token", "Hold each request this long after its headers, before it is queued.").Default(d.Faults.StallBeforeFirstToken.String()).DurationVar(&f.StallBeforeFirstToken)
+	cmd.Flag("fault.stall-mid-stream", "Pause each sequence this long after --fault.stall-after-tokens tokens.").Default(d.Faults.StallMidStream.String()).DurationVar(&f.StallMidStream)
+	cmd.Flag("fault.stall-after-tokens", "Token count after which --fault.stall-mid-stream pauses a sequence.").Default(it(d.Faults.StallAfterTokens)).IntVar(&f.StallAfterTokens)
+	cmd.Flag("fault.disconnect-after-tokens", "Close the connection abruptly after N content chunks (0 = off).").Default(it(d.Faults.DisconnectAfterTokens)).IntVar(&f.DisconnectAfterTokens)
+	cmd.Flag("fault.malformed-after-tokens", "Emit one malformed event after N content chunks, then continue (0 = off).").Default(it(d.Faults.MalformedAfterTokens)).IntVar(&f.MalformedAfterTokens)
+	cmd.Flag("fault.slow-headers", "Wait this long before writing response headers.").Default(d.Faults.SlowHeaders.String()).DurationVar(&f.SlowHeaders)
+	return c
+}

@@ -1,0 +1,168 @@
+// Package simulator is an OpenAI-compatible inference server, as vLLM serves
+// it, with a continuous-batching timing model and ground truth. The
+// exporter's --demo mode and its tests run against it; `infer_exporter
+// simulate` serves it on its own (see Serve and AddFlags).
+//
+// # API
+//
+//   - POST /v1/completions and POST /v1/chat/completions, streaming (SSE:
+//     "data: {json}" events separated by a blank line, ending with
+//     "data: [DONE]") and not. The first chat chunk carries the role only
+//     (delta {"role":"assistant","content":""}, as vLLM sends it); every
+//     following content chunk carries exactly one token; the last content
+//     chunk carries finish_reason ("length" when completion_tokens ==
+//     max_tokens, else "stop"). stream_options.include_usage adds a final
+//     chunk with "choices":[] and usage {prompt_tokens, total_tokens,
+//     completion_tokens}; with it, the other chunks carry "usage":null.
+//     Honoured fields: model (empty or the served name; another name is a
+//     404), prompt (a string, an array of token ids, or an array of one
+//     string), messages (content a string, an array of text parts, or null),
+//     max_tokens (max_completion_tokens wins for chat), min_tokens,
+//     ignore_eos, stream, stream_options.include_usage, n (only 1). Other
+//     fields (temperature, stop, ...) are ignored. Malformed JSON and invalid
+//     values get a 400 with vLLM's body
+//     {"error":{"message":...,"type":"BadRequestError","param":null,"code":400}}.
+//   - GET /v1/models, GET /health, GET /version ({"version": Version}),
+//     POST /tokenize ({"prompt": ...} or {"messages": ...,
+//     "add_generation_prompt": true} gives {count, max_model_len, tokens}).
+//   - GET /metrics: vLLM v1 series with a model_name label (see Metrics).
+//   - GET /admin/faults returns the fault injection as JSON; PUT or POST
+//     /admin/faults replaces it (see Faults).
+//
+// Output length: with ignore_eos a request generates exactly max_tokens
+// (default min(256, max_model_len - prompt)). Otherwise it stops after k
+// tokens, k drawn uniformly from [max(min_tokens, 1), max_tokens] by a hash
+// of Config.Seed and the prompt's token ids, so the same request always
+// gets the same length and the same words. prompt + max_tokens above
+// max_model_len is a 400, as in vLLM.
+//
+// # Tokenizer
+//
+// Specified in tokenizer.go: tokens are strings.Fields words, ids are FNV-1a
+// 32 of the word modulo VocabSize; a chat message adds 3 template tokens and
+// the generation prompt 1; generated tokens are words of OutputVocabulary
+// with a leading space, so output text tokenizes back to completion_tokens.
+// A prompt of exactly N tokens is N words.
+//
+// # Ground truth
+//
+// Every streamed chunk's JSON carries a top-level "sim_emit_unix_nano"
+// (int64): the server's wall clock in Unix nanoseconds, read while the chunk
+// is rendered, immediately before it is written to the connection. The
+// tokens that are ready together are written back to back and flushed
+// once, so a chunk reaches the socket within microseconds of its stamp.
+// The [DONE] event and the malformed-chunk fault carry no stamp. Every
+// response carries the header X-Sim-Arrival-Unix-Nano: the instant the
+// handler received the request. Non-streaming bodies also carry
+// "sim_arrival_unix_nano" and "sim_emit_unix_nano". OpenAI clients ignore
+// unknown fields, so they are unaffected.
+//
+// # Timing model
+//
+// One engine goroutine runs steps, as vLLM's engine core does. Each step:
+//
+//  1. Running sequences, in admission order, get their next tokens within
+//     the step's token budget (MaxBatchedTokens): one token for a decode,
+//     the next chunk for an unfinished prefill (chunked prefill). When a
+//     sequence needs a KV block and none is free, the most recently admitted
+//     running sequence is preempted (recompute: it returns to the front of
+//     the queue, loses its blocks and later recomputes its prompt and the
+//     tokens it had generated; a client sees a pause, not lost tokens).
+//  2. If nothing was preempted, waiting sequences are admitted in FCFS
+//     order while there are fewer than MaxNumSeqs running, budget is left
+//     and the KV cache has room for the chunk to compute; the first that
+//     does not fit waits, and so does everyone behind it.
+//  3. The step costs DecodeStep + DecodePerSeq × (sequences that sample a
+//     token) + (prefill tokens) / PrefillTokensPerSecond, where prefill
+//     tokens are all tokens computed except the single input token of each
+//     decode. Its wall duration is that cost × TimeScale × Faults.Slowdown.
+//  4. The loop sleeps until the step's end instant, measured from the step's
+//     start, and the step's start is the previous step's end while the
+//     engine stays busy (so durations do not drift; after a lag of more
+//     than 10ms the clock restarts from now). With TimeScale 0 steps run back
+//     to back.
+//  5. Then every sequence whose prompt (or recomputation) is complete
+//     samples a token: the step that computes the last prompt chunk also
+//     yields the first token, as in vLLM. The handler writes it at once.
+//
+// So a request's TTFT (from arrival) is its time in the queue, plus every
+// step from its admission to the end of the step that completes its
+// prefill (the steps it shares with other sequences' decodes and prefills
+// included). Each later token costs one step.
+//
+// # Prefix cache and KV accounting
+//
+// The KV cache has KVBlocks blocks of BlockSize tokens. Full prompt blocks
+// are identified by a hash chain over token ids (block j hashes block j-1's
+// hash and its own ids), so two prompts share block j only if they share
+// every token up to its end. A block enters the cache at the end of the
+// step that computes its last token. At admission a sequence looks up its
+// leading full prompt blocks, stopping at the first miss; the block that
+// holds the last token to compute is never looked up (at least one token
+// is computed, for logits): at most floor((tokens-1)/BlockSize) blocks hit.
+// Then vllm:prefix_cache_queries_total grows by the sequence's tokens
+// (prompt, plus generated tokens for a recomputation) and
+// vllm:prefix_cache_hits_total by hit blocks × BlockSize. Without
+// preemption (vllm:num_preemptions_total == 0) every request is counted
+// once, at its first admission. Blocks of generated tokens are not cached.
+// Blocks stay cached after their sequence ends and are evicted in LRU order
+// (a sequence's tail blocks first) only when a block is needed for new
+// content. vllm:kv_cache_usage_perc is the fraction of blocks referenced by
+// a running sequence (cached, unreferenced blocks count as free).
+//
+// # Metrics
+//
+// vllm:num_requests_running, vllm:num_requests_waiting,
+// vllm:kv_cache_usage_perc (0..1), vllm:prefix_cache_queries_total,
+// vllm:prefix_cache_hits_total, vllm:num_preemptions_total,
+// vllm:prompt_tokens_total (added when a request samples its first token),
+// vllm:generation_tokens_total (every sampled token),
+// vllm:request_success_total{finished_reason="stop"|"length"|"abort"}
+// (abort: the client went away before the engine finished the request),
+// and the histograms vllm:time_to_first_token_seconds,
+// vllm:inter_token_latency_seconds and vllm:e2e_request_latency_seconds,
+// measured in wall time by the engine at the end of the step that sampled
+// the token (aborted requests observe no e2e). Injected errors and 4xx never
+// reach the engine and are not counted.
+//
+// # Faults
+//
+// Set by --fault.* flags (Config.Faults) and at run time through
+// /admin/faults, whose JSON is
+//
+//	{"slowdown": 1, "error_rate": 0, "error_status": 503,
+//	 "stall_before_first_token": "0s", "stall_mid_stream": "0s",
+//	 "stall_after_tokens": 0, "disconnect_after_tokens": 0,
+//	 "malformed_after_tokens": 0, "slow_headers": "0s"}
+//
+// A PUT or POST replaces the whole set: fields left out are off; unknown
+// fields or invalid values are a 400. Durations are wall time, not scaled.
+// A request keeps the faults in force when it arrived; slowdown applies to
+// the steps that start after the change. For a completion request, in order:
+//
+//   - error_rate: the request is answered at once with error_status (429,
+//     500 or 503) and an OpenAI error body; it never reaches the engine. The
+//     draws come from a generator seeded by Config.Seed.
+//   - slow_headers: the handler waits this long before the response headers
+//     are written; the request is not yet queued.
+//   - stall_before_first_token: after the headers (and their flush, when
+//     streaming), the request waits this long before it joins the queue; it
+//     holds no engine resources meanwhile. TTFT grows by the stall.
+//   - stall_mid_stream with stall_after_tokens N >= 1: after the step that
+//     samples token N, the sequence is paused in the engine for the stall
+//     (it keeps its KV blocks and batch slot; other sequences go on). The
+//     gap between chunk N and N+1 is at least the stall; later tokens come
+//     at the normal pace. No effect if the request has no token N+1.
+//   - disconnect_after_tokens N: after the N-th content chunk is written
+//     and flushed, the connection is closed abruptly (no usage chunk, no
+//     [DONE], no terminating chunk). Non-streaming: when the completion has
+//     at least N tokens the connection is closed instead of answering.
+//     The engine counts the request as an abort if it had not finished.
+//   - malformed_after_tokens N: after the N-th content chunk one event
+//     "data: {not json" is written, then the stream continues normally to
+//     [DONE]. Non-streaming: when the completion has at least N tokens the
+//     body is "{not json" (status 200).
+//
+// A fault keyed on N has no effect on a request that generates fewer than N
+// tokens.
+package simulator

@@ -1,0 +1,75 @@
+package simulator
+
+import "github.com/prometheus/client_golang/prometheus"
+
+// Finish reasons, as vLLM's finished_reason label spells them.
+const (
+	finishStop   = "stop"
+	finishLength = "length"
+	finishAbort  = "abort"
+)
+
+// metrics are the vLLM v1 series the simulator exposes. They live in a
+// registry of their own, so several simulators can run in one process.
+type metrics struct {
+	running, waiting, kvUsage      prometheus.Gauge
+	prefixQueries, prefixHits      prometheus.Counter
+	preemptions                    prometheus.Counter
+	promptTokens, generationTokens prometheus.Counter
+	success                        map[string]prometheus.Counter
+	ttft, itl, e2e                 prometheus.Histogram
+}
+
+// Bucket boundaries follow vLLM's, so that quantiles computed from the
+// simulator's histograms have the same resolution as a real server's.
+var (
+	ttftBuckets = []float64{0.001, 0.005, 0.01, 0.02, 0.04, 0.06, 0.08, 0.1, 0.25, 0.5,
+		0.75, 1.0, 2.5, 5.0, 7.5, 10.0, 20.0, 40.0, 80.0, 160.0, 640.0, 2560.0}
+	itlBuckets = []float64{0.01, 0.025, 0.05, 0.075, 0.1, 0.15, 0.2, 0.3, 0.4, 0.5,
+		0.75, 1.0, 2.5, 5.0, 7.5, 10.0, 20.0, 40.0, 80.0}
+	e2eBuckets = []float64{0.3, 0.5, 0.8, 1.0, 1.5, 2.0, 2.5, 5.0, 10.0, 15.0, 20.0,
+		30.0, 40.0, 50.0, 60.0, 120.0, 240.0, 480.0, 960.0, 1920.0, 7680.0}
+)
+
+func newMetrics(reg prometheus.Registerer, model string) *metrics {
+	labels := prometheus.Labels{"model_name": model}
+	gauge := func(name, help string) prometheus.Gauge {
+		g := prometheus.NewGauge(prometheus.GaugeOpts{Name: name, Help: help, ConstLabels: labels})
+		reg.MustRegister(g)
+		return g
+	}
+	counter := func(name, help string) prometheus.Counter {
+		c := prometheus.NewCounter(prometheus.CounterOpts{Name: name, Help: help, ConstLabels: labels})
+		reg.MustRegister(c)
+		return c
+	}
+	histogram := func(name, help string, buckets []float64) prometheus.Histogram {
+		h := prometheus.NewHistogram(prometheus.HistogramOpts{Name: name, Help: help, Buckets: buckets, ConstLabels: labels})
+		reg.MustRegister(h)
+		return h
+	}
+	m := &metrics{
+		running:          gauge("vllm:num_requests_running", "Number of requests in the running batch (including paused ones)."),
+		waiting:          gauge("vllm:num_requests_waiting", "Number of requests waiting to be admitted (including preempted ones)."),
+		kvUsage:          gauge("vllm:kv_cache_usage_perc", "Fraction of KV-cache blocks in use, 0..1 (1 = full)."),
+		prefixQueries:    counter("vllm:prefix_cache_queries_total", "Tokens looked up in the prefix cache at admission."),
+		prefixHits:       counter("vllm:prefix_cache_hits_total", "Tokens found in the prefix cache at admission."),
+		preemptions:      counter("vllm:num_preemptions_total", "Sequences preempted (recompute) because the KV cache was full."),
+		promptTokens:     counter("vllm:prompt_tokens_total", "Prompt tokens of requests that produced their first token."),
+		generationTokens: counter("vllm:generation_tokens_total", "Generated tokens."),
+		ttft:             histogram("vllm:time_to_first_token_seconds", "Wall time from arrival to the step that sampled the first token, in seconds.", ttftBuckets),
+		itl:              histogram("vllm:inter_token_latency_seconds", "Wall time between consecutive tokens of a request, in seconds.", itlBuckets),
+		e2e:              histogram("vllm:e2e_request_latency_seconds", "Wall time from arrival to the step that sampled the last token, in seconds.", e2eBuckets),
+		success:          make(map[string]prometheus.Counter),
+	}
+	sv := prometheus.NewCounterVec(prometheus.CounterOpts{
+		Name:        "vllm:request_success_total",
+		Help:        "Finished requests, by finish reason (abort = the client went away).",
+		ConstLabels: labels,
+	}, []string{"finished_reason"})
+	reg.MustRegister(sv)
+	for _, r := range []string{finishStop, finishLength, finishAbort} {
+		m.success[r] = sv.WithLabelValues(r)
+	}
+	return m
+}

@@ -1,0 +1,369 @@
+package simulator
+
+import (
+	"context"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"io"
+	"log/slog"
+	"math/rand/v2"
+	"net"
+	"net/http"
+	"strconv"
+	"sync"
+	"sync/atomic"
+	"time"
+
+	"github.com/prometheus/client_golang/prometheus"
+	"github.com/prometheus/client_golang/prometheus/promhttp"
+)
+
+// Version is what GET /version reports.
+const Version = "0.11.0+sim"
+
+// ArrivalHeader carries, on every response, the instant the handler received
+// the request, in Unix nanoseconds.
+const ArrivalHeader = "X-Sim-Arrival-Unix-Nano"
+
+// maxRequestBody bounds request bodies; a prompt of MaxModelLen words fits
+// many times over.
+const maxRequestBody = 64 << 20
+
+// Simulator is an in-process inference server. Create it with New, serve its
+// Handler, and Close it when done.
+type Simulator struct {
+	cfg      Config
+	logger   *slog.Logger
+	faults   atomic.Pointer[Faults]
+	engine   *engine
+	registry *prometheus.Registry
+	handler  http.Handler
+	created  int64
+
+	rngMu sync.Mutex
+	rng   *rand.Rand // injected-error draws
+	reqs  atomic.Uint64
+
+	modelJSON []byte // the model name as a JSON string
+
+	cancel    context.CancelFunc
+	closing   chan struct{}
+	closeOnce sync.Once
+}
+
+// New validates cfg, builds the simulator and starts its engine goroutine.
+// Close stops it.
+func New(cfg Config, logger *slog.Logger) (*Simulator, error) {
+	cfg.Faults = cfg.Faults.normalized()
+	if err := cfg.Validate(); err != nil {
+		return nil, fmt.Errorf("simulator config: %w", err)
+	}
+	if logger == nil {
+		logger = slog.New(slog.DiscardHandler)
+	}
+	modelJSON, err := json.Marshal(cfg.Model)
+	if err != nil {
+		return nil, err
+	}
+	s := &Simulator{
+		cfg:       cfg,
+		logger:    logger,
+		registry:  prometheus.NewRegistry(),
+		created:   time.Now().Unix(),
+		rng:       rand.New(rand.NewPCG(cfg.Seed, 0x5157fa17)),
+		modelJSON: modelJSON,
+		closing:   make(chan struct{}),
+	}
+	f := cfg.Faults
+	s.faults.Store(&f)
+	m := newMetrics(s.registry, cfg.Model)
+	s.engine = newEngine(&s.cfg, m, &s.faults)
+	s.handler = s.routes()
+
+	ctx, cancel := context.WithCancel(context.Background())
+	s.cancel = cancel
+	go s.engine.run(ctx)
+	return s, nil
+}
+
+// Close stops the engine. Requests in flight end at once: streams are cut
+// (the connection is closed without [DONE]) and new requests get 503. It
+// returns when the engine goroutine has exited, and is safe to call more than
+// once.
+func (s *Simulator) Close() error {
+	s.closeOnce.Do(func() {
+		close(s.closing)
+		s.cancel()
+	})
+	<-s.engine.done
+	return nil
+}
+
+// Config is the configuration the simulator runs with, faults as they were
+// at start.
+func (s *Simulator) Config() Config { return s.cfg }
+
+// Faults is the current fault injection.
+func (s *Simulator) Faults() Faults { return *s.faults.Load() }
+
+// SetFaults replaces the fault injection for requests that arrive from now
+// on (and, for Slowdown, steps that start from now on). Zero Slowdown and
+// ErrorStatus mean their defaults.
+func (s *Simulator) SetFaults(f Faults) error {
+	f = f.normalized()
+	if err := f.Validate(); err != nil {
+		return err
+	}
+	s.faults.Store(&f)
+	s.logger.Info("fault injection changed", "faults", f)
+	return nil
+}
+
+// Registry is the registry behind /metrics.
+func (s *Simulator) Registry() *prometheus.Registry { return s.registry }
+
+// Handler serves every route: the OpenAI-compatible API, /health, /version,
+// /tokenize, /metrics and /admin/faults.
+func (s *Simulator) Handler() http.Handler { return s.handler }
+
+func (s *Simulator) routes() http.Handler {
+	mux := http.NewServeMux()
+	mux.HandleFunc("POST /v1/completions", s.arrive(s.handleCompletions))
+	mux.HandleFunc("POST /v1/chat/completions", s.arrive(s.handleChatCompletions))
+	mux.HandleFunc("GET /v1/models", s.arrive(s.handleModels))
+	mux.HandleFunc("GET /health", s.arrive(s.handleHealth))
+	mux.HandleFunc("GET /version", s.arrive(s.handleVersion))
+	mux.HandleFunc("POST /tokenize", s.arrive(s.handleTokenize))
+	metricsHandler := promhttp.HandlerFor(s.registry, promhttp.HandlerOpts{})
+	mux.HandleFunc("GET /metrics", s.arrive(func(w http.ResponseWriter, r *http.Request, _ time.Time) {
+		metricsHandler.ServeHTTP(w, r)
+	}))
+	mux.HandleFunc("GET /admin/faults", s.arrive(s.handleGetFaults))
+	mux.HandleFunc("PUT /admin/faults", s.arrive(s.handleSetFaults))
+	mux.HandleFunc("POST /admin/faults", s.arrive(s.handleSetFaults))
+	return mux
+}
+
+// arrive stamps the arrival instant on the response before anything else.
+func (s *Simulator) arrive(h func(http.ResponseWriter, *http.Request, time.Time)) http.HandlerFunc {
+	return func(w http.ResponseWriter, r *http.Request) {
+		arrival := time.Now()
+		w.Header().Set(ArrivalHeader, strconv.FormatInt(arrival.UnixNano(), 10))
+		h(w, r, arrival)
+	}
+}
+
+// writeError writes vLLM's error body:
+// {"error":{"message":...,"type":...,"param":null,"code":status}}.
+func writeError(w http.ResponseWriter, status int, message string) {
+	typ := map[int]string{
+		http.StatusBadRequest:          "BadRequestError",
+		http.StatusNotFound:            "NotFoundError",
+		http.StatusTooManyRequests:     "RateLimitError",
+		http.StatusInternalServerError: "InternalServerError",
+		http.StatusServiceUnavailable:  "ServiceUnavailableError",
+	}[status]
+	if typ == "" {
+		typ = http.StatusText(status)
+	}
+	type errorInfo struct {
+		Message string  `json:"message"`
+		Type    string  `json:"type"`
+		Param   *string `json:"param"`
+		Code    int     `json:"code"`
+	}
+	body, _ := json.Marshal(struct {
+		Error errorInfo `json:"error"`
+	}{errorInfo{Message: message, Type: typ, Code: status}})
+	w.Header().Set("Content-Type", "application/json")
+	w.WriteHeader(status)
+	w.Write(body)
+}
+
+func writeJSON(w http.ResponseWriter, v any) {
+	body, err := json.Marshal(v)
+	if err != nil {
+		writeError(w, http.StatusInternalServerError, err.Error())
+		return
+	}
+	w.Header().Set("Content-Type", "application/json")
+	w.Write(body)
+}
+
+func (s *Simulator) handleModels(w http.ResponseWriter, _ *http.Request, _ time.Time) {
+	type model struct {
+		ID          string  `json:"id"`
+		Object      string  `json:"object"`
+		Created     int64   `json:"created"`
+		OwnedBy     string  `json:"owned_by"`
+		Root        string  `json:"root"`
+		Parent      *string `json:"parent"`
+		MaxModelLen int     `json:"max_model_len"`
+	}
+	writeJSON(w, struct {
+		Object string  `json:"object"`
+		Data   []model `json:"data"`
+	}{"list", []model{{s.cfg.Model, "model", s.created, "vllm", s.cfg.Model, nil, s.cfg.MaxModelLen}}})
+}
+
+func (s *Simulator) handleHealth(w http.ResponseWriter, _ *http.Request, _ time.Time) {
+	select {
+	case <-s.closing:
+		w.WriteHeader(http.StatusServiceUnavailable)
+	default:
+		w.WriteHeader(http.StatusOK)
+	}
+}
+
+func (s *Simulator) handleVersion(w http.ResponseWriter, _ *http.Request, _ time.Time) {
+	writeJSON(w, map[string]string{"version": Version})
+}
+
+func (s *Simulator) handleTokenize(w http.ResponseWriter, r *http.Request, _ time.Time) {
+	var req struct {
+		Model               string            `json:"model"`
+		Prompt              *string           `json:"prompt"`
+		Messages            []chatMessageJSON `json:"messages"`
+		AddGenerationPrompt *bool             `json:"add_generation_prompt"`
+	}
+	if err := decodeBody(w, r, &req); err != nil {
+		writeError(w, http.StatusBadRequest, err.Error())
+		return
+	}
+	if status, err := s.checkModel(req.Model); err != nil {
+		writeError(w, status, err.Error())
+		return
+	}
+	var ids []int
+	switch {
+	case req.Prompt != nil && req.Messages == nil:
+		ids = AppendTokenIDs(nil, *req.Prompt)
+	case req.Messages != nil && req.Prompt == nil:
+		msgs, err := chatMessages(req.Messages)
+		if err != nil {
+			writeError(w, http.StatusBadRequest, err.Error())
+			return
+		}
+		addGen := req.AddGenerationPrompt == nil || *req.AddGenerationPrompt
+		ids = AppendChatTokenIDs(nil, msgs, addGen)
+	default:
+		writeError(w, http.StatusBadRequest, "exactly one of prompt and messages is required")
+		return
+	}
+	if ids == nil {
+		ids = []int{}
+	}
+	writeJSON(w, struct {
+		Count       int   `json:"count"`
+		MaxModelLen int   `json:"max_model_len"`
+		Tokens      []int `json:"tokens"`
+	}{len(ids), s.cfg.MaxModelLen, ids})
+}
+
+func (s *Simulator) handleGetFaults(w http.ResponseWriter, _ *http.Request, _ time.Time) {
+	writeJSON(w, s.Faults())
+}
+
+func (s *Simulator) handleSetFaults(w http.ResponseWriter, r *http.Request, _ time.Time) {
+	var f Faults
+	body, err := io.ReadAll(http.MaxBytesReader(w, r.Body, 1<<20))
+	if err == nil {
+		err = f.UnmarshalJSON(body)
+	}
+	if err == nil {
+		err = s.SetFaults(f)
+	}
+	if err != nil {
+		writeError(w, http.StatusBadRequest, "invalid faults: "+err.Error())
+		return
+	}
+	writeJSON(w, s.Faults())
+}
+
+// decodeBody decodes a JSON request body into v, ignoring unknown fields
+// like vLLM does.
+func decodeBody(w http.ResponseWriter, r *http.Request, v any) error {
+	dec := json.NewDecoder(http.MaxBytesReader(w, r.Body, maxRequestBody))
+	if err := dec.Decode(v); err != nil {
+		return fmt.Errorf("invalid JSON body: %w", err)
+	}
+	if _, err := dec.Token(); !errors.Is(err, io.EOF) {
+		return errors.New("invalid JSON body: data after the top-level value")
+	}
+	return nil
+}
+
+func (s *Simulator) checkModel(model string) (int, error) {
+	if model != "" && model != s.cfg.Model {
+		return http.StatusNotFound, fmt.Errorf("The model `%s` does not exist.", model)
+	}
+	return 0, nil
+}
+
+// injectError draws whether this request gets an injected error.
+func (s *Simulator) injectError(f *Faults) bool {
+	if f.ErrorRate <= 0 {
+		return false
+	}
+	s.rngMu.Lock()
+	x := s.rng.Float64()
+	s.rngMu.Unlock()
+	return x < f.ErrorRate
+}
+
+// sleep waits d, or less if the request or the simulator ends; it reports
+// whether the full wait elapsed.
+func (s *Simulator) sleep(ctx context.Context, d time.Duration) bool {
+	if d <= 0 {
+		return true
+	}
+	t := time.NewTimer(d)
+	defer t.Stop()
+	select {
+	case <-t.C:
+		return true
+	case <-ctx.Done():
+	case <-s.closing:
+	}
+	return false
+}
+
+// Serve runs a simulator on listenAddress until ctx is done, then closes it:
+// streams in flight are cut and the HTTP server shuts down.
+func Serve(ctx context.Context, listenAddress string, cfg Config, logger *slog.Logger) error {
+	if logger == nil {
+		logger = slog.New(slog.DiscardHandler)
+	}
+	sim, err := New(cfg, logger)
+	if err != nil {
+		return err
+	}
+	defer sim.Close()
+	ln, err := net.Listen("tcp", listenAddress)
+	if err != nil {
+		return err
+	}
+	srv := &http.Server{
+		Handler:           sim.Handler(),
+		ReadHeaderTimeout: 30 * time.Second,
+		ErrorLog:          slog.NewLogLogger(logger.Handler(), slog.LevelWarn),
+	}
+	logger.Info("simulator listening", "address", ln.Addr().String(), "model", cfg.Model, "time_scale", cfg.TimeScale)
+	errc := make(chan error, 1)
+	go func() { errc <- srv.Serve(ln) }()
+	select {
+	case err := <-errc:
+		return err
+	case <-ctx.Done():
+	}
+	sim.Close()
+	shutdownCtx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
+	defer cancel()
+	err = srv.Shutdown(shutdownCtx)
+	if errors.Is(err, context.DeadlineExceeded) {
+		err = srv.Close()
+	}
+	<-errc
+	return err
+}
