@@ -66,7 +66,7 @@ func run(ctx context.Context, args []string) int {
 	app.Flag("config.check", "Validate --config.file, print the result and exit.").BoolVar(&f.configCheck)
 	app.Flag("demo", "Start the embedded simulator and probe it with a built-in workload.").BoolVar(&f.demo)
 	app.Flag("web.telemetry-path", "Path under which to expose metrics.").Default("/metrics").StringVar(&f.metricsPath)
-	app.Flag("probe.degraded-lag", "Schedule lag p99 above which the measurement is flagged as degraded (the client is falling behind).").Default("10ms").DurationVar(&f.degradedLag)
+	app.Flag("probe.degraded-lag", "Schedule lag p99, or goroutine scheduling latency p99, above which the measurement is flagged as degraded (the client is falling behind or CPU-saturated).").Default("10ms").DurationVar(&f.degradedLag)
 	app.Flag("probe.degraded-window", "Window over which the schedule lag p99 is computed.").Default("30s").DurationVar(&f.degradedWindow)
 	f.web = kingpinflag.AddFlags(app, DefaultListenAddress)
 	f.log = &promslog.Config{}
@@ -149,8 +149,10 @@ func serve(ctx context.Context, f *flags, logger *slog.Logger) int {
 	defer cols.Close()
 	reg.MustRegister(cols)
 
+	saturation := workload.NewSchedulingLatency(reg, f.degradedWindow)
+	go saturation.Run(ctx)
 	manager := workload.NewManager(workload.NewMetrics(reg), workload.Options{
-		DegradedLag: f.degradedLag, DegradedWindow: f.degradedWindow,
+		DegradedLag: f.degradedLag, DegradedWindow: f.degradedWindow, Saturation: saturation,
 	}, logger)
 	defer manager.Stop()
 

@@ -17,6 +17,7 @@ import (
 type Options struct {
 	DegradedLag    time.Duration
 	DegradedWindow time.Duration
+	Saturation     *SchedulingLatency // may be nil
 }
 
 // Manager runs the workloads of the current configuration and replaces them
@@ -79,6 +80,7 @@ func Build(c *config.Config, metrics *Metrics, opts Options, logger *slog.Logger
 			DegradedLag:    opts.DegradedLag,
 			DegradedWindow: opts.DegradedWindow,
 			Logger:         logger,
+			Saturation:     opts.Saturation,
 		})
 	}
 	return runners, clients, nil

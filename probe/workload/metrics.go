@@ -91,7 +91,7 @@ func NewMetrics(reg prometheus.Registerer) *Metrics {
 		lagP99: prometheus.NewGaugeVec(prometheus.GaugeOpts{Namespace: namespace, Name: "schedule_lag_p99_seconds",
 			Help: "The 99th percentile of schedule lag over the degradation window (--probe.degraded-window)."}, labels),
 		degraded: prometheus.NewGaugeVec(prometheus.GaugeOpts{Namespace: namespace, Name: "measurement_degraded",
-			Help: "1 when the client is falling behind its schedule (schedule lag p99 over the window above --probe.degraded-lag), so its latencies include its own delay; else 0."}, labels),
+			Help: "1 when the client is falling behind its schedule or is CPU-saturated (schedule lag p99, or the process's goroutine scheduling latency p99, over --probe.degraded-window above --probe.degraded-lag), so its latencies include its own delay; else 0."}, labels),
 	}
 	reg.MustRegister(m.ttft, m.tpot, m.itl, m.e2e, m.lag,
 		m.promptTokens, m.completionTokens, m.requests, m.dropped, m.goodput, m.tokenSource, m.clamped,

@@ -66,6 +66,9 @@ type Runner struct {
 	// exceeds DegradedLag.
 	DegradedLag    time.Duration
 	DegradedWindow time.Duration
+	// Saturation, when set, is the process's goroutine scheduling latency:
+	// its p99 above DegradedLag also marks the measurement degraded.
+	Saturation interface{ P99() float64 }
 
 	Logger *slog.Logger
 	// OnResult, when set, receives every observation after it is recorded
@@ -193,7 +196,8 @@ func (r *Runner) monitor(ctx context.Context, start time.Time, lags *lagWindow, 
 			}
 			p99, n := lags.quantile(now, 0.99)
 			r.Series.lagP99.Set(p99)
-			if n > 0 && p99 > threshold.Seconds() {
+			saturated := r.Saturation != nil && r.Saturation.P99() > threshold.Seconds()
+			if (n > 0 && p99 > threshold.Seconds()) || saturated {
 				r.Series.degraded.Set(1)
 			} else {
 				r.Series.degraded.Set(0)

@@ -5,6 +5,7 @@ import (
 	"errors"
 	"io"
 	"log/slog"
+	"math"
 	"strings"
 	"sync"
 	"testing"
@@ -216,5 +217,32 @@ func TestMetricsHelpText(t *testing.T) {
 		if !strings.HasPrefix(mf.GetName(), "infer_probe_") {
 			t.Errorf("%s lacks the infer_probe_ prefix", mf.GetName())
 		}
+	}
+}
+
+func TestHistogramQuantile(t *testing.T) {
+	buckets := []float64{0, 1e-6, 1e-5, 1e-4, 1e-3, math.Inf(1)}
+	before := []uint64{0, 10, 0, 0, 0}
+	after := []uint64{0, 10 + 98, 1, 1, 0}
+	// 100 new observations: 98 in (1e-6, 1e-5], one in (1e-5, 1e-4], one
+	// in (1e-4, 1e-3]. The 99th is the one in (1e-5, 1e-4].
+	if got := histogramQuantile(before, after, buckets, 0.99); got != 1e-4 {
+		t.Errorf("p99 = %g, want 1e-4", got)
+	}
+	if got := histogramQuantile(before, before, buckets, 0.99); got != 0 {
+		t.Errorf("empty window p99 = %g, want 0", got)
+	}
+	s := &SchedulingLatency{window: 3 * time.Second, gauge: prometheus.NewGauge(prometheus.GaugeOpts{Name: "x", Help: "x"})}
+	t0 := time.Unix(0, 0)
+	s.add(t0, before, buckets)
+	s.add(t0.Add(time.Second), after, buckets)
+	if s.P99() != 1e-4 {
+		t.Errorf("P99 = %g", s.P99())
+	}
+	// Five seconds on, with nothing new, the window holds no observations.
+	s.add(t0.Add(5*time.Second), after, buckets)
+	s.add(t0.Add(6*time.Second), after, buckets)
+	if s.P99() != 0 {
+		t.Errorf("P99 after the window passed = %g", s.P99())
 	}
 }
