@@ -12,8 +12,8 @@ import "time"
 type Outcome string
 
 const (
-	// Success: HTTP 2xx, a well-formed stream that ended as the protocol says
-	// (for SSE, [DONE] or a clean end after the last event).
+	// Success: HTTP 2xx and a well-formed stream that reached the protocol's
+	// end marker (for OpenAI SSE, data: [DONE]).
 	Success Outcome = "success"
 	// HTTP4xx and HTTP5xx: the server answered with a non-2xx status.
 	HTTP4xx Outcome = "http_4xx"

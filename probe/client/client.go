@@ -1,0 +1,370 @@
+// Package client sends one generation request to an inference server and
+// measures it from the client side: when it was sent, when each content event
+// was read, when the stream ended, how many tokens it carried and how it
+// ended. It is the exporter's measuring instrument, so it reads the clock once
+// per event, right after the event's last byte was parsed, and does little
+// else on the hot path.
+//
+// The wire formats live behind the Flavor interface; this file owns timing,
+// outcomes and the observation record, identically for every flavor.
+package client
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"io"
+	"net"
+	"net/http"
+	"strings"
+	"time"
+
+	"github.com/infer-exporter/infer_exporter/probe/observation"
+)
+
+// Target is one inference server endpoint.
+type Target struct {
+	Name    string
+	BaseURL string // the server root, e.g. http://127.0.0.1:8000 (a trailing /v1 is accepted)
+	Model   string // sent as "model"; omitted when empty
+	Flavor  Flavor // nil means OpenAIChat
+	// BearerToken is the API key, already read from its file by the config.
+	// It is sent as "Authorization: Bearer", and never appears in logs or in
+	// an observation's Err.
+	BearerToken string
+	// Headers are added to every request. A "Host" entry sets the Host
+	// header.
+	Headers map[string]string
+}
+
+// Request is one generation to ask for.
+type Request struct {
+	Prompt    string
+	MaxTokens int // 0: the server's default; otherwise sent as max_tokens
+	// IgnoreEOS and MinTokens are vLLM/SGLang extensions, sent only when set
+	// (true, > 0) because other servers may reject unknown fields.
+	IgnoreEOS   bool
+	MinTokens   int
+	Temperature *float64
+	TopP        *float64
+	Seed        *int64
+	// Extra is merged into the JSON body last, so it can add fields and
+	// override any field above.
+	Extra map[string]any
+	// KeepText keeps the generated answer text in the observation, for
+	// known-answer checks. Reasoning text is not kept.
+	KeepText bool
+	// Timeout bounds the whole request, from send to last byte; 0 means
+	// only the caller's context bounds it.
+	Timeout time.Duration
+}
+
+// Options configure a Client.
+type Options struct {
+	// MaxConnsPerHost is the number of idle keep-alive connections kept per
+	// server; size it to the in-flight cap so that steady load reuses
+	// connections instead of dialing. It is deliberately not a hard cap on
+	// open connections: a cap would queue requests inside the client, and
+	// that wait would be measured as server latency. The in-flight cap
+	// belongs to the caller. Default 64.
+	MaxConnsPerHost int
+	// MaxLineBytes bounds one SSE line, one event's data, and a
+	// non-streamed JSON body. Default 1 MiB.
+	MaxLineBytes int
+	// Now is the clock; default time.Now. Tests pass a fake clock.
+	Now func() time.Time
+	// Transport replaces the client's own transport (for tests, or TLS
+	// settings). When nil, the client builds one tuned for measurement.
+	Transport http.RoundTripper
+}
+
+// Defaults for Options.
+const (
+	DefaultMaxConnsPerHost = 64
+	DefaultMaxLineBytes    = 1 << 20
+	// errorBodyBytes bounds how much of a non-2xx body is kept in Err.
+	errorBodyBytes = 4 << 10
+	// drainBytes bounds how much is read after the end marker so that the
+	// connection can go back to the keep-alive pool.
+	drainBytes = 64 << 10
+	// maxPreallocTokens caps the TokenTimes preallocation against a silly
+	// MaxTokens.
+	maxPreallocTokens = 1 << 16
+)
+
+// Client sends requests and records observations. It is safe for concurrent
+// use.
+type Client struct {
+	http    *http.Client
+	maxLine int
+	now     func() time.Time
+}
+
+// New returns a Client.
+func New(opts Options) *Client {
+	if opts.MaxConnsPerHost <= 0 {
+		opts.MaxConnsPerHost = DefaultMaxConnsPerHost
+	}
+	if opts.MaxLineBytes <= 0 {
+		opts.MaxLineBytes = DefaultMaxLineBytes
+	}
+	if opts.Now == nil {
+		opts.Now = time.Now
+	}
+	rt := opts.Transport
+	if rt == nil {
+		rt = newTransport(opts.MaxConnsPerHost)
+	}
+	return &Client{
+		http: &http.Client{
+			Transport: rt,
+			// A 3xx is an answer to measure, not a hop to take: following
+			// it would time two requests as one.
+			CheckRedirect: func(*http.Request, []*http.Request) error { return http.ErrUseLastResponse },
+		},
+		maxLine: opts.MaxLineBytes,
+		now:     opts.Now,
+	}
+}
+
+// newTransport builds a transport for measuring: keep-alive sized to the
+// in-flight cap, no compression (bytes arrive as the server sent them, and no
+// decompressor buffers a token), no proxy from the environment (a proxy
+// would be measured as the server), HTTP/1.1 (one stream per connection, as
+// benchmark clients use; HTTP/2 multiplexing would couple requests).
+func newTransport(maxConns int) *http.Transport {
+	return &http.Transport{
+		Proxy: nil,
+		DialContext: (&net.Dialer{
+			Timeout:   30 * time.Second,
+			KeepAlive: 30 * time.Second,
+		}).DialContext,
+		MaxIdleConns:        0, // no global limit; per host below
+		MaxIdleConnsPerHost: maxConns,
+		IdleConnTimeout:     90 * time.Second,
+		TLSHandshakeTimeout: 10 * time.Second,
+		DisableCompression:  true,
+		ForceAttemptHTTP2:   false,
+	}
+}
+
+// Close closes idle connections. In-flight requests are not affected.
+func (c *Client) Close() { c.http.CloseIdleConnections() }
+
+// ErrNoEndMarker is the error of a 2xx stream whose body ended cleanly but
+// before the protocol's end marker ("data: [DONE]").
+var ErrNoEndMarker = errors.New("stream ended before its end marker")
+
+// HTTPError is a non-2xx answer.
+type HTTPError struct {
+	StatusCode int
+	// Body is the start of the response body, at most 4 KiB.
+	Body string
+	// Location is the redirect target of a 3xx, which was not followed.
+	Location string
+}
+
+func (e *HTTPError) Error() string {
+	var b strings.Builder
+	fmt.Fprintf(&b, "HTTP %d %s", e.StatusCode, http.StatusText(e.StatusCode))
+	if e.Location != "" {
+		fmt.Fprintf(&b, " (redirect to %q not followed)", e.Location)
+	}
+	if body := strings.TrimSpace(e.Body); body != "" {
+		fmt.Fprintf(&b, ": %s", body)
+	}
+	return b.String()
+}
+
+// Do sends r to t and records what happened in obs. The caller sets
+// obs.Scheduled first; Do keeps it (and the TokenTimes capacity, for reuse)
+// and overwrites every other field.
+//
+// Instants, each one clock read:
+//   - Sent: immediately before the request is handed to net/http (whose
+//     RoundTrip writes it). On a cold connection the dial comes after Sent,
+//     so it is part of the measured latency, as it is for a real user.
+//   - FirstToken and TokenTimes: the instant the SSE parser completed each
+//     event carrying non-empty content or reasoning text, before its JSON is
+//     decoded.
+//   - End: the end marker's read instant, or the instant of the failure
+//     (after reading at most 4 KiB of a non-2xx body).
+//
+// Outcomes:
+//   - success: a 2xx stream that reached its end marker (or a 2xx JSON body
+//     when the server did not stream).
+//   - http_4xx / http_5xx: a non-2xx status. A 3xx, which is never
+//     followed, and any other status below 500 count as http_4xx: the
+//     request as configured was not served, and HTTPStatus keeps the exact
+//     code.
+//   - timeout: r.Timeout or the context's deadline passed first.
+//   - stream_error: malformed JSON, an over-long line or event, or an error
+//     reported inside the stream.
+//   - disconnected: the connection could not be made, was reset or closed,
+//     or the body ended before the end marker. A context cancelled (not
+//     timed out) by the caller is also reported as disconnected, with Err
+//     wrapping context.Canceled so that the caller can tell.
+//   - dropped: the request could not be built (DropReason "bad_request").
+//
+// Output tokens come from the server's usage count when it sent one (the
+// largest, since counts are cumulative); otherwise, or when usage says 0
+// although content arrived, from the number of content events, and
+// TokenSource says which. On a failed stream the counts are those read before
+// the failure. When no 2xx body was read, the counts are 0 and TokenSource is
+// empty.
+func (c *Client) Do(ctx context.Context, t *Target, r *Request, obs *observation.Request) {
+	if r.Timeout > 0 {
+		var cancel context.CancelFunc
+		ctx, cancel = context.WithTimeout(ctx, r.Timeout)
+		defer cancel()
+	}
+	flavor := t.Flavor
+	if flavor == nil {
+		flavor = OpenAIChat
+	}
+	// Start from a clean record, keeping only the caller's schedule and the
+	// TokenTimes memory for reuse.
+	*obs = observation.Request{Scheduled: obs.Scheduled, TokenTimes: obs.TokenTimes[:0]}
+
+	req, err := flavor.NewRequest(ctx, t, r)
+	if err != nil {
+		obs.Outcome = observation.Dropped
+		obs.DropReason = "bad_request"
+		obs.Err = redact(err, t.BearerToken)
+		return
+	}
+	if want := min(r.MaxTokens, maxPreallocTokens); cap(obs.TokenTimes) < want {
+		obs.TokenTimes = make([]time.Time, 0, want)
+	}
+
+	obs.Sent = c.now()
+	resp, err := c.http.Do(req)
+	if err != nil {
+		obs.End = c.now()
+		obs.Outcome, err = classify(ctx, err)
+		obs.Err = redact(err, t.BearerToken)
+		return
+	}
+	defer resp.Body.Close()
+	obs.HTTPStatus = resp.StatusCode
+
+	if resp.StatusCode < 200 || resp.StatusCode > 299 {
+		body, _ := io.ReadAll(io.LimitReader(resp.Body, errorBodyBytes))
+		obs.End = c.now()
+		obs.Outcome = observation.HTTP4xx
+		if resp.StatusCode >= 500 {
+			obs.Outcome = observation.HTTP5xx
+		}
+		herr := &HTTPError{StatusCode: resp.StatusCode, Body: string(body)}
+		if resp.StatusCode >= 300 && resp.StatusCode < 400 {
+			herr.Location = resp.Header.Get("Location")
+		}
+		obs.Err = redact(herr, t.BearerToken)
+		// Read a little more so a short error body frees its connection.
+		_, _ = io.CopyN(io.Discard, resp.Body, drainBytes)
+		return
+	}
+
+	c.readStream(ctx, flavor.NewDecoder(resp.Body, resp.Header, c.maxLine), r, obs)
+	if obs.Err != nil {
+		obs.Err = redact(obs.Err, t.BearerToken)
+	}
+	if obs.Outcome == observation.Success {
+		// Let the body reach EOF (the chunked terminator follows [DONE]
+		// immediately) so the connection is reused. This is not timed:
+		// End was the end marker.
+		_, _ = io.CopyN(io.Discard, resp.Body, drainBytes)
+	}
+}
+
+// readStream reads frames until the end marker or a failure. It is the hot
+// path: one clock read per frame, no allocation per frame beyond the
+// TokenTimes append.
+func (c *Client) readStream(ctx context.Context, dec Decoder, r *Request, obs *observation.Request) {
+	var (
+		ch              Chunk
+		text            []byte
+		usagePrompt     int
+		usageCompletion int
+		haveUsage       bool
+	)
+	for {
+		err := dec.Next()
+		at := c.now()
+		if err != nil {
+			obs.End = at
+			if err == io.EOF {
+				err = ErrNoEndMarker
+			}
+			obs.Outcome, obs.Err = classify(ctx, err)
+			break
+		}
+		ch.Reset()
+		if err := dec.Decode(&ch); err != nil {
+			obs.End = at
+			obs.Outcome, obs.Err = observation.StreamError, err
+			break
+		}
+		if len(ch.Content) > 0 || len(ch.Reasoning) > 0 {
+			if obs.FirstToken.IsZero() {
+				obs.FirstToken = at
+			}
+			obs.TokenTimes = append(obs.TokenTimes, at)
+			obs.ContentEvents++
+			if r.KeepText {
+				text = append(text, ch.Content...)
+			}
+		}
+		if ch.HasUsage {
+			haveUsage = true
+			usagePrompt = max(usagePrompt, ch.PromptTokens)
+			usageCompletion = max(usageCompletion, ch.CompletionTokens)
+		}
+		if ch.Done {
+			obs.End = at
+			obs.Outcome = observation.Success
+			break
+		}
+	}
+	obs.PromptTokens = usagePrompt
+	// A usage count of zero next to content events is not a count (Ollama
+	// sends zero usage on every completions chunk before the real one).
+	if haveUsage && (usageCompletion > 0 || obs.ContentEvents == 0) {
+		obs.OutputTokens, obs.TokenSource = usageCompletion, observation.TokensFromUsage
+	} else {
+		obs.OutputTokens, obs.TokenSource = obs.ContentEvents, observation.TokensFromEvents
+	}
+	if r.KeepText {
+		obs.Text = string(text)
+	}
+}
+
+// classify maps a failure to an outcome. A protocol error is the server's
+// fault whatever the clock says; otherwise an expired deadline explains the
+// failure; anything else is a broken connection. The returned error wraps the
+// context's error when the context ended, so that the caller can tell its
+// own cancellation apart.
+func classify(ctx context.Context, err error) (observation.Outcome, error) {
+	var pe *ProtocolError
+	if errors.As(err, &pe) {
+		return observation.StreamError, err
+	}
+	cerr := ctx.Err()
+	if cerr != nil && !errors.Is(err, cerr) {
+		err = fmt.Errorf("%w (%w)", err, cerr)
+	}
+	if errors.Is(cerr, context.DeadlineExceeded) {
+		return observation.Timeout, err
+	}
+	return observation.Disconnected, err
+}
+
+// redact removes the bearer token from err's message. A server may echo the
+// key in an error body; the error chain is dropped in that case, because
+// every error in it would print the key.
+func redact(err error, token string) error {
+	if err == nil || token == "" || !strings.Contains(err.Error(), token) {
+		return err
+	}
+	return errors.New(strings.ReplaceAll(err.Error(), token, "<redacted>"))
+}

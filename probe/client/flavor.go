@@ -1,0 +1,113 @@
+package client
+
+import (
+	"context"
+	"fmt"
+	"io"
+	"net/http"
+	"sort"
+)
+
+// Flavor is one inference HTTP API: how to ask for a streamed generation and
+// how to read the answer. A flavor knows the wire format only; the Client owns
+// the clock, the outcome and the observation, so that every flavor is measured
+// the same way. Adding TGI, llama.cpp, Ollama NDJSON, Triton or SGLang means
+// adding an implementation and registering it in flavors.
+type Flavor interface {
+	// Name is the flavor's configuration name, such as "openai-chat".
+	Name() string
+	// NewRequest builds the HTTP request for r against t. It must ask the
+	// server to stream, and must not log or wrap t.BearerToken into errors.
+	NewRequest(ctx context.Context, t *Target, r *Request) (*http.Request, error)
+	// NewDecoder returns a Decoder for one 2xx response. body is bounded by
+	// nothing but the request's context; the decoder must bound its own
+	// memory by maxLineBytes.
+	NewDecoder(body io.Reader, header http.Header, maxLineBytes int) Decoder
+}
+
+// Decoder turns a response body into frames (an SSE event, an NDJSON line, a
+// whole JSON body). The Client calls Next, reads the clock once, then calls
+// Decode: the read instant of a frame is thus taken after the frame's last
+// byte arrived and before any JSON decoding, and costs one clock read.
+type Decoder interface {
+	// Next blocks until the next frame is complete. It returns io.EOF when
+	// the body ended cleanly at a frame boundary, a *ProtocolError when the
+	// body breaks the protocol's framing (an over-long line), and the
+	// underlying read error otherwise (io.ErrUnexpectedEOF for a body cut in
+	// the middle of a frame).
+	Next() error
+	// Decode interprets the frame that Next just completed into c, which
+	// the caller has reset. It returns a *ProtocolError for a malformed frame
+	// or an error the server reported inside the stream.
+	Decode(c *Chunk) error
+}
+
+// Chunk is what one frame says. Its byte slices are valid only until the
+// next call to Next.
+type Chunk struct {
+	// Content is generated answer text carried by this frame.
+	Content []byte
+	// Reasoning is generated reasoning ("thinking") text carried by this
+	// frame. Reasoning tokens are output tokens: they count for the first
+	// token and for token times, but are not part of the answer text.
+	Reasoning []byte
+	// HasUsage says the frame carried a token count; PromptTokens and
+	// CompletionTokens are then the server's cumulative counts.
+	HasUsage         bool
+	PromptTokens     int
+	CompletionTokens int
+	// Done says the frame is the protocol's end marker (for OpenAI SSE,
+	// "data: [DONE]"; for a non-streamed JSON body, the body itself).
+	Done bool
+}
+
+// Reset clears c for the next frame, keeping nothing that aliases a decoder.
+func (c *Chunk) Reset() { *c = Chunk{} }
+
+// ProtocolError is a response body that breaks its protocol: a malformed
+// frame, an over-long line, or an error object the server sent inside the
+// stream. The Client reports it as the stream_error outcome.
+type ProtocolError struct {
+	Msg string
+	Err error // the underlying cause, if any
+}
+
+func (e *ProtocolError) Error() string {
+	if e.Err != nil {
+		return "stream error: " + e.Msg + ": " + e.Err.Error()
+	}
+	return "stream error: " + e.Msg
+}
+
+func (e *ProtocolError) Unwrap() error { return e.Err }
+
+// The flavors this version speaks.
+var (
+	// OpenAIChat is POST /v1/chat/completions with "stream": true.
+	OpenAIChat Flavor = openAIFlavor{name: "openai-chat", path: "/chat/completions", chat: true}
+	// OpenAICompletions is POST /v1/completions with "stream": true.
+	OpenAICompletions Flavor = openAIFlavor{name: "openai-completions", path: "/completions"}
+)
+
+var flavors = map[string]Flavor{
+	OpenAIChat.Name():        OpenAIChat,
+	OpenAICompletions.Name(): OpenAICompletions,
+}
+
+// ParseFlavor returns the flavor with the given configuration name.
+func ParseFlavor(name string) (Flavor, error) {
+	if f, ok := flavors[name]; ok {
+		return f, nil
+	}
+	return nil, fmt.Errorf("unknown API flavor %q (known: %v)", name, FlavorNames())
+}
+
+// FlavorNames lists the known flavor names, sorted.
+func FlavorNames() []string {
+	names := make([]string, 0, len(flavors))
+	for n := range flavors {
+		names = append(names, n)
+	}
+	sort.Strings(names)
+	return names
+}

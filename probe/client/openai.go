@@ -1,0 +1,286 @@
+package client
+
+import (
+	"bytes"
+	"context"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"io"
+	"mime"
+	"net/http"
+	"strings"
+	"unicode/utf16"
+	"unicode/utf8"
+
+	"github.com/infer-exporter/infer_exporter/probe/sse"
+)
+
+// openAIFlavor speaks the OpenAI chat and completions APIs as vLLM, SGLang,
+// TGI, llama.cpp and Ollama serve them. Both return the same stream shape, so
+// one decoder reads both: chat puts text in choices[].delta, completions in
+// choices[].text.
+type openAIFlavor struct {
+	name string
+	path string // under /v1
+	chat bool
+}
+
+func (f openAIFlavor) Name() string { return f.name }
+
+func (f openAIFlavor) NewRequest(ctx context.Context, t *Target, r *Request) (*http.Request, error) {
+	body := make(map[string]any, 10+len(r.Extra))
+	if t.Model != "" {
+		body["model"] = t.Model
+	}
+	if f.chat {
+		body["messages"] = []map[string]string{{"role": "user", "content": r.Prompt}}
+	} else {
+		body["prompt"] = r.Prompt
+	}
+	body["stream"] = true
+	body["stream_options"] = map[string]bool{"include_usage": true}
+	if r.MaxTokens > 0 {
+		body["max_tokens"] = r.MaxTokens
+	}
+	// ignore_eos and min_tokens are vLLM (and SGLang) extensions; other
+	// servers may reject unknown fields, so they are sent only when set.
+	if r.IgnoreEOS {
+		body["ignore_eos"] = true
+	}
+	if r.MinTokens > 0 {
+		body["min_tokens"] = r.MinTokens
+	}
+	if r.Temperature != nil {
+		body["temperature"] = *r.Temperature
+	}
+	if r.TopP != nil {
+		body["top_p"] = *r.TopP
+	}
+	if r.Seed != nil {
+		body["seed"] = *r.Seed
+	}
+	// Extra goes last so that it can override anything above, for the
+	// server that needs, say, max_completion_tokens or continuous usage.
+	for k, v := range r.Extra {
+		body[k] = v
+	}
+	var buf bytes.Buffer
+	enc := json.NewEncoder(&buf)
+	enc.SetEscapeHTML(false) // send the prompt's bytes as they are
+	if err := enc.Encode(body); err != nil {
+		return nil, fmt.Errorf("encoding %s request body: %w", f.name, err)
+	}
+	return newJSONRequest(ctx, t, endpoint(t.BaseURL, f.path), &buf)
+}
+
+// endpoint joins the base URL and an API path under /v1. BaseURL may be the
+// server root ("http://host:8000") or, as OpenAI SDKs write it, end in "/v1".
+func endpoint(base, path string) string {
+	base = strings.TrimRight(base, "/")
+	if !strings.HasSuffix(base, "/v1") {
+		base += "/v1"
+	}
+	return base + path
+}
+
+// newJSONRequest builds a POST with the target's headers and credentials.
+func newJSONRequest(ctx context.Context, t *Target, url string, body *bytes.Buffer) (*http.Request, error) {
+	req, err := http.NewRequestWithContext(ctx, http.MethodPost, url, body)
+	if err != nil {
+		// The error quotes the URL only; the token is not in it.
+		return nil, err
+	}
+	req.Header.Set("Content-Type", "application/json")
+	req.Header.Set("Accept", "text/event-stream")
+	req.Header.Set("User-Agent", userAgent)
+	for k, v := range t.Headers {
+		if strings.EqualFold(k, "Host") {
+			req.Host = v
+			continue
+		}
+		req.Header.Set(k, v)
+	}
+	if t.BearerToken != "" {
+		req.Header.Set("Authorization", "Bearer "+t.BearerToken)
+	}
+	return req, nil
+}
+
+const userAgent = "infer_exporter"
+
+// NewDecoder reads an SSE stream, or a single JSON body when the server
+// ignored "stream": true and answered application/json.
+func (openAIFlavor) NewDecoder(body io.Reader, header http.Header, maxLineBytes int) Decoder {
+	if isJSON(header.Get("Content-Type")) {
+		return &openAIBodyDecoder{body: body, max: maxLineBytes}
+	}
+	return &openAIStreamDecoder{sse: sse.NewReader(body, maxLineBytes)}
+}
+
+func isJSON(contentType string) bool {
+	mt, _, err := mime.ParseMediaType(contentType)
+	return err == nil && (mt == "application/json" || strings.HasSuffix(mt, "+json"))
+}
+
+var doneMarker = []byte("[DONE]")
+
+// openAIStreamDecoder reads "data: {json}" events ending with "data: [DONE]".
+type openAIStreamDecoder struct {
+	sse   *sse.Reader
+	ev    sse.Event
+	chunk openAIChunk
+}
+
+func (d *openAIStreamDecoder) Next() error {
+	ev, err := d.sse.Next()
+	switch {
+	case err == nil:
+		d.ev = ev
+		return nil
+	case err == io.ErrUnexpectedEOF && bytes.Equal(bytes.TrimSpace(ev.Data), doneMarker):
+		// The server sent a complete "data: [DONE]" line and closed the
+		// body without the blank line that dispatches it. Strictly the
+		// event is incomplete, but the server plainly said the stream was
+		// over; llama.cpp recordings end this way.
+		d.ev = ev
+		return nil
+	case errors.Is(err, sse.ErrLineTooLong), errors.Is(err, sse.ErrEventTooLong):
+		return &ProtocolError{Msg: "reading event", Err: err}
+	}
+	return err
+}
+
+func (d *openAIStreamDecoder) Decode(c *Chunk) error {
+	switch d.ev.Name {
+	case "message":
+	case "error":
+		return &ProtocolError{Msg: "error event: " + excerpt(d.ev.Data)}
+	default:
+		return nil // an event type this API does not define: not ours to judge
+	}
+	data := bytes.TrimSpace(d.ev.Data)
+	if bytes.Equal(data, doneMarker) {
+		c.Done = true
+		return nil
+	}
+	return d.chunk.decode(data, c)
+}
+
+// openAIBodyDecoder reads a non-streamed JSON response as one frame.
+type openAIBodyDecoder struct {
+	body  io.Reader
+	max   int
+	data  []byte
+	read  bool
+	chunk openAIChunk
+}
+
+func (d *openAIBodyDecoder) Next() error {
+	if d.read {
+		return io.EOF
+	}
+	d.read = true
+	data, err := io.ReadAll(io.LimitReader(d.body, int64(d.max)+1))
+	if err != nil {
+		return err
+	}
+	if len(data) > d.max {
+		return &ProtocolError{Msg: fmt.Sprintf("JSON body longer than %d bytes", d.max)}
+	}
+	d.data = data
+	return nil
+}
+
+func (d *openAIBodyDecoder) Decode(c *Chunk) error {
+	if err := d.chunk.decode(d.data, c); err != nil {
+		return err
+	}
+	c.Done = true
+	return nil
+}
+
+// appendUnquoted appends the JSON string body s (without its quotes, already
+// validated) with its escapes decoded. Lone surrogates become U+FFFD, as in
+// encoding/json.
+func appendUnquoted(dst, s []byte) ([]byte, error) {
+	for len(s) > 0 {
+		i := bytes.IndexByte(s, '\\')
+		if i < 0 {
+			return append(dst, s...), nil
+		}
+		dst = append(dst, s[:i]...)
+		s = s[i:]
+		if len(s) < 2 {
+			return dst, errors.New("truncated escape")
+		}
+		switch s[1] {
+		case '"', '\\', '/':
+			dst = append(dst, s[1])
+		case 'b':
+			dst = append(dst, '\b')
+		case 'f':
+			dst = append(dst, '\f')
+		case 'n':
+			dst = append(dst, '\n')
+		case 'r':
+			dst = append(dst, '\r')
+		case 't':
+			dst = append(dst, '\t')
+		case 'u':
+			r, ok := hex4(s[2:])
+			if !ok {
+				return dst, errors.New("bad \\u escape")
+			}
+			s = s[6:]
+			if utf16.IsSurrogate(r) {
+				if len(s) >= 6 && s[0] == '\\' && s[1] == 'u' {
+					if r2, ok := hex4(s[2:]); ok {
+						if dec := utf16.DecodeRune(r, r2); dec != utf8.RuneError {
+							dst = utf8.AppendRune(dst, dec)
+							s = s[6:]
+							continue
+						}
+					}
+				}
+				r = utf8.RuneError
+			}
+			dst = utf8.AppendRune(dst, r)
+			continue
+		default:
+			return dst, fmt.Errorf("bad escape \\%c", s[1])
+		}
+		s = s[2:]
+	}
+	return dst, nil
+}
+
+func hex4(b []byte) (rune, bool) {
+	if len(b) < 4 {
+		return 0, false
+	}
+	var r rune
+	for _, c := range b[:4] {
+		switch {
+		case '0' <= c && c <= '9':
+			c -= '0'
+		case 'a' <= c && c <= 'f':
+			c = c - 'a' + 10
+		case 'A' <= c && c <= 'F':
+			c = c - 'A' + 10
+		default:
+			return 0, false
+		}
+		r = r<<4 | rune(c)
+	}
+	return r, true
+}
+
+// excerpt quotes at most 256 bytes of b for an error message.
+func excerpt(b []byte) string {
+	const n = 256
+	if len(b) > n {
+		return fmt.Sprintf("%q...", b[:n])
+	}
+	return fmt.Sprintf("%q", b)
+}

@@ -1,0 +1,680 @@
+package client
+
+import (
+	"errors"
+	"math"
+	"strconv"
+	"unicode/utf8"
+)
+
+// This file reads the few fields the probe needs from an OpenAI chunk with a
+// hand-written JSON scanner. encoding/json cost about 3.4 µs and 8.5
+// allocations per chunk, 90% of the client's parse cost (see
+// BenchmarkDecodeStream); this scanner validates the whole document just as
+// strictly and allocates nothing once warm.
+//
+// Its meaning is defined by a generic decode: the chunk behaves exactly as if
+// it were decoded with encoding/json into `any` (so duplicate keys: the last
+// one wins; invalid UTF-8 in text becomes U+FFFD byte by byte; keys match
+// exactly, case included) and then read by the rules below. FuzzDecodeChunk
+// checks that equivalence against encoding/json.
+//
+//   - The document must be valid JSON (nesting at most 10000 deep, as
+//     encoding/json allows) whose top level is an object.
+//   - A non-null "error", or "object": "error", is an error the server
+//     reported.
+//   - The fields read are choices[].delta|message.content|reasoning_content|
+//     reasoning, choices[].text, and usage.prompt_tokens|completion_tokens.
+//     Each may be absent or null. Present with the wrong type (choices not an
+//     array, a choice, delta, message or usage not an object, a text not a
+//     string, a count not an integer in [0, 1e9]) the chunk cannot be read
+//     and is a protocol error, rather than a token silently lost.
+
+// maxJSONDepth is encoding/json's nesting limit.
+const maxJSONDepth = 10000
+
+// maxCount bounds a usage count; larger is not a real count.
+const maxCount = 1e9
+
+var (
+	errJSONSyntax = errors.New("invalid JSON")
+	errJSONDepth  = errors.New("JSON nested too deep")
+)
+
+// errWrongType is a field the probe reads that has the wrong JSON type.
+var errWrongType = errors.New("a field has the wrong type")
+
+const (
+	slotAbsent = iota
+	slotNull
+	slotValue
+	slotBad
+)
+
+// textSlot is one text field: its state and decoded bytes.
+type textSlot struct {
+	state uint8
+	buf   []byte
+}
+
+func (t *textSlot) reset() { t.state, t.buf = slotAbsent, t.buf[:0] }
+
+// countSlot is one usage count.
+type countSlot struct {
+	state uint8
+	v     int
+}
+
+// textObject is a delta or message: content, reasoning_content, reasoning.
+type textObject struct {
+	state                          uint8
+	content, reasoningC, reasoning textSlot
+}
+
+func (o *textObject) reset() {
+	o.state = slotAbsent
+	o.content.reset()
+	o.reasoningC.reset()
+	o.reasoning.reset()
+}
+
+func (o *textObject) bad() bool {
+	return o.state == slotBad || o.content.state == slotBad || o.reasoningC.state == slotBad || o.reasoning.state == slotBad
+}
+
+// openAIChunk is the scanner and the decoded fields of one chunk. It is
+// reused across chunks; its buffers only grow.
+type openAIChunk struct {
+	data []byte
+	pos  int
+
+	key []byte // scratch for keys with escapes
+
+	choicesBad         bool
+	content, reasoning []byte
+	delta, message     textObject
+	text               textSlot
+	usageState         uint8
+	prompt, completion countSlot
+	errorPresent       bool
+	errorRaw           []byte
+	objectError        bool
+	messageRaw         []byte
+}
+
+// decode reads one JSON document into out. out's byte slices alias c and are
+// valid until the next decode.
+func (c *openAIChunk) decode(data []byte, out *Chunk) error {
+	if err := c.scan(data); err != nil {
+		return &ProtocolError{Msg: "malformed JSON event " + excerpt(data), Err: err}
+	}
+	switch {
+	case c.errorPresent:
+		return &ProtocolError{Msg: "error in stream: " + excerpt(c.errorRaw)}
+	case c.objectError:
+		return &ProtocolError{Msg: "error in stream: " + excerpt(c.messageRaw)}
+	case c.choicesBad || c.usageState == slotBad || c.prompt.state == slotBad || c.completion.state == slotBad:
+		return &ProtocolError{Msg: "unreadable event " + excerpt(data), Err: errWrongType}
+	}
+	out.Content, out.Reasoning = c.content, c.reasoning
+	if c.usageState == slotValue && (c.prompt.state == slotValue || c.completion.state == slotValue) {
+		out.HasUsage = true
+		out.PromptTokens, out.CompletionTokens = c.prompt.v, c.completion.v
+	}
+	return nil
+}
+
+// scan parses data, keeping the last value of every field it reads.
+func (c *openAIChunk) scan(data []byte) error {
+	c.data, c.pos = data, 0
+	c.choicesBad = false
+	c.content, c.reasoning = c.content[:0], c.reasoning[:0]
+	c.usageState = slotAbsent
+	c.prompt, c.completion = countSlot{}, countSlot{}
+	c.errorPresent, c.errorRaw = false, nil
+	c.objectError, c.messageRaw = false, nil
+
+	c.ws()
+	if c.peek() != '{' {
+		// Valid JSON that is not an object is unreadable; invalid is
+		// malformed. Either way it is a protocol error: tell them apart.
+		if err := c.skipValue(0); err != nil {
+			return err
+		}
+		if c.ws(); c.pos != len(c.data) {
+			return errJSONSyntax
+		}
+		return errors.New("event is not a JSON object")
+	}
+	if err := c.openContainer(1); err != nil {
+		return err
+	}
+	for first := true; ; {
+		key, ok, err := c.nextKey(&first, '}')
+		if err != nil {
+			return err
+		}
+		if !ok {
+			break
+		}
+		switch string(key) {
+		case "choices":
+			err = c.scanChoices(2)
+		case "usage":
+			err = c.scanUsage(2)
+		case "error":
+			start := c.pos
+			null := c.peek() == 'n'
+			err = c.skipValue(1)
+			c.errorPresent, c.errorRaw = !null, c.data[start:c.pos]
+		case "object":
+			c.objectError = false
+			if c.peek() == '"' {
+				var s []byte
+				var esc bool
+				s, esc, err = c.readString()
+				if err == nil && esc {
+					c.key, err = appendUnquoted(c.key[:0], s)
+					s = c.key
+				}
+				c.objectError = string(s) == "error"
+			} else {
+				err = c.skipValue(1)
+			}
+		case "message":
+			start := c.pos
+			err = c.skipValue(1)
+			c.messageRaw = c.data[start:c.pos]
+		default:
+			err = c.skipValue(1)
+		}
+		if err != nil {
+			return err
+		}
+	}
+	if c.ws(); c.pos != len(c.data) {
+		return errJSONSyntax
+	}
+	return nil
+}
+
+// scanChoices reads the value of "choices", at nesting depth for its array.
+func (c *openAIChunk) scanChoices(depth int) error {
+	c.choicesBad = false
+	c.content, c.reasoning = c.content[:0], c.reasoning[:0]
+	switch c.peek() {
+	case 'n':
+		return c.literal("null")
+	case '[':
+	default:
+		c.choicesBad = true
+		return c.skipValue(depth - 1)
+	}
+	if err := c.openContainer(depth); err != nil {
+		return err
+	}
+	for first := true; ; {
+		ok, err := c.nextElem(&first)
+		if err != nil {
+			return err
+		}
+		if !ok {
+			return nil
+		}
+		if c.peek() != '{' {
+			c.choicesBad = true
+			if err := c.skipValue(depth); err != nil {
+				return err
+			}
+			continue
+		}
+		if err := c.scanChoice(depth + 1); err != nil {
+			return err
+		}
+	}
+}
+
+// scanChoice reads one choice object and appends its text in a fixed order.
+func (c *openAIChunk) scanChoice(depth int) error {
+	c.delta.reset()
+	c.message.reset()
+	c.text.reset()
+	if err := c.openContainer(depth); err != nil {
+		return err
+	}
+	for first := true; ; {
+		key, ok, err := c.nextKey(&first, '}')
+		if err != nil {
+			return err
+		}
+		if !ok {
+			break
+		}
+		switch string(key) {
+		case "delta":
+			err = c.scanTextObject(&c.delta, depth+1)
+		case "message":
+			err = c.scanTextObject(&c.message, depth+1)
+		case "text":
+			err = c.scanText(&c.text, depth)
+		default:
+			err = c.skipValue(depth)
+		}
+		if err != nil {
+			return err
+		}
+	}
+	if c.delta.bad() || c.message.bad() || c.text.state == slotBad {
+		c.choicesBad = true
+		return nil
+	}
+	c.content = append(c.content, c.delta.content.buf...)
+	c.content = append(c.content, c.message.content.buf...)
+	c.content = append(c.content, c.text.buf...)
+	c.reasoning = append(c.reasoning, c.delta.reasoningC.buf...)
+	c.reasoning = append(c.reasoning, c.delta.reasoning.buf...)
+	c.reasoning = append(c.reasoning, c.message.reasoningC.buf...)
+	c.reasoning = append(c.reasoning, c.message.reasoning.buf...)
+	return nil
+}
+
+// scanTextObject reads a delta or message object at the given depth.
+func (c *openAIChunk) scanTextObject(o *textObject, depth int) error {
+	o.reset()
+	switch c.peek() {
+	case 'n':
+		o.state = slotNull
+		return c.literal("null")
+	case '{':
+	default:
+		o.state = slotBad
+		return c.skipValue(depth - 1)
+	}
+	o.state = slotValue
+	if err := c.openContainer(depth); err != nil {
+		return err
+	}
+	for first := true; ; {
+		key, ok, err := c.nextKey(&first, '}')
+		if err != nil {
+			return err
+		}
+		if !ok {
+			return nil
+		}
+		switch string(key) {
+		case "content":
+			err = c.scanText(&o.content, depth)
+		case "reasoning_content":
+			err = c.scanText(&o.reasoningC, depth)
+		case "reasoning":
+			err = c.scanText(&o.reasoning, depth)
+		default:
+			err = c.skipValue(depth)
+		}
+		if err != nil {
+			return err
+		}
+	}
+}
+
+// scanText reads a string-or-null field inside a container at depth.
+func (c *openAIChunk) scanText(t *textSlot, depth int) error {
+	t.buf = t.buf[:0]
+	switch c.peek() {
+	case '"':
+		raw, esc, err := c.readString()
+		if err != nil {
+			return err
+		}
+		t.state = slotValue
+		t.buf = appendText(t.buf, raw, esc)
+		return nil
+	case 'n':
+		t.state = slotNull
+		return c.literal("null")
+	default:
+		t.state = slotBad
+		return c.skipValue(depth)
+	}
+}
+
+// scanUsage reads the value of "usage", at depth for its object.
+func (c *openAIChunk) scanUsage(depth int) error {
+	c.prompt, c.completion = countSlot{}, countSlot{}
+	switch c.peek() {
+	case 'n':
+		c.usageState = slotNull
+		return c.literal("null")
+	case '{':
+	default:
+		c.usageState = slotBad
+		return c.skipValue(depth - 1)
+	}
+	c.usageState = slotValue
+	if err := c.openContainer(depth); err != nil {
+		return err
+	}
+	for first := true; ; {
+		key, ok, err := c.nextKey(&first, '}')
+		if err != nil {
+			return err
+		}
+		if !ok {
+			return nil
+		}
+		switch string(key) {
+		case "prompt_tokens":
+			err = c.scanCount(&c.prompt, depth)
+		case "completion_tokens":
+			err = c.scanCount(&c.completion, depth)
+		default:
+			err = c.skipValue(depth)
+		}
+		if err != nil {
+			return err
+		}
+	}
+}
+
+// scanCount reads a count-or-null field.
+func (c *openAIChunk) scanCount(n *countSlot, depth int) error {
+	*n = countSlot{}
+	switch b := c.peek(); {
+	case b == 'n':
+		n.state = slotNull
+		return c.literal("null")
+	case b == '-' || ('0' <= b && b <= '9'):
+		raw, err := c.number()
+		if err != nil {
+			return err
+		}
+		if v, ok := parseCount(raw); ok {
+			n.state, n.v = slotValue, v
+		} else {
+			n.state = slotBad
+		}
+		return nil
+	default:
+		n.state = slotBad
+		return c.skipValue(depth)
+	}
+}
+
+// parseCount accepts a JSON number whose value is an integer in [0, 1e9].
+func parseCount(raw []byte) (int, bool) {
+	if len(raw) <= 9 {
+		v := 0
+		for _, d := range raw {
+			if d < '0' || d > '9' {
+				goto slow
+			}
+			v = v*10 + int(d-'0')
+		}
+		return v, true
+	}
+slow:
+	f, err := strconv.ParseFloat(string(raw), 64)
+	if err != nil || f < 0 || f > maxCount || f != math.Trunc(f) {
+		return 0, false
+	}
+	return int(f), true
+}
+
+// appendText appends a JSON string's raw body, decoding escapes and, as
+// encoding/json does, replacing each byte of invalid UTF-8 with U+FFFD.
+func appendText(dst, raw []byte, esc bool) []byte {
+	n0 := len(dst)
+	if esc {
+		var err error
+		if dst, err = appendUnquoted(dst, raw); err != nil {
+			// Unreachable: readString validated the escapes.
+			return dst
+		}
+	} else {
+		dst = append(dst, raw...)
+	}
+	if utf8.Valid(dst[n0:]) {
+		return dst
+	}
+	bad := append([]byte(nil), dst[n0:]...)
+	dst = dst[:n0]
+	for len(bad) > 0 {
+		r, size := utf8.DecodeRune(bad)
+		dst = utf8.AppendRune(dst, r) // RuneError for an invalid byte
+		bad = bad[size:]
+	}
+	return dst
+}
+
+// The scanner proper. Positions are byte offsets into c.data.
+
+func (c *openAIChunk) ws() {
+	for c.pos < len(c.data) {
+		switch c.data[c.pos] {
+		case ' ', '\t', '\n', '\r':
+			c.pos++
+		default:
+			return
+		}
+	}
+}
+
+// peek returns the next byte after whitespace, or 0 at the end.
+func (c *openAIChunk) peek() byte {
+	c.ws()
+	if c.pos < len(c.data) {
+		return c.data[c.pos]
+	}
+	return 0
+}
+
+// openContainer consumes '{' or '[' opening nesting level depth.
+func (c *openAIChunk) openContainer(depth int) error {
+	if depth > maxJSONDepth {
+		return errJSONDepth
+	}
+	c.pos++
+	return nil
+}
+
+// nextKey advances to the next key of an object whose '{' was consumed,
+// and past its colon. ok is false when the object ended.
+func (c *openAIChunk) nextKey(first *bool, closer byte) (key []byte, ok bool, err error) {
+	b := c.peek()
+	if b == closer && *first {
+		c.pos++
+		return nil, false, nil
+	}
+	if !*first {
+		switch b {
+		case closer:
+			c.pos++
+			return nil, false, nil
+		case ',':
+			c.pos++
+			b = c.peek()
+		default:
+			return nil, false, errJSONSyntax
+		}
+	}
+	*first = false
+	if b != '"' {
+		return nil, false, errJSONSyntax
+	}
+	key, esc, err := c.readString()
+	if err != nil {
+		return nil, false, err
+	}
+	if esc {
+		c.key, err = appendUnquoted(c.key[:0], key)
+		if err != nil {
+			return nil, false, err
+		}
+		key = c.key
+	}
+	if c.peek() != ':' {
+		return nil, false, errJSONSyntax
+	}
+	c.pos++
+	c.ws()
+	return key, true, nil
+}
+
+// nextElem advances to the next element of an array whose '[' was consumed.
+func (c *openAIChunk) nextElem(first *bool) (ok bool, err error) {
+	b := c.peek()
+	if b == ']' && *first {
+		c.pos++
+		return false, nil
+	}
+	if !*first {
+		switch b {
+		case ']':
+			c.pos++
+			return false, nil
+		case ',':
+			c.pos++
+			c.ws()
+		default:
+			return false, errJSONSyntax
+		}
+	}
+	*first = false
+	return true, nil
+}
+
+// skipValue validates and skips one value inside a container at depth.
+func (c *openAIChunk) skipValue(depth int) error {
+	switch b := c.peek(); {
+	case b == '{':
+		if err := c.openContainer(depth + 1); err != nil {
+			return err
+		}
+		for first := true; ; {
+			_, ok, err := c.nextKey(&first, '}')
+			if err != nil {
+				return err
+			}
+			if !ok {
+				return nil
+			}
+			if err := c.skipValue(depth + 1); err != nil {
+				return err
+			}
+		}
+	case b == '[':
+		if err := c.openContainer(depth + 1); err != nil {
+			return err
+		}
+		for first := true; ; {
+			ok, err := c.nextElem(&first)
+			if err != nil {
+				return err
+			}
+			if !ok {
+				return nil
+			}
+			if err := c.skipValue(depth + 1); err != nil {
+				return err
+			}
+		}
+	case b == '"':
+		_, _, err := c.readString()
+		return err
+	case b == 't':
+		return c.literal("true")
+	case b == 'f':
+		return c.literal("false")
+	case b == 'n':
+		return c.literal("null")
+	case b == '-' || ('0' <= b && b <= '9'):
+		_, err := c.number()
+		return err
+	default:
+		return errJSONSyntax
+	}
+}
+
+func (c *openAIChunk) literal(lit string) error {
+	if len(c.data)-c.pos < len(lit) || string(c.data[c.pos:c.pos+len(lit)]) != lit {
+		return errJSONSyntax
+	}
+	c.pos += len(lit)
+	return nil
+}
+
+// readString consumes a string and returns its raw body (between the
+// quotes), whether it has escapes, and an error if it is not valid JSON.
+func (c *openAIChunk) readString() (raw []byte, esc bool, err error) {
+	start := c.pos + 1
+	d := c.data
+	for i := start; i < len(d); {
+		switch b := d[i]; {
+		case b == '"':
+			c.pos = i + 1
+			return d[start:i], esc, nil
+		case b == '\\':
+			esc = true
+			if i+1 >= len(d) {
+				return nil, false, errJSONSyntax
+			}
+			switch d[i+1] {
+			case '"', '\\', '/', 'b', 'f', 'n', 'r', 't':
+				i += 2
+			case 'u':
+				if _, ok := hex4(d[i+2:]); !ok {
+					return nil, false, errJSONSyntax
+				}
+				i += 6
+			default:
+				return nil, false, errJSONSyntax
+			}
+		case b < 0x20:
+			return nil, false, errJSONSyntax
+		default:
+			i++
+		}
+	}
+	return nil, false, errJSONSyntax
+}
+
+// number consumes a number per the JSON grammar and returns its text.
+func (c *openAIChunk) number() ([]byte, error) {
+	d, i := c.data, c.pos
+	digits := func() int {
+		n := 0
+		for i < len(d) && '0' <= d[i] && d[i] <= '9' {
+			i++
+			n++
+		}
+		return n
+	}
+	if i < len(d) && d[i] == '-' {
+		i++
+	}
+	switch {
+	case i < len(d) && d[i] == '0':
+		i++
+	case digits() == 0:
+		return nil, errJSONSyntax
+	}
+	if i < len(d) && d[i] == '.' {
+		i++
+		if digits() == 0 {
+			return nil, errJSONSyntax
+		}
+	}
+	if i < len(d) && (d[i] == 'e' || d[i] == 'E') {
+		i++
+		if i < len(d) && (d[i] == '+' || d[i] == '-') {
+			i++
+		}
+		if digits() == 0 {
+			return nil, errJSONSyntax
+		}
+	}
+	raw := d[c.pos:i]
+	c.pos = i
+	return raw, nil
+}

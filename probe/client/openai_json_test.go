@@ -1,0 +1,260 @@
+package client
+
+import (
+	"bytes"
+	"encoding/json"
+	"errors"
+	"math"
+	"os"
+	"strings"
+	"testing"
+)
+
+// decoded is what a chunk means to the probe.
+type decoded struct {
+	Err                bool
+	Content, Reasoning string
+	HasUsage           bool
+	Prompt, Completion int
+}
+
+// oracle reads a chunk the slow, obvious way: encoding/json into `any`, then
+// the rules written at the top of openai_json.go.
+func oracle(data []byte) decoded {
+	bad := decoded{Err: true}
+	if !json.Valid(data) {
+		return bad
+	}
+	dec := json.NewDecoder(bytes.NewReader(data))
+	dec.UseNumber()
+	var v any
+	if err := dec.Decode(&v); err != nil {
+		return bad
+	}
+	top, ok := v.(map[string]any)
+	if !ok {
+		return bad
+	}
+	if e, ok := top["error"]; ok && e != nil {
+		return bad
+	}
+	if o, ok := top["object"].(string); ok && o == "error" {
+		return bad
+	}
+	var out decoded
+	text := func(m map[string]any, key string, dst *string) bool {
+		switch t := m[key].(type) {
+		case nil:
+		case string:
+			*dst += t
+		default:
+			return false
+		}
+		return true
+	}
+	switch ch := top["choices"].(type) {
+	case nil:
+	case []any:
+		for _, el := range ch {
+			choice, ok := el.(map[string]any)
+			if !ok {
+				return bad
+			}
+			var content, reasoning string
+			for _, k := range []string{"delta", "message"} {
+				switch o := choice[k].(type) {
+				case nil:
+				case map[string]any:
+					if !text(o, "content", &content) {
+						return bad
+					}
+				default:
+					return bad
+				}
+			}
+			if !text(choice, "text", &content) {
+				return bad
+			}
+			for _, k := range []string{"delta", "message"} {
+				if o, ok := choice[k].(map[string]any); ok {
+					if !text(o, "reasoning_content", &reasoning) || !text(o, "reasoning", &reasoning) {
+						return bad
+					}
+				}
+			}
+			out.Content += content
+			out.Reasoning += reasoning
+		}
+	default:
+		return bad
+	}
+	count := func(u map[string]any, key string, dst *int) (present, good bool) {
+		switch n := u[key].(type) {
+		case nil:
+			return false, true
+		case json.Number:
+			f, err := n.Float64()
+			if err != nil || f < 0 || f > 1e9 || f != math.Trunc(f) {
+				return false, false
+			}
+			*dst = int(f)
+			return true, true
+		default:
+			return false, false
+		}
+	}
+	switch u := top["usage"].(type) {
+	case nil:
+	case map[string]any:
+		p, okP := count(u, "prompt_tokens", &out.Prompt)
+		c, okC := count(u, "completion_tokens", &out.Completion)
+		if !okP || !okC {
+			return bad
+		}
+		out.HasUsage = p || c
+	default:
+		return bad
+	}
+	return out
+}
+
+func scanChunk(c *openAIChunk, data []byte) decoded {
+	var ch Chunk
+	if err := c.decode(data, &ch); err != nil {
+		var pe *ProtocolError
+		if !errors.As(err, &pe) {
+			panic("decode returned a non-protocol error")
+		}
+		return decoded{Err: true}
+	}
+	return decoded{
+		Content: string(ch.Content), Reasoning: string(ch.Reasoning),
+		HasUsage: ch.HasUsage, Prompt: ch.PromptTokens, Completion: ch.CompletionTokens,
+	}
+}
+
+var chunkSeeds = []string{
+	`{"id":"c","object":"chat.completion.chunk","choices":[{"index":0,"delta":{"role":"assistant","content":""},"logprobs":null,"finish_reason":null}]}`,
+	`{"choices":[{"index":0,"delta":{"content":" tok\n\u00e9\ud83d\ude00"},"finish_reason":null}]}`,
+	`{"choices":[{"delta":{"reasoning_content":"think","content":null}}]}`,
+	`{"choices":[{"delta":{"reasoning":"r"}}],"usage":null}`,
+	`{"choices":[{"text":"q","index":0}],"usage":{"prompt_tokens":0,"completion_tokens":0,"total_tokens":0}}`,
+	`{"choices":[],"usage":{"prompt_tokens":6,"completion_tokens":8,"total_tokens":14}}`,
+	`{"choices":[{"message":{"role":"assistant","content":"all","reasoning_content":"x"}}],"usage":{"prompt_tokens":1e1,"completion_tokens":3.0}}`,
+	`{"error":{"message":"boom","code":500}}`,
+	`{"error":null,"choices":[{"delta":{"content":"a"}}]}`,
+	`{"object":"error","message":"bad","code":400}`,
+	`{"obj\u0065ct":"\u0065rror"}`,
+	`{"choices":[{"delta":{"content":"a"},"delta":{"role":"x"}}],"choices":[{"text":"b"}]}`,
+	`{"choices":[{"delta":{"content":5}}]}`,
+	`{"choices":[{"delta":{"content":5},"delta":{"content":"ok"}}]}`,
+	`{"choices":{"x":1}}`,
+	`{"choices":[1]}`,
+	`{"usage":{"completion_tokens":-1}}`,
+	`{"usage":{"completion_tokens":1000000001}}`,
+	`{"usage":{"completion_tokens":"8"}}`,
+	`{"usage":7}`,
+	"{\"choices\":[{\"delta\":{\"content\":\"\xff\xfeok\\u0041\xc3\"}}]}", // invalid UTF-8 bytes
+	"{\"a\":\"\x01\"}", "{\"a\":\"\x7f\"}",
+	`{"choices":[{"delta":{"content":"\ud800\ud800\udc00"}}]}`,
+	`{"a":[1,2,{"b":[true,false,null,-0.5e+3]}],"choices":null}`,
+	`[1]`, `"str"`, `{}`, ` {} `, `{} x`, `{"a":01}`, `{"a":1.}`, `{"a":"\x01"}`, `{"a":"\q"}`, `{,}`, `{"a":1,}`, `[1,]`, ``, `{"a"}`,
+	`{"choices":[{"delta":{"content":"a"}}]}` + "\n",
+	strings.Repeat("[", 10001) + strings.Repeat("]", 10001),
+	`{"x":` + strings.Repeat("[", 9999) + strings.Repeat("]", 9999) + `}`,
+	`{"x":` + strings.Repeat("[", 10000) + strings.Repeat("]", 10000) + `}`,
+}
+
+func TestDecodeChunkMatchesOracle(t *testing.T) {
+	var c openAIChunk
+	for _, s := range chunkSeeds {
+		got, want := scanChunk(&c, []byte(s)), oracle([]byte(s))
+		if got != want {
+			t.Errorf("%.80q:\n got %+v\nwant %+v", s, got, want)
+		}
+	}
+}
+
+// TestDecodeChunkRecorded decodes every event of the recorded streams both
+// ways.
+func TestDecodeChunkRecorded(t *testing.T) {
+	var c openAIChunk
+	for _, f := range []string{"ollama_v1_chat_completions_stream.sse", "ollama_v1_completions_stream.sse", "stream_openai_chat_llamacpp.sse"} {
+		b, err := os.ReadFile("testdata/" + f)
+		if err != nil {
+			t.Fatal(err)
+		}
+		for _, line := range strings.Split(string(b), "\n") {
+			data, ok := strings.CutPrefix(line, "data: ")
+			if !ok || data == "[DONE]" {
+				continue
+			}
+			got, want := scanChunk(&c, []byte(data)), oracle([]byte(data))
+			if got != want || got.Err {
+				t.Errorf("%s: %.80q:\n got %+v\nwant %+v", f, data, got, want)
+			}
+		}
+	}
+}
+
+// FuzzDecodeChunk checks that the hand-written scanner means exactly what
+// encoding/json plus the documented rules mean, on any input, and that a
+// reused scanner carries nothing from one chunk to the next.
+func FuzzDecodeChunk(f *testing.F) {
+	for _, s := range chunkSeeds {
+		f.Add([]byte(s))
+	}
+	var prev openAIChunk
+	f.Fuzz(func(t *testing.T, data []byte) {
+		want := oracle(data)
+		var fresh openAIChunk
+		if got := scanChunk(&fresh, data); got != want {
+			t.Fatalf("%q:\n got %+v\nwant %+v", data, got, want)
+		}
+		// The same input through a scanner that has decoded other chunks.
+		if got := scanChunk(&prev, data); got != want {
+			t.Fatalf("reused scanner, %q:\n got %+v\nwant %+v", data, got, want)
+		}
+	})
+}
+
+// BenchmarkDecodeChunk compares the scanner with encoding/json on one vLLM
+// content chunk.
+func BenchmarkDecodeChunk(b *testing.B) {
+	data := []byte(`{"id":"chatcmpl-8f0b1c2d3e4f","object":"chat.completion.chunk","created":1732000000,"model":"meta-llama/Llama-3.1-8B-Instruct","choices":[{"index":0,"delta":{"content":" tok7"},"logprobs":null,"finish_reason":null}]}`)
+	b.Run("scanner", func(b *testing.B) {
+		var c openAIChunk
+		var ch Chunk
+		b.ReportAllocs()
+		for b.Loop() {
+			ch.Reset()
+			if err := c.decode(data, &ch); err != nil || len(ch.Content) == 0 {
+				b.Fatal(err)
+			}
+		}
+	})
+	b.Run("encoding-json", func(b *testing.B) {
+		type text struct {
+			Content          *string `json:"content"`
+			ReasoningContent *string `json:"reasoning_content"`
+			Reasoning        *string `json:"reasoning"`
+		}
+		var v struct {
+			Choices []struct {
+				Delta text    `json:"delta"`
+				Text  *string `json:"text"`
+			} `json:"choices"`
+			Usage *struct {
+				PromptTokens     int `json:"prompt_tokens"`
+				CompletionTokens int `json:"completion_tokens"`
+			} `json:"usage"`
+		}
+		b.ReportAllocs()
+		for b.Loop() {
+			v.Choices, v.Usage = v.Choices[:0], nil
+			if err := json.Unmarshal(data, &v); err != nil || len(v.Choices) == 0 {
+				b.Fatal(err)
+			}
+		}
+	})
+}
