@@ -1,11 +1,16 @@
 # The README's two commands are `make demo` and `make test`.
 GO ?= go
 BIN := infer_exporter
+VERSION ?= $(shell git describe --tags --always --dirty 2>/dev/null || echo dev)
+REVISION ?= $(shell git rev-parse HEAD 2>/dev/null || echo unknown)
+LDFLAGS := -X github.com/prometheus/common/version.Version=$(VERSION) \
+	-X github.com/prometheus/common/version.Revision=$(REVISION) \
+	-X github.com/prometheus/common/version.Branch=main
 
 .PHONY: build demo test test-race test-timing bench lint
 
 build:
-	$(GO) build -o $(BIN) ./cmd/infer_exporter
+	$(GO) build -ldflags "$(LDFLAGS)" -o $(BIN) ./cmd/infer_exporter
 
 demo:
 	$(GO) run ./cmd/infer_exporter --demo

@@ -60,6 +60,10 @@ func main() {
 // run is the whole program; it returns the exit code. Tests call it with
 // their own context and arguments.
 func run(ctx context.Context, args []string) int {
+	if version.Version == "" {
+		// Release builds set it through -ldflags (Makefile, Dockerfile).
+		version.Version = "dev"
+	}
 	app := kingpin.New(exporterName, "Measures LLM inference servers with controlled traffic and exposes client-side latency, server and GPU metrics for Prometheus.")
 	var f flags
 	app.Flag("config.file", "Configuration file (YAML): targets and workloads.").PlaceHolder("FILE").StringVar(&f.configFile)
