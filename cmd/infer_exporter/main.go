@@ -51,6 +51,10 @@ type flags struct {
 }
 
 func main() {
+	if version.Version == "" {
+		// Release builds set it through -ldflags (Makefile, Dockerfile).
+		version.Version = "dev"
+	}
 	ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt, syscall.SIGTERM)
 	code := run(ctx, os.Args[1:])
 	stop()
@@ -60,10 +64,6 @@ func main() {
 // run is the whole program; it returns the exit code. Tests call it with
 // their own context and arguments.
 func run(ctx context.Context, args []string) int {
-	if version.Version == "" {
-		// Release builds set it through -ldflags (Makefile, Dockerfile).
-		version.Version = "dev"
-	}
 	app := kingpin.New(exporterName, "Measures LLM inference servers with controlled traffic and exposes client-side latency, server and GPU metrics for Prometheus.")
 	var f flags
 	app.Flag("config.file", "Configuration file (YAML): targets and workloads.").PlaceHolder("FILE").StringVar(&f.configFile)
