@@ -16,6 +16,7 @@ import (
 	"github.com/prometheus/common/model"
 
 	dto "github.com/prometheus/client_model/go"
+	"golang.org/x/crypto/bcrypt"
 )
 
 func freeAddr(t *testing.T) string {
@@ -232,4 +233,55 @@ func TestConfigCheck(t *testing.T) {
 func parseText(r io.Reader) (map[string]*dto.MetricFamily, error) {
 	p := expfmt.NewTextParser(model.UTF8Validation)
 	return p.TextToMetricFamilies(r)
+}
+
+// TestWebConfigBasicAuth: --web.config.file protects every endpoint, and
+// the password never appears in what the exporter serves.
+func TestWebConfigBasicAuth(t *testing.T) {
+	hash, err := bcrypt.GenerateFromPassword([]byte("s3cret-pass"), bcrypt.MinCost)
+	if err != nil {
+		t.Fatal(err)
+	}
+	file := filepath.Join(t.TempDir(), "web.yml")
+	if err := os.WriteFile(file, []byte("basic_auth_users:\n  prom: "+string(hash)+"\n"), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	addr := freeAddr(t)
+	ctx, cancel := context.WithCancel(context.Background())
+	done := make(chan int, 1)
+	go func() {
+		done <- run(ctx, []string{"--web.listen-address=" + addr, "--web.config.file=" + file, "--log.level=warn", "--no-collector.nvml", "--demo"})
+	}()
+	defer func() { cancel(); <-done }()
+	base := "http://" + addr
+	var resp *http.Response
+	for i := 0; i < 100; i++ {
+		if resp, err = http.Get(base + "/metrics"); err == nil {
+			break
+		}
+		time.Sleep(50 * time.Millisecond)
+	}
+	if err != nil {
+		t.Fatal(err)
+	}
+	resp.Body.Close()
+	if resp.StatusCode != http.StatusUnauthorized {
+		t.Fatalf("GET /metrics without credentials = %d, want 401", resp.StatusCode)
+	}
+	for _, path := range []string{"/metrics", "/"} {
+		req, _ := http.NewRequest("GET", base+path, nil)
+		req.SetBasicAuth("prom", "s3cret-pass")
+		resp, err := http.DefaultClient.Do(req)
+		if err != nil {
+			t.Fatal(err)
+		}
+		body, _ := io.ReadAll(resp.Body)
+		resp.Body.Close()
+		if resp.StatusCode != 200 {
+			t.Errorf("GET %s with credentials = %d", path, resp.StatusCode)
+		}
+		if strings.Contains(string(body), "s3cret-pass") || strings.Contains(string(body), string(hash)) {
+			t.Errorf("%s shows the password or its hash", path)
+		}
+	}
 }
