@@ -8,9 +8,29 @@ import (
 
 // demoConfig is the workload --demo runs against the embedded simulator: a
 // chat turn of 256 prompt tokens and 64 output tokens, arriving as a Poisson
-// process at 4 requests per second. It is parsed like any configuration file,
+// process at 4 requests per second, one of them every 5 s a known-answer
+// check. It is parsed like any configuration file,
 // so it doubles as an example of the format.
-const demoConfig = `targets:
+const demoConfig = `# One-shot probes: GET /probe?module=demo&target=<the simulator's URL>.
+modules:
+  demo:
+    target: demo
+    requests: 4
+    concurrency: 2
+    prompt:
+      input_tokens: {dist: fixed, mean: 128}
+      output_tokens: {dist: fixed, mean: 32}
+    sampling:
+      ignore_eos: true
+    slo:
+      ttft: 500ms
+    timeout: 30s
+    # The simulator's answers are lorem-ipsum words (see the workload's checks).
+    known_answers:
+      - prompt: "Say a word."
+        expect: "[a-z]+"
+        max_tokens: 8
+targets:
   - name: demo
     url: SIMULATOR_URL
     flavor: openai-chat
@@ -33,6 +53,14 @@ workloads:
     slo:
       ttft: 500ms
       tpot: 50ms
+    # Known-answer checks for the accuracy of the ranking. The simulator
+    # answers with lorem-ipsum words; against a real model this would be, for
+    # example, prompt "What is the capital of France?" and expect "(?i)paris".
+    checks:
+      - prompt: "Say a word."
+        expect: "[a-z]+"
+        max_tokens: 8
+        interval: 5s
 `
 
 // DemoConfig returns the demo configuration aimed at the simulator's URL.

@@ -11,11 +11,12 @@ import (
 
 	"github.com/infer-exporter/infer_exporter/collector"
 	"github.com/infer-exporter/infer_exporter/internal/config"
+	"github.com/infer-exporter/infer_exporter/probe/prober"
 )
 
 // landingPage serves the exporter-toolkit landing page, with the collectors'
 // and workloads' state below the links.
-func landingPage(f *flags, cols *collector.Set, reloader *config.Reloader) (http.Handler, error) {
+func landingPage(f *flags, cols *collector.Set, reloader *config.Reloader, history *prober.History) (http.Handler, error) {
 	status := func() string {
 		var b strings.Builder
 		b.WriteString("<h2>Collectors</h2><ul>")
@@ -33,11 +34,14 @@ func landingPage(f *flags, cols *collector.Set, reloader *config.Reloader) (http
 		if c := reloader.Current(); c != nil {
 			for _, w := range c.Workloads {
 				t, _ := c.Target(w.Target)
-				fmt.Fprintf(&b, "<li>%s &rarr; %s (%s, model %s)</li>", html.EscapeString(w.Name),
-					html.EscapeString(t.Name), html.EscapeString(string(t.Flavor)), html.EscapeString(t.Model))
+				// A target URL holds no credentials (the config refuses them),
+				// so it can be shown.
+				fmt.Fprintf(&b, "<li>%s &rarr; %s <code>%s</code> (%s, model %s)</li>", html.EscapeString(w.Name),
+					html.EscapeString(t.Name), html.EscapeString(t.URL), html.EscapeString(string(t.Flavor)), html.EscapeString(t.Model))
 			}
 		}
-		b.WriteString("</ul>")
+		b.WriteString("</ul><h2>Recent probes</h2>")
+		b.WriteString(history.HTML())
 		return b.String()
 	}
 	page, err := web.NewLandingPage(web.LandingConfig{
@@ -48,6 +52,7 @@ func landingPage(f *flags, cols *collector.Set, reloader *config.Reloader) (http
 			{Address: f.metricsPath, Text: "Metrics"},
 			{Address: "/-/healthy", Text: "Health"},
 			{Address: "/-/ready", Text: "Readiness"},
+			{Address: prober.LogsPath, Text: "Recent probes"},
 		},
 	})
 	if err != nil {

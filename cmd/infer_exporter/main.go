@@ -28,7 +28,9 @@ import (
 
 	"github.com/infer-exporter/infer_exporter/collector"
 	"github.com/infer-exporter/infer_exporter/internal/config"
+	"github.com/infer-exporter/infer_exporter/internal/shadow"
 	"github.com/infer-exporter/infer_exporter/internal/simulator"
+	"github.com/infer-exporter/infer_exporter/probe/prober"
 	"github.com/infer-exporter/infer_exporter/probe/workload"
 )
 
@@ -42,6 +44,7 @@ type flags struct {
 	configCheck    bool
 	demo           bool
 	metricsPath    string
+	timeoutOffset  float64
 	degradedLag    time.Duration
 	degradedWindow time.Duration
 	web            *web.FlagConfig
@@ -70,6 +73,7 @@ func run(ctx context.Context, args []string) int {
 	app.Flag("config.check", "Validate --config.file, print the result and exit.").BoolVar(&f.configCheck)
 	app.Flag("demo", "Start the embedded simulator and probe it with a built-in workload.").BoolVar(&f.demo)
 	app.Flag("web.telemetry-path", "Path under which to expose metrics.").Default("/metrics").StringVar(&f.metricsPath)
+	app.Flag("timeout-offset", "Seconds subtracted from Prometheus' scrape timeout (X-Prometheus-Scrape-Timeout-Seconds) to give a /probe its deadline.").Default("0.5").Float64Var(&f.timeoutOffset)
 	app.Flag("probe.degraded-lag", "Schedule lag p99, or goroutine scheduling latency p99, above which the measurement is flagged as degraded (the client is falling behind or CPU-saturated).").Default("10ms").DurationVar(&f.degradedLag)
 	app.Flag("probe.degraded-window", "Window over which the schedule lag p99 is computed.").Default("30s").DurationVar(&f.degradedWindow)
 	f.web = kingpinflag.AddFlags(app, DefaultListenAddress)
@@ -82,6 +86,8 @@ func run(ctx context.Context, args []string) int {
 	serveCmd := app.Command("serve", "Run the exporter (the default).").Default()
 	simulateCmd := app.Command("simulate", "Serve the embedded inference simulator (an OpenAI-compatible server with a continuous-batching timing model) on --web.listen-address.")
 	f.sim = simulator.AddFlags(simulateCmd)
+	shadowCmd := app.Command("shadow", "Serve a transparent proxy in front of --shadow.upstream that captures a sample of requests for replay; its own metrics are on --web.listen-address.")
+	shadowCfg := shadow.AddFlags(shadowCmd)
 
 	cmd, err := app.Parse(args)
 	if err != nil {
@@ -93,6 +99,8 @@ func run(ctx context.Context, args []string) int {
 	switch cmd {
 	case simulateCmd.FullCommand():
 		return runSimulator(ctx, &f, logger)
+	case shadowCmd.FullCommand():
+		return runShadow(ctx, &f, shadowCfg, logger)
 	case serveCmd.FullCommand():
 		if f.configCheck {
 			return checkConfig(f.configFile)
@@ -129,6 +137,38 @@ func runSimulator(ctx context.Context, f *flags, logger *slog.Logger) int {
 	return 0
 }
 
+// runShadow serves the capture proxy, with the exporter's own metrics
+// (proxy counters, Go and process metrics) on --web.listen-address.
+func runShadow(ctx context.Context, f *flags, cfg *shadow.Config, logger *slog.Logger) int {
+	reg := newRegistry()
+	mux := http.NewServeMux()
+	mux.Handle(f.metricsPath, promhttp.HandlerFor(reg, promhttp.HandlerOpts{Registry: reg}))
+	mux.HandleFunc("/-/healthy", func(w http.ResponseWriter, _ *http.Request) { fmt.Fprintln(w, "Healthy") })
+	srv := &http.Server{Handler: mux, ReadHeaderTimeout: 10 * time.Second}
+	go func() {
+		if err := web.ListenAndServe(srv, f.web, logger); err != nil && !errors.Is(err, http.ErrServerClosed) {
+			logger.Error("metrics server", "err", err)
+		}
+	}()
+	defer srv.Close()
+	if err := shadow.Serve(ctx, *cfg, reg, logger); err != nil {
+		logger.Error("shadow proxy failed", "err", err)
+		return 1
+	}
+	return 0
+}
+
+// newRegistry holds the metrics every mode of the binary exposes.
+func newRegistry() *prometheus.Registry {
+	reg := prometheus.NewRegistry()
+	reg.MustRegister(
+		versioncollector.NewCollector(exporterName),
+		collectors.NewGoCollector(),
+		collectors.NewProcessCollector(collectors.ProcessCollectorOpts{}),
+	)
+	return reg
+}
+
 func serve(ctx context.Context, f *flags, logger *slog.Logger) int {
 	logger.Info("starting "+exporterName, "version", version.Info(), "build_context", version.BuildContext())
 	if f.demo && f.configFile != "" {
@@ -139,12 +179,7 @@ func serve(ctx context.Context, f *flags, logger *slog.Logger) int {
 		logger.Warn("no --config.file: no workloads run; only collectors are served (try --demo)")
 	}
 
-	reg := prometheus.NewRegistry()
-	reg.MustRegister(
-		versioncollector.NewCollector(exporterName),
-		collectors.NewGoCollector(),
-		collectors.NewProcessCollector(collectors.ProcessCollectorOpts{}),
-	)
+	reg := newRegistry()
 	cols, err := collector.New(ctx, f.collectors, logger)
 	if err != nil {
 		logger.Error("collectors", "err", err)
@@ -152,6 +187,11 @@ func serve(ctx context.Context, f *flags, logger *slog.Logger) int {
 	}
 	defer cols.Close()
 	reg.MustRegister(cols)
+	// Engine metrics: each target's own /metrics, scraped in the background
+	// and normalised to infer_server_*.
+	serverMetrics := collector.NewServerMetrics(logger.With("collector", "server"))
+	defer serverMetrics.Close()
+	reg.MustRegister(serverMetrics)
 
 	saturation := workload.NewSchedulingLatency(reg, f.degradedWindow)
 	go saturation.Run(ctx)
@@ -175,7 +215,7 @@ func serve(ctx context.Context, f *flags, logger *slog.Logger) int {
 		defer sim()
 		load = func() (*config.Config, error) { return DemoConfig(simURL) }
 	}
-	reloader := config.NewReloader(load, manager, reg, logger)
+	reloader := config.NewReloader(load, config.Appliers{manager, serverMetrics}, reg, logger)
 	if err := reloader.Reload(ctx); err != nil {
 		// A bad configuration at start is fatal: there is no old one to keep.
 		return 1
@@ -230,7 +270,16 @@ func serve(ctx context.Context, f *flags, logger *slog.Logger) int {
 		}
 		fmt.Fprintln(w, "Reloaded")
 	})
-	landing, err := landingPage(f, cols, reloader)
+	history := prober.NewHistory(prober.DefaultHistoryLimit)
+	mux.Handle("/probe", prober.NewHandler(prober.Options{
+		Config:        reloader.Current,
+		Logger:        logger.With("component", "prober"),
+		Registerer:    reg,
+		TimeoutOffset: time.Duration(f.timeoutOffset * float64(time.Second)),
+		History:       history,
+	}))
+	mux.Handle(prober.LogsPath, history)
+	landing, err := landingPage(f, cols, reloader, history)
 	if err != nil {
 		logger.Error("landing page", "err", err)
 		return 1

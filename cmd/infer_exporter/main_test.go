@@ -6,8 +6,10 @@ import (
 	"io"
 	"net"
 	"net/http"
+	"net/url"
 	"os"
 	"path/filepath"
+	"regexp"
 	"strings"
 	"testing"
 	"time"
@@ -283,5 +285,34 @@ func TestWebConfigBasicAuth(t *testing.T) {
 		if strings.Contains(string(body), "s3cret-pass") || strings.Contains(string(body), string(hash)) {
 			t.Errorf("%s shows the password or its hash", path)
 		}
+	}
+}
+
+// TestDemoProbe: /probe with the demo module against the demo simulator
+// succeeds and shows up on the landing page.
+func TestDemoProbe(t *testing.T) {
+	base := startExporter(t, "--demo")
+	resp, err := http.Get(base + "/")
+	if err != nil {
+		t.Fatal(err)
+	}
+	page, _ := io.ReadAll(resp.Body)
+	resp.Body.Close()
+	m := regexp.MustCompile(`<code>(http://127\.0\.0\.1:\d+)</code>`).FindSubmatch(page)
+	if m == nil {
+		t.Fatalf("landing page does not show the demo target's URL:\n%s", page)
+	}
+	mfs := scrape(t, base+"/probe?module=demo&target="+url.QueryEscape(string(m[1])))
+	if v := mfs["probe_success"].GetMetric()[0].GetGauge().GetValue(); v != 1 {
+		t.Fatalf("probe_success = %v", v)
+	}
+	resp, err = http.Get(base + "/")
+	if err != nil {
+		t.Fatal(err)
+	}
+	page, _ = io.ReadAll(resp.Body)
+	resp.Body.Close()
+	if !strings.Contains(string(page), "module=demo") && !strings.Contains(string(page), ">demo<") {
+		t.Errorf("landing page does not list the probe")
 	}
 }

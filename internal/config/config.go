@@ -27,6 +27,10 @@ import (
 type Config struct {
 	Targets   []Target   `yaml:"targets"`
 	Workloads []Workload `yaml:"workloads"`
+	// Modules are the one-shot probes of /probe, by name (modules.go).
+	Modules map[string]Module `yaml:"modules"`
+	// Probe guards /probe: its allow list and per-target ceilings.
+	Probe ProbeSettings `yaml:"probe"`
 }
 
 // Flavor names the HTTP API a target speaks; the client package lists them.
@@ -47,6 +51,8 @@ type Target struct {
 	Headers         map[string]string `yaml:"headers"`
 	// Timeout bounds one request from send to last byte.
 	Timeout time.Duration `yaml:"timeout"`
+	// Metrics: reading the server's own /metrics (server.go).
+	Metrics ServerMetrics `yaml:"metrics"`
 
 	// BearerToken is read from BearerTokenFile at load time.
 	BearerToken Secret `yaml:"-"`
@@ -75,6 +81,12 @@ type Workload struct {
 	SLO         SLO      `yaml:"slo"`
 	// Duration of the workload; 0 runs until the exporter stops.
 	Duration time.Duration `yaml:"duration"`
+	// Checks are known-answer checks carried by some of the workload's
+	// arrivals (checks.go).
+	Checks []Check `yaml:"checks"`
+	// Replay, when set, replays a trace in place of Arrival and Prompt
+	// (replay.go).
+	Replay *Replay `yaml:"replay"`
 }
 
 // Prompt describes the synthetic prompts and their output lengths.
@@ -205,6 +217,8 @@ func lineError(file, msg string) error {
 }
 
 func (c *Config) applyDefaults() {
+	c.applyModuleDefaults()
+	c.applyCheckDefaults()
 	for i := range c.Targets {
 		t := &c.Targets[i]
 		if t.Flavor == "" {
@@ -213,6 +227,7 @@ func (c *Config) applyDefaults() {
 		if t.Timeout == 0 {
 			t.Timeout = DefaultTimeout
 		}
+		t.applyServerMetricsDefaults()
 	}
 	for i := range c.Workloads {
 		w := &c.Workloads[i]
@@ -275,6 +290,7 @@ func (c *Config) validate(v *validator) {
 				v.add(p, "headers", "must not set Authorization: use bearer_token_file")
 			}
 		}
+		t.validateServerMetrics(v, p)
 	}
 	workloads := map[string]bool{}
 	for i := range c.Workloads {
@@ -300,9 +316,13 @@ func (c *Config) validate(v *validator) {
 		if w.Duration < 0 {
 			v.add(p, "duration", "must not be negative")
 		}
-		validateArrival(v, append(p, "arrival"), &w.Arrival)
-		validateDist(v, append(p, "prompt", "input_tokens"), &w.Prompt.InputTokens, 1)
-		validateDist(v, append(p, "prompt", "output_tokens"), &w.Prompt.OutputTokens, 1)
+		if w.Replay != nil {
+			validateReplay(v, p, w.Replay)
+		} else {
+			validateArrival(v, append(p, "arrival"), &w.Arrival)
+			validateDist(v, append(p, "prompt", "input_tokens"), &w.Prompt.InputTokens, 1)
+			validateDist(v, append(p, "prompt", "output_tokens"), &w.Prompt.OutputTokens, 1)
+		}
 		if w.Sampling.MinTokens < 0 {
 			v.add(append(p, "sampling"), "min_tokens", "must not be negative")
 		}
@@ -310,6 +330,8 @@ func (c *Config) validate(v *validator) {
 			v.add(p, "slo", "thresholds must not be negative")
 		}
 	}
+	c.validateModules(v)
+	c.validateChecks(v)
 }
 
 // validateArrival reports the arrival package's own validation with the
@@ -386,6 +408,7 @@ func (c *Config) readSecrets(dir string, v *validator) error {
 		}
 		t.BearerToken = Secret(strings.TrimSpace(string(b)))
 	}
+	c.readModuleSecrets(dir, v)
 	if len(v.errs) > 0 {
 		return errors.Join(v.errs...)
 	}

@@ -15,6 +15,20 @@ type Applier interface {
 	Apply(ctx context.Context, c *Config) error
 }
 
+// Appliers applies a configuration to several parts in order, stopping at
+// the first that refuses it.
+type Appliers []Applier
+
+// Apply implements Applier.
+func (a Appliers) Apply(ctx context.Context, c *Config) error {
+	for _, ap := range a {
+		if err := ap.Apply(ctx, c); err != nil {
+			return err
+		}
+	}
+	return nil
+}
+
 // Reloader loads a configuration file and hands it to an Applier, keeping the
 // last good configuration when a reload fails.
 type Reloader struct {

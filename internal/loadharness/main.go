@@ -26,7 +26,9 @@ import (
 	"os/exec"
 	"os/signal"
 	"runtime"
+	"runtime/pprof"
 	"slices"
+	"strconv"
 	"strings"
 	"sync"
 	"syscall"
@@ -56,12 +58,35 @@ func main() {
 	}
 	scenario := flag.String("scenario", "all", "bias | sweep | streams | all")
 	seconds := flag.Float64("seconds", 8, "duration of each measured run")
+	cpuProfile := flag.String("cpuprofile", "", "write the client's CPU profile to this file")
+	flag.IntVar(&sweepTokens, "sweep.tokens", 16, "output tokens per request in the sweep")
+	flag.Func("sweep.rates", "comma-separated request rates of the sweep", func(v string) error {
+		sweepRates = nil
+		for _, f := range strings.Split(v, ",") {
+			r, err := strconv.ParseFloat(f, 64)
+			if err != nil {
+				return err
+			}
+			sweepRates = append(sweepRates, r)
+		}
+		return nil
+	})
 	flag.Parse()
 	pinSelf()
 	// The client gets one core, as in the reference measurement of vLLM's
 	// request function; the simulator gets the other.
 	runtime.GOMAXPROCS(1)
 
+	if *cpuProfile != "" {
+		f, err := os.Create(*cpuProfile)
+		if err != nil {
+			panic(err)
+		}
+		if err := pprof.StartCPUProfile(f); err != nil {
+			panic(err)
+		}
+		defer pprof.StopCPUProfile()
+	}
 	run := map[string]func(time.Duration){
 		"bias":    biasScenario,
 		"sweep":   sweepScenario,
@@ -163,6 +188,7 @@ type run struct {
 
 type result struct {
 	sent, dropped, failed int
+	droppedCeiling        int
 	chunks                int
 	cpu                   time.Duration
 	wall                  time.Duration
@@ -244,7 +270,7 @@ func measure(url string, r run) result {
 	runner := &workload.Runner{
 		Name: "harness", Target: &client.Target{Name: "sim", BaseURL: url, Model: "sim-model", Flavor: client.OpenAIChat},
 		Schedule: sched, Client: doer, MaxInFlight: streams, MaxRate: r.rate,
-		Limiter:  wireLimiter(r.rate),
+		Ceiling:  arrival.NewWireCeiling(r.rate, 10*time.Millisecond),
 		Prompts:  prompt.New(config.Distribution{Dist: "fixed", Mean: 64}, config.Distribution{Dist: "fixed", Mean: float64(r.tokens)}, 1),
 		Series:   workload.NewMetrics(reg).Series("sim", "sim-model", "harness", config.SLO{}),
 		Sampling: config.Sampling{IgnoreEOS: true},
@@ -252,13 +278,16 @@ func measure(url string, r run) result {
 		Timeout:  time.Minute,
 		// The window covers the whole run, so the gauge read at the end is
 		// the run's p99.
-		DegradedLag: time.Millisecond, DegradedWindow: r.duration + 10*time.Second,
+		DegradedLag: 10 * time.Millisecond, DegradedWindow: r.duration + 10*time.Second,
 		OnResult: func(o *observation.Request) {
 			mu.Lock()
 			defer mu.Unlock()
 			switch o.Outcome {
 			case observation.Dropped:
 				res.dropped++
+				if o.DropReason == workload.DropRateCeiling {
+					res.droppedCeiling++
+				}
 				return
 			case observation.Success:
 			default:
@@ -294,13 +323,6 @@ func measure(url string, r run) result {
 		}
 	}
 	return res
-}
-
-func wireLimiter(rate float64) workload.Limiter {
-	if rate <= 0 {
-		return nil
-	}
-	return arrival.NewWireLimiter(rate)
 }
 
 func gauge(reg *prometheus.Registry, name string) float64 {
@@ -371,36 +393,48 @@ func biasScenario(d time.Duration) {
 	url, stop := startSimulator(harnessSimulator())
 	defer stop()
 	measure(url, run{rate: 50, tokens: 64, duration: 2 * time.Second}) // warm the pool
+	// The CPU figure comes from a run without the ground-truth capture,
+	// whose copying of every body is the harness's cost, not the client's.
+	plain := measure(url, run{rate: 200, tokens: 64, duration: d})
 	res := measure(url, run{rate: 200, tokens: 64, duration: d, capture: true})
 	fmt.Println("## bias: 200 req/s x 64 tokens, client on one core")
 	fmt.Println()
 	fmt.Println("| measure | value |")
 	fmt.Println("| --- | --- |")
-	fmt.Printf("| requests sent / expected | %d / %.0f (%.2f%%) |\n", res.sent, 200*d.Seconds(), 100*float64(res.sent)/(200*d.Seconds()))
+	fmt.Printf("| requests sent / expected | %d / %.0f (%.2f%%), dropped %d |\n", res.sent, 200*d.Seconds(), 100*float64(res.sent)/(200*d.Seconds()), res.dropped)
 	fmt.Printf("| failed | %d |\n", res.failed)
 	fmt.Printf("| streamed chunks | %d |\n", res.chunks)
-	fmt.Printf("| client CPU per chunk (all client work / chunks) | %s |\n", us(res.cpu/time.Duration(max(res.chunks, 1))))
+	fmt.Printf("| client CPU per chunk (all client work / chunks; run without capture) | %s |\n", us(plain.cpu/time.Duration(max(plain.chunks, 1))))
+	fmt.Printf("| client CPU per chunk, with the ground-truth capture | %s |\n", us(res.cpu/time.Duration(max(res.chunks, 1))))
 	fmt.Printf("| TTFT bias p50 / p99 (client read − server emit of the first token) | %s / %s |\n", ms(q(res.ttftErr, .5)), ms(q(res.ttftErr, .99)))
 	fmt.Printf("| token timing error p50 / p99 | %s / %s |\n", ms(q(res.tokenErr, .5)), ms(q(res.tokenErr, .99)))
 	fmt.Printf("| schedule lag p50 / p99 | %s / %s |\n", ms(q(res.lags, .5)), ms(q(res.lags, .99)))
 	fmt.Println()
 }
 
+var (
+	sweepRates  = []float64{250, 500, 1000, 1500, 2000, 3000, 4000}
+	sweepTokens = 16
+)
+
 // sweepScenario doubles the request rate until the client falls behind.
 func sweepScenario(d time.Duration) {
 	url, stop := startSimulator(harnessSimulator())
 	defer stop()
 	measure(url, run{rate: 50, tokens: 16, duration: 2 * time.Second})
-	fmt.Println("## sweep: constant rate, 16-token streams, client on one core")
+	fmt.Printf("## sweep: constant rate, %d-token streams, client on one core\n", sweepTokens)
 	fmt.Println()
-	fmt.Println("| configured req/s | delivered req/s | delivered / configured | chunks/s | schedule lag p99 | degraded gauge | CPU per chunk |")
-	fmt.Println("| --- | --- | --- | --- | --- | --- | --- |")
+	fmt.Println("| configured req/s | sent req/s | sent / configured | dropped | chunks/s | schedule lag p99 | degraded gauge | CPU per chunk |")
+	fmt.Println("| --- | --- | --- | --- | --- | --- | --- | --- |")
 	best, bestTokens := 0.0, 0.0
-	for _, rate := range []float64{250, 500, 1000, 1500, 2000, 3000, 4000} {
-		res := measure(url, run{rate: rate, tokens: 16, duration: d})
-		delivered := float64(res.sent+res.dropped) / d.Seconds()
+	for _, rate := range sweepRates {
+		res := measure(url, run{rate: rate, tokens: sweepTokens, duration: d})
+		// Arrival k of a constant process is at k/rate, so a run of d
+		// holds floor(d·rate) arrivals, the last one excluded when it
+		// falls exactly on d.
+		delivered := float64(res.sent) / d.Seconds()
 		p99 := q(res.lags, .99)
-		fmt.Printf("| %.0f | %.1f | %.2f%% | %.0f | %s | %.0f | %s |\n", rate, delivered, 100*delivered/rate,
+		fmt.Printf("| %.0f | %.1f | %.2f%% | %d | %.0f | %s | %.0f | %s |\n", rate, delivered, 100*delivered/rate, res.dropped,
 			float64(res.chunks)/d.Seconds(), ms(p99), res.degraded, us(res.cpu/time.Duration(max(res.chunks, 1))))
 		if p99 < time.Millisecond && res.failed == 0 {
 			best, bestTokens = rate, float64(res.chunks)/d.Seconds()

@@ -150,35 +150,45 @@ func (s *Simulator) parseGenerate(w http.ResponseWriter, r *http.Request, chat b
 		}
 		p.ids = ids
 	}
-	promptLen, maxLen := len(p.ids), s.cfg.MaxModelLen
-	if promptLen >= maxLen {
-		return nil, http.StatusBadRequest, fmt.Errorf(
-			"This model's maximum context length is %d tokens. However, your request has %d input tokens. Please reduce the length of the input messages.",
-			maxLen, promptLen)
-	}
 	maxTokens := req.MaxTokens
 	if chat && req.MaxCompletionTokens != nil {
 		maxTokens = req.MaxCompletionTokens
+	}
+	if status, err := s.limitParams(p, maxTokens, req.MinTokens, req.IgnoreEOS); err != nil {
+		return nil, status, err
+	}
+	return p, 0, nil
+}
+
+// limitParams validates the lengths of a request whose prompt ids are set,
+// as vLLM does, and draws its output length. Every API the simulator speaks
+// goes through it, so they share one length model.
+func (s *Simulator) limitParams(p *genParams, maxTokens, minTokensPtr *int, ignoreEOS bool) (int, error) {
+	promptLen, maxLen := len(p.ids), s.cfg.MaxModelLen
+	if promptLen >= maxLen {
+		return http.StatusBadRequest, fmt.Errorf(
+			"This model's maximum context length is %d tokens. However, your request has %d input tokens. Please reduce the length of the input messages.",
+			maxLen, promptLen)
 	}
 	if maxTokens == nil {
 		p.maxTokens = min(defaultMaxTokens, maxLen-promptLen)
 	} else {
 		p.maxTokens = *maxTokens
 		if p.maxTokens < 1 {
-			return nil, http.StatusBadRequest, fmt.Errorf("max_tokens must be at least 1, got %d.", p.maxTokens)
+			return http.StatusBadRequest, fmt.Errorf("max_tokens must be at least 1, got %d.", p.maxTokens)
 		}
 		if promptLen+p.maxTokens > maxLen {
-			return nil, http.StatusBadRequest, fmt.Errorf(
+			return http.StatusBadRequest, fmt.Errorf(
 				"This model's maximum context length is %d tokens. However, you requested %d tokens (%d in the messages, %d in the completion). Please reduce the length of the messages or completion.",
 				maxLen, promptLen+p.maxTokens, promptLen, p.maxTokens)
 		}
 	}
 	minTokens := 0
-	if req.MinTokens != nil {
-		minTokens = *req.MinTokens
+	if minTokensPtr != nil {
+		minTokens = *minTokensPtr
 	}
 	if minTokens < 0 || minTokens > p.maxTokens {
-		return nil, http.StatusBadRequest, fmt.Errorf("min_tokens must be between 0 and max_tokens (%d), got %d", p.maxTokens, minTokens)
+		return http.StatusBadRequest, fmt.Errorf("min_tokens must be between 0 and max_tokens (%d), got %d", p.maxTokens, minTokens)
 	}
 
 	// Output length: exactly max_tokens with ignore_eos; otherwise an EOS
@@ -187,7 +197,7 @@ func (s *Simulator) parseGenerate(w http.ResponseWriter, r *http.Request, chat b
 	// k == max_tokens with "length".
 	p.key = promptKey(s.cfg.Seed, p.ids)
 	p.target = p.maxTokens
-	if !req.IgnoreEOS {
+	if !ignoreEOS {
 		lo := max(minTokens, 1)
 		p.target = lo + int(mix64(p.key^0xe05e05e05)%uint64(p.maxTokens-lo+1))
 	}
@@ -195,7 +205,7 @@ func (s *Simulator) parseGenerate(w http.ResponseWriter, r *http.Request, chat b
 	if p.target < p.maxTokens {
 		p.reason = finishStop
 	}
-	return p, 0, nil
+	return 0, nil
 }
 
 func (s *Simulator) handleCompletions(w http.ResponseWriter, r *http.Request, arrival time.Time) {
@@ -206,9 +216,8 @@ func (s *Simulator) handleChatCompletions(w http.ResponseWriter, r *http.Request
 	s.handleGenerate(w, r, arrival, true)
 }
 
-// handleGenerate runs one completion: validate, maybe inject an error, apply
-// the header and first-token faults, queue the sequence, then relay its
-// tokens as the engine produces them.
+// handleGenerate validates an OpenAI completion or chat completion request
+// and serves it.
 func (s *Simulator) handleGenerate(w http.ResponseWriter, r *http.Request, arrival time.Time, chat bool) {
 	select {
 	case <-s.closing:
@@ -221,6 +230,14 @@ func (s *Simulator) handleGenerate(w http.ResponseWriter, r *http.Request, arriv
 		writeError(w, status, err.Error())
 		return
 	}
+	s.serveGenerate(w, r, arrival, p, nil)
+}
+
+// serveGenerate runs a validated request: maybe inject an error, apply the
+// header and first-token faults, queue the sequence, then relay its tokens
+// as the engine produces them, in the OpenAI format or, when native is set,
+// in an engine's native streaming format.
+func (s *Simulator) serveGenerate(w http.ResponseWriter, r *http.Request, arrival time.Time, p *genParams, native nativeProtocol) {
 	faults := *s.faults.Load() // this request's faults, fixed at arrival
 	if s.injectError(&faults) {
 		writeError(w, faults.ErrorStatus, "injected fault: simulated error")
@@ -245,7 +262,11 @@ func (s *Simulator) handleGenerate(w http.ResponseWriter, r *http.Request, arriv
 	}
 	if p.stream {
 		h := w.Header()
-		h.Set("Content-Type", "text/event-stream; charset=utf-8")
+		if native != nil {
+			h.Set("Content-Type", native.contentType())
+		} else {
+			h.Set("Content-Type", "text/event-stream; charset=utf-8")
+		}
 		h.Set("Cache-Control", "no-cache")
 		w.WriteHeader(http.StatusOK)
 		http.NewResponseController(w).Flush()
@@ -260,9 +281,12 @@ func (s *Simulator) handleGenerate(w http.ResponseWriter, r *http.Request, arriv
 			s.engine.abort(q)
 		}
 	}()
-	if p.stream {
+	switch {
+	case native != nil:
+		done = s.streamNative(ctx, w, p, q, &faults, native)
+	case p.stream:
 		done = s.stream(ctx, w, p, q, &faults, arrival)
-	} else {
+	default:
 		done = s.respond(ctx, w, p, q, &faults, arrival)
 	}
 }

@@ -6,6 +6,7 @@ import (
 	"errors"
 	"fmt"
 	"strconv"
+	"strings"
 	"time"
 
 	"github.com/alecthomas/kingpin/v2"
@@ -52,6 +53,11 @@ type Config struct {
 	// Faults is the initial fault injection, changeable at run time through
 	// /admin/faults.
 	Faults Faults
+
+	// Engine is the inference server the simulator impersonates (see
+	// Engines): its native generation API, info and tokenizer endpoints,
+	// and the names of its /metrics. Empty means EngineVLLM.
+	Engine string
 }
 
 // DefaultConfig resembles a mid-size model on one 80 GB GPU: about 20 ms per
@@ -71,6 +77,7 @@ func DefaultConfig() Config {
 		BlockSize:              16,
 		Seed:                   1,
 		Faults:                 NoFaults(),
+		Engine:                 EngineVLLM,
 	}
 }
 
@@ -95,6 +102,8 @@ func (c Config) Validate() error {
 		return fmt.Errorf("block size %d is below 1", c.BlockSize)
 	case c.KVBlocks < 1:
 		return fmt.Errorf("kv blocks %d is below 1", c.KVBlocks)
+	case c.Engine != "" && !validEngine(c.Engine):
+		return fmt.Errorf("engine %q is not one of %v", c.Engine, Engines())
 	case int64(c.KVBlocks)*int64(c.BlockSize) < int64(c.MaxModelLen):
 		// A request of MaxModelLen tokens must fit alone, or it could be
 		// preempted forever.
@@ -266,6 +275,7 @@ func AddFlags(cmd FlagAdder) *Config {
 	cmd.Flag("sim.max-batched-tokens", "Token budget of one engine step (chunked prefill).").Default(it(d.MaxBatchedTokens)).IntVar(&c.MaxBatchedTokens)
 	cmd.Flag("sim.kv-blocks", "KV cache capacity in blocks.").Default(it(d.KVBlocks)).IntVar(&c.KVBlocks)
 	cmd.Flag("sim.block-size", "Tokens per KV block; the prefix cache's granularity.").Default(it(d.BlockSize)).IntVar(&c.BlockSize)
+	cmd.Flag("sim.engine", "Inference server to impersonate: "+strings.Join(Engines(), ", ")+" (native API, info endpoints, metric names).").Default(d.Engine).EnumVar(&c.Engine, Engines()...)
 	cmd.Flag("sim.seed", "Seed for generated text, EOS points and injected errors.").Default(strconv.FormatUint(d.Seed, 10)).Uint64Var(&c.Seed)
 
 	f := &c.Faults

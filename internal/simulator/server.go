@@ -56,6 +56,9 @@ type Simulator struct {
 // Close stops it.
 func New(cfg Config, logger *slog.Logger) (*Simulator, error) {
 	cfg.Faults = cfg.Faults.normalized()
+	if cfg.Engine == "" {
+		cfg.Engine = EngineVLLM
+	}
 	if err := cfg.Validate(); err != nil {
 		return nil, fmt.Errorf("simulator config: %w", err)
 	}
@@ -129,16 +132,50 @@ func (s *Simulator) Handler() http.Handler { return s.handler }
 
 func (s *Simulator) routes() http.Handler {
 	mux := http.NewServeMux()
-	mux.HandleFunc("POST /v1/completions", s.arrive(s.handleCompletions))
-	mux.HandleFunc("POST /v1/chat/completions", s.arrive(s.handleChatCompletions))
-	mux.HandleFunc("GET /v1/models", s.arrive(s.handleModels))
+	e := s.cfg.Engine
+	if servesOpenAI(e) {
+		mux.HandleFunc("POST /v1/completions", s.arrive(s.handleCompletions))
+		mux.HandleFunc("POST /v1/chat/completions", s.arrive(s.handleChatCompletions))
+		mux.HandleFunc("GET /v1/models", s.arrive(s.handleModels))
+	}
 	mux.HandleFunc("GET /health", s.arrive(s.handleHealth))
-	mux.HandleFunc("GET /version", s.arrive(s.handleVersion))
-	mux.HandleFunc("POST /tokenize", s.arrive(s.handleTokenize))
-	metricsHandler := promhttp.HandlerFor(s.registry, promhttp.HandlerOpts{})
-	mux.HandleFunc("GET /metrics", s.arrive(func(w http.ResponseWriter, r *http.Request, _ time.Time) {
-		metricsHandler.ServeHTTP(w, r)
-	}))
+	switch e {
+	case EngineVLLM, EngineVLLMLegacy:
+		mux.HandleFunc("GET /version", s.arrive(s.handleVersion))
+		mux.HandleFunc("POST /tokenize", s.arrive(s.handleTokenize))
+	case EngineSGLang:
+		mux.HandleFunc("POST /generate", s.arrive(s.handleSGLangGenerate))
+		mux.HandleFunc("GET /get_model_info", s.arrive(s.handleSGLangModelInfo))
+		mux.HandleFunc("GET /get_server_info", s.arrive(s.handleSGLangServerInfo))
+		mux.HandleFunc("POST /tokenize", s.arrive(s.handleTokenize))
+	case EngineTGI:
+		mux.HandleFunc("POST /generate_stream", s.arrive(s.handleTGIGenerateStream))
+		mux.HandleFunc("GET /info", s.arrive(s.handleTGIInfo))
+		mux.HandleFunc("POST /tokenize", s.arrive(s.handleTGITokenize))
+	case EngineLlamaCpp:
+		mux.HandleFunc("POST /completion", s.arrive(s.handleLlamaCppCompletion))
+		mux.HandleFunc("GET /props", s.arrive(s.handleLlamaCppProps))
+		mux.HandleFunc("POST /tokenize", s.arrive(s.handleLlamaCppTokenize))
+	case EngineOllama:
+		mux.HandleFunc("POST /api/generate", s.arrive(s.handleOllamaGenerate))
+		mux.HandleFunc("POST /api/chat", s.arrive(s.handleOllamaChat))
+		mux.HandleFunc("GET /api/version", s.arrive(s.handleOllamaVersion))
+		mux.HandleFunc("GET /api/ps", s.arrive(s.handleOllamaPS))
+		mux.HandleFunc("GET /api/tags", s.arrive(s.handleOllamaTags))
+	case EngineTriton:
+		mux.HandleFunc("POST /v2/models/{model}/generate_stream", s.arrive(s.handleTritonGenerateStream))
+		mux.HandleFunc("GET /v2/models/{model}", s.arrive(s.handleTritonModel))
+		mux.HandleFunc("GET /v2", s.arrive(s.handleTritonServer))
+	}
+	var metricsHandler http.Handler = promhttp.HandlerFor(s.registry, promhttp.HandlerOpts{})
+	if h := s.metricsHandler(); h != nil {
+		metricsHandler = h
+	}
+	if e != EngineOllama { // Ollama serves no /metrics
+		mux.HandleFunc("GET /metrics", s.arrive(func(w http.ResponseWriter, r *http.Request, _ time.Time) {
+			metricsHandler.ServeHTTP(w, r)
+		}))
+	}
 	mux.HandleFunc("GET /admin/faults", s.arrive(s.handleGetFaults))
 	mux.HandleFunc("PUT /admin/faults", s.arrive(s.handleSetFaults))
 	mux.HandleFunc("POST /admin/faults", s.arrive(s.handleSetFaults))

@@ -694,7 +694,7 @@ func TestAddFlags(t *testing.T) {
 		"--sim.max-batched-tokens=64", "--sim.kv-blocks=100", "--sim.block-size=8", "--sim.seed=7", "--sim.max-model-len=512",
 		"--fault.slowdown=2", "--fault.error-rate=0.25", "--fault.error-status=429",
 		"--fault.stall-before-first-token=1s", "--fault.stall-mid-stream=2s", "--fault.stall-after-tokens=3",
-		"--fault.disconnect-after-tokens=4", "--fault.malformed-after-tokens=5", "--fault.slow-headers=6s"})
+		"--fault.disconnect-after-tokens=4", "--fault.malformed-after-tokens=5", "--fault.slow-headers=6s", "--sim.engine=tgi"})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -702,7 +702,7 @@ func TestAddFlags(t *testing.T) {
 		DecodePerSeq: time.Millisecond, PrefillTokensPerSecond: 500, MaxNumSeqs: 4, MaxBatchedTokens: 64,
 		KVBlocks: 100, BlockSize: 8, Seed: 7, Faults: simulator.Faults{Slowdown: 2, ErrorRate: 0.25, ErrorStatus: 429,
 			StallBeforeFirstToken: time.Second, StallMidStream: 2 * time.Second, StallAfterTokens: 3,
-			DisconnectAfterTokens: 4, MalformedAfterTokens: 5, SlowHeaders: 6 * time.Second}}
+			DisconnectAfterTokens: 4, MalformedAfterTokens: 5, SlowHeaders: 6 * time.Second}, Engine: "tgi"}
 	if *cfg != want {
 		t.Errorf("parsed %+v, want %+v", *cfg, want)
 	}

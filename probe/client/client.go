@@ -51,6 +51,14 @@ type Request struct {
 	// Extra is merged into the JSON body last, so it can add fields and
 	// override any field above.
 	Extra map[string]any
+	// RawBody, when set, is the whole JSON request body, sent as it is: a
+	// replay of recorded traffic. The fields above are then ignored. So
+	// that the request can be measured, "stream": true and
+	// "stream_options": {"include_usage": true} are forced, and "model" is
+	// set to the target's model when the target names one; a body that
+	// already says so is sent byte for byte. Only the OpenAI flavors
+	// honour it.
+	RawBody []byte
 	// KeepText keeps the generated answer text in the observation, for
 	// known-answer checks. Reasoning text is not kept.
 	KeepText bool

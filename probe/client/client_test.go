@@ -772,16 +772,17 @@ func TestNoGoroutineLeak(t *testing.T) {
 }
 
 func TestParseFlavor(t *testing.T) {
-	for _, name := range []string{"openai-chat", "openai-completions"} {
+	all := []string{"llamacpp", "ollama-chat", "ollama-generate", "openai-chat", "openai-completions", "sglang", "tgi", "triton"}
+	for _, name := range all {
 		f, err := ParseFlavor(name)
 		if err != nil || f.Name() != name {
 			t.Errorf("ParseFlavor(%q) = %v, %v", name, f, err)
 		}
 	}
-	if _, err := ParseFlavor("tgi"); err == nil {
-		t.Error("ParseFlavor(tgi) succeeded")
+	if _, err := ParseFlavor("openai"); err == nil {
+		t.Error("ParseFlavor(openai) succeeded")
 	}
-	if got := FlavorNames(); !reflect.DeepEqual(got, []string{"openai-chat", "openai-completions"}) {
+	if got := FlavorNames(); !reflect.DeepEqual(got, all) {
 		t.Errorf("FlavorNames = %v", got)
 	}
 }

@@ -92,6 +92,12 @@ var (
 var flavors = map[string]Flavor{
 	OpenAIChat.Name():        OpenAIChat,
 	OpenAICompletions.Name(): OpenAICompletions,
+	TGI.Name():               TGI,
+	LlamaCpp.Name():          LlamaCpp,
+	OllamaGenerate.Name():    OllamaGenerate,
+	OllamaChat.Name():        OllamaChat,
+	Triton.Name():            Triton,
+	SGLang.Name():            SGLang,
 }
 
 // ParseFlavor returns the flavor with the given configuration name.

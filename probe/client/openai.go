@@ -29,6 +29,13 @@ type openAIFlavor struct {
 func (f openAIFlavor) Name() string { return f.name }
 
 func (f openAIFlavor) NewRequest(ctx context.Context, t *Target, r *Request) (*http.Request, error) {
+	if r.RawBody != nil {
+		raw, err := streamingBody(r.RawBody, t.Model)
+		if err != nil {
+			return nil, fmt.Errorf("%s raw request body: %w", f.name, err)
+		}
+		return newJSONRequest(ctx, t, endpoint(t.BaseURL, f.path), bytes.NewBuffer(raw))
+	}
 	body := make(map[string]any, 10+len(r.Extra))
 	if t.Model != "" {
 		body["model"] = t.Model

@@ -23,6 +23,9 @@ type Prompt struct {
 	InputTokens int
 	// OutputTokens is the requested output length (max_tokens).
 	OutputTokens int
+	// Tokens is the prompt's length as the server's tokenizer counts it,
+	// when it was calibrated (Calibrated); 0 for an estimate.
+	Tokens int
 }
 
 // Generator draws prompts. It is not safe for concurrent use.

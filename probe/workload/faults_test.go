@@ -2,6 +2,7 @@ package workload
 
 import (
 	"context"
+	"sync"
 	"testing"
 	"time"
 
@@ -68,7 +69,10 @@ func TestFaultsCountedByOutcome(t *testing.T) {
 			for i := range offsets {
 				offsets[i] = time.Duration(i) * 10 * time.Millisecond
 			}
-			var results []observation.Request
+			var (
+				mu      sync.Mutex
+				results []observation.Request
+			)
 			r := &Runner{
 				Name: "faults", Target: &client.Target{Name: "sim", BaseURL: baseURL, Model: cfg.Model, Flavor: client.OpenAIChat},
 				Schedule: &listSchedule{offsets: offsets}, Client: cl, MaxInFlight: n,
@@ -76,7 +80,11 @@ func TestFaultsCountedByOutcome(t *testing.T) {
 				Series:   NewMetrics(reg).Series("sim", cfg.Model, "faults", config.SLO{}),
 				Sampling: config.Sampling{IgnoreEOS: true},
 				Timeout:  tc.timeout,
-				OnResult: func(o *observation.Request) { results = append(results, *o) },
+				OnResult: func(o *observation.Request) {
+					mu.Lock()
+					results = append(results, *o)
+					mu.Unlock()
+				},
 			}
 			r.Run(context.Background())
 			if got := testutil.ToFloat64(r.Series.requests[tc.want]); got != n {

@@ -10,7 +10,6 @@ import (
 	"github.com/infer-exporter/infer_exporter/internal/config"
 	"github.com/infer-exporter/infer_exporter/probe/arrival"
 	"github.com/infer-exporter/infer_exporter/probe/client"
-	"github.com/infer-exporter/infer_exporter/probe/prompt"
 )
 
 // Options are the exporter-wide settings for every workload.
@@ -41,7 +40,7 @@ func NewManager(metrics *Metrics, opts Options, logger *slog.Logger) *Manager {
 
 // Build turns a configuration into runners without starting them, so that a
 // configuration that cannot run is refused before the old one stops.
-func Build(c *config.Config, metrics *Metrics, opts Options, logger *slog.Logger) ([]*Runner, []*client.Client, error) {
+func Build(ctx context.Context, c *config.Config, metrics *Metrics, opts Options, logger *slog.Logger) ([]*Runner, []*client.Client, error) {
 	var runners []*Runner
 	var clients []*client.Client
 	for i := range c.Workloads {
@@ -54,33 +53,60 @@ func Build(c *config.Config, metrics *Metrics, opts Options, logger *slog.Logger
 		if err != nil {
 			return nil, nil, fmt.Errorf("workload %q: %w", w.Name, err)
 		}
-		sched, err := arrival.New(w.Arrival, w.Prompt.Seed)
-		if err != nil {
-			return nil, nil, fmt.Errorf("workload %q: %w", w.Name, err)
+		var (
+			sched      Schedule
+			prompts    Prompts
+			maxRate    float64
+			saturation interface{ P99() float64 } = opts.Saturation
+			replayed   *replayRecorder
+		)
+		if w.Replay != nil {
+			src, rec, err := newReplay(w.Replay, t, opts, logger.With("workload", w.Name))
+			if err != nil {
+				return nil, nil, fmt.Errorf("workload %q: %w", w.Name, err)
+			}
+			sched, prompts, maxRate, replayed = src.Schedule(), src.Prompts(), src.MaxRate(), rec
+			saturation = maxP99{opts.Saturation, rec}
+		} else {
+			s, err := arrival.New(w.Arrival, w.Prompt.Seed)
+			if err != nil {
+				return nil, nil, fmt.Errorf("workload %q: %w", w.Name, err)
+			}
+			// Prompts of exact length, calibrated against the target's
+			// tokenizer endpoint where it has one.
+			p, err := metrics.prompts.Prompts(ctx, t, w, logger)
+			if err != nil {
+				return nil, nil, fmt.Errorf("workload %q: %w", w.Name, err)
+			}
+			sched, prompts, maxRate = s, p, s.MaxRate()
+		}
+		series := metrics.Series(t.Name, t.Model, w.Name, w.SLO)
+		if replayed != nil {
+			replayed.bind(series)
 		}
 		// One client per workload: its connection pool is sized to the
 		// workload's in-flight cap.
 		cl := client.New(client.Options{MaxConnsPerHost: w.MaxInFlight})
 		clients = append(clients, cl)
-		maxRate := sched.MaxRate()
-		limiter := arrival.NewWireLimiter(maxRate)
+		ceiling := arrival.NewWireCeiling(maxRate, opts.DegradedLag)
 		runners = append(runners, &Runner{
 			Name:           w.Name,
 			Target:         target,
 			Schedule:       sched,
-			Limiter:        limiter,
-			Prompts:        prompt.New(w.Prompt.InputTokens, w.Prompt.OutputTokens, w.Prompt.Seed),
+			Ceiling:        ceiling,
+			Prompts:        prompts,
 			Client:         cl,
-			Series:         metrics.Series(t.Name, t.Model, w.Name, w.SLO),
+			Series:         series,
 			MaxInFlight:    w.MaxInFlight,
 			MaxRate:        maxRate,
 			Duration:       w.Duration,
 			Sampling:       w.Sampling,
 			Timeout:        t.Timeout,
+			Checks:         w.Checks,
 			DegradedLag:    opts.DegradedLag,
 			DegradedWindow: opts.DegradedWindow,
 			Logger:         logger,
-			Saturation:     opts.Saturation,
+			Saturation:     saturation,
 		})
 	}
 	return runners, clients, nil
@@ -105,7 +131,7 @@ func ClientTarget(t *config.Target) (*client.Target, error) {
 // Apply stops the running workloads, waits for their requests, and starts
 // those of c. If c cannot be built, the old workloads keep running.
 func (m *Manager) Apply(ctx context.Context, c *config.Config) error {
-	runners, clients, err := Build(c, m.metrics, m.opts, m.logger)
+	runners, clients, err := Build(ctx, c, m.metrics, m.opts, m.logger)
 	if err != nil {
 		return err
 	}

@@ -47,9 +47,14 @@ type Metrics struct {
 	promptTokens, completionTokens *prometheus.CounterVec
 	requests, dropped, goodput     *prometheus.CounterVec
 	tokenSource, clamped           *prometheus.CounterVec
+	checks                         *prometheus.CounterVec
 	inFlight, rate, maxRate        *prometheus.GaugeVec
 	maxInFlight, degraded          *prometheus.GaugeVec
 	lagP99                         *prometheus.GaugeVec
+	replay                         *replayMetrics // replay.go
+
+	// prompts describes each workload's prompt set (calibration, hash).
+	prompts *PromptMetrics
 }
 
 // NewMetrics creates the vectors and registers them with reg.
@@ -73,11 +78,13 @@ func NewMetrics(reg prometheus.Registerer) *Metrics {
 		requests: prometheus.NewCounterVec(prometheus.CounterOpts{Namespace: namespace, Name: "requests_total",
 			Help: "Requests by outcome: success, http_4xx, http_5xx, timeout, stream_error, disconnected, or dropped (never sent)."}, with("outcome")),
 		dropped: prometheus.NewCounterVec(prometheus.CounterOpts{Namespace: namespace, Name: "dropped_requests_total",
-			Help: "Arrivals that were never sent, by reason (in_flight_cap: the in-flight cap was full at the scheduled instant)."}, with("reason")),
+			Help: "Arrivals that were never sent, by reason: in_flight_cap (the in-flight cap was full at the scheduled instant) or rate_ceiling (the client was late and sending the overdue arrival would have exceeded max_rate)."}, with("reason")),
 		goodput: prometheus.NewCounterVec(prometheus.CounterOpts{Namespace: namespace, Name: "goodput_requests_total",
 			Help: "Successful requests that met every SLO threshold configured for the workload."}, labels),
 		tokenSource: prometheus.NewCounterVec(prometheus.CounterOpts{Namespace: namespace, Name: "token_count_source_total",
 			Help: "Successful requests by where their output token count came from: usage (the server's count) or events (content events counted by the client)."}, with("source")),
+		checks: prometheus.NewCounterVec(prometheus.CounterOpts{Namespace: namespace, Name: "known_answer_checks_total",
+			Help: "Known-answer checks the workload sent in place of a synthetic prompt, by result: pass (the answer matched the check's pattern), fail (a successful answer that did not match), error (no successful answer; see infer_probe_requests_total for availability)."}, with("result")),
 		clamped: prometheus.NewCounterVec(prometheus.CounterOpts{Namespace: namespace, Name: "arrivals_clamped_total",
 			Help: "Arrivals the rate ceiling moved later because the arrival process came faster than max_rate."}, labels),
 		inFlight: prometheus.NewGaugeVec(prometheus.GaugeOpts{Namespace: namespace, Name: "in_flight_requests",
@@ -91,11 +98,13 @@ func NewMetrics(reg prometheus.Registerer) *Metrics {
 		lagP99: prometheus.NewGaugeVec(prometheus.GaugeOpts{Namespace: namespace, Name: "schedule_lag_p99_seconds",
 			Help: "The 99th percentile of schedule lag over the degradation window (--probe.degraded-window)."}, labels),
 		degraded: prometheus.NewGaugeVec(prometheus.GaugeOpts{Namespace: namespace, Name: "measurement_degraded",
-			Help: "1 when the client is falling behind its schedule or is CPU-saturated (schedule lag p99, or the process's goroutine scheduling latency p99, over --probe.degraded-window above --probe.degraded-lag), so its latencies include its own delay; else 0."}, labels),
+			Help: "1 when the client is falling behind its schedule or is CPU-saturated (schedule lag p99, the process's goroutine scheduling latency p99, or for a replay its drift p99, over --probe.degraded-window above --probe.degraded-lag), so its latencies include its own delay or its replay is not faithful; else 0."}, labels),
 	}
 	reg.MustRegister(m.ttft, m.tpot, m.itl, m.e2e, m.lag,
-		m.promptTokens, m.completionTokens, m.requests, m.dropped, m.goodput, m.tokenSource, m.clamped,
+		m.promptTokens, m.completionTokens, m.requests, m.dropped, m.goodput, m.tokenSource, m.clamped, m.checks,
 		m.inFlight, m.maxInFlight, m.rate, m.maxRate, m.lagP99, m.degraded)
+	m.replay = newReplayMetrics(reg)
+	m.prompts = NewPromptMetrics(reg)
 	return m
 }
 
@@ -108,6 +117,7 @@ type Series struct {
 	goodput, clamped               prometheus.Counter
 	requests                       map[observation.Outcome]prometheus.Counter
 	tokenSource                    map[observation.TokenSource]prometheus.Counter
+	checks                         map[string]prometheus.Counter // by result; nil without checks
 	inFlight, rate, maxRate        prometheus.Gauge
 	maxInFlight, degraded, lagP99  prometheus.Gauge
 	slo                            config.SLO
@@ -141,7 +151,9 @@ func (m *Metrics) Series(target, model, workload string, slo config.SLO) *Series
 	for _, src := range []observation.TokenSource{observation.TokensFromUsage, observation.TokensFromEvents} {
 		s.tokenSource[src] = m.tokenSource.WithLabelValues(append(lv[:3:3], string(src))...)
 	}
-	m.dropped.WithLabelValues(append(lv[:3:3], DropInFlightCap)...)
+	for _, reason := range DropReasons {
+		m.dropped.WithLabelValues(append(lv[:3:3], reason)...)
+	}
 	return s
 }
 
@@ -150,11 +162,38 @@ func (s *Series) Delete() {
 	match := prometheus.Labels{"target": s.lv[0], "model": s.lv[1], "workload": s.lv[2]}
 	for _, v := range []interface{ DeletePartialMatch(prometheus.Labels) int }{
 		s.m.ttft, s.m.tpot, s.m.itl, s.m.e2e, s.m.lag, s.m.promptTokens, s.m.completionTokens,
-		s.m.requests, s.m.dropped, s.m.goodput, s.m.tokenSource, s.m.clamped, s.m.inFlight,
+		s.m.requests, s.m.dropped, s.m.goodput, s.m.tokenSource, s.m.clamped, s.m.checks, s.m.inFlight,
 		s.m.maxInFlight, s.m.rate, s.m.maxRate, s.m.degraded, s.m.lagP99,
 	} {
 		v.DeletePartialMatch(match)
 	}
+	s.m.replay.delete(match)
+	s.m.prompts.Delete(s.lv[0], s.lv[1], s.lv[2])
+}
+
+// Results of a known-answer check, the values of the result label.
+const (
+	CheckPass  = "pass"
+	CheckFail  = "fail"
+	CheckError = "error"
+)
+
+// InitChecks creates the known-answer check counters at zero. Only workloads
+// with checks have them, so that a pass ratio is never 0/0 for a workload
+// that checks nothing.
+func (s *Series) InitChecks() {
+	s.checks = map[string]prometheus.Counter{}
+	for _, r := range []string{CheckPass, CheckFail, CheckError} {
+		s.checks[r] = s.m.checks.WithLabelValues(append(s.lv[:3:3], r)...)
+	}
+}
+
+// ObserveCheck counts one finished known-answer check. Its latencies and
+// tokens are not recorded: its prompt and answer lengths are not the
+// workload's, and would distort its distributions.
+// InitChecks must have been called.
+func (s *Series) ObserveCheck(result string) {
+	s.checks[result].Inc()
 }
 
 // Drop counts an arrival that was never sent.
@@ -173,6 +212,7 @@ func (s *Series) Observe(o *observation.Request) {
 		s.ttft.Observe(d.Seconds())
 	}
 	o.ITLs(func(d time.Duration) { s.itl.Observe(d.Seconds()) })
+	s.m.prompts.ObservePrompt(s.lv[0], s.lv[1], s.lv[2], o)
 	if o.Outcome != observation.Success {
 		return
 	}

@@ -18,9 +18,17 @@ import (
 	"github.com/infer-exporter/infer_exporter/probe/prompt"
 )
 
-// DropInFlightCap is the drop reason for an arrival that found the in-flight
-// cap full at its scheduled instant.
-const DropInFlightCap = "in_flight_cap"
+// Drop reasons: an arrival that is never sent is counted under one of them.
+const (
+	// DropInFlightCap: the in-flight cap was full at the scheduled instant.
+	DropInFlightCap = "in_flight_cap"
+	// DropRateCeiling: the dispatcher was late and the wire ceiling refused
+	// to send the overdue arrival in a burst above max_rate.
+	DropRateCeiling = "rate_ceiling"
+)
+
+// DropReasons lists every drop reason, for pre-initialised counters.
+var DropReasons = []string{DropInFlightCap, DropRateCeiling}
 
 // Schedule yields the offsets of arrivals from the start of the run.
 type Schedule interface {
@@ -29,15 +37,26 @@ type Schedule interface {
 	Clamped() uint64
 }
 
-// Limiter guards the wire: Take blocks until one more request may be sent
-// without exceeding the ceiling.
-type Limiter interface {
-	Take() time.Time
+// Ceiling guards the wire: Allow says whether one more request may be sent
+// now without exceeding the rate ceiling. It never blocks.
+type Ceiling interface {
+	Allow() bool
 }
 
 // Prompts yields the next prompt.
 type Prompts interface {
 	Next() prompt.Prompt
+}
+
+// Requests is implemented by a Prompts source that completes and follows
+// the requests it feeds (a replay: it sends recorded bodies, forces output
+// lengths, and measures each send's drift from its trace time). Request is
+// called in the dispatcher right after Next, with the request built from
+// that prompt, and may change it; the function it returns, if not nil, is
+// called with the request's observation once recorded, or with the dropped
+// arrival's.
+type Requests interface {
+	Request(req *client.Request) func(*observation.Request)
 }
 
 // Doer sends one request and fills its observation.
@@ -50,7 +69,7 @@ type Runner struct {
 	Name        string
 	Target      *client.Target
 	Schedule    Schedule
-	Limiter     Limiter // may be nil
+	Ceiling     Ceiling // may be nil
 	Prompts     Prompts
 	Client      Doer
 	Series      *Series
@@ -61,6 +80,9 @@ type Runner struct {
 	Sampling config.Sampling
 	// Timeout bounds each request.
 	Timeout time.Duration
+	// Checks are known-answer checks that some arrivals carry instead of a
+	// synthetic prompt (checks.go).
+	Checks []config.Check
 
 	// The client is degraded when the schedule lag's p99 over DegradedWindow
 	// exceeds DegradedLag.
@@ -90,6 +112,10 @@ func (r *Runner) Run(ctx context.Context) {
 	r.Series.maxInFlight.Set(float64(r.MaxInFlight))
 	r.Series.maxRate.Set(r.MaxRate)
 	r.Series.rate.Set(r.Schedule.Rate(0))
+	checks := newCheckSchedule(r.Checks)
+	if len(r.Checks) > 0 && r.Series.checks == nil {
+		r.Series.InitChecks()
+	}
 
 	var inFlight atomic.Int64
 	// The schedule belongs to this goroutine; the monitor reads its clamp
@@ -107,51 +133,72 @@ func (r *Runner) Run(ctx context.Context) {
 		<-monitorDone
 	}()
 
-	timer := time.NewTimer(time.Hour)
-	defer timer.Stop()
+	wait := newWaiter()
+	defer wait.close()
 	for {
 		off, ok := r.Schedule.Next()
 		clamped.Store(r.Schedule.Clamped())
 		if !ok || (r.Duration > 0 && off >= r.Duration) {
 			return
 		}
-		// Draw the prompt before the scheduled instant, so its cost never
-		// becomes schedule lag.
-		p := r.Prompts.Next()
 		at := start.Add(off)
-		if d := time.Until(at); d > 0 {
-			timer.Reset(d)
-			select {
-			case <-ctx.Done():
-				return
-			case <-timer.C:
+		// Draw the prompt before the scheduled instant, so its cost never
+		// becomes schedule lag. An arrival that carries a check draws none,
+		// so the synthetic prompts keep their order.
+		check := checks.arrive(at)
+		var req *client.Request
+		var follow func(*observation.Request)
+		if check >= 0 {
+			req = r.checkRequest(&r.Checks[check])
+		} else {
+			req = r.request(r.Prompts.Next())
+			if rs, ok := r.Prompts.(Requests); ok {
+				follow = rs.Request(req)
 			}
-		} else if ctx.Err() != nil {
+		}
+		if !wait.waitUntil(ctx, at) {
 			return
 		}
-		if r.Limiter != nil {
-			r.Limiter.Take()
+		reason := ""
+		switch {
+		case inFlight.Load() >= int64(r.MaxInFlight):
+			reason = DropInFlightCap
+		case r.Ceiling != nil && !r.Ceiling.Allow():
+			reason = DropRateCeiling
 		}
-		if inFlight.Load() >= int64(r.MaxInFlight) {
-			r.Series.Drop(DropInFlightCap)
+		if reason != "" {
+			r.Series.Drop(reason)
 			if r.OnResult != nil {
-				r.OnResult(&observation.Request{Scheduled: at, Outcome: observation.Dropped, DropReason: DropInFlightCap})
+				r.OnResult(&observation.Request{Scheduled: at, Outcome: observation.Dropped, DropReason: reason})
+			}
+			if follow != nil {
+				follow(&observation.Request{Scheduled: at, Outcome: observation.Dropped, DropReason: reason})
 			}
 			continue
 		}
 		inFlight.Add(1)
 		r.Series.inFlight.Inc()
+		if check >= 0 {
+			checks.sent(check, at)
+		}
 		wg.Add(1)
 		go func() {
 			defer wg.Done()
 			obs := &observation.Request{Scheduled: at}
-			r.Client.Do(ctx, r.Target, r.request(p), obs)
+			r.Client.Do(ctx, r.Target, req, obs)
 			inFlight.Add(-1)
 			r.Series.inFlight.Dec()
 			if lag, ok := obs.ScheduleLag(); ok {
 				lags.observe(obs.Sent, lag)
 			}
+			if check >= 0 {
+				r.observeCheck(ctx, check, obs)
+				return
+			}
 			r.Series.Observe(obs)
+			if follow != nil {
+				follow(obs)
+			}
 			if obs.Outcome != observation.Success && r.Logger != nil && ctx.Err() == nil {
 				r.Logger.Debug("request failed", "workload", r.Name, "outcome", obs.Outcome, "status", obs.HTTPStatus, "err", obs.Err)
 			}

@@ -15,6 +15,7 @@ import (
 	"github.com/prometheus/client_golang/prometheus/testutil"
 
 	"github.com/infer-exporter/infer_exporter/internal/config"
+	"github.com/infer-exporter/infer_exporter/probe/arrival"
 	"github.com/infer-exporter/infer_exporter/probe/client"
 	"github.com/infer-exporter/infer_exporter/probe/observation"
 	"github.com/infer-exporter/infer_exporter/probe/prompt"
@@ -244,5 +245,22 @@ func TestHistogramQuantile(t *testing.T) {
 	s.add(t0.Add(6*time.Second), after, buckets)
 	if s.P99() != 0 {
 		t.Errorf("P99 after the window passed = %g", s.P99())
+	}
+}
+
+// TestRunnerRateCeilingDropsOverdue: arrivals that are all overdue at once
+// (a stalled dispatcher) are not fired in a burst above max_rate: the wire
+// ceiling lets WireBurst go and the rest are dropped with their reason.
+func TestRunnerRateCeilingDropsOverdue(t *testing.T) {
+	reg := prometheus.NewRegistry()
+	doer := &fakeDoer{outcome: observation.Success}
+	r := newTestRunner(t, reg, &listSchedule{offsets: make([]time.Duration, 10)}, doer, 100)
+	r.Ceiling = arrival.NewWireCeiling(1, 0) // one request per second
+	r.Run(context.Background())
+	if v := testutil.ToFloat64(r.Series.m.dropped.WithLabelValues("t", "m", "w", DropRateCeiling)); v != 10-arrival.WireBurst {
+		t.Errorf("dropped{reason=rate_ceiling} = %v, want %d", v, 10-arrival.WireBurst)
+	}
+	if v := testutil.ToFloat64(r.Series.requests[observation.Success]); v != arrival.WireBurst {
+		t.Errorf("sent = %v, want %d", v, arrival.WireBurst)
 	}
 }

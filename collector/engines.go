@@ -1,0 +1,288 @@
+package collector
+
+import (
+	"sort"
+	"strings"
+
+	dto "github.com/prometheus/client_model/go"
+)
+
+// This file is the mapping from each engine's own metric names to the
+// normalised infer_server_* series. Every source was checked against the
+// engine's documentation or source (README "Server metrics" lists them with
+// their units). Each ratio below is already 0..1 at the source, whatever its
+// name says ("perc", "usage", "utilization"): vLLM's kv_cache_usage_perc and
+// gpu_cache_usage_perc ("1 means 100 percent usage"), SGLang's token_usage
+// (used / total KV tokens), llama.cpp's kv_cache_usage_ratio, TensorRT-LLM's
+// kv_cache_block_metrics{kv_cache_block_type="fraction"}, trtllm-serve's
+// trtllm_kv_cache_utilization and NIM's gpu_cache_usage_perc. None is
+// rescaled, so a value is never bent into range: what the engine says is
+// what is exposed.
+
+// Engine names as the engine label carries them.
+const (
+	engineVLLM        = "vllm"
+	engineSGLang      = "sglang"
+	engineTGI         = "tgi"
+	engineLlamaCpp    = "llamacpp"
+	engineOllama      = "ollama"
+	engineTriton      = "triton"
+	engineTRTLLMServe = "trtllm-serve"
+	engineNIM         = "nim"
+	engineUnknown     = "unknown"
+)
+
+// quantity is one normalised series.
+type quantity int
+
+const (
+	qRunning quantity = iota
+	qWaiting
+	qKVUsage
+	qPrefixHits
+	qPrefixQueries
+	qPreemptions
+	numQuantities
+)
+
+// source is one engine series that gives a quantity: a family, optionally
+// restricted to the series whose labels match.
+type source struct {
+	family string
+	match  map[string]string
+}
+
+// engineMapping says where an engine keeps each quantity. Each quantity has
+// a list of sources, tried in order (names changed across versions): the
+// first family present in the scrape wins.
+type engineMapping struct {
+	name string
+	// prefixes of metric names that identify the engine.
+	prefixes []string
+	// modelLabel is the label that names the model, when the engine has one.
+	modelLabel string
+	sources    [numQuantities][]source
+}
+
+func src(family string, kv ...string) source {
+	s := source{family: family}
+	if len(kv) > 0 {
+		s.match = map[string]string{}
+		for i := 0; i+1 < len(kv); i += 2 {
+			s.match[kv[i]] = kv[i+1]
+		}
+	}
+	return s
+}
+
+// engineMappings is the table. Detection tries it in order, so the more
+// specific prefixes come first (NIM's unprefixed names last).
+var engineMappings = []engineMapping{
+	{
+		name: engineVLLM, prefixes: []string{"vllm:"}, modelLabel: "model_name",
+		sources: [numQuantities][]source{
+			qRunning: {src("vllm:num_requests_running")},
+			qWaiting: {src("vllm:num_requests_waiting")},
+			// v0.10 and later; before, gpu_cache_usage_perc.
+			qKVUsage: {src("vllm:kv_cache_usage_perc"), src("vllm:gpu_cache_usage_perc")},
+			// Tokens. v0.10 and later; before (V1 engine, 0.8-0.9), gpu_prefix_cache_*.
+			qPrefixHits:    {src("vllm:prefix_cache_hits_total"), src("vllm:gpu_prefix_cache_hits_total")},
+			qPrefixQueries: {src("vllm:prefix_cache_queries_total"), src("vllm:gpu_prefix_cache_queries_total")},
+			qPreemptions:   {src("vllm:num_preemptions_total")},
+		},
+	},
+	{
+		name: engineSGLang, prefixes: []string{"sglang:"}, modelLabel: "model_name",
+		sources: [numQuantities][]source{
+			qRunning: {src("sglang:num_running_reqs")},
+			qWaiting: {src("sglang:num_queue_reqs")},
+			qKVUsage: {src("sglang:token_usage")},
+			// Tokens, counted per finished request: cached prompt tokens
+			// out of all prompt tokens.
+			qPrefixHits:    {src("sglang:cached_tokens_total")},
+			qPrefixQueries: {src("sglang:prompt_tokens_total")},
+			// Retraction is SGLang's preemption (the counter; the older
+			// sglang:num_retracted_reqs is a gauge of the last interval).
+			qPreemptions: {src("sglang:num_retracted_requests_total")},
+		},
+	},
+	{
+		name: engineTGI, prefixes: []string{"tgi_"},
+		sources: [numQuantities][]source{
+			qRunning: {src("tgi_batch_current_size")},
+			qWaiting: {src("tgi_queue_size")},
+		},
+	},
+	{
+		name: engineLlamaCpp, prefixes: []string{"llamacpp:"},
+		sources: [numQuantities][]source{
+			qRunning: {src("llamacpp:requests_processing")},
+			qWaiting: {src("llamacpp:requests_deferred")},
+			// Removed from newer builds: then read from /slots.
+			qKVUsage: {src("llamacpp:kv_cache_usage_ratio")},
+		},
+	},
+	{
+		name: engineTriton, prefixes: []string{"nv_trt_llm_", "nv_inference_"}, modelLabel: "model",
+		sources: [numQuantities][]source{
+			qRunning: {src("nv_trt_llm_request_metrics", "request_type", "scheduled")},
+			// The TensorRT-LLM backend's queue; without it, Triton's own
+			// per-model count of requests awaiting execution.
+			qWaiting: {src("nv_trt_llm_request_metrics", "request_type", "waiting"), src("nv_inference_pending_request_count")},
+			qKVUsage: {src("nv_trt_llm_kv_cache_block_metrics", "kv_cache_block_type", "fraction")},
+		},
+	},
+	{
+		name: engineTRTLLMServe, prefixes: []string{"trtllm_"}, modelLabel: "model_name",
+		sources: [numQuantities][]source{
+			qRunning: {src("trtllm_num_requests_running")},
+			qWaiting: {src("trtllm_num_requests_waiting")},
+			qKVUsage: {src("trtllm_kv_cache_utilization")},
+		},
+	},
+	{
+		name: engineNIM, prefixes: []string{"num_requests_running", "gpu_cache_usage_perc"}, modelLabel: "model_name",
+		sources: [numQuantities][]source{
+			qRunning: {src("num_requests_running")},
+			qWaiting: {src("num_requests_waiting")},
+			qKVUsage: {src("gpu_cache_usage_perc")},
+		},
+	},
+	// Ollama serves no /metrics; it is detected from /api/version and has
+	// only infer_server_up and infer_server_info.
+	{name: engineOllama},
+}
+
+func mappingFor(engine string) *engineMapping {
+	for i := range engineMappings {
+		if engineMappings[i].name == engine {
+			return &engineMappings[i]
+		}
+	}
+	return nil
+}
+
+// detectEngine names the engine whose metric names the scrape carries, or
+// "" when none does.
+func detectEngine(fams map[string]*dto.MetricFamily) string {
+	names := make([]string, 0, len(fams))
+	for n := range fams {
+		names = append(names, n)
+	}
+	sort.Strings(names)
+	for _, m := range engineMappings {
+		for _, p := range m.prefixes {
+			for _, n := range names {
+				if strings.HasPrefix(n, p) {
+					return m.name
+				}
+			}
+		}
+	}
+	return ""
+}
+
+// values are the normalised quantities of one scrape; has says which the
+// engine reported.
+type values struct {
+	v   [numQuantities]float64
+	has [numQuantities]bool
+}
+
+func (vs *values) set(q quantity, v float64) { vs.v[q], vs.has[q] = v, true }
+
+// normalize reads the quantities of engine from a scrape. model is the
+// target's model: where the engine labels series by model and one of them
+// is this model, only those count. Counts are summed over the series left
+// (data-parallel ranks, several models); the KV ratio is averaged. Series
+// of a tensor-parallel rank other than 0 are dropped, because every TP rank
+// reports the same scheduler state.
+func normalize(engine string, fams map[string]*dto.MetricFamily, model string) values {
+	var vs values
+	m := mappingFor(engine)
+	if m == nil {
+		return vs
+	}
+	for q := quantity(0); q < numQuantities; q++ {
+		for _, s := range m.sources[q] {
+			mf := fams[s.family]
+			if mf == nil {
+				continue
+			}
+			v, ok := aggregate(mf, s.match, m.modelLabel, model, q == qKVUsage)
+			if ok {
+				vs.set(q, v)
+			}
+			break
+		}
+	}
+	// Hits without queries (or the reverse) give no ratio and would read as
+	// one: expose the pair or neither.
+	if vs.has[qPrefixHits] != vs.has[qPrefixQueries] {
+		vs.has[qPrefixHits], vs.has[qPrefixQueries] = false, false
+	}
+	return vs
+}
+
+func labelValue(m *dto.Metric, name string) (string, bool) {
+	for _, lp := range m.GetLabel() {
+		if lp.GetName() == name {
+			return lp.GetValue(), true
+		}
+	}
+	return "", false
+}
+
+func sampleValue(mf *dto.MetricFamily, m *dto.Metric) (float64, bool) {
+	switch mf.GetType() {
+	case dto.MetricType_COUNTER:
+		return m.GetCounter().GetValue(), m.Counter != nil
+	case dto.MetricType_GAUGE:
+		return m.GetGauge().GetValue(), m.Gauge != nil
+	case dto.MetricType_UNTYPED:
+		return m.GetUntyped().GetValue(), m.Untyped != nil
+	}
+	return 0, false
+}
+
+func aggregate(mf *dto.MetricFamily, match map[string]string, modelLabel, model string, mean bool) (float64, bool) {
+	var picked []*dto.Metric
+series:
+	for _, m := range mf.GetMetric() {
+		for k, want := range match {
+			if v, _ := labelValue(m, k); v != want {
+				continue series
+			}
+		}
+		if tp, ok := labelValue(m, "tp_rank"); ok && tp != "0" {
+			continue
+		}
+		picked = append(picked, m)
+	}
+	if modelLabel != "" && model != "" {
+		var same []*dto.Metric
+		for _, m := range picked {
+			if v, _ := labelValue(m, modelLabel); v == model {
+				same = append(same, m)
+			}
+		}
+		if len(same) > 0 {
+			picked = same
+		}
+	}
+	var sum float64
+	n := 0
+	for _, m := range picked {
+		if v, ok := sampleValue(mf, m); ok {
+			sum += v
+			n++
+		}
+	}
+	if n == 0 {
+		return 0, false
+	}
+	if mean {
+		return sum / float64(n), true
+	}
+	return sum, true
+}

@@ -1,0 +1,647 @@
+package collector
+
+import (
+	"bytes"
+	"context"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"io"
+	"log/slog"
+	"mime"
+	"net/http"
+	"net/url"
+	"strconv"
+	"strings"
+	"sync"
+	"sync/atomic"
+	"time"
+
+	"github.com/prometheus/client_golang/prometheus"
+	dto "github.com/prometheus/client_model/go"
+	"github.com/prometheus/common/expfmt"
+	"github.com/prometheus/common/model"
+
+	"github.com/infer-exporter/infer_exporter/internal/config"
+)
+
+// ServerMetrics reads each configured target's own /metrics in the
+// background and exposes it normalised as infer_server_*: one schema for
+// every engine (engines.go maps the names). A Prometheus scrape never waits
+// for a target: it is served the latest values, with their age in
+// infer_server_scrape_age_seconds.
+//
+// What an engine does not report stays absent; nothing is estimated.
+// Counters keep the engine's cumulative value and type, so an engine restart
+// shows as a counter reset, which rate() handles.
+type ServerMetrics struct {
+	logger *slog.Logger
+	client *http.Client
+	now    func() time.Time
+
+	mu       sync.Mutex
+	scrapers map[string]*serverScraper // by target name
+
+	upDesc, kvDesc, runningDesc, waitingDesc *prometheus.Desc
+	hitsDesc, queriesDesc, preemptDesc       *prometheus.Desc
+	infoDesc, durationDesc, ageDesc          *prometheus.Desc
+}
+
+// NewServerMetrics returns a collector with no targets; ApplyConfig starts
+// them.
+func NewServerMetrics(logger *slog.Logger) *ServerMetrics {
+	if logger == nil {
+		logger = slog.New(slog.DiscardHandler)
+	}
+	labels := []string{"target", "engine", "model"}
+	d := func(name, help string, l []string) *prometheus.Desc {
+		return prometheus.NewDesc("infer_server_"+name, help, l, nil)
+	}
+	return &ServerMetrics{
+		logger: logger,
+		client: &http.Client{
+			Transport: &http.Transport{Proxy: nil, MaxIdleConnsPerHost: 2, IdleConnTimeout: time.Minute, DisableCompression: false},
+			// Follow no redirect: the configured URL is the one read.
+			CheckRedirect: func(*http.Request, []*http.Request) error { return http.ErrUseLastResponse },
+		},
+		now:      time.Now,
+		scrapers: map[string]*serverScraper{},
+		upDesc: d("up", "1 if the last background scrape of the target's metrics (or, for an engine that serves none, such as Ollama, its info endpoint) succeeded, else 0.",
+			labels),
+		kvDesc: d("kv_cache_usage_ratio", "Fraction of the engine's KV cache in use, 0..1, as the engine reports it (see the README for each engine's source).",
+			labels),
+		runningDesc: d("requests_running", "Requests the engine is running (in its batch) now.", labels),
+		waitingDesc: d("requests_waiting", "Requests queued in the engine, waiting to be scheduled.", labels),
+		hitsDesc: d("prefix_cache_hits_total", "Prefix-cache hits, cumulative, in the engine's unit (tokens for vLLM and SGLang; see the README). Reset when the engine restarts.",
+			labels),
+		queriesDesc: d("prefix_cache_queries_total", "Prefix-cache lookups, cumulative, in the same unit as infer_server_prefix_cache_hits_total. Reset when the engine restarts.",
+			labels),
+		preemptDesc: d("preemptions_total", "Requests the engine preempted (SGLang: retracted), cumulative. Reset when the engine restarts.", labels),
+		infoDesc: d("info", "The engine behind the target, as its info endpoints report it; max_context_length is empty when it reports none.",
+			[]string{"target", "engine", "version", "model", "max_context_length"}),
+		durationDesc: d("scrape_duration_seconds", "How long the last background scrape of the target's metrics took, info and slot endpoints included.",
+			[]string{"target"}),
+		ageDesc: d("scrape_age_seconds", "Time since the last background scrape of the target's metrics finished.",
+			[]string{"target"}),
+	}
+}
+
+// Describe sends every descriptor.
+func (s *ServerMetrics) Describe(ch chan<- *prometheus.Desc) {
+	for _, d := range []*prometheus.Desc{s.upDesc, s.kvDesc, s.runningDesc, s.waitingDesc, s.hitsDesc,
+		s.queriesDesc, s.preemptDesc, s.infoDesc, s.durationDesc, s.ageDesc} {
+		ch <- d
+	}
+}
+
+// Collect serves the latest background scrape of every target.
+func (s *ServerMetrics) Collect(ch chan<- prometheus.Metric) {
+	s.mu.Lock()
+	snaps := make([]*serverSnapshot, 0, len(s.scrapers))
+	for _, sc := range s.scrapers {
+		if snap := sc.snap.Load(); snap != nil {
+			snaps = append(snaps, snap)
+		}
+	}
+	s.mu.Unlock()
+	now := s.now()
+	for _, snap := range snaps {
+		lv := []string{snap.target, snap.engine, snap.model}
+		up := 0.0
+		if snap.up {
+			up = 1
+		}
+		ch <- prometheus.MustNewConstMetric(s.upDesc, prometheus.GaugeValue, up, lv...)
+		ch <- prometheus.MustNewConstMetric(s.durationDesc, prometheus.GaugeValue, snap.duration.Seconds(), snap.target)
+		ch <- prometheus.MustNewConstMetric(s.ageDesc, prometheus.GaugeValue, now.Sub(snap.at).Seconds(), snap.target)
+		for _, q := range []struct {
+			q    quantity
+			desc *prometheus.Desc
+			typ  prometheus.ValueType
+		}{
+			{qRunning, s.runningDesc, prometheus.GaugeValue},
+			{qWaiting, s.waitingDesc, prometheus.GaugeValue},
+			{qKVUsage, s.kvDesc, prometheus.GaugeValue},
+			{qPrefixHits, s.hitsDesc, prometheus.CounterValue},
+			{qPrefixQueries, s.queriesDesc, prometheus.CounterValue},
+			{qPreemptions, s.preemptDesc, prometheus.CounterValue},
+		} {
+			if snap.values.has[q.q] {
+				ch <- prometheus.MustNewConstMetric(q.desc, q.typ, snap.values.v[q.q], lv...)
+			}
+		}
+		if snap.info != nil {
+			i := snap.info
+			ctxLen := ""
+			if i.maxContext > 0 {
+				ctxLen = strconv.Itoa(i.maxContext)
+			}
+			ch <- prometheus.MustNewConstMetric(s.infoDesc, prometheus.GaugeValue, 1, snap.target, snap.engine, i.version, i.model, ctxLen)
+		}
+	}
+}
+
+// ApplyConfig starts a background scraper for every target whose metrics
+// engine is not "none", keeps those whose settings did not change, and
+// stops the others. ctx bounds the scrapers, as Close does.
+func (s *ServerMetrics) ApplyConfig(ctx context.Context, c *config.Config) error {
+	want := map[string]serverTarget{}
+	for i := range c.Targets {
+		t := &c.Targets[i]
+		if t.Metrics.Engine == config.ServerEngineNone {
+			continue
+		}
+		st := serverTarget{
+			name: t.Name, model: t.Model, targetURL: t.URL, metricsURL: t.Metrics.URL,
+			urlDefaulted: t.Metrics.URLDefaulted(), interval: t.Metrics.Interval, timeout: t.Metrics.Timeout,
+			engine: t.Metrics.Engine, token: string(t.BearerToken), headers: fmt.Sprint(t.Headers),
+		}
+		if st.interval <= 0 {
+			st.interval = config.DefaultServerMetricsInterval
+		}
+		if st.timeout <= 0 || st.timeout > st.interval {
+			st.timeout = min(config.DefaultServerMetricsTimeout, st.interval)
+		}
+		if st.metricsURL == "" {
+			return fmt.Errorf("target %q: no metrics URL", t.Name)
+		}
+		want[t.Name] = st
+	}
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	for name, sc := range s.scrapers {
+		if st, ok := want[name]; !ok || st != sc.t {
+			sc.stop()
+			delete(s.scrapers, name)
+		}
+	}
+	for name, st := range want {
+		if _, ok := s.scrapers[name]; ok {
+			continue
+		}
+		t, _ := c.Target(name)
+		sc := &serverScraper{t: st, headers: t.Headers, parent: s, logger: s.logger.With("target", name)}
+		sc.start(ctx)
+		s.scrapers[name] = sc
+	}
+	return nil
+}
+
+// Apply is ApplyConfig, so that ServerMetrics can sit behind the config
+// reloader as an Applier.
+func (s *ServerMetrics) Apply(ctx context.Context, c *config.Config) error {
+	return s.ApplyConfig(ctx, c)
+}
+
+// Close stops every scraper and waits for them.
+func (s *ServerMetrics) Close() {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	for name, sc := range s.scrapers {
+		sc.stop()
+		delete(s.scrapers, name)
+	}
+	s.client.CloseIdleConnections()
+}
+
+// serverTarget is what a scraper needs of a target.
+type serverTarget struct {
+	name, model, targetURL, metricsURL string
+	urlDefaulted                       bool
+	interval, timeout                  time.Duration
+	engine                             string // auto or an engine name
+	token, headers                     string // headers: the map printed, sorted, to compare
+}
+
+// serverSnapshot is one finished background scrape.
+type serverSnapshot struct {
+	target, engine, model string
+	up                    bool
+	values                values
+	info                  *serverInfo
+	at                    time.Time
+	duration              time.Duration
+}
+
+// serverInfo is what the engine's info endpoints say.
+type serverInfo struct {
+	version, model string
+	maxContext     int
+}
+
+type serverScraper struct {
+	t       serverTarget
+	headers map[string]string
+	parent  *ServerMetrics
+	logger  *slog.Logger
+	snap    atomic.Pointer[serverSnapshot]
+
+	cancel context.CancelFunc
+	done   chan struct{}
+
+	// Owned by the scraper goroutine.
+	metricsURL    string // the URL that answered (a defaulted URL may move to NIM's path)
+	engine        string // detected or configured
+	info          *serverInfo
+	infoAge       int // scrapes since info was read
+	loggedUnknown bool
+}
+
+// infoRefresh is how many scrapes an info reading is reused for: versions
+// and context lengths change only when the server restarts.
+const infoRefresh = 20
+
+// maxMetricsBytes bounds a metrics body.
+const maxMetricsBytes = 16 << 20
+
+func (sc *serverScraper) start(ctx context.Context) {
+	ctx, sc.cancel = context.WithCancel(ctx)
+	sc.done = make(chan struct{})
+	sc.metricsURL = sc.t.metricsURL
+	go func() {
+		defer close(sc.done)
+		tick := time.NewTicker(sc.t.interval)
+		defer tick.Stop()
+		for {
+			sc.scrape(ctx)
+			select {
+			case <-ctx.Done():
+				return
+			case <-tick.C:
+			}
+		}
+	}()
+}
+
+func (sc *serverScraper) stop() {
+	sc.cancel()
+	<-sc.done
+}
+
+// scrape reads the metrics (and, when due, the info endpoints) once.
+func (sc *serverScraper) scrape(ctx context.Context) {
+	start := sc.parent.now()
+	ctx, cancel := context.WithTimeout(ctx, sc.t.timeout)
+	defer cancel()
+
+	fams, status, err := sc.readMetrics(ctx)
+	if err != nil && status == http.StatusNotFound && sc.t.urlDefaulted && sc.metricsURL == sc.t.metricsURL {
+		// NIM serves its metrics under /v1.
+		alt := strings.TrimSuffix(sc.t.metricsURL, "/metrics") + "/v1/metrics"
+		if f, _, err2 := sc.readURL(ctx, alt); err2 == nil {
+			fams, err, sc.metricsURL = f, nil, alt
+		}
+	}
+	if ctx.Err() != nil && errors.Is(err, context.Canceled) {
+		return // stopped
+	}
+	engine := sc.t.engine
+	if engine == config.ServerEngineAuto {
+		engine = detectEngine(fams)
+		if engine == "" && (sc.engine == "" || sc.engine == engineUnknown || sc.infoAge >= infoRefresh) {
+			engine = sc.probeEngine(ctx)
+		} else if engine == "" {
+			engine = sc.engine // detected earlier from the info endpoints
+		}
+	}
+	if engine == "" {
+		engine = engineUnknown
+	}
+	if engine != sc.engine {
+		sc.info, sc.infoAge = nil, 0
+		if engine == engineUnknown {
+			if !sc.loggedUnknown {
+				sc.logger.Info("server metrics: engine not recognised from its metric names or info endpoints; only infer_server_up is exposed for this target (set metrics.engine to choose one)",
+					"url", sc.metricsURL, "err", err)
+				sc.loggedUnknown = true
+			}
+		} else {
+			sc.logger.Info("server metrics: engine detected", "engine", engine, "url", sc.metricsURL)
+		}
+		sc.engine = engine
+	}
+	up := err == nil
+	var vs values
+	if up {
+		vs = normalize(engine, fams, sc.t.model)
+	}
+	if engine == engineLlamaCpp && (!vs.has[qKVUsage] || !vs.has[qRunning]) {
+		sc.readSlots(ctx, &vs)
+	}
+	if engine != engineUnknown && (sc.info == nil || sc.infoAge >= infoRefresh) {
+		if info, ok := sc.readInfo(ctx, engine); ok {
+			sc.info, sc.infoAge = info, 0
+		}
+	}
+	sc.infoAge++
+	if engine == engineOllama {
+		// Ollama has no metrics: it is up when its info endpoint answered.
+		up = sc.info != nil && sc.infoAge == 1
+	}
+	if err != nil && engine != engineOllama {
+		sc.logger.Debug("server metrics scrape failed", "url", sc.metricsURL, "err", err)
+	}
+	end := sc.parent.now()
+	sc.snap.Store(&serverSnapshot{target: sc.t.name, engine: engine, model: sc.t.model, up: up, values: vs,
+		info: sc.info, at: end, duration: end.Sub(start)})
+}
+
+func (sc *serverScraper) readMetrics(ctx context.Context) (map[string]*dto.MetricFamily, int, error) {
+	return sc.readURL(ctx, sc.metricsURL)
+}
+
+// readURL reads and parses a text-format metrics body.
+func (sc *serverScraper) readURL(ctx context.Context, u string) (map[string]*dto.MetricFamily, int, error) {
+	resp, err := sc.get(ctx, u, "text/plain;version=0.0.4;q=1,*/*;q=0.1")
+	if err != nil {
+		return nil, 0, err
+	}
+	defer resp.Body.Close()
+	if resp.StatusCode != http.StatusOK {
+		io.Copy(io.Discard, io.LimitReader(resp.Body, 4096))
+		return nil, resp.StatusCode, fmt.Errorf("GET %s: HTTP %d", u, resp.StatusCode)
+	}
+	body, err := io.ReadAll(io.LimitReader(resp.Body, maxMetricsBytes+1))
+	if err != nil {
+		return nil, resp.StatusCode, err
+	}
+	if len(body) > maxMetricsBytes {
+		return nil, resp.StatusCode, fmt.Errorf("GET %s: body longer than %d bytes", u, maxMetricsBytes)
+	}
+	fams, err := parseMetrics(body)
+	if err != nil {
+		return nil, resp.StatusCode, fmt.Errorf("parsing %s: %w", u, err)
+	}
+	return fams, resp.StatusCode, nil
+}
+
+// parseMetrics parses the Prometheus text format. A body whose last line
+// lacks its newline (some recordings, some servers) is accepted: the line is
+// complete, only the terminator is missing.
+func parseMetrics(body []byte) (map[string]*dto.MetricFamily, error) {
+	if len(body) > 0 && body[len(body)-1] != '\n' {
+		body = append(body, '\n')
+	}
+	p := expfmt.NewTextParser(model.UTF8Validation)
+	return p.TextToMetricFamilies(bytes.NewReader(body))
+}
+
+// get sends a GET with the target's headers, and its bearer token when the
+// URL is on the target's own host (a token is never sent elsewhere).
+func (sc *serverScraper) get(ctx context.Context, u, accept string) (*http.Response, error) {
+	req, err := http.NewRequestWithContext(ctx, http.MethodGet, u, nil)
+	if err != nil {
+		return nil, err
+	}
+	req.Header.Set("Accept", accept)
+	req.Header.Set("User-Agent", "infer_exporter")
+	for k, v := range sc.headers {
+		if strings.EqualFold(k, "Host") {
+			req.Host = v
+			continue
+		}
+		req.Header.Set(k, v)
+	}
+	if sc.t.token != "" && sameHost(u, sc.t.targetURL) {
+		req.Header.Set("Authorization", "Bearer "+sc.t.token)
+	}
+	return sc.parent.client.Do(req)
+}
+
+func sameHost(a, b string) bool {
+	ua, err1 := url.Parse(a)
+	ub, err2 := url.Parse(b)
+	return err1 == nil && err2 == nil && ua.Host == ub.Host && ua.Scheme == ub.Scheme
+}
+
+// root is the target's server root, for the info endpoints.
+func (sc *serverScraper) root() string {
+	return strings.TrimSuffix(strings.TrimRight(sc.t.targetURL, "/"), "/v1")
+}
+
+// getJSON reads a small JSON document from the server root.
+func (sc *serverScraper) getJSON(ctx context.Context, path string, v any) bool {
+	resp, err := sc.get(ctx, sc.root()+path, "application/json")
+	if err != nil {
+		return false
+	}
+	defer resp.Body.Close()
+	mt, _, _ := mime.ParseMediaType(resp.Header.Get("Content-Type"))
+	if resp.StatusCode != http.StatusOK || (mt != "application/json" && mt != "") {
+		io.Copy(io.Discard, io.LimitReader(resp.Body, 4096))
+		return false
+	}
+	return json.NewDecoder(io.LimitReader(resp.Body, 1<<20)).Decode(v) == nil
+}
+
+// probeEngine recognises an engine from its info endpoints, for a target
+// whose metrics did not name it (Ollama has none; a server may have metrics
+// disabled). Each probe is a GET that the other engines answer 404.
+func (sc *serverScraper) probeEngine(ctx context.Context) string {
+	var ollama struct {
+		Version *string `json:"version"`
+	}
+	if sc.getJSON(ctx, "/api/version", &ollama) && ollama.Version != nil {
+		return engineOllama
+	}
+	var triton struct {
+		Name string `json:"name"`
+	}
+	if sc.getJSON(ctx, "/v2", &triton) && triton.Name == "triton" {
+		return engineTriton
+	}
+	var tgi struct {
+		ModelID *string `json:"model_id"`
+	}
+	if sc.getJSON(ctx, "/info", &tgi) && tgi.ModelID != nil {
+		return engineTGI
+	}
+	var props struct {
+		Settings map[string]any `json:"default_generation_settings"`
+	}
+	if sc.getJSON(ctx, "/props", &props) && props.Settings != nil {
+		return engineLlamaCpp
+	}
+	var sgl struct {
+		Version *string `json:"version"`
+	}
+	if sc.getJSON(ctx, "/get_server_info", &sgl) && sgl.Version != nil {
+		return engineSGLang
+	}
+	return ""
+}
+
+// openAIModels reads /v1/models: the served model (the target's, when
+// listed, else the first) and its max_model_len where the server gives it.
+func (sc *serverScraper) openAIModels(ctx context.Context) (string, int, bool) {
+	var list struct {
+		Data []struct {
+			ID          string `json:"id"`
+			MaxModelLen int    `json:"max_model_len"`
+			Meta        struct {
+				NCtxTrain int `json:"n_ctx_train"`
+			} `json:"meta"`
+		} `json:"data"`
+	}
+	if !sc.getJSON(ctx, "/v1/models", &list) || len(list.Data) == 0 {
+		return "", 0, false
+	}
+	pick := list.Data[0]
+	for _, d := range list.Data {
+		if d.ID == sc.t.model {
+			pick = d
+		}
+	}
+	return pick.ID, pick.MaxModelLen, true
+}
+
+// readInfo reads the engine's version, served model and context length.
+func (sc *serverScraper) readInfo(ctx context.Context, engine string) (*serverInfo, bool) {
+	info := &serverInfo{model: sc.t.model}
+	ok := false
+	switch engine {
+	case engineVLLM, engineNIM, engineTRTLLMServe:
+		var v struct {
+			Version string `json:"version"`
+			Release string `json:"release"`
+		}
+		path := "/version"
+		if engine == engineNIM {
+			path = "/v1/version"
+		}
+		if sc.getJSON(ctx, path, &v) {
+			info.version, ok = v.Version, true
+			if info.version == "" {
+				info.version = v.Release
+			}
+		}
+		if m, n, found := sc.openAIModels(ctx); found {
+			info.model, info.maxContext, ok = m, n, true
+		}
+	case engineSGLang:
+		var v struct {
+			Version       string `json:"version"`
+			ContextLength int    `json:"context_length"`
+		}
+		if sc.getJSON(ctx, "/get_server_info", &v) {
+			info.version, info.maxContext, ok = v.Version, v.ContextLength, true
+		}
+		if m, n, found := sc.openAIModels(ctx); found {
+			info.model, ok = m, true
+			if info.maxContext == 0 {
+				info.maxContext = n
+			}
+		}
+	case engineTGI:
+		var v struct {
+			Version        string `json:"version"`
+			ModelID        string `json:"model_id"`
+			MaxTotalTokens int    `json:"max_total_tokens"`
+		}
+		if sc.getJSON(ctx, "/info", &v) {
+			info.version, info.model, info.maxContext, ok = v.Version, v.ModelID, v.MaxTotalTokens, true
+		}
+	case engineLlamaCpp:
+		var v struct {
+			BuildInfo string `json:"build_info"`
+			ModelPath string `json:"model_path"`
+			NCtx      int    `json:"n_ctx"`
+			Settings  struct {
+				NCtx int `json:"n_ctx"`
+			} `json:"default_generation_settings"`
+		}
+		if sc.getJSON(ctx, "/props", &v) {
+			info.version, info.model, ok = v.BuildInfo, v.ModelPath, true
+			info.maxContext = v.Settings.NCtx
+			if info.maxContext == 0 {
+				info.maxContext = v.NCtx
+			}
+		}
+		if m, _, found := sc.openAIModels(ctx); found {
+			info.model, ok = m, true
+		}
+	case engineOllama:
+		var v struct {
+			Version string `json:"version"`
+		}
+		if sc.getJSON(ctx, "/api/version", &v) {
+			info.version, ok = v.Version, true
+		}
+		var ps struct {
+			Models []struct {
+				Name          string `json:"name"`
+				ContextLength int    `json:"context_length"`
+			} `json:"models"`
+		}
+		if ok && sc.getJSON(ctx, "/api/ps", &ps) {
+			for _, m := range ps.Models {
+				if m.Name == sc.t.model || m.Name == sc.t.model+":latest" || len(ps.Models) == 1 {
+					info.model, info.maxContext = m.Name, m.ContextLength
+				}
+			}
+		}
+	case engineTriton:
+		var v struct {
+			Name    string `json:"name"`
+			Version string `json:"version"`
+		}
+		if sc.getJSON(ctx, "/v2", &v) {
+			info.version, ok = v.Version, true
+		}
+	}
+	return info, ok
+}
+
+// readSlots fills what llama.cpp's metrics lack from GET /slots: the running
+// count (slots that are processing) and, when every slot reports its prompt
+// length, the KV usage as tokens held by processing slots (prompt plus
+// decoded) over the slots' total context, the way vLLM counts only blocks
+// referenced by running sequences.
+func (sc *serverScraper) readSlots(ctx context.Context, vs *values) {
+	var slots []struct {
+		NCtx          int             `json:"n_ctx"`
+		IsProcessing  bool            `json:"is_processing"`
+		NPromptTokens *int            `json:"n_prompt_tokens"`
+		NextToken     json.RawMessage `json:"next_token"`
+	}
+	if !sc.getJSON(ctx, "/slots", &slots) || len(slots) == 0 {
+		return
+	}
+	running, used, total := 0, 0, 0
+	complete := true
+	for _, s := range slots {
+		total += s.NCtx
+		if !s.IsProcessing {
+			continue
+		}
+		running++
+		if s.NPromptTokens == nil {
+			complete = false
+			continue
+		}
+		used += *s.NPromptTokens + decoded(s.NextToken)
+	}
+	if !vs.has[qRunning] {
+		vs.set(qRunning, float64(running))
+	}
+	if !vs.has[qKVUsage] && complete && total > 0 {
+		vs.set(qKVUsage, float64(used)/float64(total))
+	}
+}
+
+// decoded reads next_token.n_decoded, an object in older builds and an array
+// of one object in newer ones.
+func decoded(raw json.RawMessage) int {
+	type nt struct {
+		NDecoded int `json:"n_decoded"`
+	}
+	var one nt
+	if json.Unmarshal(raw, &one) == nil {
+		return one.NDecoded
+	}
+	var many []nt
+	if json.Unmarshal(raw, &many) == nil && len(many) > 0 {
+		return many[0].NDecoded
+	}
+	return 0
+}

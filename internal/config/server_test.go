@@ -1,0 +1,54 @@
+package config
+
+import (
+	"strings"
+	"testing"
+	"time"
+)
+
+func TestServerMetricsDefaults(t *testing.T) {
+	for _, tc := range []struct {
+		name, yaml string
+		want       ServerMetrics
+		defaulted  bool
+	}{
+		{"defaults from the target URL", `url: http://127.0.0.1:8000`,
+			ServerMetrics{URL: "http://127.0.0.1:8000/metrics", Interval: 15 * time.Second, Timeout: 5 * time.Second, Engine: "auto"}, true},
+		{"a trailing /v1 is not the root", `url: http://127.0.0.1:8000/v1/`,
+			ServerMetrics{URL: "http://127.0.0.1:8000/metrics", Interval: 15 * time.Second, Timeout: 5 * time.Second, Engine: "auto"}, true},
+		{"explicit", "url: http://127.0.0.1:8000\n    metrics: {url: 'http://127.0.0.1:9000/v1/metrics', interval: 2s, engine: nim}",
+			ServerMetrics{URL: "http://127.0.0.1:9000/v1/metrics", Interval: 2 * time.Second, Timeout: 2 * time.Second, Engine: "nim"}, false},
+		{"off", "url: http://127.0.0.1:8000\n    metrics: {engine: none, timeout: 1s}",
+			ServerMetrics{URL: "http://127.0.0.1:8000/metrics", Interval: 15 * time.Second, Timeout: time.Second, Engine: "none"}, true},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			c, err := Parse([]byte("targets:\n  - name: a\n    model: m\n    "+tc.yaml+"\n"), "c.yml")
+			if err != nil {
+				t.Fatal(err)
+			}
+			got := c.Targets[0].Metrics
+			if got.URLDefaulted() != tc.defaulted {
+				t.Errorf("URLDefaulted = %v", got.URLDefaulted())
+			}
+			got.urlDefaulted = false
+			if got != tc.want {
+				t.Errorf("metrics = %+v, want %+v", got, tc.want)
+			}
+		})
+	}
+}
+
+func TestServerMetricsErrors(t *testing.T) {
+	for _, tc := range []struct{ yaml, want string }{
+		{"metrics: {engine: vllm2}", `c.yml:5: targets[0].metrics.engine: "vllm2" is not one of auto, none, vllm, sglang, tgi, llamacpp, ollama, triton, trtllm-serve, nim`},
+		{"metrics: {interval: 1s, timeout: 2s}", "c.yml:5: targets[0].metrics.timeout: 2s must not exceed the interval 1s"},
+		{"metrics: {url: 'ftp://x/metrics'}", `c.yml:5: targets[0].metrics.url: "ftp://x/metrics" must be an absolute http or https URL`},
+		{"metrics: {interval: -1s}", "c.yml:5: targets[0].metrics.interval: must be positive"},
+		{"metrics: {scrape: 1s}", "field scrape not found"},
+	} {
+		_, err := Parse([]byte("targets:\n  - name: a\n    model: m\n    url: http://127.0.0.1:1\n    "+tc.yaml+"\n"), "c.yml")
+		if err == nil || !strings.Contains(err.Error(), tc.want) {
+			t.Errorf("%s: error %v, want %q", tc.yaml, err, tc.want)
+		}
+	}
+}

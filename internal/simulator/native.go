@@ -1,0 +1,492 @@
+package simulator
+
+import (
+	"context"
+	"encoding/json"
+	"fmt"
+	"net/http"
+	"strconv"
+	"time"
+)
+
+// The native generation APIs. Each parses its engine's request into the
+// same genParams (so lengths, EOS points and generated words follow the
+// same model as /v1/completions) and streams the engine's own frames. Every
+// frame that carries a token, and every final frame, has a top-level
+// "sim_emit_unix_nano" stamped immediately before it is written, as the
+// OpenAI frames do. Native endpoints always stream: a request that asks
+// not to is refused with 400.
+
+// nativeProtocol renders one engine's streamed frames for one request.
+type nativeProtocol interface {
+	contentType() string
+	// token appends the frame of generated token i (0-based), whose text is
+	// piece. last is set on the request's last token, reason then being the
+	// finish reason.
+	token(dst []byte, i int, piece string, last bool, reason string) []byte
+	// end appends what follows the last token (an end marker or a final
+	// frame with the counts); produced is the number of tokens generated.
+	end(dst []byte, produced int, reason string) []byte
+	// malformed is the frame the malformed-chunk fault writes.
+	malformed() []byte
+}
+
+// stamp appends the emit-time member and closes the JSON object.
+func stamp(b []byte) []byte {
+	b = append(b, emitField...)
+	b = strconv.AppendInt(b, time.Now().UnixNano(), 10)
+	return append(b, '}')
+}
+
+// streamNative relays a native streaming response. It reports whether the
+// request finished in the engine.
+func (s *Simulator) streamNative(ctx context.Context, w http.ResponseWriter, p *genParams, q *sequence, f *Faults, np nativeProtocol) bool {
+	rc := http.NewResponseController(w)
+	buf := make([]byte, 0, 512)
+	write := func(b []byte) bool {
+		_, err := w.Write(b)
+		return err == nil
+	}
+	written, reason := 0, ""
+	for {
+		select {
+		case <-q.st.ready:
+		case <-ctx.Done():
+			return false
+		}
+		produced, finished, why, closed := q.st.snapshot()
+		if closed {
+			panic(http.ErrAbortHandler)
+		}
+		for written < produced {
+			last := finished && written == produced-1
+			buf = np.token(buf[:0], written, outputPiece(p.key, written), last, why)
+			if !write(buf) {
+				return false
+			}
+			written++
+			if f.DisconnectAfterTokens == written {
+				rc.Flush()
+				panic(http.ErrAbortHandler)
+			}
+			if f.MalformedAfterTokens == written && !write(np.malformed()) {
+				return false
+			}
+		}
+		if finished {
+			reason = why
+			break
+		}
+		if err := rc.Flush(); err != nil {
+			return false
+		}
+	}
+	if b := np.end(buf[:0], written, reason); len(b) > 0 {
+		write(b)
+	}
+	rc.Flush()
+	return true
+}
+
+// serveNative validates the lengths of a parsed native request and serves
+// it; fail writes an error in the engine's own error format.
+func (s *Simulator) serveNative(w http.ResponseWriter, r *http.Request, arrival time.Time, ids []int, maxTokens, minTokens *int, ignoreEOS bool, chat bool, np nativeProtocol, fail func(int, string)) {
+	select {
+	case <-s.closing:
+		fail(http.StatusServiceUnavailable, "the simulator is shutting down")
+		return
+	default:
+	}
+	p := &genParams{chat: chat, stream: true, ids: ids}
+	if len(ids) == 0 {
+		fail(http.StatusBadRequest, "the prompt must contain at least one token")
+		return
+	}
+	if status, err := s.limitParams(p, maxTokens, minTokens, ignoreEOS); err != nil {
+		fail(status, err.Error())
+		return
+	}
+	if pp, ok := np.(interface{ setParams(*genParams) }); ok {
+		pp.setParams(p) // before serveGenerate drops p.ids
+	}
+	s.serveGenerate(w, r, arrival, p, np)
+}
+
+// positive turns the "no limit" values engines use (-1, 0, absent) into nil.
+func positive(v *int) *int {
+	if v == nil || *v <= 0 {
+		return nil
+	}
+	return v
+}
+
+// --- TGI: POST /generate_stream ---
+
+func (s *Simulator) handleTGIGenerateStream(w http.ResponseWriter, r *http.Request, arrival time.Time) {
+	var req struct {
+		Inputs     *string `json:"inputs"`
+		Parameters struct {
+			MaxNewTokens *int `json:"max_new_tokens"`
+			Details      bool `json:"details"`
+		} `json:"parameters"`
+	}
+	fail := func(status int, msg string) { writeTGIError(w, status, msg) }
+	if err := decodeBody(w, r, &req); err != nil {
+		fail(http.StatusUnprocessableEntity, err.Error())
+		return
+	}
+	if req.Inputs == nil {
+		fail(http.StatusUnprocessableEntity, "Input validation error: `inputs` is required")
+		return
+	}
+	np := &tgiProto{details: req.Parameters.Details}
+	s.serveNative(w, r, arrival, AppendTokenIDs(nil, *req.Inputs), req.Parameters.MaxNewTokens, nil, false, false, np, fail)
+}
+
+// tgiProto renders TGI's frames:
+// data:{"index":N,"token":{"id":..,"text":..,"logprob":..,"special":false},"generated_text":null,"details":null}
+// with generated_text (and details, when asked for) on the last one. TGI
+// sends no end marker after it.
+type tgiProto struct {
+	details bool
+	p       *genParams
+}
+
+func (t *tgiProto) setParams(p *genParams) { t.p = p }
+func (*tgiProto) contentType() string      { return "text/event-stream" }
+func (*tgiProto) malformed() []byte        { return []byte("data:{not json\n\n") }
+
+func (t *tgiProto) token(b []byte, i int, piece string, last bool, reason string) []byte {
+	b = append(b, `data:{"index":`...)
+	b = strconv.AppendInt(b, int64(i+1), 10)
+	b = append(b, `,"token":{"id":`...)
+	b = strconv.AppendInt(b, int64(TokenID(piece[1:])), 10)
+	b = append(b, `,"text":"`...)
+	b = append(b, piece...)
+	b = append(b, `","logprob":-1.0,"special":false},"generated_text":`...)
+	if !last {
+		b = append(b, `null,"details":null`...)
+	} else {
+		b = append(b, '"')
+		for k := 0; k <= i; k++ {
+			b = append(b, outputPiece(t.p.key, k)...)
+		}
+		b = append(b, `","details":`...)
+		if t.details {
+			fr := "length"
+			if reason == finishStop {
+				fr = "eos_token"
+			}
+			b = append(b, `{"finish_reason":"`...)
+			b = append(b, fr...)
+			b = append(b, `","generated_tokens":`...)
+			b = strconv.AppendInt(b, int64(i+1), 10)
+			b = append(b, `,"seed":null}`...)
+		} else {
+			b = append(b, "null"...)
+		}
+	}
+	return append(stamp(b), "\n\n"...)
+}
+
+func (*tgiProto) end(b []byte, _ int, _ string) []byte { return b }
+
+// --- llama.cpp: POST /completion ---
+
+func (s *Simulator) handleLlamaCppCompletion(w http.ResponseWriter, r *http.Request, arrival time.Time) {
+	var req struct {
+		Prompt    json.RawMessage `json:"prompt"`
+		NPredict  *int            `json:"n_predict"`
+		IgnoreEOS bool            `json:"ignore_eos"`
+		Stream    bool            `json:"stream"`
+	}
+	fail := func(status int, msg string) { writeError(w, status, msg) }
+	if err := decodeBody(w, r, &req); err != nil {
+		fail(http.StatusBadRequest, err.Error())
+		return
+	}
+	if !req.Stream {
+		fail(http.StatusBadRequest, "the simulator serves /completion streaming only (\"stream\": true)")
+		return
+	}
+	ids, err := promptTokenIDs(req.Prompt)
+	if err != nil {
+		fail(http.StatusBadRequest, err.Error())
+		return
+	}
+	np := &llamaCppProto{model: s.modelJSON}
+	s.serveNative(w, r, arrival, ids, positive(req.NPredict), nil, req.IgnoreEOS, false, np, fail)
+}
+
+// llamaCppProto renders llama.cpp's frames: data: {"content":..,"stop":false,...}
+// per token, then a final frame with "stop": true and the counts.
+type llamaCppProto struct {
+	model     []byte
+	p         *genParams
+	promptLen int
+}
+
+func (l *llamaCppProto) setParams(p *genParams) { l.p, l.promptLen = p, len(p.ids) }
+func (*llamaCppProto) contentType() string      { return "text/event-stream" }
+func (*llamaCppProto) malformed() []byte        { return []byte("data: {not json\n\n") }
+
+func (l *llamaCppProto) token(b []byte, i int, piece string, _ bool, _ string) []byte {
+	b = append(b, `data: {"index":0,"content":"`...)
+	b = append(b, piece...)
+	b = append(b, `","tokens":[`...)
+	b = strconv.AppendInt(b, int64(TokenID(piece[1:])), 10)
+	b = append(b, `],"stop":false,"id_slot":0,"tokens_predicted":`...)
+	b = strconv.AppendInt(b, int64(i+1), 10)
+	b = append(b, `,"tokens_evaluated":`...)
+	b = strconv.AppendInt(b, int64(l.promptLen), 10)
+	return append(stamp(b), "\n\n"...)
+}
+
+func (l *llamaCppProto) end(b []byte, produced int, reason string) []byte {
+	stopType := "limit"
+	if reason == finishStop {
+		stopType = "eos"
+	}
+	prompt := int64(l.promptLen)
+	b = append(b, `data: {"index":0,"content":"","tokens":[],"id_slot":0,"stop":true,"model":`...)
+	b = append(b, l.model...)
+	b = append(b, `,"tokens_predicted":`...)
+	b = strconv.AppendInt(b, int64(produced), 10)
+	b = append(b, `,"tokens_evaluated":`...)
+	b = strconv.AppendInt(b, prompt, 10)
+	b = append(b, `,"has_new_line":false,"truncated":false,"stop_type":"`...)
+	b = append(b, stopType...)
+	b = append(b, `","stopping_word":"","tokens_cached":`...)
+	b = strconv.AppendInt(b, prompt+int64(produced)-1, 10)
+	b = append(b, `,"timings":{"prompt_n":`...)
+	b = strconv.AppendInt(b, prompt, 10)
+	b = append(b, `,"predicted_n":`...)
+	b = strconv.AppendInt(b, int64(produced), 10)
+	b = append(b, '}')
+	return append(stamp(b), "\n\n"...)
+}
+
+// --- Ollama: POST /api/generate and /api/chat (NDJSON) ---
+
+func (s *Simulator) handleOllamaGenerate(w http.ResponseWriter, r *http.Request, arrival time.Time) {
+	s.handleOllama(w, r, arrival, false)
+}
+
+func (s *Simulator) handleOllamaChat(w http.ResponseWriter, r *http.Request, arrival time.Time) {
+	s.handleOllama(w, r, arrival, true)
+}
+
+func (s *Simulator) handleOllama(w http.ResponseWriter, r *http.Request, arrival time.Time, chat bool) {
+	var req struct {
+		Model    string            `json:"model"`
+		Prompt   *string           `json:"prompt"`
+		Messages []chatMessageJSON `json:"messages"`
+		Stream   *bool             `json:"stream"`
+		Options  struct {
+			NumPredict *int `json:"num_predict"`
+		} `json:"options"`
+	}
+	fail := func(status int, msg string) { writeOllamaError(w, status, msg) }
+	if err := decodeBody(w, r, &req); err != nil {
+		fail(http.StatusBadRequest, err.Error())
+		return
+	}
+	if req.Model != s.cfg.Model {
+		fail(http.StatusNotFound, fmt.Sprintf("model '%s' not found", req.Model))
+		return
+	}
+	if req.Stream != nil && !*req.Stream {
+		fail(http.StatusBadRequest, "the simulator serves the Ollama API streaming only")
+		return
+	}
+	var ids []int
+	if chat {
+		msgs, err := chatMessages(req.Messages)
+		if err != nil || len(msgs) == 0 {
+			fail(http.StatusBadRequest, "messages must be a non-empty array")
+			return
+		}
+		ids = AppendChatTokenIDs(nil, msgs, true)
+	} else {
+		if req.Prompt == nil {
+			fail(http.StatusBadRequest, "prompt is required")
+			return
+		}
+		ids = AppendTokenIDs(nil, *req.Prompt)
+	}
+	np := &ollamaProto{model: s.modelJSON, chat: chat, arrival: arrival}
+	s.serveNative(w, r, arrival, ids, positive(req.Options.NumPredict), nil, false, chat, np, fail)
+}
+
+// ollamaProto renders Ollama's NDJSON lines, then a "done": true line with
+// the counts and durations (nanoseconds).
+type ollamaProto struct {
+	model     []byte
+	chat      bool
+	arrival   time.Time
+	p         *genParams
+	promptLen int
+}
+
+func (o *ollamaProto) setParams(p *genParams) { o.p, o.promptLen = p, len(p.ids) }
+func (*ollamaProto) contentType() string      { return "application/x-ndjson" }
+func (*ollamaProto) malformed() []byte        { return []byte("{not json\n") }
+
+func (o *ollamaProto) head(b []byte, text string) []byte {
+	b = append(b, `{"model":`...)
+	b = append(b, o.model...)
+	b = append(b, `,"created_at":"`...)
+	b = time.Now().UTC().AppendFormat(b, time.RFC3339Nano)
+	if o.chat {
+		b = append(b, `","message":{"role":"assistant","content":"`...)
+		b = append(b, text...)
+		b = append(b, `"}`...)
+	} else {
+		b = append(b, `","response":"`...)
+		b = append(b, text...)
+		b = append(b, '"')
+	}
+	return b
+}
+
+func (o *ollamaProto) token(b []byte, _ int, piece string, _ bool, _ string) []byte {
+	b = append(o.head(b, piece), `,"done":false`...)
+	return append(stamp(b), '\n')
+}
+
+func (o *ollamaProto) end(b []byte, produced int, reason string) []byte {
+	b = append(o.head(b, ""), `,"done":true,"done_reason":"`...)
+	b = append(b, reason...)
+	b = append(b, `","total_duration":`...)
+	b = strconv.AppendInt(b, int64(time.Since(o.arrival)), 10)
+	b = append(b, `,"load_duration":0,"prompt_eval_count":`...)
+	b = strconv.AppendInt(b, int64(o.promptLen), 10)
+	b = append(b, `,"eval_count":`...)
+	b = strconv.AppendInt(b, int64(produced), 10)
+	return append(stamp(b), '\n')
+}
+
+// --- Triton: POST /v2/models/{model}/generate_stream ---
+
+func (s *Simulator) handleTritonGenerateStream(w http.ResponseWriter, r *http.Request, arrival time.Time) {
+	fail := func(status int, msg string) { writeTritonError(w, status, msg) }
+	if r.PathValue("model") != s.cfg.Model {
+		fail(http.StatusBadRequest, fmt.Sprintf("Request for unknown model: '%s' is not found", r.PathValue("model")))
+		return
+	}
+	var req struct {
+		TextInput *string `json:"text_input"`
+		MaxTokens *int    `json:"max_tokens"`
+	}
+	if err := decodeBody(w, r, &req); err != nil {
+		fail(http.StatusBadRequest, err.Error())
+		return
+	}
+	if req.TextInput == nil {
+		fail(http.StatusBadRequest, "missing input 'text_input'")
+		return
+	}
+	np := &tritonProto{model: s.modelJSON}
+	s.serveNative(w, r, arrival, AppendTokenIDs(nil, *req.TextInput), req.MaxTokens, nil, false, false, np, fail)
+}
+
+// tritonProto renders the generate extension's events; the body's end is
+// the end of the stream.
+type tritonProto struct{ model []byte }
+
+func (*tritonProto) contentType() string { return "text/event-stream" }
+func (*tritonProto) malformed() []byte   { return []byte("data: {not json\n\n") }
+
+func (t *tritonProto) token(b []byte, _ int, piece string, _ bool, _ string) []byte {
+	b = append(b, `data: {"model_name":`...)
+	b = append(b, t.model...)
+	b = append(b, `,"model_version":"1","sequence_end":false,"sequence_id":0,"sequence_start":false,"text_output":"`...)
+	b = append(b, piece...)
+	b = append(b, '"')
+	return append(stamp(b), "\n\n"...)
+}
+
+func (*tritonProto) end(b []byte, _ int, _ string) []byte { return b }
+
+// --- SGLang: POST /generate ---
+
+func (s *Simulator) handleSGLangGenerate(w http.ResponseWriter, r *http.Request, arrival time.Time) {
+	var req struct {
+		Text           *string `json:"text"`
+		InputIDs       []int   `json:"input_ids"`
+		Stream         bool    `json:"stream"`
+		SamplingParams struct {
+			MaxNewTokens *int `json:"max_new_tokens"`
+			MinNewTokens *int `json:"min_new_tokens"`
+			IgnoreEOS    bool `json:"ignore_eos"`
+		} `json:"sampling_params"`
+	}
+	fail := func(status int, msg string) { writeError(w, status, msg) }
+	if err := decodeBody(w, r, &req); err != nil {
+		fail(http.StatusBadRequest, err.Error())
+		return
+	}
+	if !req.Stream {
+		fail(http.StatusBadRequest, "the simulator serves /generate streaming only (\"stream\": true)")
+		return
+	}
+	var ids []int
+	switch {
+	case req.Text != nil && req.InputIDs == nil:
+		ids = AppendTokenIDs(nil, *req.Text)
+	case req.InputIDs != nil && req.Text == nil:
+		for _, id := range req.InputIDs {
+			if id < 0 || id >= VocabSize {
+				fail(http.StatusBadRequest, fmt.Sprintf("input id %d is outside the vocabulary", id))
+				return
+			}
+		}
+		ids = req.InputIDs
+	default:
+		fail(http.StatusBadRequest, "exactly one of text and input_ids is required")
+		return
+	}
+	sp := req.SamplingParams
+	np := &sglangProto{id: strconv.FormatUint(s.reqs.Add(1), 16)}
+	s.serveNative(w, r, arrival, ids, sp.MaxNewTokens, sp.MinNewTokens, sp.IgnoreEOS, false, np, fail)
+}
+
+// sglangProto renders SGLang's events: the whole text so far, and
+// meta_info with the running counts, then "data: [DONE]".
+type sglangProto struct {
+	id        string
+	text      []byte
+	p         *genParams
+	promptLen int
+}
+
+func (g *sglangProto) setParams(p *genParams) { g.p, g.promptLen = p, len(p.ids) }
+func (*sglangProto) contentType() string      { return "text/event-stream" }
+func (*sglangProto) malformed() []byte        { return []byte(sseMalformed) }
+
+func (g *sglangProto) token(b []byte, i int, piece string, last bool, reason string) []byte {
+	g.text = append(g.text, piece...)
+	b = append(b, `data: {"text":"`...)
+	b = append(b, g.text...)
+	b = append(b, `","meta_info":{"id":"`...)
+	b = append(b, g.id...)
+	b = append(b, `","finish_reason":`...)
+	switch {
+	case !last:
+		b = append(b, "null"...)
+	case reason == finishStop:
+		b = append(b, `{"type":"stop","matched":2}`...)
+	default:
+		b = append(b, `{"type":"length","length":`...)
+		b = strconv.AppendInt(b, int64(i+1), 10)
+		b = append(b, '}')
+	}
+	b = append(b, `,"prompt_tokens":`...)
+	b = strconv.AppendInt(b, int64(g.promptLen), 10)
+	b = append(b, `,"completion_tokens":`...)
+	b = strconv.AppendInt(b, int64(i+1), 10)
+	b = append(b, `,"cached_tokens":0},"index":0`...)
+	return append(stamp(b), "\n\n"...)
+}
+
+func (*sglangProto) end(b []byte, _ int, _ string) []byte { return append(b, sseDone...) }

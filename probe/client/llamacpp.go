@@ -1,0 +1,118 @@
+package client
+
+import (
+	"context"
+	"encoding/json"
+	"io"
+	"net/http"
+)
+
+// llamaCppFlavor speaks llama.cpp's native completion API: POST /completion
+// with {"prompt", "n_predict", "stream": true}, answered with SSE events
+//
+//	data: {"content":" word","stop":false,...}
+//
+// ending with an event whose "stop" is true, which carries the server's
+// counts: "tokens_predicted" (output) and "tokens_evaluated" (prompt), also
+// in "timings" (predicted_n, prompt_n; prompt_n excludes tokens reused from
+// the cache, so tokens_evaluated is preferred). That event is the end
+// marker; a "data: [DONE]" is accepted too. An error is {"error": {...}}.
+//
+// ignore_eos is sent when set (llama.cpp honours it); min_tokens is not (no
+// such option).
+type llamaCppFlavor struct{}
+
+// LlamaCpp is POST /completion of the llama.cpp server.
+var LlamaCpp Flavor = llamaCppFlavor{}
+
+func (llamaCppFlavor) Name() string { return "llamacpp" }
+
+func (f llamaCppFlavor) NewRequest(ctx context.Context, t *Target, r *Request) (*http.Request, error) {
+	body := map[string]any{"prompt": r.Prompt, "stream": true}
+	if t.Model != "" {
+		// A single-model llama-server ignores it; a router (llama-swap,
+		// the server's multi-model mode) picks the model by it.
+		body["model"] = t.Model
+	}
+	if r.MaxTokens > 0 {
+		body["n_predict"] = r.MaxTokens
+	}
+	if r.IgnoreEOS {
+		body["ignore_eos"] = true
+	}
+	if r.Temperature != nil {
+		body["temperature"] = *r.Temperature
+	}
+	if r.TopP != nil {
+		body["top_p"] = *r.TopP
+	}
+	if r.Seed != nil {
+		body["seed"] = *r.Seed
+	}
+	buf, err := encodeBody(f.Name(), body, r)
+	if err != nil {
+		return nil, err
+	}
+	return newNativeRequest(ctx, t, rootURL(t.BaseURL)+"/completion", buf, "text/event-stream")
+}
+
+func (llamaCppFlavor) NewDecoder(body io.Reader, _ http.Header, maxLineBytes int) Decoder {
+	d := newSSEDecoder(body, maxLineBytes, &llamaCppParser{})
+	d.doneMarker = doneMarker
+	return d
+}
+
+type llamaCppFrame struct {
+	Content         *string `json:"content"`
+	Stop            bool    `json:"stop"`
+	TokensPredicted *int64  `json:"tokens_predicted"`
+	TokensEvaluated *int64  `json:"tokens_evaluated"`
+	Timings         *struct {
+		PromptN    *int64 `json:"prompt_n"`
+		PredictedN *int64 `json:"predicted_n"`
+	} `json:"timings"`
+	Error json.RawMessage `json:"error"`
+}
+
+type llamaCppParser struct{ f llamaCppFrame }
+
+func (p *llamaCppParser) parse(data []byte, c *Chunk) error {
+	p.f = llamaCppFrame{}
+	if err := decodeJSON(data, &p.f); err != nil {
+		return err
+	}
+	f := &p.f
+	if err := serverError(f.Error); err != nil {
+		return err
+	}
+	if f.Content != nil {
+		c.Content = append(c.Content[:0], *f.Content...)
+	}
+	if !f.Stop {
+		// Intermediate events carry running counts in some versions; only
+		// the final event's are the request's.
+		return nil
+	}
+	c.Done = true
+	out, prompt := f.TokensPredicted, f.TokensEvaluated
+	if f.Timings != nil {
+		if out == nil {
+			out = f.Timings.PredictedN
+		}
+		if prompt == nil {
+			prompt = f.Timings.PromptN
+		}
+	}
+	if out != nil {
+		n, err := count("tokens_predicted", out)
+		if err != nil {
+			return err
+		}
+		pn, err := count("tokens_evaluated", prompt)
+		if err != nil {
+			return err
+		}
+		c.HasUsage, c.CompletionTokens, c.PromptTokens = true, n, pn
+	}
+	return nil
+}

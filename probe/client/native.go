@@ -1,0 +1,164 @@
+package client
+
+import (
+	"bytes"
+	"context"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"io"
+	"net/http"
+	"strings"
+
+	"github.com/infer-exporter/infer_exporter/probe/sse"
+)
+
+// This file holds what the native (non-OpenAI) flavors share: the server
+// root, request bodies, and an SSE decoder parameterised by a frame parser.
+// The native flavors decode with encoding/json into small structs: their
+// frames are rarer than a busy OpenAI stream's, and correctness comes first.
+
+// rootURL is the server root: BaseURL without a trailing "/" or "/v1", for
+// the native APIs that live outside /v1.
+func rootURL(base string) string {
+	base = strings.TrimRight(base, "/")
+	return strings.TrimSuffix(base, "/v1")
+}
+
+// encodeBody encodes body, then merges r.Extra into its top level (Extra
+// wins), as the OpenAI flavors do.
+func encodeBody(name string, body map[string]any, r *Request) (*bytes.Buffer, error) {
+	for k, v := range r.Extra {
+		body[k] = v
+	}
+	var buf bytes.Buffer
+	enc := json.NewEncoder(&buf)
+	enc.SetEscapeHTML(false) // send the prompt's bytes as they are
+	if err := enc.Encode(body); err != nil {
+		return nil, fmt.Errorf("encoding %s request body: %w", name, err)
+	}
+	return &buf, nil
+}
+
+// frameParser interprets the data of one frame into c.
+type frameParser interface {
+	parse(data []byte, c *Chunk) error
+}
+
+// sseDecoder reads SSE events and hands each event's data to a parser.
+type sseDecoder struct {
+	sse    *sse.Reader
+	ev     sse.Event
+	parser frameParser
+	// doneMarker, when set, is a data payload that ends the stream
+	// ("[DONE]").
+	doneMarker []byte
+	// eofIsEnd: the protocol has no end marker and a body that ends cleanly
+	// is a complete answer (Triton). A body cut by the connection surfaces
+	// as io.ErrUnexpectedEOF from net/http, never as io.EOF, so this does
+	// not take a cut stream for a whole one.
+	eofIsEnd bool
+	ended    bool // the synthetic end frame of eofIsEnd was returned
+	final    bool // the current frame is the synthetic end frame
+	last     bool // the current frame was complete but for its blank line
+}
+
+func newSSEDecoder(body io.Reader, maxLineBytes int, p frameParser) *sseDecoder {
+	return &sseDecoder{sse: sse.NewReader(body, maxLineBytes), parser: p}
+}
+
+func (d *sseDecoder) Next() error {
+	d.final = false
+	if d.last {
+		// The previous frame was the body's last; nothing can follow it.
+		d.last = false
+		if d.eofIsEnd && !d.ended {
+			d.ended, d.final = true, true
+			return nil
+		}
+		return io.EOF
+	}
+	ev, err := d.sse.Next()
+	switch {
+	case err == nil:
+		d.ev = ev
+		return nil
+	case err == io.EOF && d.eofIsEnd && !d.ended:
+		d.ended, d.final = true, true
+		return nil
+	case err == io.ErrUnexpectedEOF && len(bytes.TrimSpace(ev.Data)) > 0 && (d.eofIsEnd || d.isDone(ev.Data)):
+		// The server wrote its last event's data line and closed the body
+		// without the blank line that dispatches it. The body itself
+		// ended cleanly (a cut connection is a different error), so the
+		// event is taken; the Triton documentation's recording ends so.
+		d.ev, d.last = ev, true
+		return nil
+	case errors.Is(err, sse.ErrLineTooLong), errors.Is(err, sse.ErrEventTooLong):
+		return &ProtocolError{Msg: "reading event", Err: err}
+	}
+	return err
+}
+
+func (d *sseDecoder) isDone(data []byte) bool {
+	return d.doneMarker != nil && bytes.Equal(bytes.TrimSpace(data), d.doneMarker)
+}
+
+func (d *sseDecoder) Decode(c *Chunk) error {
+	if d.final {
+		c.Done = true
+		return nil
+	}
+	switch d.ev.Name {
+	case "message":
+	case "error":
+		return &ProtocolError{Msg: "error event: " + excerpt(d.ev.Data)}
+	default:
+		return nil // an event type this API does not define
+	}
+	if d.isDone(d.ev.Data) {
+		c.Done = true
+		return nil
+	}
+	return d.parser.parse(d.ev.Data, c)
+}
+
+// decodeJSON unmarshals one frame, turning a syntax or type error into a
+// ProtocolError that quotes the frame.
+func decodeJSON(data []byte, v any) error {
+	if err := json.Unmarshal(data, v); err != nil {
+		return &ProtocolError{Msg: "malformed frame " + excerpt(data), Err: err}
+	}
+	return nil
+}
+
+// serverError reports an "error" member of a frame, whatever its shape
+// (a string, or an object with a message), as a ProtocolError. A null or
+// absent error is no error.
+func serverError(raw json.RawMessage) error {
+	raw = bytes.TrimSpace(raw)
+	if len(raw) == 0 || bytes.Equal(raw, []byte("null")) {
+		return nil
+	}
+	return &ProtocolError{Msg: "server reported an error: " + excerpt(raw)}
+}
+
+// count validates a server token count.
+func count(name string, v *int64) (int, error) {
+	if v == nil {
+		return 0, nil
+	}
+	if *v < 0 || *v > maxCount {
+		return 0, &ProtocolError{Msg: fmt.Sprintf("%s %d is not a token count", name, *v)}
+	}
+	return int(*v), nil
+}
+
+// newNativeRequest is newJSONRequest for a native API.
+func newNativeRequest(ctx context.Context, t *Target, url string, body *bytes.Buffer, accept string) (*http.Request, error) {
+	req, err := newJSONRequest(ctx, t, url, body)
+	if err != nil {
+		return nil, err
+	}
+	req.Header.Set("Accept", accept)
+	return req, nil
+}

@@ -1,0 +1,161 @@
+package client
+
+import (
+	"context"
+	"encoding/json"
+	"errors"
+	"io"
+	"net/http"
+
+	"github.com/infer-exporter/infer_exporter/probe/ndjson"
+)
+
+// ollamaFlavor speaks Ollama's native API, POST /api/generate (prompt) and
+// POST /api/chat (messages), which stream NDJSON: one JSON object per line,
+//
+//	{"model":"tiny","created_at":"...","response":"q","done":false}
+//	{"model":"tiny","created_at":"...","message":{"role":"assistant","content":"q"},"done":false}
+//
+// ending with a line whose "done" is true. That line is the end marker and
+// carries the server's counts: "eval_count" (output tokens) and
+// "prompt_eval_count" (prompt tokens), with durations in nanoseconds.
+// Reasoning models add "thinking" (generate) or message.thinking (chat),
+// which are output tokens too. An error is {"error": "..."}, before or
+// inside the stream.
+//
+// The output cap is options.num_predict; temperature, top_p and seed go in
+// options too. Ollama has no ignore_eos or min_tokens; they are not sent.
+type ollamaFlavor struct {
+	name string
+	path string
+	chat bool
+}
+
+// The Ollama flavors.
+var (
+	// OllamaGenerate is POST /api/generate.
+	OllamaGenerate Flavor = ollamaFlavor{name: "ollama-generate", path: "/api/generate"}
+	// OllamaChat is POST /api/chat.
+	OllamaChat Flavor = ollamaFlavor{name: "ollama-chat", path: "/api/chat", chat: true}
+)
+
+func (f ollamaFlavor) Name() string { return f.name }
+
+func (f ollamaFlavor) NewRequest(ctx context.Context, t *Target, r *Request) (*http.Request, error) {
+	body := map[string]any{"model": t.Model, "stream": true}
+	if f.chat {
+		body["messages"] = []map[string]string{{"role": "user", "content": r.Prompt}}
+	} else {
+		body["prompt"] = r.Prompt
+	}
+	options := map[string]any{}
+	if r.MaxTokens > 0 {
+		options["num_predict"] = r.MaxTokens
+	}
+	if r.Temperature != nil {
+		options["temperature"] = *r.Temperature
+	}
+	if r.TopP != nil {
+		options["top_p"] = *r.TopP
+	}
+	if r.Seed != nil {
+		options["seed"] = *r.Seed
+	}
+	if len(options) > 0 {
+		body["options"] = options
+	}
+	buf, err := encodeBody(f.name, body, r)
+	if err != nil {
+		return nil, err
+	}
+	return newNativeRequest(ctx, t, rootURL(t.BaseURL)+f.path, buf, "application/x-ndjson")
+}
+
+func (f ollamaFlavor) NewDecoder(body io.Reader, _ http.Header, maxLineBytes int) Decoder {
+	return &ollamaDecoder{r: ndjson.NewReader(body, maxLineBytes)}
+}
+
+type ollamaFrame struct {
+	Response *string `json:"response"`
+	Thinking *string `json:"thinking"`
+	Message  *struct {
+		Content  *string `json:"content"`
+		Thinking *string `json:"thinking"`
+	} `json:"message"`
+	Done            bool            `json:"done"`
+	EvalCount       *int64          `json:"eval_count"`
+	PromptEvalCount *int64          `json:"prompt_eval_count"`
+	Error           json.RawMessage `json:"error"`
+}
+
+// ollamaDecoder reads NDJSON lines.
+type ollamaDecoder struct {
+	r    *ndjson.Reader
+	line []byte
+	last bool // the current line ended the body without its newline
+	f    ollamaFrame
+}
+
+func (d *ollamaDecoder) Next() error {
+	if d.last {
+		return io.EOF
+	}
+	line, err := d.r.Next()
+	switch {
+	case err == nil:
+		d.line = line
+		return nil
+	case err == io.ErrUnexpectedEOF:
+		// The body ended cleanly without a final newline. A complete
+		// "done" line is the end of the answer (a non-streamed body is
+		// one such line); anything else was cut.
+		if json.Valid(line) {
+			d.line, d.last = line, true
+			return nil
+		}
+		return err
+	case errors.Is(err, ndjson.ErrLineTooLong):
+		return &ProtocolError{Msg: "reading line", Err: err}
+	}
+	return err
+}
+
+func (d *ollamaDecoder) Decode(c *Chunk) error {
+	d.f = ollamaFrame{}
+	if err := decodeJSON(d.line, &d.f); err != nil {
+		return err
+	}
+	f := &d.f
+	if err := serverError(f.Error); err != nil {
+		return err
+	}
+	content, thinking := f.Response, f.Thinking
+	if f.Message != nil {
+		content, thinking = f.Message.Content, f.Message.Thinking
+	}
+	if content != nil {
+		c.Content = append(c.Content[:0], *content...)
+	}
+	if thinking != nil {
+		c.Reasoning = append(c.Reasoning[:0], *thinking...)
+	}
+	if !f.Done {
+		if d.last {
+			return &ProtocolError{Msg: "body ended before a \"done\": true line"}
+		}
+		return nil
+	}
+	c.Done = true
+	if f.EvalCount != nil {
+		n, err := count("eval_count", f.EvalCount)
+		if err != nil {
+			return err
+		}
+		pn, err := count("prompt_eval_count", f.PromptEvalCount)
+		if err != nil {
+			return err
+		}
+		c.HasUsage, c.CompletionTokens, c.PromptTokens = true, n, pn
+	}
+	return nil
+}

@@ -1,0 +1,104 @@
+package client
+
+import (
+	"context"
+	"encoding/json"
+	"io"
+	"net/http"
+)
+
+// tgiFlavor speaks Text Generation Inference's native streaming API:
+// POST /generate_stream with {"inputs", "parameters"}, answered with SSE
+// events, one per token:
+//
+//	data:{"index":1,"token":{"id":9509,"text":" Deep","logprob":-0.5,"special":false},"generated_text":null,"details":null}
+//
+// The last event carries the whole "generated_text" (non-null) and, because
+// the request asks for "details", the server's counts in
+// details.generated_tokens (and, in TGI 2 and later, details.prompt_tokens).
+// TGI sends no "[DONE]": the event with generated_text is the end marker.
+// A special token (the final EOS, "special": true) is a generated token that
+// the server counts but that carries no answer text, so it is not a content
+// event. An error is {"error": "...", "error_type": "..."}.
+//
+// TGI has no ignore_eos or min_tokens; they are not sent. The seed goes in
+// parameters.seed.
+type tgiFlavor struct{}
+
+// TGI is POST /generate_stream of Text Generation Inference.
+var TGI Flavor = tgiFlavor{}
+
+func (tgiFlavor) Name() string { return "tgi" }
+
+func (f tgiFlavor) NewRequest(ctx context.Context, t *Target, r *Request) (*http.Request, error) {
+	params := map[string]any{"details": true}
+	if r.MaxTokens > 0 {
+		params["max_new_tokens"] = r.MaxTokens
+	}
+	if r.Temperature != nil {
+		params["temperature"] = *r.Temperature
+	}
+	if r.TopP != nil {
+		params["top_p"] = *r.TopP
+	}
+	if r.Seed != nil {
+		params["seed"] = *r.Seed
+	}
+	body := map[string]any{"inputs": r.Prompt, "parameters": params, "stream": true}
+	buf, err := encodeBody(f.Name(), body, r)
+	if err != nil {
+		return nil, err
+	}
+	return newNativeRequest(ctx, t, rootURL(t.BaseURL)+"/generate_stream", buf, "text/event-stream")
+}
+
+func (tgiFlavor) NewDecoder(body io.Reader, _ http.Header, maxLineBytes int) Decoder {
+	return newSSEDecoder(body, maxLineBytes, &tgiParser{})
+}
+
+type tgiFrame struct {
+	Token *struct {
+		Text    *string `json:"text"`
+		Special bool    `json:"special"`
+	} `json:"token"`
+	GeneratedText *string `json:"generated_text"`
+	Details       *struct {
+		GeneratedTokens *int64 `json:"generated_tokens"`
+		PromptTokens    *int64 `json:"prompt_tokens"`
+		InputLength     *int64 `json:"input_length"`
+	} `json:"details"`
+	Error json.RawMessage `json:"error"`
+}
+
+type tgiParser struct{ f tgiFrame }
+
+func (p *tgiParser) parse(data []byte, c *Chunk) error {
+	p.f = tgiFrame{}
+	if err := decodeJSON(data, &p.f); err != nil {
+		return err
+	}
+	f := &p.f
+	if err := serverError(f.Error); err != nil {
+		return err
+	}
+	if f.Token != nil && f.Token.Text != nil && !f.Token.Special {
+		c.Content = append(c.Content[:0], *f.Token.Text...)
+	}
+	if d := f.Details; d != nil && d.GeneratedTokens != nil {
+		n, err := count("details.generated_tokens", d.GeneratedTokens)
+		if err != nil {
+			return err
+		}
+		prompt := d.PromptTokens
+		if prompt == nil {
+			prompt = d.InputLength
+		}
+		pn, err := count("details.prompt_tokens", prompt)
+		if err != nil {
+			return err
+		}
+		c.HasUsage, c.CompletionTokens, c.PromptTokens = true, n, pn
+	}
+	c.Done = f.GeneratedText != nil
+	return nil
+}

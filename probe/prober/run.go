@@ -1,0 +1,333 @@
+package prober
+
+import (
+	"context"
+	"fmt"
+	"log/slog"
+	"maps"
+	"regexp"
+	"sync"
+	"time"
+
+	"github.com/infer-exporter/infer_exporter/internal/config"
+	"github.com/infer-exporter/infer_exporter/probe/client"
+	"github.com/infer-exporter/infer_exporter/probe/observation"
+	"github.com/infer-exporter/infer_exporter/probe/prompt"
+	"github.com/infer-exporter/infer_exporter/probe/workload"
+)
+
+// Drop reasons of requests a probe never sent, beside the refusal reasons.
+const dropDeadline = "deadline"
+
+// maxAnswerShown bounds the answer text a known-answer check logs.
+const maxAnswerShown = 200
+
+// probeRun is one probe's inputs.
+type probeRun struct {
+	cfg        *config.Config
+	policy     *policy
+	moduleName string
+	module     *config.Module
+	rawTarget  string
+	timeout    time.Duration
+	logger     *slog.Logger
+}
+
+// job is one request of a probe.
+type job struct {
+	req   *client.Request
+	obs   *observation.Request
+	index int
+	check bool // a known-answer check, else a module request
+}
+
+// probe runs one probe. It refuses, without sending anything, a target the
+// allow list refuses, a target over its concurrency ceiling, and a module
+// whose requests cannot be sent before the deadline within the target's
+// rate ceiling.
+func (h *Handler) probe(ctx context.Context, p *probeRun) *result {
+	m, logger := clampModule(*p.module), p.logger
+	res := &result{timeout: p.timeout, slo: m.SLO, requests: make([]observation.Request, m.Requests)}
+	if len(m.KnownAnswers) > 0 {
+		res.checks = make([]checkResult, len(m.KnownAnswers))
+	}
+	logger.Info("Beginning probe", "timeout_seconds", p.timeout.Seconds(), "requests", m.Requests,
+		"concurrency", m.Concurrency, "known_answers", len(m.KnownAnswers))
+	refused := func(r *refusal) *result {
+		logger.Error("Probe refused", "reason", r.reason, "why", r.msg)
+		res.reason = r.reason
+		for i := range res.requests {
+			res.requests[i] = observation.Request{Outcome: observation.Dropped, DropReason: r.reason}
+		}
+		for i := range res.checks {
+			res.checks[i].obs = observation.Request{Outcome: observation.Dropped, DropReason: r.reason}
+		}
+		return res
+	}
+
+	t, r := p.policy.check(p.rawTarget)
+	if r != nil {
+		h.invalid.WithLabelValues(r.reason).Inc()
+		return refused(r)
+	}
+	ct, credsFrom, r := clientTarget(p.cfg, p.policy, m, t)
+	if r != nil {
+		h.invalid.WithLabelValues(r.reason).Inc()
+		return refused(r)
+	}
+	logger.Debug("Target allowed", "url", t.url.String(), "basis", t.basis.String(), "credentials", credsFrom,
+		"flavor", ct.Flavor.Name(), "model", ct.Model)
+
+	cfgProbe := p.cfg.Probe
+	tc, r := h.ceilings.acquire(t.origin(), cfgProbe.MaxConcurrentProbes, cfgProbe.MaxRequestsPerSecond)
+	if r != nil {
+		h.refused.WithLabelValues(r.reason).Inc()
+		return refused(r)
+	}
+	defer h.ceilings.release(tc)
+	n := m.Requests + len(m.KnownAnswers)
+	if deadline, ok := ctx.Deadline(); ok {
+		now := time.Now()
+		if need := tc.timeToSend(n, now); now.Add(need).After(deadline) {
+			h.refused.WithLabelValues(ReasonRateCeiling).Inc()
+			return refused(refuse(ReasonRateCeiling,
+				"the module's %d requests need %.3gs at probe.max_requests_per_second %g (shared by every probe of %s), more than the %.3gs left before the deadline; refused without sending",
+				n, need.Seconds(), cfgProbe.MaxRequestsPerSecond, t.origin(), deadline.Sub(now).Seconds()))
+		}
+	}
+
+	g := &guard{policy: p.policy, target: t, resolver: h.opts.Resolver, logger: logger, beforeConnect: h.opts.beforeConnect}
+	tr := newTransport(g, m.Concurrency)
+	defer tr.CloseIdleConnections()
+	cl := client.New(client.Options{MaxConnsPerHost: m.Concurrency, Transport: tr})
+	defer cl.Close()
+
+	jobs := make(chan job, n)
+	// Each probe draws new prompts, from the module's seed plus the probe's
+	// sequence number: repeating one prompt every scrape would have the
+	// server's prefix cache answer it, and TTFT would measure the cache.
+	seed := m.Prompt.Seed + h.probes.Add(1)
+	gen := prompt.New(m.Prompt.InputTokens, m.Prompt.OutputTokens, seed)
+	for i := range res.requests {
+		pr := gen.Next()
+		jobs <- job{req: &client.Request{
+			Prompt:      pr.Text,
+			MaxTokens:   pr.OutputTokens,
+			IgnoreEOS:   m.Sampling.IgnoreEOS,
+			MinTokens:   m.Sampling.MinTokens,
+			Temperature: m.Sampling.Temperature,
+			TopP:        m.Sampling.TopP,
+			Seed:        m.Sampling.Seed,
+		}, obs: &res.requests[i], index: i}
+	}
+	for i, ka := range m.KnownAnswers {
+		temp := m.Sampling.Temperature
+		if temp == nil {
+			zero := 0.0 // a known answer wants the most likely one
+			temp = &zero
+		}
+		jobs <- job{req: &client.Request{
+			Prompt:      ka.Prompt,
+			MaxTokens:   ka.MaxTokens,
+			Temperature: temp,
+			TopP:        m.Sampling.TopP,
+			Seed:        m.Sampling.Seed,
+			KeepText:    true,
+		}, obs: &res.checks[i].obs, index: i, check: true}
+	}
+	close(jobs)
+
+	var wg sync.WaitGroup
+	for range m.Concurrency {
+		wg.Go(func() {
+			for j := range jobs {
+				h.send(ctx, tc, cl, ct, j, logger)
+			}
+		})
+	}
+	wg.Wait()
+
+	h.judge(res, m, g, logger)
+	return res
+}
+
+// clampModule bounds a module that was built in code rather than parsed
+// (parsing enforces the same bounds), so that request labels stay bounded
+// and every request has a worker.
+func clampModule(m config.Module) *config.Module {
+	m.Requests = min(max(m.Requests, 1), config.MaxModuleRequests)
+	m.Concurrency = min(max(m.Concurrency, 1), m.Requests)
+	if len(m.KnownAnswers) > config.MaxKnownAnswers {
+		m.KnownAnswers = m.KnownAnswers[:config.MaxKnownAnswers]
+	}
+	return &m
+}
+
+// send waits for the target's rate ceiling, then sends one request.
+func (h *Handler) send(ctx context.Context, tc *targetCeiling, cl *client.Client, ct *client.Target, j job, logger *slog.Logger) {
+	if err := tc.wait(ctx); err != nil {
+		reason := ReasonRateCeiling
+		if ctx.Err() != nil {
+			reason = dropDeadline
+		}
+		*j.obs = observation.Request{Outcome: observation.Dropped, DropReason: reason, Err: err}
+		logger.Warn("Request not sent", "request", j.name(), "drop_reason", reason, "err", err)
+		return
+	}
+	// The request's clock starts when the ceiling lets it go: that is the
+	// instant the probe chose, and the server's latency starts there.
+	j.obs.Scheduled = time.Now()
+	cl.Do(ctx, ct, j.req, j.obs)
+	o := j.obs
+	attrs := []any{"request", j.name(), "outcome", o.Outcome, "http_status", o.HTTPStatus,
+		"output_tokens", o.OutputTokens, "token_source", o.TokenSource}
+	if d, ok := o.TTFT(); ok {
+		attrs = append(attrs, "ttft_seconds", d.Seconds())
+	}
+	if d, ok := o.TPOT(); ok {
+		attrs = append(attrs, "tpot_seconds", d.Seconds())
+	}
+	if d, ok := o.E2E(); ok {
+		attrs = append(attrs, "e2e_seconds", d.Seconds())
+	}
+	if o.Outcome == observation.Success {
+		logger.Debug("Request finished", attrs...)
+		return
+	}
+	logger.Warn("Request failed", append(attrs, "err", o.Err)...)
+}
+
+func (j job) name() string {
+	if j.check {
+		return fmt.Sprintf("known_answer[%d]", j.index)
+	}
+	return fmt.Sprintf("request[%d]", j.index)
+}
+
+// judge decides the probe's success and reason, in Reasons' order.
+func (h *Handler) judge(res *result, m *config.Module, g *guard, logger *slog.Logger) {
+	var rateDropped, failed, sloMissed, wrong bool
+	for i := range res.requests {
+		o := &res.requests[i]
+		switch {
+		case o.Outcome == observation.Dropped && o.DropReason == ReasonRateCeiling:
+			rateDropped = true
+		case o.Outcome != observation.Success:
+			failed = true
+		case !workload.MeetsSLO(o, m.SLO):
+			sloMissed = true
+			logger.Warn("Request missed the SLO", "request", fmt.Sprintf("request[%d]", i), "slo_ttft", m.SLO.TTFT, "slo_tpot", m.SLO.TPOT, "slo_e2e", m.SLO.E2E)
+		}
+	}
+	for i := range res.checks {
+		cr := &res.checks[i]
+		ka := &m.KnownAnswers[i]
+		o := &cr.obs
+		switch {
+		case o.Outcome == observation.Dropped && o.DropReason == ReasonRateCeiling:
+			rateDropped = true
+		case o.Outcome != observation.Success:
+			failed = true
+			logger.Warn("Known-answer check got no answer", "request", fmt.Sprintf("known_answer[%d]", i), "outcome", o.Outcome)
+		default:
+			re := ka.Pattern
+			if re == nil { // a configuration built in code, not parsed
+				re = regexp.MustCompile(ka.Expect)
+			}
+			cr.pass = re.MatchString(o.Text)
+			level := slog.LevelDebug
+			if !cr.pass {
+				wrong = true
+				level = slog.LevelWarn
+			}
+			logger.Log(context.Background(), level, "Known-answer check", "request", fmt.Sprintf("known_answer[%d]", i), "pass", cr.pass,
+				"expect", ka.Expect, "answer", truncate(o.Text, maxAnswerShown))
+		}
+	}
+	switch {
+	case g.refused.Load():
+		res.reason = ReasonNotAllowed
+		h.invalid.WithLabelValues(ReasonNotAllowed).Inc()
+	case rateDropped:
+		res.reason = ReasonRateCeiling
+		h.refused.WithLabelValues(ReasonRateCeiling).Inc()
+	case failed:
+		res.reason = ReasonRequestFailed
+	case sloMissed:
+		res.reason = ReasonSLOMissed
+	case wrong:
+		res.reason = ReasonWrongAnswer
+	default:
+		res.success = true
+	}
+}
+
+// clientTarget builds the client's view of target t for module m, and says
+// where its credentials came from. Credentials come only from the
+// configuration, never from the scrape:
+//   - module.target: that target's token and headers, and only for its
+//     own origin; another origin is refused.
+//   - module.bearer_token_file: the module's token, for every allowed
+//     target.
+//   - otherwise, when t's origin is a configured target's, that target's
+//     token and headers: they go to the server they were configured for.
+func clientTarget(cfg *config.Config, pol *policy, m *config.Module, t *probeTarget) (*client.Target, string, *refusal) {
+	var from *config.Target
+	credsFrom := "none"
+	ct := &client.Target{Name: t.origin(), BaseURL: t.url.String()}
+	switch {
+	case m.Target != "":
+		ref, ok := cfg.Target(m.Target)
+		if !ok {
+			return nil, "", refuse(ReasonNotAllowed, "the module's target %q is not configured", m.Target)
+		}
+		rt, err := parseTarget(ref.URL)
+		if err != nil || rt.origin() != t.origin() {
+			return nil, "", refuse(ReasonNotAllowed, "the module carries target %q's credentials, which are sent only to that target's own origin, not to %s",
+				m.Target, t.origin())
+		}
+		from, credsFrom = ref, "target "+ref.Name
+	case m.BearerTokenFile != "":
+		ct.BearerToken = string(m.BearerToken)
+		credsFrom = "module bearer_token_file"
+	default:
+		if ref, ok := pol.byOrigin[t.origin()]; ok {
+			from, credsFrom = ref, "target "+ref.Name
+		}
+	}
+	flavor, model := m.Flavor, m.Model
+	headers := map[string]string{}
+	if from != nil {
+		ct.BearerToken = string(from.BearerToken)
+		maps.Copy(headers, from.Headers)
+		if flavor == "" {
+			flavor = from.Flavor
+		}
+		if model == "" {
+			model = from.Model
+		}
+	}
+	maps.Copy(headers, m.Headers)
+	if flavor == "" {
+		flavor = config.FlavorOpenAIChat
+	}
+	f, err := client.ParseFlavor(string(flavor))
+	if err != nil {
+		return nil, "", refuse(ReasonBadTarget, "%v", err)
+	}
+	ct.Flavor, ct.Model, ct.Headers = f, model, headers
+	return ct, credsFrom, nil
+}
+
+func (b basis) String() string {
+	switch b {
+	case basisConfiguredAddr, basisConfiguredName:
+		return "configured target"
+	case basisCIDRAddr:
+		return "CIDR"
+	case basisPattern:
+		return "host pattern"
+	default:
+		return "CIDR (each resolved address is checked)"
+	}
+}

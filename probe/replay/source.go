@@ -1,0 +1,501 @@
+package replay
+
+import (
+	"bytes"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"math"
+	"sort"
+	"strings"
+	"sync"
+	"sync/atomic"
+	"time"
+
+	"github.com/infer-exporter/infer_exporter/probe/arrival"
+	"github.com/infer-exporter/infer_exporter/probe/client"
+	"github.com/infer-exporter/infer_exporter/probe/observation"
+	"github.com/infer-exporter/infer_exporter/probe/prompt"
+)
+
+// Options configure a Source.
+type Options struct {
+	// Speed is trace seconds per wall second: 2 replays twice as fast.
+	// Default 1.
+	Speed float64
+	// Start and End bound the window of the trace that is replayed, in trace
+	// time from its first request: records with Start <= offset < End. End 0
+	// means the end of the trace.
+	Start, End time.Duration
+	// Loop starts the window again when it ends, for ever. A pass lasts
+	// End-Start when End is set; otherwise from Start to the last record
+	// plus the window's mean gap between records.
+	Loop bool
+	// Sample is the fraction of records replayed, in (0, 1]; each record of
+	// each pass is kept or not by a hash of Seed, the pass and the record.
+	// Default 1.
+	Sample float64
+	// Seed selects the sample and the synthesised words.
+	Seed int64
+	// MaxRate is the hard ceiling in requests/s, as for arrival processes:
+	// consecutive sends are at least 1/MaxRate apart, and a request held
+	// back by it counts in Clamped and drifts. 0 means DefaultCeiling times
+	// the busiest second of the window (after Speed and Sample).
+	MaxRate float64
+
+	// Chat says the target's API wraps the prompt in a chat message, so the
+	// template's tokens count in the prompt length.
+	Chat bool
+	// Tokenizer is the target's tokenizer as synthesis sees it; nil means
+	// WordTokenizer (the simulator's).
+	Tokenizer Tokenizer
+	// BlockSize is the number of tokens per hash id of a Mooncake trace.
+	// Default 512.
+	BlockSize int
+	// ForceOutputTokens, for recorded bodies that carry output_tokens, sets
+	// max_tokens to it and ignore_eos, so that the replay generates what
+	// production generated. Otherwise a body is sent as it was.
+	ForceOutputTokens bool
+	// OnUnreplayable is what to do with a record that cannot be replayed
+	// exactly (an output length of 0, a prompt shorter than the chat
+	// template, hash ids that do not cover the prompt, a body recorded for
+	// another API): Refuse (the default) or Skip.
+	OnUnreplayable Policy
+
+	// Recorder hears what the replay does; nil records nothing.
+	Recorder Recorder
+}
+
+// DefaultBlockSize is the Mooncake traces' block size.
+const DefaultBlockSize = 512
+
+// DefaultCeiling is the multiple of the window's busiest second that
+// MaxRate defaults to: it trims only bursts far denser than the trace's own
+// peak, which a trace with microsecond gaps still has.
+const DefaultCeiling = 10
+
+// Recorder hears the replay's progress and timing. It is called from the
+// request goroutines, concurrently.
+type Recorder interface {
+	// Replayed says one more record was replayed: its request finished
+	// (whatever the outcome) or was dropped. progress is the fraction of
+	// the latest pass (the one of the latest record replayed) replayed so
+	// far, 0..1; a late request of an earlier pass does not move it.
+	Replayed(progress float64)
+	// Drift says a request was sent d after its trace instant (d >= 0): the
+	// ceiling's delay plus the client's schedule lag. at is the send instant.
+	Drift(at time.Time, d time.Duration)
+}
+
+// Source replays a trace. Schedule and Prompts are the two views the
+// workload runner takes; they share the dispatcher's state, so the runner
+// must call Schedule().Next, then Prompts().Next and Prompts().Request for
+// the same arrival, from one goroutine, which it does.
+type Source struct {
+	opts    Options
+	synth   synthesizer
+	recs    []Record        // the window's replayable records
+	bodies  [][]byte        // the body to send, per record (nil for token records)
+	ideal   []time.Duration // per record, from the window's start, at Speed
+	passLen time.Duration   // at Speed
+	maxRate float64
+	minGap  time.Duration
+	skipped int
+	errs    []error
+
+	// The dispatcher's state.
+	pass    int   // the current pass, -1 before the first
+	sel     []int // the current pass's sampled records
+	pos     int   // next index into sel
+	last    time.Duration
+	emitted bool
+	done    bool
+	cur     arrivalInfo
+	clamped atomic.Uint64
+
+	// Progress, across request goroutines.
+	mu         sync.Mutex
+	replayed   map[int]int // by pass: records replayed
+	latest     int         // the latest pass that replayed a record
+	latestSize int         // its number of records
+}
+
+// arrivalInfo is what the source knows about the arrival it last emitted.
+type arrivalInfo struct {
+	rec      *Record
+	body     []byte
+	pass     int
+	passSize int
+	ideal    time.Duration // the trace instant, from the run's start
+	emitted  time.Duration // after the ceiling
+}
+
+// NewSource prepares a replay of tr. It checks every record of the window
+// against opts (see Options.OnUnreplayable); under Skip, Skipped and Errors
+// report what was left out.
+func NewSource(tr *Trace, opts Options) (*Source, error) {
+	if err := opts.withDefaults(); err != nil {
+		return nil, err
+	}
+	s := &Source{
+		opts:     opts,
+		synth:    synthesizer{tok: opts.Tokenizer, chat: opts.Chat, blockSize: opts.BlockSize, seed: uint64(opts.Seed)},
+		pass:     -1,
+		replayed: map[int]int{},
+	}
+	for i := range tr.Records {
+		r := &tr.Records[i]
+		if r.Offset < opts.Start || (opts.End > 0 && r.Offset >= opts.End) {
+			continue
+		}
+		body, reason := s.check(r)
+		if reason != "" {
+			err := &LineError{File: r.File, Line: r.Line, Reason: reason}
+			if opts.OnUnreplayable == Refuse {
+				return nil, err
+			}
+			s.skipped++
+			if len(s.errs) < MaxKeptErrors {
+				s.errs = append(s.errs, err)
+			}
+			continue
+		}
+		s.recs = append(s.recs, *r)
+		s.bodies = append(s.bodies, body)
+		s.ideal = append(s.ideal, s.scale(r.Offset-opts.Start))
+	}
+	if len(s.recs) == 0 {
+		return nil, fmt.Errorf("%s: %w in the window [%v, %v)", tr.Name, ErrNoRecords, opts.Start, windowEnd(opts.End))
+	}
+	if opts.Loop {
+		switch {
+		case opts.End > 0:
+			s.passLen = s.scale(opts.End - opts.Start)
+		case len(s.recs) >= 2 && s.ideal[len(s.ideal)-1] > s.ideal[0]:
+			n := len(s.ideal)
+			span := s.ideal[n-1] - s.ideal[0]
+			s.passLen = s.ideal[n-1] + span/time.Duration(n-1)
+		default:
+			return nil, fmt.Errorf("%s: loop needs an end to the window: the records do not span any time", tr.Name)
+		}
+	}
+	s.maxRate = opts.MaxRate
+	if s.maxRate == 0 {
+		s.maxRate = min(DefaultCeiling*s.peakRate(), arrival.MaxRateLimit)
+	}
+	// Whole nanoseconds, rounded up: the ceiling is never exceeded, at the
+	// cost of at most 1 ns per gap.
+	s.minGap = time.Duration(math.Ceil(1e9 / s.maxRate))
+	return s, nil
+}
+
+func windowEnd(end time.Duration) any {
+	if end == 0 {
+		return "end"
+	}
+	return end
+}
+
+func (o *Options) withDefaults() error {
+	if o.Speed == 0 {
+		o.Speed = 1
+	}
+	if o.Sample == 0 {
+		o.Sample = 1
+	}
+	if o.BlockSize == 0 {
+		o.BlockSize = DefaultBlockSize
+	}
+	if o.Tokenizer == nil {
+		o.Tokenizer = WordTokenizer{}
+	}
+	if o.OnUnreplayable == "" {
+		o.OnUnreplayable = Refuse
+	}
+	switch {
+	case math.IsNaN(o.Speed) || math.IsInf(o.Speed, 0) || o.Speed <= 0:
+		return fmt.Errorf("speed %v must be a finite number > 0", o.Speed)
+	case o.Start < 0:
+		return fmt.Errorf("window start %v must not be negative", o.Start)
+	case o.End != 0 && o.End <= o.Start:
+		return fmt.Errorf("window end %v must be after its start %v", o.End, o.Start)
+	case !(o.Sample > 0 && o.Sample <= 1):
+		return fmt.Errorf("sample %v must be in (0, 1]", o.Sample)
+	case o.BlockSize < 1:
+		return fmt.Errorf("block size %d must be at least 1", o.BlockSize)
+	case math.IsNaN(o.MaxRate) || o.MaxRate < 0 || o.MaxRate > arrival.MaxRateLimit:
+		return fmt.Errorf("max rate %v must be in [0, %g] requests/s", o.MaxRate, float64(arrival.MaxRateLimit))
+	case o.OnUnreplayable != Refuse && o.OnUnreplayable != Skip:
+		return fmt.Errorf("unknown policy %q", o.OnUnreplayable)
+	}
+	return nil
+}
+
+// scale converts a trace duration to wall time at Speed.
+func (s *Source) scale(d time.Duration) time.Duration {
+	return time.Duration(math.Round(float64(d) / s.opts.Speed))
+}
+
+// check says why a record cannot be replayed exactly ("" when it can), and
+// returns the body to send for a recorded request.
+func (s *Source) check(r *Record) ([]byte, string) {
+	if r.Body != nil {
+		if r.Path != "" {
+			chatPath := strings.HasSuffix(r.Path, "/chat/completions")
+			if s.opts.Chat != chatPath || !strings.HasSuffix(r.Path, "/completions") {
+				api := "completions"
+				if s.opts.Chat {
+					api = "chat completions"
+				}
+				return nil, fmt.Sprintf("recorded for %s; the target speaks the %s API", r.Path, api)
+			}
+		}
+		if s.opts.ForceOutputTokens && r.OutputTokens > 0 {
+			b, err := forceOutput(r.Body, r.OutputTokens)
+			if err != nil {
+				return nil, "body: " + err.Error()
+			}
+			return b, ""
+		}
+		return r.Body, ""
+	}
+	before, after := s.synth.template()
+	switch {
+	case r.OutputTokens < 1:
+		return nil, fmt.Sprintf("output length %d cannot be forced (max_tokens must be at least 1)", r.OutputTokens)
+	case s.opts.Chat && r.InputTokens < before+after:
+		return nil, fmt.Sprintf("prompt length %d is shorter than the chat template's %d tokens", r.InputTokens, before+after)
+	case !s.opts.Chat && r.InputTokens < 1:
+		return nil, "prompt length 0: a completions prompt needs at least one token"
+	case r.HashIDs != nil:
+		need := (r.InputTokens + s.opts.BlockSize - 1) / s.opts.BlockSize
+		if len(r.HashIDs) != need {
+			return nil, fmt.Sprintf("%d hash_ids, but input_length %d needs %d blocks of %d tokens", len(r.HashIDs), r.InputTokens, need, s.opts.BlockSize)
+		}
+	}
+	return nil, ""
+}
+
+// forceOutput sets max_tokens (and max_completion_tokens, when the body has
+// it) to n and ignore_eos to true.
+func forceOutput(body []byte, n int) ([]byte, error) {
+	var m map[string]json.RawMessage
+	if err := json.Unmarshal(body, &m); err != nil {
+		return nil, err
+	}
+	v := json.RawMessage(fmt.Sprint(n))
+	m["max_tokens"] = v
+	if _, ok := m["max_completion_tokens"]; ok {
+		m["max_completion_tokens"] = v
+	}
+	m["ignore_eos"] = json.RawMessage("true")
+	var buf bytes.Buffer
+	enc := json.NewEncoder(&buf)
+	enc.SetEscapeHTML(false)
+	if err := enc.Encode(m); err != nil {
+		return nil, err
+	}
+	return bytes.TrimRight(buf.Bytes(), "\n"), nil
+}
+
+// peakRate is the most records the window holds in any one second of wall
+// time (at Speed), times Sample: the busiest second of the replay.
+func (s *Source) peakRate() float64 {
+	best, j := 0, 0
+	for i := range s.ideal {
+		for s.ideal[i]-s.ideal[j] >= time.Second {
+			j++
+		}
+		best = max(best, i-j+1)
+	}
+	return max(float64(best)*s.opts.Sample, 1)
+}
+
+// Records is the number of records in the window that are replayed (before
+// sampling).
+func (s *Source) Records() int { return len(s.recs) }
+
+// Skipped is the number of records of the window left out as unreplayable
+// (under Skip); Errors holds the first MaxKeptErrors of them.
+func (s *Source) Skipped() int { return s.skipped }
+
+// Errors returns the errors of the first skipped records.
+func (s *Source) Errors() []error { return s.errs }
+
+// MaxRate is the ceiling in force, in (0, arrival.MaxRateLimit], for
+// arrival.NewWireLimiter.
+func (s *Source) MaxRate() float64 { return s.maxRate }
+
+// Schedule returns the replay's arrival schedule.
+func (s *Source) Schedule() *Schedule { return &Schedule{s} }
+
+// Prompts returns the replay's prompt source.
+func (s *Source) Prompts() *Prompts { return &Prompts{s} }
+
+// Schedule is the Source as an arrival schedule.
+type Schedule struct{ s *Source }
+
+// Next returns the offset from the start of the run of the next request:
+// its trace instant (from the window's start, at Speed, plus a pass length
+// per earlier pass), moved later when the ceiling demands it. Offsets
+// strictly increase. It returns false when the window ends (never, with
+// Loop).
+func (sc *Schedule) Next() (time.Duration, bool) {
+	s := sc.s
+	for !s.done {
+		if s.pos >= len(s.sel) {
+			if s.pass >= 0 && !s.opts.Loop {
+				s.done = true
+				break
+			}
+			s.pass++
+			s.sel = s.selectPass(s.pass, s.sel[:0])
+			s.pos = 0
+			continue
+		}
+		i := s.sel[s.pos]
+		s.pos++
+		if s.pass > 0 && s.passLen > (math.MaxInt64-s.ideal[len(s.ideal)-1]-s.minGap)/time.Duration(s.pass) {
+			s.done = true // beyond 292 years
+			break
+		}
+		ideal := time.Duration(s.pass)*s.passLen + s.ideal[i]
+		at := ideal
+		if s.emitted && at < s.last+s.minGap {
+			at = s.last + s.minGap
+			s.clamped.Add(1)
+		}
+		s.last, s.emitted = at, true
+		s.cur = arrivalInfo{rec: &s.recs[i], body: s.bodies[i], pass: s.pass, passSize: len(s.sel), ideal: ideal, emitted: at}
+		return at, true
+	}
+	return 0, false
+}
+
+// selectPass appends the indexes of the records sampled for pass p.
+func (s *Source) selectPass(p int, dst []int) []int {
+	if s.opts.Sample >= 1 {
+		for i := range s.recs {
+			dst = append(dst, i)
+		}
+		return dst
+	}
+	limit := uint64(s.opts.Sample * (1 << 53))
+	k := key3(uint64(s.opts.Seed), uint64(p), 0x5a3b1e)
+	for i := range s.recs {
+		if mix64(k^uint64(i)*0x9e3779b97f4a7c15)>>11 < limit {
+			dst = append(dst, i)
+		}
+	}
+	return dst
+}
+
+// rateWindow is the stretch of replay time over which Rate counts records.
+const rateWindow = 10 * time.Second
+
+// Rate returns the trace's request rate, in requests/s, over the rateWindow
+// of replay time before elapsed (over the time since the start, in the first
+// rateWindow; at least one second), times Sample: 0 once a replay that
+// does not loop is over. It reads only what NewSource built, so it is safe to call while
+// the dispatcher calls Next.
+func (sc *Schedule) Rate(elapsed time.Duration) float64 {
+	s := sc.s
+	if elapsed < 0 {
+		return 0
+	}
+	e := elapsed
+	if s.opts.Loop {
+		e = elapsed % s.passLen
+	}
+	span := min(max(elapsed, time.Second), rateWindow)
+	hi := sort.Search(len(s.ideal), func(i int) bool { return s.ideal[i] > e })
+	lo := sort.Search(len(s.ideal), func(i int) bool { return s.ideal[i] > e-span })
+	n := hi - lo
+	if s.opts.Loop && e-span < 0 {
+		// The window reaches back into the previous pass.
+		from := s.passLen + (e - span)
+		n += len(s.ideal) - sort.Search(len(s.ideal), func(i int) bool { return s.ideal[i] > from })
+	}
+	return float64(n) * s.opts.Sample / span.Seconds()
+}
+
+// Clamped returns how many requests the ceiling moved later than their trace
+// instant.
+func (sc *Schedule) Clamped() uint64 { return sc.s.clamped.Load() }
+
+// MaxRate is the ceiling in force.
+func (sc *Schedule) MaxRate() float64 { return sc.s.maxRate }
+
+// Prompts is the Source as the runner's prompt source.
+type Prompts struct{ s *Source }
+
+// Next returns the prompt of the arrival Schedule.Next last returned: for a
+// token-only record, a synthesised prompt of exactly its input length (the
+// chat template included when Options.Chat) and its output length; for a
+// recorded body, only the recorded output length (Request puts the body in).
+func (pr *Prompts) Next() prompt.Prompt {
+	a := &pr.s.cur
+	if a.rec == nil {
+		return prompt.Prompt{}
+	}
+	if a.body != nil {
+		return prompt.Prompt{OutputTokens: a.rec.OutputTokens}
+	}
+	return prompt.Prompt{
+		Text:         pr.s.synth.prompt(a.rec, a.pass),
+		InputTokens:  a.rec.InputTokens,
+		OutputTokens: a.rec.OutputTokens,
+	}
+}
+
+// Request completes the request built from the prompt Next just returned: a
+// recorded body is sent as it was (client.Request.RawBody); a token-only
+// record's output length is forced (max_tokens and ignore_eos). The returned
+// function must be called with the request's observation once it is
+// recorded, or with the dropped arrival's: it records drift and progress.
+func (pr *Prompts) Request(req *client.Request) func(*observation.Request) {
+	s := pr.s
+	a := s.cur
+	if a.rec == nil {
+		return nil
+	}
+	if a.body != nil {
+		req.RawBody = a.body
+	} else {
+		req.MaxTokens = a.rec.OutputTokens
+		req.IgnoreEOS = true
+	}
+	return func(obs *observation.Request) { s.follow(&a, obs) }
+}
+
+// follow records one replayed arrival.
+func (s *Source) follow(a *arrivalInfo, obs *observation.Request) {
+	rec := s.opts.Recorder
+	if rec == nil {
+		return
+	}
+	if !obs.Sent.IsZero() && !obs.Scheduled.IsZero() {
+		// Scheduled is the run's start plus the emitted offset, so the
+		// trace instant is Scheduled minus the ceiling's delay.
+		rec.Drift(obs.Sent, obs.Sent.Sub(obs.Scheduled)+(a.emitted-a.ideal))
+	}
+	s.mu.Lock()
+	s.replayed[a.pass]++
+	if a.pass > s.latest {
+		s.latest, s.latestSize = a.pass, a.passSize
+		for p := range s.replayed {
+			if p < a.pass {
+				delete(s.replayed, p) // the gauge follows the latest pass
+			}
+		}
+	} else if a.pass == s.latest {
+		s.latestSize = a.passSize
+	}
+	progress := float64(s.replayed[s.latest]) / float64(max(s.latestSize, 1))
+	s.mu.Unlock()
+	rec.Replayed(progress)
+}
+
+// ErrNoRecords is NewSource's error for a window without a replayable
+// record.
+var ErrNoRecords = errors.New("no replayable record")

@@ -1,0 +1,99 @@
+package workload
+
+import (
+	"context"
+	"fmt"
+	"log/slog"
+	"time"
+
+	"github.com/prometheus/client_golang/prometheus"
+
+	"github.com/infer-exporter/infer_exporter/internal/config"
+	"github.com/infer-exporter/infer_exporter/probe/observation"
+	"github.com/infer-exporter/infer_exporter/probe/prompt"
+)
+
+// PromptMetrics describe the prompt set each workload sends:
+// infer_probe_prompt_info{target,model,workload,tokenizer,sha256} and
+// infer_probe_prompt_tokens, the prompt lengths the server reported.
+type PromptMetrics struct {
+	info   *prometheus.GaugeVec
+	tokens *prometheus.HistogramVec
+}
+
+// NewPromptMetrics creates and registers the prompt metrics.
+func NewPromptMetrics(reg prometheus.Registerer) *PromptMetrics {
+	pm := &PromptMetrics{
+		info: prometheus.NewGaugeVec(prometheus.GaugeOpts{Namespace: namespace, Name: "prompt_info",
+			Help: "Always 1. tokenizer: server (prompt lengths calibrated exactly against the server's /tokenize, chat template included), server_content (exact content, chat template not counted), or estimate (no tokenizer endpoint: N words). sha256: hash of the first 64 prompts of the workload's prompt sequence (a pure function of seed, length distributions and tokenizer): equal hashes mean the same prompts were sent in the same order."},
+			append(append([]string{}, labels...), "tokenizer", "sha256")),
+		tokens: prometheus.NewHistogramVec(prometheus.HistogramOpts{Namespace: namespace, Name: "prompt_tokens",
+			Help:    "Prompt length of successful requests as the server's usage reported it (requests whose server reports none are not observed).",
+			Buckets: prometheus.ExponentialBuckets(1, 2, 18)}, labels),
+	}
+	reg.MustRegister(pm.info, pm.tokens)
+	return pm
+}
+
+// calibrationTimeout bounds a workload's calibration at start.
+const calibrationTimeout = time.Minute
+
+// Prompts builds the workload's prompt source: exact-length prompts
+// calibrated against the target's tokenizer endpoint when it has one,
+// estimates otherwise, and sets the info metric. A calibration that cannot
+// work (lengths at or below the template overhead, a failing tokenizer) is
+// an error for the workload. ctx bounds the tokenizer calls of the whole
+// run.
+func (pm *PromptMetrics) Prompts(ctx context.Context, t *config.Target, w *config.Workload, logger *slog.Logger) (Prompts, error) {
+	flavor := string(t.Flavor)
+	ep := prompt.Endpoint{BaseURL: t.URL, Model: t.Model, BearerToken: string(t.BearerToken), Headers: t.Headers,
+		Chat: flavor == "openai-chat" || flavor == "ollama-chat"}
+	startCtx, cancel := context.WithTimeout(ctx, calibrationTimeout)
+	defer cancel()
+	tok, err := prompt.DetectTokenizer(startCtx, ep)
+	if err != nil {
+		return nil, fmt.Errorf("prompt calibration: %w", err)
+	}
+	var counter prompt.Counter
+	kind := prompt.TokenizerEstimate
+	if tok != nil {
+		counter, kind = tok, tok.Kind()
+	}
+	newGen := func(c context.Context) (*prompt.Calibrated, error) {
+		return prompt.NewCalibrated(c, w.Prompt.InputTokens, w.Prompt.OutputTokens, w.Prompt.Seed, counter, kind)
+	}
+	hashGen, err := newGen(startCtx)
+	if err != nil {
+		return nil, fmt.Errorf("prompt calibration: %w", err)
+	}
+	sum, err := prompt.HashPrompts(hashGen.NextExact, prompt.HashedPrompts)
+	if err != nil {
+		return nil, fmt.Errorf("prompt calibration: %w", err)
+	}
+	gen, err := newGen(ctx)
+	if err != nil {
+		return nil, fmt.Errorf("prompt calibration: %w", err)
+	}
+	lv := []string{t.Name, t.Model, w.Name}
+	pm.info.DeletePartialMatch(prometheus.Labels{"target": t.Name, "model": t.Model, "workload": w.Name})
+	pm.info.WithLabelValues(append(lv, kind, sum)...).Set(1)
+	if logger != nil {
+		logger.Info("prompts calibrated", "workload", w.Name, "tokenizer", kind, "sha256", sum)
+	}
+	return gen, nil
+}
+
+// ObservePrompt records the server-reported prompt length of a successful
+// request.
+func (pm *PromptMetrics) ObservePrompt(target, model, workload string, o *observation.Request) {
+	if o.Outcome == observation.Success && o.PromptTokens > 0 {
+		pm.tokens.WithLabelValues(target, model, workload).Observe(float64(o.PromptTokens))
+	}
+}
+
+// Delete removes a workload's prompt series.
+func (pm *PromptMetrics) Delete(target, model, workload string) {
+	match := prometheus.Labels{"target": target, "model": model, "workload": workload}
+	pm.info.DeletePartialMatch(match)
+	pm.tokens.DeletePartialMatch(match)
+}

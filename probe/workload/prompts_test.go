@@ -1,0 +1,63 @@
+package workload
+
+import (
+	"context"
+	"strings"
+	"testing"
+
+	"github.com/prometheus/client_golang/prometheus"
+	"github.com/prometheus/client_golang/prometheus/testutil"
+	dto "github.com/prometheus/client_model/go"
+
+	"github.com/infer-exporter/infer_exporter/internal/config"
+	"github.com/infer-exporter/infer_exporter/internal/simulator"
+	"github.com/infer-exporter/infer_exporter/internal/simulator/simulatortest"
+)
+
+func TestPromptMetricsCalibrates(t *testing.T) {
+	for _, tc := range []struct {
+		engine, flavor, tokenizer string
+		in                        float64
+		wantErr                   string
+	}{
+		{simulator.EngineVLLM, "openai-chat", "server", 100, ""},
+		{simulator.EngineOllama, "ollama-generate", "estimate", 100, ""},
+		// A chat prompt of 3 tokens: the template alone is 4.
+		{simulator.EngineVLLM, "openai-chat", "", 3, "template"},
+	} {
+		cfg := simulatortest.InstantConfig()
+		cfg.Engine = tc.engine
+		url, _ := simulatortest.StartTest(t, cfg)
+		reg := prometheus.NewRegistry()
+		pm := NewPromptMetrics(reg)
+		tg := &config.Target{Name: "t", URL: url, Model: cfg.Model, Flavor: config.Flavor(tc.flavor)}
+		w := &config.Workload{Name: "w", Prompt: config.Prompt{Seed: 1,
+			InputTokens: config.Distribution{Dist: "fixed", Mean: tc.in}, OutputTokens: config.Distribution{Dist: "fixed", Mean: 8}}}
+		ps, err := pm.Prompts(context.Background(), tg, w, nil)
+		if tc.wantErr != "" {
+			if err == nil || !strings.Contains(err.Error(), tc.wantErr) {
+				t.Errorf("%s: err %v, want %q", tc.engine, err, tc.wantErr)
+			}
+			continue
+		}
+		if err != nil {
+			t.Fatal(err)
+		}
+		p := ps.Next()
+		if tc.tokenizer == "server" && p.Tokens != 100 {
+			t.Errorf("calibrated prompt has %d tokens", p.Tokens)
+		}
+		out, _ := reg.Gather()
+		if n := testutil.CollectAndCount(pm.info); n != 1 || !strings.Contains(gatherText(out), `value:"`+tc.tokenizer+`"`) {
+			t.Errorf("%s: info metric %s", tc.engine, gatherText(out))
+		}
+	}
+}
+
+func gatherText(mfs []*dto.MetricFamily) string {
+	var b strings.Builder
+	for _, mf := range mfs {
+		b.WriteString(mf.String())
+	}
+	return b.String()
+}

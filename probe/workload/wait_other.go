@@ -1,0 +1,5 @@
+//go:build !linux
+
+package workload
+
+func newWaiter() waiter { return newTimerWaiter() }
