@@ -12,13 +12,11 @@
 package main
 
 import (
-	"bufio"
 	"bytes"
 	"context"
 	"encoding/json"
 	"flag"
 	"fmt"
-	"io"
 	"log/slog"
 	"net"
 	"net/http"
@@ -38,6 +36,7 @@ import (
 	dto "github.com/prometheus/client_model/go"
 
 	"github.com/infer-exporter/infer_exporter/internal/config"
+	"github.com/infer-exporter/infer_exporter/internal/groundtruth"
 	"github.com/infer-exporter/infer_exporter/internal/simulator"
 	"github.com/infer-exporter/infer_exporter/probe/arrival"
 	"github.com/infer-exporter/infer_exporter/probe/client"
@@ -198,23 +197,6 @@ type result struct {
 	ttftErr, tokenErr     []time.Duration
 }
 
-type captureKey struct{}
-
-type captureTransport struct{ inner http.RoundTripper }
-
-func (t captureTransport) RoundTrip(req *http.Request) (*http.Response, error) {
-	resp, err := t.inner.RoundTrip(req)
-	if err == nil {
-		if buf, ok := req.Context().Value(captureKey{}).(*bytes.Buffer); ok {
-			resp.Body = struct {
-				io.Reader
-				io.Closer
-			}{io.TeeReader(resp.Body, buf), resp.Body}
-		}
-	}
-	return resp, err
-}
-
 type capturingDoer struct {
 	c      *client.Client
 	mu     sync.Mutex
@@ -224,7 +206,7 @@ type capturingDoer struct {
 
 func (d *capturingDoer) Do(ctx context.Context, t *client.Target, r *client.Request, o *observation.Request) {
 	buf := new(bytes.Buffer)
-	d.c.Do(context.WithValue(ctx, captureKey{}, buf), t, r, o)
+	d.c.Do(groundtruth.WithCapture(ctx, buf), t, r, o)
 	d.mu.Lock()
 	d.bodies = append(d.bodies, buf)
 	d.obs = append(d.obs, *o)
@@ -247,7 +229,7 @@ func measure(url string, r run) result {
 		tr := http.DefaultTransport.(*http.Transport).Clone()
 		tr.MaxIdleConnsPerHost = streams
 		tr.DisableCompression = true
-		opts.Transport = captureTransport{tr}
+		opts.Transport = groundtruth.Transport{Inner: tr}
 	}
 	cl := client.New(opts)
 	defer cl.Close()
@@ -309,7 +291,7 @@ func measure(url string, r run) result {
 	if r.capture {
 		for i, body := range cd.bodies {
 			o := &cd.obs[i]
-			emits := contentEmits(body.Bytes())
+			emits := groundtruth.ContentEmits(body.Bytes())
 			if o.Outcome != observation.Success || len(emits) != len(o.TokenTimes) {
 				continue
 			}
@@ -338,30 +320,6 @@ func gauge(reg *prometheus.Registry, name string) float64 {
 }
 
 func metricValue(m *dto.Metric) float64 { return m.GetGauge().GetValue() }
-
-func contentEmits(body []byte) []int64 {
-	var out []int64
-	sc := bufio.NewScanner(bytes.NewReader(body))
-	sc.Buffer(make([]byte, 1<<16), 1<<20)
-	for sc.Scan() {
-		line, ok := strings.CutPrefix(sc.Text(), "data: ")
-		if !ok || line == "[DONE]" {
-			continue
-		}
-		var chunk struct {
-			Emit    int64 `json:"sim_emit_unix_nano"`
-			Choices []struct {
-				Delta struct {
-					Content string `json:"content"`
-				} `json:"delta"`
-			} `json:"choices"`
-		}
-		if json.Unmarshal([]byte(line), &chunk) == nil && len(chunk.Choices) > 0 && chunk.Choices[0].Delta.Content != "" {
-			out = append(out, chunk.Emit)
-		}
-	}
-	return out
-}
 
 func q(ds []time.Duration, p float64) time.Duration {
 	if len(ds) == 0 {

@@ -1,15 +1,11 @@
 package workload
 
 import (
-	"bufio"
 	"bytes"
 	"context"
-	"encoding/json"
 	"fmt"
-	"io"
 	"net/http"
 	"slices"
-	"strings"
 	"sync"
 	"testing"
 	"time"
@@ -17,6 +13,7 @@ import (
 	"github.com/prometheus/client_golang/prometheus"
 
 	"github.com/infer-exporter/infer_exporter/internal/config"
+	"github.com/infer-exporter/infer_exporter/internal/groundtruth"
 	"github.com/infer-exporter/infer_exporter/internal/simulator"
 	"github.com/infer-exporter/infer_exporter/internal/simulator/simulatortest"
 	"github.com/infer-exporter/infer_exporter/probe/client"
@@ -34,26 +31,6 @@ import (
 // They run without the race detector (make test-timing), whose slowdown is
 // not the exporter's.
 
-type captureKey struct{}
-
-// captureTransport copies every response body, as the client reads it, into
-// the buffer carried by the request's context.
-type captureTransport struct{ inner http.RoundTripper }
-
-func (t captureTransport) RoundTrip(req *http.Request) (*http.Response, error) {
-	resp, err := t.inner.RoundTrip(req)
-	if err != nil {
-		return resp, err
-	}
-	if buf, ok := req.Context().Value(captureKey{}).(*bytes.Buffer); ok {
-		resp.Body = struct {
-			io.Reader
-			io.Closer
-		}{io.TeeReader(resp.Body, buf), resp.Body}
-	}
-	return resp, nil
-}
-
 // groundTruthDoer sends through the real client and pairs each observation
 // with the server's emit instants of its content events.
 type groundTruthDoer struct {
@@ -69,41 +46,11 @@ type truthPair struct {
 
 func (d *groundTruthDoer) Do(ctx context.Context, t *client.Target, r *client.Request, o *observation.Request) {
 	var buf bytes.Buffer
-	d.client.Do(context.WithValue(ctx, captureKey{}, &buf), t, r, o)
-	emits := contentEmits(buf.Bytes())
+	d.client.Do(groundtruth.WithCapture(ctx, &buf), t, r, o)
+	emits := groundtruth.ContentEmits(buf.Bytes())
 	d.mu.Lock()
 	d.pairs = append(d.pairs, truthPair{obs: *o, emits: emits})
 	d.mu.Unlock()
-}
-
-// contentEmits extracts sim_emit_unix_nano of each chunk with content.
-func contentEmits(body []byte) []int64 {
-	var out []int64
-	sc := bufio.NewScanner(bytes.NewReader(body))
-	sc.Buffer(make([]byte, 1<<16), 1<<20)
-	for sc.Scan() {
-		line, ok := strings.CutPrefix(sc.Text(), "data: ")
-		if !ok || line == "[DONE]" {
-			continue
-		}
-		var chunk struct {
-			Emit    int64 `json:"sim_emit_unix_nano"`
-			Choices []struct {
-				Delta struct {
-					Content *string `json:"content"`
-				} `json:"delta"`
-				Text *string `json:"text"`
-			} `json:"choices"`
-		}
-		if json.Unmarshal([]byte(line), &chunk) != nil || len(chunk.Choices) == 0 {
-			continue
-		}
-		c := chunk.Choices[0]
-		if (c.Delta.Content != nil && *c.Delta.Content != "") || (c.Text != nil && *c.Text != "") {
-			out = append(out, chunk.Emit)
-		}
-	}
-	return out
 }
 
 type accuracy struct {
@@ -119,7 +66,7 @@ func measureAccuracy(t *testing.T, streams, requests, tokens int) accuracy {
 	cfg.MaxNumSeqs = max(cfg.MaxNumSeqs, streams)
 	baseURL, _ := simulatortest.StartTest(t, cfg)
 
-	cl := client.New(client.Options{MaxConnsPerHost: streams, Transport: captureTransport{http.DefaultTransport.(*http.Transport).Clone()}})
+	cl := client.New(client.Options{MaxConnsPerHost: streams, Transport: groundtruth.Transport{Inner: http.DefaultTransport.(*http.Transport).Clone()}})
 	defer cl.Close()
 	doer := &groundTruthDoer{client: cl}
 	// With one stream, requests follow one another with a gap; with many,
@@ -179,6 +126,13 @@ func absQuantile(ds []time.Duration, q float64) time.Duration {
 	return quantile(abs, q)
 }
 
+// oneStreamTolerance bounds the p99 of |client − server| at one stream.
+// Measured on this 2-core machine when quiet: p99 0.15-0.4 ms. The bound is
+// wider so that a CI machine's noise cannot fail a correct client, and still
+// far below what a wrong one shows: a client that batched events, or read
+// them a decode step (20 ms) late.
+const oneStreamTolerance = 2 * time.Millisecond
+
 // TestAccuracyAgainstGroundTruth states the tolerances of the client's
 // timing, at 1 and at 500 concurrent streams, on this 2-core machine with
 // the simulator in the same process (so it competes for the same cores).
@@ -196,8 +150,7 @@ func TestAccuracyAgainstGroundTruth(t *testing.T) {
 		ttftP99, tokenP99, itlP99 time.Duration
 	}{
 		// One stream: the client's own path, loopback and one wake-up.
-		// Measured here: p99 about 0.25 ms.
-		{streams: 1, requests: 8, tokens: 32, ttftP99: time.Millisecond, tokenP99: time.Millisecond, itlP99: time.Millisecond},
+		{streams: 1, requests: 8, tokens: 32, ttftP99: oneStreamTolerance, tokenP99: oneStreamTolerance, itlP99: oneStreamTolerance},
 		// 500 streams with the simulator in the same process: each decode
 		// step emits 500 events at once, and both sides' goroutines queue
 		// for the same 2 cores, so an event waits for those ahead of it.

@@ -1,0 +1,75 @@
+// Package groundtruth pairs what the client measured with what the
+// embedded simulator says it did. The simulator stamps every streamed chunk
+// with the instant it wrote it (sim_emit_unix_nano); a transport that copies
+// each response body as the client reads it lets a test or the load harness
+// read those stamps back after the request and compare them, event by
+// event, with the client's own read instants.
+package groundtruth
+
+import (
+	"bufio"
+	"bytes"
+	"context"
+	"encoding/json"
+	"io"
+	"net/http"
+	"strings"
+)
+
+type captureKey struct{}
+
+// WithCapture returns a context whose requests, sent through a Transport,
+// have their response bodies copied into buf as they are read.
+func WithCapture(ctx context.Context, buf *bytes.Buffer) context.Context {
+	return context.WithValue(ctx, captureKey{}, buf)
+}
+
+// Transport copies response bodies into the buffer of WithCapture.
+type Transport struct{ Inner http.RoundTripper }
+
+// RoundTrip implements http.RoundTripper.
+func (t Transport) RoundTrip(req *http.Request) (*http.Response, error) {
+	resp, err := t.Inner.RoundTrip(req)
+	if err != nil {
+		return resp, err
+	}
+	if buf, ok := req.Context().Value(captureKey{}).(*bytes.Buffer); ok {
+		resp.Body = struct {
+			io.Reader
+			io.Closer
+		}{io.TeeReader(resp.Body, buf), resp.Body}
+	}
+	return resp, nil
+}
+
+// ContentEmits returns the server's emit instant (Unix ns) of each chunk of
+// an OpenAI SSE body that carries content, in order: the events a client
+// counts as tokens.
+func ContentEmits(body []byte) []int64 {
+	var out []int64
+	sc := bufio.NewScanner(bytes.NewReader(body))
+	sc.Buffer(make([]byte, 1<<16), 1<<20)
+	for sc.Scan() {
+		line, ok := strings.CutPrefix(sc.Text(), "data: ")
+		if !ok || line == "[DONE]" {
+			continue
+		}
+		var chunk struct {
+			Emit    int64 `json:"sim_emit_unix_nano"`
+			Choices []struct {
+				Delta struct {
+					Content *string `json:"content"`
+				} `json:"delta"`
+				Text *string `json:"text"`
+			} `json:"choices"`
+		}
+		if json.Unmarshal([]byte(line), &chunk) != nil || len(chunk.Choices) == 0 {
+			continue
+		}
+		c := chunk.Choices[0]
+		if (c.Delta.Content != nil && *c.Delta.Content != "") || (c.Text != nil && *c.Text != "") {
+			out = append(out, chunk.Emit)
+		}
+	}
+	return out
+}
