@@ -7,7 +7,12 @@ LDFLAGS := -X github.com/prometheus/common/version.Version=$(VERSION) \
 	-X github.com/prometheus/common/version.Revision=$(REVISION) \
 	-X github.com/prometheus/common/version.Branch=main
 
-.PHONY: build demo test test-race test-timing bench lint
+# The pinned real components of the end-to-end test and the mixin's build
+# (tools/*/go.mod): run through `go tool`, built once into Go's cache.
+PROMTOOL := $(GO) tool -modfile=tools/prometheus/go.mod promtool
+JSONNET := $(GO) tool -modfile=tools/prometheus/go.mod jsonnet
+
+.PHONY: build demo test test-race test-timing test-e2e tools mixin bench lint
 
 build:
 	$(GO) build -ldflags "$(LDFLAGS)" -o $(BIN) ./cmd/infer_exporter
@@ -15,10 +20,15 @@ build:
 demo:
 	$(GO) run ./cmd/infer_exporter --demo
 
-# Every test: the whole tree under the race detector, then the timing-accuracy
-# tests, which compare measured latencies with the simulator's ground truth
-# and so run without the race detector's slowdown (they skip under -race).
-test: lint test-race test-timing
+# Every test: the whole tree under the race detector (the mixin's promtool
+# tests included), then the timing-accuracy tests, which compare measured
+# latencies with the simulator's ground truth and so run without the race
+# detector's slowdown (they skip under -race), then the end-to-end test with
+# a real Prometheus and Alertmanager (also without -race, and alone, so that
+# its latencies are the simulator's, not a loaded CPU's). `tools` builds the
+# pinned Prometheus, promtool, Alertmanager and jsonnet first (about 10
+# minutes on 2 cores when Go's build cache is cold, seconds after).
+test: lint tools test-race test-timing test-e2e
 
 lint:
 	@out=$$(gofmt -l $$(git ls-files '*.go')); if [ -n "$$out" ]; then echo "gofmt needed:"; echo "$$out"; exit 1; fi
@@ -28,8 +38,26 @@ lint:
 test-race:
 	$(GO) test -race -count=1 -timeout 20m ./...
 
+# One package at a time (-p 1), so that no other test competes for the CPU
+# while latencies are compared with the ground truth.
 test-timing:
-	$(GO) test -count=1 -run 'Accuracy' -timeout 10m ./...
+	$(GO) test -p 1 -count=1 -run 'Accuracy' -timeout 10m ./...
+
+test-e2e:
+	$(GO) test -count=1 -run 'EndToEnd' -timeout 15m -v ./e2e/
+
+tools:
+	$(GO) tool -modfile=tools/prometheus/go.mod -n prometheus >/dev/null
+	$(GO) tool -modfile=tools/prometheus/go.mod -n promtool >/dev/null
+	$(GO) tool -modfile=tools/prometheus/go.mod -n jsonnet >/dev/null
+	$(GO) tool -modfile=tools/alertmanager/go.mod -n alertmanager >/dev/null
+
+# Regenerate the mixin's committed outputs (a test fails when they are stale).
+mixin:
+	rm -rf mixin/generated
+	$(JSONNET) -c -m mixin/generated -S mixin/build.jsonnet >/dev/null
+	$(JSONNET) -S mixin/prometheusrule.jsonnet > deploy/kubernetes/prometheusrule.yaml
+	$(PROMTOOL) check rules mixin/generated/rules.yaml mixin/generated/alerts.yaml
 
 bench:
 	$(GO) test -run '^$$' -bench . -benchmem ./...

@@ -149,3 +149,17 @@ func TestChecksCountersOnlyForWorkloadsWithChecks(t *testing.T) {
 		t.Errorf("check series after Delete = %d, want 0", n)
 	}
 }
+
+// BenchmarkCheckScheduleArrive is the cost a workload with checks adds to
+// each arrival on the dispatcher's path.
+func BenchmarkCheckScheduleArrive(b *testing.B) {
+	s := newCheckSchedule([]config.Check{check("a", "x", 100, 0), check("b", "x", 0, time.Minute)})
+	at := time.Unix(0, 0)
+	b.ReportAllocs()
+	for b.Loop() {
+		at = at.Add(10 * time.Millisecond)
+		if i := s.arrive(at); i >= 0 {
+			s.sent(i, at)
+		}
+	}
+}

@@ -1,0 +1,238 @@
+// Package realstack runs the real components of the end-to-end tests: the
+// exporter binary, and the pinned Prometheus, promtool, Alertmanager and
+// jsonnet of tools/*/go.mod, as child processes on loopback ports.
+//
+// The tools are run as `go tool -modfile=... -n NAME` resolves them: Go
+// builds each once into its build cache (about 10 minutes for Prometheus on
+// 2 cores when the cache is cold; `make tools` does it up front) and answers
+// with the cached binary's path after that. A test that cannot get a tool
+// fails when the environment variable CI is set, and skips with the reason
+// otherwise.
+package realstack
+
+import (
+	"bufio"
+	"bytes"
+	"context"
+	"errors"
+	"fmt"
+	"net"
+	"net/http"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"strings"
+	"sync"
+	"syscall"
+	"testing"
+	"time"
+)
+
+// Tool modules, relative to the repository root.
+const (
+	PrometheusModfile   = "tools/prometheus/go.mod"   // prometheus, promtool, jsonnet
+	AlertmanagerModfile = "tools/alertmanager/go.mod" // alertmanager
+)
+
+// RepoRoot is the directory of the repository's go.mod, found from the test's
+// working directory upwards.
+func RepoRoot(tb testing.TB) string {
+	tb.Helper()
+	dir, err := os.Getwd()
+	if err != nil {
+		tb.Fatal(err)
+	}
+	for {
+		if b, err := os.ReadFile(filepath.Join(dir, "go.mod")); err == nil &&
+			bytes.Contains(b, []byte("module github.com/infer-exporter/infer_exporter\n")) {
+			return dir
+		}
+		parent := filepath.Dir(dir)
+		if parent == dir {
+			tb.Fatal("repository root (go.mod of github.com/infer-exporter/infer_exporter) not found")
+		}
+		dir = parent
+	}
+}
+
+// unavailable fails the test in CI and skips it elsewhere.
+func unavailable(tb testing.TB, format string, args ...any) {
+	tb.Helper()
+	msg := fmt.Sprintf(format, args...)
+	if os.Getenv("CI") != "" {
+		tb.Fatalf("%s (CI is set: a missing tool is a failure)", msg)
+	}
+	tb.Skipf("%s; skipped because CI is not set (run `make tools` first)", msg)
+}
+
+var toolPaths sync.Map // modfile+name -> path
+
+// Tool returns the path of a pinned tool's binary, building it into Go's
+// cache if needed.
+func Tool(tb testing.TB, modfile, name string) string {
+	tb.Helper()
+	key := modfile + " " + name
+	if p, ok := toolPaths.Load(key); ok {
+		return p.(string)
+	}
+	root := RepoRoot(tb)
+	cmd := exec.Command("go", "tool", "-modfile="+modfile, "-n", name)
+	cmd.Dir = root
+	var stderr bytes.Buffer
+	cmd.Stderr = &stderr
+	out, err := cmd.Output()
+	if err != nil {
+		unavailable(tb, "go tool -modfile=%s -n %s: %v: %s", modfile, name, err, lastLines(stderr.String(), 20))
+	}
+	p := strings.TrimSpace(string(out))
+	if _, err := os.Stat(p); err != nil {
+		unavailable(tb, "go tool -modfile=%s -n %s gave %q: %v", modfile, name, p, err)
+	}
+	toolPaths.Store(key, p)
+	return p
+}
+
+// BuildExporter builds ./cmd/infer_exporter into a temporary directory.
+func BuildExporter(tb testing.TB) string {
+	tb.Helper()
+	bin := filepath.Join(tb.TempDir(), "infer_exporter")
+	cmd := exec.Command("go", "build", "-o", bin, "./cmd/infer_exporter")
+	cmd.Dir = RepoRoot(tb)
+	if out, err := cmd.CombinedOutput(); err != nil {
+		tb.Fatalf("go build ./cmd/infer_exporter: %v\n%s", err, out)
+	}
+	return bin
+}
+
+// FreeAddr returns a loopback address with a port that was free a moment ago.
+func FreeAddr(tb testing.TB) string {
+	tb.Helper()
+	ln, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		tb.Fatal(err)
+	}
+	addr := ln.Addr().String()
+	ln.Close()
+	return addr
+}
+
+// Process is a child process whose output goes to a log file.
+type Process struct {
+	Name string
+	Log  string // path of its combined stdout and stderr
+	cmd  *exec.Cmd
+	done chan struct{}
+	err  error
+}
+
+// Start runs bin with args in dir (the repository root when empty). The
+// process is stopped when the test ends (SIGTERM, then SIGKILL after 10 s),
+// and the tail of its log is printed if the test failed.
+func Start(tb testing.TB, name, dir, bin string, args ...string) *Process {
+	tb.Helper()
+	if dir == "" {
+		dir = RepoRoot(tb)
+	}
+	logPath := filepath.Join(tb.TempDir(), name+".log")
+	logFile, err := os.Create(logPath)
+	if err != nil {
+		tb.Fatal(err)
+	}
+	cmd := exec.Command(bin, args...)
+	cmd.Dir = dir
+	cmd.Stdout, cmd.Stderr = logFile, logFile
+	if err := cmd.Start(); err != nil {
+		logFile.Close()
+		tb.Fatalf("start %s: %v", name, err)
+	}
+	p := &Process{Name: name, Log: logPath, cmd: cmd, done: make(chan struct{})}
+	go func() {
+		p.err = cmd.Wait()
+		logFile.Close()
+		close(p.done)
+	}()
+	tb.Cleanup(func() {
+		p.Stop()
+		if tb.Failed() {
+			b, _ := os.ReadFile(logPath)
+			tb.Logf("last lines of %s's log:\n%s", name, lastLines(string(b), 40))
+		}
+	})
+	return p
+}
+
+// Stop ends the process: SIGTERM, then SIGKILL if it has not exited after
+// 10 s. It signals only this process, by its pid.
+func (p *Process) Stop() {
+	select {
+	case <-p.done:
+		return
+	default:
+	}
+	_ = p.cmd.Process.Signal(syscall.SIGTERM)
+	select {
+	case <-p.done:
+	case <-time.After(10 * time.Second):
+		_ = p.cmd.Process.Kill()
+		<-p.done
+	}
+}
+
+// Exited reports whether the process has ended, and how.
+func (p *Process) Exited() (bool, error) {
+	select {
+	case <-p.done:
+		return true, p.err
+	default:
+		return false, nil
+	}
+}
+
+// WaitHTTP polls url until it answers 200, the process exits, or ctx ends.
+func (p *Process) WaitHTTP(ctx context.Context, url string) error {
+	client := &http.Client{Timeout: 2 * time.Second}
+	for {
+		if exited, err := p.Exited(); exited {
+			return fmt.Errorf("%s exited before serving %s: %v", p.Name, url, err)
+		}
+		req, _ := http.NewRequestWithContext(ctx, http.MethodGet, url, nil)
+		if resp, err := client.Do(req); err == nil {
+			resp.Body.Close()
+			if resp.StatusCode == http.StatusOK {
+				return nil
+			}
+		}
+		select {
+		case <-ctx.Done():
+			return fmt.Errorf("%s did not serve %s: %w", p.Name, url, ctx.Err())
+		case <-time.After(100 * time.Millisecond):
+		}
+	}
+}
+
+// Run runs a tool to completion in the repository root and returns its
+// combined output.
+func Run(tb testing.TB, bin string, args ...string) (string, error) {
+	tb.Helper()
+	cmd := exec.Command(bin, args...)
+	cmd.Dir = RepoRoot(tb)
+	out, err := cmd.CombinedOutput()
+	var ee *exec.ExitError
+	if err != nil && !errors.As(err, &ee) {
+		tb.Fatalf("run %s: %v", bin, err)
+	}
+	return string(out), err
+}
+
+func lastLines(s string, n int) string {
+	var lines []string
+	sc := bufio.NewScanner(strings.NewReader(s))
+	sc.Buffer(make([]byte, 64*1024), 1<<20)
+	for sc.Scan() {
+		lines = append(lines, sc.Text())
+		if len(lines) > n {
+			lines = lines[1:]
+		}
+	}
+	return strings.Join(lines, "\n")
+}

@@ -1,0 +1,235 @@
+// Alerts, in mixtool's conventions: CamelCase names, a severity label, a
+// summary and a templated description.
+local p = import '../lib/promql.libsonnet';
+local names = import '../rules/names.libsonnet';
+
+{
+  local c = $._config,
+  local n = names.new(c),
+  local wl = p.labelList(c.workloadLabels),
+  local tl = p.labelList(c.targetLabels),
+  local reg = c.regression,
+  local qn = p.quantileName(reg.quantile),
+  local minRate = reg.minRequestsInWindow / p.seconds(c.rateWindow),
+  local stream = '{{ $labels.target }} ({{ $labels.model }}), workload {{ $labels.workload }}',
+
+  // p99 now over its baseline, for the histogram h. Pinned baselines win
+  // over the offset one where both exist (the two sides of "or" carry the
+  // same labels). The offset baseline needs the minimum traffic in the
+  // baseline window too, and the alert needs it now.
+  local regressionExpr(h) =
+    local cur = '%s{quantile="%s"}' % [n.quantile(h), p.num(reg.quantile)];
+    local pinned = |||
+      (
+        %(cur)s
+        / on (%(tl)s) group_left ()
+        %(base)s
+      )
+    ||| % { cur: cur, tl: tl, base: n.pinnedBaseline(h) };
+    local offset = |||
+      (
+        %(cur)s
+        /
+        %(cur)s offset %(off)s
+        and on (%(wl)s)
+        %(rate)s offset %(off)s >= %(min)s
+      )
+    ||| % { cur: cur, off: reg.offset, wl: wl, rate: n.requestRate, min: p.num(minRate) };
+    local branches =
+      (if std.length(reg.pinned) > 0 then [pinned] else [])
+      + (if reg.offset != null then [offset] else []);
+    assert std.length(branches) > 0 : 'regression needs an offset or pinned baselines';
+    |||
+      (
+      %(b)s) > %(th)s
+      and on (%(wl)s)
+      %(rate)s >= %(min)s
+    ||| % { b: std.join('or\n', branches), th: p.num(reg.threshold), wl: wl, rate: n.requestRate, min: p.num(minRate) },
+
+  local regressionAlert(name, h, what) = {
+    alert: name,
+    expr: regressionExpr(h),
+    'for': reg['for'],
+    labels: { severity: reg.severity },
+    annotations: {
+      summary: '%s %s regressed more than %s%% against its baseline.' % [qn, what, p.num(std.round((reg.threshold - 1) * 1000) / 10)],
+      description: '%s %s of %s is {{ $value | humanizePercentage }} of its baseline (%s).' % [
+        qn,
+        what,
+        stream,
+        std.join(' or ', (if reg.offset != null then ['the same window %s earlier' % reg.offset] else []) + (if std.length(reg.pinned) > 0 then ['the pinned value'] else [])),
+      ],
+    },
+  },
+
+  local burnAlerts(name, what, ratio, objective) = [
+    {
+      alert: name,
+      expr: |||
+        %(long)s > (%(f)s * (1 - %(o)s))
+        and
+        %(short)s > (%(f)s * (1 - %(o)s))
+      ||| % { long: ratio(b.long), short: ratio(b.short), f: p.num(b.factor), o: p.num(objective) },
+      'for': b['for'],
+      labels: { severity: b.severity, long: b.long, short: b.short },
+      annotations: {
+        summary: '%s is burning its error budget %sx too fast.' % [what, p.num(b.factor)],
+        description: '%s of %s is {{ $value | humanizePercentage }} over the last %s, against an objective of %s%%: the budget burns more than %sx too fast over both %s and %s.' % [
+          what,
+          stream,
+          b.long,
+          p.num(objective * 100),
+          p.num(b.factor),
+          b.long,
+          b.short,
+        ],
+      },
+    }
+    for b in c.slo.burnRates
+  ],
+
+  prometheusAlerts+:: {
+    groups+: [
+      {
+        name: 'infer-probe.alerts',
+        rules: [
+          regressionAlert('InferProbeTTFTRegression', 'ttft', 'time to first token'),
+          regressionAlert('InferProbeTPOTRegression', 'tpot', 'time per output token'),
+        ] + burnAlerts('InferProbeErrorBudgetBurn', 'The error ratio', n.errorRatio, c.slo.errorObjective)
+        + burnAlerts('InferProbeTTFTBudgetBurn', 'The ratio of requests over the %ss TTFT threshold' % c.slo.ttftThreshold, n.ttftSlowRatio, c.slo.latencyObjective)
+        + [
+          {
+            alert: 'InferProbeFailing',
+            expr: 'probe_success%s == 0' % p.selector(c.oneShotProbeSelector),
+            'for': c.probeFailingFor,
+            labels: { severity: 'warning' },
+            annotations: {
+              summary: 'A /probe of an inference endpoint is failing.',
+              description: 'The /probe of {{ $labels.instance }} (job {{ $labels.job }}) has failed for %s; probe_failed_due_to says why.' % c.probeFailingFor,
+            },
+          },
+          {
+            alert: 'InferExporterDown',
+            expr: 'up%s == 0' % p.selector(c.exporterSelector),
+            'for': c.exporterDownFor,
+            labels: { severity: 'warning' },
+            annotations: {
+              summary: 'infer_exporter cannot be scraped.',
+              description: 'Prometheus has failed to scrape infer_exporter at {{ $labels.instance }} (job {{ $labels.job }}) for %s: no probe, server or GPU metrics come from it.' % c.exporterDownFor,
+            },
+          },
+          {
+            alert: 'InferProbeMeasurementDegraded',
+            expr: 'max by (%s) (infer_probe_measurement_degraded%s) == 1' % [wl, p.selector(c.probeSelector)],
+            'for': c.measurementDegradedFor,
+            labels: { severity: 'warning' },
+            annotations: {
+              summary: 'The probe client is saturated: its latencies include its own delay.',
+              description: 'The client measuring %s is falling behind its schedule or is CPU-saturated; its latency figures are not the server alone. Give the exporter more CPU or lower the workload rate.' % stream,
+            },
+          },
+        ],
+      },
+      {
+        name: 'infer-server.alerts',
+        rules: [
+          {
+            alert: 'InferServerKVCacheNearFull',
+            expr: 'max by (%s) (infer_server_kv_cache_usage_ratio%s) > %s' % [tl, p.selector(c.serverSelector), p.num(c.kvCacheNearFullRatio)],
+            'for': c.kvCacheNearFullFor,
+            labels: { severity: 'warning' },
+            annotations: {
+              summary: 'The KV cache of an inference server is nearly full.',
+              description: 'The KV cache of {{ $labels.target }} ({{ $labels.model }}) is {{ $value | humanizePercentage }} full: new requests wait and running ones may be preempted.',
+            },
+          },
+          {
+            alert: 'InferServerWaitingQueueGrowing',
+            expr: |||
+              max by (%(tl)s) (infer_server_requests_waiting%(sel)s) >= %(min)s
+              and
+              max by (%(tl)s) (deriv(infer_server_requests_waiting%(sel)s[%(w)s])) > 0
+            ||| % { tl: tl, sel: p.selector(c.serverSelector), min: p.num(c.waitingQueueMin), w: c.waitingQueueWindow },
+            'for': c.waitingQueueFor,
+            labels: { severity: 'warning' },
+            annotations: {
+              summary: 'Requests are piling up in an inference server queue.',
+              description: '{{ $value }} requests wait in {{ $labels.target }} ({{ $labels.model }}), and the queue has been growing for %s: the server takes more than it serves.' % c.waitingQueueFor,
+            },
+          },
+        ],
+      },
+      {
+        name: 'infer-gpu.alerts',
+        local gpu = '{{ $labels.gpu }} ({{ $labels.name }}) on {{ $labels.instance }}',
+        rules: [
+          {
+            alert: 'InferGPUThermalThrottling',
+            expr: 'max by (instance, gpu, uuid, name, reason) (infer_gpu_clock_event_reason_active%s) == 1' % p.selector(c.gpuSelector, 'reason=~"%s"' % c.gpuThermalReasons),
+            'for': c.gpuThrottleFor,
+            labels: { severity: 'warning' },
+            annotations: {
+              summary: 'A GPU is slowing its clocks to cool down.',
+              description: 'GPU %s has been throttled for %s by {{ $labels.reason }}: latency rises while it lasts. Check cooling and ambient temperature.' % [gpu, c.gpuThrottleFor],
+            },
+          },
+          {
+            alert: 'InferGPUPowerThrottling',
+            expr: 'max by (instance, gpu, uuid, name, reason) (infer_gpu_clock_event_reason_active%s) == 1' % p.selector(c.gpuSelector, 'reason=~"%s"' % c.gpuPowerReasons),
+            'for': c.gpuThrottleFor,
+            labels: { severity: 'warning' },
+            annotations: {
+              summary: 'A GPU is slowed by a power brake or a hardware slowdown.',
+              description: 'GPU %s has been throttled for %s by {{ $labels.reason }} (an external power brake or a hardware slowdown, not its own power limit). Check the power supply.' % [gpu, c.gpuThrottleFor],
+            },
+          },
+          {
+            alert: 'InferGPUPowerCapped',
+            expr: 'max by (instance, gpu, uuid, name) (infer_gpu_clock_event_reason_active%s) == 1' % p.selector(c.gpuSelector, 'reason="sw_power_cap"'),
+            'for': c.gpuPowerCapFor,
+            labels: { severity: 'info' },
+            annotations: {
+              summary: 'A GPU has run at its power limit for a long time.',
+              description: 'GPU %s has held its clocks down to stay within its power limit for %s. Normal at full load; a higher limit (nvidia-smi -pl) would buy speed.' % [gpu, c.gpuPowerCapFor],
+            },
+          },
+        ] + [
+          {
+            alert: a.name,
+            // A new XID series has a count already: it counts too.
+            expr: |||
+              (
+                infer_gpu_xid_errors_total%(sel)s - infer_gpu_xid_errors_total%(sel)s offset %(w)s > 0
+              )
+              or
+              (
+                infer_gpu_xid_errors_total%(sel)s unless infer_gpu_xid_errors_total%(sel)s offset %(w)s
+              )
+            ||| % { sel: p.selector(c.gpuSelector, 'xid%s"%s"' % [a.op, c.criticalXids]), w: c.xidWindow },
+            labels: { severity: a.severity },
+            annotations: {
+              summary: a.summary,
+              description: 'GPU %s reported XID {{ $labels.xid }} in the last %s. %s' % [gpu, c.xidWindow, a.more],
+            },
+          }
+          for a in [
+            {
+              name: 'InferGPUXIDErrors',
+              op: '!~',
+              severity: 'warning',
+              summary: 'A GPU reported an XID error.',
+              more: 'See NVIDIA\'s XID catalogue; an application XID (13, 31, 43) is often the inference server\'s own fault.',
+            },
+            {
+              name: 'InferGPUCriticalXIDErrors',
+              op: '=~',
+              severity: 'critical',
+              summary: 'A GPU reported an XID error that needs attention now.',
+              more: 'This XID (ECC, NVLink, GSP or fallen off the bus) usually needs a GPU reset or a drain of the node.',
+            },
+          ]
+        ],
+      },
+    ],
+  },
+}

@@ -1,0 +1,378 @@
+// The dashboards, as Grafana JSON (schemaVersion 39). Every rate uses
+// $__rate_interval; recorded series carry their own window.
+local d = import '../lib/dashboard.libsonnet';
+local p = import '../lib/promql.libsonnet';
+local names = import '../rules/names.libsonnet';
+
+{
+  local c = $._config,
+  local n = names.new(c),
+  local uid(s) = c.dashboardUIDPrefix + s,
+  local dash(u, title, description, variables, panels) =
+    d.dashboard(uid(u), title, description, c.dashboardTags, variables, panels, c.dashboardRefresh, c.dashboardTimezone),
+
+  // Selectors with the dashboard's variables.
+  local wsel = 'target=~"$target", model=~"$model", workload=~"$workload"',
+  local tsel = 'target=~"$target", model=~"$model"',
+  local rawProbe = p.selector(c.probeSelector, wsel),
+  local rec = '{' + wsel + '}',
+  local trec = '{' + tsel + '}',
+  local stream = '{{target}} / {{workload}}',
+
+  local probeVariables = [
+    d.queryVariable('target', 'Target', 'label_values(infer_probe_requests_total%s, target)' % p.selector(c.probeSelector)),
+    d.queryVariable('model', 'Model', 'label_values(infer_probe_requests_total%s, model)' % p.selector(c.probeSelector, 'target=~"$target"')),
+    d.queryVariable('workload', 'Workload', 'label_values(infer_probe_requests_total%s, workload)' % p.selector(c.probeSelector, tsel)),
+  ],
+
+  local quantilePanel(h, title, description) = d.timeseries(
+    title,
+    description + ' Quantiles %s over %s, from the recording rule %s.' % [std.join(', ', [p.num(q) for q in c.quantiles]), c.rateWindow, n.quantile(h)],
+    [d.target('%s%s' % [n.quantile(h), rec], stream + ' q{{quantile}}')],
+    's',
+  ),
+
+  grafanaDashboards+:: {
+    'infer-overview.json': dash(
+      'overview',
+      'infer_exporter / Overview',
+      'What the continuous probe measured, per target, model and workload: latency quantiles, tokens per second, request rates, errors and goodput.',
+      probeVariables,
+      [
+        d.row('Latency'),
+        quantilePanel('ttft', 'Time to first token', 'From the scheduled instant to the first content token.'),
+        quantilePanel('tpot', 'Time per output token', '(last byte - first token) / (output tokens - 1), per successful request.'),
+        quantilePanel('itl', 'Inter-token latency', 'Every gap between consecutive content events.'),
+        quantilePanel('e2e', 'End-to-end latency', 'From the scheduled instant to the last byte, successful requests.'),
+        d.row('Throughput and outcomes'),
+        d.timeseries(
+          'Output tokens per second',
+          'Output tokens of successful requests per second.',
+          [d.target('sum by (target, model, workload) (rate(infer_probe_completion_tokens_total%s[$__rate_interval]))' % rawProbe, stream)],
+          'suffix: tok/s',
+          width=8,
+        ),
+        d.timeseries(
+          'Prompt tokens per second',
+          'Prompt tokens of successful requests per second, from the server\'s usage.',
+          [d.target('sum by (target, model, workload) (rate(infer_probe_prompt_tokens_total%s[$__rate_interval]))' % rawProbe, stream)],
+          'suffix: tok/s',
+          width=8,
+        ),
+        d.timeseries(
+          'Requests per second by outcome',
+          'Every request by how it ended; dropped arrivals were never sent.',
+          [d.target('sum by (target, workload, outcome) (rate(infer_probe_requests_total%s[$__rate_interval]))' % rawProbe, stream + ' {{outcome}}')],
+          'reqps',
+          width=8,
+          stack=true,
+        ),
+        d.timeseries(
+          'Error ratio',
+          'Failed requests over requests sent, over %s (%s).' % [c.rateWindow, n.errorRatio(c.rateWindow)],
+          [d.target('%s%s' % [n.errorRatio(c.rateWindow), rec], stream)],
+          'percentunit',
+          width=8,
+          min=0,
+        ),
+        d.timeseries(
+          'Goodput ratio',
+          'Requests that succeeded and met every SLO threshold of their workload, over requests sent, over %s.' % c.rateWindow,
+          [d.target('%s%s' % [n.goodputRatio, rec], stream)],
+          'percentunit',
+          width=8,
+          min=0,
+          max=1,
+        ),
+        d.timeseries(
+          'TTFT over the SLO threshold',
+          'Requests whose TTFT exceeded %ss, over requests with a first token, over %s. The latency SLO allows %s.' % [c.slo.ttftThreshold, c.rateWindow, p.num(std.round((1 - c.slo.latencyObjective) * 10000) / 100) + '%'],
+          [d.target('%s%s' % [n.ttftSlowRatio(c.rateWindow), rec], stream)],
+          'percentunit',
+          width=8,
+          min=0,
+        ),
+        d.row('Measurement'),
+        d.timeseries(
+          'TTFT jitter (σ/μ)',
+          'Coefficient of variation of TTFT: its standard deviation over its mean, from native histograms, over %s.' % c.rateWindow,
+          [d.target('%s%s' % [n.ttftJitter, rec], stream)],
+          'none',
+          width=8,
+          min=0,
+        ),
+        d.timeseries(
+          'Known-answer accuracy',
+          'Known-answer checks whose answer matched, over checks answered (the workload\'s, else its target\'s /probe checks), over %s.' % c.accuracyWindow,
+          [d.target('%s%s' % [n.accuracy, rec], stream)],
+          'percentunit',
+          width=8,
+          min=0,
+          max=1,
+        ),
+        d.timeseries(
+          'Dropped arrivals',
+          'Arrivals never sent, by reason: the client held back to protect the measurement or the server.',
+          [d.target('sum by (target, workload, reason) (rate(infer_probe_dropped_requests_total%s[$__rate_interval]))' % rawProbe, stream + ' {{reason}}')],
+          'reqps',
+          width=8,
+        ),
+        d.timeseries(
+          'Schedule lag p99',
+          'The client\'s own delay between the scheduled and the sent instant (p99 over --probe.degraded-window).',
+          [d.target('infer_probe_schedule_lag_p99_seconds%s' % rawProbe, stream)],
+          's',
+          width=8,
+        ),
+        d.timeseries(
+          'Measurement degraded',
+          '1 when the client is saturated: its latencies then include its own delay.',
+          [d.target('max by (target, model, workload) (infer_probe_measurement_degraded%s)' % rawProbe, stream)],
+          'bool',
+          width=8,
+          min=0,
+          max=1,
+        ),
+        d.timeseries(
+          'Offered and sent rate',
+          'The arrival process\'s configured rate and the rate of requests sent.',
+          [
+            d.target('max by (target, model, workload) (infer_probe_configured_rate_requests_per_second%s)' % rawProbe, stream + ' configured'),
+            d.target('%s%s' % [n.requestRate, rec], stream + ' sent'),
+          ],
+          'reqps',
+          width=8,
+        ),
+      ],
+    ),
+
+    'infer-ranking.json': dash(
+      'ranking',
+      'infer_exporter / Ranking',
+      'Targets ranked by a weighted score: latency %s, throughput %s, memory %s, accuracy %s, each normalised against the reference values of the mixin\'s _config.' % [
+        p.num(c.ranking.weights.latency),
+        p.num(c.ranking.weights.throughput),
+        p.num(c.ranking.weights.memory),
+        p.num(c.ranking.weights.accuracy),
+      ],
+      probeVariables,
+      local q99 = '{quantile="0.99", %s}' % wsel;
+      local perWorkload(e) = '(%s%s * 0) + on (%s) group_left () %s' % [n.requestRate, rec, p.labelList(c.targetLabels), e];
+      local cols = [
+        { ref: 'A', title: 'Score', unit: 'none', decimals: 3, expr: n.score + rec },
+        { ref: 'B', title: 'Latency score', unit: 'none', decimals: 3, expr: n.component('latency') + rec },
+        { ref: 'C', title: 'Throughput score', unit: 'none', decimals: 3, expr: n.component('throughput') + rec },
+        { ref: 'D', title: 'Memory score', unit: 'none', decimals: 3, expr: n.component('memory') + rec },
+        { ref: 'E', title: 'Accuracy score', unit: 'none', decimals: 3, expr: n.component('accuracy') + rec },
+        { ref: 'F', title: 'TTFT p99', unit: 's', expr: n.quantile('ttft') + q99 },
+        { ref: 'G', title: 'TPOT p99', unit: 's', expr: n.quantile('tpot') + q99 },
+        { ref: 'H', title: 'Output tokens/s', unit: 'suffix: tok/s', expr: n.outputTokenRate + rec },
+        { ref: 'I', title: 'GPU memory', unit: 'bytes', expr: perWorkload(n.targetServingMemory) },
+        { ref: 'J', title: 'Accuracy', unit: 'percentunit', expr: n.accuracy + rec },
+        { ref: 'K', title: 'Tokens per joule', unit: 'suffix: tok/J', expr: perWorkload(n.tokensPerJoule) },
+      ];
+      [
+        d.table(
+          'Leaderboard',
+          'One row per target, model and workload, best score first. Components are 0..%s (%s: as good as the reference); a component that cannot be measured counts 0. Raw values beside them.' % [p.num(c.ranking.maxComponent), p.num(c.ranking.maxComponent)],
+          // Without __name__ and extra labels, so that the merge joins the
+          // queries' rows on target, model and workload.
+          [d.target('max by (%s) (%s)' % [p.labelList(c.workloadLabels), col.expr], '', instant=true, format='table', refId=col.ref) for col in cols],
+          'none',
+          [{ ref: col.ref, title: col.title, unit: col.unit } + (if std.objectHas(col, 'decimals') then { decimals: col.decimals } else {}) for col in cols],
+          'Score',
+          height=12,
+        ),
+        d.timeseries(
+          'Score over time',
+          'The weighted score (%s).' % n.score,
+          [d.target(n.score + rec, stream)],
+          'none',
+          width=12,
+          min=0,
+        ),
+        d.timeseries(
+          'Components over time',
+          'Each normalised component, before weighting.',
+          [d.target('%s%s' % [n.component(k), rec], stream + ' ' + k) for k in ['latency', 'throughput', 'memory', 'accuracy']],
+          'none',
+          width=12,
+          min=0,
+        ),
+      ],
+    ),
+
+    'infer-gpu.json': dash(
+      'gpu',
+      'infer_exporter / GPU',
+      'The GPUs beside the inference server, read through NVML: utilisation, SM activity, power, temperature, clocks, throttle reasons and memory.',
+      [
+        d.queryVariable('instance', 'Instance', 'label_values(infer_gpu_info%s, instance)' % p.selector(c.gpuSelector)),
+        d.queryVariable('gpu', 'GPU', 'label_values(infer_gpu_info%s, gpu)' % p.selector(c.gpuSelector, 'instance=~"$instance"')),
+      ],
+      local g = p.selector(c.gpuSelector, 'instance=~"$instance", gpu=~"$gpu"');
+      local gs(extra) = p.selector(c.gpuSelector, 'instance=~"$instance", gpu=~"$gpu", ' + extra);
+      local legend = '{{instance}} GPU {{gpu}}';
+      [
+        d.timeseries('Utilisation', 'Fraction of the sample period in which a kernel ran (NVML utilisation).', [d.target('infer_gpu_utilization_ratio' + g, legend)], 'percentunit', width=8, min=0, max=1),
+        d.timeseries(
+          'SM active, occupancy and tensor active',
+          'GPM metrics (Hopper and later): the fraction of SMs busy, of warps resident, of tensor-core cycles.',
+          [
+            d.target('infer_gpu_sm_active_ratio' + g, legend + ' SM active'),
+            d.target('infer_gpu_sm_occupancy_ratio' + g, legend + ' SM occupancy'),
+            d.target('infer_gpu_tensor_active_ratio' + g, legend + ' tensor active'),
+          ],
+          'percentunit',
+          width=8,
+          min=0,
+          max=1,
+        ),
+        d.timeseries(
+          'Power',
+          'Power draw (1 s average on Hopper), the enforced limit, and the draw from the energy counter over the rate interval.',
+          [
+            d.target('infer_gpu_power_watts' + g, legend),
+            d.target('infer_gpu_power_limit_watts' + g, legend + ' limit'),
+            d.target('rate(infer_gpu_energy_joules_total%s[$__rate_interval])' % g, legend + ' from energy'),
+          ],
+          'watt',
+          width=8,
+          min=0,
+        ),
+        d.timeseries('Temperature', 'GPU core temperature.', [d.target('infer_gpu_temperature_celsius' + g, legend)], 'celsius', width=8),
+        d.timeseries(
+          'Clocks',
+          'SM and memory clocks, and their maxima.',
+          [
+            d.target('infer_gpu_clock_hertz' + g, legend + ' {{clock}}'),
+            d.target('infer_gpu_clock_max_hertz' + g, legend + ' {{clock}} max'),
+          ],
+          'hertz',
+          width=8,
+        ),
+        d.timeseries(
+          'Tokens per joule',
+          'Output tokens the probe measured per joule the instance\'s GPUs drew (%s).' % n.tokensPerJoule,
+          [d.target(n.tokensPerJoule, '{{target}} / {{model}}')],
+          'suffix: tok/J',
+          width=8,
+          min=0,
+        ),
+        d.stateTimeline(
+          'Throttle reasons',
+          'Clock event reasons: why the clocks are below their maximum. sw_power_cap at full load is normal; thermal and hardware slowdowns are not.',
+          [d.target('infer_gpu_clock_event_reason_active' + gs('reason!="gpu_idle"'), legend + ' {{reason}}')],
+        ),
+        d.heatmapRows(
+          'Memory used over time, per GPU',
+          'GPU memory in use, one row per GPU.',
+          [d.target('infer_gpu_memory_used_bytes' + g, legend)],
+          'bytes',
+        ),
+        d.timeseries(
+          'Memory',
+          'Used and total memory, and the memory of each process on the GPU (the largest users).',
+          [
+            d.target('infer_gpu_memory_used_bytes' + g, legend + ' used'),
+            d.target('infer_gpu_memory_total_bytes' + g, legend + ' total'),
+            d.target('infer_gpu_process_memory_used_bytes' + g, legend + ' {{process}} ({{pid}})'),
+          ],
+          'bytes',
+          width=12,
+          min=0,
+        ),
+        d.timeseries(
+          'PCIe throughput',
+          'Bytes per second over PCIe, by direction.',
+          [d.target('infer_gpu_pcie_bytes_per_second' + g, legend + ' {{direction}}')],
+          'Bps',
+          width=12,
+          min=0,
+        ),
+        d.timeseries(
+          'XID errors',
+          'XID errors reported by the driver in each rate interval.',
+          [d.target('increase(infer_gpu_xid_errors_total%s[$__rate_interval])' % g, legend + ' XID {{xid}}')],
+          'short',
+          width=12,
+          min=0,
+        ),
+        d.timeseries(
+          'ECC errors',
+          'Corrected and uncorrected ECC errors per second.',
+          [d.target('rate(infer_gpu_ecc_errors_total%s[$__rate_interval])' % g, legend + ' {{type}}')],
+          'short',
+          width=12,
+          min=0,
+        ),
+      ],
+    ),
+
+    'infer-server.json': dash(
+      'server',
+      'infer_exporter / Server internals',
+      'The inference engine\'s own metrics, normalised as infer_server_*: KV cache, running and waiting requests, prefix cache and preemptions.',
+      [
+        d.queryVariable('target', 'Target', 'label_values(infer_server_up%s, target)' % p.selector(c.serverSelector)),
+        d.queryVariable('model', 'Model', 'label_values(infer_server_up%s, model)' % p.selector(c.serverSelector, 'target=~"$target"')),
+      ],
+      local s = p.selector(c.serverSelector, tsel);
+      local legend = '{{target}} ({{engine}})';
+      [
+        d.timeseries('KV cache usage', 'Fraction of the KV cache in use, as the engine reports it.', [d.target('infer_server_kv_cache_usage_ratio' + s, legend)], 'percentunit', width=12, min=0, max=1),
+        d.timeseries(
+          'Running and waiting requests',
+          'Requests in the engine\'s batch, and queued for it.',
+          [
+            d.target('infer_server_requests_running' + s, legend + ' running'),
+            d.target('infer_server_requests_waiting' + s, legend + ' waiting'),
+          ],
+          'short',
+          width=12,
+          min=0,
+        ),
+        d.timeseries(
+          'Prefix cache hit ratio',
+          'Prefix-cache hits over lookups, in the engine\'s unit (tokens for vLLM and SGLang), over %s (%s).' % [c.rateWindow, n.prefixCacheHitRatio],
+          [d.target(n.prefixCacheHitRatio + trec, '{{target}}')],
+          'percentunit',
+          width=8,
+          min=0,
+          max=1,
+        ),
+        d.timeseries(
+          'Prefix cache hits and lookups',
+          'Per second, in the engine\'s unit.',
+          [
+            d.target('rate(infer_server_prefix_cache_hits_total%s[$__rate_interval])' % s, legend + ' hits'),
+            d.target('rate(infer_server_prefix_cache_queries_total%s[$__rate_interval])' % s, legend + ' lookups'),
+          ],
+          'short',
+          width=8,
+          min=0,
+        ),
+        d.timeseries(
+          'Preemptions',
+          'Requests the engine preempted per second (SGLang: retracted): a sign of KV-cache pressure.',
+          [d.target('rate(infer_server_preemptions_total%s[$__rate_interval])' % s, legend)],
+          'ops',
+          width=8,
+          min=0,
+        ),
+        d.timeseries('Engine metrics up', '1 when the exporter\'s last read of the engine\'s metrics succeeded.', [d.target('infer_server_up' + s, legend)], 'bool', width=12, min=0, max=1),
+        d.table(
+          'Engines',
+          'The engine behind each target, as its info endpoints report it.',
+          [d.target('infer_server_info' + s, '', instant=true, format='table', refId='A')],
+          'none',
+          [{ ref: 'A', title: 'Up', unit: 'none' }],
+          'target',
+          width=12,
+          height=8,
+          hide=['__name__', 'job', 'instance'],
+        ),
+      ],
+    ),
+  },
+}

@@ -1,0 +1,634 @@
+// Tests of the monitoring mixin: the committed outputs are what the jsonnet
+// renders, promtool accepts the rules and its unit tests pass and cover every
+// alert, the dashboards pass lint checks, and every query reads metrics that
+// the exporter exposes or that a rule records.
+package mixin_test
+
+import (
+	"bufio"
+	"bytes"
+	"context"
+	"encoding/json"
+	"fmt"
+	"io"
+	"net/http"
+	"net/url"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"regexp"
+	"slices"
+	"sort"
+	"strings"
+	"testing"
+	"time"
+
+	dto "github.com/prometheus/client_model/go"
+	"github.com/prometheus/common/expfmt"
+	"github.com/prometheus/common/model"
+	yaml "go.yaml.in/yaml/v3"
+
+	"github.com/infer-exporter/infer_exporter/internal/realstack"
+)
+
+// ruleFile is a Prometheus rule file.
+type ruleFile struct {
+	Groups []struct {
+		Name  string `yaml:"name"`
+		Rules []rule `yaml:"rules"`
+	} `yaml:"groups"`
+}
+
+type rule struct {
+	Record      string            `yaml:"record"`
+	Alert       string            `yaml:"alert"`
+	Expr        string            `yaml:"expr"`
+	For         string            `yaml:"for"`
+	Labels      map[string]string `yaml:"labels"`
+	Annotations map[string]string `yaml:"annotations"`
+}
+
+func loadRules(t *testing.T, path string) []rule {
+	t.Helper()
+	b, err := os.ReadFile(path)
+	if err != nil {
+		t.Fatal(err)
+	}
+	var f ruleFile
+	if err := yaml.Unmarshal(b, &f); err != nil {
+		t.Fatalf("%s: %v", path, err)
+	}
+	var out []rule
+	for _, g := range f.Groups {
+		out = append(out, g.Rules...)
+	}
+	return out
+}
+
+func repoPath(t *testing.T, rel string) string {
+	return filepath.Join(realstack.RepoRoot(t), rel)
+}
+
+// TestGeneratedUpToDate renders the mixin and compares every file with the
+// committed one.
+func TestGeneratedUpToDate(t *testing.T) {
+	jsonnet := realstack.Tool(t, realstack.PrometheusModfile, "jsonnet")
+	dir := t.TempDir()
+	if out, err := realstack.Run(t, jsonnet, "-c", "-m", dir, "-S", "mixin/build.jsonnet"); err != nil {
+		t.Fatalf("jsonnet: %v\n%s", err, out)
+	}
+	committed := repoPath(t, "mixin/generated")
+	want := listFiles(t, dir)
+	got := listFiles(t, committed)
+	if !slices.Equal(want, got) {
+		t.Errorf("stale, run make mixin: mixin/generated holds %v, the mixin renders %v", got, want)
+	}
+	for _, f := range want {
+		a, _ := os.ReadFile(filepath.Join(dir, f))
+		b, _ := os.ReadFile(filepath.Join(committed, f))
+		if !bytes.Equal(a, b) {
+			t.Errorf("stale, run make mixin: mixin/generated/%s differs from what the mixin renders", f)
+		}
+	}
+
+	out, err := exec.Command(jsonnet, "-S", repoPath(t, "mixin/prometheusrule.jsonnet")).Output()
+	if err != nil {
+		t.Fatalf("jsonnet prometheusrule: %v", err)
+	}
+	b, err := os.ReadFile(repoPath(t, "deploy/kubernetes/prometheusrule.yaml"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if !bytes.Equal(out, b) {
+		t.Errorf("stale, run make mixin: deploy/kubernetes/prometheusrule.yaml differs from what the mixin renders")
+	}
+}
+
+func listFiles(t *testing.T, dir string) []string {
+	t.Helper()
+	var files []string
+	err := filepath.WalkDir(dir, func(p string, d os.DirEntry, err error) error {
+		if err != nil || d.IsDir() {
+			return err
+		}
+		rel, _ := filepath.Rel(dir, p)
+		files = append(files, rel)
+		return nil
+	})
+	if err != nil {
+		t.Fatal(err)
+	}
+	sort.Strings(files)
+	return files
+}
+
+// TestPromtool runs promtool's checks and the unit tests of tests/.
+func TestPromtool(t *testing.T) {
+	promtool := realstack.Tool(t, realstack.PrometheusModfile, "promtool")
+	if out, err := realstack.Run(t, promtool, "check", "rules", "mixin/generated/rules.yaml", "mixin/generated/alerts.yaml"); err != nil {
+		t.Fatalf("promtool check rules: %v\n%s", err, out)
+	}
+	tests, err := filepath.Glob(repoPath(t, "mixin/tests/*.yaml"))
+	if err != nil || len(tests) == 0 {
+		t.Fatalf("no promtool tests in mixin/tests: %v", err)
+	}
+	args := append([]string{"test", "rules"}, tests...)
+	if out, err := realstack.Run(t, promtool, args...); err != nil {
+		t.Fatalf("promtool test rules: %v\n%s", err, out)
+	}
+}
+
+// TestPromtoolPinnedBaseline renders the mixin with pinned baselines instead
+// of an offset and runs tests/pinned/ against it.
+func TestPromtoolPinnedBaseline(t *testing.T) {
+	jsonnet := realstack.Tool(t, realstack.PrometheusModfile, "jsonnet")
+	promtool := realstack.Tool(t, realstack.PrometheusModfile, "promtool")
+	dir := t.TempDir()
+	config := `{regression: {offset: null, pinned: [{target: "t", model: "m", ttftSeconds: 0.4, tpotSeconds: 0.04}]}}`
+	if out, err := realstack.Run(t, jsonnet, "-c", "-m", dir, "-S", "mixin/build.jsonnet", "--tla-code", "config="+config); err != nil {
+		t.Fatalf("jsonnet: %v\n%s", err, out)
+	}
+	tests, _ := filepath.Glob(repoPath(t, "mixin/tests/pinned/*.yaml"))
+	if len(tests) == 0 {
+		t.Fatal("no tests in mixin/tests/pinned")
+	}
+	var copies []string
+	for _, f := range tests {
+		b, err := os.ReadFile(f)
+		if err != nil {
+			t.Fatal(err)
+		}
+		dst := filepath.Join(dir, filepath.Base(f))
+		if err := os.WriteFile(dst, b, 0o644); err != nil {
+			t.Fatal(err)
+		}
+		copies = append(copies, dst)
+	}
+	if out, err := realstack.Run(t, promtool, append([]string{"test", "rules"}, copies...)...); err != nil {
+		t.Fatalf("promtool test rules (pinned baselines): %v\n%s", err, out)
+	}
+}
+
+// unitTestFile is the part of a promtool test file that says which alerts
+// it expects.
+type unitTestFile struct {
+	Tests []struct {
+		Name       string `yaml:"name"`
+		AlertTests []struct {
+			Alertname string           `yaml:"alertname"`
+			ExpAlerts []map[string]any `yaml:"exp_alerts"`
+		} `yaml:"alert_rule_test"`
+	} `yaml:"tests"`
+}
+
+// TestEveryAlertIsTested: every alert has a promtool test that expects it to
+// fire, and one that expects it not to.
+func TestEveryAlertIsTested(t *testing.T) {
+	fires, silent := map[string]bool{}, map[string]bool{}
+	files, _ := filepath.Glob(repoPath(t, "mixin/tests/*.yaml"))
+	pinned, _ := filepath.Glob(repoPath(t, "mixin/tests/pinned/*.yaml"))
+	for _, f := range append(files, pinned...) {
+		b, err := os.ReadFile(f)
+		if err != nil {
+			t.Fatal(err)
+		}
+		var u unitTestFile
+		if err := yaml.Unmarshal(b, &u); err != nil {
+			t.Fatalf("%s: %v", f, err)
+		}
+		for _, tc := range u.Tests {
+			for _, at := range tc.AlertTests {
+				if len(at.ExpAlerts) > 0 {
+					fires[at.Alertname] = true
+				} else {
+					silent[at.Alertname] = true
+				}
+			}
+		}
+	}
+	alerts := loadRules(t, repoPath(t, "mixin/generated/alerts.yaml"))
+	if len(alerts) == 0 {
+		t.Fatal("no alerts")
+	}
+	for _, a := range alerts {
+		if !fires[a.Alert] {
+			t.Errorf("alert %s: no promtool test expects it to fire", a.Alert)
+		}
+		if !silent[a.Alert] {
+			t.Errorf("alert %s: no promtool test expects it to stay silent", a.Alert)
+		}
+	}
+}
+
+var camelCase = regexp.MustCompile(`^[A-Z][a-zA-Z0-9]*$`)
+
+// TestAlertConventions: mixtool's lint rules for alerts.
+func TestAlertConventions(t *testing.T) {
+	for _, a := range loadRules(t, repoPath(t, "mixin/generated/alerts.yaml")) {
+		if !camelCase.MatchString(a.Alert) {
+			t.Errorf("alert %q: name is not CamelCase", a.Alert)
+		}
+		switch a.Labels["severity"] {
+		case "critical", "warning", "info":
+		default:
+			t.Errorf("alert %s: severity %q is not critical, warning or info", a.Alert, a.Labels["severity"])
+		}
+		if a.Annotations["summary"] == "" {
+			t.Errorf("alert %s: no summary", a.Alert)
+		}
+		if d := a.Annotations["description"]; !strings.Contains(d, "{{ $") {
+			t.Errorf("alert %s: description %q is not templated", a.Alert, d)
+		}
+	}
+	for _, r := range loadRules(t, repoPath(t, "mixin/generated/rules.yaml")) {
+		if parts := strings.Split(r.Record, ":"); len(parts) != 3 || parts[0] == "" || parts[1] == "" || parts[2] == "" {
+			t.Errorf("recording rule %q: not level:metric:operations", r.Record)
+		}
+	}
+}
+
+// dashboard is the part of a Grafana dashboard the lint reads.
+type dashboard struct {
+	UID           string  `json:"uid"`
+	Title         string  `json:"title"`
+	SchemaVersion int     `json:"schemaVersion"`
+	Panels        []panel `json:"panels"`
+	Templating    struct {
+		List []struct {
+			Name       string         `json:"name"`
+			Type       string         `json:"type"`
+			Query      any            `json:"query"`
+			Datasource map[string]any `json:"datasource"`
+		} `json:"list"`
+	} `json:"templating"`
+}
+
+type panel struct {
+	ID          int            `json:"id"`
+	Type        string         `json:"type"`
+	Title       string         `json:"title"`
+	Description string         `json:"description"`
+	Datasource  map[string]any `json:"datasource"`
+	GridPos     *struct {
+		X, Y, W, H int
+	} `json:"gridPos"`
+	FieldConfig struct {
+		Defaults struct {
+			Unit string `json:"unit"`
+		} `json:"defaults"`
+	} `json:"fieldConfig"`
+	Targets []struct {
+		Expr       string         `json:"expr"`
+		RefID      string         `json:"refId"`
+		Datasource map[string]any `json:"datasource"`
+	} `json:"targets"`
+}
+
+func loadDashboards(t *testing.T) map[string]dashboard {
+	t.Helper()
+	files, _ := filepath.Glob(repoPath(t, "mixin/generated/dashboards/*.json"))
+	if len(files) != 4 {
+		t.Fatalf("dashboards = %v, want overview, ranking, gpu and server", files)
+	}
+	out := map[string]dashboard{}
+	for _, f := range files {
+		b, err := os.ReadFile(f)
+		if err != nil {
+			t.Fatal(err)
+		}
+		dec := json.NewDecoder(bytes.NewReader(b))
+		var d dashboard
+		if err := dec.Decode(&d); err != nil {
+			t.Fatalf("%s: %v", f, err)
+		}
+		out[filepath.Base(f)] = d
+	}
+	return out
+}
+
+var (
+	rangeSelector = regexp.MustCompile(`\[[^\]]*\]`)
+	variableRef   = regexp.MustCompile(`\$(\w+)`)
+)
+
+// TestDashboardLint: uid, title, unique panel ids, units, data source
+// variable, and $__rate_interval in every range.
+func TestDashboardLint(t *testing.T) {
+	uids, titles := map[string]bool{}, map[string]bool{}
+	for name, d := range loadDashboards(t) {
+		t.Run(name, func(t *testing.T) {
+			if d.UID == "" || len(d.UID) > 40 || uids[d.UID] {
+				t.Errorf("uid %q: empty, longer than 40 or not unique", d.UID)
+			}
+			uids[d.UID] = true
+			if d.Title == "" || titles[d.Title] {
+				t.Errorf("title %q: empty or not unique", d.Title)
+			}
+			titles[d.Title] = true
+			if d.SchemaVersion < 36 {
+				t.Errorf("schemaVersion %d < 36", d.SchemaVersion)
+			}
+			vars := map[string]bool{"__rate_interval": true}
+			hasDatasource := false
+			for _, v := range d.Templating.List {
+				vars[v.Name] = true
+				if v.Name == "datasource" && v.Type == "datasource" && v.Query == "prometheus" {
+					hasDatasource = true
+				}
+				if v.Type == "query" && v.Datasource["uid"] != "${datasource}" {
+					t.Errorf("variable %s: data source %v, want ${datasource}", v.Name, v.Datasource)
+				}
+			}
+			if !hasDatasource {
+				t.Error("no $datasource variable of type datasource")
+			}
+			ids := map[int]bool{}
+			for _, p := range d.Panels {
+				if p.ID <= 0 || ids[p.ID] {
+					t.Errorf("panel %q: id %d is not unique and positive", p.Title, p.ID)
+				}
+				ids[p.ID] = true
+				if p.GridPos == nil || p.GridPos.W <= 0 || p.GridPos.X+p.GridPos.W > 24 {
+					t.Errorf("panel %q: bad gridPos %+v", p.Title, p.GridPos)
+				}
+				if p.Type == "row" {
+					continue
+				}
+				if p.Title == "" || p.Description == "" {
+					t.Errorf("panel %d: title %q, description %q: both are needed", p.ID, p.Title, p.Description)
+				}
+				if p.FieldConfig.Defaults.Unit == "" {
+					t.Errorf("panel %q: no unit", p.Title)
+				}
+				if p.Datasource["uid"] != "${datasource}" {
+					t.Errorf("panel %q: data source %v, want ${datasource}", p.Title, p.Datasource)
+				}
+				if len(p.Targets) == 0 {
+					t.Errorf("panel %q: no queries", p.Title)
+				}
+				refs := map[string]bool{}
+				for _, q := range p.Targets {
+					if q.Datasource["uid"] != "${datasource}" {
+						t.Errorf("panel %q: query data source %v, want ${datasource}", p.Title, q.Datasource)
+					}
+					if q.RefID == "" || refs[q.RefID] {
+						t.Errorf("panel %q: refId %q empty or not unique", p.Title, q.RefID)
+					}
+					refs[q.RefID] = true
+					for _, r := range rangeSelector.FindAllString(q.Expr, -1) {
+						if r != "[$__rate_interval]" {
+							t.Errorf("panel %q: range %s in %q: use [$__rate_interval]", p.Title, r, q.Expr)
+						}
+					}
+					for _, m := range variableRef.FindAllStringSubmatch(q.Expr, -1) {
+						if !vars[m[1]] {
+							t.Errorf("panel %q: $%s is not a variable of the dashboard", p.Title, m[1])
+						}
+					}
+				}
+			}
+		})
+	}
+}
+
+// TestDashboardsAreJSONAsGrafanaReadsThem decodes the files strictly enough
+// to catch a broken panel: every panel has a type Grafana knows.
+func TestDashboardsAreJSONAsGrafanaReadsThem(t *testing.T) {
+	known := map[string]bool{"row": true, "timeseries": true, "stat": true, "table": true, "heatmap": true, "state-timeline": true}
+	for name, d := range loadDashboards(t) {
+		for _, p := range d.Panels {
+			if !known[p.Type] {
+				t.Errorf("%s: panel %q has type %q", name, p.Title, p.Type)
+			}
+		}
+	}
+}
+
+// queries returns every PromQL expression of the rules and dashboards, with
+// where it comes from. Dashboard variables are replaced so that the text
+// parses: $__rate_interval by a duration; label_values(selector, label) by
+// its selector.
+func queries(t *testing.T) map[string]string {
+	t.Helper()
+	out := map[string]string{}
+	for _, f := range []string{"rules.yaml", "alerts.yaml"} {
+		for _, r := range loadRules(t, repoPath(t, "mixin/generated/"+f)) {
+			out[strings.TrimSpace(r.Expr)] = f + " " + r.Record + r.Alert
+		}
+	}
+	labelValues := regexp.MustCompile(`^label_values\((.*),\s*\w+\)$`)
+	for name, d := range loadDashboards(t) {
+		for _, p := range d.Panels {
+			for _, q := range p.Targets {
+				out[strings.ReplaceAll(q.Expr, "$__rate_interval", "5m")] = name + " panel " + p.Title
+			}
+		}
+		for _, v := range d.Templating.List {
+			if v.Type != "query" {
+				continue
+			}
+			q, _ := v.Query.(map[string]any)["query"].(string)
+			m := labelValues.FindStringSubmatch(q)
+			if m == nil {
+				t.Errorf("%s: variable %s: query %q is not label_values(selector, label)", name, v.Name, q)
+				continue
+			}
+			out[m[1]] = name + " variable " + v.Name
+		}
+	}
+	return out
+}
+
+// parsedQuery is one answer of tools/prometheus/promqlnames.
+type parsedQuery struct {
+	Expr  string   `json:"expr"`
+	Names []string `json:"names"`
+	Error string   `json:"error"`
+}
+
+// parseQueries parses every query with Prometheus's own PromQL parser
+// (tools/prometheus/promqlnames, built in the tools module, which holds
+// Prometheus; the exporter's module does not depend on it).
+func parseQueries(t *testing.T, exprs []string) []parsedQuery {
+	t.Helper()
+	bin := filepath.Join(t.TempDir(), "promqlnames")
+	build := exec.Command("go", "build", "-o", bin, "./promqlnames")
+	build.Dir = repoPath(t, "tools/prometheus")
+	if out, err := build.CombinedOutput(); err != nil {
+		if os.Getenv("CI") != "" {
+			t.Fatalf("build promqlnames: %v\n%s", err, out)
+		}
+		t.Skipf("build promqlnames: %v\n%s; skipped because CI is not set", err, out)
+	}
+	var in bytes.Buffer
+	for _, e := range exprs {
+		b, _ := json.Marshal(e)
+		in.Write(b)
+		in.WriteByte('\n')
+	}
+	cmd := exec.Command(bin)
+	cmd.Stdin = &in
+	out, err := cmd.Output()
+	if err != nil {
+		t.Fatalf("promqlnames: %v", err)
+	}
+	var res []parsedQuery
+	sc := bufio.NewScanner(bytes.NewReader(out))
+	sc.Buffer(make([]byte, 1<<20), 1<<20)
+	for sc.Scan() {
+		var q parsedQuery
+		if err := json.Unmarshal(sc.Bytes(), &q); err != nil {
+			t.Fatal(err)
+		}
+		res = append(res, q)
+	}
+	if len(res) != len(exprs) {
+		t.Fatalf("promqlnames answered %d of %d queries", len(res), len(exprs))
+	}
+	return res
+}
+
+// TestQueriesReadExposedMetrics parses every rule and dashboard query and
+// checks that each metric it reads is one the exporter exposes or one a rule
+// records. The exporter's names are scraped from a real exporter running
+// --demo (infer_probe_*, infer_exporter_*, infer_server_* from the demo
+// simulator) and from a /probe of the demo simulator with the demo module
+// (probe_*). infer_gpu_* cannot be exposed by a machine without a GPU; their
+// names come from the page captured from a real H200
+// (collector/testdata/h200/metrics_under_load.prom) and the NVML collector's
+// golden file with every series (collector/testdata/nvml_full.prom).
+func TestQueriesReadExposedMetrics(t *testing.T) {
+	all := queries(t)
+	exprs := make([]string, 0, len(all))
+	for e := range all {
+		exprs = append(exprs, e)
+	}
+	sort.Strings(exprs)
+	parsed := parseQueries(t, exprs)
+
+	exposed := map[string]string{"up": "Prometheus (scrape health)"}
+	for _, r := range loadRules(t, repoPath(t, "mixin/generated/rules.yaml")) {
+		exposed[r.Record] = "recording rule"
+	}
+	for _, f := range []string{"collector/testdata/h200/metrics_under_load.prom", "collector/testdata/nvml_full.prom"} {
+		b, err := os.ReadFile(repoPath(t, f))
+		if err != nil {
+			t.Fatal(err)
+		}
+		addFamilies(t, exposed, f, bytes.NewReader(b))
+	}
+	scrapeDemo(t, exposed)
+
+	for _, want := range []string{"infer_probe_known_answer_checks_total", "infer_server_kv_cache_usage_ratio", "probe_known_answer_success", "infer_gpu_xid_errors_total"} {
+		if _, ok := exposed[want]; !ok {
+			t.Errorf("the sources of truth lack %s: the test would not see it", want)
+		}
+	}
+	for _, q := range parsed {
+		where := all[q.Expr]
+		if q.Error != "" {
+			t.Errorf("%s: %q does not parse: %s", where, q.Expr, q.Error)
+			continue
+		}
+		if len(q.Names) == 0 {
+			t.Errorf("%s: %q reads no metric", where, q.Expr)
+		}
+		for _, n := range q.Names {
+			if _, ok := exposed[n]; !ok {
+				t.Errorf("%s reads %s, which nothing exposes or records", where, n)
+			}
+		}
+	}
+}
+
+// addFamilies adds the series names of an exposition page: a histogram's
+// _bucket, _sum and _count and its native form (the family name), a
+// summary's quantiles, _sum and _count.
+func addFamilies(t *testing.T, names map[string]string, source string, r io.Reader) {
+	t.Helper()
+	parser := expfmt.NewTextParser(model.UTF8Validation)
+	mfs, err := parser.TextToMetricFamilies(r)
+	if err != nil {
+		t.Fatalf("%s: %v", source, err)
+	}
+	for name, mf := range mfs {
+		names[name] = source
+		switch mf.GetType() {
+		case dto.MetricType_HISTOGRAM, dto.MetricType_GAUGE_HISTOGRAM:
+			for _, s := range []string{"_bucket", "_sum", "_count"} {
+				names[name+s] = source
+			}
+		case dto.MetricType_SUMMARY:
+			names[name+"_sum"] = source
+			names[name+"_count"] = source
+		}
+	}
+}
+
+var demoTargetURL = regexp.MustCompile(`<code>(http://127\.0\.0\.1:\d+)</code>`)
+
+// scrapeDemo runs the exporter with --demo and adds the names of /metrics
+// and of a /probe of the demo simulator.
+func scrapeDemo(t *testing.T, names map[string]string) {
+	t.Helper()
+	bin := realstack.BuildExporter(t)
+	addr := realstack.FreeAddr(t)
+	p := realstack.Start(t, "exporter-demo", "", bin, "--demo", "--web.listen-address="+addr, "--no-collector.nvml", "--log.level=warn")
+	base := "http://" + addr
+	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
+	defer cancel()
+	if err := p.WaitHTTP(ctx, base+"/-/ready"); err != nil {
+		t.Fatal(err)
+	}
+	// The server collector reads the simulator in the background: wait for
+	// its first reading.
+	for {
+		body := get(t, ctx, base+"/metrics")
+		if strings.Contains(body, "infer_server_up{") {
+			addFamilies(t, names, "--demo /metrics", strings.NewReader(body))
+			break
+		}
+		if ctx.Err() != nil {
+			t.Fatalf("--demo exposes no infer_server_* within a minute")
+		}
+		time.Sleep(200 * time.Millisecond)
+	}
+	m := demoTargetURL.FindStringSubmatch(get(t, ctx, base+"/"))
+	if m == nil {
+		t.Fatal("the landing page does not show the demo simulator's URL")
+	}
+	probe := get(t, ctx, base+"/probe?module=demo&target="+url.QueryEscape(m[1]))
+	addFamilies(t, names, "--demo /probe?module=demo", strings.NewReader(probe))
+}
+
+func get(t *testing.T, ctx context.Context, u string) string {
+	t.Helper()
+	req, _ := http.NewRequestWithContext(ctx, http.MethodGet, u, nil)
+	req.Header.Set("Accept", string(expfmt.NewFormat(expfmt.TypeTextPlain)))
+	resp, err := http.DefaultClient.Do(req)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer resp.Body.Close()
+	b, err := io.ReadAll(resp.Body)
+	if err != nil || resp.StatusCode != http.StatusOK {
+		t.Fatalf("GET %s: %d %v", u, resp.StatusCode, err)
+	}
+	return string(b)
+}
+
+// TestRecordingRuleNamesAreValid: every recorded name is a valid metric name
+// and is recorded by exactly one kind of expression per label set.
+func TestRecordingRuleNamesAreValid(t *testing.T) {
+	seen := map[string]string{}
+	for _, r := range loadRules(t, repoPath(t, "mixin/generated/rules.yaml")) {
+		if !model.LegacyValidation.IsValidMetricName(r.Record) {
+			t.Errorf("%q is not a valid metric name", r.Record)
+		}
+		key := r.Record + fmt.Sprint(r.Labels)
+		if prev, ok := seen[key]; ok {
+			t.Errorf("%s with labels %v is recorded twice:\n%s\n%s", r.Record, r.Labels, prev, r.Expr)
+		}
+		seen[key] = r.Expr
+	}
+}

@@ -1,0 +1,49 @@
+// Names of the recording rules, built from the configuration (their windows
+// are part of their names), so that rules, alerts and dashboards agree.
+// Names follow level:metric:operations.
+local p = import '../lib/promql.libsonnet';
+
+{
+  new(c):: {
+    local w = c.rateWindow,
+    local level = std.join('_', c.workloadLabels),
+    local tlevel = std.join('_', c.targetLabels),
+    local glevel = std.join('_', c.gpuJoinLabels),
+
+    histograms:: {
+      ttft: 'infer_probe_time_to_first_token_seconds',
+      tpot: 'infer_probe_time_per_output_token_seconds',
+      itl: 'infer_probe_inter_token_latency_seconds',
+      e2e: 'infer_probe_request_duration_seconds',
+    },
+
+    // Quantiles of a histogram, with a quantile label.
+    quantile(h):: level + '_quantile:' + self.histograms[h] + ':histogram_quantile_rate' + w,
+
+    requestRate: level + ':infer_probe_requests:rate' + w,
+    outputTokenRate: level + ':infer_probe_completion_tokens:rate' + w,
+    promptTokenRate: level + ':infer_probe_prompt_tokens:rate' + w,
+    errorRatio(window):: level + ':infer_probe_requests:error_ratio_rate' + window,
+    goodputRatio: level + ':infer_probe_goodput_requests:ratio_rate' + w,
+    ttftSlowRatio(window):: level + ':infer_probe_time_to_first_token_seconds:slow_ratio_rate' + window,
+    ttftJitter: level + ':infer_probe_time_to_first_token_seconds:coefficient_of_variation_rate' + w,
+    checkPassRatio: level + ':infer_probe_known_answer_checks:pass_ratio_rate' + c.accuracyWindow,
+    oneShotAccuracy: tlevel + ':probe_known_answer_success:avg_over_time' + c.accuracyWindow,
+
+    gpuEnergyRate: glevel + ':infer_gpu_energy_joules:rate' + w,
+    gpuServingMemory: glevel + ':infer_gpu_serving_memory_used_bytes:sum',
+    targetOutputTokenRate: tlevel + ':infer_probe_completion_tokens:rate' + w,
+    targetEnergyRate: tlevel + ':infer_gpu_energy_joules:rate' + w,
+    tokensPerJoule: tlevel + ':infer_probe_completion_tokens_per_joule:ratio_rate' + w,
+    targetServingMemory: tlevel + ':infer_gpu_serving_memory_used_bytes:sum',
+
+    kvCacheUsage: tlevel + ':infer_server_kv_cache_usage_ratio:avg_over_time' + w,
+    prefixCacheHitRatio: tlevel + ':infer_server_prefix_cache_hits:ratio_rate' + w,
+
+    pinnedBaseline(h):: tlevel + ':' + self.histograms[h] + ':' + p.quantileName(c.regression.quantile) + '_baseline',
+
+    accuracy: level + ':infer_ranking_accuracy:ratio',
+    component(name):: level + ':infer_ranking_' + name + '_score:ratio',
+    score: level + ':infer_ranking_score:weighted_sum',
+  },
+}
