@@ -26,6 +26,7 @@ import (
 	"github.com/prometheus/exporter-toolkit/web"
 	"github.com/prometheus/exporter-toolkit/web/kingpinflag"
 
+	"github.com/infer-exporter/infer_exporter/bench"
 	"github.com/infer-exporter/infer_exporter/collector"
 	"github.com/infer-exporter/infer_exporter/internal/config"
 	"github.com/infer-exporter/infer_exporter/internal/shadow"
@@ -88,6 +89,7 @@ func run(ctx context.Context, args []string) int {
 	f.sim = simulator.AddFlags(simulateCmd)
 	shadowCmd := app.Command("shadow", "Serve a transparent proxy in front of --shadow.upstream that captures a sample of requests for replay; its own metrics are on --web.listen-address.")
 	shadowCfg := shadow.AddFlags(shadowCmd)
+	benchCmd, runBench := bench.AddCommand(app, &f.configFile, f.collectors)
 
 	cmd, err := app.Parse(args)
 	if err != nil {
@@ -101,6 +103,8 @@ func run(ctx context.Context, args []string) int {
 		return runSimulator(ctx, &f, logger)
 	case shadowCmd.FullCommand():
 		return runShadow(ctx, &f, shadowCfg, logger)
+	case benchCmd.FullCommand():
+		return runBench(ctx, logger)
 	case serveCmd.FullCommand():
 		if f.configCheck {
 			return checkConfig(f.configFile)

@@ -1,0 +1,162 @@
+package bench
+
+import (
+	"fmt"
+	"io"
+	"math"
+	"slices"
+	"strings"
+	"time"
+)
+
+// Comparison is a report compared with a baseline report, cell by cell.
+//
+// For every cell present in both, it compares e2e_p50, e2e_p99 and
+// output_tokens_per_second, and the gated figures (regression.metrics,
+// default e2e_p99). A gated figure regressed when
+//
+//	new/old - 1 > threshold   and   the lower end of its interval > 0,
+//
+// that is, it grew by more than the threshold and the growth is beyond
+// noise: the interval of the change, at the report's confidence, excludes
+// no change. The interval combines both reports' bootstrap intervals on the
+// log scale, as independent normal errors: se = sqrt(se_old² + se_new²)
+// with se = (ln hi - ln lo) / (2 z), z the normal quantile of the
+// confidence; the change's interval is (new/old)·exp(±z·se) - 1. A figure
+// without an interval in either report is judged on the threshold alone.
+type Comparison struct {
+	BaselineFile    string           `json:"baseline_file"`
+	BaselineStarted time.Time        `json:"baseline_started"`
+	Threshold       float64          `json:"threshold"`
+	Confidence      float64          `json:"confidence"`
+	Gated           []string         `json:"gated"`
+	Warnings        []string         `json:"warnings,omitempty"`
+	Cells           []CellComparison `json:"cells"`
+	// Regressions name the regressed cells and figures, "cell: figure".
+	Regressions []string `json:"regressions"`
+	// Unmatched are cells present in only one of the reports.
+	Unmatched []string `json:"unmatched,omitempty"`
+}
+
+// CellComparison is one figure of one cell.
+type CellComparison struct {
+	Cell   string  `json:"cell"`
+	Figure string  `json:"figure"`
+	Old    float64 `json:"old"`
+	New    float64 `json:"new"`
+	// Change is new/old - 1; ChangeLo and ChangeHi its interval.
+	Change    float64 `json:"change"`
+	ChangeLo  Num     `json:"change_lo"`
+	ChangeHi  Num     `json:"change_hi"`
+	Gated     bool    `json:"gated"`
+	Regressed bool    `json:"regressed"`
+}
+
+// Compare compares cur with base. threshold and gated come from cur's
+// configuration unless overridden by the caller.
+func Compare(base, cur *Report, baseFile string, threshold float64, gated []string, confidence float64) *Comparison {
+	c := &Comparison{
+		BaselineFile: baseFile, BaselineStarted: base.Environment.Started,
+		Threshold: threshold, Confidence: confidence, Gated: gated, Regressions: []string{},
+	}
+	if base.Environment.PromptSetSHA256 != cur.Environment.PromptSetSHA256 {
+		c.Warnings = append(c.Warnings, fmt.Sprintf("the prompt sets differ (baseline %.12s…, now %.12s…): the runs did not send the same prompts",
+			base.Environment.PromptSetSHA256, cur.Environment.PromptSetSHA256))
+	}
+	if base.Environment.ConfigSHA256 != cur.Environment.ConfigSHA256 {
+		c.Warnings = append(c.Warnings, "the configuration files differ")
+	}
+	z := math.Sqrt2 * math.Erfinv(confidence)
+	old := map[string]*CellResult{}
+	for i := range base.Cells {
+		old[base.Cells[i].Key] = &base.Cells[i]
+	}
+	seen := map[string]bool{}
+	figs := []string{"e2e_p50", "e2e_p99", "output_tokens_per_second"}
+	for _, g := range gated {
+		if !slices.Contains(figs, g) {
+			figs = append(figs, g)
+		}
+	}
+	for i := range cur.Cells {
+		nc := &cur.Cells[i]
+		oc, ok := old[nc.Key]
+		if !ok {
+			c.Unmatched = append(c.Unmatched, nc.Key+" (not in the baseline)")
+			continue
+		}
+		seen[nc.Key] = true
+		if oc.Degraded || nc.Degraded {
+			c.Warnings = append(c.Warnings, fmt.Sprintf("cell %s: the measurement was degraded (client late or CPU-saturated) in %s: its latencies include the client's own delay",
+				nc.Key, map[[2]bool]string{{true, false}: "the baseline", {false, true}: "this run", {true, true}: "both runs"}[[2]bool{oc.Degraded, nc.Degraded}]))
+		}
+		for _, f := range figs {
+			o, n := oc.Summary.Figure(f), nc.Summary.Figure(f)
+			if math.IsNaN(o) || math.IsNaN(n) || o <= 0 {
+				continue
+			}
+			cc := CellComparison{Cell: nc.Key, Figure: f, Old: o, New: n, Change: n/o - 1,
+				ChangeLo: NaN(), ChangeHi: NaN(), Gated: slices.Contains(gated, f)}
+			seO, okO := logSE(oc.CI[f], z)
+			seN, okN := logSE(nc.CI[f], z)
+			if okO && okN {
+				se := math.Hypot(seO, seN)
+				cc.ChangeLo = Num(n/o*math.Exp(-z*se) - 1)
+				cc.ChangeHi = Num(n/o*math.Exp(z*se) - 1)
+			}
+			if cc.Gated && cc.Change > threshold && (!cc.ChangeLo.Valid() || cc.ChangeLo > 0) {
+				cc.Regressed = true
+				c.Regressions = append(c.Regressions, nc.Key+": "+f)
+			}
+			c.Cells = append(c.Cells, cc)
+		}
+	}
+	for _, oc := range base.Cells {
+		if !seen[oc.Key] {
+			c.Unmatched = append(c.Unmatched, oc.Key+" (only in the baseline)")
+		}
+	}
+	return c
+}
+
+// logSE is the standard error on the log scale implied by an interval.
+func logSE(ci Interval, z float64) (float64, bool) {
+	if !(ci.Lo > 0) || !(ci.Hi >= ci.Lo) || z <= 0 {
+		return 0, false
+	}
+	return (math.Log(ci.Hi) - math.Log(ci.Lo)) / (2 * z), true
+}
+
+// WriteText prints the comparison for a terminal or a CI log: warnings,
+// every gated figure, then one REGRESSION line per regressed cell.
+func (c *Comparison) WriteText(w io.Writer) {
+	fmt.Fprintf(w, "baseline %s: threshold %.1f%%, confidence %g, gated %s\n",
+		c.BaselineFile, c.Threshold*100, c.Confidence, strings.Join(c.Gated, ","))
+	for _, warn := range c.Warnings {
+		fmt.Fprintf(w, "WARNING %s\n", warn)
+	}
+	for _, u := range c.Unmatched {
+		fmt.Fprintf(w, "unmatched %s\n", u)
+	}
+	for _, cc := range c.Cells {
+		if !cc.Gated {
+			continue
+		}
+		status := "ok"
+		if cc.Regressed {
+			status = "REGRESSED"
+		}
+		fmt.Fprintf(w, "%-10s %s %s: %s -> %s (%+.1f%%%s)\n", status, cc.Cell, cc.Figure,
+			fmtSeconds(cc.Old), fmtSeconds(cc.New), cc.Change*100, changeCI(cc))
+	}
+	for _, r := range c.Regressions {
+		fmt.Fprintf(w, "REGRESSION %s\n", r)
+	}
+}
+
+func changeCI(cc CellComparison) string {
+	if !cc.ChangeLo.Valid() {
+		return ", no interval"
+	}
+	return fmt.Sprintf(", interval %+.1f%%..%+.1f%%", float64(cc.ChangeLo)*100, float64(cc.ChangeHi)*100)
+}

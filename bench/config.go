@@ -1,0 +1,859 @@
+package bench
+
+import (
+	"bytes"
+	"crypto/sha256"
+	"encoding/hex"
+	"errors"
+	"fmt"
+	"io"
+	"math"
+	"os"
+	"path/filepath"
+	"regexp"
+	"strconv"
+	"strings"
+	"time"
+
+	yaml "go.yaml.in/yaml/v3"
+
+	"github.com/infer-exporter/infer_exporter/internal/config"
+	"github.com/infer-exporter/infer_exporter/probe/arrival"
+	"github.com/infer-exporter/infer_exporter/probe/replay"
+)
+
+// Config is a bench configuration file: the exporter's targets section,
+// exactly as in the exporter's configuration, and a bench block.
+type Config struct {
+	Targets []config.Target `yaml:"targets"`
+	Bench   Spec            `yaml:"bench"`
+
+	// File is the path it was read from; SHA256 the hex SHA-256 of its bytes.
+	File   string `yaml:"-"`
+	SHA256 string `yaml:"-"`
+}
+
+// Spec is the bench block.
+type Spec struct {
+	// Targets restricts the run to these target names; empty means all.
+	Targets []string `yaml:"targets"`
+	// Seed seeds the prompt set, the arrival processes and the bootstrap.
+	Seed   int64      `yaml:"seed"`
+	Matrix MatrixSpec `yaml:"matrix"`
+	// Warmup runs before each repeat's measurement, on the same schedule;
+	// its requests are not measured. Unset: DefaultWarmup; 0: none.
+	WarmupSetting *time.Duration `yaml:"warmup"`
+	// Warmup is WarmupSetting resolved.
+	Warmup time.Duration `yaml:"-"`
+	// Duration is the measured time of one repeat, before any extension by
+	// the stability check.
+	Duration time.Duration `yaml:"duration"`
+	// Repeats of every cell; the cell reports the median of each figure.
+	Repeats int `yaml:"repeats"`
+	// MaxInFlight caps open-loop requests in flight; arrivals beyond it are
+	// dropped and counted, never delayed.
+	MaxInFlight int             `yaml:"max_in_flight"`
+	Stability   StabilitySpec   `yaml:"stability"`
+	Sweep       *SweepSpec      `yaml:"sweep"`
+	SLO         config.SLO      `yaml:"slo"`
+	Sampling    config.Sampling `yaml:"sampling"`
+	// PromptSetSize is the number of prompts generated per shape. Every
+	// repeat of every cell sends them in the same order from the first,
+	// cycling when it needs more.
+	PromptSetSize int `yaml:"prompt_set_size"`
+	// MaxSamplesPerRepeat bounds the per-request records kept for one
+	// repeat's percentiles and bootstrap; beyond it a uniform reservoir
+	// sample is kept (counts stay exact).
+	MaxSamplesPerRepeat int            `yaml:"max_samples_per_repeat"`
+	Weights             *Weights       `yaml:"weights"`
+	References          References     `yaml:"references"`
+	Ranking             RankingSpec    `yaml:"ranking"`
+	Regression          RegressionSpec `yaml:"regression"`
+	// KnownAnswers are accuracy checks run against every target before the
+	// matrix, with the semantics of the exporter's known_answers.
+	KnownAnswers []config.KnownAnswer `yaml:"known_answers"`
+	// GPUSampleInterval is how often GPU memory, temperature and power are
+	// read during the run.
+	GPUSampleInterval time.Duration `yaml:"gpu_sample_interval"`
+}
+
+// MatrixSpec is the set of cells: every target × every load × every shape.
+// A load is an open-loop request rate or a closed-loop concurrency.
+type MatrixSpec struct {
+	// Process is the open-loop arrival process of the rates: constant,
+	// poisson (default) or gamma.
+	Process    arrival.Process `yaml:"process"`
+	Burstiness float64         `yaml:"burstiness"`
+	// Rates are open-loop request rates, in requests per second.
+	Rates []float64 `yaml:"rates"`
+	// Concurrencies are closed-loop loads: N clients, each sending its next
+	// request when its previous one ends.
+	Concurrencies []int   `yaml:"concurrencies"`
+	Shapes        []Shape `yaml:"shapes"`
+	// Replays are replayed traces, each a cell of its own per target: the
+	// trace sets when requests go and what they hold (probe/replay).
+	Replays []ReplaySpec `yaml:"replays"`
+}
+
+// ReplaySpec is a named trace replay, with the exporter's replay settings.
+type ReplaySpec struct {
+	Name          string `yaml:"name"`
+	config.Replay `yaml:",inline"`
+}
+
+// Shape is an input/output length pair.
+type Shape struct {
+	// Name labels the shape; default "in<N>-out<M>" from the means.
+	Name         string `yaml:"name"`
+	InputTokens  Length `yaml:"input_tokens"`
+	OutputTokens Length `yaml:"output_tokens"`
+}
+
+// Length is a token-length distribution. A plain integer means a fixed
+// length: `input_tokens: 128` is `{dist: fixed, mean: 128}`.
+type Length struct{ config.Distribution }
+
+var lengthKeys = map[string]bool{"dist": true, "mean": true, "stddev": true, "min": true, "max": true}
+
+// UnmarshalYAML accepts an integer or a distribution mapping, strictly.
+func (l *Length) UnmarshalYAML(n *yaml.Node) error {
+	switch n.Kind {
+	case yaml.ScalarNode:
+		v, err := strconv.Atoi(n.Value)
+		if err != nil {
+			return fmt.Errorf("line %d: %q is not a token count or a distribution", n.Line, n.Value)
+		}
+		l.Distribution = config.Distribution{Dist: "fixed", Mean: float64(v)}
+		return nil
+	case yaml.MappingNode:
+		// A custom unmarshaler's Decode is not strict: check keys here.
+		for i := 0; i+1 < len(n.Content); i += 2 {
+			if k := n.Content[i]; !lengthKeys[k.Value] {
+				return fmt.Errorf("line %d: field %s not found in a length (fields: dist, mean, stddev, min, max)", k.Line, k.Value)
+			}
+		}
+		if err := n.Decode(&l.Distribution); err != nil {
+			return err
+		}
+		if l.Dist == "" {
+			l.Dist = "fixed"
+		}
+		return nil
+	}
+	return fmt.Errorf("line %d: a length is an integer or a mapping", n.Line)
+}
+
+// MarshalYAML writes a fixed length as a plain integer.
+func (l Length) MarshalYAML() (any, error) {
+	if l.Dist == "fixed" && l.Min == 0 && l.Max == 0 {
+		return int(l.Mean), nil
+	}
+	return l.Distribution, nil
+}
+
+// StabilitySpec configures the stability check: the measured part of a
+// repeat is cut into windows by completion time; the repeat is stable when
+// the median end-to-end latencies of its last Windows windows are within
+// Tolerance of each other (max/min - 1). An unstable repeat is extended one
+// window at a time up to MaxDuration, and reported unstable if it never
+// settles.
+type StabilitySpec struct {
+	// Enabled defaults to true.
+	Enabled     *bool         `yaml:"enabled"`
+	Window      time.Duration `yaml:"window"`       // default Duration / Windows
+	Windows     int           `yaml:"windows"`      // default 3
+	Tolerance   float64       `yaml:"tolerance"`    // default 0.1
+	MaxDuration time.Duration `yaml:"max_duration"` // default 3 × Duration
+	// MinRequests is the fewest successful completions a window needs to be
+	// judged (default 10).
+	MinRequests int `yaml:"min_requests"`
+}
+
+// On reports whether the stability check runs.
+func (s StabilitySpec) On() bool { return s.Enabled == nil || *s.Enabled }
+
+// SweepSpec configures the rate sweep that finds, per target and shape, the
+// highest open-loop rate at which at least MinGoodput of the requests meet
+// the SLO: rates Start, Start×Factor, ... up to MaxRate until one fails,
+// then Refine bisection steps between the last passing and first failing
+// rate.
+type SweepSpec struct {
+	Start      float64       `yaml:"start"`       // req/s, default 1
+	Factor     float64       `yaml:"factor"`      // default 2
+	MaxRate    float64       `yaml:"max_rate"`    // default 1024
+	Refine     int           `yaml:"refine"`      // default 3
+	MinGoodput float64       `yaml:"min_goodput"` // ratio 0..1, default 0.95
+	Duration   time.Duration `yaml:"duration"`    // per point; default bench.duration
+	// WarmupSetting per point; unset: bench.warmup. Warmup is it resolved.
+	WarmupSetting *time.Duration `yaml:"warmup"`
+	Warmup        time.Duration  `yaml:"-"`
+}
+
+// Weights of the composite score's components.
+type Weights struct {
+	Latency    float64 `yaml:"latency" json:"latency"`
+	Throughput float64 `yaml:"throughput" json:"throughput"`
+	Memory     float64 `yaml:"memory" json:"memory"`
+	Accuracy   float64 `yaml:"accuracy" json:"accuracy"`
+}
+
+// DefaultWeights are the issue's: latency 0.4, throughput 0.3, memory 0.2,
+// accuracy 0.1.
+var DefaultWeights = Weights{Latency: 0.4, Throughput: 0.3, Memory: 0.2, Accuracy: 0.1}
+
+// References fix the normalisation of the score's components. Zero means
+// "the best target of the cell" (for memory: of the run).
+type References struct {
+	Latency     time.Duration `yaml:"latency"`
+	Throughput  float64       `yaml:"throughput"`   // output tokens per second
+	MemoryBytes float64       `yaml:"memory_bytes"` // peak GPU memory
+}
+
+// RankingSpec configures the ranking.
+type RankingSpec struct {
+	// Latency is the latency figure scored: ttft, tpot or e2e, with p50,
+	// p90 or p99 (default e2e_p50).
+	Latency string `yaml:"latency"`
+	// Resamples is the number of bootstrap resamples (default 1000).
+	Resamples int `yaml:"resamples"`
+	// Confidence is the level of every interval (default 0.95).
+	Confidence float64 `yaml:"confidence"`
+}
+
+// RegressionSpec configures --baseline.
+type RegressionSpec struct {
+	// Threshold is the relative growth of a gated figure that counts as a
+	// regression, when it is also beyond noise (default 0.05).
+	Threshold float64 `yaml:"threshold"`
+	// Metrics are the gated figures (default [e2e_p99]).
+	Metrics []string `yaml:"metrics"`
+}
+
+// Defaults of the bench block.
+const (
+	DefaultWarmup              = 10 * time.Second
+	DefaultDuration            = 60 * time.Second
+	DefaultRepeats             = 3
+	DefaultMaxInFlight         = 512
+	DefaultPromptSetSize       = 1000
+	DefaultMaxSamplesPerRepeat = 100000
+	// DefaultMaxITLSamples bounds the inter-token gaps kept per repeat (8 MB).
+	DefaultMaxITLSamples     = 1000000
+	DefaultStabilityWindows  = 3
+	DefaultStabilityTol      = 0.1
+	DefaultStabilityMinReqs  = 10
+	DefaultResamples         = 1000
+	DefaultConfidence        = 0.95
+	DefaultThreshold         = 0.05
+	DefaultLatencyMetric     = "e2e_p50"
+	DefaultGatedMetric       = "e2e_p99"
+	DefaultGPUSampleInterval = time.Second
+)
+
+// LoadFile reads, parses and validates a bench configuration.
+func LoadFile(path string) (*Config, error) {
+	data, err := os.ReadFile(path)
+	if err != nil {
+		return nil, &config.Error{File: path, Reason: err.Error()}
+	}
+	return Parse(data, path)
+}
+
+var yamlLineError = regexp.MustCompile(`^\s*(?:yaml: )?line (\d+): (.*)$`)
+
+// Parse parses and validates bench configuration bytes; file names the
+// source in errors and anchors relative bearer_token_file paths.
+//
+// The targets section is validated by the exporter's own configuration
+// loader (internal/config), so that a target means the same in both: the
+// file is handed to it with every other top-level section blanked out line
+// for line, which keeps its errors' line numbers true.
+func Parse(data []byte, file string) (*Config, error) {
+	var root yaml.Node
+	if err := yaml.Unmarshal(data, &root); err != nil {
+		return nil, yamlError(file, err)
+	}
+	dec := yaml.NewDecoder(bytes.NewReader(data))
+	dec.KnownFields(true)
+	var c Config
+	if err := dec.Decode(&c); err != nil && !errors.Is(err, io.EOF) {
+		return nil, yamlError(file, err)
+	}
+	targetsOnly, err := keepTopLevel(data, &root, "targets")
+	if err != nil {
+		return nil, &config.Error{File: file, Reason: err.Error()}
+	}
+	tc, err := config.Parse(targetsOnly, file)
+	if err != nil {
+		return nil, err
+	}
+	c.Targets = tc.Targets
+	sum := sha256.Sum256(data)
+	c.File, c.SHA256 = file, hex.EncodeToString(sum[:])
+
+	v := validator{file: file, root: &root}
+	c.applyDefaults()
+	c.validate(&v)
+	if len(v.errs) > 0 {
+		return nil, errors.Join(v.errs...)
+	}
+	return &c, nil
+}
+
+// keepTopLevel returns data with the lines of every top-level key other than
+// keep replaced by empty lines.
+func keepTopLevel(data []byte, root *yaml.Node, keep string) ([]byte, error) {
+	doc := root
+	if doc.Kind == yaml.DocumentNode && len(doc.Content) > 0 {
+		doc = doc.Content[0]
+	}
+	if doc.Kind == 0 {
+		return nil, nil
+	}
+	if doc.Kind != yaml.MappingNode {
+		return nil, errors.New("the file must be a mapping with targets and bench")
+	}
+	lines := strings.SplitAfter(string(data), "\n")
+	type span struct{ from, to int } // 1-based, inclusive
+	var spans []span
+	for i := 0; i+1 < len(doc.Content); i += 2 {
+		k := doc.Content[i]
+		if k.Value == keep {
+			continue
+		}
+		to := len(lines)
+		if i+2 < len(doc.Content) {
+			to = doc.Content[i+2].Line - 1
+		}
+		if k.Line < 1 || to > len(lines) || (i+2 < len(doc.Content) && doc.Content[i+2].Line == k.Line) {
+			return nil, errors.New("write the top-level keys on lines of their own (block style)")
+		}
+		spans = append(spans, span{k.Line, to})
+	}
+	for _, s := range spans {
+		for l := s.from; l <= s.to; l++ {
+			if strings.HasSuffix(lines[l-1], "\n") {
+				lines[l-1] = "\n"
+			} else {
+				lines[l-1] = ""
+			}
+		}
+	}
+	return []byte(strings.Join(lines, "")), nil
+}
+
+func yamlError(file string, err error) error {
+	var te *yaml.TypeError
+	if errors.As(err, &te) {
+		errs := make([]error, 0, len(te.Errors))
+		for _, msg := range te.Errors {
+			errs = append(errs, lineError(file, msg))
+		}
+		return errors.Join(errs...)
+	}
+	return lineError(file, strings.TrimPrefix(err.Error(), "yaml: "))
+}
+
+func lineError(file, msg string) error {
+	if m := yamlLineError.FindStringSubmatch(msg); m != nil {
+		n, _ := strconv.Atoi(m[1])
+		return &config.Error{File: file, Line: n, Reason: m[2]}
+	}
+	return &config.Error{File: file, Reason: msg}
+}
+
+func (c *Config) applyDefaults() {
+	s := &c.Bench
+	if s.Matrix.Process == "" {
+		s.Matrix.Process = arrival.ProcessPoisson
+	}
+	if len(s.Matrix.Shapes) == 0 {
+		s.Matrix.Shapes = []Shape{{
+			InputTokens:  Length{config.Distribution{Dist: "fixed", Mean: config.DefaultInputTokens}},
+			OutputTokens: Length{config.Distribution{Dist: "fixed", Mean: config.DefaultOutputTokens}},
+		}}
+	}
+	for i := range s.Matrix.Shapes {
+		sh := &s.Matrix.Shapes[i]
+		if sh.InputTokens.Dist == "" {
+			sh.InputTokens.Distribution = config.Distribution{Dist: "fixed", Mean: config.DefaultInputTokens}
+		}
+		if sh.OutputTokens.Dist == "" {
+			sh.OutputTokens.Distribution = config.Distribution{Dist: "fixed", Mean: config.DefaultOutputTokens}
+		}
+		if sh.Name == "" {
+			sh.Name = fmt.Sprintf("in%d-out%d", meanTokens(sh.InputTokens), meanTokens(sh.OutputTokens))
+		}
+	}
+	if s.WarmupSetting == nil {
+		d := DefaultWarmup
+		s.WarmupSetting = &d
+	}
+	s.Warmup = *s.WarmupSetting
+	if s.Duration == 0 {
+		s.Duration = DefaultDuration
+	}
+	if s.Repeats == 0 {
+		s.Repeats = DefaultRepeats
+	}
+	if s.MaxInFlight == 0 {
+		s.MaxInFlight = DefaultMaxInFlight
+	}
+	st := &s.Stability
+	if st.Windows == 0 {
+		st.Windows = DefaultStabilityWindows
+	}
+	if st.Window == 0 && st.Windows > 0 {
+		st.Window = s.Duration / time.Duration(st.Windows)
+	}
+	if st.Tolerance == 0 {
+		st.Tolerance = DefaultStabilityTol
+	}
+	if st.MaxDuration == 0 {
+		st.MaxDuration = 3 * s.Duration
+	}
+	if st.MinRequests == 0 {
+		st.MinRequests = DefaultStabilityMinReqs
+	}
+	if sw := s.Sweep; sw != nil {
+		if sw.Start == 0 {
+			sw.Start = 1
+		}
+		if sw.Factor == 0 {
+			sw.Factor = 2
+		}
+		if sw.MaxRate == 0 {
+			sw.MaxRate = 1024
+		}
+		if sw.Refine == 0 {
+			sw.Refine = 3
+		}
+		if sw.MinGoodput == 0 {
+			sw.MinGoodput = 0.95
+		}
+		if sw.Duration == 0 {
+			sw.Duration = s.Duration
+		}
+		if sw.WarmupSetting == nil {
+			d := s.Warmup
+			sw.WarmupSetting = &d
+		}
+		sw.Warmup = *sw.WarmupSetting
+	}
+	if s.PromptSetSize == 0 {
+		s.PromptSetSize = DefaultPromptSetSize
+	}
+	if s.MaxSamplesPerRepeat == 0 {
+		s.MaxSamplesPerRepeat = DefaultMaxSamplesPerRepeat
+	}
+	if s.Weights == nil {
+		w := DefaultWeights
+		s.Weights = &w
+	}
+	if s.Ranking.Latency == "" {
+		s.Ranking.Latency = DefaultLatencyMetric
+	}
+	if s.Ranking.Resamples == 0 {
+		s.Ranking.Resamples = DefaultResamples
+	}
+	if s.Ranking.Confidence == 0 {
+		s.Ranking.Confidence = DefaultConfidence
+	}
+	if s.Regression.Threshold == 0 {
+		s.Regression.Threshold = DefaultThreshold
+	}
+	if len(s.Regression.Metrics) == 0 {
+		s.Regression.Metrics = []string{DefaultGatedMetric}
+	}
+	for i := range s.KnownAnswers {
+		if s.KnownAnswers[i].MaxTokens == 0 {
+			s.KnownAnswers[i].MaxTokens = config.DefaultKnownAnswerMaxTokens
+		}
+	}
+	if s.GPUSampleInterval == 0 {
+		s.GPUSampleInterval = DefaultGPUSampleInterval
+	}
+}
+
+func meanTokens(l Length) int {
+	if l.Dist == "uniform" {
+		return (l.Min + l.Max) / 2
+	}
+	return int(math.Round(l.Mean))
+}
+
+// latencyFigures are the figures a ranking may score and a baseline gate.
+var latencyFigures = map[string]bool{
+	"ttft_p50": true, "ttft_p90": true, "ttft_p99": true,
+	"tpot_p50": true, "tpot_p90": true, "tpot_p99": true,
+	"e2e_p50": true, "e2e_p90": true, "e2e_p99": true,
+}
+
+var shapeNameRE = regexp.MustCompile(`^[a-zA-Z0-9_][a-zA-Z0-9_.:-]*$`)
+
+func (c *Config) validate(v *validator) {
+	s := &c.Bench
+	if len(c.Targets) == 0 {
+		v.add(path{}, "targets", "at least one target is required")
+	}
+	known := map[string]bool{}
+	for _, t := range c.Targets {
+		known[t.Name] = true
+	}
+	for i, name := range s.Targets {
+		if !known[name] {
+			v.addPath(path{"bench", "targets", i}, fmt.Sprintf("%q is not a configured target", name))
+		}
+	}
+	bp := path{"bench"}
+	m := &s.Matrix
+	mp := path{"bench", "matrix"}
+	if len(m.Rates) == 0 && len(m.Concurrencies) == 0 && len(m.Replays) == 0 {
+		v.add(mp, "rates", "the matrix needs at least one rate, concurrency or replay")
+	}
+	for i, r := range m.Rates {
+		a := arrival.Config{Process: m.Process, Burstiness: m.Burstiness, Rate: r}.WithDefaults()
+		if !(r > 0) {
+			v.addPath(append(mp.clone(), "rates", i), "must be a positive rate in requests per second")
+		} else if err := a.Validate(); err != nil {
+			v.addPath(append(mp.clone(), "rates", i), err.Error())
+		}
+	}
+	for i, n := range m.Concurrencies {
+		if n < 1 {
+			v.addPath(append(mp.clone(), "concurrencies", i), "must be at least 1")
+		}
+	}
+	shapes := map[string]bool{}
+	for i := range m.Shapes {
+		sh := &m.Shapes[i]
+		p := append(mp.clone(), "shapes", i)
+		switch {
+		case !shapeNameRE.MatchString(sh.Name):
+			v.add(p, "name", fmt.Sprintf("%q must match %s", sh.Name, shapeNameRE))
+		case shapes[sh.Name]:
+			v.add(p, "name", fmt.Sprintf("%q is used by another shape", sh.Name))
+		}
+		shapes[sh.Name] = true
+		validateLength(v, append(p.clone(), "input_tokens"), sh.InputTokens)
+		validateLength(v, append(p.clone(), "output_tokens"), sh.OutputTokens)
+	}
+	if s.Warmup < 0 {
+		v.add(bp, "warmup", "must not be negative")
+	}
+	if s.Duration < 0 {
+		v.add(bp, "duration", "must be positive")
+	}
+	if s.Repeats < 1 {
+		v.add(bp, "repeats", "must be at least 1")
+	}
+	if s.MaxInFlight < 1 {
+		v.add(bp, "max_in_flight", "must be at least 1")
+	}
+	st := &s.Stability
+	sp := path{"bench", "stability"}
+	if st.Windows < 2 {
+		v.add(sp, "windows", "must be at least 2: stability compares windows")
+	}
+	if st.Window <= 0 {
+		v.add(sp, "window", "must be positive")
+	}
+	if !(st.Tolerance > 0) {
+		v.add(sp, "tolerance", "must be a positive ratio")
+	}
+	if st.MaxDuration < s.Duration {
+		v.add(sp, "max_duration", "must not be below bench.duration")
+	}
+	if st.MinRequests < 1 {
+		v.add(sp, "min_requests", "must be at least 1")
+	}
+	if sw := s.Sweep; sw != nil {
+		wp := path{"bench", "sweep"}
+		if !(sw.Start > 0) {
+			v.add(wp, "start", "must be a positive rate")
+		}
+		if !(sw.Factor > 1) {
+			v.add(wp, "factor", "must be above 1")
+		}
+		if sw.MaxRate < sw.Start {
+			v.add(wp, "max_rate", "must not be below start")
+		}
+		if sw.Refine < 0 {
+			v.add(wp, "refine", "must not be negative")
+		}
+		if !(sw.MinGoodput > 0 && sw.MinGoodput <= 1) {
+			v.add(wp, "min_goodput", "must be a ratio in (0, 1]")
+		}
+		if sw.Duration < 0 || sw.Warmup < 0 {
+			v.add(wp, "duration", "durations must not be negative")
+		}
+		if s.SLO == (config.SLO{}) {
+			v.add(wp, "start", "a sweep needs bench.slo: it finds the highest rate meeting it")
+		}
+	}
+	if s.SLO.TTFT < 0 || s.SLO.TPOT < 0 || s.SLO.E2E < 0 {
+		v.add(bp, "slo", "thresholds must not be negative")
+	}
+	if s.Sampling.MinTokens < 0 {
+		v.add(append(bp.clone(), "sampling"), "min_tokens", "must not be negative")
+	}
+	if s.PromptSetSize < 1 {
+		v.add(bp, "prompt_set_size", "must be at least 1")
+	}
+	if s.MaxSamplesPerRepeat < 100 {
+		v.add(bp, "max_samples_per_repeat", "must be at least 100")
+	}
+	w := s.Weights
+	if w.Latency < 0 || w.Throughput < 0 || w.Memory < 0 || w.Accuracy < 0 {
+		v.add(bp, "weights", "must not be negative")
+	} else if w.Latency+w.Throughput+w.Memory+w.Accuracy == 0 {
+		v.add(bp, "weights", "at least one weight must be positive")
+	}
+	if s.References.Latency < 0 || s.References.Throughput < 0 || s.References.MemoryBytes < 0 {
+		v.add(bp, "references", "must not be negative")
+	}
+	rp := path{"bench", "ranking"}
+	if !latencyFigures[s.Ranking.Latency] {
+		v.add(rp, "latency", fmt.Sprintf("%q is not one of ttft, tpot, e2e with _p50, _p90 or _p99", s.Ranking.Latency))
+	}
+	if s.Ranking.Resamples < 100 {
+		v.add(rp, "resamples", "must be at least 100")
+	}
+	if !(s.Ranking.Confidence > 0.5 && s.Ranking.Confidence < 1) {
+		v.add(rp, "confidence", "must be between 0.5 and 1")
+	}
+	gp := path{"bench", "regression"}
+	if !(s.Regression.Threshold > 0) {
+		v.add(gp, "threshold", "must be a positive ratio")
+	}
+	for i, m := range s.Regression.Metrics {
+		if !latencyFigures[m] {
+			v.addPath(append(gp.clone(), "metrics", i), fmt.Sprintf("%q is not one of ttft, tpot, e2e with _p50, _p90 or _p99", m))
+		}
+	}
+	for i := range s.KnownAnswers {
+		ka := &s.KnownAnswers[i]
+		p := path{"bench", "known_answers", i}
+		if ka.Prompt == "" {
+			v.add(p, "prompt", "is required")
+		}
+		re, err := regexp.Compile(ka.Expect)
+		switch {
+		case ka.Expect == "":
+			v.add(p, "expect", "is required")
+		case err != nil:
+			v.add(p, "expect", err.Error())
+		default:
+			ka.Pattern = re
+		}
+		if ka.MaxTokens < 1 {
+			v.add(p, "max_tokens", "must be at least 1")
+		}
+	}
+	c.validateReplays(v, shapes)
+	if s.GPUSampleInterval < 0 {
+		v.add(bp, "gpu_sample_interval", "must be positive")
+	}
+}
+
+func validateLength(v *validator, p path, l Length) {
+	d := l.Distribution
+	switch d.Dist {
+	case "fixed":
+		if d.Mean < 1 {
+			v.add(p, "mean", "must be at least 1")
+		}
+	case "uniform":
+		if d.Min < 1 || d.Max < d.Min {
+			v.add(p, "min", "uniform needs 1 <= min <= max")
+		}
+	case "normal", "lognormal":
+		if d.Mean < 1 {
+			v.add(p, "mean", "must be at least 1")
+		}
+		if d.Stddev <= 0 {
+			v.add(p, "stddev", "must be positive")
+		}
+		if d.Max != 0 && d.Max < d.Min {
+			v.add(p, "max", "must not be below min")
+		}
+	default:
+		v.add(p, "dist", fmt.Sprintf("%q is not one of fixed, uniform, normal, lognormal", d.Dist))
+	}
+}
+
+// RunTargets returns the targets the run measures, in configuration order.
+func (c *Config) RunTargets() []config.Target {
+	if len(c.Bench.Targets) == 0 {
+		return c.Targets
+	}
+	want := map[string]bool{}
+	for _, n := range c.Bench.Targets {
+		want[n] = true
+	}
+	var out []config.Target
+	for _, t := range c.Targets {
+		if want[t.Name] {
+			out = append(out, t)
+		}
+	}
+	return out
+}
+
+// EffectiveYAML is the configuration with its defaults applied, for the
+// report. Bearer tokens are never read into it, and header values are
+// hidden, since they may carry keys.
+func (c *Config) EffectiveYAML() string {
+	cp := *c
+	cp.Targets = append([]config.Target(nil), c.Targets...)
+	for i := range cp.Targets {
+		if len(cp.Targets[i].Headers) > 0 {
+			h := map[string]string{}
+			for k := range cp.Targets[i].Headers {
+				h[k] = "<hidden>"
+			}
+			cp.Targets[i].Headers = h
+		}
+	}
+	b, err := yaml.Marshal(&cp)
+	if err != nil {
+		return "# cannot render: " + err.Error()
+	}
+	return string(b)
+}
+
+// path addresses a node: strings are mapping keys, ints sequence indexes.
+type path []any
+
+func (p path) clone() path { return append(path{}, p...) }
+
+func (p path) String() string {
+	var b strings.Builder
+	for _, e := range p {
+		switch e := e.(type) {
+		case int:
+			fmt.Fprintf(&b, "[%d]", e)
+		case string:
+			if b.Len() > 0 {
+				b.WriteByte('.')
+			}
+			b.WriteString(e)
+		}
+	}
+	return b.String()
+}
+
+type validator struct {
+	file string
+	root *yaml.Node
+	errs []error
+}
+
+func (v *validator) add(p path, field, reason string) {
+	v.addPath(append(p.clone(), field), reason)
+}
+
+func (v *validator) addPath(full path, reason string) {
+	v.errs = append(v.errs, &config.Error{File: v.file, Line: lineOf(v.root, full), Field: full.String(), Reason: reason})
+}
+
+// lineOf is the line of the deepest node of p present in the file.
+func lineOf(root *yaml.Node, p path) int {
+	n := root
+	if n != nil && n.Kind == yaml.DocumentNode && len(n.Content) > 0 {
+		n = n.Content[0]
+	}
+	line := 0
+	if n != nil {
+		line = n.Line
+	}
+	for _, e := range p {
+		if n == nil {
+			break
+		}
+		var next *yaml.Node
+		switch e := e.(type) {
+		case string:
+			if n.Kind == yaml.MappingNode {
+				for i := 0; i+1 < len(n.Content); i += 2 {
+					if n.Content[i].Value == e {
+						line = n.Content[i].Line
+						next = n.Content[i+1]
+						break
+					}
+				}
+			}
+		case int:
+			if n.Kind == yaml.SequenceNode && e < len(n.Content) {
+				next = n.Content[e]
+				line = next.Line
+			}
+		}
+		n = next
+	}
+	return line
+}
+
+// validateReplays applies the replays' defaults, resolves their paths
+// against the configuration file's directory and checks them, as the
+// exporter checks a workload's replay block.
+func (c *Config) validateReplays(v *validator, shapes map[string]bool) {
+	names := map[string]bool{}
+	for i := range c.Bench.Matrix.Replays {
+		r := &c.Bench.Matrix.Replays[i]
+		p := path{"bench", "matrix", "replays", i}
+		switch {
+		case !shapeNameRE.MatchString(r.Name):
+			v.add(p, "name", fmt.Sprintf("%q must match %s", r.Name, shapeNameRE))
+		case names[r.Name] || shapes[r.Name]:
+			v.add(p, "name", fmt.Sprintf("%q is used by another replay or shape", r.Name))
+		}
+		names[r.Name] = true
+		if r.Speed == 0 {
+			r.Speed = 1
+		}
+		if r.Sample == 0 {
+			r.Sample = 1
+		}
+		if r.OnMalformed == "" {
+			r.OnMalformed = config.DefaultReplayMalformed
+		}
+		if r.BlockSize == 0 && r.Source == "mooncake" {
+			r.BlockSize = config.DefaultReplayBlockSize
+		}
+		if _, err := replay.ParseFormat(r.Source); err != nil {
+			v.add(p, "source", err.Error())
+		}
+		if _, err := replay.ParsePolicy(r.OnMalformed); err != nil {
+			v.add(p, "on_malformed", err.Error())
+		}
+		if r.Path == "" {
+			v.add(p, "path", "is required")
+		} else {
+			if !filepath.IsAbs(r.Path) {
+				r.Path = filepath.Join(filepath.Dir(v.file), r.Path)
+			}
+			if _, err := os.Stat(r.Path); err != nil {
+				v.add(p, "path", fmt.Sprintf("cannot read: %v", err))
+			}
+		}
+		if !(r.Speed > 0) || math.IsInf(r.Speed, 0) {
+			v.add(p, "speed", "must be a finite number > 0")
+		}
+		if r.Start < 0 || (r.End != 0 && r.End <= r.Start) {
+			v.add(p, "end", "the window must have start >= 0 and end after start")
+		}
+		if !(r.Sample > 0 && r.Sample <= 1) {
+			v.add(p, "sample", "must be in (0, 1]")
+		}
+		if r.BlockSize < 0 || (r.BlockSize != 0 && r.Source != "mooncake") {
+			v.add(p, "block_size", "only applies to source mooncake, and must be positive")
+		}
+		if !(r.MaxRate >= 0) || r.MaxRate > arrival.MaxRateLimit {
+			v.add(p, "max_rate", fmt.Sprintf("must be in [0, %g] requests/s", float64(arrival.MaxRateLimit)))
+		}
+		if r.ForceOutputTokens && r.Source != "jsonl" {
+			v.add(p, "force_output_tokens", "only applies to source jsonl")
+		}
+	}
+}

@@ -1,0 +1,62 @@
+package bench
+
+import (
+	"fmt"
+	"math"
+	"strconv"
+)
+
+// fmtSeconds shows a duration in seconds at a readable scale.
+func fmtSeconds(v float64) string {
+	a := math.Abs(v)
+	switch {
+	case math.IsNaN(v):
+		return "—"
+	case a == 0:
+		return "0"
+	case a < 1e-3:
+		return fmt.Sprintf("%.1f µs", v*1e6)
+	case a < 1:
+		return fmt.Sprintf("%.2f ms", v*1e3)
+	default:
+		return fmt.Sprintf("%.3f s", v)
+	}
+}
+
+// fmtNumber shows a plain figure with up to 4 significant decimals.
+func fmtNumber(v float64) string {
+	if math.IsNaN(v) || math.IsInf(v, 0) {
+		return "—"
+	}
+	a := math.Abs(v)
+	switch {
+	case a >= 1000:
+		return strconv.FormatFloat(v, 'f', 0, 64)
+	case a >= 100:
+		return strconv.FormatFloat(v, 'f', 1, 64)
+	case a >= 1:
+		return strconv.FormatFloat(v, 'f', 2, 64)
+	default:
+		return strconv.FormatFloat(v, 'f', 3, 64)
+	}
+}
+
+// fmtRatio shows a ratio 0..1 as a percentage.
+func fmtRatio(v float64) string {
+	if math.IsNaN(v) {
+		return "—"
+	}
+	return fmt.Sprintf("%.1f%%", v*100)
+}
+
+// fmtBytes shows bytes in GiB or MiB.
+func fmtBytes(v float64) string {
+	switch {
+	case math.IsNaN(v):
+		return "—"
+	case v >= 1<<30:
+		return fmt.Sprintf("%.2f GiB", v/(1<<30))
+	default:
+		return fmt.Sprintf("%.1f MiB", v/(1<<20))
+	}
+}

@@ -1,0 +1,321 @@
+package bench
+
+import (
+	"context"
+	"encoding/json"
+	"math"
+	"sort"
+	"strconv"
+	"sync"
+	"time"
+
+	"github.com/prometheus/client_golang/prometheus"
+	dto "github.com/prometheus/client_model/go"
+)
+
+// Num is a float64 that is written to JSON as null when it is not a number
+// (a figure that does not exist), since JSON has no NaN.
+type Num float64
+
+// NaN is the missing Num.
+func NaN() Num { return Num(math.NaN()) }
+
+// Valid reports whether n is a number.
+func (n Num) Valid() bool { return !math.IsNaN(float64(n)) && !math.IsInf(float64(n), 0) }
+
+// MarshalJSON writes null for NaN and infinities.
+func (n Num) MarshalJSON() ([]byte, error) {
+	if !n.Valid() {
+		return []byte("null"), nil
+	}
+	return strconv.AppendFloat(nil, float64(n), 'g', -1, 64), nil
+}
+
+// UnmarshalJSON reads null as NaN.
+func (n *Num) UnmarshalJSON(b []byte) error {
+	if string(b) == "null" {
+		*n = NaN()
+		return nil
+	}
+	var f float64
+	if err := json.Unmarshal(b, &f); err != nil {
+		return err
+	}
+	*n = Num(f)
+	return nil
+}
+
+// GPUReport is what the NVML collector showed during the run.
+type GPUReport struct {
+	// Available is false when no GPU was read; Note says why.
+	Available  bool        `json:"available"`
+	Note       string      `json:"note,omitempty"`
+	Devices    []GPUDevice `json:"devices,omitempty"`
+	Samples    []GPUSample `json:"samples,omitempty"`
+	Covariates []Covariate `json:"covariates,omitempty"`
+	// SampleIntervalSeconds is the final sampling interval (it doubles when
+	// the sample store is full).
+	SampleIntervalSeconds float64 `json:"sample_interval_seconds,omitempty"`
+	// PeakMemoryBytes is, per target, the highest total device memory used
+	// (summed over GPUs) in any sample taken while that target was measured.
+	PeakMemoryBytes map[string]float64 `json:"peak_memory_bytes,omitempty"`
+}
+
+// GPUDevice identifies one GPU.
+type GPUDevice struct {
+	GPU              string `json:"gpu"` // index, as the collector's gpu label
+	UUID             string `json:"uuid"`
+	Name             string `json:"name"`
+	DriverVersion    string `json:"driver_version"`
+	CUDAVersion      string `json:"cuda_version"`
+	MemoryTotalBytes Num    `json:"memory_total_bytes"`
+}
+
+// GPUSample is one reading of one GPU; T is seconds since the run started.
+type GPUSample struct {
+	T                  float64 `json:"t"`
+	GPU                string  `json:"gpu"`
+	MemoryUsedBytes    Num     `json:"memory_used_bytes"`
+	TemperatureCelsius Num     `json:"temperature_celsius"`
+	PowerWatts         Num     `json:"power_watts"`
+	round              int
+}
+
+// Covariate summarises a GPU's temperature and power over the run: they
+// change a GPU's speed (clocks throttle when hot or power-capped), so a
+// comparison of two runs should show them.
+type Covariate struct {
+	GPU         string `json:"gpu"`
+	Temperature Range  `json:"temperature_celsius"`
+	Power       Range  `json:"power_watts"`
+}
+
+// Range is the minimum, mean and maximum of a series.
+type Range struct {
+	Min  Num `json:"min"`
+	Mean Num `json:"mean"`
+	Max  Num `json:"max"`
+}
+
+// gpuSampler reads the GPU series of the NVML collector (infer_gpu_*) from a
+// Gatherer at an interval.
+type gpuSampler struct {
+	src        prometheus.Gatherer
+	start      time.Time
+	interval   time.Duration
+	maxSamples int
+
+	mu      sync.Mutex
+	devices map[string]GPUDevice
+	samples []GPUSample
+	rounds  int
+	lastErr error
+}
+
+func newGPUSampler(src prometheus.Gatherer, start time.Time, interval time.Duration) *gpuSampler {
+	return &gpuSampler{src: src, start: start, interval: interval, maxSamples: 100000, devices: map[string]GPUDevice{}}
+}
+
+// run samples until ctx is done.
+func (g *gpuSampler) run(ctx context.Context) {
+	g.sample(time.Now())
+	t := time.NewTicker(g.interval)
+	defer t.Stop()
+	for {
+		select {
+		case <-ctx.Done():
+			return
+		case now := <-t.C:
+			if g.sample(now) {
+				t.Reset(g.interval)
+			}
+		}
+	}
+}
+
+// sample takes one reading; it reports whether the interval changed.
+func (g *gpuSampler) sample(now time.Time) (decimated bool) {
+	mfs, err := g.src.Gather()
+	g.mu.Lock()
+	defer g.mu.Unlock()
+	if err != nil {
+		g.lastErr = err
+		// A partial gather still carries the series that worked.
+	}
+	type reading struct{ used, temp, power Num }
+	readings := map[string]*reading{}
+	get := func(gpu string) *reading {
+		r := readings[gpu]
+		if r == nil {
+			r = &reading{NaN(), NaN(), NaN()}
+			readings[gpu] = r
+		}
+		return r
+	}
+	for _, mf := range mfs {
+		for _, m := range mf.GetMetric() {
+			l := labelMap(m)
+			gpu, ok := l["gpu"]
+			if !ok {
+				continue
+			}
+			v := Num(m.GetGauge().GetValue())
+			switch mf.GetName() {
+			case "infer_gpu_info":
+				d := g.devices[gpu]
+				d.GPU, d.UUID, d.Name = gpu, l["uuid"], l["name"]
+				d.DriverVersion, d.CUDAVersion = l["driver_version"], l["cuda_version"]
+				if !d.MemoryTotalBytes.Valid() {
+					d.MemoryTotalBytes = NaN()
+				}
+				g.devices[gpu] = d
+			case "infer_gpu_memory_total_bytes":
+				d := g.devices[gpu]
+				d.GPU, d.MemoryTotalBytes = gpu, v
+				g.devices[gpu] = d
+			case "infer_gpu_memory_used_bytes":
+				get(gpu).used = v
+			case "infer_gpu_temperature_celsius":
+				get(gpu).temp = v
+			case "infer_gpu_power_watts":
+				get(gpu).power = v
+			}
+		}
+	}
+	if len(readings) == 0 {
+		return false
+	}
+	gpus := make([]string, 0, len(readings))
+	for k := range readings {
+		gpus = append(gpus, k)
+	}
+	sortGPUs(gpus)
+	t := now.Sub(g.start).Seconds()
+	for _, k := range gpus {
+		r := readings[k]
+		g.samples = append(g.samples, GPUSample{T: t, GPU: k, MemoryUsedBytes: r.used, TemperatureCelsius: r.temp, PowerWatts: r.power, round: g.rounds})
+	}
+	g.rounds++
+	if len(g.samples) < g.maxSamples {
+		return false
+	}
+	// Full: keep every other round and sample half as often.
+	kept := g.samples[:0]
+	for _, s := range g.samples {
+		if s.round%2 == 0 {
+			s.round /= 2
+			kept = append(kept, s)
+		}
+	}
+	g.samples = kept
+	g.rounds = (g.rounds + 1) / 2
+	g.interval *= 2
+	return true
+}
+
+func labelMap(m *dto.Metric) map[string]string {
+	l := make(map[string]string, len(m.GetLabel()))
+	for _, p := range m.GetLabel() {
+		l[p.GetName()] = p.GetValue()
+	}
+	return l
+}
+
+// sortGPUs orders GPU index labels numerically where they are numbers.
+func sortGPUs(gpus []string) {
+	sort.Slice(gpus, func(i, j int) bool {
+		a, ea := strconv.Atoi(gpus[i])
+		b, eb := strconv.Atoi(gpus[j])
+		if ea == nil && eb == nil {
+			return a < b
+		}
+		return gpus[i] < gpus[j]
+	})
+}
+
+// report builds the GPU section; spans attribute samples to targets.
+func (g *gpuSampler) report(spans []Span) GPUReport {
+	g.mu.Lock()
+	defer g.mu.Unlock()
+	r := GPUReport{SampleIntervalSeconds: g.interval.Seconds()}
+	if len(g.samples) == 0 {
+		r.Note = "no GPU series were read"
+		if g.lastErr != nil {
+			r.Note += ": " + g.lastErr.Error()
+		}
+		return r
+	}
+	r.Available = true
+	r.Samples = append([]GPUSample(nil), g.samples...)
+	ids := make([]string, 0, len(g.devices))
+	for k := range g.devices {
+		ids = append(ids, k)
+	}
+	sortGPUs(ids)
+	for _, k := range ids {
+		r.Devices = append(r.Devices, g.devices[k])
+	}
+	// Covariates per GPU.
+	type acc struct {
+		t, p     Range
+		nt, np   int
+		sumT, sP float64
+	}
+	accs := map[string]*acc{}
+	var order []string
+	for _, s := range g.samples {
+		a := accs[s.GPU]
+		if a == nil {
+			a = &acc{t: Range{NaN(), NaN(), NaN()}, p: Range{NaN(), NaN(), NaN()}}
+			accs[s.GPU] = a
+			order = append(order, s.GPU)
+		}
+		addRange(&a.t, &a.nt, &a.sumT, s.TemperatureCelsius)
+		addRange(&a.p, &a.np, &a.sP, s.PowerWatts)
+	}
+	sortGPUs(order)
+	for _, k := range order {
+		a := accs[k]
+		if a.nt > 0 {
+			a.t.Mean = Num(a.sumT / float64(a.nt))
+		}
+		if a.np > 0 {
+			a.p.Mean = Num(a.sP / float64(a.np))
+		}
+		r.Covariates = append(r.Covariates, Covariate{GPU: k, Temperature: a.t, Power: a.p})
+	}
+	// Peak memory per target: the highest per-round total within its spans.
+	totals := map[int]float64{}
+	times := map[int]float64{}
+	for _, s := range g.samples {
+		if s.MemoryUsedBytes.Valid() {
+			totals[s.round] += float64(s.MemoryUsedBytes)
+			times[s.round] = s.T
+		}
+	}
+	r.PeakMemoryBytes = map[string]float64{}
+	for _, sp := range spans {
+		for round, t := range times {
+			if t >= sp.Start && t <= sp.End {
+				if v, ok := r.PeakMemoryBytes[sp.Target]; !ok || totals[round] > v {
+					r.PeakMemoryBytes[sp.Target] = totals[round]
+				}
+			}
+		}
+	}
+	return r
+}
+
+func addRange(r *Range, n *int, sum *float64, v Num) {
+	if !v.Valid() {
+		return
+	}
+	if *n == 0 || v < r.Min {
+		r.Min = v
+	}
+	if *n == 0 || v > r.Max {
+		r.Max = v
+	}
+	*n++
+	*sum += float64(v)
+}

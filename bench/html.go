@@ -1,0 +1,295 @@
+package bench
+
+import (
+	_ "embed"
+	"fmt"
+	"html/template"
+	"io"
+	"math"
+	"sort"
+	"strings"
+)
+
+//go:embed report.html.tmpl
+var reportTemplate string
+
+// WriteHTML writes the self-contained HTML report: inline CSS and inline
+// SVG charts drawn here, no script and nothing fetched from anywhere, so it
+// opens offline and can be attached to a decision as one file. Every figure
+// it shows carries its exact JSON value in a data-value attribute.
+func WriteHTML(w io.Writer, r *Report) error {
+	t, err := template.New("report").Funcs(templateFuncs).Parse(reportTemplate)
+	if err != nil {
+		return err
+	}
+	return t.Execute(w, buildView(r))
+}
+
+var templateFuncs = template.FuncMap{
+	"sec":   fmtSeconds,
+	"num":   fmtNumber,
+	"ratio": fmtRatio,
+	"bytes": fmtBytes,
+	"raw":   fmtF,
+	"numv":  func(n Num) float64 { return float64(n) },
+	"valid": func(n Num) bool { return n.Valid() },
+	// td renders a figure as a table cell: the display text, and the exact
+	// JSON value in data-value. kind picks the display: sec, num, ratio,
+	// bytes, int.
+	"td": func(q string, v float64, kind string) template.HTML {
+		var text string
+		switch kind {
+		case "sec":
+			text = fmtSeconds(v)
+		case "ratio":
+			text = fmtRatio(v)
+		case "bytes":
+			text = fmtBytes(v)
+		case "int":
+			text = fmt.Sprintf("%d", int64(v))
+		default:
+			text = fmtNumber(v)
+		}
+		raw := "null"
+		if finite(v) {
+			raw = fmtF(v)
+		} else {
+			text = "—"
+		}
+		return template.HTML(fmt.Sprintf(`<td data-q="%s" data-value="%s">%s</td>`, esc(q), esc(raw), esc(text)))
+	},
+	"dists": func(s Stats) []namedDist {
+		return []namedDist{{"ttft", "TTFT", s.TTFT}, {"tpot", "TPOT", s.TPOT}, {"itl", "ITL", s.ITL}, {"e2e", "E2E", s.E2E}, {"lag", "schedule lag", s.ScheduleLag}}
+	},
+	"ci": func(c CellResult, name string) string {
+		ci, ok := c.CI[name]
+		if !ok {
+			return ""
+		}
+		if strings.HasSuffix(name, "_second") || name == "output_tokens_per_second" {
+			return fmt.Sprintf("[%s, %s]", fmtNumber(ci.Lo), fmtNumber(ci.Hi))
+		}
+		if name == "goodput_ratio" {
+			return fmt.Sprintf("[%s, %s]", fmtRatio(ci.Lo), fmtRatio(ci.Hi))
+		}
+		return fmt.Sprintf("[%s, %s]", fmtSeconds(ci.Lo), fmtSeconds(ci.Hi))
+	},
+	"outcomes": func(m map[string]int) string {
+		keys := make([]string, 0, len(m))
+		for k := range m {
+			keys = append(keys, k)
+		}
+		sort.Strings(keys)
+		var parts []string
+		for _, k := range keys {
+			parts = append(parts, fmt.Sprintf("%s %d", k, m[k]))
+		}
+		return strings.Join(parts, ", ")
+	},
+	"pct":    func(v float64) string { return fmt.Sprintf("%+.1f%%", v*100) },
+	"pctNum": func(v Num) string { return fmt.Sprintf("%+.1f%%", float64(v)*100) },
+	"add":    func(a, b int) int { return a + b },
+	"f64":    func(i int) float64 { return float64(i) },
+}
+
+type namedDist struct {
+	Key, Name string
+	D         Dist
+}
+
+type curveGroup struct {
+	Shape, Kind string
+	Charts      []template.HTML
+}
+
+type view struct {
+	R         *Report
+	Curves    []curveGroup
+	Pareto    []template.HTML
+	Sweep     []template.HTML
+	Heatmap   template.HTML
+	GPUCharts []template.HTML
+}
+
+func buildView(r *Report) *view {
+	v := &view{R: r}
+	targets := make([]string, 0, len(r.Environment.Targets))
+	for _, t := range r.Environment.Targets {
+		targets = append(targets, t.Name)
+	}
+	// Curves: per shape and load kind, figures against the load.
+	var shapes []string
+	seen := map[string]bool{}
+	for _, c := range r.Cells {
+		if !seen[c.Shape] {
+			seen[c.Shape] = true
+			shapes = append(shapes, c.Shape)
+		}
+	}
+	type fig struct {
+		title, ylabel string
+		get           func(*CellResult) float64
+		yf            func(float64) string
+	}
+	figs := []fig{
+		{"E2E latency p50", "seconds", func(c *CellResult) float64 { return c.Summary.Figure("e2e_p50") }, fmtSeconds},
+		{"E2E latency p99", "seconds", func(c *CellResult) float64 { return c.Summary.Figure("e2e_p99") }, fmtSeconds},
+		{"TTFT p99", "seconds", func(c *CellResult) float64 { return c.Summary.Figure("ttft_p99") }, fmtSeconds},
+		{"TPOT p50", "seconds", func(c *CellResult) float64 { return c.Summary.Figure("tpot_p50") }, fmtSeconds},
+		{"Output throughput", "tokens/s", func(c *CellResult) float64 { return c.Summary.OutputTokensPerSecond }, fmtNumber},
+	}
+	for _, sh := range shapes {
+		for _, kind := range []string{LoadRate, LoadConcurrency} {
+			var cells []*CellResult
+			for i := range r.Cells {
+				if c := &r.Cells[i]; c.Shape == sh && c.Load.Kind == kind {
+					cells = append(cells, c)
+				}
+			}
+			if len(cells) == 0 {
+				continue
+			}
+			g := curveGroup{Shape: sh, Kind: kind}
+			xlabel := "request rate (req/s)"
+			if kind == LoadConcurrency {
+				xlabel = "concurrency (clients)"
+			}
+			for _, f := range figs {
+				ch := chart{Title: f.title + " — " + sh, XLabel: xlabel, YLabel: f.ylabel, YFmt: f.yf, YFromZero: true}
+				for ti, t := range targets {
+					s := chartSeries{Name: t, Color: colorOf(ti)}
+					for _, c := range cells {
+						if c.Target == t {
+							s.Points = append(s.Points, xy{c.Load.Value, f.get(c)})
+						}
+					}
+					sort.Slice(s.Points, func(i, j int) bool { return s.Points[i].X < s.Points[j].X })
+					ch.Series = append(ch.Series, s)
+				}
+				g.Charts = append(g.Charts, ch.SVG())
+			}
+			v.Curves = append(v.Curves, g)
+		}
+	}
+	// Pareto per target: throughput against the ranking's latency figure.
+	latFig := r.Ranking.LatencyFigure
+	if latFig == "" {
+		latFig = DefaultLatencyMetric
+	}
+	for ti, t := range targets {
+		s := chartSeries{Name: t, Color: colorOf(ti)}
+		for i := range r.Cells {
+			c := &r.Cells[i]
+			if c.Target == t {
+				s.Points = append(s.Points, xy{c.Summary.OutputTokensPerSecond, c.Summary.Figure(latFig)})
+				s.Labels = append(s.Labels, c.Load.Label()+" "+c.Shape)
+			}
+		}
+		ch := chart{Title: "Latency / throughput — " + t, XLabel: "output tokens/s", YLabel: latFig + " (s)",
+			YFmt: fmtSeconds, Scatter: true, Series: []chartSeries{s}, Frontier: paretoFrontier(s.Points), YFromZero: true}
+		v.Pareto = append(v.Pareto, ch.SVG())
+	}
+	// Sweep: goodput ratio against rate.
+	bySweepShape := map[string][]SweepResult{}
+	var sweepShapes []string
+	for _, s := range r.Sweeps {
+		if _, ok := bySweepShape[s.Shape]; !ok {
+			sweepShapes = append(sweepShapes, s.Shape)
+		}
+		bySweepShape[s.Shape] = append(bySweepShape[s.Shape], s)
+	}
+	for _, sh := range sweepShapes {
+		ch := chart{Title: "Rate sweep: goodput ratio — " + sh, XLabel: "request rate (req/s)", YLabel: "goodput ratio", YFmt: fmtRatio, YFromZero: true}
+		for _, sw := range bySweepShape[sh] {
+			s := chartSeries{Name: sw.Target, Color: colorOf(indexOf(targets, sw.Target))}
+			for _, p := range sw.Points {
+				s.Points = append(s.Points, xy{p.Rate, p.GoodputRatio})
+			}
+			sort.Slice(s.Points, func(i, j int) bool { return s.Points[i].X < s.Points[j].X })
+			ch.Series = append(ch.Series, s)
+		}
+		v.Sweep = append(v.Sweep, ch.SVG())
+	}
+	if r.GPU.Available {
+		v.Heatmap, v.GPUCharts = gpuCharts(r, targets)
+	}
+	return v
+}
+
+func indexOf(list []string, s string) int {
+	for i, x := range list {
+		if x == s {
+			return i
+		}
+	}
+	return 0
+}
+
+// gpuCharts draws the memory heatmap and the temperature and power series.
+func gpuCharts(r *Report, targets []string) (template.HTML, []template.HTML) {
+	total := map[string]float64{}
+	for _, d := range r.GPU.Devices {
+		if d.MemoryTotalBytes.Valid() {
+			total[d.GPU] = float64(d.MemoryTotalBytes)
+		}
+	}
+	var rows []string
+	rowIdx := map[string]int{}
+	end := 0.0
+	for _, s := range r.GPU.Samples {
+		if _, ok := rowIdx[s.GPU]; !ok {
+			rowIdx[s.GPU] = len(rows)
+			rows = append(rows, s.GPU)
+		}
+		end = math.Max(end, s.T)
+	}
+	for _, sp := range r.Timeline {
+		end = math.Max(end, sp.End)
+	}
+	const bins = 120
+	sum := make([][]float64, len(rows))
+	cnt := make([][]int, len(rows))
+	for i := range rows {
+		sum[i], cnt[i] = make([]float64, bins), make([]int, bins)
+	}
+	temp := make([]chartSeries, len(rows))
+	power := make([]chartSeries, len(rows))
+	for i, g := range rows {
+		temp[i] = chartSeries{Name: "GPU " + g, Color: colorOf(i)}
+		power[i] = chartSeries{Name: "GPU " + g, Color: colorOf(i)}
+	}
+	for _, s := range r.GPU.Samples {
+		i := rowIdx[s.GPU]
+		if s.MemoryUsedBytes.Valid() && total[s.GPU] > 0 {
+			b := int(s.T / math.Max(end, 1e-9) * bins)
+			b = min(max(b, 0), bins-1)
+			sum[i][b] += float64(s.MemoryUsedBytes) / total[s.GPU]
+			cnt[i][b]++
+		}
+		if s.TemperatureCelsius.Valid() {
+			temp[i].Points = append(temp[i].Points, xy{s.T, float64(s.TemperatureCelsius)})
+		}
+		if s.PowerWatts.Valid() {
+			power[i].Points = append(power[i].Points, xy{s.T, float64(s.PowerWatts)})
+		}
+	}
+	cells := make([][]float64, len(rows))
+	for i := range rows {
+		cells[i] = make([]float64, bins)
+		last := math.NaN()
+		for b := range cells[i] {
+			if cnt[i][b] > 0 {
+				last = sum[i][b] / float64(cnt[i][b])
+			}
+			// A bin between two samples shows the last reading.
+			cells[i][b] = last
+		}
+	}
+	hm := heatmap{Title: "GPU memory used over time (share of total)", Rows: rows, Start: 0, End: end, Cells: cells,
+		Spans: r.Timeline, Targets: targets}
+	charts := []template.HTML{
+		chart{Title: "GPU temperature", XLabel: "seconds since start", YLabel: "°C", Series: temp}.SVG(),
+		chart{Title: "GPU power", XLabel: "seconds since start", YLabel: "watts", Series: power}.SVG(),
+	}
+	return hm.SVG(), charts
+}

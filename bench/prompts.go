@@ -1,0 +1,122 @@
+package bench
+
+import (
+	"context"
+	"crypto/sha256"
+	"encoding/hex"
+	"fmt"
+	"strings"
+
+	"github.com/infer-exporter/infer_exporter/internal/config"
+	"github.com/infer-exporter/infer_exporter/probe/prompt"
+)
+
+// PromptSetInfo describes the prompts one target gets for one shape.
+type PromptSetInfo struct {
+	Target string `json:"target"`
+	Shape  string `json:"shape"`
+	// Tokenizer is how lengths were made exact: server (the target's own
+	// /tokenize, chat template included), server_content, or estimate (N
+	// words; the server has no tokenizer endpoint).
+	Tokenizer string `json:"tokenizer"`
+	// SHA256 covers the whole set (Size prompts), SHA256First64 the first
+	// 64: the hash the exporter's infer_probe_prompt_info shows for a
+	// workload with the same seed and lengths against the same server.
+	// Both are prompt.HashPrompts.
+	SHA256        string `json:"sha256"`
+	SHA256First64 string `json:"sha256_first64"`
+}
+
+// PromptSet is the fixed set of prompts of a run: for each target and
+// shape, Size prompts drawn in order from the exporter's exact-length
+// generator (prompt.NewCalibrated, calibrated against the target's own
+// tokenizer as an exporter workload is), with the run's seed. So every
+// target gets prompts of the same token lengths, and a rerun with the same
+// seed against the same servers sends byte-identical prompts.
+type PromptSet struct {
+	lists map[string][]prompt.Prompt
+	Infos []PromptSetInfo
+	// SHA256 is the SHA-256 of the lines "target shape sha256\n" of Infos,
+	// in order: equal hashes mean every target got the same prompts as in
+	// the other run.
+	SHA256 string
+	Size   int
+}
+
+func promptKey(target, shape string) string { return target + "\x00" + shape }
+
+// NewPromptSet calibrates and draws the prompt set. A length the server
+// cannot give (below its chat template) is an error.
+func NewPromptSet(ctx context.Context, targets []config.Target, shapes []Shape, size int, seed int64) (*PromptSet, error) {
+	ps := &PromptSet{lists: map[string][]prompt.Prompt{}, Size: size}
+	var all strings.Builder
+	for i := range targets {
+		t := &targets[i]
+		flavor := string(t.Flavor)
+		// The same endpoint as the exporter's workloads (workload.PromptMetrics).
+		ep := prompt.Endpoint{BaseURL: t.URL, Model: t.Model, BearerToken: string(t.BearerToken), Headers: t.Headers,
+			Chat: flavor == "openai-chat" || flavor == "ollama-chat"}
+		tok, err := prompt.DetectTokenizer(ctx, ep)
+		if err != nil {
+			return nil, fmt.Errorf("target %q: prompt calibration: %w", t.Name, err)
+		}
+		var counter prompt.Counter
+		kind := prompt.TokenizerEstimate
+		if tok != nil {
+			counter, kind = tok, tok.Kind()
+		}
+		for _, sh := range shapes {
+			gen, err := prompt.NewCalibrated(ctx, sh.InputTokens.Distribution, sh.OutputTokens.Distribution, seed, counter, kind)
+			if err != nil {
+				return nil, fmt.Errorf("target %q, shape %q: prompt calibration: %w", t.Name, sh.Name, err)
+			}
+			list := make([]prompt.Prompt, size)
+			for j := range list {
+				if list[j], err = gen.NextExact(); err != nil {
+					return nil, fmt.Errorf("target %q, shape %q: prompt %d: %w", t.Name, sh.Name, j, err)
+				}
+			}
+			info := PromptSetInfo{Target: t.Name, Shape: sh.Name, Tokenizer: gen.Kind()}
+			info.SHA256 = hashList(list, len(list))
+			if len(list) >= prompt.HashedPrompts {
+				info.SHA256First64 = hashList(list, prompt.HashedPrompts)
+			}
+			ps.lists[promptKey(t.Name, sh.Name)] = list
+			ps.Infos = append(ps.Infos, info)
+			fmt.Fprintf(&all, "%s %s %s\n", t.Name, sh.Name, info.SHA256)
+		}
+	}
+	sum := sha256.Sum256([]byte(all.String()))
+	ps.SHA256 = hex.EncodeToString(sum[:])
+	return ps, nil
+}
+
+func hashList(list []prompt.Prompt, k int) string {
+	i := 0
+	sum, _ := prompt.HashPrompts(func() (prompt.Prompt, error) { p := list[i]; i++; return p, nil }, k)
+	return sum
+}
+
+// Cursor returns a fresh cursor over one target's prompts of one shape, from
+// the first.
+func (ps *PromptSet) Cursor(target, shape string) *PromptCursor {
+	return &PromptCursor{list: ps.lists[promptKey(target, shape)]}
+}
+
+// PromptCursor hands out prompts in order, cycling. It implements the
+// workload runner's Prompts; like the runner's generator it is used by one
+// goroutine.
+type PromptCursor struct {
+	list []prompt.Prompt
+	i    int
+	// Drawn counts the prompts handed out.
+	Drawn int
+}
+
+// Next returns the next prompt.
+func (c *PromptCursor) Next() prompt.Prompt {
+	p := c.list[c.i]
+	c.i = (c.i + 1) % len(c.list)
+	c.Drawn++
+	return p
+}

@@ -1,0 +1,305 @@
+package bench
+
+import (
+	"math"
+	"math/rand/v2"
+	"sort"
+	"strings"
+)
+
+// RankingResult is the leaderboard.
+//
+// Each target's composite score is the weighted mean of its component
+// scores, over the components available (weights renormalised to sum 1):
+//
+//   - latency: per cell group (a load and a shape), ref / latency, where
+//     latency is the ranking's figure (default e2e_p50) and ref is
+//     references.latency or else the lowest latency of any target in the
+//     group; averaged over groups. 1 is the best target.
+//   - throughput: per group, output tokens/s / ref, ref being
+//     references.throughput or the highest of the group; averaged.
+//   - memory: ref / peak GPU memory used while the target was measured, ref
+//     being references.memory_bytes or the lowest peak; only when every
+//     target has a peak (NVML present).
+//   - accuracy: the fraction of known-answer checks passed; only when
+//     checks are configured.
+//
+// The intervals come from the bootstrap: each resample draws every
+// repeat's requests with replacement (and each target's known-answer
+// checks), recomputes every cell's figures, the scores and the ranks. The
+// score and rank intervals are the central intervals of those resamples.
+// Sorted by score, a target whose rank interval overlaps the previous
+// target's is tied with it and shown with the same rank.
+type RankingResult struct {
+	LatencyFigure string   `json:"latency_figure"`
+	Weights       Weights  `json:"weights"`
+	References    RefsJSON `json:"references"`
+	Confidence    float64  `json:"confidence"`
+	Resamples     int      `json:"resamples"`
+	// Components are the components that were scored.
+	Components []string    `json:"components"`
+	Entries    []RankEntry `json:"entries"`
+	Note       string      `json:"note,omitempty"`
+}
+
+// RefsJSON is References in base units.
+type RefsJSON struct {
+	LatencySeconds float64 `json:"latency_seconds"`
+	Throughput     float64 `json:"output_tokens_per_second"`
+	MemoryBytes    float64 `json:"memory_bytes"`
+}
+
+// RankEntry is one target on the leaderboard.
+type RankEntry struct {
+	Target string `json:"target"`
+	// Rank is the displayed rank: tied targets share the best rank of their
+	// group. Position is the place by point score (1-based).
+	Rank     int      `json:"rank"`
+	Position int      `json:"position"`
+	Tied     bool     `json:"tied"`
+	Score    float64  `json:"score"`
+	ScoreCI  Interval `json:"score_ci"`
+	RankLo   int      `json:"rank_lo"`
+	RankHi   int      `json:"rank_hi"`
+	// Component scores; null when the component was not scored.
+	Latency    Num `json:"latency_score"`
+	Throughput Num `json:"throughput_score"`
+	Memory     Num `json:"memory_score"`
+	Accuracy   Num `json:"accuracy_score"`
+	// PeakMemoryBytes is the peak GPU memory used; null without NVML.
+	PeakMemoryBytes Num `json:"peak_memory_bytes"`
+}
+
+// rankGroup is one load and shape: per target, the latency and throughput
+// point values and their bootstrap resamples.
+type rankGroup struct {
+	lat, thr       []float64   // [target]
+	latRep, thrRep [][]float64 // [target][resample]
+}
+
+// rankInput is what the ranking needs.
+type rankInput struct {
+	targets []string
+	groups  []rankGroup
+	// memory is each target's peak GPU memory; nil when not every target
+	// has one.
+	memory []float64
+	// checks are each target's known-answer results; nil when none.
+	checks     [][]bool
+	weights    Weights
+	refs       References
+	figure     string
+	confidence float64
+	resamples  int
+	seed       uint64
+}
+
+type components struct{ lat, thr, mem, acc []float64 }
+
+// scores computes the components and composite scores for one set of
+// values. lat and thr are [group][target].
+func (in *rankInput) scores(lat, thr [][]float64, acc []float64) (components, []float64) {
+	n := len(in.targets)
+	c := components{lat: make([]float64, n), thr: make([]float64, n)}
+	for g := range lat {
+		ref := in.refs.Latency.Seconds()
+		if ref <= 0 {
+			ref = math.Inf(1)
+			for _, v := range lat[g] {
+				if v > 0 && !math.IsNaN(v) {
+					ref = min(ref, v)
+				}
+			}
+		}
+		tref := in.refs.Throughput
+		if tref <= 0 {
+			for _, v := range thr[g] {
+				if !math.IsNaN(v) {
+					tref = max(tref, v)
+				}
+			}
+		}
+		for t := 0; t < n; t++ {
+			if v := lat[g][t]; v > 0 && !math.IsNaN(v) && !math.IsInf(ref, 1) {
+				c.lat[t] += ref / v
+			}
+			if v := thr[g][t]; tref > 0 && !math.IsNaN(v) {
+				c.thr[t] += v / tref
+			}
+		}
+	}
+	if len(lat) > 0 {
+		for t := 0; t < n; t++ {
+			c.lat[t] /= float64(len(lat))
+			c.thr[t] /= float64(len(lat))
+		}
+	}
+	w := in.weights
+	wsum := w.Latency + w.Throughput
+	if in.memory != nil {
+		c.mem = make([]float64, n)
+		ref := in.refs.MemoryBytes
+		if ref <= 0 {
+			ref = math.Inf(1)
+			for _, m := range in.memory {
+				ref = min(ref, m)
+			}
+		}
+		for t, m := range in.memory {
+			c.mem[t] = ref / m
+		}
+		wsum += w.Memory
+	}
+	if acc != nil {
+		c.acc = acc
+		wsum += w.Accuracy
+	}
+	s := make([]float64, n)
+	for t := 0; t < n; t++ {
+		if wsum <= 0 {
+			continue
+		}
+		v := w.Latency*c.lat[t] + w.Throughput*c.thr[t]
+		if c.mem != nil {
+			v += w.Memory * c.mem[t]
+		}
+		if c.acc != nil {
+			v += w.Accuracy * c.acc[t]
+		}
+		s[t] = v / wsum
+	}
+	return c, s
+}
+
+// ranksOf gives 1 to the highest score; equal scores share the best rank.
+func ranksOf(scores []float64) []int {
+	idx := make([]int, len(scores))
+	for i := range idx {
+		idx[i] = i
+	}
+	sort.SliceStable(idx, func(a, b int) bool { return scores[idx[a]] > scores[idx[b]] })
+	r := make([]int, len(scores))
+	for pos, i := range idx {
+		r[i] = pos + 1
+		if pos > 0 && scores[i] == scores[idx[pos-1]] {
+			r[i] = r[idx[pos-1]]
+		}
+	}
+	return r
+}
+
+func fractions(checks [][]bool) []float64 {
+	if checks == nil {
+		return nil
+	}
+	out := make([]float64, len(checks))
+	for t, cs := range checks {
+		var ok int
+		for _, c := range cs {
+			if c {
+				ok++
+			}
+		}
+		if len(cs) > 0 {
+			out[t] = float64(ok) / float64(len(cs))
+		}
+	}
+	return out
+}
+
+// rank computes the leaderboard.
+func rank(in *rankInput) RankingResult {
+	n := len(in.targets)
+	res := RankingResult{
+		LatencyFigure: in.figure, Weights: in.weights, Confidence: in.confidence, Resamples: in.resamples,
+		References: RefsJSON{LatencySeconds: in.refs.Latency.Seconds(), Throughput: in.refs.Throughput, MemoryBytes: in.refs.MemoryBytes},
+		Components: []string{"latency", "throughput"},
+	}
+	if in.memory != nil {
+		res.Components = append(res.Components, "memory")
+	}
+	if in.checks != nil {
+		res.Components = append(res.Components, "accuracy")
+	}
+	var notes []string
+	if in.memory == nil && in.weights.Memory > 0 {
+		notes = append(notes, "memory not scored: not every target has a nonzero peak GPU memory reading (no NVML, or its server is not on the GPUs this host sees)")
+	}
+	if in.checks == nil && in.weights.Accuracy > 0 {
+		notes = append(notes, "accuracy not scored: no known-answer checks configured")
+	}
+	res.Note = strings.Join(notes, "; ")
+	if n == 0 {
+		return res
+	}
+	point := func(get func(g *rankGroup) []float64) [][]float64 {
+		out := make([][]float64, len(in.groups))
+		for g := range in.groups {
+			out[g] = get(&in.groups[g])
+		}
+		return out
+	}
+	comp, score := in.scores(point(func(g *rankGroup) []float64 { return g.lat }), point(func(g *rankGroup) []float64 { return g.thr }), fractions(in.checks))
+
+	rng := rand.New(rand.NewPCG(in.seed, 0x2545f4914f6cdd1d))
+	repScores := make([][]float64, n)
+	repRanks := make([][]float64, n)
+	lat := make([][]float64, len(in.groups))
+	thr := make([][]float64, len(in.groups))
+	for g := range in.groups {
+		lat[g], thr[g] = make([]float64, n), make([]float64, n)
+	}
+	var checks [][]bool
+	if in.checks != nil {
+		checks = make([][]bool, n)
+		for t := range checks {
+			checks[t] = make([]bool, len(in.checks[t]))
+		}
+	}
+	for b := 0; b < in.resamples; b++ {
+		for g := range in.groups {
+			for t := 0; t < n; t++ {
+				lat[g][t] = in.groups[g].latRep[t][b]
+				thr[g][t] = in.groups[g].thrRep[t][b]
+			}
+		}
+		for t := range checks {
+			for i := range checks[t] {
+				checks[t][i] = in.checks[t][rng.IntN(len(in.checks[t]))]
+			}
+		}
+		_, s := in.scores(lat, thr, fractions(checks))
+		r := ranksOf(s)
+		for t := 0; t < n; t++ {
+			repScores[t] = append(repScores[t], s[t])
+			repRanks[t] = append(repRanks[t], float64(r[t]))
+		}
+	}
+
+	entries := make([]RankEntry, n)
+	for t := 0; t < n; t++ {
+		e := RankEntry{Target: in.targets[t], Score: score[t], Latency: Num(comp.lat[t]), Throughput: Num(comp.thr[t]),
+			Memory: NaN(), Accuracy: NaN(), PeakMemoryBytes: NaN()}
+		if comp.mem != nil {
+			e.Memory, e.PeakMemoryBytes = Num(comp.mem[t]), Num(in.memory[t])
+		}
+		if comp.acc != nil {
+			e.Accuracy = Num(comp.acc[t])
+		}
+		e.ScoreCI, _ = percentileInterval(repScores[t], in.confidence)
+		ri, _ := percentileInterval(repRanks[t], in.confidence)
+		e.RankLo, e.RankHi = int(math.Floor(ri.Lo)), int(math.Ceil(ri.Hi))
+		entries[t] = e
+	}
+	sort.SliceStable(entries, func(a, b int) bool { return entries[a].Score > entries[b].Score })
+	for i := range entries {
+		entries[i].Position = i + 1
+		entries[i].Rank = i + 1
+		if i > 0 && entries[i].RankLo <= entries[i-1].RankHi {
+			entries[i].Tied, entries[i-1].Tied = true, true
+			entries[i].Rank = entries[i-1].Rank
+		}
+	}
+	res.Entries = entries
+	return res
+}

@@ -1,0 +1,300 @@
+package bench
+
+import (
+	"math"
+	"math/rand/v2"
+	"sync"
+	"time"
+
+	"github.com/infer-exporter/infer_exporter/internal/config"
+	"github.com/infer-exporter/infer_exporter/probe/observation"
+	"github.com/infer-exporter/infer_exporter/probe/workload"
+)
+
+// A repeat's clock: t0 is taken just before the runner starts; the measured
+// part begins at warmupEnd = t0 + warmup and is cut into windows of equal
+// length from there. A request is measured when it was scheduled at or
+// after warmupEnd. The repeat stops scheduling at the end of a window, so a
+// measured request was always scheduled within the measured windows.
+//
+// Figures:
+//   - latencies (TTFT, TPOT, ITL, E2E, schedule lag) of measured requests,
+//     defined as in the exporter (observation.Request);
+//   - output throughput: output tokens of successful requests delivered
+//     within the measured windows (each content event weighted by the
+//     request's output tokens / content events), over the windows' length.
+//     Tokens of warm-up requests that arrive within the windows count;
+//     tokens after the last window do not. This is the rate the server
+//     delivered tokens at, without the ramp-up or the drain;
+//   - request throughput: successful requests that ended within the windows,
+//     over their length;
+//   - goodput ratio: measured requests that succeeded and met every SLO
+//     threshold, over measured requests (dropped and failed included).
+
+// record is one request, as kept for percentiles and the bootstrap.
+type record struct {
+	sched    float64 // seconds from warmupEnd; negative for warm-up requests
+	ttft     float64 // seconds; NaN when undefined or not measured
+	tpot     float64
+	e2e      float64
+	lag      float64
+	measured bool
+	goodput  bool
+	// winTokens[k] are the output tokens delivered in window firstWin+k.
+	firstWin  int32
+	winTokens []float32
+}
+
+// recorder collects a repeat's observations. OnResult runs on the runner's
+// request goroutines, so it locks.
+type recorder struct {
+	warmupEnd time.Time
+	window    time.Duration
+	slo       config.SLO
+	maxRecs   int
+	maxITL    int
+	// windowCap bounds the E2E values kept per window for the stability
+	// check (the first ones of the window).
+	windowCap int
+
+	mu       sync.Mutex
+	rng      *rand.Rand
+	recs     []record
+	recsSeen int
+	itl      []float64
+	itlSeen  int
+	outcomes map[observation.Outcome]int
+	measured int
+	goodput  int
+	// Exact per-window aggregates, whatever the sampling.
+	winTokens    []float64
+	winSuccesses []int
+	winE2E       [][]float64
+}
+
+func newRecorder(warmupEnd time.Time, window time.Duration, slo config.SLO, maxRecs, maxITL int, seed uint64) *recorder {
+	return &recorder{
+		warmupEnd: warmupEnd, window: window, slo: slo,
+		maxRecs: maxRecs, maxITL: maxITL, windowCap: 10000,
+		rng:      rand.New(rand.NewPCG(seed, 0x5bd1e995)),
+		outcomes: map[observation.Outcome]int{},
+	}
+}
+
+// winOf is the window index of an instant (negative during warm-up).
+func (rc *recorder) winOf(t time.Time) int {
+	return int(math.Floor(float64(t.Sub(rc.warmupEnd)) / float64(rc.window)))
+}
+
+func grow[T any](s []T, n int) []T {
+	for len(s) < n {
+		var zero T
+		s = append(s, zero)
+	}
+	return s
+}
+
+// observe records one observation; it keeps nothing of obs.
+func (rc *recorder) observe(obs *observation.Request) {
+	measured := !obs.Scheduled.Before(rc.warmupEnd)
+	success := obs.Outcome == observation.Success
+	rec := record{
+		sched: obs.Scheduled.Sub(rc.warmupEnd).Seconds(),
+		ttft:  math.NaN(), tpot: math.NaN(), e2e: math.NaN(), lag: math.NaN(),
+		measured: measured,
+	}
+	if measured {
+		if d, ok := obs.TTFT(); ok {
+			rec.ttft = d.Seconds()
+		}
+		if d, ok := obs.ScheduleLag(); ok {
+			rec.lag = d.Seconds()
+		}
+		if success {
+			if d, ok := obs.TPOT(); ok {
+				rec.tpot = d.Seconds()
+			}
+			if d, ok := obs.E2E(); ok {
+				rec.e2e = d.Seconds()
+			}
+		}
+		rec.goodput = workload.MeetsSLO(obs, rc.slo)
+	}
+	// Tokens delivered per window, for successful requests.
+	if success && len(obs.TokenTimes) > 0 {
+		weight := 1.0
+		if obs.OutputTokens > 0 && obs.ContentEvents > 0 {
+			weight = float64(obs.OutputTokens) / float64(obs.ContentEvents)
+		}
+		first := rc.winOf(obs.TokenTimes[0])
+		last := rc.winOf(obs.TokenTimes[len(obs.TokenTimes)-1])
+		if last >= 0 {
+			if first < 0 {
+				first = 0
+			}
+			rec.firstWin = int32(first)
+			rec.winTokens = make([]float32, last-first+1)
+			for _, t := range obs.TokenTimes {
+				if w := rc.winOf(t); w >= first {
+					rec.winTokens[w-first] += float32(weight)
+				}
+			}
+		}
+	}
+
+	rc.mu.Lock()
+	defer rc.mu.Unlock()
+	if measured {
+		rc.measured++
+		rc.outcomes[obs.Outcome]++
+		if rec.goodput {
+			rc.goodput++
+		}
+		obs.ITLs(func(d time.Duration) {
+			rc.itlSeen++
+			if len(rc.itl) < rc.maxITL {
+				rc.itl = append(rc.itl, d.Seconds())
+			} else if j := rc.rng.IntN(rc.itlSeen); j < rc.maxITL {
+				rc.itl[j] = d.Seconds()
+			}
+		})
+	}
+	for k, tok := range rec.winTokens {
+		w := int(rec.firstWin) + k
+		rc.winTokens = grow(rc.winTokens, w+1)
+		rc.winTokens[w] += float64(tok)
+	}
+	if success && measured {
+		if w := rc.winOf(obs.End); w >= 0 {
+			rc.winSuccesses = grow(rc.winSuccesses, w+1)
+			rc.winSuccesses[w]++
+			rc.winE2E = grow(rc.winE2E, w+1)
+			if len(rc.winE2E[w]) < rc.windowCap {
+				rc.winE2E[w] = append(rc.winE2E[w], rec.e2e)
+			}
+		}
+	}
+	if !measured && rec.winTokens == nil {
+		return // a warm-up request that delivered nothing in the windows
+	}
+	// Algorithm R: a uniform sample of at most maxRecs requests.
+	rc.recsSeen++
+	if len(rc.recs) < rc.maxRecs {
+		rc.recs = append(rc.recs, rec)
+	} else if j := rc.rng.IntN(rc.recsSeen); j < rc.maxRecs {
+		rc.recs[j] = rec
+	}
+}
+
+// windowMedians returns the median E2E of successful measured requests that
+// ended in each of windows [0, k), and their counts.
+func (rc *recorder) windowMedians(k int) (medians []float64, counts []int) {
+	rc.mu.Lock()
+	defer rc.mu.Unlock()
+	medians = make([]float64, k)
+	counts = make([]int, k)
+	for w := 0; w < k; w++ {
+		medians[w] = math.NaN()
+		if w < len(rc.winE2E) {
+			medians[w] = median(rc.winE2E[w])
+		}
+		if w < len(rc.winSuccesses) {
+			counts[w] = rc.winSuccesses[w]
+		}
+	}
+	return medians, counts
+}
+
+// stable reports whether the last n of windows [0, k) agree: each has at
+// least minReqs successes, and their medians are within tol (max/min - 1).
+func stable(medians []float64, counts []int, n, minReqs int, tol float64) (ok bool, spread float64) {
+	k := len(medians)
+	if k < n {
+		return false, math.NaN()
+	}
+	lo, hi := math.Inf(1), math.Inf(-1)
+	for w := k - n; w < k; w++ {
+		if counts[w] < minReqs || math.IsNaN(medians[w]) {
+			return false, math.NaN()
+		}
+		lo, hi = min(lo, medians[w]), max(hi, medians[w])
+	}
+	spread = hi/lo - 1
+	return spread <= tol, spread
+}
+
+// finish turns what was recorded over windows [0, k) into the repeat's
+// statistics and its bootstrap sample. span, when positive, is the measured
+// time when the run ended inside window k-1 (a trace that ran out): the
+// rates are over it rather than over whole windows.
+func (rc *recorder) finish(k int, span time.Duration) (Stats, *sample) {
+	rc.mu.Lock()
+	defer rc.mu.Unlock()
+	windowSec := (time.Duration(k) * rc.window).Seconds()
+	if span > 0 && span.Seconds() < windowSec {
+		windowSec = span.Seconds()
+	}
+	st := Stats{
+		Requests:      rc.measured,
+		Outcomes:      map[string]int{},
+		Goodput:       rc.goodput,
+		WindowSeconds: windowSec,
+		Sampled:       rc.recsSeen > len(rc.recs) || rc.itlSeen > len(rc.itl),
+	}
+	for o, n := range rc.outcomes {
+		st.Outcomes[string(o)] = n
+	}
+	st.Successes = rc.outcomes[observation.Success]
+	var tokens float64
+	var completions int
+	for w := 0; w < k; w++ {
+		if w < len(rc.winTokens) {
+			tokens += rc.winTokens[w]
+		}
+		if w < len(rc.winSuccesses) {
+			completions += rc.winSuccesses[w]
+		}
+	}
+	if windowSec > 0 {
+		st.OutputTokensPerSecond = tokens / windowSec
+		st.RequestsPerSecond = float64(completions) / windowSec
+		st.GoodputPerSecond = float64(rc.goodput) / windowSec
+	}
+	if rc.measured > 0 {
+		st.GoodputRatio = float64(rc.goodput) / float64(rc.measured)
+	}
+
+	s := &sample{window: windowSec, scale: 1}
+	if len(rc.recs) > 0 && rc.recsSeen > len(rc.recs) {
+		s.scale = float64(rc.recsSeen) / float64(len(rc.recs))
+	}
+	n := len(rc.recs)
+	cols := [numLatencies][]float64{make([]float64, n), make([]float64, n), make([]float64, n)}
+	var ttft, tpot, e2e, lag []float64
+	s.tokens = make([]float64, n)
+	s.measured = make([]bool, n)
+	s.goodput = make([]bool, n)
+	for i, r := range rc.recs {
+		cols[latTTFT][i], cols[latTPOT][i], cols[latE2E][i] = r.ttft, r.tpot, r.e2e
+		for j, tok := range r.winTokens {
+			if int(r.firstWin)+j < k {
+				s.tokens[i] += float64(tok)
+			}
+		}
+		s.measured[i], s.goodput[i] = r.measured, r.goodput
+		for _, x := range []struct {
+			v   float64
+			dst *[]float64
+		}{{r.ttft, &ttft}, {r.tpot, &tpot}, {r.e2e, &e2e}, {r.lag, &lag}} {
+			if !math.IsNaN(x.v) {
+				*x.dst = append(*x.dst, x.v)
+			}
+		}
+	}
+	for l := range cols {
+		s.lat[l] = newSortedIndex(cols[l])
+	}
+	st.TTFT, st.TPOT, st.E2E, st.ScheduleLag = summarize(ttft), summarize(tpot), summarize(e2e), summarize(lag)
+	st.ITL = summarize(append([]float64(nil), rc.itl...))
+	return st, s
+}

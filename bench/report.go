@@ -1,0 +1,466 @@
+package bench
+
+import (
+	"encoding/csv"
+	"encoding/json"
+	"fmt"
+	"io"
+	"math"
+	"os"
+	"path/filepath"
+	"sort"
+	"strconv"
+	"time"
+)
+
+// Schema names the JSON report's format.
+const Schema = "infer_exporter/bench/v1"
+
+// Report is everything a bench run measured: the JSON report is this value.
+type Report struct {
+	Schema      string          `json:"schema"`
+	Environment Environment     `json:"environment"`
+	Cells       []CellResult    `json:"cells"`
+	Sweeps      []SweepResult   `json:"sweeps,omitempty"`
+	Accuracy    []AccuracyCheck `json:"accuracy,omitempty"`
+	Ranking     RankingResult   `json:"ranking"`
+	GPU         GPUReport       `json:"gpu"`
+	// Timeline holds when each repeat ran, in seconds since the start.
+	Timeline []Span      `json:"timeline"`
+	Baseline *Comparison `json:"baseline,omitempty"`
+}
+
+// Environment records what the numbers were measured on.
+type Environment struct {
+	ExporterVersion  string    `json:"exporter_version"`
+	ExporterRevision string    `json:"exporter_revision"`
+	GoVersion        string    `json:"go_version"`
+	OS               string    `json:"os"`
+	Arch             string    `json:"arch"`
+	CPUs             int       `json:"cpus"`
+	Started          time.Time `json:"started"`
+	Finished         time.Time `json:"finished"`
+	ConfigFile       string    `json:"config_file"`
+	// ConfigSHA256 is the SHA-256 of the configuration file's bytes; Config
+	// is the configuration with defaults applied (header values hidden).
+	ConfigSHA256 string `json:"config_sha256"`
+	Config       string `json:"config"`
+	// PromptSetSHA256 is the prompt set's hash (see PromptSet): equal
+	// hashes mean byte-identical prompts in the same order.
+	PromptSetSHA256  string          `json:"prompt_set_sha256"`
+	PromptSetSize    int             `json:"prompt_set_size"`
+	PromptSets       []PromptSetInfo `json:"prompt_sets"`
+	Traces           []TraceInfo     `json:"traces,omitempty"`
+	Seed             int64           `json:"seed"`
+	Targets          []TargetInfo    `json:"targets"`
+	GPUs             []GPUDevice     `json:"gpus,omitempty"`
+	GPUNote          string          `json:"gpu_note,omitempty"`
+	Covariates       []Covariate     `json:"covariates,omitempty"`
+	MaxSamplesRepeat int             `json:"max_samples_per_repeat"`
+}
+
+// TraceInfo describes a replayed trace.
+type TraceInfo struct {
+	Name    string `json:"name"`
+	Source  string `json:"source"`
+	Path    string `json:"path"`
+	Records int    `json:"records"`
+	Skipped int    `json:"skipped"`
+}
+
+// Load is one point of the load axis.
+type Load struct {
+	// Kind is "rate" (open loop, Value requests per second),
+	// "concurrency" (closed loop, Value clients) or "replay" (a trace,
+	// Value its speed factor).
+	Kind  string  `json:"kind"`
+	Value float64 `json:"value"`
+}
+
+// Load kinds.
+const (
+	LoadRate        = "rate"
+	LoadConcurrency = "concurrency"
+	// LoadReplay is a replayed trace; Value is its speed factor.
+	LoadReplay = "replay"
+)
+
+func (l Load) String() string {
+	return l.Kind + "=" + strconv.FormatFloat(l.Value, 'g', -1, 64)
+}
+
+// Label is the load for people: "4 req/s" or "8 clients".
+func (l Load) Label() string {
+	v := strconv.FormatFloat(l.Value, 'g', -1, 64)
+	switch l.Kind {
+	case LoadConcurrency:
+		return v + " clients"
+	case LoadReplay:
+		return "replay ×" + v
+	}
+	return v + " req/s"
+}
+
+// CellKey names a cell: target/load/shape, e.g. "vllm-a/rate=4/in128-out32".
+func CellKey(target string, l Load, shape string) string {
+	return target + "/" + l.String() + "/" + shape
+}
+
+// CellResult is one target at one load and shape, over its repeats.
+type CellResult struct {
+	Key    string `json:"key"`
+	Target string `json:"target"`
+	Load   Load   `json:"load"`
+	Shape  string `json:"shape"`
+	// Summary holds, for every figure, the median over the repeats.
+	Summary Stats `json:"summary"`
+	// CI holds bootstrap intervals of the summary's figures (FigureNames),
+	// at the ranking's confidence, from resampling each repeat's requests.
+	CI map[string]Interval `json:"ci"`
+	// Stable is false when any repeat's windows never agreed.
+	Stable bool `json:"stable"`
+	// Degraded is true when, in any repeat, the schedule lag p99 or the
+	// process's goroutine scheduling latency p99 exceeded 10 ms (as the
+	// exporter's infer_probe_measurement_degraded): the client fell behind
+	// or was CPU-saturated, and its latencies include its own delay.
+	Degraded bool           `json:"degraded"`
+	Repeats  []RepeatResult `json:"repeats"`
+}
+
+// Stats are one repeat's figures (or their medians over repeats).
+// Latencies are in seconds.
+type Stats struct {
+	// Requests measured (scheduled after the warm-up), by outcome.
+	Requests  int            `json:"requests"`
+	Outcomes  map[string]int `json:"outcomes"`
+	Successes int            `json:"successes"`
+	// Goodput: measured requests that succeeded and met every SLO
+	// threshold; GoodputRatio is Goodput / Requests.
+	Goodput               int     `json:"goodput"`
+	GoodputRatio          float64 `json:"goodput_ratio"`
+	WindowSeconds         float64 `json:"window_seconds"`
+	RequestsPerSecond     float64 `json:"requests_per_second"`
+	OutputTokensPerSecond float64 `json:"output_tokens_per_second"`
+	GoodputPerSecond      float64 `json:"goodput_per_second"`
+	TTFT                  Dist    `json:"ttft_seconds"`
+	TPOT                  Dist    `json:"tpot_seconds"`
+	ITL                   Dist    `json:"itl_seconds"`
+	E2E                   Dist    `json:"e2e_seconds"`
+	ScheduleLag           Dist    `json:"schedule_lag_seconds"`
+	// Sampled is true when the percentiles come from a reservoir sample
+	// (more requests than max_samples_per_repeat); counts stay exact.
+	Sampled bool `json:"sampled"`
+}
+
+// Figure returns a figure of FigureNames by name.
+func (s *Stats) Figure(name string) float64 {
+	d := map[string]*Dist{"ttft": &s.TTFT, "tpot": &s.TPOT, "e2e": &s.E2E, "itl": &s.ITL}
+	switch name {
+	case "output_tokens_per_second":
+		return s.OutputTokensPerSecond
+	case "goodput_ratio":
+		return s.GoodputRatio
+	}
+	if len(name) > 4 {
+		for prefix, dist := range d {
+			if name[:len(prefix)] == prefix && name[len(prefix)] == '_' {
+				if dist.Count == 0 {
+					return math.NaN()
+				}
+				switch name[len(prefix)+1:] {
+				case "p50":
+					return dist.P50
+				case "p90":
+					return dist.P90
+				case "p99":
+					return dist.P99
+				}
+			}
+		}
+	}
+	return math.NaN()
+}
+
+// RepeatResult is one repeat of a cell.
+type RepeatResult struct {
+	Index     int             `json:"index"`
+	Started   time.Time       `json:"started"`
+	Stats     Stats           `json:"stats"`
+	Stability StabilityResult `json:"stability"`
+	// PromptsDrawn counts prompts taken from the set, warm-up included.
+	PromptsDrawn int `json:"prompts_drawn"`
+	// SchedulingLatencyP99 is the process's goroutine scheduling latency
+	// p99 at the end of the repeat, over the last max(warmup + duration,
+	// 5 s), in seconds (runtime/metrics bucket bounds).
+	SchedulingLatencyP99 float64 `json:"scheduling_latency_p99_seconds"`
+}
+
+// StabilityResult says whether a repeat's windows agreed.
+type StabilityResult struct {
+	Checked       bool    `json:"checked"`
+	Stable        bool    `json:"stable"`
+	WindowSeconds float64 `json:"window_seconds"`
+	// Windows measured, Extended of them added by the check.
+	Windows  int `json:"windows"`
+	Extended int `json:"extended"`
+	// Medians are each window's median E2E; Spread the last check's
+	// max/min - 1 of the compared windows.
+	Medians []Num  `json:"window_e2e_medians"`
+	Spread  Num    `json:"spread"`
+	Note    string `json:"note,omitempty"`
+}
+
+// Span is when one repeat ran, in seconds since the run started.
+type Span struct {
+	Target string  `json:"target"`
+	Cell   string  `json:"cell"`
+	Repeat int     `json:"repeat"`
+	Start  float64 `json:"start"`
+	End    float64 `json:"end"`
+}
+
+// SweepResult is the rate sweep of one target and shape.
+type SweepResult struct {
+	Target string `json:"target"`
+	Shape  string `json:"shape"`
+	// MaxRate is the highest rate tried that met the SLO (0: none did);
+	// GoodputPerSecond the goodput measured there.
+	MaxRate          float64      `json:"max_rate"`
+	GoodputPerSecond float64      `json:"goodput_per_second"`
+	Points           []SweepPoint `json:"points"`
+	Note             string       `json:"note,omitempty"`
+}
+
+// SweepPoint is one rate of a sweep.
+type SweepPoint struct {
+	Rate                  float64 `json:"rate"`
+	GoodputRatio          float64 `json:"goodput_ratio"`
+	GoodputPerSecond      float64 `json:"goodput_per_second"`
+	OutputTokensPerSecond float64 `json:"output_tokens_per_second"`
+	E2EP99                Num     `json:"e2e_p99"`
+	Pass                  bool    `json:"pass"`
+}
+
+// AccuracyCheck is the known-answer checks of one target.
+type AccuracyCheck struct {
+	Target string        `json:"target"`
+	Passed int           `json:"passed"`
+	Total  int           `json:"total"`
+	Checks []CheckResult `json:"checks"`
+}
+
+// CheckResult is one known-answer check.
+type CheckResult struct {
+	Prompt string `json:"prompt"`
+	Expect string `json:"expect"`
+	Passed bool   `json:"passed"`
+	Answer string `json:"answer"`
+	Error  string `json:"error,omitempty"`
+}
+
+// Output file names in the output directory.
+const (
+	JSONFile = "report.json"
+	CSVFile  = "report.csv"
+	HTMLFile = "report.html"
+)
+
+// WriteFiles writes the JSON, CSV and HTML reports into dir, creating it.
+func WriteFiles(dir string, r *Report) error {
+	if err := os.MkdirAll(dir, 0o755); err != nil {
+		return err
+	}
+	for _, f := range []struct {
+		name  string
+		write func(io.Writer, *Report) error
+	}{{JSONFile, WriteJSON}, {CSVFile, WriteCSV}, {HTMLFile, WriteHTML}} {
+		if err := writeFile(filepath.Join(dir, f.name), func(w io.Writer) error { return f.write(w, r) }); err != nil {
+			return fmt.Errorf("%s: %w", f.name, err)
+		}
+	}
+	return nil
+}
+
+// writeFile writes through a temporary file and a rename, so a reader never
+// sees half a report.
+func writeFile(path string, write func(io.Writer) error) error {
+	tmp, err := os.CreateTemp(filepath.Dir(path), "."+filepath.Base(path)+".*")
+	if err != nil {
+		return err
+	}
+	defer os.Remove(tmp.Name())
+	if err := write(tmp); err != nil {
+		tmp.Close()
+		return err
+	}
+	if err := tmp.Close(); err != nil {
+		return err
+	}
+	if err := os.Chmod(tmp.Name(), 0o644); err != nil {
+		return err
+	}
+	return os.Rename(tmp.Name(), path)
+}
+
+// WriteJSON writes the full report as indented JSON.
+func WriteJSON(w io.Writer, r *Report) error {
+	enc := json.NewEncoder(w)
+	enc.SetIndent("", "  ")
+	return enc.Encode(r)
+}
+
+// ReadJSON reads a report written by WriteJSON.
+func ReadJSON(path string) (*Report, error) {
+	b, err := os.ReadFile(path)
+	if err != nil {
+		return nil, err
+	}
+	var r Report
+	if err := json.Unmarshal(b, &r); err != nil {
+		return nil, fmt.Errorf("%s: %w", path, err)
+	}
+	if r.Schema != Schema {
+		return nil, fmt.Errorf("%s: schema %q, want %q", path, r.Schema, Schema)
+	}
+	return &r, nil
+}
+
+// CSVHeader is the CSV report's header: one row per cell, the medians over
+// repeats; latencies in seconds.
+var CSVHeader = func() []string {
+	h := []string{"cell", "target", "load_kind", "load", "shape", "repeats", "stable", "degraded",
+		"requests", "successes", "goodput", "goodput_ratio", "window_seconds",
+		"requests_per_second", "output_tokens_per_second", "goodput_per_second"}
+	for _, d := range []string{"ttft", "tpot", "itl", "e2e"} {
+		for _, q := range []string{"mean", "p50", "p90", "p95", "p99", "p99_9", "max"} {
+			h = append(h, d+"_"+q+"_seconds")
+		}
+	}
+	h = append(h, "schedule_lag_p99_seconds", "output_tokens_per_second_ci_lo", "output_tokens_per_second_ci_hi",
+		"e2e_p99_ci_lo", "e2e_p99_ci_hi")
+	return h
+}()
+
+// WriteCSV writes one row per cell.
+func WriteCSV(w io.Writer, r *Report) error {
+	cw := csv.NewWriter(w)
+	if err := cw.Write(CSVHeader); err != nil {
+		return err
+	}
+	for _, c := range r.Cells {
+		s := &c.Summary
+		row := []string{c.Key, c.Target, c.Load.Kind, fmtF(c.Load.Value), c.Shape, strconv.Itoa(len(c.Repeats)),
+			strconv.FormatBool(c.Stable), strconv.FormatBool(c.Degraded),
+			strconv.Itoa(s.Requests), strconv.Itoa(s.Successes), strconv.Itoa(s.Goodput), fmtF(s.GoodputRatio),
+			fmtF(s.WindowSeconds), fmtF(s.RequestsPerSecond), fmtF(s.OutputTokensPerSecond), fmtF(s.GoodputPerSecond)}
+		for _, d := range []Dist{s.TTFT, s.TPOT, s.ITL, s.E2E} {
+			for _, v := range []float64{d.Mean, d.P50, d.P90, d.P95, d.P99, d.P999, d.Max} {
+				if d.Count == 0 {
+					row = append(row, "")
+				} else {
+					row = append(row, fmtF(v))
+				}
+			}
+		}
+		row = append(row, fmtF(s.ScheduleLag.P99))
+		for _, name := range []string{"output_tokens_per_second", "e2e_p99"} {
+			if ci, ok := c.CI[name]; ok {
+				row = append(row, fmtF(ci.Lo), fmtF(ci.Hi))
+			} else {
+				row = append(row, "", "")
+			}
+		}
+		if err := cw.Write(row); err != nil {
+			return err
+		}
+	}
+	cw.Flush()
+	return cw.Error()
+}
+
+// fmtF writes a float exactly as JSON does (shortest round-trip form).
+func fmtF(f float64) string { return strconv.FormatFloat(f, 'g', -1, 64) }
+
+// medianStats is the figure-by-figure median of repeats' stats. Counts are
+// medians too (rounded down for an even number of repeats).
+func medianStats(all []Stats) Stats {
+	if len(all) == 0 {
+		return Stats{Outcomes: map[string]int{}}
+	}
+	col := func(f func(*Stats) float64) float64 {
+		v := make([]float64, len(all))
+		for i := range all {
+			v[i] = f(&all[i])
+		}
+		m := median(v)
+		if math.IsNaN(m) {
+			return 0
+		}
+		return m
+	}
+	icol := func(f func(*Stats) int) int {
+		return int(math.Floor(col(func(s *Stats) float64 { return float64(f(s)) })))
+	}
+	dist := func(f func(*Stats) *Dist) Dist {
+		// Repeats without values (Count 0) do not vote.
+		var have []Stats
+		for i := range all {
+			if f(&all[i]).Count > 0 {
+				have = append(have, all[i])
+			}
+		}
+		if len(have) == 0 {
+			return Dist{}
+		}
+		dcol := func(g func(*Dist) float64) float64 {
+			v := make([]float64, len(have))
+			for i := range have {
+				v[i] = g(f(&have[i]))
+			}
+			return median(v)
+		}
+		return Dist{
+			Count: int(math.Floor(dcol(func(d *Dist) float64 { return float64(d.Count) }))),
+			Mean:  dcol(func(d *Dist) float64 { return d.Mean }),
+			Min:   dcol(func(d *Dist) float64 { return d.Min }),
+			P50:   dcol(func(d *Dist) float64 { return d.P50 }),
+			P90:   dcol(func(d *Dist) float64 { return d.P90 }),
+			P95:   dcol(func(d *Dist) float64 { return d.P95 }),
+			P99:   dcol(func(d *Dist) float64 { return d.P99 }),
+			P999:  dcol(func(d *Dist) float64 { return d.P999 }),
+			Max:   dcol(func(d *Dist) float64 { return d.Max }),
+		}
+	}
+	out := Stats{
+		Requests:              icol(func(s *Stats) int { return s.Requests }),
+		Successes:             icol(func(s *Stats) int { return s.Successes }),
+		Goodput:               icol(func(s *Stats) int { return s.Goodput }),
+		GoodputRatio:          col(func(s *Stats) float64 { return s.GoodputRatio }),
+		WindowSeconds:         col(func(s *Stats) float64 { return s.WindowSeconds }),
+		RequestsPerSecond:     col(func(s *Stats) float64 { return s.RequestsPerSecond }),
+		OutputTokensPerSecond: col(func(s *Stats) float64 { return s.OutputTokensPerSecond }),
+		GoodputPerSecond:      col(func(s *Stats) float64 { return s.GoodputPerSecond }),
+		TTFT:                  dist(func(s *Stats) *Dist { return &s.TTFT }),
+		TPOT:                  dist(func(s *Stats) *Dist { return &s.TPOT }),
+		ITL:                   dist(func(s *Stats) *Dist { return &s.ITL }),
+		E2E:                   dist(func(s *Stats) *Dist { return &s.E2E }),
+		ScheduleLag:           dist(func(s *Stats) *Dist { return &s.ScheduleLag }),
+		Outcomes:              map[string]int{},
+	}
+	keys := map[string]bool{}
+	for _, s := range all {
+		for k := range s.Outcomes {
+			keys[k] = true
+		}
+		out.Sampled = out.Sampled || s.Sampled
+	}
+	names := make([]string, 0, len(keys))
+	for k := range keys {
+		names = append(names, k)
+	}
+	sort.Strings(names)
+	for _, k := range names {
+		out.Outcomes[k] = icol(func(s *Stats) int { return s.Outcomes[k] })
+	}
+	return out
+}

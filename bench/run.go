@@ -1,0 +1,590 @@
+package bench
+
+import (
+	"context"
+	"fmt"
+	"hash/fnv"
+	"io"
+	"log/slog"
+	"math"
+	"runtime"
+	"time"
+
+	"github.com/prometheus/client_golang/prometheus"
+	"github.com/prometheus/common/version"
+
+	"github.com/infer-exporter/infer_exporter/internal/config"
+	"github.com/infer-exporter/infer_exporter/probe/arrival"
+	"github.com/infer-exporter/infer_exporter/probe/client"
+	"github.com/infer-exporter/infer_exporter/probe/observation"
+	"github.com/infer-exporter/infer_exporter/probe/replay"
+	"github.com/infer-exporter/infer_exporter/probe/workload"
+)
+
+// Options are a run's collaborators.
+type Options struct {
+	Logger *slog.Logger
+	// GPUs is where the GPU series (the NVML collector's infer_gpu_*) are
+	// read; nil means no GPU sampling, and GPUNote says why.
+	GPUs    prometheus.Gatherer
+	GPUNote string
+	// Info reads the targets' engine, version and model; nil: ServerInfo.
+	Info InfoSource
+	// Progress, when set, receives a progress bar (give it a terminal).
+	Progress io.Writer
+}
+
+// degradedLag is the schedule lag p99 above which a repeat is flagged
+// degraded, as the exporter's --probe.degraded-lag default.
+const degradedLag = 10 * time.Millisecond
+
+type run struct {
+	cfg      *Config
+	spec     *Spec
+	opts     Options
+	logger   *slog.Logger
+	prompts  *PromptSet
+	traces   map[string]*replay.Trace
+	sched    *workload.SchedulingLatency
+	start    time.Time
+	progress *progress
+	timeline []Span
+}
+
+// group is one column of the matrix: a load and a shape, or a replay.
+type group struct {
+	name   string // the shape's or the replay's name
+	load   Load
+	shape  *Shape
+	replay *ReplaySpec
+}
+
+// Run runs the whole matrix, the sweep and the known-answer checks, and
+// returns the report. It returns an error only when the run cannot proceed
+// (a target that cannot be built, ctx cancelled); failed requests are
+// measured and reported, not errors.
+//
+// Cells run interleaved: for each shape and load, repeat 1 of every target,
+// then repeat 2 of every target, and so on, so that a slow drift of the
+// machine touches every target alike.
+func Run(ctx context.Context, cfg *Config, opts Options) (*Report, error) {
+	if opts.Logger == nil {
+		opts.Logger = slog.New(slog.DiscardHandler)
+	}
+	spec := &cfg.Bench
+	b := &run{cfg: cfg, spec: spec, opts: opts, logger: opts.Logger, start: time.Now()}
+	targets := cfg.RunTargets()
+	cts := make([]*client.Target, len(targets))
+	for i := range targets {
+		ct, err := workload.ClientTarget(&targets[i])
+		if err != nil {
+			return nil, fmt.Errorf("target %q: %w", targets[i].Name, err)
+		}
+		cts[i] = ct
+	}
+	// Shapes serve the rates, the concurrencies and the sweep; a matrix of
+	// replays alone needs no prompt set.
+	var shapes []Shape
+	if len(spec.Matrix.Rates)+len(spec.Matrix.Concurrencies) > 0 || spec.Sweep != nil {
+		shapes = spec.Matrix.Shapes
+	}
+	prompts, err := NewPromptSet(ctx, targets, shapes, spec.PromptSetSize, spec.Seed)
+	if err != nil {
+		return nil, err
+	}
+	b.prompts = prompts
+	b.traces = map[string]*replay.Trace{}
+	for _, r := range spec.Matrix.Replays {
+		format, _ := replay.ParseFormat(r.Source)
+		policy, _ := replay.ParsePolicy(r.OnMalformed)
+		tr, err := replay.ReadFile(r.Path, format, replay.ReadOptions{OnMalformed: policy})
+		if err != nil {
+			return nil, fmt.Errorf("replay %q: %w", r.Name, err)
+		}
+		b.traces[r.Name] = tr
+	}
+	rep := &Report{Schema: Schema, Environment: b.environment(ctx, targets)}
+
+	var gpu *gpuSampler
+	gctx, stopGPU := context.WithCancel(ctx)
+	defer stopGPU()
+	gpuDone := make(chan struct{})
+	if opts.GPUs != nil {
+		gpu = newGPUSampler(opts.GPUs, b.start, spec.GPUSampleInterval)
+		go func() { defer close(gpuDone); gpu.run(gctx) }()
+	} else {
+		close(gpuDone)
+	}
+	// The process's goroutine scheduling latency, as the exporter watches
+	// it: a CPU-saturated client reads its events late.
+	b.sched = workload.NewSchedulingLatency(prometheus.NewRegistry(), max(spec.Warmup+spec.Duration, 5*time.Second))
+	schedDone := make(chan struct{})
+	go func() { defer close(schedDone); b.sched.Run(gctx) }()
+	defer func() { stopGPU(); <-schedDone }()
+
+	if len(spec.KnownAnswers) > 0 {
+		for i := range targets {
+			rep.Accuracy = append(rep.Accuracy, b.knownAnswers(ctx, &targets[i], cts[i]))
+		}
+	}
+
+	var groups []group
+	for i := range spec.Matrix.Shapes {
+		sh := &spec.Matrix.Shapes[i]
+		for _, r := range spec.Matrix.Rates {
+			groups = append(groups, group{name: sh.Name, load: Load{LoadRate, r}, shape: sh})
+		}
+		for _, c := range spec.Matrix.Concurrencies {
+			groups = append(groups, group{name: sh.Name, load: Load{LoadConcurrency, float64(c)}, shape: sh})
+		}
+	}
+	for i := range spec.Matrix.Replays {
+		r := &spec.Matrix.Replays[i]
+		groups = append(groups, group{name: r.Name, load: Load{LoadReplay, r.Speed}, replay: r})
+	}
+	b.progress = newProgress(opts.Progress, len(targets)*len(groups)*spec.Repeats)
+	defer b.progress.close()
+
+	// acc[group][target] gathers a cell's repeats.
+	type cellAcc struct {
+		repeats []RepeatResult
+		samples []*sample
+	}
+	acc := make([][]cellAcc, len(groups))
+	for gi, g := range groups {
+		acc[gi] = make([]cellAcc, len(targets))
+		for r := 0; r < spec.Repeats; r++ {
+			for ti := range targets {
+				key := CellKey(targets[ti].Name, g.load, g.name)
+				b.progress.begin(fmt.Sprintf("%s repeat %d/%d", key, r+1, spec.Repeats))
+				res, smp, err := b.runRepeat(ctx, repeatPlan{
+					target: &targets[ti], ct: cts[ti], group: g, index: r,
+					warmup: spec.Warmup, duration: spec.Duration, stability: true, cell: key,
+				})
+				if err != nil {
+					return nil, err
+				}
+				acc[gi][ti].repeats = append(acc[gi][ti].repeats, res)
+				acc[gi][ti].samples = append(acc[gi][ti].samples, smp)
+				b.progress.step()
+			}
+		}
+	}
+
+	// Cells, target by target; each cell's bootstrap now, so that only its
+	// resampled figures, not its requests, are kept for the ranking.
+	reps := map[string][numFigures][]float64{}
+	for ti := range targets {
+		for gi, g := range groups {
+			{
+				a := &acc[gi][ti]
+				key := CellKey(targets[ti].Name, g.load, g.name)
+				cell := CellResult{Key: key, Target: targets[ti].Name, Load: g.load, Shape: g.name,
+					Repeats: a.repeats, Stable: true, CI: map[string]Interval{}}
+				stats := make([]Stats, len(a.repeats))
+				for i, r := range a.repeats {
+					stats[i] = r.Stats
+					if r.Stability.Checked && !r.Stability.Stable {
+						cell.Stable = false
+					}
+					if r.Stats.ScheduleLag.Count > 0 && r.Stats.ScheduleLag.P99 > degradedLag.Seconds() || r.SchedulingLatencyP99 > degradedLag.Seconds() {
+						cell.Degraded = true
+					}
+				}
+				cell.Summary = medianStats(stats)
+				bs := bootstrapCell(a.samples, spec.Ranking.Resamples, uint64(spec.Seed), hashString(key))
+				for f := 0; f < numFigures; f++ {
+					if ci, ok := percentileInterval(bs[f], spec.Ranking.Confidence); ok {
+						cell.CI[FigureNames[f]] = ci
+					}
+				}
+				reps[key] = bs
+				a.samples = nil
+				rep.Cells = append(rep.Cells, cell)
+			}
+		}
+	}
+
+	if sw := spec.Sweep; sw != nil {
+		for ti := range targets {
+			for i := range spec.Matrix.Shapes {
+				res, err := b.sweep(ctx, &targets[ti], cts[ti], &spec.Matrix.Shapes[i])
+				if err != nil {
+					return nil, err
+				}
+				rep.Sweeps = append(rep.Sweeps, res)
+			}
+		}
+	}
+
+	stopGPU()
+	<-gpuDone
+	if gpu != nil {
+		rep.GPU = gpu.report(b.timeline)
+	} else {
+		rep.GPU = GPUReport{Note: opts.GPUNote}
+		if rep.GPU.Note == "" {
+			rep.GPU.Note = "no GPU source"
+		}
+	}
+	rep.Environment.GPUs = rep.GPU.Devices
+	rep.Environment.Covariates = rep.GPU.Covariates
+	rep.Environment.GPUNote = rep.GPU.Note
+	rep.Timeline = b.timeline
+
+	rep.Ranking = rank(b.rankInput(targets, groups, reps, rep))
+	rep.Environment.Finished = time.Now()
+	return rep, nil
+}
+
+func hashString(s string) uint64 {
+	h := fnv.New64a()
+	h.Write([]byte(s))
+	return h.Sum64()
+}
+
+func (b *run) environment(ctx context.Context, targets []config.Target) Environment {
+	env := Environment{
+		ExporterVersion: orUnknown(version.Version), ExporterRevision: orUnknown(version.Revision), GoVersion: runtime.Version(),
+		OS: runtime.GOOS, Arch: runtime.GOARCH, CPUs: runtime.NumCPU(),
+		Started: b.start, ConfigFile: b.cfg.File, ConfigSHA256: b.cfg.SHA256, Config: b.cfg.EffectiveYAML(),
+		PromptSetSHA256: b.prompts.SHA256, PromptSetSize: b.prompts.Size, PromptSets: b.prompts.Infos,
+		Seed: b.spec.Seed, MaxSamplesRepeat: b.spec.MaxSamplesPerRepeat,
+	}
+	for _, r := range b.spec.Matrix.Replays {
+		env.Traces = append(env.Traces, TraceInfo{Name: r.Name, Source: r.Source, Path: r.Path,
+			Records: len(b.traces[r.Name].Records), Skipped: b.traces[r.Name].Skipped})
+	}
+	src := b.opts.Info
+	if src == nil {
+		src = ServerInfo{Logger: b.logger}
+	}
+	infos := src.Info(ctx, targets)
+	for _, t := range targets {
+		env.Targets = append(env.Targets, TargetInfo{
+			Name: t.Name, URL: t.URL, Flavor: string(t.Flavor), ConfiguredModel: t.Model,
+			EngineInfo: infos[t.Name],
+		})
+	}
+	return env
+}
+
+// repeatPlan is one repeat to run.
+type repeatPlan struct {
+	target *config.Target
+	ct     *client.Target
+	group  group
+	index  int
+	cell   string
+	warmup time.Duration
+	// duration is the measured time before any stability extension.
+	duration  time.Duration
+	stability bool
+}
+
+// runRepeat runs one repeat through the exporter's own open-loop runner and
+// client, so that bench and exporter measure identically.
+func (b *run) runRepeat(ctx context.Context, p repeatPlan) (RepeatResult, *sample, error) {
+	spec := b.spec
+	st := spec.Stability
+	check := p.stability && st.On()
+	window, kBase, kMax := p.duration, 1, 1
+	if check {
+		window = st.Window
+		kBase = int(math.Ceil(float64(p.duration) / float64(window)))
+		kMax = max(kBase, int(st.MaxDuration/window))
+	}
+
+	var sched workload.Schedule
+	var ceiling workload.Ceiling
+	var prompts workload.Prompts
+	var cursor *PromptCursor
+	var closed *closedLoop
+	maxInFlight, maxRate := spec.MaxInFlight, 0.0
+	load := p.group.load
+	switch load.Kind {
+	case LoadRate:
+		a := arrival.Config{Process: spec.Matrix.Process, Burstiness: spec.Matrix.Burstiness, Rate: load.Value}.WithDefaults()
+		s, err := arrival.New(a, spec.Seed)
+		if err != nil {
+			return RepeatResult{}, nil, fmt.Errorf("cell %s: %w", p.cell, err)
+		}
+		sched, maxRate = s, s.MaxRate()
+		ceiling = arrival.NewWireCeiling(maxRate, 10*time.Millisecond)
+	case LoadConcurrency:
+		closed = newClosedLoop(ctx, int(load.Value))
+		sched, maxInFlight = closed, int(load.Value)
+	case LoadReplay:
+		src, err := b.replaySource(p.group.replay, p.target)
+		if err != nil {
+			return RepeatResult{}, nil, fmt.Errorf("cell %s: %w", p.cell, err)
+		}
+		sched, prompts, maxRate = src.Schedule(), src.Prompts(), src.MaxRate()
+		ceiling = arrival.NewWireCeiling(maxRate, 10*time.Millisecond)
+	default:
+		return RepeatResult{}, nil, fmt.Errorf("cell %s: unknown load kind %q", p.cell, load.Kind)
+	}
+	if prompts == nil {
+		cursor = b.prompts.Cursor(p.target.Name, p.group.name)
+		prompts = cursor
+	}
+	cl := client.New(client.Options{MaxConnsPerHost: maxInFlight})
+	defer cl.Close()
+
+	res := RepeatResult{Index: p.index, Stability: StabilityResult{Checked: check, WindowSeconds: window.Seconds(), Spread: NaN()}}
+	reg := prometheus.NewRegistry()
+	series := workload.NewMetrics(reg).Series(p.target.Name, p.target.Model, "bench", spec.SLO)
+	t0 := time.Now()
+	rec := newRecorder(t0.Add(p.warmup), window, spec.SLO, spec.MaxSamplesPerRepeat, DefaultMaxITLSamples,
+		uint64(spec.Seed)^hashString(p.cell)+uint64(p.index))
+	k := kBase
+	var tooFew bool
+	stop := &stopSchedule{
+		inner: sched, ctx: ctx, t0: t0, limit: p.warmup + time.Duration(k)*window,
+		decide: func() (time.Duration, bool) {
+			if !check {
+				return 0, false
+			}
+			med, cnt := rec.windowMedians(k)
+			ok, spread := stable(med, cnt, st.Windows, st.MinRequests, st.Tolerance)
+			res.Stability.Spread = Num(spread)
+			tooFew = math.IsNaN(spread) && k >= st.Windows
+			if ok {
+				res.Stability.Stable = true
+				return 0, false
+			}
+			if k >= kMax {
+				return 0, false
+			}
+			k++
+			res.Stability.Extended++
+			return p.warmup + time.Duration(k)*window, true
+		},
+	}
+	runner := &workload.Runner{
+		Name: "bench", Target: p.ct, Schedule: stop, Ceiling: ceiling, Prompts: prompts,
+		Client: cl, Series: series, MaxInFlight: maxInFlight, MaxRate: maxRate,
+		Sampling: spec.Sampling, Timeout: p.target.Timeout, Logger: b.logger,
+		DegradedLag: degradedLag, Saturation: b.sched,
+		OnResult: func(o *observation.Request) {
+			rec.observe(o)
+			if closed != nil {
+				closed.release()
+			}
+		},
+	}
+	res.Started = t0
+	runner.Run(ctx)
+	end := time.Now()
+	if err := ctx.Err(); err != nil {
+		return RepeatResult{}, nil, fmt.Errorf("cell %s: interrupted: %w", p.cell, err)
+	}
+	var span time.Duration
+	if stop.ended {
+		// The trace ran out: the measured time ends with the run.
+		span = max(end.Sub(t0.Add(p.warmup)), time.Millisecond)
+		k = min(k, max(1, int(math.Ceil(float64(span)/float64(window)))))
+	}
+	stats, smp := rec.finish(k, span)
+	res.Stats = stats
+	res.SchedulingLatencyP99 = b.sched.P99()
+	if cursor != nil {
+		res.PromptsDrawn = cursor.Drawn
+	}
+	res.Stability.Windows = k
+	med, _ := rec.windowMedians(k)
+	for _, m := range med {
+		res.Stability.Medians = append(res.Stability.Medians, Num(m))
+	}
+	if check && !res.Stability.Stable {
+		if tooFew {
+			res.Stability.Note = fmt.Sprintf("never judged stable: windows had fewer than %d successful requests (%d windows of %s)",
+				st.MinRequests, k, window)
+		} else {
+			res.Stability.Note = fmt.Sprintf("windows never agreed within %.0f%% (last spread %.1f%%) after %d windows of %s",
+				st.Tolerance*100, float64(res.Stability.Spread)*100, k, window)
+		}
+	}
+	b.timeline = append(b.timeline, Span{Target: p.target.Name, Cell: p.cell, Repeat: p.index,
+		Start: t0.Sub(b.start).Seconds(), End: end.Sub(b.start).Seconds()})
+	lvl := slog.LevelInfo
+	if b.progress != nil {
+		lvl = slog.LevelDebug // the bar says it
+	}
+	b.logger.Log(ctx, lvl, "repeat done", "cell", p.cell, "repeat", p.index+1, "requests", stats.Requests,
+		"successes", stats.Successes, "e2e_p50", stats.E2E.P50, "stable", res.Stability.Stable || !check)
+	return res, smp, nil
+}
+
+// knownAnswers runs the accuracy checks against one target, one at a time,
+// as the exporter's workload checks are sent and judged: temperature 0
+// unless the bench sets one, no length extensions, and a pass when a
+// successful answer matches the pattern anywhere.
+func (b *run) knownAnswers(ctx context.Context, t *config.Target, ct *client.Target) AccuracyCheck {
+	cl := client.New(client.Options{MaxConnsPerHost: 1})
+	defer cl.Close()
+	out := AccuracyCheck{Target: t.Name}
+	s := b.spec.Sampling
+	temp := s.Temperature
+	if temp == nil {
+		zero := 0.0
+		temp = &zero
+	}
+	for _, ka := range b.spec.KnownAnswers {
+		obs := &observation.Request{Scheduled: time.Now()}
+		cl.Do(ctx, ct, &client.Request{
+			Prompt: ka.Prompt, MaxTokens: ka.MaxTokens, KeepText: true,
+			Temperature: temp, TopP: s.TopP, Seed: s.Seed, Timeout: t.Timeout,
+		}, obs)
+		r := CheckResult{Prompt: ka.Prompt, Expect: ka.Expect, Answer: truncate(obs.Text, 500)}
+		if obs.Outcome != observation.Success {
+			r.Error = fmt.Sprintf("%s: %v", obs.Outcome, obs.Err)
+		} else {
+			r.Passed = ka.Pattern.MatchString(obs.Text)
+		}
+		if r.Passed {
+			out.Passed++
+		}
+		out.Total++
+		out.Checks = append(out.Checks, r)
+	}
+	return out
+}
+
+// replaySource prepares a fresh replay of a trace against a target, as the
+// exporter's replay workloads do (the trace is read once per run).
+func (b *run) replaySource(r *ReplaySpec, t *config.Target) (*replay.Source, error) {
+	policy, _ := replay.ParsePolicy(r.OnMalformed)
+	return replay.NewSource(b.traces[r.Name], replay.Options{
+		Speed: r.Speed, Start: r.Start, End: r.End, Loop: r.Loop, Sample: r.Sample, Seed: r.Seed,
+		MaxRate: r.MaxRate, Chat: t.Flavor == "openai-chat", BlockSize: r.BlockSize,
+		ForceOutputTokens: r.ForceOutputTokens, OnUnreplayable: policy,
+	})
+}
+
+func truncate(s string, n int) string {
+	if len(s) <= n {
+		return s
+	}
+	return s[:n] + "…"
+}
+
+// sweep finds the highest open-loop rate meeting the SLO for one target and
+// shape (see SweepSpec). Each point is one repeat without the stability
+// check.
+func (b *run) sweep(ctx context.Context, t *config.Target, ct *client.Target, sh *Shape) (SweepResult, error) {
+	sw := b.spec.Sweep
+	res := SweepResult{Target: t.Name, Shape: sh.Name}
+	try := func(rate float64) (SweepPoint, error) {
+		l := Load{LoadRate, rate}
+		key := "sweep/" + CellKey(t.Name, l, sh.Name)
+		b.progress.begin(key)
+		r, _, err := b.runRepeat(ctx, repeatPlan{target: t, ct: ct, group: group{name: sh.Name, load: l, shape: sh}, cell: key,
+			warmup: sw.Warmup, duration: sw.Duration})
+		if err != nil {
+			return SweepPoint{}, err
+		}
+		s := r.Stats
+		pt := SweepPoint{Rate: rate, GoodputRatio: s.GoodputRatio, GoodputPerSecond: s.GoodputPerSecond,
+			OutputTokensPerSecond: s.OutputTokensPerSecond, E2EP99: NaN(),
+			Pass: s.Requests > 0 && s.GoodputRatio >= sw.MinGoodput}
+		if s.E2E.Count > 0 {
+			pt.E2EP99 = Num(s.E2E.P99)
+		}
+		res.Points = append(res.Points, pt)
+		return pt, nil
+	}
+	var pass, fail float64
+	var passPt SweepPoint
+	for rate := sw.Start; ; {
+		pt, err := try(rate)
+		if err != nil {
+			return res, err
+		}
+		if !pt.Pass {
+			fail = rate
+			break
+		}
+		pass, passPt = rate, pt
+		if rate >= sw.MaxRate {
+			break
+		}
+		rate = min(rate*sw.Factor, sw.MaxRate)
+	}
+	for i := 0; i < sw.Refine && pass > 0 && fail > 0; i++ {
+		mid := (pass + fail) / 2
+		pt, err := try(mid)
+		if err != nil {
+			return res, err
+		}
+		if pt.Pass {
+			pass, passPt = mid, pt
+		} else {
+			fail = mid
+		}
+	}
+	res.MaxRate, res.GoodputPerSecond = pass, passPt.GoodputPerSecond
+	switch {
+	case pass == 0:
+		res.Note = fmt.Sprintf("even %g req/s missed the SLO for more than %.0f%% of requests", sw.Start, (1-sw.MinGoodput)*100)
+	case fail == 0:
+		res.Note = fmt.Sprintf("met the SLO up to max_rate %g req/s", sw.MaxRate)
+	}
+	return res, nil
+}
+
+// rankInput gathers what the ranking needs from the cells.
+func (b *run) rankInput(targets []config.Target, groups []group, reps map[string][numFigures][]float64, rep *Report) *rankInput {
+	spec := b.spec
+	fig := figureIndex(spec.Ranking.Latency)
+	in := &rankInput{
+		weights: *spec.Weights, refs: spec.References, figure: spec.Ranking.Latency,
+		confidence: spec.Ranking.Confidence, resamples: spec.Ranking.Resamples, seed: uint64(spec.Seed),
+	}
+	cells := map[string]*CellResult{}
+	for i := range rep.Cells {
+		cells[rep.Cells[i].Key] = &rep.Cells[i]
+	}
+	for _, t := range targets {
+		in.targets = append(in.targets, t.Name)
+	}
+	for _, gr := range groups {
+		g := rankGroup{}
+		for _, t := range targets {
+			key := CellKey(t.Name, gr.load, gr.name)
+			c := cells[key]
+			g.lat = append(g.lat, c.Summary.Figure(spec.Ranking.Latency))
+			g.thr = append(g.thr, c.Summary.OutputTokensPerSecond)
+			g.latRep = append(g.latRep, reps[key][fig])
+			g.thrRep = append(g.thrRep, reps[key][figThroughput])
+		}
+		in.groups = append(in.groups, g)
+	}
+	if peaks := rep.GPU.PeakMemoryBytes; len(peaks) > 0 {
+		mem := make([]float64, len(targets))
+		all := true
+		for i, t := range targets {
+			mem[i] = peaks[t.Name]
+			all = all && mem[i] > 0
+		}
+		if all {
+			in.memory = mem
+		}
+	}
+	if len(rep.Accuracy) == len(targets) && len(spec.KnownAnswers) > 0 {
+		in.checks = make([][]bool, len(targets))
+		for i, a := range rep.Accuracy {
+			for _, c := range a.Checks {
+				in.checks[i] = append(in.checks[i], c.Passed)
+			}
+		}
+	}
+	return in
+}
+
+func orUnknown(s string) string {
+	if s == "" {
+		return "unknown"
+	}
+	return s
+}

@@ -1,0 +1,335 @@
+package bench
+
+import (
+	"math"
+	"math/rand/v2"
+	"slices"
+)
+
+// Dist summarises one latency's distribution, in seconds. Quantiles
+// interpolate linearly between the two nearest order statistics (numpy's
+// default, as vLLM's benchmark reports them): with n sorted values x, the
+// p-quantile is x[h] for integer h = (n-1)p, and between x[floor h] and
+// x[floor h + 1] otherwise. An empty distribution has Count 0 and zeros.
+type Dist struct {
+	Count int     `json:"count"`
+	Mean  float64 `json:"mean"`
+	Min   float64 `json:"min"`
+	P50   float64 `json:"p50"`
+	P90   float64 `json:"p90"`
+	P95   float64 `json:"p95"`
+	P99   float64 `json:"p99"`
+	P999  float64 `json:"p99_9"`
+	Max   float64 `json:"max"`
+}
+
+// summarize sorts xs in place and summarises it.
+func summarize(xs []float64) Dist {
+	if len(xs) == 0 {
+		return Dist{}
+	}
+	slices.Sort(xs)
+	var sum float64
+	for _, x := range xs {
+		sum += x
+	}
+	return Dist{
+		Count: len(xs),
+		Mean:  sum / float64(len(xs)),
+		Min:   xs[0],
+		P50:   quantileSorted(xs, 0.5),
+		P90:   quantileSorted(xs, 0.9),
+		P95:   quantileSorted(xs, 0.95),
+		P99:   quantileSorted(xs, 0.99),
+		P999:  quantileSorted(xs, 0.999),
+		Max:   xs[len(xs)-1],
+	}
+}
+
+// quantileSorted is the p-quantile of sorted xs (see Dist); NaN when empty.
+func quantileSorted(xs []float64, p float64) float64 {
+	n := len(xs)
+	if n == 0 {
+		return math.NaN()
+	}
+	h := float64(n-1) * p
+	lo := int(math.Floor(h))
+	if lo >= n-1 {
+		return xs[n-1]
+	}
+	return xs[lo] + (h-float64(lo))*(xs[lo+1]-xs[lo])
+}
+
+// median of the non-NaN values of xs (the mean of the middle two for an even
+// count); NaN when there are none. xs is not modified.
+func median(xs []float64) float64 {
+	v := make([]float64, 0, len(xs))
+	for _, x := range xs {
+		if !math.IsNaN(x) {
+			v = append(v, x)
+		}
+	}
+	if len(v) == 0 {
+		return math.NaN()
+	}
+	slices.Sort(v)
+	m := len(v) / 2
+	if len(v)%2 == 1 {
+		return v[m]
+	}
+	return (v[m-1] + v[m]) / 2
+}
+
+// The figures that carry bootstrap intervals, in this order.
+const (
+	figTTFTP50 = iota
+	figTTFTP90
+	figTTFTP99
+	figTPOTP50
+	figTPOTP90
+	figTPOTP99
+	figE2EP50
+	figE2EP90
+	figE2EP99
+	figThroughput
+	figGoodputRatio
+	numFigures
+)
+
+// FigureNames name the figures with intervals, as keys of CellResult.CI:
+// latency quantiles in seconds, output_tokens_per_second and goodput_ratio.
+var FigureNames = [numFigures]string{
+	"ttft_p50", "ttft_p90", "ttft_p99",
+	"tpot_p50", "tpot_p90", "tpot_p99",
+	"e2e_p50", "e2e_p90", "e2e_p99",
+	"output_tokens_per_second", "goodput_ratio",
+}
+
+func figureIndex(name string) int {
+	for i, n := range FigureNames {
+		if n == name {
+			return i
+		}
+	}
+	return -1
+}
+
+// figures is one value of every figure.
+type figures [numFigures]float64
+
+// The latencies with intervals.
+const (
+	latTTFT = iota
+	latTPOT
+	latE2E
+	numLatencies
+)
+
+var figureQuantiles = [3]float64{0.5, 0.9, 0.99}
+
+// sortedIndex holds one latency of a repeat's requests, sorted, with each
+// request's position in that order (-1: the request has no such latency),
+// so that a bootstrap resample is counted, not sorted.
+type sortedIndex struct {
+	vals []float64
+	pos  []int32
+}
+
+func newSortedIndex(values []float64) sortedIndex {
+	type iv struct {
+		v float64
+		i int32
+	}
+	ivs := make([]iv, 0, len(values))
+	for i, v := range values {
+		if !math.IsNaN(v) {
+			ivs = append(ivs, iv{v, int32(i)})
+		}
+	}
+	slices.SortFunc(ivs, func(a, b iv) int {
+		switch {
+		case a.v < b.v:
+			return -1
+		case a.v > b.v:
+			return 1
+		}
+		return int(a.i - b.i)
+	})
+	s := sortedIndex{vals: make([]float64, len(ivs)), pos: make([]int32, len(values))}
+	for i := range s.pos {
+		s.pos[i] = -1
+	}
+	for k, x := range ivs {
+		s.vals[k] = x.v
+		s.pos[x.i] = int32(k)
+	}
+	return s
+}
+
+// sample is what the bootstrap resamples for one repeat: its requests, each
+// with its latencies (when measured), the output tokens it delivered within
+// the measured window and whether it was measured and met the SLO.
+type sample struct {
+	lat      [numLatencies]sortedIndex
+	tokens   []float64
+	measured []bool
+	goodput  []bool
+	// window is the measured window's length in seconds; scale multiplies
+	// sums when the requests are a reservoir sample of more.
+	window float64
+	scale  float64
+}
+
+func (s *sample) n() int { return len(s.tokens) }
+
+// resampler draws bootstrap resamples. It reuses its buffers; it is not
+// safe for concurrent use.
+type resampler struct {
+	rng    *rand.Rand
+	counts [numLatencies][]int32
+}
+
+func newResampler(seed1, seed2 uint64) *resampler {
+	return &resampler{rng: rand.New(rand.NewPCG(seed1, seed2))}
+}
+
+// figures computes s's figures over one resample of its requests (drawn
+// with replacement, as many as it has); with identity true it uses every
+// request once instead, which gives the point estimate by the same code.
+func (r *resampler) figures(s *sample, identity bool) figures {
+	var f figures
+	n := s.n()
+	for l := range r.counts {
+		m := len(s.lat[l].vals)
+		if cap(r.counts[l]) < m {
+			r.counts[l] = make([]int32, m)
+		}
+		r.counts[l] = r.counts[l][:m]
+		clear(r.counts[l])
+	}
+	var tokens float64
+	var measured, good int
+	for k := 0; k < n; k++ {
+		i := k
+		if !identity {
+			i = r.rng.IntN(n)
+		}
+		for l := range r.counts {
+			if p := s.lat[l].pos[i]; p >= 0 {
+				r.counts[l][p]++
+			}
+		}
+		tokens += s.tokens[i]
+		if s.measured[i] {
+			measured++
+			if s.goodput[i] {
+				good++
+			}
+		}
+	}
+	var q [3]float64
+	for l := range r.counts {
+		countQuantiles(s.lat[l].vals, r.counts[l], figureQuantiles[:], q[:])
+		copy(f[l*3:l*3+3], q[:])
+	}
+	f[figThroughput] = math.NaN()
+	if s.window > 0 {
+		f[figThroughput] = tokens * s.scale / s.window
+	}
+	f[figGoodputRatio] = math.NaN()
+	if measured > 0 {
+		f[figGoodputRatio] = float64(good) / float64(measured)
+	}
+	return f
+}
+
+// countQuantiles computes the quantiles ps (ascending) of the multiset that
+// holds counts[k] copies of vals[k] (vals ascending), with quantileSorted's
+// interpolation, into out. NaN when the multiset is empty.
+func countQuantiles(vals []float64, counts []int32, ps []float64, out []float64) {
+	var total int
+	for _, c := range counts {
+		total += int(c)
+	}
+	if total == 0 {
+		for i := range out {
+			out[i] = math.NaN()
+		}
+		return
+	}
+	// at(r) is the r-th smallest (0-based). The ranks asked for mostly
+	// grow, so one walk serves every quantile; it steps back when a
+	// quantile's lower rank is below the previous one's upper rank.
+	k, cum := 0, int(counts[0]) // cum: copies up to and including vals[k]
+	at := func(r int) float64 {
+		for k > 0 && cum-int(counts[k]) > r {
+			cum -= int(counts[k])
+			k--
+		}
+		for cum <= r {
+			k++
+			cum += int(counts[k])
+		}
+		return vals[k]
+	}
+	for i, p := range ps {
+		h := float64(total-1) * p
+		lo := int(math.Floor(h))
+		if lo >= total-1 {
+			out[i] = at(total - 1)
+			continue
+		}
+		a := at(lo)
+		b := at(lo + 1)
+		out[i] = a + (h-float64(lo))*(b-a)
+	}
+}
+
+// Interval is a two-sided confidence interval.
+type Interval struct {
+	Lo float64 `json:"lo"`
+	Hi float64 `json:"hi"`
+}
+
+// percentileInterval is the central interval of level conf of xs (NaNs
+// ignored), by the percentile method; ok is false when xs has no values.
+func percentileInterval(xs []float64, conf float64) (Interval, bool) {
+	v := make([]float64, 0, len(xs))
+	for _, x := range xs {
+		if !math.IsNaN(x) && !math.IsInf(x, 0) {
+			v = append(v, x)
+		}
+	}
+	if len(v) == 0 {
+		return Interval{}, false
+	}
+	slices.Sort(v)
+	a := (1 - conf) / 2
+	return Interval{Lo: quantileSorted(v, a), Hi: quantileSorted(v, 1-a)}, true
+}
+
+// bootstrapCell resamples the requests of every repeat of a cell
+// independently, resamples times, and returns, for each resample, the
+// median over repeats of each figure: the same statistic as the cell's
+// reported value. The result is indexed [figure][resample].
+func bootstrapCell(samples []*sample, resamples int, seed1, seed2 uint64) [numFigures][]float64 {
+	var out [numFigures][]float64
+	for f := range out {
+		out[f] = make([]float64, resamples)
+	}
+	r := newResampler(seed1, seed2)
+	per := make([]figures, len(samples))
+	col := make([]float64, len(samples))
+	for b := 0; b < resamples; b++ {
+		for i, s := range samples {
+			per[i] = r.figures(s, false)
+		}
+		for f := 0; f < numFigures; f++ {
+			for i := range per {
+				col[i] = per[i][f]
+			}
+			out[f][b] = median(col)
+		}
+	}
+	return out
+}

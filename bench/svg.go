@@ -1,0 +1,301 @@
+package bench
+
+import (
+	"fmt"
+	"html"
+	"html/template"
+	"math"
+	"sort"
+	"strings"
+)
+
+// Charts are drawn here, in Go, as inline SVG: the report needs no script,
+// no library and no network to show them.
+
+var palette = []string{"#1f77b4", "#d62728", "#2ca02c", "#ff7f0e", "#9467bd", "#8c564b", "#e377c2", "#17becf", "#bcbd22", "#7f7f7f"}
+
+func colorOf(i int) string { return palette[i%len(palette)] }
+
+type xy struct{ X, Y float64 }
+
+type chartSeries struct {
+	Name   string
+	Color  string
+	Points []xy
+	// Labels, when set, annotate each point.
+	Labels []string
+}
+
+// chart is a line or scatter chart with linear axes.
+type chart struct {
+	Title, XLabel, YLabel string
+	XFmt, YFmt            func(float64) string
+	Series                []chartSeries
+	Scatter               bool // points only, no lines
+	// Frontier, when set, is drawn as a dashed line (a Pareto frontier).
+	Frontier []xy
+	// YFromZero makes the y axis start at 0.
+	YFromZero bool
+	Width     int
+	Height    int
+}
+
+const (
+	padLeft, padRight, padTop, padBottom = 72, 16, 40, 46
+)
+
+// niceTicks returns about n round tick values covering [lo, hi].
+func niceTicks(lo, hi float64, n int) []float64 {
+	if !(hi > lo) {
+		if lo == 0 {
+			hi = 1
+		} else {
+			lo, hi = lo-math.Abs(lo)*0.1, lo+math.Abs(lo)*0.1
+		}
+	}
+	raw := (hi - lo) / float64(n)
+	mag := math.Pow(10, math.Floor(math.Log10(raw)))
+	step := mag
+	for _, m := range []float64{1, 2, 2.5, 5, 10} {
+		if m*mag >= raw {
+			step = m * mag
+			break
+		}
+	}
+	var t []float64
+	for v := math.Floor(lo/step) * step; v <= hi+step*1e-9; v += step {
+		t = append(t, v)
+	}
+	if len(t) > 0 && t[len(t)-1] < hi {
+		t = append(t, t[len(t)-1]+step)
+	}
+	return t
+}
+
+func (c chart) bounds() (x0, x1, y0, y1 float64, ok bool) {
+	x0, y0 = math.Inf(1), math.Inf(1)
+	x1, y1 = math.Inf(-1), math.Inf(-1)
+	for _, s := range c.Series {
+		for _, p := range s.Points {
+			if !finite(p.X) || !finite(p.Y) {
+				continue
+			}
+			x0, x1 = min(x0, p.X), max(x1, p.X)
+			y0, y1 = min(y0, p.Y), max(y1, p.Y)
+			ok = true
+		}
+	}
+	if c.YFromZero && y0 > 0 {
+		y0 = 0
+	}
+	return
+}
+
+func finite(f float64) bool { return !math.IsNaN(f) && !math.IsInf(f, 0) }
+
+// SVG renders the chart. A chart without finite points says so in its body.
+func (c chart) SVG() template.HTML {
+	w, h := c.Width, c.Height
+	if w == 0 {
+		w = 560
+	}
+	if h == 0 {
+		h = 320
+	}
+	xf, yf := c.XFmt, c.YFmt
+	if xf == nil {
+		xf = fmtNumber
+	}
+	if yf == nil {
+		yf = fmtNumber
+	}
+	var b strings.Builder
+	fmt.Fprintf(&b, `<svg class="chart" xmlns="http://www.w3.org/2000/svg" width="%d" height="%d" viewBox="0 0 %d %d" role="img" aria-label="%s">`,
+		w, h, w, h, esc(c.Title))
+	fmt.Fprintf(&b, `<rect x="0" y="0" width="%d" height="%d" fill="#ffffff"/>`, w, h)
+	fmt.Fprintf(&b, `<text x="%d" y="16" class="title">%s</text>`, padLeft, esc(c.Title))
+	x0, x1, y0, y1, ok := c.bounds()
+	if !ok {
+		fmt.Fprintf(&b, `<text x="%d" y="%d" class="empty">no data</text></svg>`, w/2-30, h/2)
+		return template.HTML(b.String())
+	}
+	xt := niceTicks(x0, x1, 5)
+	yt := niceTicks(y0, y1, 5)
+	x0, x1 = xt[0], xt[len(xt)-1]
+	y0, y1 = yt[0], yt[len(yt)-1]
+	pw, ph := float64(w-padLeft-padRight), float64(h-padTop-padBottom)
+	px := func(x float64) float64 { return float64(padLeft) + (x-x0)/(x1-x0)*pw }
+	py := func(y float64) float64 { return float64(padTop) + ph - (y-y0)/(y1-y0)*ph }
+	// Grid and axes.
+	for _, v := range yt {
+		fmt.Fprintf(&b, `<line x1="%d" y1="%.1f" x2="%d" y2="%.1f" class="grid"/>`, padLeft, py(v), w-padRight, py(v))
+		fmt.Fprintf(&b, `<text x="%d" y="%.1f" class="tick" text-anchor="end">%s</text>`, padLeft-6, py(v)+4, esc(yf(v)))
+	}
+	for _, v := range xt {
+		fmt.Fprintf(&b, `<line x1="%.1f" y1="%d" x2="%.1f" y2="%.1f" class="grid"/>`, px(v), padTop, px(v), float64(padTop)+ph)
+		fmt.Fprintf(&b, `<text x="%.1f" y="%.1f" class="tick" text-anchor="middle">%s</text>`, px(v), float64(padTop)+ph+16, esc(xf(v)))
+	}
+	fmt.Fprintf(&b, `<rect x="%d" y="%d" width="%.1f" height="%.1f" class="frame"/>`, padLeft, padTop, pw, ph)
+	fmt.Fprintf(&b, `<text x="%.1f" y="%d" class="axis" text-anchor="middle">%s</text>`, float64(padLeft)+pw/2, h-6, esc(c.XLabel))
+	fmt.Fprintf(&b, `<text x="14" y="%.1f" class="axis" text-anchor="middle" transform="rotate(-90 14 %.1f)">%s</text>`,
+		float64(padTop)+ph/2, float64(padTop)+ph/2, esc(c.YLabel))
+	if len(c.Frontier) > 1 {
+		var pts []string
+		for _, p := range c.Frontier {
+			pts = append(pts, fmt.Sprintf("%.1f,%.1f", px(p.X), py(p.Y)))
+		}
+		fmt.Fprintf(&b, `<polyline points="%s" class="frontier"/>`, strings.Join(pts, " "))
+	}
+	// Series.
+	lx := padLeft + 4
+	for i, s := range c.Series {
+		color := s.Color
+		if color == "" {
+			color = colorOf(i)
+		}
+		var pts []string
+		for _, p := range s.Points {
+			if finite(p.X) && finite(p.Y) {
+				pts = append(pts, fmt.Sprintf("%.1f,%.1f", px(p.X), py(p.Y)))
+			}
+		}
+		fmt.Fprintf(&b, `<g class="series" data-series="%s">`, esc(s.Name))
+		if !c.Scatter && len(pts) > 1 {
+			fmt.Fprintf(&b, `<polyline points="%s" fill="none" stroke="%s" stroke-width="2"/>`, strings.Join(pts, " "), color)
+		}
+		for j, p := range s.Points {
+			if !finite(p.X) || !finite(p.Y) || (len(s.Points) > 60 && !c.Scatter) {
+				continue // a dense time series is its line
+			}
+			fmt.Fprintf(&b, `<circle cx="%.1f" cy="%.1f" r="4" fill="%s"><title>%s: %s, %s</title></circle>`,
+				px(p.X), py(p.Y), color, esc(s.Name), esc(xf(p.X)), esc(yf(p.Y)))
+			if j < len(s.Labels) {
+				fmt.Fprintf(&b, `<text x="%.1f" y="%.1f" class="label">%s</text>`, px(p.X)+6, py(p.Y)-6, esc(s.Labels[j]))
+			}
+		}
+		b.WriteString(`</g>`)
+		// Legend along the top.
+		fmt.Fprintf(&b, `<rect x="%d" y="24" width="10" height="10" fill="%s"/><text x="%d" y="33" class="legend">%s</text>`,
+			lx, color, lx+14, esc(s.Name))
+		lx += 24 + 7*len(s.Name)
+	}
+	b.WriteString(`</svg>`)
+	return template.HTML(b.String())
+}
+
+func esc(s string) string { return html.EscapeString(s) }
+
+// paretoFrontier returns the points not dominated by another (higher x and
+// lower y is better), sorted by x.
+func paretoFrontier(pts []xy) []xy {
+	var ps []xy
+	for _, p := range pts {
+		if finite(p.X) && finite(p.Y) {
+			ps = append(ps, p)
+		}
+	}
+	sort.Slice(ps, func(i, j int) bool {
+		if ps[i].X != ps[j].X {
+			return ps[i].X > ps[j].X
+		}
+		return ps[i].Y < ps[j].Y
+	})
+	var f []xy
+	best := math.Inf(1)
+	for _, p := range ps {
+		if p.Y < best {
+			f = append(f, p)
+			best = p.Y
+		}
+	}
+	sort.Slice(f, func(i, j int) bool { return f[i].X < f[j].X })
+	return f
+}
+
+// heatmap draws GPU memory used (ratio of total) over time: one row per GPU,
+// one column per time bin, and under it the spans of each target.
+type heatmap struct {
+	Title   string
+	Rows    []string
+	Start   float64 // seconds
+	End     float64
+	Cells   [][]float64 // [row][bin] ratio 0..1, NaN for no sample
+	Spans   []Span
+	Targets []string
+	Width   int
+}
+
+// heatColor maps 0..1 to white, blue, then red.
+func heatColor(v float64) string {
+	if math.IsNaN(v) {
+		return "#eeeeee"
+	}
+	v = math.Max(0, math.Min(1, v))
+	var r, g, bl float64
+	if v < 0.5 {
+		t := v / 0.5
+		r, g, bl = 255*(1-t)+49*t, 255*(1-t)+130*t, 255*(1-t)+189*t
+	} else {
+		t := (v - 0.5) / 0.5
+		r, g, bl = 49*(1-t)+214*t, 130*(1-t)+39*t, 189*(1-t)+40*t
+	}
+	return fmt.Sprintf("#%02x%02x%02x", int(r), int(g), int(bl))
+}
+
+func (hm heatmap) SVG() template.HTML {
+	w := hm.Width
+	if w == 0 {
+		w = 900
+	}
+	rowH, spanH := 22, 12
+	h := padTop + rowH*len(hm.Rows) + 10 + spanH*len(hm.Targets) + 26
+	var b strings.Builder
+	fmt.Fprintf(&b, `<svg class="chart heatmap" xmlns="http://www.w3.org/2000/svg" width="%d" height="%d" viewBox="0 0 %d %d" role="img" aria-label="%s">`,
+		w, h, w, h, esc(hm.Title))
+	fmt.Fprintf(&b, `<rect x="0" y="0" width="%d" height="%d" fill="#ffffff"/>`, w, h)
+	fmt.Fprintf(&b, `<text x="%d" y="16" class="title">%s</text>`, padLeft, esc(hm.Title))
+	fmt.Fprintf(&b, `<text x="%d" y="%d" class="tick">targets measured:</text>`, 4, padTop+rowH*len(hm.Rows)+8)
+	pw := float64(w - padLeft - padRight)
+	span := hm.End - hm.Start
+	if span <= 0 {
+		span = 1
+	}
+	px := func(t float64) float64 { return float64(padLeft) + (t-hm.Start)/span*pw }
+	for r, name := range hm.Rows {
+		y := padTop + r*rowH
+		fmt.Fprintf(&b, `<text x="%d" y="%d" class="tick" text-anchor="end">GPU %s</text>`, padLeft-6, y+15, esc(name))
+		n := len(hm.Cells[r])
+		cw := pw / float64(max(n, 1))
+		for i, v := range hm.Cells[r] {
+			fmt.Fprintf(&b, `<rect x="%.1f" y="%d" width="%.2f" height="%d" fill="%s"><title>%s</title></rect>`,
+				float64(padLeft)+float64(i)*cw, y, cw+0.3, rowH-2, heatColor(v), esc(fmtRatio(v)))
+		}
+	}
+	y0 := padTop + rowH*len(hm.Rows) + 10
+	for i, t := range hm.Targets {
+		y := y0 + i*spanH
+		fmt.Fprintf(&b, `<text x="%d" y="%d" class="tick" text-anchor="end">%s</text>`, padLeft-6, y+10, esc(t))
+		for _, s := range hm.Spans {
+			if s.Target == t {
+				fmt.Fprintf(&b, `<rect x="%.1f" y="%d" width="%.1f" height="%d" fill="%s"><title>%s</title></rect>`,
+					px(s.Start), y, math.Max(px(s.End)-px(s.Start), 1), spanH-3, colorOf(i), esc(s.Cell))
+			}
+		}
+	}
+	ya := y0 + spanH*len(hm.Targets) + 16
+	for _, v := range niceTicks(hm.Start, hm.End, 8) {
+		if v < hm.Start || v > hm.End {
+			continue
+		}
+		fmt.Fprintf(&b, `<text x="%.1f" y="%d" class="tick" text-anchor="middle">%ss</text>`, px(v), ya, esc(fmtNumber(v)))
+	}
+	// Colour scale, top right.
+	x0 := w - padRight - 11*18 - 30
+	for i := 0; i <= 10; i++ {
+		fmt.Fprintf(&b, `<rect x="%d" y="8" width="18" height="10" fill="%s" stroke="#ccc" stroke-width="0.5"/>`, x0+i*18, heatColor(float64(i)/10))
+	}
+	fmt.Fprintf(&b, `<text x="%d" y="17" class="tick" text-anchor="end">memory used 0%%</text>`, x0-4)
+	fmt.Fprintf(&b, `<text x="%d" y="17" class="tick">100%%</text>`, x0+11*18+4)
+	b.WriteString(`</svg>`)
+	return template.HTML(b.String())
+}
