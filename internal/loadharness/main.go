@@ -55,7 +55,7 @@ func main() {
 	if cfg := os.Getenv(envChild); cfg != "" {
 		os.Exit(childSimulator(cfg, os.Getenv(envAddr)))
 	}
-	scenario := flag.String("scenario", "all", "bias | sweep | streams | all")
+	scenario := flag.String("scenario", "all", "floor | bias | sweep | streams | all")
 	seconds := flag.Float64("seconds", 8, "duration of each measured run")
 	cpuProfile := flag.String("cpuprofile", "", "write the client's CPU profile to this file")
 	flag.IntVar(&sweepTokens, "sweep.tokens", 16, "output tokens per request in the sweep")
@@ -87,11 +87,12 @@ func main() {
 		defer pprof.StopCPUProfile()
 	}
 	run := map[string]func(time.Duration){
+		"floor":   floorScenario,
 		"bias":    biasScenario,
 		"sweep":   sweepScenario,
 		"streams": streamsScenario,
 	}
-	for _, name := range []string{"bias", "sweep", "streams"} {
+	for _, name := range []string{"floor", "bias", "sweep", "streams"} {
 		if *scenario == "all" || *scenario == name {
 			run[name](time.Duration(*seconds * float64(time.Second)))
 		}
@@ -424,4 +425,100 @@ func streamsScenario(time.Duration) {
 	fmt.Printf("| TTFT error p50 / p99 | %s / %s |\n", ms(q(res.ttftErr, .5)), ms(q(res.ttftErr, .99)))
 	fmt.Printf("| client CPU per chunk | %s |\n", us(res.cpu/time.Duration(max(res.chunks, 1))))
 	fmt.Println()
+}
+
+// floorScenario measures what reading the same streams costs with no client
+// at all: raw HTTP/1.1 requests written on kept-alive TCP connections, and
+// the responses read into a buffer until [DONE], nothing parsed. It is the
+// floor that the Go runtime and this machine's kernel put under any Go
+// client: the client's cost per chunk minus this is what the client itself
+// adds.
+func floorScenario(d time.Duration) {
+	url, stop := startSimulator(harnessSimulator())
+	defer stop()
+	addr := strings.TrimPrefix(url, "http://")
+	body := `{"model":"sim-model","messages":[{"role":"user","content":"` + strings.Repeat("word ", 64) +
+		`"}],"max_tokens":64,"ignore_eos":true,"stream":true,"stream_options":{"include_usage":true}}`
+	req := []byte("POST /v1/chat/completions HTTP/1.1\r\nHost: " + addr + "\r\nContent-Type: application/json\r\nContent-Length: " +
+		strconv.Itoa(len(body)) + "\r\n\r\n" + body)
+	conns := make(chan net.Conn, 512)
+	stream := func() int {
+		var c net.Conn
+		select {
+		case c = <-conns:
+		default:
+			var err error
+			if c, err = net.Dial("tcp", addr); err != nil {
+				return 0
+			}
+		}
+		if _, err := c.Write(req); err != nil {
+			c.Close()
+			return 0
+		}
+		buf := make([]byte, 32<<10)
+		n, chunks := 0, 0
+		for {
+			m, err := c.Read(buf[n:])
+			if err != nil {
+				c.Close()
+				return chunks
+			}
+			chunks += bytes.Count(buf[n:n+m], []byte("data: "))
+			n += m
+			if bytes.Contains(buf[max(0, n-m-16):n], []byte("[DONE]")) {
+				// The terminating zero-length chunk follows [DONE].
+				for !bytes.HasSuffix(buf[:n], []byte("0\r\n\r\n")) {
+					m, err = c.Read(buf[n:])
+					if err != nil {
+						c.Close()
+						return chunks
+					}
+					n += m
+				}
+				conns <- c
+				return chunks
+			}
+			if n > len(buf)-4096 {
+				copy(buf, buf[n-64:n])
+				n = 64
+			}
+		}
+	}
+	run := func(rate float64, dur time.Duration) (int, int, time.Duration) {
+		var wg sync.WaitGroup
+		var mu sync.Mutex
+		total, done := 0, 0
+		start := time.Now()
+		cpu0 := cpuTime()
+		for k := 1; ; k++ {
+			at := start.Add(time.Duration(float64(k) / rate * float64(time.Second)))
+			if at.Sub(start) >= dur {
+				break
+			}
+			time.Sleep(time.Until(at))
+			wg.Add(1)
+			go func() {
+				defer wg.Done()
+				n := stream()
+				mu.Lock()
+				total += n
+				if n >= 64 {
+					done++
+				}
+				mu.Unlock()
+			}()
+		}
+		wg.Wait()
+		return total, done, cpuTime() - cpu0
+	}
+	run(50, 2*time.Second)
+	events, done, cpu := run(200, d)
+	// The client's figure is per content chunk (64 a request); the raw
+	// stream also holds a role chunk, a usage chunk and [DONE].
+	fmt.Println("## floor: the same 200 req/s x 64-token streams read raw, nothing parsed, one core")
+	fmt.Println()
+	fmt.Println("| complete streams | SSE events read | CPU per content chunk (64 per stream) |")
+	fmt.Println("| --- | --- | --- |")
+	fmt.Printf("| %d | %d | %s |\n\n", done, events, us(cpu/time.Duration(max(done*64, 1))))
 }
