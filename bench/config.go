@@ -727,21 +727,7 @@ type path []any
 
 func (p path) clone() path { return append(path{}, p...) }
 
-func (p path) String() string {
-	var b strings.Builder
-	for _, e := range p {
-		switch e := e.(type) {
-		case int:
-			fmt.Fprintf(&b, "[%d]", e)
-		case string:
-			if b.Len() > 0 {
-				b.WriteByte('.')
-			}
-			b.WriteString(e)
-		}
-	}
-	return b.String()
-}
+func (p path) String() string { return config.PathString(p) }
 
 type validator struct {
 	file string
@@ -758,41 +744,7 @@ func (v *validator) addPath(full path, reason string) {
 }
 
 // lineOf is the line of the deepest node of p present in the file.
-func lineOf(root *yaml.Node, p path) int {
-	n := root
-	if n != nil && n.Kind == yaml.DocumentNode && len(n.Content) > 0 {
-		n = n.Content[0]
-	}
-	line := 0
-	if n != nil {
-		line = n.Line
-	}
-	for _, e := range p {
-		if n == nil {
-			break
-		}
-		var next *yaml.Node
-		switch e := e.(type) {
-		case string:
-			if n.Kind == yaml.MappingNode {
-				for i := 0; i+1 < len(n.Content); i += 2 {
-					if n.Content[i].Value == e {
-						line = n.Content[i].Line
-						next = n.Content[i+1]
-						break
-					}
-				}
-			}
-		case int:
-			if n.Kind == yaml.SequenceNode && e < len(n.Content) {
-				next = n.Content[e]
-				line = next.Line
-			}
-		}
-		n = next
-	}
-	return line
-}
+func lineOf(root *yaml.Node, p path) int { return config.LineOf(root, p) }
 
 // validateReplays applies the replays' defaults, resolves their paths
 // against the configuration file's directory and checks them, as the

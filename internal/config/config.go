@@ -495,3 +495,12 @@ func lineOf(root *yaml.Node, p path) int {
 	}
 	return line
 }
+
+// LineOf is the line of the deepest node of p (mapping keys as strings,
+// sequence indexes as ints) present in the parsed document root, for other
+// strict YAML formats of this project (the bench configuration) that report
+// errors the same way.
+func LineOf(root *yaml.Node, p []any) int { return lineOf(root, path(p)) }
+
+// PathString renders p as it appears in errors: "workloads[1].arrival.rate".
+func PathString(p []any) string { return path(p).String() }
