@@ -328,15 +328,17 @@ func (sc *serverScraper) scrape(ctx context.Context) {
 	if engine == engineLlamaCpp && (!vs.has[qKVUsage] || !vs.has[qRunning]) {
 		sc.readSlots(ctx, &vs)
 	}
-	if engine != engineUnknown && (sc.info == nil || sc.infoAge >= infoRefresh) {
+	// Ollama serves no /metrics: it is up when its info endpoint answers,
+	// so that endpoint is read on every scrape.
+	infoAnswered := false
+	if engine != engineUnknown && (sc.info == nil || sc.infoAge >= infoRefresh || engine == engineOllama) {
 		if info, ok := sc.readInfo(ctx, engine); ok {
-			sc.info, sc.infoAge = info, 0
+			sc.info, sc.infoAge, infoAnswered = info, 0, true
 		}
 	}
 	sc.infoAge++
 	if engine == engineOllama {
-		// Ollama has no metrics: it is up when its info endpoint answered.
-		up = sc.info != nil && sc.infoAge == 1
+		up = infoAnswered
 	}
 	if err != nil && engine != engineOllama {
 		sc.logger.Debug("server metrics scrape failed", "url", sc.metricsURL, "err", err)
@@ -395,15 +397,19 @@ func (sc *serverScraper) get(ctx context.Context, u, accept string) (*http.Respo
 	}
 	req.Header.Set("Accept", accept)
 	req.Header.Set("User-Agent", "infer_exporter")
-	for k, v := range sc.headers {
-		if strings.EqualFold(k, "Host") {
-			req.Host = v
-			continue
+	// The target's headers may carry credentials (an X-Api-Key), like its
+	// token: both go only to the target's own host.
+	if sameHost(u, sc.t.targetURL) {
+		for k, v := range sc.headers {
+			if strings.EqualFold(k, "Host") {
+				req.Host = v
+				continue
+			}
+			req.Header.Set(k, v)
 		}
-		req.Header.Set(k, v)
-	}
-	if sc.t.token != "" && sameHost(u, sc.t.targetURL) {
-		req.Header.Set("Authorization", "Bearer "+sc.t.token)
+		if sc.t.token != "" {
+			req.Header.Set("Authorization", "Bearer "+sc.t.token)
+		}
 	}
 	return sc.parent.client.Do(req)
 }

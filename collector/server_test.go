@@ -360,3 +360,35 @@ func TestServerMetricsSimulator(t *testing.T) {
 		})
 	}
 }
+
+// TestServerMetricsOllamaUpEveryScrape: Ollama serves no /metrics, so its
+// up comes from its info endpoint, read on every scrape: it must not fall
+// to 0 between the scrapes that refresh the info.
+func TestServerMetricsOllamaUpEveryScrape(t *testing.T) {
+	srv := httptest.NewServer(serveFiles(map[string]string{"/api/version": "ollama_api_version.json", "/api/ps": "ollama_api_ps.json"}))
+	defer srv.Close()
+	sm := NewServerMetrics(slog.New(slog.DiscardHandler))
+	defer sm.Close()
+	c, err := config.Parse([]byte(fmt.Sprintf("targets:\n  - name: o\n    url: %s\n    model: tiny\n", srv.URL)), "c.yml")
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := sm.ApplyConfig(context.Background(), c); err != nil {
+		t.Fatal(err)
+	}
+	waitSnapshot(t, sm, "o")
+	sm.mu.Lock()
+	sc := sm.scrapers["o"]
+	sm.mu.Unlock()
+	for i := 0; i < 2*infoRefresh+3; i++ {
+		sc.scrape(context.Background())
+		if s := sc.snap.Load(); !s.up {
+			t.Fatalf("scrape %d: up = false while the server answers", i)
+		}
+	}
+	srv.Close()
+	sc.scrape(context.Background())
+	if s := sc.snap.Load(); s.up {
+		t.Fatal("up = true after the server went away")
+	}
+}

@@ -220,6 +220,11 @@ func serve(ctx context.Context, f *flags, logger *slog.Logger) int {
 		load = func() (*config.Config, error) { return DemoConfig(simURL) }
 	}
 	reloader := config.NewReloader(load, config.Appliers{manager, serverMetrics}, reg, logger)
+	// Catch SIGHUP before the first load, which can take a while
+	// (prompt calibration): its default action would end the process.
+	hup := make(chan os.Signal, 1)
+	signal.Notify(hup, syscall.SIGHUP)
+	defer signal.Stop(hup)
 	if err := reloader.Reload(ctx); err != nil {
 		// A bad configuration at start is fatal: there is no old one to keep.
 		return 1
@@ -227,9 +232,6 @@ func serve(ctx context.Context, f *flags, logger *slog.Logger) int {
 
 	reloadCh := make(chan chan error)
 	go func() {
-		hup := make(chan os.Signal, 1)
-		signal.Notify(hup, syscall.SIGHUP)
-		defer signal.Stop(hup)
 		for {
 			select {
 			case <-ctx.Done():

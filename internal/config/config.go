@@ -9,6 +9,7 @@ import (
 	"errors"
 	"fmt"
 	"io"
+	"log/slog"
 	"net/url"
 	"os"
 	"path/filepath"
@@ -66,6 +67,15 @@ func (Secret) String() string { return "<secret>" }
 
 // MarshalYAML hides the value.
 func (Secret) MarshalYAML() (any, error) { return "<secret>", nil }
+
+// MarshalJSON hides the value.
+func (Secret) MarshalJSON() ([]byte, error) { return []byte(`"<secret>"`), nil }
+
+// LogValue hides the value from log/slog, in every handler.
+func (Secret) LogValue() slog.Value { return slog.StringValue("<secret>") }
+
+// GoString hides the value from %#v.
+func (Secret) GoString() string { return "<secret>" }
 
 // Workload is a stream of requests sent to one target.
 type Workload struct {

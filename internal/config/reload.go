@@ -4,6 +4,7 @@ import (
 	"context"
 	"log/slog"
 	"sync"
+	"sync/atomic"
 	"time"
 
 	"github.com/prometheus/client_golang/prometheus"
@@ -36,8 +37,8 @@ type Reloader struct {
 	applier Applier
 	logger  *slog.Logger
 
-	mu      sync.Mutex
-	current *Config
+	mu      sync.Mutex // serialises reloads
+	current atomic.Pointer[Config]
 
 	success   prometheus.Gauge
 	timestamp prometheus.Gauge
@@ -75,7 +76,7 @@ func (r *Reloader) Reload(ctx context.Context) error {
 		r.logger.Error("configuration not loaded; the previous one keeps running", "err", err)
 		return err
 	}
-	r.current = c
+	r.current.Store(c)
 	r.success.Set(1)
 	r.timestamp.Set(float64(time.Now().Unix()))
 	r.logger.Info("configuration loaded", "targets", len(c.Targets), "workloads", len(c.Workloads))
@@ -84,8 +85,8 @@ func (r *Reloader) Reload(ctx context.Context) error {
 
 // Current returns the configuration in force, or nil before the first
 // successful load.
+// It never waits for a reload in progress, so /probe and /-/ready stay
+// responsive while workloads calibrate.
 func (r *Reloader) Current() *Config {
-	r.mu.Lock()
-	defer r.mu.Unlock()
-	return r.current
+	return r.current.Load()
 }

@@ -22,6 +22,16 @@ import (
 	"github.com/infer-exporter/infer_exporter/probe/observation"
 )
 
+// maxEvents bounds the content events one request may deliver: four times
+// its max_tokens (a server may split a token into several events), or 64k
+// when max_tokens is not set.
+func maxEvents(r *Request) int {
+	if r.MaxTokens > 0 {
+		return 4*r.MaxTokens + 16
+	}
+	return 1 << 16
+}
+
 // Target is one inference server endpoint.
 type Target struct {
 	Name    string
@@ -316,6 +326,14 @@ func (c *Client) readStream(ctx context.Context, dec Decoder, r *Request, obs *o
 		if len(ch.Content) > 0 || len(ch.Reasoning) > 0 {
 			if obs.FirstToken.IsZero() {
 				obs.FirstToken = at
+			}
+			if obs.ContentEvents >= maxEvents(r) {
+				// A server that ignores max_tokens must not grow this
+				// request's memory without bound.
+				obs.End = at
+				obs.Outcome = observation.StreamError
+				obs.Err = &ProtocolError{Msg: fmt.Sprintf("more than %d content events for max_tokens %d", maxEvents(r), r.MaxTokens)}
+				break
 			}
 			obs.TokenTimes = append(obs.TokenTimes, at)
 			obs.ContentEvents++

@@ -801,3 +801,24 @@ func TestAppendUnquotedMatchesEncodingJSON(t *testing.T) {
 		}
 	}
 }
+
+// TestEventCap: a server that ignores max_tokens and streams for ever is cut
+// off at 4×max_tokens+16 content events, as a stream error.
+func TestEventCap(t *testing.T) {
+	srv := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		w.Header().Set("Content-Type", "text/event-stream")
+		for i := 0; i < 10000; i++ {
+			if _, err := io.WriteString(w, `data: {"choices":[{"index":0,"delta":{"content":"x"}}]}`+"\n\n"); err != nil {
+				return
+			}
+		}
+	}))
+	defer srv.Close()
+	c := New(Options{MaxConnsPerHost: 1})
+	defer c.Close()
+	obs := &observation.Request{Scheduled: time.Now()}
+	c.Do(context.Background(), &Target{BaseURL: srv.URL}, &Request{Prompt: "p", MaxTokens: 10}, obs)
+	if obs.Outcome != observation.StreamError || obs.ContentEvents != 4*10+16 || len(obs.TokenTimes) != obs.ContentEvents {
+		t.Fatalf("outcome %s, %d events, %d times; want stream_error after 56", obs.Outcome, obs.ContentEvents, len(obs.TokenTimes))
+	}
+}

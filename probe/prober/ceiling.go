@@ -14,8 +14,8 @@ import (
 //
 // The rate limiter is golang.org/x/time/rate with a burst of 1: sends are
 // spaced at least 1/rate apart, so any window of W seconds holds at most
-// W*rate+1 of them. It is used rather than go.uber.org/ratelimit, which the
-// continuous probe uses, because a probe must fail fast: rate.Limiter
+// W*rate+1 of them. It is used rather than go.uber.org/ratelimit because a
+// probe must fail fast: rate.Limiter
 // reports how long the next permission is away (so a probe whose requests
 // cannot all be sent before its deadline is refused before it sends any),
 // and its Wait gives up at once when the context's deadline comes first.

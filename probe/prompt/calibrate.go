@@ -13,6 +13,7 @@ import (
 	"net/http"
 	"strconv"
 	"strings"
+	"time"
 
 	"github.com/infer-exporter/infer_exporter/internal/config"
 )
@@ -84,6 +85,7 @@ func (t *ServerTokenizer) Dialect() string { return t.dialect }
 // nil and no error when the server has none (a 404, or no dialect fits).
 func DetectTokenizer(ctx context.Context, ep Endpoint) (*ServerTokenizer, error) {
 	root := strings.TrimSuffix(strings.TrimRight(ep.BaseURL, "/"), "/v1")
+	var last error
 	for _, d := range []string{"vllm", "tgi", "llamacpp"} {
 		t := &ServerTokenizer{ep: ep, url: root + "/tokenize", dialect: d}
 		_, err := t.Count(ctx, "hello world")
@@ -91,15 +93,28 @@ func DetectTokenizer(ctx context.Context, ep Endpoint) (*ServerTokenizer, error)
 			return t, nil
 		}
 		var se *statusError
-		if errors.As(err, &se) && se.status == http.StatusNotFound {
-			return nil, nil
+		if errors.As(err, &se) {
+			if se.status == http.StatusNotFound {
+				return nil, nil
+			}
+			continue // this dialect's body was refused; try the next
 		}
 		if ctx.Err() != nil {
 			return nil, ctx.Err()
 		}
+		last = err
+	}
+	if last != nil {
+		// No answer at all (connection refused, timeout): the server may
+		// not be up yet, which is not the same as having no tokenizer.
+		return nil, fmt.Errorf("%w: %v", ErrTokenizerUnreachable, last)
 	}
 	return nil, nil
 }
+
+// ErrTokenizerUnreachable: the server did not answer the tokenizer probe at
+// all, so whether it has a tokenizer is unknown.
+var ErrTokenizerUnreachable = errors.New("tokenizer endpoint unreachable")
 
 type statusError struct {
 	status int
@@ -109,6 +124,16 @@ type statusError struct {
 func (e *statusError) Error() string { return fmt.Sprintf("tokenize: HTTP %d: %s", e.status, e.body) }
 
 // Count returns the number of tokens of text as the server counts it.
+// tokenizeClient bounds every /tokenize call: the calls sit in the
+// dispatcher's path, and a server that stalls must cost a bounded delay,
+// after which the prompt goes out as an estimate (counted in Failures).
+var tokenizeClient = &http.Client{
+	Timeout: 5 * time.Second,
+	CheckRedirect: func(*http.Request, []*http.Request) error {
+		return http.ErrUseLastResponse
+	},
+}
+
 func (t *ServerTokenizer) Count(ctx context.Context, text string) (int, error) {
 	var body any
 	switch t.dialect {
@@ -151,7 +176,7 @@ func (t *ServerTokenizer) Count(ctx context.Context, text string) (int, error) {
 	}
 	cl := t.ep.Client
 	if cl == nil {
-		cl = http.DefaultClient
+		cl = tokenizeClient
 	}
 	resp, err := cl.Do(req)
 	if err != nil {

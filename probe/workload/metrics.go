@@ -68,7 +68,7 @@ func NewMetrics(reg prometheus.Registerer) *Metrics {
 		itl: histogram("inter_token_latency_seconds",
 			"Each gap between two consecutive content-bearing stream events, as read by the client.", tokenBuckets),
 		e2e: histogram("request_duration_seconds",
-			"Time from a request's scheduled send instant to the last byte of its response, for requests that got a response.", latencyBuckets),
+			"Time from a request's scheduled send instant to the last byte of its response, for successful requests.", latencyBuckets),
 		lag: histogram("schedule_lag_seconds",
 			"Time from a request's scheduled send instant to the moment the client began sending it.", lagBuckets),
 		promptTokens: prometheus.NewCounterVec(prometheus.CounterOpts{Namespace: namespace, Name: "prompt_tokens_total",

@@ -2,6 +2,7 @@ package workload
 
 import (
 	"context"
+	"errors"
 	"fmt"
 	"log/slog"
 	"time"
@@ -15,7 +16,7 @@ import (
 
 // PromptMetrics describe the prompt set each workload sends:
 // infer_probe_prompt_info{target,model,workload,tokenizer,sha256} and
-// infer_probe_prompt_tokens, the prompt lengths the server reported.
+// infer_probe_prompt_length_tokens, the prompt lengths the server reported.
 type PromptMetrics struct {
 	info   *prometheus.GaugeVec
 	tokens *prometheus.HistogramVec
@@ -27,7 +28,7 @@ func NewPromptMetrics(reg prometheus.Registerer) *PromptMetrics {
 		info: prometheus.NewGaugeVec(prometheus.GaugeOpts{Namespace: namespace, Name: "prompt_info",
 			Help: "Always 1. tokenizer: server (prompt lengths calibrated exactly against the server's /tokenize, chat template included), server_content (exact content, chat template not counted), or estimate (no tokenizer endpoint: N words). sha256: hash of the first 64 prompts of the workload's prompt sequence (a pure function of seed, length distributions and tokenizer): equal hashes mean the same prompts were sent in the same order."},
 			append(append([]string{}, labels...), "tokenizer", "sha256")),
-		tokens: prometheus.NewHistogramVec(prometheus.HistogramOpts{Namespace: namespace, Name: "prompt_tokens",
+		tokens: prometheus.NewHistogramVec(prometheus.HistogramOpts{Namespace: namespace, Name: "prompt_length_tokens",
 			Help:    "Prompt length of successful requests as the server's usage reported it (requests whose server reports none are not observed).",
 			Buckets: prometheus.ExponentialBuckets(1, 2, 18)}, labels),
 	}
@@ -51,6 +52,15 @@ func (pm *PromptMetrics) Prompts(ctx context.Context, t *config.Target, w *confi
 	startCtx, cancel := context.WithTimeout(ctx, calibrationTimeout)
 	defer cancel()
 	tok, err := prompt.DetectTokenizer(startCtx, ep)
+	if errors.Is(err, prompt.ErrTokenizerUnreachable) {
+		// A sidecar often starts before its server has loaded its model.
+		// The workload runs on estimated lengths rather than not at all,
+		// and says so in infer_probe_prompt_info{tokenizer="estimate"}.
+		if logger != nil {
+			logger.Warn("target not answering /tokenize: prompt lengths are estimates until the next reload", "workload", w.Name, "err", err)
+		}
+		tok, err = nil, nil
+	}
 	if err != nil {
 		return nil, fmt.Errorf("prompt calibration: %w", err)
 	}

@@ -7,6 +7,7 @@ package workload
 
 import (
 	"context"
+	"errors"
 	"log/slog"
 	"sync"
 	"sync/atomic"
@@ -190,6 +191,12 @@ func (r *Runner) Run(ctx context.Context) {
 			r.Series.inFlight.Dec()
 			if lag, ok := obs.ScheduleLag(); ok {
 				lags.observe(obs.Sent, lag)
+			}
+			if ctx.Err() != nil && obs.Outcome != observation.Success && errors.Is(obs.Err, context.Canceled) {
+				// The run was stopped (a reload, a shutdown) while this
+				// request was in flight: the server did nothing wrong,
+				// so it is not counted as a failure.
+				return
 			}
 			if check >= 0 {
 				r.observeCheck(ctx, check, obs)
