@@ -241,6 +241,9 @@ type Calibrated struct {
 	// (the tokenizer failed); they are sent as estimates.
 	Failures int
 	lastErr  error
+	// OnFailure, when set, is called with each calibration failure of
+	// Next (for a metric and a log line).
+	OnFailure func(error)
 }
 
 // NewCalibrated returns a generator of exact-length prompts. tok nil gives
@@ -290,6 +293,9 @@ func (c *Calibrated) Next() Prompt {
 	if err != nil {
 		c.Failures++
 		c.lastErr = err
+		if c.OnFailure != nil {
+			c.OnFailure(err)
+		}
 	}
 	return p
 }

@@ -18,8 +18,9 @@ import (
 // infer_probe_prompt_info{target,model,workload,tokenizer,sha256} and
 // infer_probe_prompt_length_tokens, the prompt lengths the server reported.
 type PromptMetrics struct {
-	info   *prometheus.GaugeVec
-	tokens *prometheus.HistogramVec
+	info     *prometheus.GaugeVec
+	tokens   *prometheus.HistogramVec
+	failures *prometheus.CounterVec
 }
 
 // NewPromptMetrics creates and registers the prompt metrics.
@@ -32,7 +33,9 @@ func NewPromptMetrics(reg prometheus.Registerer) *PromptMetrics {
 			Help:    "Prompt length of successful requests as the server's usage reported it (requests whose server reports none are not observed).",
 			Buckets: prometheus.ExponentialBuckets(1, 2, 18)}, labels),
 	}
-	reg.MustRegister(pm.info, pm.tokens)
+	pm.failures = prometheus.NewCounterVec(prometheus.CounterOpts{Namespace: namespace, Name: "prompt_calibration_failures_total",
+		Help: "Prompts sent as estimates because their calibration against the server's /tokenize failed during the run."}, labels)
+	reg.MustRegister(pm.info, pm.tokens, pm.failures)
 	return pm
 }
 
@@ -85,6 +88,16 @@ func (pm *PromptMetrics) Prompts(ctx context.Context, t *config.Target, w *confi
 		return nil, fmt.Errorf("prompt calibration: %w", err)
 	}
 	lv := []string{t.Name, t.Model, w.Name}
+	failures := pm.failures.WithLabelValues(lv...)
+	var warned bool
+	gen.OnFailure = func(err error) {
+		// Called from the dispatcher goroutine only.
+		failures.Inc()
+		if !warned && logger != nil {
+			warned = true
+			logger.Warn("prompt calibration failed; such prompts go out as estimates (infer_probe_prompt_calibration_failures_total)", "workload", w.Name, "err", err)
+		}
+	}
 	pm.info.DeletePartialMatch(prometheus.Labels{"target": t.Name, "model": t.Model, "workload": w.Name})
 	pm.info.WithLabelValues(append(lv, kind, sum)...).Set(1)
 	if logger != nil {
@@ -106,4 +119,5 @@ func (pm *PromptMetrics) Delete(target, model, workload string) {
 	match := prometheus.Labels{"target": target, "model": model, "workload": workload}
 	pm.info.DeletePartialMatch(match)
 	pm.tokens.DeletePartialMatch(match)
+	pm.failures.DeletePartialMatch(match)
 }
