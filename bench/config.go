@@ -259,8 +259,6 @@ func LoadFile(path string) (*Config, error) {
 	return Parse(data, path)
 }
 
-var yamlLineError = regexp.MustCompile(`^\s*(?:yaml: )?line (\d+): (.*)$`)
-
 // Parse parses and validates bench configuration bytes; file names the
 // source in errors and anchors relative bearer_token_file paths.
 //
@@ -342,25 +340,7 @@ func keepTopLevel(data []byte, root *yaml.Node, keep string) ([]byte, error) {
 	return []byte(strings.Join(lines, "")), nil
 }
 
-func yamlError(file string, err error) error {
-	var te *yaml.TypeError
-	if errors.As(err, &te) {
-		errs := make([]error, 0, len(te.Errors))
-		for _, msg := range te.Errors {
-			errs = append(errs, lineError(file, msg))
-		}
-		return errors.Join(errs...)
-	}
-	return lineError(file, strings.TrimPrefix(err.Error(), "yaml: "))
-}
-
-func lineError(file, msg string) error {
-	if m := yamlLineError.FindStringSubmatch(msg); m != nil {
-		n, _ := strconv.Atoi(m[1])
-		return &config.Error{File: file, Line: n, Reason: m[2]}
-	}
-	return &config.Error{File: file, Reason: msg}
-}
+func yamlError(file string, err error) error { return config.YAMLError(file, err) }
 
 func (c *Config) applyDefaults() {
 	s := &c.Bench

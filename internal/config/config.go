@@ -514,3 +514,7 @@ func LineOf(root *yaml.Node, p []any) int { return lineOf(root, path(p)) }
 
 // PathString renders p as it appears in errors: "workloads[1].arrival.rate".
 func PathString(p []any) string { return path(p).String() }
+
+// YAMLError turns a yaml.v3 decoding error into Errors that carry the file
+// name and line, for the project's other strict YAML formats.
+func YAMLError(file string, err error) error { return yamlError(file, err) }
