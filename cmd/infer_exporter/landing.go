@@ -19,7 +19,7 @@ import (
 func landingPage(f *flags, cols *collector.Set, reloader *config.Reloader, history *prober.History) (http.Handler, error) {
 	status := func() string {
 		var b strings.Builder
-		b.WriteString("<h2>Collectors</h2><ul>")
+		b.WriteString("<h2>Collectors</h2><p>" + html.EscapeString(buildNote()) + "</p><ul>")
 		for _, s := range cols.Status() {
 			state := "disabled"
 			switch {
@@ -40,22 +40,27 @@ func landingPage(f *flags, cols *collector.Set, reloader *config.Reloader, histo
 					html.EscapeString(t.Name), html.EscapeString(t.URL), html.EscapeString(string(t.Flavor)), html.EscapeString(t.Model))
 			}
 		}
-		b.WriteString("</ul><h2>Recent probes</h2>")
-		b.WriteString(history.HTML())
+		b.WriteString("</ul>")
+		b.WriteString(history.HTML()) // with its own heading
 		return b.String()
 	}
-	page, err := web.NewLandingPage(web.LandingConfig{
-		Name:        exporterName,
-		Description: "Client-side latency and throughput of LLM inference servers, with server and GPU metrics. " + buildNote(),
-		Version:     version.Info(),
-		Links: []web.LandingLinks{
-			{Address: f.metricsPath, Text: "Metrics"},
-			{Address: "/-/healthy", Text: "Health"},
-			{Address: "/-/ready", Text: "Readiness"},
-			{Address: prober.LogsPath, Text: "Recent probes"},
-		},
-	})
-	if err != nil {
+	cfg := func(extra string) web.LandingConfig {
+		return web.LandingConfig{
+			Name:        exporterName,
+			Description: "Client-side latency and throughput of LLM inference servers, with server and GPU metrics.",
+			Version:     version.Info(),
+			ExtraHTML:   extra,
+			// No /debug/pprof handlers are served, so no links to them.
+			Profiling: "false",
+			Links: []web.LandingLinks{
+				{Address: f.metricsPath, Text: "Metrics"},
+				{Address: "/-/healthy", Text: "Health"},
+				{Address: "/-/ready", Text: "Readiness"},
+				{Address: prober.LogsPath, Text: "Recent probes"},
+			},
+		}
+	}
+	if _, err := web.NewLandingPage(cfg("")); err != nil {
 		return nil, err
 	}
 	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
@@ -63,10 +68,14 @@ func landingPage(f *flags, cols *collector.Set, reloader *config.Reloader, histo
 			http.NotFound(w, r)
 			return
 		}
-		// The landing page is static; the state is appended after it so that
-		// it is current on every load.
+		// exporter-toolkit renders a static page; building it on each load
+		// (a small template) puts the current state inside it.
+		page, err := web.NewLandingPage(cfg(status()))
+		if err != nil {
+			http.Error(w, err.Error(), http.StatusInternalServerError)
+			return
+		}
 		page.ServeHTTP(w, r)
-		fmt.Fprint(w, status())
 	}), nil
 }
 
