@@ -39,7 +39,8 @@ func NewManager(metrics *Metrics, opts Options, logger *slog.Logger) *Manager {
 }
 
 // Build turns a configuration into runners without starting them, so that a
-// configuration that cannot run is refused before the old one stops.
+// configuration that cannot run is refused before the old one stops. On
+// error it also returns what it had built, for the caller to discard.
 func Build(ctx context.Context, c *config.Config, metrics *Metrics, opts Options, logger *slog.Logger) ([]*Runner, []*client.Client, error) {
 	var runners []*Runner
 	var clients []*client.Client
@@ -47,11 +48,11 @@ func Build(ctx context.Context, c *config.Config, metrics *Metrics, opts Options
 		w := &c.Workloads[i]
 		t, ok := c.Target(w.Target)
 		if !ok {
-			return nil, nil, fmt.Errorf("workload %q: unknown target %q", w.Name, w.Target)
+			return runners, clients, fmt.Errorf("workload %q: unknown target %q", w.Name, w.Target)
 		}
 		target, err := ClientTarget(t)
 		if err != nil {
-			return nil, nil, fmt.Errorf("workload %q: %w", w.Name, err)
+			return runners, clients, fmt.Errorf("workload %q: %w", w.Name, err)
 		}
 		var (
 			sched      Schedule
@@ -63,20 +64,20 @@ func Build(ctx context.Context, c *config.Config, metrics *Metrics, opts Options
 		if w.Replay != nil {
 			src, rec, err := newReplay(w.Replay, t, opts, logger.With("workload", w.Name))
 			if err != nil {
-				return nil, nil, fmt.Errorf("workload %q: %w", w.Name, err)
+				return runners, clients, fmt.Errorf("workload %q: %w", w.Name, err)
 			}
 			sched, prompts, maxRate, replayed = src.Schedule(), src.Prompts(), src.MaxRate(), rec
 			saturation = maxP99{opts.Saturation, rec}
 		} else {
 			s, err := arrival.New(w.Arrival, w.Prompt.Seed)
 			if err != nil {
-				return nil, nil, fmt.Errorf("workload %q: %w", w.Name, err)
+				return runners, clients, fmt.Errorf("workload %q: %w", w.Name, err)
 			}
 			// Prompts of exact length, calibrated against the target's
 			// tokenizer endpoint where it has one.
 			p, err := metrics.prompts.Prompts(ctx, t, w, logger)
 			if err != nil {
-				return nil, nil, fmt.Errorf("workload %q: %w", w.Name, err)
+				return runners, clients, fmt.Errorf("workload %q: %w", w.Name, err)
 			}
 			sched, prompts, maxRate = s, p, s.MaxRate()
 		}
@@ -133,6 +134,7 @@ func ClientTarget(t *config.Target) (*client.Target, error) {
 func (m *Manager) Apply(ctx context.Context, c *config.Config) error {
 	runners, clients, err := Build(ctx, c, m.metrics, m.opts, m.logger)
 	if err != nil {
+		m.discard(runners, clients)
 		return err
 	}
 	m.mu.Lock()
@@ -167,6 +169,26 @@ func (m *Manager) Apply(ctx context.Context, c *config.Config) error {
 	m.cancel, m.done, m.clients = cancel, done, clients
 	m.logger.Info("workloads started", "count", len(runners))
 	return nil
+}
+
+// discard undoes what a Build that failed had made: the clients, and the
+// series of workloads that are not running (a refused configuration leaves
+// no zero series behind).
+func (m *Manager) discard(runners []*Runner, clients []*client.Client) {
+	for _, c := range clients {
+		c.Close()
+	}
+	m.mu.Lock()
+	defer m.mu.Unlock()
+	running := map[[3]string]bool{}
+	for _, s := range m.series {
+		running[[3]string(s.lv)] = true
+	}
+	for _, r := range runners {
+		if !running[[3]string(r.Series.lv)] {
+			r.Series.Delete()
+		}
+	}
 }
 
 // Stop ends every workload and waits for it.

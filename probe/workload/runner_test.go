@@ -264,3 +264,58 @@ func TestRunnerRateCeilingDropsOverdue(t *testing.T) {
 		t.Errorf("sent = %v, want %d", v, arrival.WireBurst)
 	}
 }
+
+// TestRefusedApplyLeavesNoSeries: a configuration whose second workload
+// cannot be built is refused, and the series Build had made for its first
+// (new) workload are removed; the running workload's series stay.
+func TestRefusedApplyLeavesNoSeries(t *testing.T) {
+	reg := prometheus.NewRegistry()
+	m := NewManager(NewMetrics(reg), Options{}, slog.New(slog.DiscardHandler))
+	defer m.Stop()
+	good, err := config.Parse([]byte(`targets:
+  - {name: t, url: "http://127.0.0.1:9", model: m}
+workloads:
+  - {name: running, target: t, arrival: {process: constant, rate: 1}}
+`), "good.yml")
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := m.Apply(context.Background(), good); err != nil {
+		t.Fatal(err)
+	}
+	bad, err := config.Parse([]byte(`targets:
+  - {name: t, url: "http://127.0.0.1:9", model: m}
+workloads:
+  - {name: fresh, target: t, arrival: {process: constant, rate: 1}}
+  - {name: broken, target: t, arrival: {process: constant, rate: 1}}
+`), "bad.yml")
+	if err != nil {
+		t.Fatal(err)
+	}
+	// Break the second workload after validation, as a trace that vanished
+	// between the check and the build would.
+	bad.Workloads[1].Target = "nowhere"
+	if err := m.Apply(context.Background(), bad); err == nil {
+		t.Fatal("a configuration that cannot be built was applied")
+	}
+	mfs, err := reg.Gather()
+	if err != nil {
+		t.Fatal(err)
+	}
+	seen := map[string]bool{}
+	for _, mf := range mfs {
+		for _, mt := range mf.GetMetric() {
+			for _, l := range mt.GetLabel() {
+				if l.GetName() == "workload" {
+					seen[l.GetValue()] = true
+				}
+			}
+		}
+	}
+	if seen["fresh"] {
+		t.Error("series of the refused configuration's workload remain")
+	}
+	if !seen["running"] {
+		t.Error("the running workload's series were removed")
+	}
+}
