@@ -26,8 +26,8 @@ demo:
 # detector's slowdown (they skip under -race), then the end-to-end test with
 # a real Prometheus and Alertmanager (also without -race, and alone, so that
 # its latencies are the simulator's, not a loaded CPU's). `tools` builds the
-# pinned Prometheus, promtool, Alertmanager and jsonnet first (about 10
-# minutes on 2 cores when Go's build cache is cold, seconds after).
+# pinned Prometheus, promtool, Alertmanager and jsonnet first (5 minutes
+# on 2 cores when Go's build cache is cold, measured; seconds after).
 test: lint tools test-race test-timing test-e2e
 
 lint:
