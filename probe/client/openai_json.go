@@ -281,38 +281,44 @@ func (c *openAIChunk) scanChoice(depth int) error {
 // scanTextObject reads a delta or message object at the given depth.
 func (c *openAIChunk) scanTextObject(o *textObject, depth int) error {
 	o.reset()
+	return c.scanObject(&o.state, depth, func(key []byte) error {
+		switch string(key) {
+		case "content":
+			return c.scanText(&o.content, depth)
+		case "reasoning_content":
+			return c.scanText(&o.reasoningC, depth)
+		case "reasoning":
+			return c.scanText(&o.reasoning, depth)
+		}
+		return c.skipValue(depth)
+	})
+}
+
+// scanObject reads an object-or-null value whose container is at depth,
+// recording in state whether it was null, an object or something else, and
+// calls field for each key with the scanner at the key's value. field must
+// consume that value. (It does not escape, so the closures of the callers
+// allocate nothing.)
+func (c *openAIChunk) scanObject(state *uint8, depth int, field func(key []byte) error) error {
 	switch c.peek() {
 	case 'n':
-		o.state = slotNull
+		*state = slotNull
 		return c.literal("null")
 	case '{':
 	default:
-		o.state = slotBad
+		*state = slotBad
 		return c.skipValue(depth - 1)
 	}
-	o.state = slotValue
+	*state = slotValue
 	if err := c.openContainer(depth); err != nil {
 		return err
 	}
 	for first := true; ; {
 		key, ok, err := c.nextKey(&first, '}')
-		if err != nil {
+		if err != nil || !ok {
 			return err
 		}
-		if !ok {
-			return nil
-		}
-		switch string(key) {
-		case "content":
-			err = c.scanText(&o.content, depth)
-		case "reasoning_content":
-			err = c.scanText(&o.reasoningC, depth)
-		case "reasoning":
-			err = c.scanText(&o.reasoning, depth)
-		default:
-			err = c.skipValue(depth)
-		}
-		if err != nil {
+		if err := field(key); err != nil {
 			return err
 		}
 	}
@@ -342,39 +348,15 @@ func (c *openAIChunk) scanText(t *textSlot, depth int) error {
 // scanUsage reads the value of "usage", at depth for its object.
 func (c *openAIChunk) scanUsage(depth int) error {
 	c.prompt, c.completion = countSlot{}, countSlot{}
-	switch c.peek() {
-	case 'n':
-		c.usageState = slotNull
-		return c.literal("null")
-	case '{':
-	default:
-		c.usageState = slotBad
-		return c.skipValue(depth - 1)
-	}
-	c.usageState = slotValue
-	if err := c.openContainer(depth); err != nil {
-		return err
-	}
-	for first := true; ; {
-		key, ok, err := c.nextKey(&first, '}')
-		if err != nil {
-			return err
-		}
-		if !ok {
-			return nil
-		}
+	return c.scanObject(&c.usageState, depth, func(key []byte) error {
 		switch string(key) {
 		case "prompt_tokens":
-			err = c.scanCount(&c.prompt, depth)
+			return c.scanCount(&c.prompt, depth)
 		case "completion_tokens":
-			err = c.scanCount(&c.completion, depth)
-		default:
-			err = c.skipValue(depth)
+			return c.scanCount(&c.completion, depth)
 		}
-		if err != nil {
-			return err
-		}
-	}
+		return c.skipValue(depth)
+	})
 }
 
 // scanCount reads a count-or-null field.
