@@ -1,12 +1,10 @@
 package bench
 
 import (
-	"bytes"
 	"crypto/sha256"
 	"encoding/hex"
 	"errors"
 	"fmt"
-	"io"
 	"math"
 	"os"
 	"path/filepath"
@@ -267,16 +265,12 @@ func LoadFile(path string) (*Config, error) {
 // file is handed to it with every other top-level section blanked out line
 // for line, which keeps its errors' line numbers true.
 func Parse(data []byte, file string) (*Config, error) {
-	var root yaml.Node
-	if err := yaml.Unmarshal(data, &root); err != nil {
-		return nil, yamlError(file, err)
-	}
-	dec := yaml.NewDecoder(bytes.NewReader(data))
-	dec.KnownFields(true)
 	var c Config
-	if err := dec.Decode(&c); err != nil && !errors.Is(err, io.EOF) {
-		return nil, yamlError(file, err)
+	rootp, err := config.DecodeStrict(data, file, &c)
+	if err != nil {
+		return nil, err
 	}
+	root := *rootp
 	targetsOnly, err := keepTopLevel(data, &root, "targets")
 	if err != nil {
 		return nil, &config.Error{File: file, Reason: err.Error()}
@@ -339,8 +333,6 @@ func keepTopLevel(data []byte, root *yaml.Node, keep string) ([]byte, error) {
 	}
 	return []byte(strings.Join(lines, "")), nil
 }
-
-func yamlError(file string, err error) error { return config.YAMLError(file, err) }
 
 func (c *Config) applyDefaults() {
 	s := &c.Bench

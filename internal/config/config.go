@@ -182,17 +182,12 @@ var yamlLineError = regexp.MustCompile(`^\s*line (\d+): (.*)$`)
 // errors, and relative bearer_token_file paths are resolved against its
 // directory.
 func Parse(data []byte, file string) (*Config, error) {
-	var root yaml.Node
-	if err := yaml.Unmarshal(data, &root); err != nil {
-		return nil, yamlError(file, err)
-	}
-	dec := yaml.NewDecoder(bytes.NewReader(data))
-	dec.KnownFields(true)
 	var c Config
-	if err := dec.Decode(&c); err != nil && !errors.Is(err, io.EOF) {
-		return nil, yamlError(file, err)
+	root, err := DecodeStrict(data, file, &c)
+	if err != nil {
+		return nil, err
 	}
-	v := validator{file: file, root: &root}
+	v := validator{file: file, root: root}
 	c.applyDefaults()
 	c.validate(&v)
 	if len(v.errs) > 0 {
@@ -202,6 +197,23 @@ func Parse(data []byte, file string) (*Config, error) {
 		return nil, err
 	}
 	return &c, nil
+}
+
+// DecodeStrict decodes YAML into v, refusing unknown fields, and returns the
+// document's node tree for locating later validation errors. Errors name the
+// file and line. The project's other strict formats (the bench
+// configuration) decode through it too.
+func DecodeStrict(data []byte, file string, v any) (*yaml.Node, error) {
+	var root yaml.Node
+	if err := yaml.Unmarshal(data, &root); err != nil {
+		return nil, yamlError(file, err)
+	}
+	dec := yaml.NewDecoder(bytes.NewReader(data))
+	dec.KnownFields(true)
+	if err := dec.Decode(v); err != nil && !errors.Is(err, io.EOF) {
+		return nil, yamlError(file, err)
+	}
+	return &root, nil
 }
 
 // yamlError turns yaml.v3's "line N: reason" messages into Errors, one per
@@ -399,24 +411,32 @@ func validateDist(v *validator, p path, d *Distribution, floor int) {
 	}
 }
 
+// readSecret reads a secret file, relative to dir unless absolute. The error
+// names no content: the path is not secret, the content is, and it is never
+// read into a message.
+func readSecret(dir, file string) (Secret, error) {
+	if !filepath.IsAbs(file) {
+		file = filepath.Join(dir, file)
+	}
+	b, err := os.ReadFile(file)
+	if err != nil {
+		return "", fmt.Errorf("cannot read: %v", errors.Unwrap(err))
+	}
+	return Secret(strings.TrimSpace(string(b))), nil
+}
+
 func (c *Config) readSecrets(dir string, v *validator) error {
 	for i := range c.Targets {
 		t := &c.Targets[i]
 		if t.BearerTokenFile == "" {
 			continue
 		}
-		f := t.BearerTokenFile
-		if !filepath.IsAbs(f) {
-			f = filepath.Join(dir, f)
-		}
-		b, err := os.ReadFile(f)
+		secret, err := readSecret(dir, t.BearerTokenFile)
 		if err != nil {
-			// The path is not secret; the content would be, and is never read
-			// into the message.
-			v.add(path{"targets", i}, "bearer_token_file", fmt.Sprintf("cannot read: %v", errors.Unwrap(err)))
+			v.add(path{"targets", i}, "bearer_token_file", err.Error())
 			continue
 		}
-		t.BearerToken = Secret(strings.TrimSpace(string(b)))
+		t.BearerToken = secret
 	}
 	c.readModuleSecrets(dir, v)
 	if len(v.errs) > 0 {
@@ -514,7 +534,3 @@ func LineOf(root *yaml.Node, p []any) int { return lineOf(root, path(p)) }
 
 // PathString renders p as it appears in errors: "workloads[1].arrival.rate".
 func PathString(p []any) string { return path(p).String() }
-
-// YAMLError turns a yaml.v3 decoding error into Errors that carry the file
-// name and line, for the project's other strict YAML formats.
-func YAMLError(file string, err error) error { return yamlError(file, err) }

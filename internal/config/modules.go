@@ -5,9 +5,7 @@ import (
 	"fmt"
 	"math"
 	"net/netip"
-	"os"
 	urlpath "path"
-	"path/filepath"
 	"regexp"
 	"sort"
 	"strings"
@@ -315,18 +313,12 @@ func (c *Config) readModuleSecrets(dir string, v *validator) {
 		if m.BearerTokenFile == "" {
 			continue
 		}
-		f := m.BearerTokenFile
-		if !filepath.IsAbs(f) {
-			f = filepath.Join(dir, f)
-		}
-		b, err := os.ReadFile(f)
+		secret, err := readSecret(dir, m.BearerTokenFile)
 		if err != nil {
-			// The path is not secret; the content would be, and is never
-			// read into the message.
-			v.add(path{"modules", name}, "bearer_token_file", fmt.Sprintf("cannot read: %v", errors.Unwrap(err)))
+			v.add(path{"modules", name}, "bearer_token_file", err.Error())
 			continue
 		}
-		m.BearerToken = Secret(strings.TrimSpace(string(b)))
+		m.BearerToken = secret
 		c.Modules[name] = m
 	}
 }
