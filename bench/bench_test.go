@@ -20,7 +20,6 @@ import (
 	"github.com/alecthomas/kingpin/v2"
 	"go.uber.org/goleak"
 
-	"github.com/infer-exporter/infer_exporter/collector"
 	"github.com/infer-exporter/infer_exporter/internal/simulator"
 )
 
@@ -605,12 +604,9 @@ bench:
 `)
 	newApp := func() (*kingpin.Application, *kingpin.CmdClause, func(context.Context, *slog.Logger) int, *bytes.Buffer) {
 		app := kingpin.New("infer_exporter", "")
-		var configFile string
-		app.Flag("config.file", "").StringVar(&configFile)
-		settings := collector.AddFlags(app)
 		app.Command("serve", "").Default()
 		var stdout bytes.Buffer
-		cmd, run := addCommand(app, &configFile, settings, &stdout, io.Discard)
+		cmd, run := addCommand(app, true, &stdout, io.Discard)
 		return app, cmd, run, &stdout
 	}
 	app, cmd, run, stdout := newApp()
@@ -625,9 +621,20 @@ bench:
 		t.Errorf("gpu %+v, %d cells", r.GPU, len(r.Cells))
 	}
 
-	app, _, _, _ = newApp()
-	if _, err := app.Parse([]string{"bench", "--config.file=" + cfg}); err == nil {
-		t.Error("bench without --output.dir parsed")
+	app, _, run, _ = newApp()
+	if _, err := app.Parse([]string{"bench", "--config.file=" + cfg}); err != nil {
+		t.Fatal(err)
+	}
+	if code := run(context.Background(), slog.New(slog.DiscardHandler)); code != ExitUsage {
+		t.Errorf("without --output.dir: exit %d, want %d", code, ExitUsage)
+	}
+	// --config.check validates the file and runs nothing.
+	app, _, run, stdout = newApp()
+	if _, err := app.Parse([]string{"bench", "--config.file=" + cfg, "--config.check"}); err != nil {
+		t.Fatal(err)
+	}
+	if code := run(context.Background(), slog.New(slog.DiscardHandler)); code != ExitOK || !strings.Contains(stdout.String(), "OK") {
+		t.Errorf("--config.check: exit %d, %q", code, stdout)
 	}
 	app, _, run, _ = newApp()
 	if _, err := app.Parse([]string{"bench", "--output.dir=" + out}); err != nil {

@@ -26,31 +26,41 @@ const (
 	ExitRegression = 3
 )
 
-// AddCommand registers `bench` on app and returns it with the function that
-// runs it once app.Parse has chosen it. configFile is the application's
-// --config.file value (a flag of the whole exporter, so bench reads it
-// rather than declaring its own); collectors are the --collector.* settings,
-// of which bench uses the NVML collector to sample the GPUs (nil: none).
-func AddCommand(app *kingpin.Application, configFile *string, collectors *collector.Settings) (*kingpin.CmdClause, func(ctx context.Context, logger *slog.Logger) int) {
-	return addCommand(app, configFile, collectors, os.Stdout, os.Stderr)
+// AddCommand registers `bench` on app, with its own flags (--config.file,
+// --config.check, --output.dir, and the --collector.* flags, of which bench
+// uses the NVML collector to sample the GPUs), and returns it with the
+// function that runs it once app.Parse has chosen it.
+func AddCommand(app *kingpin.Application) (*kingpin.CmdClause, func(ctx context.Context, logger *slog.Logger) int) {
+	return addCommand(app, true, os.Stdout, os.Stderr)
 }
 
 type commandFlags struct {
-	outputDir string
-	baseline  string
-	threshold float64
-	progress  string
+	configFile  string
+	configCheck bool
+	outputDir   string
+	baseline    string
+	threshold   float64
+	progress    string
 }
 
-func addCommand(app *kingpin.Application, configFile *string, collectors *collector.Settings, stdout, stderr io.Writer) (*kingpin.CmdClause, func(context.Context, *slog.Logger) int) {
+// addCommand registers bench; withCollectors false leaves the GPU
+// collectors out (tests).
+func addCommand(app *kingpin.Application, withCollectors bool, stdout, stderr io.Writer) (*kingpin.CmdClause, func(context.Context, *slog.Logger) int) {
 	var f commandFlags
 	cmd := app.Command("bench", "Run a benchmark matrix (targets × loads × lengths, and replays) from --config.file and write JSON, CSV and HTML reports, with a ranking and, with --baseline, a regression gate.")
-	cmd.Flag("output.dir", "Directory for report.json, report.csv and report.html (created if missing).").Required().PlaceHolder("DIR").StringVar(&f.outputDir)
+	cmd.Flag("config.file", "Bench configuration file (YAML): targets, the matrix and its settings.").PlaceHolder("FILE").StringVar(&f.configFile)
+	cmd.Flag("config.check", "Validate --config.file, print the result and exit (no run).").BoolVar(&f.configCheck)
+	var collectors *collector.Settings
+	if withCollectors {
+		collectors = collector.AddFlags(cmd)
+	}
+	// Not Required(): --config.check needs none.
+	cmd.Flag("output.dir", "Directory for report.json, report.csv and report.html (created if missing).").PlaceHolder("DIR").StringVar(&f.outputDir)
 	cmd.Flag("baseline", "A previous report.json: compare every cell with it and exit 3 when a gated figure regressed beyond the threshold and noise.").PlaceHolder("OLD.json").StringVar(&f.baseline)
 	cmd.Flag("baseline.threshold", "Relative growth of a gated figure that counts as a regression (0: bench.regression.threshold, default 0.05).").Default("0").Float64Var(&f.threshold)
 	cmd.Flag("progress", "Progress bar on stderr: auto (when stderr is a terminal), always or never.").Default("auto").EnumVar(&f.progress, "auto", "always", "never")
 	run := func(ctx context.Context, logger *slog.Logger) int {
-		return runCommand(ctx, logger, *configFile, collectors, &f, stdout, stderr)
+		return runCommand(ctx, logger, f.configFile, collectors, &f, stdout, stderr)
 	}
 	return cmd, run
 }
@@ -60,10 +70,18 @@ func runCommand(ctx context.Context, logger *slog.Logger, configFile string, col
 		fmt.Fprintln(stderr, "bench needs --config.file")
 		return ExitUsage
 	}
+	if !f.configCheck && f.outputDir == "" {
+		fmt.Fprintln(stderr, "bench needs --output.dir")
+		return ExitUsage
+	}
 	cfg, err := LoadFile(configFile)
 	if err != nil {
 		fmt.Fprintln(stderr, err)
 		return ExitError
+	}
+	if f.configCheck {
+		fmt.Fprintf(stdout, "%s: OK: %d targets, sha256 %s\n", configFile, len(cfg.Targets), cfg.SHA256)
+		return ExitOK
 	}
 	var base *Report
 	if f.baseline != "" {

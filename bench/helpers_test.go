@@ -101,10 +101,8 @@ func targetsYAML(names []string, sims []*simTarget) string {
 func runCLI(t testing.TB, ctx context.Context, args ...string) (int, string, string) {
 	t.Helper()
 	app := kingpin.New("infer_exporter", "")
-	var configFile string
-	app.Flag("config.file", "").StringVar(&configFile)
 	var stdout, stderr bytes.Buffer
-	cmd, run := addCommand(app, &configFile, nil, &stdout, &stderr)
+	cmd, run := addCommand(app, false, &stdout, &stderr)
 	got, err := app.Parse(args)
 	if err != nil {
 		t.Fatalf("parse %v: %v", args, err)

@@ -46,7 +46,7 @@ type factory struct {
 	name           string
 	help           string
 	defaultEnabled bool
-	addFlags       func(app *kingpin.Application) constructor
+	addFlags       func(app FlagAdder) constructor
 }
 
 // factories is the static table of every collector this package knows. It
@@ -88,14 +88,20 @@ type settingsEntry struct {
 	build    constructor
 }
 
+// FlagAdder is where collector flags are declared: the application, or the
+// subcommand (serve, bench) that uses the collectors.
+type FlagAdder interface {
+	Flag(name, help string) *kingpin.FlagClause
+}
+
 // AddFlags registers --collector.<name> (with its --no- form) for every
 // collector, each collector's own --collector.<name>.<flag> flags, and
 // --collector.disable-defaults.
-func AddFlags(app *kingpin.Application) *Settings {
+func AddFlags(app FlagAdder) *Settings {
 	return addFlags(app, factories())
 }
 
-func addFlags(app *kingpin.Application, table []factory) *Settings {
+func addFlags(app FlagAdder, table []factory) *Settings {
 	s := &Settings{
 		disableDefaults: app.Flag("collector.disable-defaults",
 			"Disable every collector not explicitly enabled with --collector.<name>.").Default("false").Bool(),

@@ -70,7 +70,7 @@ func testTable(enter *sync.WaitGroup, background bool) []factory {
 	mk := func(name string, def, fail, unavail bool) factory {
 		return factory{
 			name: name, help: "a test collector", defaultEnabled: def,
-			addFlags: func(app *kingpin.Application) constructor {
+			addFlags: func(app FlagAdder) constructor {
 				value := app.Flag("collector."+name+".value", "Value to export.").Default("1").Float64()
 				return func(ctx context.Context, logger *slog.Logger) (Collector, error) {
 					if unavail {
@@ -223,7 +223,7 @@ func TestUnavailableLogsOneLine(t *testing.T) {
 func TestConfigErrorStopsNew(t *testing.T) {
 	table := []factory{{
 		name: "bad", defaultEnabled: true,
-		addFlags: func(*kingpin.Application) constructor {
+		addFlags: func(FlagAdder) constructor {
 			return func(context.Context, *slog.Logger) (Collector, error) {
 				return nil, errors.New("--collector.bad.x must be positive")
 			}

@@ -162,6 +162,26 @@ func mappingFor(engine string) *engineMapping {
 	return nil
 }
 
+// engineFamilies lists the metric families the mapping reads for engine,
+// each once, in the table's order; none for an engine without metrics.
+func engineFamilies(engine string) []string {
+	m := mappingFor(engine)
+	if m == nil {
+		return nil
+	}
+	var out []string
+	seen := map[string]bool{}
+	for _, srcs := range m.sources {
+		for _, s := range srcs {
+			if !seen[s.family] {
+				seen[s.family] = true
+				out = append(out, s.family)
+			}
+		}
+	}
+	return out
+}
+
 // detectEngine names the engine whose metric names the scrape carries, or
 // "" when none does.
 func detectEngine(fams map[string]*dto.MetricFamily) string {

@@ -58,7 +58,7 @@ func BenchmarkScrape8GPUs(b *testing.B) {
 	})
 	b.Run("gather_encode", func(b *testing.B) {
 		c, _ := bench8GPUs(b)
-		table := []factory{{name: "nvml", defaultEnabled: true, addFlags: func(*kingpin.Application) constructor {
+		table := []factory{{name: "nvml", defaultEnabled: true, addFlags: func(FlagAdder) constructor {
 			return func(context.Context, *slog.Logger) (Collector, error) { return c, nil }
 		}}}
 		app := kingpin.New("bench", "")

@@ -5,8 +5,6 @@ import (
 	"fmt"
 	"log/slog"
 	"time"
-
-	"github.com/alecthomas/kingpin/v2"
 )
 
 // nvmlConfig is the NVML collector's flag values. The flags exist in every
@@ -43,7 +41,7 @@ func nvmlFactory() factory {
 		name:           "nvml",
 		help:           "NVIDIA GPU metrics read through NVML",
 		defaultEnabled: true,
-		addFlags: func(app *kingpin.Application) constructor {
+		addFlags: func(app FlagAdder) constructor {
 			poll := app.Flag("collector.nvml.poll-interval",
 				"How often each GPU is read through NVML in the background; scrapes serve the latest reading.").
 				Default("1s").Duration()

@@ -412,7 +412,7 @@ func TestNVMLUnavailable(t *testing.T) {
 			lib := tc.lib()
 			table := []factory{{
 				name: "nvml", help: "test", defaultEnabled: true,
-				addFlags: func(*kingpin.Application) constructor {
+				addFlags: func(FlagAdder) constructor {
 					return func(ctx context.Context, logger *slog.Logger) (Collector, error) {
 						return newNVMLCollector(ctx, lib.iface(), testConfig(), logger, nvmlOptions{})
 					}

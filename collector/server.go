@@ -245,6 +245,10 @@ type serverScraper struct {
 	info          *serverInfo
 	infoAge       int // scrapes since info was read
 	loggedUnknown bool
+	// warnedAbsent: the configured engine's families were absent from
+	// the last successful scrape and that was logged; cleared when they
+	// come back, so each change into absence is told once.
+	warnedAbsent bool
 }
 
 // infoRefresh is how many scrapes an info reading is reused for: versions
@@ -296,10 +300,12 @@ func (sc *serverScraper) scrape(ctx context.Context) {
 		return // stopped
 	}
 	engine := sc.t.engine
-	if engine == config.ServerEngineAuto {
+	configured := engine != config.ServerEngineAuto
+	detectedFrom := "metric names"
+	if !configured {
 		engine = detectEngine(fams)
 		if engine == "" && (sc.engine == "" || sc.engine == engineUnknown || sc.infoAge >= infoRefresh) {
-			engine = sc.probeEngine(ctx)
+			engine, detectedFrom = sc.probeEngine(ctx), "info endpoints"
 		} else if engine == "" {
 			engine = sc.engine // detected earlier from the info endpoints
 		}
@@ -309,16 +315,22 @@ func (sc *serverScraper) scrape(ctx context.Context) {
 	}
 	if engine != sc.engine {
 		sc.info, sc.infoAge = nil, 0
-		if engine == engineUnknown {
+		switch {
+		case engine == engineUnknown:
 			if !sc.loggedUnknown {
 				sc.logger.Info("server metrics: engine not recognised from its metric names or info endpoints; only infer_server_up is exposed for this target (set metrics.engine to choose one)",
 					"url", sc.metricsURL, "err", err)
 				sc.loggedUnknown = true
 			}
-		} else {
-			sc.logger.Info("server metrics: engine detected", "engine", engine, "url", sc.metricsURL)
+		case configured:
+			sc.logger.Info("server metrics: engine configured", "engine", engine, "url", sc.metricsURL)
+		default:
+			sc.logger.Info("server metrics: engine detected", "engine", engine, "from", detectedFrom, "url", sc.metricsURL)
 		}
 		sc.engine = engine
+	}
+	if configured && err == nil {
+		sc.checkFamilies(engine, fams)
 	}
 	up := err == nil
 	var vs values
@@ -346,6 +358,29 @@ func (sc *serverScraper) scrape(ctx context.Context) {
 	end := sc.parent.now()
 	sc.snap.Store(&serverSnapshot{target: sc.t.name, engine: engine, model: sc.t.model, up: up, values: vs,
 		info: sc.info, at: end, duration: end.Sub(start)})
+}
+
+// checkFamilies warns when a successful scrape carries none of the
+// configured engine's metric families: the target would otherwise show only
+// infer_server_up 1, silently. It warns once, and again only after the
+// families have been seen in between.
+func (sc *serverScraper) checkFamilies(engine string, fams map[string]*dto.MetricFamily) {
+	expected := engineFamilies(engine)
+	if len(expected) == 0 {
+		return // an engine that serves no metrics (Ollama)
+	}
+	for _, f := range expected {
+		if fams[f] != nil {
+			sc.warnedAbsent = false
+			return
+		}
+	}
+	if sc.warnedAbsent {
+		return
+	}
+	sc.warnedAbsent = true
+	sc.logger.Warn("server metrics: engine configured but none of its metric families are in the scrape; only infer_server_up is exposed for this target (check metrics.url or metrics.engine)",
+		"engine", engine, "url", sc.metricsURL, "expected", strings.Join(expected, ","), "scraped_families", len(fams))
 }
 
 func (sc *serverScraper) readMetrics(ctx context.Context) (map[string]*dto.MetricFamily, int, error) {

@@ -10,13 +10,18 @@ import (
 	"github.com/prometheus/exporter-toolkit/web"
 
 	"github.com/infer-exporter/infer_exporter/collector"
-	"github.com/infer-exporter/infer_exporter/internal/config"
 	"github.com/infer-exporter/infer_exporter/probe/prober"
+	"github.com/infer-exporter/infer_exporter/probe/workload"
 )
 
 // landingPage serves the exporter-toolkit landing page, with the collectors'
 // and workloads' state below the links.
-func landingPage(f *flags, cols *collector.Set, reloader *config.Reloader, history *prober.History) (http.Handler, error) {
+// workloadLister lists the running configuration's workloads and their state.
+type workloadLister interface {
+	Workloads() []workload.WorkloadStatus
+}
+
+func landingPage(f *flags, cols *collector.Set, workloads workloadLister, history *prober.History) (http.Handler, error) {
 	status := func() string {
 		var b strings.Builder
 		b.WriteString("<h2>Collectors</h2><p>" + html.EscapeString(buildNote()) + "</p><ul>")
@@ -31,14 +36,19 @@ func landingPage(f *flags, cols *collector.Set, reloader *config.Reloader, histo
 			fmt.Fprintf(&b, "<li>%s: %s</li>", html.EscapeString(s.Name), html.EscapeString(state))
 		}
 		b.WriteString("</ul><h2>Workloads</h2><ul>")
-		if c := reloader.Current(); c != nil {
-			for _, w := range c.Workloads {
-				t, _ := c.Target(w.Target)
-				// A target URL holds no credentials (the config refuses them),
-				// so it can be shown.
-				fmt.Fprintf(&b, "<li>%s &rarr; %s <code>%s</code> (%s, model %s)</li>", html.EscapeString(w.Name),
-					html.EscapeString(t.Name), html.EscapeString(t.URL), html.EscapeString(string(t.Flavor)), html.EscapeString(t.Model))
+		ws := workloads.Workloads()
+		for _, w := range ws {
+			state := w.State
+			if w.Reason != "" {
+				state += ": " + w.Reason
 			}
+			// A target URL holds no credentials (the config refuses them),
+			// so it can be shown.
+			fmt.Fprintf(&b, "<li>%s &rarr; %s <code>%s</code> (%s, model %s): <b>%s</b></li>", html.EscapeString(w.Name),
+				html.EscapeString(w.Target), html.EscapeString(w.URL), html.EscapeString(w.Flavor), html.EscapeString(w.Model), html.EscapeString(state))
+		}
+		if len(ws) == 0 {
+			b.WriteString("<li>none (no configuration loaded yet, or it has no workloads)</li>")
 		}
 		b.WriteString("</ul>")
 		b.WriteString(history.HTML()) // with its own heading

@@ -70,26 +70,32 @@ func main() {
 func run(ctx context.Context, args []string) int {
 	app := kingpin.New(exporterName, "Measures LLM inference servers with controlled traffic and exposes client-side latency, server and GPU metrics for Prometheus.")
 	var f flags
-	app.Flag("config.file", "Configuration file (YAML): targets and workloads.").PlaceHolder("FILE").StringVar(&f.configFile)
-	app.Flag("config.check", "Validate --config.file, print the result and exit.").BoolVar(&f.configCheck)
-	app.Flag("demo", "Start the embedded simulator and probe it with a built-in workload.").BoolVar(&f.demo)
-	app.Flag("web.telemetry-path", "Path under which to expose metrics.").Default("/metrics").StringVar(&f.metricsPath)
-	app.Flag("timeout-offset", "Seconds subtracted from Prometheus' scrape timeout (X-Prometheus-Scrape-Timeout-Seconds) to give a /probe its deadline.").Default("0.5").Float64Var(&f.timeoutOffset)
-	app.Flag("probe.degraded-lag", "Schedule lag p99, or goroutine scheduling latency p99, above which the measurement is flagged as degraded (the client is falling behind or CPU-saturated).").Default("10ms").DurationVar(&f.degradedLag)
-	app.Flag("probe.degraded-window", "Window over which the schedule lag p99 is computed.").Default("30s").DurationVar(&f.degradedWindow)
-	f.web = kingpinflag.AddFlags(app, DefaultListenAddress)
 	f.log = &promslog.Config{}
 	promslogflag.AddFlags(app, f.log)
-	f.collectors = collector.AddFlags(app)
 	app.Version(version.Print(exporterName) + "\n" + buildNote())
 	app.HelpFlag.Short('h')
 
+	// Each subcommand declares the flags that apply to it, so that its
+	// --help lists only those; --log.* and --version are the whole binary's.
 	serveCmd := app.Command("serve", "Run the exporter (the default).").Default()
+	serveCmd.Flag("config.file", "Configuration file (YAML): targets and workloads.").PlaceHolder("FILE").StringVar(&f.configFile)
+	serveCmd.Flag("config.check", "Validate --config.file, print the result and exit.").BoolVar(&f.configCheck)
+	serveCmd.Flag("demo", "Start the embedded simulator and probe it with a built-in workload.").BoolVar(&f.demo)
+	serveCmd.Flag("web.telemetry-path", "Path under which to expose metrics.").Default("/metrics").StringVar(&f.metricsPath)
+	serveCmd.Flag("timeout-offset", "Seconds subtracted from Prometheus' scrape timeout (X-Prometheus-Scrape-Timeout-Seconds) to give a /probe its deadline.").Default("0.5").Float64Var(&f.timeoutOffset)
+	serveCmd.Flag("probe.degraded-lag", "Schedule lag p99, or goroutine scheduling latency p99, above which the measurement is flagged as degraded (the client is falling behind or CPU-saturated).").Default("10ms").DurationVar(&f.degradedLag)
+	serveCmd.Flag("probe.degraded-window", "Window over which the schedule lag p99 is computed.").Default("30s").DurationVar(&f.degradedWindow)
+	f.web = kingpinflag.AddFlags(serveCmd, DefaultListenAddress)
+	f.collectors = collector.AddFlags(serveCmd)
+
 	simulateCmd := app.Command("simulate", "Serve the embedded inference simulator (an OpenAI-compatible server with a continuous-batching timing model) on --web.listen-address.")
+	simListen := simulateCmd.Flag("web.listen-address", "Address the simulator listens on.").Default(DefaultListenAddress).String()
 	f.sim = simulator.AddFlags(simulateCmd)
 	shadowCmd := app.Command("shadow", "Serve a transparent proxy in front of --shadow.upstream that captures a sample of requests for replay; its own metrics are on --web.listen-address.")
+	shadowWeb := kingpinflag.AddFlags(shadowCmd, DefaultListenAddress)
+	shadowMetricsPath := shadowCmd.Flag("web.telemetry-path", "Path under which to expose metrics.").Default("/metrics").String()
 	shadowCfg := shadow.AddFlags(shadowCmd)
-	benchCmd, runBench := bench.AddCommand(app, &f.configFile, f.collectors)
+	benchCmd, runBench := bench.AddCommand(app)
 
 	cmd, err := app.Parse(args)
 	if err != nil {
@@ -100,8 +106,9 @@ func run(ctx context.Context, args []string) int {
 
 	switch cmd {
 	case simulateCmd.FullCommand():
-		return runSimulator(ctx, &f, logger)
+		return runSimulator(ctx, *simListen, f.sim, logger)
 	case shadowCmd.FullCommand():
+		f.web, f.metricsPath = shadowWeb, *shadowMetricsPath
 		return runShadow(ctx, &f, shadowCfg, logger)
 	case benchCmd.FullCommand():
 		return runBench(ctx, logger)
@@ -128,13 +135,8 @@ func checkConfig(file string) int {
 	return 0
 }
 
-func runSimulator(ctx context.Context, f *flags, logger *slog.Logger) int {
-	addrs := *f.web.WebListenAddresses
-	if len(addrs) != 1 {
-		logger.Error("simulate serves on exactly one --web.listen-address")
-		return 2
-	}
-	if err := simulator.Serve(ctx, addrs[0], *f.sim, logger); err != nil {
+func runSimulator(ctx context.Context, addr string, cfg *simulator.Config, logger *slog.Logger) int {
+	if err := simulator.Serve(ctx, addr, *cfg, logger); err != nil {
 		logger.Error("simulator failed", "err", err)
 		return 1
 	}
@@ -220,18 +222,22 @@ func serve(ctx context.Context, f *flags, logger *slog.Logger) int {
 		load = func() (*config.Config, error) { return DemoConfig(simURL) }
 	}
 	reloader := config.NewReloader(load, config.Appliers{manager, serverMetrics}, reg, logger)
-	// Catch SIGHUP before the first load, which can take a while
-	// (prompt calibration): its default action would end the process.
+	// Catch SIGHUP before the first load, which can take a while (a
+	// configuration file that blocks): its default action would end the
+	// process.
 	hup := make(chan os.Signal, 1)
 	signal.Notify(hup, syscall.SIGHUP)
 	defer signal.Stop(hup)
-	if err := reloader.Reload(ctx); err != nil {
-		// A bad configuration at start is fatal: there is no old one to keep.
-		return 1
-	}
 
+	// The listener comes up first and the configuration loads behind it:
+	// /-/healthy answers at once and /-/ready is 503 until the configuration
+	// is applied, so a liveness probe never restarts an exporter that is
+	// waiting on its targets. Workloads calibrate their prompts concurrently
+	// after that, each in its own goroutine (infer_probe_workload_state).
 	reloadCh := make(chan chan error)
+	firstLoad := make(chan error, 1)
 	go func() {
+		firstLoad <- reloader.Reload(ctx)
 		for {
 			select {
 			case <-ctx.Done():
@@ -285,7 +291,7 @@ func serve(ctx context.Context, f *flags, logger *slog.Logger) int {
 		History:       history,
 	}))
 	mux.Handle(prober.LogsPath, history)
-	landing, err := landingPage(f, cols, reloader, history)
+	landing, err := landingPage(f, cols, manager, history)
 	if err != nil {
 		logger.Error("landing page", "err", err)
 		return 1
@@ -295,17 +301,27 @@ func serve(ctx context.Context, f *flags, logger *slog.Logger) int {
 	srv := &http.Server{Handler: mux, ReadHeaderTimeout: 10 * time.Second}
 	errc := make(chan error, 1)
 	go func() { errc <- web.ListenAndServe(srv, f.web, logger) }()
-	select {
-	case err := <-errc:
-		logger.Error("http server", "err", err)
-		return 1
-	case <-ctx.Done():
+	code := 0
+	for done := false; !done; {
+		select {
+		case err := <-errc:
+			logger.Error("http server", "err", err)
+			return 1
+		case err := <-firstLoad:
+			if err != nil && ctx.Err() == nil {
+				// A bad configuration at start is fatal: there is no old
+				// one to keep.
+				code, done = 1, true
+			}
+		case <-ctx.Done():
+			done = true
+		}
 	}
 	logger.Info("shutting down")
 	shutdownCtx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
 	defer cancel()
 	_ = srv.Shutdown(shutdownCtx)
-	return 0
+	return code
 }
 
 // startDemoSimulator serves the embedded simulator on a loopback port and

@@ -202,15 +202,18 @@ func (e *HTTPError) Error() string {
 //   - Sent: immediately before the request is handed to net/http (whose
 //     RoundTrip writes it). On a cold connection the dial comes after Sent,
 //     so it is part of the measured latency, as it is for a real user.
-//   - FirstToken and TokenTimes: the instant the SSE parser completed each
-//     event carrying non-empty content or reasoning text, before its JSON is
-//     decoded.
+//   - FirstToken and TokenTimes: the instant the parser completed each
+//     frame carrying non-empty content or reasoning text, before its JSON is
+//     decoded. A body that was not streamed is one frame, read when its
+//     last byte was: FirstToken equals End, and ContentEvents is 1, so the
+//     request has no TPOT and no ITL.
 //   - End: the end marker's read instant, or the instant of the failure
 //     (after reading at most 4 KiB of a non-2xx body).
 //
 // Outcomes:
-//   - success: a 2xx stream that reached its end marker (or a 2xx JSON body
-//     when the server did not stream).
+//   - success: a 2xx stream that reached its end marker, or a 2xx JSON
+//     body (application/json, for every flavor) or lone Ollama "done" line
+//     from a server that did not stream: the answer is complete.
 //   - http_4xx / http_5xx: a non-2xx status. A 3xx, which is never
 //     followed, and any other status below 500 count as http_4xx: the
 //     request as configured was not served, and HTTPStatus keeps the exact

@@ -56,7 +56,10 @@ func (f llamaCppFlavor) NewRequest(ctx context.Context, t *Target, r *Request) (
 	return newNativeRequest(ctx, t, rootURL(t.BaseURL)+"/completion", buf, "text/event-stream")
 }
 
-func (llamaCppFlavor) NewDecoder(body io.Reader, _ http.Header, maxLineBytes int) Decoder {
+func (llamaCppFlavor) NewDecoder(body io.Reader, header http.Header, maxLineBytes int) Decoder {
+	if isJSON(header.Get("Content-Type")) {
+		return newBodyDecoder(body, maxLineBytes, &llamaCppParser{}) // "stream" ignored
+	}
 	d := newSSEDecoder(body, maxLineBytes, &llamaCppParser{})
 	d.doneMarker = doneMarker
 	return d

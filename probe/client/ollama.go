@@ -20,8 +20,12 @@ import (
 // carries the server's counts: "eval_count" (output tokens) and
 // "prompt_eval_count" (prompt tokens), with durations in nanoseconds.
 // Reasoning models add "thinking" (generate) or message.thinking (chat),
-// which are output tokens too. An error is {"error": "..."}, before or
-// inside the stream.
+// which are output tokens too. A line is a content event when any of
+// response, thinking, message.content or message.thinking is non-empty;
+// thinking is not part of the answer text. An error is {"error": "..."},
+// before or inside the stream. A server that does not stream answers with
+// the "done" line alone, holding the whole answer: one content event, a
+// success without TPOT or ITL.
 //
 // The output cap is options.num_predict; temperature, top_p and seed go in
 // options too. Ollama has no ignore_eos or min_tokens; they are not sent.
@@ -88,6 +92,14 @@ type ollamaFrame struct {
 	Error           json.RawMessage `json:"error"`
 }
 
+// appendOptional appends a JSON string field that may be absent.
+func appendOptional(dst []byte, s *string) []byte {
+	if s == nil {
+		return dst
+	}
+	return append(dst, *s...)
+}
+
 // ollamaDecoder reads NDJSON lines.
 type ollamaDecoder struct {
 	r    *ndjson.Reader
@@ -129,15 +141,15 @@ func (d *ollamaDecoder) Decode(c *Chunk) error {
 	if err := serverError(f.Error); err != nil {
 		return err
 	}
-	content, thinking := f.Response, f.Thinking
-	if f.Message != nil {
-		content, thinking = f.Message.Content, f.Message.Thinking
-	}
-	if content != nil {
-		c.Content = append(c.Content[:0], *content...)
-	}
-	if thinking != nil {
-		c.Reasoning = append(c.Reasoning[:0], *thinking...)
+	// Each of the four text fields makes the line a content event when it
+	// is non-empty, wherever it sits: /api/generate writes response and
+	// thinking, /api/chat message.content and message.thinking, and a line
+	// carrying both shapes loses nothing.
+	c.Content = appendOptional(c.Content[:0], f.Response)
+	c.Reasoning = appendOptional(c.Reasoning[:0], f.Thinking)
+	if m := f.Message; m != nil {
+		c.Content = appendOptional(c.Content, m.Content)
+		c.Reasoning = appendOptional(c.Reasoning, m.Thinking)
 	}
 	if !f.Done {
 		if d.last {

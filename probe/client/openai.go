@@ -7,7 +7,6 @@ import (
 	"errors"
 	"fmt"
 	"io"
-	"mime"
 	"net/http"
 	"strings"
 	"unicode/utf16"
@@ -120,15 +119,13 @@ const userAgent = "infer_exporter"
 // ignored "stream": true and answered application/json.
 func (openAIFlavor) NewDecoder(body io.Reader, header http.Header, maxLineBytes int) Decoder {
 	if isJSON(header.Get("Content-Type")) {
-		return &openAIBodyDecoder{body: body, max: maxLineBytes}
+		return newBodyDecoder(body, maxLineBytes, &openAIChunk{})
 	}
 	return &openAIStreamDecoder{sse: sse.NewReader(body, maxLineBytes)}
 }
 
-func isJSON(contentType string) bool {
-	mt, _, err := mime.ParseMediaType(contentType)
-	return err == nil && (mt == "application/json" || strings.HasSuffix(mt, "+json"))
-}
+// parse makes openAIChunk a frameParser, for a non-streamed body.
+func (c *openAIChunk) parse(data []byte, out *Chunk) error { return c.decode(data, out) }
 
 var doneMarker = []byte("[DONE]")
 
@@ -172,39 +169,6 @@ func (d *openAIStreamDecoder) Decode(c *Chunk) error {
 		return nil
 	}
 	return d.chunk.decode(data, c)
-}
-
-// openAIBodyDecoder reads a non-streamed JSON response as one frame.
-type openAIBodyDecoder struct {
-	body  io.Reader
-	max   int
-	data  []byte
-	read  bool
-	chunk openAIChunk
-}
-
-func (d *openAIBodyDecoder) Next() error {
-	if d.read {
-		return io.EOF
-	}
-	d.read = true
-	data, err := io.ReadAll(io.LimitReader(d.body, int64(d.max)+1))
-	if err != nil {
-		return err
-	}
-	if len(data) > d.max {
-		return &ProtocolError{Msg: fmt.Sprintf("JSON body longer than %d bytes", d.max)}
-	}
-	d.data = data
-	return nil
-}
-
-func (d *openAIBodyDecoder) Decode(c *Chunk) error {
-	if err := d.chunk.decode(d.data, c); err != nil {
-		return err
-	}
-	c.Done = true
-	return nil
 }
 
 // appendUnquoted appends the JSON string body s (without its quotes, already

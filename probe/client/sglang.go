@@ -61,7 +61,10 @@ func (f sglangFlavor) NewRequest(ctx context.Context, t *Target, r *Request) (*h
 	return newNativeRequest(ctx, t, rootURL(t.BaseURL)+"/generate", buf, "text/event-stream")
 }
 
-func (sglangFlavor) NewDecoder(body io.Reader, _ http.Header, maxLineBytes int) Decoder {
+func (sglangFlavor) NewDecoder(body io.Reader, header http.Header, maxLineBytes int) Decoder {
+	if isJSON(header.Get("Content-Type")) {
+		return newBodyDecoder(body, maxLineBytes, &sglangParser{}) // "stream" ignored
+	}
 	d := newSSEDecoder(body, maxLineBytes, &sglangParser{})
 	d.doneMarker = doneMarker
 	return d

@@ -52,7 +52,10 @@ func (f tgiFlavor) NewRequest(ctx context.Context, t *Target, r *Request) (*http
 	return newNativeRequest(ctx, t, rootURL(t.BaseURL)+"/generate_stream", buf, "text/event-stream")
 }
 
-func (tgiFlavor) NewDecoder(body io.Reader, _ http.Header, maxLineBytes int) Decoder {
+func (tgiFlavor) NewDecoder(body io.Reader, header http.Header, maxLineBytes int) Decoder {
+	if isJSON(header.Get("Content-Type")) {
+		return newBodyDecoder(body, maxLineBytes, &tgiParser{}) // "stream" ignored
+	}
 	return newSSEDecoder(body, maxLineBytes, &tgiParser{})
 }
 
@@ -81,8 +84,15 @@ func (p *tgiParser) parse(data []byte, c *Chunk) error {
 	if err := serverError(f.Error); err != nil {
 		return err
 	}
-	if f.Token != nil && f.Token.Text != nil && !f.Token.Special {
-		c.Content = append(c.Content[:0], *f.Token.Text...)
+	switch {
+	case f.Token != nil:
+		if f.Token.Text != nil && !f.Token.Special {
+			c.Content = append(c.Content[:0], *f.Token.Text...)
+		}
+	case f.GeneratedText != nil:
+		// No token, only the whole text: a body that was not streamed
+		// (every event of a stream carries its token).
+		c.Content = append(c.Content[:0], *f.GeneratedText...)
 	}
 	if d := f.Details; d != nil && d.GeneratedTokens != nil {
 		n, err := count("details.generated_tokens", d.GeneratedTokens)

@@ -63,7 +63,10 @@ func (f tritonFlavor) NewRequest(ctx context.Context, t *Target, r *Request) (*h
 	return newNativeRequest(ctx, t, u, buf, "text/event-stream")
 }
 
-func (tritonFlavor) NewDecoder(body io.Reader, _ http.Header, maxLineBytes int) Decoder {
+func (tritonFlavor) NewDecoder(body io.Reader, header http.Header, maxLineBytes int) Decoder {
+	if isJSON(header.Get("Content-Type")) {
+		return newBodyDecoder(body, maxLineBytes, &tritonParser{}) // "stream" ignored
+	}
 	d := newSSEDecoder(body, maxLineBytes, &tritonParser{})
 	d.eofIsEnd = true
 	return d

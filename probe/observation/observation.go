@@ -13,7 +13,10 @@ type Outcome string
 
 const (
 	// Success: HTTP 2xx and a well-formed stream that reached the protocol's
-	// end marker (for OpenAI SSE, data: [DONE]).
+	// end marker (for OpenAI SSE, data: [DONE]), or HTTP 2xx and one
+	// well-formed JSON body: a server that ignored "stream": true and sent
+	// its whole answer at once. Such an answer is complete, so it is a
+	// success; it has no TPOT and no ITL (see Request.TPOT).
 	Success Outcome = "success"
 	// HTTP4xx and HTTP5xx: the server answered with a non-2xx status.
 	HTTP4xx Outcome = "http_4xx"
@@ -75,7 +78,8 @@ type Request struct {
 	OutputTokens int
 	TokenSource  TokenSource
 	// ContentEvents is the number of content-bearing events, whatever the
-	// token source.
+	// token source. A response that was not streamed (one JSON body) has
+	// exactly one: its whole answer.
 	ContentEvents int
 	// Text is the generated text, kept only when the caller asked for it
 	// (known-answer checks).
@@ -100,13 +104,24 @@ func (r *Request) E2E() (time.Duration, bool) {
 
 // TPOT is the time per output token after the first:
 // (end - first token) / (output tokens - 1). It is defined only for requests
-// with at least two output tokens.
+// with at least two output tokens that did not all arrive in one content
+// event: the whole answer in a single event (a body the server did not
+// stream, or a stream that sent everything at once) shows no time between
+// its tokens, and dividing its end-minus-first by the token count would
+// report a TPOT of about zero. This is the one place the rule lives: the
+// live metrics, /probe and the bench report all ask TPOT.
 func (r *Request) TPOT() (time.Duration, bool) {
-	if r.FirstToken.IsZero() || r.End.IsZero() || r.OutputTokens < 2 {
+	if r.FirstToken.IsZero() || r.End.IsZero() || r.OutputTokens < 2 || !r.timedTokens() {
 		return 0, false
 	}
 	return r.End.Sub(r.FirstToken) / time.Duration(r.OutputTokens-1), true
 }
+
+// timedTokens reports whether the time between tokens was observed: false
+// when the whole output came in one content event. A record that does not
+// count its events (ContentEvents 0 beside a first token: not made by the
+// client) is taken as timed.
+func (r *Request) timedTokens() bool { return r.ContentEvents != 1 }
 
 // ScheduleLag is how late the request was sent relative to its schedule.
 func (r *Request) ScheduleLag() (time.Duration, bool) {
@@ -116,8 +131,12 @@ func (r *Request) ScheduleLag() (time.Duration, bool) {
 	return r.Sent.Sub(r.Scheduled), true
 }
 
-// ITLs calls fn with each gap between consecutive content events.
+// ITLs calls fn with each gap between consecutive content events. A
+// response that arrived in one content event (not streamed) has none.
 func (r *Request) ITLs(fn func(time.Duration)) {
+	if !r.timedTokens() {
+		return
+	}
 	for i := 1; i < len(r.TokenTimes); i++ {
 		fn(r.TokenTimes[i].Sub(r.TokenTimes[i-1]))
 	}

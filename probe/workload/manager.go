@@ -31,6 +31,7 @@ type Manager struct {
 	done    chan struct{}
 	series  map[string]*Series // by workload name
 	clients []*client.Client
+	runners []*Runner
 }
 
 // NewManager returns a manager that records into metrics.
@@ -60,6 +61,7 @@ func Build(ctx context.Context, c *config.Config, metrics *Metrics, opts Options
 			maxRate    float64
 			saturation interface{ P99() float64 } = opts.Saturation
 			replayed   *replayRecorder
+			prepare    func(context.Context) (Prompts, error)
 		)
 		if w.Replay != nil {
 			src, rec, err := newReplay(w.Replay, t, opts, logger.With("workload", w.Name))
@@ -74,12 +76,17 @@ func Build(ctx context.Context, c *config.Config, metrics *Metrics, opts Options
 				return runners, clients, fmt.Errorf("workload %q: %w", w.Name, err)
 			}
 			// Prompts of exact length, calibrated against the target's
-			// tokenizer endpoint where it has one.
-			p, err := metrics.prompts.Prompts(ctx, t, w, logger)
-			if err != nil {
-				return runners, clients, fmt.Errorf("workload %q: %w", w.Name, err)
+			// tokenizer endpoint where it has one, when the runner starts:
+			// a stalled tokenizer delays its own workload only, never the
+			// others, the listener or a reload.
+			prepare = func(ctx context.Context) (Prompts, error) {
+				p, err := metrics.prompts.Prompts(ctx, t, w, logger)
+				if err != nil {
+					return nil, fmt.Errorf("workload %q: %w", w.Name, err)
+				}
+				return p, nil
 			}
-			sched, prompts, maxRate = s, p, s.MaxRate()
+			sched, maxRate = s, s.MaxRate()
 		}
 		series := metrics.Series(t.Name, t.Model, w.Name, w.SLO)
 		if replayed != nil {
@@ -96,6 +103,7 @@ func Build(ctx context.Context, c *config.Config, metrics *Metrics, opts Options
 			Schedule:       sched,
 			Ceiling:        ceiling,
 			Prompts:        prompts,
+			Prepare:        prepare,
 			Client:         cl,
 			Series:         series,
 			MaxInFlight:    w.MaxInFlight,
@@ -154,6 +162,7 @@ func (m *Manager) Apply(ctx context.Context, c *config.Config) error {
 	done := make(chan struct{})
 	var wg sync.WaitGroup
 	for _, r := range runners {
+		r.Series.SetState(StateCalibrating)
 		if old, ok := m.series[r.Name]; ok && old.lv[0] != r.Series.lv[0] || ok && old.lv[1] != r.Series.lv[1] {
 			old.Delete()
 		}
@@ -166,9 +175,29 @@ func (m *Manager) Apply(ctx context.Context, c *config.Config) error {
 		}()
 	}
 	go func() { wg.Wait(); close(done) }()
-	m.cancel, m.done, m.clients = cancel, done, clients
+	m.cancel, m.done, m.clients, m.runners = cancel, done, clients, runners
 	m.logger.Info("workloads started", "count", len(runners))
 	return nil
+}
+
+// WorkloadStatus is one running workload's state, for the landing page.
+type WorkloadStatus struct {
+	Name                       string
+	Target, URL, Model, Flavor string
+	Status
+}
+
+// Workloads returns the state of the workloads of the configuration in
+// force, in configuration order.
+func (m *Manager) Workloads() []WorkloadStatus {
+	m.mu.Lock()
+	defer m.mu.Unlock()
+	out := make([]WorkloadStatus, 0, len(m.runners))
+	for _, r := range m.runners {
+		out = append(out, WorkloadStatus{Name: r.Name, Target: r.Target.Name, URL: r.Target.BaseURL,
+			Model: r.Target.Model, Flavor: r.Target.Flavor.Name(), Status: r.Status()})
+	}
+	return out
 }
 
 // discard undoes what a Build that failed had made: the clients, and the
@@ -207,5 +236,5 @@ func (m *Manager) stopLocked() {
 	for _, c := range m.clients {
 		c.Close()
 	}
-	m.cancel, m.done, m.clients = nil, nil, nil
+	m.cancel, m.done, m.clients, m.runners = nil, nil, nil, nil
 }

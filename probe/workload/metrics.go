@@ -51,6 +51,7 @@ type Metrics struct {
 	inFlight, rate, maxRate        *prometheus.GaugeVec
 	maxInFlight, degraded          *prometheus.GaugeVec
 	lagP99                         *prometheus.GaugeVec
+	state                          *prometheus.GaugeVec
 	replay                         *replayMetrics // replay.go
 
 	// prompts describes each workload's prompt set (calibration, hash).
@@ -99,10 +100,12 @@ func NewMetrics(reg prometheus.Registerer) *Metrics {
 			Help: "The 99th percentile of schedule lag over the degradation window (--probe.degraded-window)."}, labels),
 		degraded: prometheus.NewGaugeVec(prometheus.GaugeOpts{Namespace: namespace, Name: "measurement_degraded",
 			Help: "1 when the client is falling behind its schedule or is CPU-saturated (schedule lag p99, the process's goroutine scheduling latency p99, or for a replay its drift p99, over --probe.degraded-window above --probe.degraded-lag), so its latencies include its own delay or its replay is not faithful; else 0."}, labels),
+		state: prometheus.NewGaugeVec(prometheus.GaugeOpts{Namespace: namespace, Name: "workload_state",
+			Help: "1 for the workload's current state: calibrating, running, finished or failed; 0 for the others."}, with("state")),
 	}
 	reg.MustRegister(m.ttft, m.tpot, m.itl, m.e2e, m.lag,
 		m.promptTokens, m.completionTokens, m.requests, m.dropped, m.goodput, m.tokenSource, m.clamped, m.checks,
-		m.inFlight, m.maxInFlight, m.rate, m.maxRate, m.lagP99, m.degraded)
+		m.inFlight, m.maxInFlight, m.rate, m.maxRate, m.lagP99, m.degraded, m.state)
 	m.replay = newReplayMetrics(reg)
 	m.prompts = NewPromptMetrics(reg)
 	return m
@@ -163,12 +166,39 @@ func (s *Series) Delete() {
 	for _, v := range []interface{ DeletePartialMatch(prometheus.Labels) int }{
 		s.m.ttft, s.m.tpot, s.m.itl, s.m.e2e, s.m.lag, s.m.promptTokens, s.m.completionTokens,
 		s.m.requests, s.m.dropped, s.m.goodput, s.m.tokenSource, s.m.clamped, s.m.checks, s.m.inFlight,
-		s.m.maxInFlight, s.m.rate, s.m.maxRate, s.m.degraded, s.m.lagP99,
+		s.m.maxInFlight, s.m.rate, s.m.maxRate, s.m.degraded, s.m.lagP99, s.m.state,
 	} {
 		v.DeletePartialMatch(match)
 	}
 	s.m.replay.delete(match)
 	s.m.prompts.Delete(s.lv[0], s.lv[1], s.lv[2])
+}
+
+// Workload states, the values of infer_probe_workload_state's state label.
+const (
+	// StateCalibrating: the workload is building its prompts (calibrating
+	// them against the server's /tokenize); it sends nothing yet.
+	StateCalibrating = "calibrating"
+	// StateRunning: the workload is sending its schedule.
+	StateRunning = "running"
+	// StateFinished: the schedule or the duration ended.
+	StateFinished = "finished"
+	// StateFailed: the workload could not start (its calibration failed).
+	StateFailed = "failed"
+)
+
+// States lists every workload state.
+var States = []string{StateCalibrating, StateRunning, StateFinished, StateFailed}
+
+// SetState marks the workload's current state (1) and every other (0).
+func (s *Series) SetState(state string) {
+	for _, st := range States {
+		v := 0.0
+		if st == state {
+			v = 1
+		}
+		s.m.state.WithLabelValues(append(s.lv[:3:3], st)...).Set(v)
+	}
 }
 
 // Results of a known-answer check, the values of the result label.

@@ -93,10 +93,41 @@ type Runner struct {
 	// its p99 above DegradedLag also marks the measurement degraded.
 	Saturation interface{ P99() float64 }
 
+	// Prepare, when set, builds Prompts at the start of Run (the prompt
+	// calibration against the server's /tokenize, which can take long when
+	// the tokenizer stalls): the workload is "calibrating" meanwhile, and
+	// "failed" if it returns an error. Workloads calibrate concurrently, each
+	// starting as soon as its own prompts are ready.
+	Prepare func(ctx context.Context) (Prompts, error)
+
 	Logger *slog.Logger
 	// OnResult, when set, receives every observation after it is recorded
 	// (bench and tests). It must not keep obs.
 	OnResult func(*observation.Request)
+
+	status atomic.Pointer[Status]
+}
+
+// Status is a workload's state and, when it failed, why.
+type Status struct {
+	State  string // one of States
+	Reason string
+}
+
+// Status returns the workload's current state: calibrating before Run has
+// its prompts, then running, finished or failed.
+func (r *Runner) Status() Status {
+	if s := r.status.Load(); s != nil {
+		return *s
+	}
+	return Status{State: StateCalibrating}
+}
+
+func (r *Runner) setStatus(state, reason string) {
+	r.status.Store(&Status{State: state, Reason: reason})
+	if r.Series != nil {
+		r.Series.SetState(state)
+	}
 }
 
 // Run sends requests until the schedule ends, Duration passes or ctx is done,
@@ -104,6 +135,29 @@ type Runner struct {
 func (r *Runner) Run(ctx context.Context) {
 	ctx, cancel := context.WithCancel(ctx)
 	defer cancel()
+	if r.Prepare != nil && r.Prompts == nil {
+		r.setStatus(StateCalibrating, "")
+		p, err := r.Prepare(ctx)
+		if err != nil {
+			if ctx.Err() != nil {
+				// Stopped (a reload, a shutdown) while calibrating.
+				r.setStatus(StateFinished, "stopped while calibrating")
+				return
+			}
+			r.setStatus(StateFailed, err.Error())
+			if r.Logger != nil {
+				r.Logger.Error("workload not started: its prompts could not be built", "workload", r.Name, "err", err)
+			}
+			return
+		}
+		r.Prompts = p
+	}
+	r.setStatus(StateRunning, "")
+	defer func() {
+		if r.Status().State == StateRunning {
+			r.setStatus(StateFinished, "")
+		}
+	}()
 	window := r.DegradedWindow
 	if window <= 0 {
 		window = 30 * time.Second

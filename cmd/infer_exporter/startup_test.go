@@ -1,0 +1,205 @@
+package main
+
+import (
+	"context"
+	"fmt"
+	"net/http"
+	"net/http/httptest"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"regexp"
+	"strings"
+	"sync"
+	"testing"
+	"time"
+)
+
+// TestMain lets a test run the program itself as a child process (for
+// --help, which exits the process).
+func TestMain(m *testing.M) {
+	if os.Getenv("INFER_EXPORTER_TEST_RUN_MAIN") == "1" {
+		os.Exit(run(context.Background(), os.Args[1:]))
+	}
+	os.Exit(m.Run())
+}
+
+// runChild runs the program with args in a child process and returns what it
+// printed.
+func runChild(t *testing.T, args ...string) string {
+	t.Helper()
+	cmd := exec.Command(os.Args[0], args...)
+	cmd.Env = append(os.Environ(), "INFER_EXPORTER_TEST_RUN_MAIN=1")
+	out, _ := cmd.CombinedOutput()
+	return string(out)
+}
+
+// TestSubcommandHelpListsItsOwnFlags: each subcommand's --help lists the flags
+// that apply to it, not the exporter's serving flags.
+func TestSubcommandHelpListsItsOwnFlags(t *testing.T) {
+	for _, tc := range []struct {
+		args      []string
+		want, not []string
+	}{
+		{[]string{"simulate", "--help"}, []string{"--sim.decode-step", "--web.listen-address", "--log.level"},
+			[]string{"--demo", "--web.config.file", "--collector.", "--config.file", "--probe.degraded-lag"}},
+		{[]string{"bench", "--help"}, []string{"--config.file", "--config.check", "--output.dir", "--collector.nvml"},
+			[]string{"--demo", "--web.", "--probe.degraded-lag", "--sim."}},
+		{[]string{"shadow", "--help"}, []string{"--shadow.upstream", "--web.listen-address"},
+			[]string{"--demo", "--collector.", "--config.file", "--sim."}},
+		{[]string{"serve", "--help"}, []string{"--demo", "--config.file", "--web.listen-address", "--collector.nvml"},
+			[]string{"--sim.", "--shadow.", "--output.dir"}},
+	} {
+		out := strings.ReplaceAll(runChild(t, tc.args...), "--[no-]", "--")
+		for _, w := range tc.want {
+			if !strings.Contains(out, w) {
+				t.Errorf("%v: help lacks %s:\n%s", tc.args, w, out)
+			}
+		}
+		for _, n := range tc.not {
+			if strings.Contains(out, n) {
+				t.Errorf("%v: help lists %s, which does not apply:\n%s", tc.args, n, out)
+			}
+		}
+	}
+	// Serving flags still work without naming the default command.
+	if code := run(context.Background(), []string{"--config.check"}); code != 2 {
+		t.Errorf("--config.check without a file: exit %d, want 2", code)
+	}
+}
+
+// TestListenerUpWhileTokenizersStall: four workloads whose target's /tokenize
+// stalls. The listener answers at once (/-/healthy within 1 s, /metrics
+// served), the workloads calibrate concurrently (all four "calibrating" at
+// once), and they start once their tokenizer answers.
+func TestListenerUpWhileTokenizersStall(t *testing.T) {
+	release := make(chan struct{})
+	stalled := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		if strings.HasSuffix(r.URL.Path, "/tokenize") {
+			select {
+			case <-r.Context().Done():
+			case <-release:
+			}
+			http.Error(w, "stalled", http.StatusServiceUnavailable)
+			return
+		}
+		http.Error(w, "no model", http.StatusServiceUnavailable)
+	}))
+	var once sync.Once
+	unstall := func() { once.Do(func() { close(release) }) }
+	defer stalled.Close()
+	defer unstall()
+
+	var b strings.Builder
+	fmt.Fprintf(&b, "targets:\n  - {name: slow, url: %q, model: m, metrics: {engine: none}}\nworkloads:\n", stalled.URL)
+	for i := range 4 {
+		fmt.Fprintf(&b, "  - {name: w%d, target: slow, arrival: {process: constant, rate: 1}}\n", i)
+	}
+	file := filepath.Join(t.TempDir(), "c.yml")
+	if err := os.WriteFile(file, []byte(b.String()), 0o600); err != nil {
+		t.Fatal(err)
+	}
+
+	addr := freeAddr(t)
+	ctx, cancel := context.WithCancel(context.Background())
+	done := make(chan int, 1)
+	start := time.Now()
+	go func() {
+		done <- run(ctx, []string{"--web.listen-address=" + addr, "--log.level=error", "--no-collector.nvml", "--config.file=" + file})
+	}()
+	defer func() {
+		cancel()
+		select {
+		case <-done:
+		case <-time.After(20 * time.Second):
+			t.Error("exporter did not stop")
+		}
+	}()
+	base := "http://" + addr
+	client := &http.Client{Timeout: time.Second}
+	for {
+		resp, err := client.Get(base + "/-/healthy")
+		if err == nil {
+			resp.Body.Close()
+			if resp.StatusCode != http.StatusOK {
+				t.Fatalf("/-/healthy: %s", resp.Status)
+			}
+			break
+		}
+		if time.Since(start) > time.Second {
+			t.Fatalf("/-/healthy did not answer within 1 s of the start: %v", err)
+		}
+		time.Sleep(10 * time.Millisecond)
+	}
+	if resp, err := client.Get(base + "/metrics"); err != nil || resp.StatusCode != http.StatusOK {
+		t.Fatalf("/metrics while calibrating: %v %v", resp, err)
+	} else {
+		resp.Body.Close()
+	}
+
+	// All four calibrate at the same time.
+	waitFor(t, client, base, 5*time.Second, func(mfs string) bool {
+		return inState(mfs, "calibrating") == 4
+	})
+	if resp, err := client.Get(base + "/-/ready"); err != nil || resp.StatusCode != http.StatusOK {
+		t.Errorf("/-/ready once the configuration is applied: %v %v", resp, err)
+	} else {
+		resp.Body.Close()
+	}
+	// The tokenizer answers (503 in every dialect: no tokenizer), and the
+	// workloads start on estimated lengths.
+	unstall()
+	waitFor(t, client, base, 10*time.Second, func(mfs string) bool {
+		return inState(mfs, "running") == 4
+	})
+	page := get(t, client, base+"/")
+	if strings.Count(page, "running") < 4 {
+		t.Errorf("landing page does not show the workloads running:\n%s", page)
+	}
+}
+
+// inState counts the workloads whose infer_probe_workload_state is state.
+func inState(metrics, state string) int {
+	re := regexp.MustCompile(`(?m)^infer_probe_workload_state\{[^}]*state="` + state + `"[^}]*\} 1$`)
+	return len(re.FindAllString(metrics, -1))
+}
+
+func get(t *testing.T, client *http.Client, url string) string {
+	t.Helper()
+	resp, err := client.Get(url)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer resp.Body.Close()
+	var b strings.Builder
+	buf := make([]byte, 32<<10)
+	for {
+		n, err := resp.Body.Read(buf)
+		b.Write(buf[:n])
+		if err != nil {
+			break
+		}
+	}
+	return b.String()
+}
+
+// waitFor polls /metrics until ok holds for its text, or fails after d.
+func waitFor(t *testing.T, client *http.Client, base string, d time.Duration, ok func(string) bool) {
+	t.Helper()
+	deadline := time.Now().Add(d)
+	var last string
+	for time.Now().Before(deadline) {
+		last = get(t, client, base+"/metrics")
+		if ok(last) {
+			return
+		}
+		time.Sleep(50 * time.Millisecond)
+	}
+	var states []string
+	for _, l := range strings.Split(last, "\n") {
+		if strings.HasPrefix(l, "infer_probe_workload_state") {
+			states = append(states, l)
+		}
+	}
+	t.Fatalf("condition not met within %v; workload states:\n%s", d, strings.Join(states, "\n"))
+}

@@ -1,0 +1,69 @@
+package observation
+
+import (
+	"testing"
+	"time"
+)
+
+var t0 = time.Date(2026, 1, 1, 0, 0, 0, 0, time.UTC)
+
+func ms(n int) time.Time { return t0.Add(time.Duration(n) * time.Millisecond) }
+
+func itls(r *Request) []time.Duration {
+	var out []time.Duration
+	r.ITLs(func(d time.Duration) { out = append(out, d) })
+	return out
+}
+
+// TestTPOTNotStreamed: a response whose whole output arrived in one content
+// event (a server that ignored "stream": true and sent one JSON body, so
+// FirstToken == End) has no TPOT and no ITL, however many tokens its usage
+// counts. Before, it had a TPOT of 0 s, which dragged TPOT quantiles down.
+func TestTPOTNotStreamed(t *testing.T) {
+	whole := Request{Scheduled: ms(0), Sent: ms(1), FirstToken: ms(90), TokenTimes: []time.Time{ms(90)}, End: ms(90),
+		Outcome: Success, HTTPStatus: 200, OutputTokens: 8, TokenSource: TokensFromUsage, ContentEvents: 1}
+	if d, ok := whole.TPOT(); ok {
+		t.Errorf("non-streamed body: TPOT = %v, want none", d)
+	}
+	if g := itls(&whole); len(g) != 0 {
+		t.Errorf("non-streamed body: ITLs %v, want none", g)
+	}
+	// TTFT and E2E are still measured: the time to the whole answer.
+	if d, ok := whole.TTFT(); !ok || d != 90*time.Millisecond {
+		t.Errorf("TTFT = %v %v, want 90ms", d, ok)
+	}
+	if d, ok := whole.E2E(); !ok || d != 90*time.Millisecond {
+		t.Errorf("E2E = %v %v, want 90ms", d, ok)
+	}
+
+	// A stream that sent its eight tokens in one event, then its end marker
+	// a little later: no time between tokens was seen either.
+	oneEvent := whole
+	oneEvent.End = ms(91)
+	if d, ok := oneEvent.TPOT(); ok {
+		t.Errorf("stream of one event: TPOT = %v, want none", d)
+	}
+}
+
+func TestTPOTStreamed(t *testing.T) {
+	r := Request{Scheduled: ms(0), FirstToken: ms(100), TokenTimes: []time.Time{ms(100), ms(150), ms(250)}, End: ms(250),
+		Outcome: Success, OutputTokens: 4, TokenSource: TokensFromUsage, ContentEvents: 3}
+	if d, ok := r.TPOT(); !ok || d != 50*time.Millisecond {
+		t.Errorf("TPOT = %v %v, want 50ms", d, ok)
+	}
+	if g := itls(&r); len(g) != 2 || g[0] != 50*time.Millisecond || g[1] != 100*time.Millisecond {
+		t.Errorf("ITLs %v, want [50ms 100ms]", g)
+	}
+	// Fewer than two output tokens: no TPOT.
+	one := r
+	one.OutputTokens = 1
+	if _, ok := one.TPOT(); ok {
+		t.Error("one output token: TPOT defined")
+	}
+	// A record that does not count its events (built by hand, not by the
+	// client) keeps the formula.
+	uncounted := Request{Scheduled: ms(0), FirstToken: ms(100), End: ms(1100), OutputTokens: 11, Outcome: Success}
+	if d, ok := uncounted.TPOT(); !ok || d != 100*time.Millisecond {
+		t.Errorf("uncounted record: TPOT = %v %v, want 100ms", d, ok)
+	}
+}
