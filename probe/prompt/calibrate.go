@@ -13,6 +13,7 @@ import (
 	"net/http"
 	"strconv"
 	"strings"
+	"sync/atomic"
 	"time"
 
 	"github.com/infer-exporter/infer_exporter/internal/config"
@@ -66,7 +67,14 @@ type ServerTokenizer struct {
 	ep      Endpoint
 	url     string
 	dialect string // vllm, tgi, llamacpp
+	// maxModelLen is the context length the server's answer gave (vLLM and
+	// SGLang answer max_model_len beside the count); 0 when unknown.
+	maxModelLen atomic.Int64
 }
+
+// MaxModelLen returns the target's context length (prompt plus output
+// tokens) as its /tokenize answer stated it, or 0 when it states none.
+func (t *ServerTokenizer) MaxModelLen() int { return int(t.maxModelLen.Load()) }
 
 // Kind is TokenizerServer, or TokenizerServerContent for a chat endpoint
 // whose tokenizer cannot apply the template.
@@ -193,10 +201,14 @@ func (t *ServerTokenizer) Count(ctx context.Context, text string) (int, error) {
 	switch t.dialect {
 	case "vllm":
 		var r struct {
-			Count *int `json:"count"`
+			Count       *int `json:"count"`
+			MaxModelLen int  `json:"max_model_len"`
 		}
 		if json.Unmarshal(data, &r) != nil || r.Count == nil {
 			return 0, errors.New("tokenize: no count in the answer")
+		}
+		if r.MaxModelLen > 0 {
+			t.maxModelLen.Store(int64(r.MaxModelLen))
 		}
 		return *r.Count, nil
 	case "tgi":

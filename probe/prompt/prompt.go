@@ -85,7 +85,10 @@ func (g *Generator) sample(d config.Distribution) int {
 	if d.Max > 0 && n > d.Max {
 		n = d.Max
 	}
-	return n
+	// The configuration refuses lengths above config.MaxTokens; a
+	// distribution built in code is held to it too, so that no prompt is
+	// ever built unbounded.
+	return min(n, config.MaxTokens)
 }
 
 // vocabulary: short common words, each one token in most BPE tokenizers too.

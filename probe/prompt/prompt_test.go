@@ -78,3 +78,20 @@ func BenchmarkNext(b *testing.B) {
 		g.Next()
 	}
 }
+
+// TestLengthsBoundedInCode: a distribution built in code, past the
+// configuration's validation, still never yields a prompt above
+// config.MaxTokens (1e15 once panicked in makeslice, or ran out of memory).
+func TestLengthsBoundedInCode(t *testing.T) {
+	for _, d := range []config.Distribution{
+		{Dist: "fixed", Mean: 1e15},
+		{Dist: "fixed", Mean: math.Inf(1)},
+		{Dist: "fixed", Mean: math.NaN()},
+		{Dist: "lognormal", Mean: 1e12, Stddev: 1e12},
+	} {
+		p := New(d, config.Distribution{Dist: "fixed", Mean: 1e18}, 1).Next()
+		if p.InputTokens < 1 || p.InputTokens > config.MaxTokens || p.OutputTokens > config.MaxTokens {
+			t.Errorf("%+v: %d input, %d output tokens, want within [1, %d]", d, p.InputTokens, p.OutputTokens, config.MaxTokens)
+		}
+	}
+}

@@ -71,6 +71,9 @@ func (pm *PromptMetrics) Prompts(ctx context.Context, t *config.Target, w *confi
 	kind := prompt.TokenizerEstimate
 	if tok != nil {
 		counter, kind = tok, tok.Kind()
+		if err := fitsContext(w.Prompt, tok.MaxModelLen(), w.Name, logger); err != nil {
+			return nil, err
+		}
 	}
 	newGen := func(c context.Context) (*prompt.Calibrated, error) {
 		return prompt.NewCalibrated(c, w.Prompt.InputTokens, w.Prompt.OutputTokens, w.Prompt.Seed, counter, kind)
@@ -104,6 +107,37 @@ func (pm *PromptMetrics) Prompts(ctx context.Context, t *config.Target, w *confi
 		logger.Info("prompts calibrated", "workload", w.Name, "tokenizer", kind, "sha256", sum)
 	}
 	return gen, nil
+}
+
+// fitsContext holds a workload's lengths against the target's context
+// length (0: unknown): a request of the mean lengths that does not fit is an
+// error, since most of the workload would be refused by the server; one
+// whose largest lengths do not fit is a warning.
+func fitsContext(p config.Prompt, contextLen int, workload string, logger *slog.Logger) error {
+	if contextLen <= 0 {
+		return nil
+	}
+	mean := int(p.InputTokens.Mean + p.OutputTokens.Mean)
+	if p.InputTokens.Dist == "uniform" {
+		mean = (p.InputTokens.Min + p.InputTokens.Max) / 2
+	}
+	if p.OutputTokens.Dist == "uniform" {
+		mean += (p.OutputTokens.Min+p.OutputTokens.Max)/2 - int(p.OutputTokens.Mean)
+	}
+	if mean > contextLen {
+		return fmt.Errorf("prompt lengths: a request of %d input and output tokens on average exceeds the target's context length of %d tokens (max_model_len from its /tokenize)", mean, contextLen)
+	}
+	upper := func(d config.Distribution) int {
+		if d.Max > 0 {
+			return d.Max
+		}
+		return int(d.Mean)
+	}
+	if longest := upper(p.InputTokens) + upper(p.OutputTokens); longest > contextLen && logger != nil {
+		logger.Warn("the longest requests exceed the target's context length and will be refused by it", "workload", workload,
+			"tokens", longest, "max_model_len", contextLen)
+	}
+	return nil
 }
 
 // ObservePrompt records the server-reported prompt length of a successful

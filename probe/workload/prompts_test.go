@@ -2,6 +2,7 @@ package workload
 
 import (
 	"context"
+	"fmt"
 	"strings"
 	"testing"
 
@@ -60,4 +61,40 @@ func gatherText(mfs []*dto.MetricFamily) string {
 		b.WriteString(mf.String())
 	}
 	return b.String()
+}
+
+// TestPromptsRefusedOverContextLength: a workload whose requests exceed the
+// context length the target's /tokenize states is refused at calibration,
+// with the figures in the error.
+func TestPromptsRefusedOverContextLength(t *testing.T) {
+	cfg := simulatortest.InstantConfig()
+	cfg.MaxModelLen = 1024
+	url, _ := simulatortest.StartTest(t, cfg)
+	for _, tc := range []struct {
+		in, out float64
+		wantErr bool
+	}{
+		{in: 512, out: 256, wantErr: false},
+		{in: 1000, out: 100, wantErr: true},
+	} {
+		c, err := config.Parse([]byte(fmt.Sprintf(`targets:
+  - {name: t, url: %q, model: sim-model}
+workloads:
+  - name: w
+    target: t
+    arrival: {process: constant, rate: 1}
+    prompt: {input_tokens: {dist: fixed, mean: %v}, output_tokens: {dist: fixed, mean: %v}}
+`, url, tc.in, tc.out)), "c.yml")
+		if err != nil {
+			t.Fatal(err)
+		}
+		pm := NewPromptMetrics(prometheus.NewRegistry())
+		_, err = pm.Prompts(context.Background(), &c.Targets[0], &c.Workloads[0], nil)
+		if (err != nil) != tc.wantErr {
+			t.Errorf("in %v out %v: err %v, want error %v", tc.in, tc.out, err, tc.wantErr)
+		}
+		if err != nil && !strings.Contains(err.Error(), "context length of 1024") {
+			t.Errorf("error does not state the context length: %v", err)
+		}
+	}
 }
