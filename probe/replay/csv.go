@@ -3,7 +3,6 @@ package replay
 import (
 	"errors"
 	"fmt"
-	"math"
 	"strconv"
 	"strings"
 	"time"
@@ -31,10 +30,16 @@ func normColumn(s string) string {
 	return strings.ToLower(strings.ReplaceAll(strings.TrimSpace(s), " ", ""))
 }
 
+// maxColumns bounds the columns of a CSV header.
+const maxColumns = 1024
+
 func (p *csvParser) header(line []byte) error {
-	names, err := splitCSV(string(line), nil)
+	names, err := splitCSV(string(line), nil, maxColumns+1)
 	if err != nil {
 		return fmt.Errorf("header: %v", err)
+	}
+	if len(names) > maxColumns {
+		return fmt.Errorf("header %s has more than %d columns", quote(string(line)), maxColumns)
 	}
 	want := csvColumns[p.format]
 	idx := [3]int{-1, -1, -1}
@@ -48,7 +53,7 @@ func (p *csvParser) header(line []byte) error {
 	}
 	for j, i := range idx {
 		if i < 0 {
-			return fmt.Errorf("header %q lacks column %q (a %s trace needs %v)", string(line), want[j], p.format, want)
+			return fmt.Errorf("header %s lacks column %q (a %s trace needs %v)", quote(string(line)), want[j], p.format, want)
 		}
 	}
 	p.ts, p.in, p.out = idx[0], idx[1], idx[2]
@@ -59,11 +64,15 @@ func (p *csvParser) header(line []byte) error {
 
 func (p *csvParser) parse(line []byte, _ int, rec *Record) (bool, string) {
 	var err error
-	p.fields, err = splitCSV(string(line), p.fields[:0])
+	// One field more than the header is enough to tell a row is wrong.
+	p.fields, err = splitCSV(string(line), p.fields[:0], p.ncols+1)
 	if err != nil {
 		return false, err.Error()
 	}
-	if len(p.fields) != p.ncols {
+	switch {
+	case len(p.fields) > p.ncols:
+		return false, fmt.Sprintf("more than %d fields, the header has %d", p.ncols, p.ncols)
+	case len(p.fields) < p.ncols:
 		return false, fmt.Sprintf("%d fields, the header has %d", len(p.fields), p.ncols)
 	}
 	switch p.format {
@@ -77,10 +86,11 @@ func (p *csvParser) parse(line []byte, _ int, rec *Record) (bool, string) {
 		rec.Offset = time.Duration(t.UnixNano())
 	case FormatBurstGPT:
 		s, err := strconv.ParseFloat(strings.TrimSpace(p.fields[p.ts]), 64)
-		if err != nil || math.IsNaN(s) || s < 0 || s > float64(math.MaxInt64)/1e9 {
-			return false, fmt.Sprintf("timestamp %q is not a number of seconds >= 0", p.fields[p.ts])
+		off, ok := offsetOf(s, time.Second)
+		if err != nil || !ok {
+			return false, fmt.Sprintf("timestamp %s is not a number of seconds in [0, %.0f]", quote(p.fields[p.ts]), maxOffset.Seconds())
 		}
-		rec.Offset = time.Duration(math.Round(s * 1e9))
+		rec.Offset = off
 	}
 	if rec.InputTokens, err = tokenCount(p.fields[p.in]); err != nil {
 		return false, "prompt tokens: " + err.Error()
@@ -91,19 +101,15 @@ func (p *csvParser) parse(line []byte, _ int, rec *Record) (bool, string) {
 	return true, ""
 }
 
-// maxTokens bounds a token count read from a trace: far above any context
-// length, low enough that arithmetic on counts cannot overflow.
-const maxTokens = 1 << 30
-
 func tokenCount(s string) (int, error) {
 	n, err := strconv.Atoi(strings.TrimSpace(s))
 	switch {
 	case err != nil:
-		return 0, fmt.Errorf("%q is not an integer", s)
+		return 0, fmt.Errorf("%s is not an integer", quote(s))
 	case n < 0:
 		return 0, fmt.Errorf("%d is negative", n)
 	case n > maxTokens:
-		return 0, fmt.Errorf("%d is implausibly large (over %d)", n, maxTokens)
+		return 0, fmt.Errorf("%d is over the ceiling of %d tokens", n, maxTokens)
 	}
 	return n, nil
 }
@@ -120,18 +126,22 @@ func parseAzureTime(s string) (time.Time, error) {
 	s = strings.TrimSpace(s)
 	for _, l := range azureLayouts {
 		if t, err := time.Parse(l, s); err == nil {
+			if !inTimeRange(t) {
+				return time.Time{}, fmt.Errorf("timestamp %s is not between %d and %d", quote(s), minTime.Year(), maxTime.Year())
+			}
 			return t, nil
 		}
 	}
-	return time.Time{}, fmt.Errorf("timestamp %q is not like 2023-11-16 18:17:03.9799600", s)
+	return time.Time{}, fmt.Errorf("timestamp %s is not like 2023-11-16 18:17:03.9799600", quote(s))
 }
 
 var errQuote = errors.New("unterminated quoted field")
 
-// splitCSV splits one CSV line into fields, appending to dst. A field may be
+// splitCSV splits one CSV line into fields, appending to dst, and stops
+// after max fields (the rest of the line is not read). A field may be
 // quoted ("a,b", with "" for a quote).
-func splitCSV(line string, dst []string) ([]string, error) {
-	for {
+func splitCSV(line string, dst []string, max int) ([]string, error) {
+	for start := len(dst); len(dst)-start < max; {
 		if strings.HasPrefix(line, `"`) {
 			var b strings.Builder
 			i := 1
@@ -167,4 +177,5 @@ func splitCSV(line string, dst []string) ([]string, error) {
 		dst = append(dst, line[:j])
 		line = line[j+1:]
 	}
+	return dst, nil
 }

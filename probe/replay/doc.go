@@ -8,6 +8,17 @@
 // malformed line is an error naming its file and line (*LineError), or,
 // under the Skip policy, is left out and counted.
 //
+// Every input is bounded, so that a trace costs memory in proportion to its
+// size and no number in it sizes an allocation: a line is at most
+// ReadOptions.MaxLineBytes, a trace at most ReadOptions.MaxRecords records,
+// a token count at most 1<<20 (config.MaxTokens), a Mooncake line has no
+// more hash ids than prompt tokens, a CSV header at most 1024 columns,
+// relative timestamps are finite and in [0, 100 years], absolute ones in
+// [1970, 2200). An error quotes at most about 200 bytes of its input. Every
+// reader ignores a UTF-8 byte order mark at the start of a file; a file
+// whose lines end in a bare CR is refused (ErrCROnly) rather than read as
+// one line.
+//
 // A Source turns a trace into the workload runner's two inputs: Schedule
 // (the instant of each record, after speed, window, loop, sampling and the
 // rate ceiling) and Prompts (a recorded body, sent as it was, or a prompt

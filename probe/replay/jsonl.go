@@ -65,15 +65,18 @@ func (p *jsonlParser) parse(line []byte, _ int, rec *Record) (bool, string) {
 		return false, `holds both "time" and "offset"; use one`
 	case c.Time != nil:
 		mode = modeTime
+		if !inTimeRange(*c.Time) {
+			return false, fmt.Sprintf(`"time" %s is not between %d and %d`, c.Time.Format(time.RFC3339Nano), minTime.Year(), maxTime.Year())
+		}
 		p.lastAbs = c.Time.UnixNano()
 	case c.Offset != nil:
 		mode = modeOffset
-		o := *c.Offset
-		if math.IsNaN(o) || o < 0 || o > float64(math.MaxInt64)/1e9 {
-			return false, fmt.Sprintf(`"offset" %v must be a number of seconds >= 0`, o)
+		off, ok := offsetOf(*c.Offset, time.Second)
+		if !ok {
+			return false, fmt.Sprintf(`"offset" %v must be a number of seconds in [0, %.0f]`, *c.Offset, maxOffset.Seconds())
 		}
 		p.lastAbs = noAbs
-		rec.Offset = time.Duration(math.Round(o * 1e9))
+		rec.Offset = off
 	default:
 		return false, `needs "time" or "offset"`
 	}
@@ -87,11 +90,11 @@ func (p *jsonlParser) parse(line []byte, _ int, rec *Record) (bool, string) {
 		return false, `"body" must be a JSON object (the request body as sent)`
 	}
 	if c.Method != "" && c.Method != "POST" {
-		return false, fmt.Sprintf(`"method" %q: only POST requests are replayed`, c.Method)
+		return false, fmt.Sprintf(`"method" %s: only POST requests are replayed`, quote(c.Method))
 	}
 	if c.OutputTokens != nil {
-		if *c.OutputTokens < 0 {
-			return false, fmt.Sprintf(`"output_tokens" %d must not be negative`, *c.OutputTokens)
+		if n := *c.OutputTokens; n < 0 || n > maxTokens {
+			return false, fmt.Sprintf(`"output_tokens" %d must be in [0, %d]`, n, maxTokens)
 		}
 		rec.OutputTokens = *c.OutputTokens
 	}

@@ -3,7 +3,6 @@ package replay
 import (
 	"encoding/json"
 	"fmt"
-	"math"
 	"time"
 )
 
@@ -35,15 +34,21 @@ func (mooncakeParser) parse(line []byte, _ int, rec *Record) (bool, string) {
 		return false, `needs "hash_ids" (at least one block)`
 	}
 	ms, err := m.Timestamp.Float64()
-	if err != nil || math.IsNaN(ms) || ms < 0 || ms > float64(math.MaxInt64)/1e6 {
-		return false, fmt.Sprintf(`"timestamp" %s is not a number of milliseconds >= 0`, m.Timestamp.String())
+	off, ok := offsetOf(ms, time.Millisecond)
+	if err != nil || !ok {
+		return false, fmt.Sprintf(`"timestamp" %s is not a number of milliseconds in [0, %d]`, clip(m.Timestamp.String(), maxQuoted), maxOffset.Milliseconds())
 	}
-	rec.Offset = time.Duration(math.Round(ms * 1e6))
+	rec.Offset = off
 	if n := *m.InputLength; n < 1 || n > maxTokens {
 		return false, fmt.Sprintf(`"input_length" %d must be in [1, %d]`, n, maxTokens)
 	}
 	if n := *m.OutputLength; n < 0 || n > maxTokens {
 		return false, fmt.Sprintf(`"output_length" %d must be in [0, %d]`, n, maxTokens)
+	}
+	if len(m.HashIDs) > *m.InputLength {
+		// Whatever the block size (at least one token), a prompt has no
+		// more blocks than tokens.
+		return false, fmt.Sprintf(`%d "hash_ids" for an "input_length" of %d: more blocks than tokens`, len(m.HashIDs), *m.InputLength)
 	}
 	rec.InputTokens, rec.OutputTokens = *m.InputLength, *m.OutputLength
 	rec.HashIDs = m.HashIDs

@@ -87,6 +87,16 @@ type Recorder interface {
 	Drift(at time.Time, d time.Duration)
 }
 
+// RefusalRecorder is a Recorder that also hears of every replayed request
+// the target refused with a client error (outcome http_4xx, such as a
+// record longer than the target's context), before its Replayed. It is
+// called from the request goroutines, concurrently; r and obs must not be
+// kept or changed.
+type RefusalRecorder interface {
+	Recorder
+	Refused(r *Record, obs *observation.Request)
+}
+
 // Source replays a trace. Schedule and Prompts are the two views the
 // workload runner takes; they share the dispatcher's state, so the runner
 // must call Schedule().Next, then Prompts().Next and Prompts().Request for
@@ -143,10 +153,17 @@ func NewSource(tr *Trace, opts Options) (*Source, error) {
 		pass:     -1,
 		replayed: map[int]int{},
 	}
+	if before, after := s.synth.template(); before < 0 || after < 0 || before+after > maxTokens {
+		return nil, fmt.Errorf("the tokenizer's chat template of %d+%d tokens is not in [0, %d]", before, after, maxTokens)
+	}
 	for i := range tr.Records {
 		r := &tr.Records[i]
 		if r.Offset < opts.Start || (opts.End > 0 && r.Offset >= opts.End) {
 			continue
+		}
+		ideal, ok := s.scale(r.Offset - opts.Start)
+		if !ok {
+			return nil, fmt.Errorf("%s:%d: offset %v at speed %v is beyond %v of replay", r.File, r.Line, r.Offset-opts.Start, opts.Speed, maxWall)
 		}
 		body, reason := s.check(r)
 		if reason != "" {
@@ -162,7 +179,7 @@ func NewSource(tr *Trace, opts Options) (*Source, error) {
 		}
 		s.recs = append(s.recs, *r)
 		s.bodies = append(s.bodies, body)
-		s.ideal = append(s.ideal, s.scale(r.Offset-opts.Start))
+		s.ideal = append(s.ideal, ideal)
 	}
 	if len(s.recs) == 0 {
 		return nil, fmt.Errorf("%s: %w in the window [%v, %v)", tr.Name, ErrNoRecords, opts.Start, windowEnd(opts.End))
@@ -170,7 +187,10 @@ func NewSource(tr *Trace, opts Options) (*Source, error) {
 	if opts.Loop {
 		switch {
 		case opts.End > 0:
-			s.passLen = s.scale(opts.End - opts.Start)
+			var ok bool
+			if s.passLen, ok = s.scale(opts.End - opts.Start); !ok {
+				return nil, fmt.Errorf("%s: the window [%v, %v) at speed %v lasts beyond %v", tr.Name, opts.Start, opts.End, opts.Speed, maxWall)
+			}
 		case len(s.recs) >= 2 && s.ideal[len(s.ideal)-1] > s.ideal[0]:
 			n := len(s.ideal)
 			span := s.ideal[n-1] - s.ideal[0]
@@ -184,8 +204,9 @@ func NewSource(tr *Trace, opts Options) (*Source, error) {
 		s.maxRate = min(DefaultCeiling*s.peakRate(), arrival.MaxRateLimit)
 	}
 	// Whole nanoseconds, rounded up: the ceiling is never exceeded, at the
-	// cost of at most 1 ns per gap.
-	s.minGap = time.Duration(math.Ceil(1e9 / s.maxRate))
+	// cost of at most 1 ns per gap. A ceiling of less than one request in
+	// maxWall is one request in maxWall (Next ends the schedule there).
+	s.minGap = time.Duration(min(math.Ceil(1e9/s.maxRate), float64(maxWall)))
 	return s, nil
 }
 
@@ -221,8 +242,8 @@ func (o *Options) withDefaults() error {
 		return fmt.Errorf("window end %v must be after its start %v", o.End, o.Start)
 	case !(o.Sample > 0 && o.Sample <= 1):
 		return fmt.Errorf("sample %v must be in (0, 1]", o.Sample)
-	case o.BlockSize < 1:
-		return fmt.Errorf("block size %d must be at least 1", o.BlockSize)
+	case o.BlockSize < 1 || o.BlockSize > maxTokens:
+		return fmt.Errorf("block size %d must be in [1, %d]", o.BlockSize, maxTokens)
 	case math.IsNaN(o.MaxRate) || o.MaxRate < 0 || o.MaxRate > arrival.MaxRateLimit:
 		return fmt.Errorf("max rate %v must be in [0, %g] requests/s", o.MaxRate, float64(arrival.MaxRateLimit))
 	case o.OnUnreplayable != Refuse && o.OnUnreplayable != Skip:
@@ -231,9 +252,19 @@ func (o *Options) withDefaults() error {
 	return nil
 }
 
-// scale converts a trace duration to wall time at Speed.
-func (s *Source) scale(d time.Duration) time.Duration {
-	return time.Duration(math.Round(float64(d) / s.opts.Speed))
+// maxWall bounds the replay's instants, in wall time from the start of a
+// pass: 2^62 ns, about 146 years, so that adding a pass length or a gap
+// to one cannot overflow.
+const maxWall = time.Duration(1 << 62)
+
+// scale converts a trace duration to wall time at Speed; false when it is
+// beyond maxWall.
+func (s *Source) scale(d time.Duration) (time.Duration, bool) {
+	v := math.Round(float64(d) / s.opts.Speed)
+	if !(v >= 0 && v <= float64(maxWall)) {
+		return 0, false
+	}
+	return time.Duration(v), true
 }
 
 // check says why a record cannot be replayed exactly ("" when it can), and
@@ -247,13 +278,16 @@ func (s *Source) check(r *Record) ([]byte, string) {
 				if s.opts.Chat {
 					api = "chat completions"
 				}
-				return nil, fmt.Sprintf("recorded for %s; the target speaks the %s API", r.Path, api)
+				return nil, fmt.Sprintf("recorded for %s; the target speaks the %s API", clip(r.Path, maxQuoted), api)
 			}
 		}
 		if s.opts.ForceOutputTokens && r.OutputTokens > 0 {
+			if r.OutputTokens > maxTokens {
+				return nil, fmt.Sprintf("output length %d is over the ceiling of %d tokens", r.OutputTokens, maxTokens)
+			}
 			b, err := forceOutput(r.Body, r.OutputTokens)
 			if err != nil {
-				return nil, "body: " + err.Error()
+				return nil, "body: " + clip(err.Error(), maxReason)
 			}
 			return b, ""
 		}
@@ -261,6 +295,10 @@ func (s *Source) check(r *Record) ([]byte, string) {
 	}
 	before, after := s.synth.template()
 	switch {
+	// The readers refuse such lengths; a Trace built in memory may hold
+	// them, and a prompt is built to its length.
+	case r.InputTokens > maxTokens || r.OutputTokens > maxTokens:
+		return nil, fmt.Sprintf("length %d+%d is over the ceiling of %d tokens", r.InputTokens, r.OutputTokens, maxTokens)
 	case r.OutputTokens < 1:
 		return nil, fmt.Sprintf("output length %d cannot be forced (max_tokens must be at least 1)", r.OutputTokens)
 	case s.opts.Chat && r.InputTokens < before+after:
@@ -309,6 +347,28 @@ func (s *Source) peakRate() float64 {
 		best = max(best, i-j+1)
 	}
 	return max(float64(best)*s.opts.Sample, 1)
+}
+
+// OverContext counts the window's records that cannot fit a context of
+// contextLen tokens: those whose prompt plus forced output length (the
+// chat template included) is more. A recorded body's prompt length is not
+// known without the target's tokenizer, so bodies are not counted. It
+// returns how many, the largest such length, and the record it is at
+// (file:line).
+func (s *Source) OverContext(contextLen int) (rows, largest int, at string) {
+	for i := range s.recs {
+		r := &s.recs[i]
+		if s.bodies[i] != nil {
+			continue
+		}
+		if n := r.InputTokens + r.OutputTokens; n > contextLen {
+			rows++
+			if n > largest {
+				largest, at = n, fmt.Sprintf("%s:%d", r.File, r.Line)
+			}
+		}
+	}
+	return rows, largest, at
 }
 
 // Records is the number of records in the window that are replayed (before
@@ -361,6 +421,10 @@ func (sc *Schedule) Next() (time.Duration, bool) {
 		}
 		ideal := time.Duration(s.pass)*s.passLen + s.ideal[i]
 		at := ideal
+		if s.emitted && s.last > math.MaxInt64-s.minGap {
+			s.done = true // beyond 292 years
+			break
+		}
 		if s.emitted && at < s.last+s.minGap {
 			at = s.last + s.minGap
 			s.clamped.Add(1)
@@ -473,6 +537,11 @@ func (s *Source) follow(a *arrivalInfo, obs *observation.Request) {
 	rec := s.opts.Recorder
 	if rec == nil {
 		return
+	}
+	if obs.Outcome == observation.HTTP4xx {
+		if rr, ok := rec.(RefusalRecorder); ok {
+			rr.Refused(a.rec, obs)
+		}
 	}
 	if !obs.Sent.IsZero() && !obs.Scheduled.IsZero() {
 		// Scheduled is the run's start plus the emitted offset, so the

@@ -87,7 +87,9 @@ func (s *synthesizer) prompt(rec *Record, pass int) string {
 	before, after := s.template()
 	n := rec.InputTokens
 	s.buf.Reset()
-	s.buf.Grow((n - before - after) * 7)
+	// n is at most maxTokens (NewSource refuses longer records), so a
+	// prompt is at most a few MB, whatever the trace says.
+	s.buf.Grow(max(n-before-after, 0) * 7)
 	passKey := key3(s.seed, uint64(pass), 0x5eed)
 	first := true
 	for p := before; p < n-after; p++ {

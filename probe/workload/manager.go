@@ -64,7 +64,7 @@ func Build(ctx context.Context, c *config.Config, metrics *Metrics, opts Options
 			prepare    func(context.Context) (Prompts, error)
 		)
 		if w.Replay != nil {
-			src, rec, err := newReplay(w.Replay, t, opts, logger.With("workload", w.Name))
+			src, rec, err := newReplay(ctx, w.Replay, t, opts, logger.With("workload", w.Name))
 			if err != nil {
 				return runners, clients, fmt.Errorf("workload %q: %w", w.Name, err)
 			}

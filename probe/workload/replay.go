@@ -1,14 +1,23 @@
 package workload
 
 import (
+	"context"
+	"encoding/json"
 	"errors"
 	"fmt"
 	"log/slog"
+	"net/http"
+	"strings"
+	"sync/atomic"
 	"time"
+	"unicode/utf8"
 
 	"github.com/prometheus/client_golang/prometheus"
 
 	"github.com/infer-exporter/infer_exporter/internal/config"
+	"github.com/infer-exporter/infer_exporter/probe/client"
+	"github.com/infer-exporter/infer_exporter/probe/observation"
+	"github.com/infer-exporter/infer_exporter/probe/prompt"
 	"github.com/infer-exporter/infer_exporter/probe/replay"
 )
 
@@ -55,6 +64,78 @@ type replayRecorder struct {
 	progress prometheus.Gauge
 	requests prometheus.Counter
 	skipped  float64 // trace lines skipped at load, counted at bind
+
+	// The first refusal of a replayed request is logged, once per run.
+	logger     *slog.Logger
+	contextLen int // the target's context length, 0 when unknown
+	refused    atomic.Bool
+}
+
+// Refused logs the first replayed request the target refused with a client
+// error, with the server's message: a trace row longer than the target's
+// context, a body the target cannot serve. Later ones are only counted,
+// under outcome http_4xx. A 429 is the target's load, not a refusal of
+// the request, and is not logged.
+func (r *replayRecorder) Refused(rec *replay.Record, obs *observation.Request) {
+	if r.logger == nil || obs.HTTPStatus == http.StatusTooManyRequests || !r.refused.CompareAndSwap(false, true) {
+		return
+	}
+	attrs := []any{"record", fmt.Sprintf("%s:%d", rec.File, rec.Line), "status", obs.HTTPStatus}
+	if rec.Body == nil {
+		attrs = append(attrs, "prompt_tokens", rec.InputTokens, "output_tokens", rec.OutputTokens)
+	}
+	if r.contextLen > 0 {
+		attrs = append(attrs, "context_length", r.contextLen)
+	}
+	attrs = append(attrs, "server", serverMessage(obs.Err))
+	r.logger.Warn(`replay: the target refused a replayed request (later refusals are not logged; they count in infer_probe_requests_total{outcome="http_4xx"})`, attrs...)
+}
+
+// maxServerMessage bounds the server's message in the refusal log line.
+const maxServerMessage = 512
+
+// serverMessage is the message of a refused request's error body: the
+// "message" of an OpenAI-style {"error": {"message"}} or a vLLM-style
+// {"message"}, else the body (or the error) as it is, at most
+// maxServerMessage bytes.
+func serverMessage(err error) string {
+	if err == nil {
+		return ""
+	}
+	msg := err.Error()
+	var he *client.HTTPError
+	if errors.As(err, &he) {
+		msg = strings.TrimSpace(he.Body)
+		var body struct {
+			Message string          `json:"message"`
+			Error   json.RawMessage `json:"error"`
+		}
+		if json.Unmarshal([]byte(msg), &body) == nil {
+			var inner struct {
+				Message string `json:"message"`
+			}
+			var text string
+			switch {
+			case body.Message != "":
+				msg = body.Message
+			case json.Unmarshal(body.Error, &inner) == nil && inner.Message != "":
+				msg = inner.Message
+			case json.Unmarshal(body.Error, &text) == nil && text != "":
+				msg = text
+			}
+		}
+		if msg == "" {
+			msg = err.Error()
+		}
+	}
+	if len(msg) > maxServerMessage {
+		cut := maxServerMessage
+		for cut > 0 && !utf8.RuneStart(msg[cut]) {
+			cut--
+		}
+		msg = fmt.Sprintf("%s… (%d bytes)", msg[:cut], len(msg))
+	}
+	return msg
 }
 
 func (r *replayRecorder) Drift(at time.Time, d time.Duration) {
@@ -89,7 +170,7 @@ func (m maxP99) P99() float64 {
 // newReplay reads a workload's trace and prepares its replay against t. The
 // recorder's metrics are bound later (bind), once the workload's series
 // exist.
-func newReplay(r *config.Replay, t *config.Target, opts Options, logger *slog.Logger) (*replay.Source, *replayRecorder, error) {
+func newReplay(ctx context.Context, r *config.Replay, t *config.Target, opts Options, logger *slog.Logger) (*replay.Source, *replayRecorder, error) {
 	format, err := replay.ParseFormat(r.Source)
 	if err != nil {
 		return nil, nil, err
@@ -110,7 +191,7 @@ func newReplay(r *config.Replay, t *config.Target, opts Options, logger *slog.Lo
 	if window <= 0 {
 		window = 30 * time.Second
 	}
-	rec := &replayRecorder{window: newLagWindow(window, 10)}
+	rec := &replayRecorder{window: newLagWindow(window, 10), logger: logger}
 	src, err := replay.NewSource(tr, replay.Options{
 		Speed:             r.Speed,
 		Start:             r.Start,
@@ -134,7 +215,43 @@ func newReplay(r *config.Replay, t *config.Target, opts Options, logger *slog.Lo
 	}
 	logger.Info("replay: trace loaded", "path", r.Path, "source", r.Source, "records", src.Records(), "max_rate", src.MaxRate())
 	rec.skipped = float64(tr.Skipped + src.Skipped())
+	if format != replay.FormatJSONL {
+		// Token-only records: their lengths can be held against the
+		// target's context length, where it says what it is. (A recorded
+		// body's prompt length is not known here.)
+		if n, err := contextLength(ctx, t); err != nil {
+			logger.Debug("replay: the target's context length is unknown; trace records are not checked against it", "err", err)
+		} else {
+			rec.contextLen = n
+			if rows, largest, at := src.OverContext(n); rows > 0 {
+				logger.Warn("replay: trace records longer than the target's context length (prompt plus output tokens); the target will refuse them (http_4xx)",
+					"path", r.Path, "records", rows, "of", src.Records(), "context_length", n, "largest", largest, "largest_at", at)
+			}
+		}
+	}
 	return src, rec, nil
+}
+
+// contextTimeout bounds the context length query at load.
+const contextTimeout = 5 * time.Second
+
+// contextLength asks the target for its context length: max_model_len in
+// its answer to POST /tokenize, as vLLM and the embedded simulator give it,
+// through the tokenizer probe that prompt calibration uses. An error when
+// the target does not say (another server, no answer within
+// contextTimeout).
+func contextLength(ctx context.Context, t *config.Target) (int, error) {
+	ctx, cancel := context.WithTimeout(ctx, contextTimeout)
+	defer cancel()
+	tok, err := prompt.DetectTokenizer(ctx, prompt.Endpoint{BaseURL: t.URL, Model: t.Model,
+		BearerToken: string(t.BearerToken), Headers: t.Headers})
+	if err != nil {
+		return 0, err
+	}
+	if tok == nil || tok.MaxModelLen() <= 0 {
+		return 0, errors.New("POST /tokenize: no max_model_len in the answer")
+	}
+	return tok.MaxModelLen(), nil
 }
 
 // bind creates the recorder's series in s, and counts the skipped lines.
