@@ -9,7 +9,6 @@ import (
 	"path/filepath"
 
 	"github.com/alecthomas/kingpin/v2"
-	"github.com/prometheus/client_golang/prometheus"
 
 	"github.com/infer-exporter/infer_exporter/collector"
 )
@@ -74,7 +73,7 @@ func runCommand(ctx context.Context, logger *slog.Logger, configFile string, col
 		fmt.Fprintln(stderr, "bench needs --output.dir")
 		return ExitUsage
 	}
-	cfg, err := LoadFile(configFile)
+	cfg, err := LoadFileContext(ctx, configFile)
 	if err != nil {
 		fmt.Fprintln(stderr, err)
 		return ExitError
@@ -131,7 +130,7 @@ func runCommand(ctx context.Context, logger *slog.Logger, configFile string, col
 
 // gpuSource starts the NVML collector for sampling; when it cannot run here
 // it returns no source and the reason.
-func gpuSource(ctx context.Context, s *collector.Settings, logger *slog.Logger) (prometheus.Gatherer, string, func()) {
+func gpuSource(ctx context.Context, s *collector.Settings, logger *slog.Logger) (GPUReader, string, func()) {
 	set, err := collector.New(ctx, s, logger)
 	if err != nil {
 		return nil, "GPU collectors: " + err.Error(), func() {}
@@ -148,12 +147,7 @@ func gpuSource(ctx context.Context, s *collector.Settings, logger *slog.Logger) 
 			set.Close()
 			return nil, reason, func() {}
 		}
-		reg := prometheus.NewRegistry()
-		if err := reg.Register(set); err != nil {
-			set.Close()
-			return nil, err.Error(), func() {}
-		}
-		return reg, "", func() { set.Close() }
+		return set, "", func() { set.Close() }
 	}
 	set.Close()
 	return nil, "no nvml collector in this build", func() {}

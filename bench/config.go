@@ -1,6 +1,7 @@
 package bench
 
 import (
+	"context"
 	"crypto/sha256"
 	"encoding/hex"
 	"errors"
@@ -16,7 +17,6 @@ import (
 	yaml "go.yaml.in/yaml/v3"
 
 	"github.com/infer-exporter/infer_exporter/internal/config"
-	"github.com/infer-exporter/infer_exporter/probe/arrival"
 	"github.com/infer-exporter/infer_exporter/probe/replay"
 )
 
@@ -80,8 +80,8 @@ type Spec struct {
 type MatrixSpec struct {
 	// Process is the open-loop arrival process of the rates: constant,
 	// poisson (default) or gamma.
-	Process    arrival.Process `yaml:"process"`
-	Burstiness float64         `yaml:"burstiness"`
+	Process    config.Process `yaml:"process"`
+	Burstiness float64        `yaml:"burstiness"`
 	// Rates are open-loop request rates, in requests per second.
 	Rates []float64 `yaml:"rates"`
 	// Concurrencies are closed-loop loads: N clients, each sending its next
@@ -248,13 +248,35 @@ const (
 	DefaultGPUSampleInterval = time.Second
 )
 
-// LoadFile reads, parses and validates a bench configuration.
+// Limits of the bench block, besides the exporter's (config.MaxTokens,
+// config.MaxListItems, config.MaxNameBytes, config.MaxFileBytes, ...).
+const (
+	// MaxPromptSetSize bounds prompt_set_size.
+	MaxPromptSetSize = 100000
+	// MaxPromptSetTokens bounds the tokens of the prompt set, which is held
+	// in memory for the whole run: prompt_set_size × the mean input length
+	// of every shape × the targets run (some 6 bytes of text a token).
+	MaxPromptSetTokens = 1 << 26
+	// MaxResamples bounds ranking.resamples.
+	MaxResamples = 100000
+)
+
+// LoadFile reads, parses and validates a bench configuration:
+// LoadFileContext without a context.
 func LoadFile(path string) (*Config, error) {
-	data, err := os.ReadFile(path)
+	return LoadFileContext(context.Background(), path)
+}
+
+// LoadFileContext reads, parses and validates a bench configuration. The
+// file is read as the exporter's configuration is (config.ReadFile: at most
+// config.MaxFileBytes, and the read ends when ctx does, a FIFO without a
+// writer included), and so are the targets' bearer_token_files.
+func LoadFileContext(ctx context.Context, path string) (*Config, error) {
+	data, err := config.ReadFile(ctx, path)
 	if err != nil {
-		return nil, &config.Error{File: path, Reason: err.Error()}
+		return nil, err
 	}
-	return Parse(data, path)
+	return parse(ctx, data, path)
 }
 
 // Parse parses and validates bench configuration bytes; file names the
@@ -265,21 +287,32 @@ func LoadFile(path string) (*Config, error) {
 // file is handed to it with every other top-level section blanked out line
 // for line, which keeps its errors' line numbers true.
 func Parse(data []byte, file string) (*Config, error) {
+	return parse(context.Background(), data, file)
+}
+
+func parse(ctx context.Context, data []byte, file string) (*Config, error) {
 	var c Config
 	rootp, err := config.DecodeStrict(data, file, &c)
 	if err != nil {
 		return nil, err
+	}
+	if config.EmptyDocument(rootp) {
+		return nil, &config.Error{File: file, Reason: "empty configuration: no targets and no bench block"}
 	}
 	root := *rootp
 	targetsOnly, err := keepTopLevel(data, &root, "targets")
 	if err != nil {
 		return nil, &config.Error{File: file, Reason: err.Error()}
 	}
-	tc, err := config.Parse(targetsOnly, file)
-	if err != nil {
-		return nil, err
+	if hasTopLevel(&root, "targets") {
+		// Without a targets key the blanked file would be empty, which the
+		// exporter's loader refuses; "at least one target" says it better.
+		tc, err := config.ParseContext(ctx, targetsOnly, file)
+		if err != nil {
+			return nil, err
+		}
+		c.Targets = tc.Targets
 	}
-	c.Targets = tc.Targets
 	sum := sha256.Sum256(data)
 	c.File, c.SHA256 = file, hex.EncodeToString(sum[:])
 
@@ -287,9 +320,26 @@ func Parse(data []byte, file string) (*Config, error) {
 	c.applyDefaults()
 	c.validate(&v)
 	if len(v.errs) > 0 {
-		return nil, errors.Join(v.errs...)
+		return nil, config.JoinErrors(v.errs)
 	}
 	return &c, nil
+}
+
+// hasTopLevel reports whether the document's mapping has the key.
+func hasTopLevel(root *yaml.Node, key string) bool {
+	doc := root
+	if doc.Kind == yaml.DocumentNode && len(doc.Content) > 0 {
+		doc = doc.Content[0]
+	}
+	if doc.Kind != yaml.MappingNode {
+		return false
+	}
+	for i := 0; i+1 < len(doc.Content); i += 2 {
+		if doc.Content[i].Value == key {
+			return true
+		}
+	}
+	return false
 }
 
 // keepTopLevel returns data with the lines of every top-level key other than
@@ -337,7 +387,7 @@ func keepTopLevel(data []byte, root *yaml.Node, keep string) ([]byte, error) {
 func (c *Config) applyDefaults() {
 	s := &c.Bench
 	if s.Matrix.Process == "" {
-		s.Matrix.Process = arrival.ProcessPoisson
+		s.Matrix.Process = config.ProcessPoisson
 	}
 	if len(s.Matrix.Shapes) == 0 {
 		s.Matrix.Shapes = []Shape{{
@@ -484,7 +534,7 @@ func (c *Config) validate(v *validator) {
 		v.add(mp, "rates", "the matrix needs at least one rate, concurrency or replay")
 	}
 	for i, r := range m.Rates {
-		a := arrival.Config{Process: m.Process, Burstiness: m.Burstiness, Rate: r}.WithDefaults()
+		a := config.Arrival{Process: m.Process, Burstiness: m.Burstiness, Rate: r}.WithDefaults()
 		if !(r > 0) {
 			v.addPath(append(mp.clone(), "rates", i), "must be a positive rate in requests per second")
 		} else if err := a.Validate(); err != nil {
@@ -501,14 +551,17 @@ func (c *Config) validate(v *validator) {
 		sh := &m.Shapes[i]
 		p := append(mp.clone(), "shapes", i)
 		switch {
+		case len(sh.Name) > config.MaxNameBytes:
+			v.add(p, "name", fmt.Sprintf("a name of %d bytes: at most %d (config.MaxNameBytes)", len(sh.Name), config.MaxNameBytes))
 		case !shapeNameRE.MatchString(sh.Name):
 			v.add(p, "name", fmt.Sprintf("%q must match %s", sh.Name, shapeNameRE))
 		case shapes[sh.Name]:
 			v.add(p, "name", fmt.Sprintf("%q is used by another shape", sh.Name))
 		}
 		shapes[sh.Name] = true
-		validateLength(v, append(p.clone(), "input_tokens"), sh.InputTokens)
-		validateLength(v, append(p.clone(), "output_tokens"), sh.OutputTokens)
+		for _, prob := range config.CheckLengths(&sh.InputTokens.Distribution, &sh.OutputTokens.Distribution) {
+			v.addPath(append(p.clone(), prob.Path...), prob.Reason)
+		}
 	}
 	if s.Warmup < 0 {
 		v.add(bp, "warmup", "must not be negative")
@@ -568,9 +621,16 @@ func (c *Config) validate(v *validator) {
 	}
 	if s.Sampling.MinTokens < 0 {
 		v.add(append(bp.clone(), "sampling"), "min_tokens", "must not be negative")
+	} else if s.Sampling.MinTokens > config.MaxTokens {
+		v.add(append(bp.clone(), "sampling"), "min_tokens", fmt.Sprintf("at most %d tokens (config.MaxTokens), got %d", config.MaxTokens, s.Sampling.MinTokens))
 	}
-	if s.PromptSetSize < 1 {
+	switch {
+	case s.PromptSetSize < 1:
 		v.add(bp, "prompt_set_size", "must be at least 1")
+	case s.PromptSetSize > MaxPromptSetSize:
+		v.add(bp, "prompt_set_size", fmt.Sprintf("at most %d (bench.MaxPromptSetSize), got %d", MaxPromptSetSize, s.PromptSetSize))
+	default:
+		c.validatePromptSetTokens(v)
 	}
 	if s.MaxSamplesPerRepeat < 100 {
 		v.add(bp, "max_samples_per_repeat", "must be at least 100")
@@ -590,6 +650,8 @@ func (c *Config) validate(v *validator) {
 	}
 	if s.Ranking.Resamples < 100 {
 		v.add(rp, "resamples", "must be at least 100")
+	} else if s.Ranking.Resamples > MaxResamples {
+		v.add(rp, "resamples", fmt.Sprintf("at most %d (bench.MaxResamples), got %d", MaxResamples, s.Ranking.Resamples))
 	}
 	if !(s.Ranking.Confidence > 0.5 && s.Ranking.Confidence < 1) {
 		v.add(rp, "confidence", "must be between 0.5 and 1")
@@ -620,6 +682,8 @@ func (c *Config) validate(v *validator) {
 		}
 		if ka.MaxTokens < 1 {
 			v.add(p, "max_tokens", "must be at least 1")
+		} else if ka.MaxTokens > config.MaxTokens {
+			v.add(p, "max_tokens", fmt.Sprintf("at most %d tokens (config.MaxTokens), got %d", config.MaxTokens, ka.MaxTokens))
 		}
 	}
 	c.validateReplays(v, shapes)
@@ -628,29 +692,27 @@ func (c *Config) validate(v *validator) {
 	}
 }
 
-func validateLength(v *validator, p path, l Length) {
-	d := l.Distribution
-	switch d.Dist {
-	case "fixed":
-		if d.Mean < 1 {
-			v.add(p, "mean", "must be at least 1")
+// validatePromptSetTokens bounds the prompt set held in memory: every run
+// target gets PromptSetSize prompts of every shape, of the shape's mean
+// length on average.
+func (c *Config) validatePromptSetTokens(v *validator) {
+	var perPrompt float64
+	for _, sh := range c.Bench.Matrix.Shapes {
+		d := sh.InputTokens.Distribution
+		mean := d.Mean
+		if d.Dist == "uniform" {
+			mean = float64(d.Min+d.Max) / 2
 		}
-	case "uniform":
-		if d.Min < 1 || d.Max < d.Min {
-			v.add(p, "min", "uniform needs 1 <= min <= max")
+		if !(mean >= 0 && mean <= config.MaxTokens) {
+			return // the shape's own error says it
 		}
-	case "normal", "lognormal":
-		if d.Mean < 1 {
-			v.add(p, "mean", "must be at least 1")
-		}
-		if d.Stddev <= 0 {
-			v.add(p, "stddev", "must be positive")
-		}
-		if d.Max != 0 && d.Max < d.Min {
-			v.add(p, "max", "must not be below min")
-		}
-	default:
-		v.add(p, "dist", fmt.Sprintf("%q is not one of fixed, uniform, normal, lognormal", d.Dist))
+		perPrompt += mean
+	}
+	targets := max(len(c.RunTargets()), 1)
+	if total := float64(c.Bench.PromptSetSize) * perPrompt * float64(targets); total > MaxPromptSetTokens {
+		v.add(path{"bench"}, "prompt_set_size", fmt.Sprintf(
+			"%d prompts × %.0f input tokens (the mean of each shape, summed) × %d targets is %.0f tokens held in memory: at most %d (bench.MaxPromptSetTokens); lower prompt_set_size",
+			c.Bench.PromptSetSize, perPrompt, targets, total, MaxPromptSetTokens))
 	}
 }
 
@@ -727,6 +789,8 @@ func (c *Config) validateReplays(v *validator, shapes map[string]bool) {
 		r := &c.Bench.Matrix.Replays[i]
 		p := path{"bench", "matrix", "replays", i}
 		switch {
+		case len(r.Name) > config.MaxNameBytes:
+			v.add(p, "name", fmt.Sprintf("a name of %d bytes: at most %d (config.MaxNameBytes)", len(r.Name), config.MaxNameBytes))
 		case !shapeNameRE.MatchString(r.Name):
 			v.add(p, "name", fmt.Sprintf("%q must match %s", r.Name, shapeNameRE))
 		case names[r.Name] || shapes[r.Name]:
@@ -772,9 +836,11 @@ func (c *Config) validateReplays(v *validator, shapes map[string]bool) {
 		}
 		if r.BlockSize < 0 || (r.BlockSize != 0 && r.Source != "mooncake") {
 			v.add(p, "block_size", "only applies to source mooncake, and must be positive")
+		} else if r.BlockSize > config.MaxTokens {
+			v.add(p, "block_size", fmt.Sprintf("at most %d tokens (config.MaxTokens), got %d", config.MaxTokens, r.BlockSize))
 		}
-		if !(r.MaxRate >= 0) || r.MaxRate > arrival.MaxRateLimit {
-			v.add(p, "max_rate", fmt.Sprintf("must be in [0, %g] requests/s", float64(arrival.MaxRateLimit)))
+		if !(r.MaxRate >= 0) || r.MaxRate > config.MaxRateLimit {
+			v.add(p, "max_rate", fmt.Sprintf("must be in [0, %g] requests/s", float64(config.MaxRateLimit)))
 		}
 		if r.ForceOutputTokens && r.Source != "jsonl" {
 			v.add(p, "force_output_tokens", "only applies to source jsonl")

@@ -1,6 +1,9 @@
 package bench
 
 import (
+	"context"
+	"errors"
+	"os"
 	"path/filepath"
 	"strings"
 	"testing"
@@ -133,4 +136,159 @@ func TestParseErrors(t *testing.T) {
 			}
 		})
 	}
+}
+
+const oneTarget = "targets: [{name: a, url: 'http://127.0.0.1:1', model: m}]\n"
+
+// shapes is a bench block with the given shapes list (flow items).
+func shapes(items ...string) string {
+	return oneTarget + "bench:\n  matrix:\n    rates: [1]\n    shapes:\n" + "      - " + strings.Join(items, "\n      - ") + "\n"
+}
+
+// TestParseLimits: the bench configuration's lengths and counts are bounded
+// as the exporter's are (config.MaxTokens and the rest).
+func TestParseLimits(t *testing.T) {
+	for _, tc := range []struct {
+		name, yaml string
+		want       []string
+	}{
+		{"fixed length", shapes("{input_tokens: {dist: fixed, mean: 1e15}}"),
+			[]string{"b.yml:6: bench.matrix.shapes[0].input_tokens.mean: at most 1048576 tokens (config.MaxTokens), got 1e+15"}},
+		{"plain integer length", shapes("{input_tokens: 128, output_tokens: 99999999999}"),
+			[]string{"b.yml:6: bench.matrix.shapes[0].output_tokens.mean: at most 1048576 tokens (config.MaxTokens), got 9.9999999999e+10"}},
+		{"uniform max", shapes("{input_tokens: {dist: uniform, min: 1, max: 5000000}}"),
+			[]string{"bench.matrix.shapes[0].input_tokens.max: at most 1048576 tokens (config.MaxTokens), got 5000000"}},
+		{"NaN", shapes("{output_tokens: {dist: normal, mean: .nan, stddev: 1}}"),
+			[]string{"bench.matrix.shapes[0].output_tokens.mean: must be a finite number, got NaN"}},
+		{"request too long", shapes("{input_tokens: 1000000, output_tokens: 100000}"),
+			[]string{"b.yml:6: bench.matrix.shapes[0]: input_tokens up to 1000000 plus output_tokens up to 100000 is 1100000 tokens: a request holds at most 1048576 (config.MaxTokens)"}},
+		{"unbounded lognormal does not fit", shapes("{input_tokens: {dist: lognormal, mean: 60000, stddev: 5}, output_tokens: 1000000}"),
+			[]string{"bench.matrix.shapes[0].input_tokens.max: a lognormal without max is clamped at 48576 tokens"}},
+		{"shape name", shapes("{name: " + strings.Repeat("s", 201) + ", input_tokens: 5}"),
+			[]string{"bench.matrix.shapes[0].name: a name of 201 bytes: at most 200 (config.MaxNameBytes)"}},
+		{"known answer max_tokens", oneTarget + "bench:\n  matrix: {rates: [1]}\n  known_answers: [{prompt: p, expect: x, max_tokens: 9999999}]\n",
+			[]string{"b.yml:4: bench.known_answers[0].max_tokens: at most 1048576 tokens (config.MaxTokens), got 9999999"}},
+		{"min_tokens", oneTarget + "bench:\n  matrix: {rates: [1]}\n  sampling: {min_tokens: 9999999}\n",
+			[]string{"b.yml:4: bench.sampling.min_tokens: at most 1048576 tokens (config.MaxTokens), got 9999999"}},
+		{"prompt set size", oneTarget + "bench:\n  matrix: {rates: [1]}\n  prompt_set_size: 1000000000\n",
+			[]string{"b.yml:4: bench.prompt_set_size: at most 100000 (bench.MaxPromptSetSize), got 1000000000"}},
+		{"prompt set tokens", shapes("{input_tokens: 500000, output_tokens: 10}", "{input_tokens: 100000, output_tokens: 10}"),
+			[]string{"b.yml:2: bench.prompt_set_size: 1000 prompts × 600000 input tokens (the mean of each shape, summed) × 1 targets is 600000000 tokens held in memory: at most 67108864 (bench.MaxPromptSetTokens)"}},
+		{"resamples", oneTarget + "bench:\n  matrix: {rates: [1]}\n  ranking: {resamples: 1000000000}\n",
+			[]string{"b.yml:4: bench.ranking.resamples: at most 100000 (bench.MaxResamples), got 1000000000"}},
+		{"rates", oneTarget + "bench:\n  matrix:\n    rates: [" + strings.TrimSuffix(strings.Repeat("1, ", 1001), ", ") + "]\n",
+			[]string{"b.yml:4: bench.matrix.rates: a list of 1001 items: at most 1000 (config.MaxListItems)"}},
+		{"replay block size", oneTarget + "bench:\n  matrix:\n    replays:\n      - {name: t, source: mooncake, path: /nonexistent, block_size: 99999999}\n",
+			[]string{"b.yml:5: bench.matrix.replays[0].block_size: at most 1048576 tokens (config.MaxTokens), got 99999999"}},
+		{"empty", "", []string{"b.yml: empty configuration: no targets and no bench block"}},
+		{"comments only", "# soon\n", []string{"b.yml: empty configuration: no targets and no bench block"}},
+		{"document start only", "---\n", []string{"b.yml: empty configuration: no targets and no bench block"}},
+		{"second document", oneTarget + "bench: {matrix: {rates: [1]}}\n---\nbench: {}\n",
+			[]string{"b.yml:3: a second YAML document (---): the configuration is one document"}},
+		{"NUL byte", oneTarget + "bench:\x00\n", []string{"b.yml:2: invalid byte 0x00 at offset 64 (binary file?)"}},
+		{"too large", oneTarget + "# " + strings.Repeat("x", config.MaxFileBytes) + "\n", []string{"b.yml: file larger than 1 MiB (config.MaxFileBytes)"}},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			_, err := Parse([]byte(tc.yaml), "b.yml")
+			if err == nil {
+				t.Fatal("no error")
+			}
+			for _, w := range tc.want {
+				if !strings.Contains(err.Error(), w) {
+					t.Errorf("error %q does not contain %q", err, w)
+				}
+			}
+		})
+	}
+	// A lognormal without max is clamped so that the request fits.
+	c, err := Parse([]byte(shapes("{input_tokens: {dist: lognormal, mean: 500, stddev: 100}, output_tokens: 64}")), "b.yml")
+	if err != nil {
+		t.Fatal(err)
+	}
+	if got := c.Bench.Matrix.Shapes[0].InputTokens.Max; got != config.MaxTokens-64 {
+		t.Errorf("input max %d, want %d", got, config.MaxTokens-64)
+	}
+}
+
+// TestParseErrorsCapped: a file with many problems reports
+// config.MaxErrors of them and counts the rest.
+func TestParseErrorsCapped(t *testing.T) {
+	y := oneTarget + "bench:\n  matrix:\n    rates: [" + strings.TrimSuffix(strings.Repeat("-1, ", 250), ", ") + "]\n"
+	_, err := Parse([]byte(y), "b.yml")
+	if err == nil {
+		t.Fatal("no error")
+	}
+	lines := strings.Split(err.Error(), "\n")
+	if len(lines) != config.MaxErrors+1 || lines[len(lines)-1] != "... and 150 more errors" {
+		t.Errorf("%d lines, the last %q", len(lines), lines[len(lines)-1])
+	}
+}
+
+// TestLoadFileContext: the bench configuration is read as the exporter's:
+// bounded, and ended by the context.
+func TestLoadFileContext(t *testing.T) {
+	ctx, cancel := context.WithCancel(context.Background())
+	cancel()
+	p := writeTestFile(t, t.TempDir(), "b.yml", oneTarget+"bench: {matrix: {rates: [1]}}\n")
+	if _, err := LoadFileContext(ctx, p); !errors.Is(err, context.Canceled) {
+		t.Errorf("canceled: error %v, want context.Canceled", err)
+	}
+	if _, err := LoadFile(p); err != nil {
+		t.Errorf("LoadFile: %v", err)
+	}
+	if _, err := os.Stat("/dev/zero"); err == nil {
+		_, err := LoadFile("/dev/zero")
+		if want := "/dev/zero: file larger than 1 MiB (config.MaxFileBytes)"; err == nil || err.Error() != want {
+			t.Errorf("/dev/zero: error %v, want %q", err, want)
+		}
+	}
+}
+
+// FuzzParse: whatever the bytes, the bench configuration's Parse returns,
+// with at most config.MaxErrors errors and a count, and what it accepts is
+// within the limits.
+//
+//	go test -run '^$' -fuzz FuzzParse -fuzztime 60s -parallel 1 ./bench/
+func FuzzParse(f *testing.F) {
+	for _, s := range []string{
+		goodConfig, oneTarget + "bench: {matrix: {rates: [1]}}\n", shapes("{input_tokens: {dist: lognormal, mean: 500, stddev: 100}, output_tokens: 64}"),
+		"bench:\n  matrix: {rates: [1]}\ntargets:\n  - name: a\n    url: ftp://x\n    model: m\n", "", "---\n", "\x00",
+	} {
+		f.Add([]byte(s))
+	}
+	if b, err := os.ReadFile(filepath.Join("..", "internal", "config", "testdata", "good.yml")); err == nil {
+		f.Add(b)
+	}
+	f.Fuzz(func(t *testing.T, data []byte) {
+		if len(data) > config.MaxFileBytes {
+			t.Skip()
+		}
+		// A short context: a fuzzed bearer_token_file may name a FIFO.
+		ctx, cancel := context.WithTimeout(context.Background(), 100*time.Millisecond)
+		defer cancel()
+		c, err := parse(ctx, data, filepath.Join(t.TempDir(), "b.yml"))
+		if err != nil {
+			errs := []error{err}
+			if j, ok := err.(interface{ Unwrap() []error }); ok {
+				errs = j.Unwrap()
+			}
+			if len(errs) > config.MaxErrors+1 {
+				t.Errorf("%d errors", len(errs))
+			}
+			return
+		}
+		if len(c.Targets) == 0 || len(c.Bench.Matrix.Shapes) > config.MaxListItems {
+			t.Errorf("%d targets, %d shapes", len(c.Targets), len(c.Bench.Matrix.Shapes))
+		}
+		for _, sh := range c.Bench.Matrix.Shapes {
+			in, out := sh.InputTokens.Distribution, sh.OutputTokens.Distribution
+			if in.Max < 0 || out.Max < 0 || in.Max > config.MaxTokens || out.Max > config.MaxTokens ||
+				((in.Dist == "normal" || in.Dist == "lognormal") && in.Max == 0) || ((out.Dist == "normal" || out.Dist == "lognormal") && out.Max == 0) {
+				t.Errorf("shape %s: %+v, %+v", sh.Name, in, out)
+			}
+		}
+		if c.Bench.PromptSetSize > MaxPromptSetSize || c.Bench.Ranking.Resamples > MaxResamples {
+			t.Errorf("prompt set %d, resamples %d", c.Bench.PromptSetSize, c.Bench.Ranking.Resamples)
+		}
+	})
 }

@@ -10,7 +10,7 @@
 // workload.Runner and its client, the observation.Request record, the
 // exact-length prompt generator calibrated against each target's tokenizer
 // (prompt.NewCalibrated), the replay sources (probe/replay), the
-// server-metrics collector for engine identity (collector.ServerMetrics) and
+// engine scraper for engine identity (engine.Scraper) and
 // the NVML collector for the GPUs.
 //
 // Files: config.go (the bench configuration), run.go (the matrix),

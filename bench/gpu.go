@@ -9,8 +9,7 @@ import (
 	"sync"
 	"time"
 
-	"github.com/prometheus/client_golang/prometheus"
-	dto "github.com/prometheus/client_model/go"
+	"github.com/infer-exporter/infer_exporter/collector"
 )
 
 // Num is a float64 that is written to JSON as null when it is not a number
@@ -97,10 +96,16 @@ type Range struct {
 	Max  Num `json:"max"`
 }
 
-// gpuSampler reads the GPU series of the NVML collector (infer_gpu_*) from a
-// Gatherer at an interval.
+// GPUReader is where bench reads the GPUs: the NVML collector's typed
+// snapshots (a *collector.Set), the same ones its infer_gpu_* series are
+// rendered from, so the report and the exporter agree.
+type GPUReader interface {
+	GPUs() []collector.GPUSnapshot
+}
+
+// gpuSampler reads the NVML collector's GPU snapshots at an interval.
 type gpuSampler struct {
-	src        prometheus.Gatherer
+	src        GPUReader
 	start      time.Time
 	interval   time.Duration
 	maxSamples int
@@ -109,10 +114,9 @@ type gpuSampler struct {
 	devices map[string]GPUDevice
 	samples []GPUSample
 	rounds  int
-	lastErr error
 }
 
-func newGPUSampler(src prometheus.Gatherer, start time.Time, interval time.Duration) *gpuSampler {
+func newGPUSampler(src GPUReader, start time.Time, interval time.Duration) *gpuSampler {
 	return &gpuSampler{src: src, start: start, interval: interval, maxSamples: 100000, devices: map[string]GPUDevice{}}
 }
 
@@ -133,53 +137,36 @@ func (g *gpuSampler) run(ctx context.Context) {
 	}
 }
 
+// num is a reading as a Num: NaN when absent.
+func num(r collector.Reading) Num {
+	if !r.OK {
+		return NaN()
+	}
+	return Num(r.Value)
+}
+
 // sample takes one reading; it reports whether the interval changed.
 func (g *gpuSampler) sample(now time.Time) (decimated bool) {
-	mfs, err := g.src.Gather()
+	snaps := g.src.GPUs()
 	g.mu.Lock()
 	defer g.mu.Unlock()
-	if err != nil {
-		g.lastErr = err
-		// A partial gather still carries the series that worked.
-	}
 	type reading struct{ used, temp, power Num }
-	readings := map[string]*reading{}
-	get := func(gpu string) *reading {
-		r := readings[gpu]
-		if r == nil {
-			r = &reading{NaN(), NaN(), NaN()}
-			readings[gpu] = r
+	readings := map[string]reading{}
+	for _, s := range snaps {
+		gpu := strconv.Itoa(s.Index)
+		d, seen := g.devices[gpu]
+		d.GPU, d.UUID, d.Name = gpu, s.UUID, s.Name
+		d.DriverVersion, d.CUDAVersion = s.DriverVersion, s.CUDAVersion
+		switch {
+		case s.MemoryTotalBytes.OK:
+			d.MemoryTotalBytes = Num(s.MemoryTotalBytes.Value)
+		case !seen:
+			d.MemoryTotalBytes = NaN()
 		}
-		return r
-	}
-	for _, mf := range mfs {
-		for _, m := range mf.GetMetric() {
-			l := labelMap(m)
-			gpu, ok := l["gpu"]
-			if !ok {
-				continue
-			}
-			v := Num(m.GetGauge().GetValue())
-			switch mf.GetName() {
-			case "infer_gpu_info":
-				d := g.devices[gpu]
-				d.GPU, d.UUID, d.Name = gpu, l["uuid"], l["name"]
-				d.DriverVersion, d.CUDAVersion = l["driver_version"], l["cuda_version"]
-				if !d.MemoryTotalBytes.Valid() {
-					d.MemoryTotalBytes = NaN()
-				}
-				g.devices[gpu] = d
-			case "infer_gpu_memory_total_bytes":
-				d := g.devices[gpu]
-				d.GPU, d.MemoryTotalBytes = gpu, v
-				g.devices[gpu] = d
-			case "infer_gpu_memory_used_bytes":
-				get(gpu).used = v
-			case "infer_gpu_temperature_celsius":
-				get(gpu).temp = v
-			case "infer_gpu_power_watts":
-				get(gpu).power = v
-			}
+		g.devices[gpu] = d
+		// A GPU with none of these readings (lost) has no sample.
+		if s.MemoryUsedBytes.OK || s.TemperatureCelsius.OK || s.PowerWatts.OK {
+			readings[gpu] = reading{num(s.MemoryUsedBytes), num(s.TemperatureCelsius), num(s.PowerWatts)}
 		}
 	}
 	if len(readings) == 0 {
@@ -213,14 +200,6 @@ func (g *gpuSampler) sample(now time.Time) (decimated bool) {
 	return true
 }
 
-func labelMap(m *dto.Metric) map[string]string {
-	l := make(map[string]string, len(m.GetLabel()))
-	for _, p := range m.GetLabel() {
-		l[p.GetName()] = p.GetValue()
-	}
-	return l
-}
-
 // sortGPUs orders GPU index labels numerically where they are numbers.
 func sortGPUs(gpus []string) {
 	sort.Slice(gpus, func(i, j int) bool {
@@ -240,9 +219,6 @@ func (g *gpuSampler) report(spans []Span) GPUReport {
 	r := GPUReport{SampleIntervalSeconds: g.interval.Seconds()}
 	if len(g.samples) == 0 {
 		r.Note = "no GPU series were read"
-		if g.lastErr != nil {
-			r.Note += ": " + g.lastErr.Error()
-		}
 		return r
 	}
 	r.Available = true

@@ -1,50 +1,57 @@
 package bench
 
 import (
+	"strconv"
+	"sync"
 	"testing"
 	"time"
 
-	"github.com/prometheus/client_golang/prometheus"
+	"github.com/infer-exporter/infer_exporter/collector"
 )
 
-// fakeGPUs serves NVML-collector-shaped series (infer_gpu_*) from gauges a
-// test sets, for GPUs "0" and "1".
+// fakeGPUs serves NVML-collector-shaped snapshots from readings a test
+// sets, for GPUs "0" and "1".
 type fakeGPUs struct {
-	reg                *prometheus.Registry
-	used, temp, power  *prometheus.GaugeVec
-	total, info        *prometheus.GaugeVec
-	powerSupportedOnly string // the GPU that reports power; "" for both
+	mu   sync.Mutex
+	gpus []collector.GPUSnapshot
 }
 
 func newFakeGPUs() *fakeGPUs {
-	labels := []string{"gpu", "uuid", "name"}
-	g := func(name string, extra ...string) *prometheus.GaugeVec {
-		return prometheus.NewGaugeVec(prometheus.GaugeOpts{Name: "infer_gpu_" + name, Help: name}, append(append([]string{}, labels...), extra...))
-	}
-	f := &fakeGPUs{reg: prometheus.NewRegistry(), used: g("memory_used_bytes"), temp: g("temperature_celsius"),
-		power: g("power_watts"), total: g("memory_total_bytes"), info: g("info", "driver_version", "cuda_version", "pci_bus_id")}
-	f.reg.MustRegister(f.used, f.temp, f.power, f.total, f.info)
-	for _, gpu := range []string{"0", "1"} {
-		lv := []string{gpu, "GPU-" + gpu, "NVIDIA H200"}
-		f.total.WithLabelValues(lv...).Set(140e9)
-		f.info.WithLabelValues(append(lv, "570.1", "12.8", "0000:0"+gpu+":00.0")...).Set(1)
+	f := &fakeGPUs{}
+	for i := range 2 {
+		f.gpus = append(f.gpus, collector.GPUSnapshot{
+			Index: i, UUID: "GPU-" + strconv.Itoa(i), Name: "NVIDIA H200", PCIBusID: "0000:0" + strconv.Itoa(i) + ":00.0",
+			DriverVersion: "570.1", CUDAVersion: "12.8", Polled: true, Up: true,
+			MemoryTotalBytes: collector.Reading{Value: 140e9, OK: true},
+		})
 	}
 	return f
 }
 
+// set gives a GPU its readings; a negative power leaves power absent.
 func (f *fakeGPUs) set(gpu string, used, temp float64, power float64) {
-	lv := []string{gpu, "GPU-" + gpu, "NVIDIA H200"}
-	f.used.WithLabelValues(lv...).Set(used)
-	f.temp.WithLabelValues(lv...).Set(temp)
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	i, _ := strconv.Atoi(gpu)
+	g := &f.gpus[i]
+	g.MemoryUsedBytes = collector.Reading{Value: used, OK: true}
+	g.TemperatureCelsius = collector.Reading{Value: temp, OK: true}
 	if power >= 0 {
-		f.power.WithLabelValues(lv...).Set(power)
+		g.PowerWatts = collector.Reading{Value: power, OK: true}
 	}
+}
+
+// GPUs implements GPUReader.
+func (f *fakeGPUs) GPUs() []collector.GPUSnapshot {
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	return append([]collector.GPUSnapshot(nil), f.gpus...)
 }
 
 func TestGPUSampler(t *testing.T) {
 	f := newFakeGPUs()
 	start := time.Unix(0, 0)
-	g := newGPUSampler(f.reg, start, time.Second)
+	g := newGPUSampler(f, start, time.Second)
 	at := func(s int) time.Time { return start.Add(time.Duration(s) * time.Second) }
 	// Target a runs from 0 to 2 s, b from 3 to 5 s.
 	f.set("0", 10e9, 40, 100)
@@ -80,7 +87,7 @@ func TestGPUSamplerBounded(t *testing.T) {
 	f := newFakeGPUs()
 	f.set("0", 1, 1, 1)
 	f.set("1", 1, 1, 1)
-	g := newGPUSampler(f.reg, time.Unix(0, 0), time.Second)
+	g := newGPUSampler(f, time.Unix(0, 0), time.Second)
 	g.maxSamples = 10
 	for i := 0; i < 40; i++ {
 		g.sample(time.Unix(int64(i), 0))
@@ -95,9 +102,30 @@ func TestGPUSamplerBounded(t *testing.T) {
 }
 
 func TestNoGPU(t *testing.T) {
-	g := newGPUSampler(prometheus.NewRegistry(), time.Now(), time.Second)
+	g := newGPUSampler(&fakeGPUs{}, time.Now(), time.Second)
 	g.sample(time.Now())
 	if r := g.report(nil); r.Available || r.Note == "" {
 		t.Errorf("%+v", r)
+	}
+}
+
+// TestGPUSamplerLostGPU: a GPU with no readings (lost) is listed but has no
+// samples; a memory total never read is unknown, not zero, and one read
+// before the GPU was lost is kept.
+func TestGPUSamplerLostGPU(t *testing.T) {
+	f := newFakeGPUs()
+	f.set("0", 10e9, 40, 100)
+	f.gpus[1] = collector.GPUSnapshot{Index: 1, UUID: "GPU-1", Name: "NVIDIA H200", Polled: true}
+	g := newGPUSampler(f, time.Unix(0, 0), time.Second)
+	g.sample(time.Unix(1, 0))
+	f.gpus[0].Up, f.gpus[0].MemoryTotalBytes, f.gpus[0].MemoryUsedBytes = false, collector.Reading{}, collector.Reading{}
+	f.gpus[0].TemperatureCelsius, f.gpus[0].PowerWatts = collector.Reading{}, collector.Reading{}
+	g.sample(time.Unix(2, 0))
+	r := g.report(nil)
+	if len(r.Devices) != 2 || r.Devices[0].MemoryTotalBytes != 140e9 || r.Devices[1].MemoryTotalBytes.Valid() {
+		t.Errorf("devices %+v", r.Devices)
+	}
+	if len(r.Samples) != 1 || r.Samples[0].GPU != "0" || r.Samples[0].T != 1 {
+		t.Errorf("samples %+v, want GPU 0's first reading only", r.Samples)
 	}
 }

@@ -14,8 +14,6 @@ import (
 	"strings"
 	"testing"
 	"time"
-
-	"github.com/prometheus/client_golang/prometheus"
 )
 
 // chromium finds Debian's chromium. In CI (CI set, as the other tools'
@@ -82,7 +80,7 @@ func TestHTMLRendersInChromium(t *testing.T) {
 	gpus := newFakeGPUs()
 	gpus.set("0", 90e9, 55, 350)
 	gpus.set("1", 30e9, 45, 120)
-	rep := runSmall(t, gpus.reg, true)
+	rep := runSmall(t, gpus, true)
 	dir := t.TempDir()
 	if err := WriteFiles(dir, rep); err != nil {
 		t.Fatal(err)
@@ -202,7 +200,7 @@ func colored(img image.Image, r image.Rectangle) int {
 // runSmall runs a short bench of two simulators with every section the
 // report has: open and closed loop, a replay, a sweep, known answers, and
 // GPU samples from gpus (a fake or the real NVML collector).
-func runSmall(t *testing.T, gpus prometheus.Gatherer, wantMemory bool) *Report {
+func runSmall(t *testing.T, gpus GPUReader, wantMemory bool) *Report {
 	t.Helper()
 	fast := startSim(t, 10*time.Millisecond, 0.5, 0)
 	slow := startSim(t, 20*time.Millisecond, 0.5, 0)

@@ -3,12 +3,9 @@ package bench
 import (
 	"context"
 	"log/slog"
-	"strconv"
 	"time"
 
-	"github.com/prometheus/client_golang/prometheus"
-
-	"github.com/infer-exporter/infer_exporter/collector"
+	"github.com/infer-exporter/infer_exporter/engine"
 	"github.com/infer-exporter/infer_exporter/internal/config"
 )
 
@@ -38,10 +35,10 @@ type InfoSource interface {
 	Info(ctx context.Context, targets []config.Target) map[string]EngineInfo
 }
 
-// ServerInfo reads engine info through the exporter's own server-metrics
-// collector (collector.ServerMetrics: engine detection from metric names
-// and info endpoints), so that the report and the exporter's
-// infer_server_info agree. It waits for one scrape of every target, at most
+// ServerInfo reads engine info through the exporter's own engine scraper
+// (engine.Scraper: engine detection from metric names and info endpoints),
+// from the same snapshots its infer_server_info renders, so that the report
+// and the exporter agree. It waits for one scrape of every target, at most
 // Wait (default: the longest metrics timeout plus 5 s).
 type ServerInfo struct {
 	Logger *slog.Logger
@@ -50,15 +47,10 @@ type ServerInfo struct {
 
 // Info implements InfoSource.
 func (s ServerInfo) Info(ctx context.Context, targets []config.Target) map[string]EngineInfo {
-	out := map[string]EngineInfo{}
-	sm := collector.NewServerMetrics(s.Logger)
-	defer sm.Close()
-	if err := sm.ApplyConfig(ctx, &config.Config{Targets: targets}); err != nil {
-		return out
-	}
-	reg := prometheus.NewRegistry()
-	if err := reg.Register(sm); err != nil {
-		return out
+	sc := engine.NewScraper(s.Logger)
+	defer sc.Close()
+	if err := sc.ApplyConfig(ctx, &config.Config{Targets: targets}); err != nil {
+		return map[string]EngineInfo{}
 	}
 	wait := s.Wait
 	if wait <= 0 {
@@ -75,27 +67,7 @@ func (s ServerInfo) Info(ctx context.Context, targets []config.Target) map[strin
 		}
 	}
 	for {
-		out = map[string]EngineInfo{}
-		mfs, _ := reg.Gather()
-		for _, mf := range mfs {
-			for _, m := range mf.GetMetric() {
-				l := labelMap(m)
-				e := out[l["target"]]
-				switch mf.GetName() {
-				case "infer_server_up":
-					e.Up = m.GetGauge().GetValue() == 1
-					if eng := l["engine"]; eng != "unknown" {
-						e.Engine = eng
-					}
-				case "infer_server_info":
-					e.Engine, e.EngineVersion, e.ServedModel = l["engine"], l["version"], l["model"]
-					e.MaxContextLength, _ = strconv.Atoi(l["max_context_length"])
-				default:
-					continue
-				}
-				out[l["target"]] = e
-			}
-		}
+		out := engineInfos(sc.Snapshots())
 		if len(out) >= want || time.Now().After(deadline) {
 			return out
 		}
@@ -105,4 +77,20 @@ func (s ServerInfo) Info(ctx context.Context, targets []config.Target) map[strin
 		case <-time.After(50 * time.Millisecond):
 		}
 	}
+}
+
+// engineInfos is what the scrape snapshots say of each target, by name.
+func engineInfos(snaps []engine.Info) map[string]EngineInfo {
+	out := make(map[string]EngineInfo, len(snaps))
+	for _, i := range snaps {
+		e := EngineInfo{Up: i.Up}
+		if i.Engine != engine.Unknown {
+			e.Engine = i.Engine
+		}
+		if i.HasInfo {
+			e.Engine, e.EngineVersion, e.ServedModel, e.MaxContextLength = i.Engine, i.Version, i.ServedModel, i.MaxContextLength
+		}
+		out[i.Target] = e
+	}
+	return out
 }

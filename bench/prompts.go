@@ -8,6 +8,7 @@ import (
 	"strings"
 
 	"github.com/infer-exporter/infer_exporter/internal/config"
+	"github.com/infer-exporter/infer_exporter/probe/client"
 	"github.com/infer-exporter/infer_exporter/probe/prompt"
 )
 
@@ -52,10 +53,13 @@ func NewPromptSet(ctx context.Context, targets []config.Target, shapes []Shape, 
 	var all strings.Builder
 	for i := range targets {
 		t := &targets[i]
-		flavor := string(t.Flavor)
+		flavor, err := client.ParseFlavor(string(t.Flavor))
+		if err != nil {
+			return nil, fmt.Errorf("target %q: %w", t.Name, err)
+		}
 		// The same endpoint as the exporter's workloads (workload.PromptMetrics).
 		ep := prompt.Endpoint{BaseURL: t.URL, Model: t.Model, BearerToken: string(t.BearerToken), Headers: t.Headers,
-			Chat: flavor == "openai-chat" || flavor == "ollama-chat"}
+			Chat: flavor.Chat()}
 		tok, err := prompt.DetectTokenizer(ctx, ep)
 		if err != nil {
 			return nil, fmt.Errorf("target %q: prompt calibration: %w", t.Name, err)

@@ -8,6 +8,7 @@ import (
 
 	"github.com/infer-exporter/infer_exporter/internal/config"
 	"github.com/infer-exporter/infer_exporter/probe/observation"
+	"github.com/infer-exporter/infer_exporter/probe/slo"
 	"github.com/infer-exporter/infer_exporter/probe/workload"
 )
 
@@ -72,6 +73,24 @@ type recorder struct {
 	winE2E       [][]float64
 }
 
+// recorder is a workload.Observer of the ends of requests.
+var _ workload.Observer = (*recorder)(nil)
+
+// Sent implements workload.Observer.
+func (r *recorder) Sent(*observation.Request) {}
+
+// FirstToken implements workload.Observer.
+func (r *recorder) FirstToken(*observation.Request) {}
+
+// Token implements workload.Observer.
+func (r *recorder) Token(*observation.Request) {}
+
+// Done implements workload.Observer.
+func (r *recorder) Done(o *observation.Request) { r.observe(o) }
+
+// Dropped implements workload.Observer.
+func (r *recorder) Dropped(o *observation.Request) { r.observe(o) }
+
 func newRecorder(warmupEnd time.Time, window time.Duration, slo config.SLO, maxRecs, maxITL int, seed uint64) *recorder {
 	return &recorder{
 		warmupEnd: warmupEnd, window: window, slo: slo,
@@ -118,7 +137,7 @@ func (rc *recorder) observe(obs *observation.Request) {
 				rec.e2e = d.Seconds()
 			}
 		}
-		rec.goodput = workload.MeetsSLO(obs, rc.slo)
+		rec.goodput = slo.Met(obs, rc.slo)
 	}
 	// Tokens delivered per window, for successful requests.
 	if success && len(obs.TokenTimes) > 0 {

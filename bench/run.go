@@ -14,9 +14,10 @@ import (
 	"github.com/prometheus/common/version"
 
 	"github.com/infer-exporter/infer_exporter/internal/config"
-	"github.com/infer-exporter/infer_exporter/probe/arrival"
+	"github.com/infer-exporter/infer_exporter/internal/textcut"
 	"github.com/infer-exporter/infer_exporter/probe/client"
 	"github.com/infer-exporter/infer_exporter/probe/observation"
+	"github.com/infer-exporter/infer_exporter/probe/plan"
 	"github.com/infer-exporter/infer_exporter/probe/replay"
 	"github.com/infer-exporter/infer_exporter/probe/workload"
 )
@@ -24,9 +25,10 @@ import (
 // Options are a run's collaborators.
 type Options struct {
 	Logger *slog.Logger
-	// GPUs is where the GPU series (the NVML collector's infer_gpu_*) are
-	// read; nil means no GPU sampling, and GPUNote says why.
-	GPUs    prometheus.Gatherer
+	// GPUs is where the GPUs are read (the NVML collector's snapshots,
+	// behind its infer_gpu_*); nil means no GPU sampling, and GPUNote says
+	// why.
+	GPUs    GPUReader
 	GPUNote string
 	// Info reads the targets' engine, version and model; nil: ServerInfo.
 	Info InfoSource
@@ -36,7 +38,7 @@ type Options struct {
 
 // degradedLag is the schedule lag p99 above which a repeat is flagged
 // degraded, as the exporter's --probe.degraded-lag default.
-const degradedLag = 10 * time.Millisecond
+const degradedLag = plan.DefaultDegradedLag
 
 type run struct {
 	cfg      *Config
@@ -304,13 +306,12 @@ func (b *run) runRepeat(ctx context.Context, p repeatPlan) (RepeatResult, *sampl
 	load := p.group.load
 	switch load.Kind {
 	case LoadRate:
-		a := arrival.Config{Process: spec.Matrix.Process, Burstiness: spec.Matrix.Burstiness, Rate: load.Value}.WithDefaults()
-		s, err := arrival.New(a, spec.Seed)
+		a := config.Arrival{Process: spec.Matrix.Process, Burstiness: spec.Matrix.Burstiness, Rate: load.Value}.WithDefaults()
+		ol, err := plan.Open(a, spec.Seed, degradedLag)
 		if err != nil {
 			return RepeatResult{}, nil, fmt.Errorf("cell %s: %w", p.cell, err)
 		}
-		sched, maxRate = s, s.MaxRate()
-		ceiling = arrival.NewWireCeiling(maxRate, 10*time.Millisecond)
+		sched, ceiling, maxRate = ol.Schedule, ol.Ceiling, ol.MaxRate
 	case LoadConcurrency:
 		closed = newClosedLoop(ctx, int(load.Value))
 		sched, maxInFlight = closed, int(load.Value)
@@ -320,7 +321,7 @@ func (b *run) runRepeat(ctx context.Context, p repeatPlan) (RepeatResult, *sampl
 			return RepeatResult{}, nil, fmt.Errorf("cell %s: %w", p.cell, err)
 		}
 		sched, prompts, maxRate = src.Schedule(), src.Prompts(), src.MaxRate()
-		ceiling = arrival.NewWireCeiling(maxRate, 10*time.Millisecond)
+		ceiling = plan.Ceiling(maxRate, degradedLag)
 	default:
 		return RepeatResult{}, nil, fmt.Errorf("cell %s: unknown load kind %q", p.cell, load.Kind)
 	}
@@ -332,8 +333,6 @@ func (b *run) runRepeat(ctx context.Context, p repeatPlan) (RepeatResult, *sampl
 	defer cl.Close()
 
 	res := RepeatResult{Index: p.index, Stability: StabilityResult{Checked: check, WindowSeconds: window.Seconds(), Spread: NaN()}}
-	reg := prometheus.NewRegistry()
-	series := workload.NewMetrics(reg).Series(p.target.Name, p.target.Model, "bench", spec.SLO)
 	t0 := time.Now()
 	rec := newRecorder(t0.Add(p.warmup), window, spec.SLO, spec.MaxSamplesPerRepeat, DefaultMaxITLSamples,
 		uint64(spec.Seed)^hashString(p.cell)+uint64(p.index))
@@ -361,17 +360,17 @@ func (b *run) runRepeat(ctx context.Context, p repeatPlan) (RepeatResult, *sampl
 			return p.warmup + time.Duration(k)*window, true
 		},
 	}
+	// The repeat's records, and for a closed loop the slot each ended
+	// request frees: no Prometheus registry is needed to run a workload.
+	observers := workload.Observers{rec}
+	if closed != nil {
+		observers = append(observers, closed)
+	}
 	runner := &workload.Runner{
 		Name: "bench", Target: p.ct, Schedule: stop, Ceiling: ceiling, Prompts: prompts,
-		Client: cl, Series: series, MaxInFlight: maxInFlight, MaxRate: maxRate,
+		Client: cl, Observer: observers, MaxInFlight: maxInFlight, MaxRate: maxRate,
 		Sampling: spec.Sampling, Timeout: p.target.Timeout, Logger: b.logger,
 		DegradedLag: degradedLag, Saturation: b.sched,
-		OnResult: func(o *observation.Request) {
-			rec.observe(o)
-			if closed != nil {
-				closed.release()
-			}
-		},
 	}
 	res.Started = t0
 	runner.Run(ctx)
@@ -424,23 +423,15 @@ func (b *run) knownAnswers(ctx context.Context, t *config.Target, ct *client.Tar
 	cl := client.New(client.Options{MaxConnsPerHost: 1})
 	defer cl.Close()
 	out := AccuracyCheck{Target: t.Name}
-	s := b.spec.Sampling
-	temp := s.Temperature
-	if temp == nil {
-		zero := 0.0
-		temp = &zero
-	}
+	tmpl := plan.Template{Sampling: b.spec.Sampling, Timeout: t.Timeout}
 	for _, ka := range b.spec.KnownAnswers {
 		obs := &observation.Request{Scheduled: time.Now()}
-		cl.Do(ctx, ct, &client.Request{
-			Prompt: ka.Prompt, MaxTokens: ka.MaxTokens, KeepText: true,
-			Temperature: temp, TopP: s.TopP, Seed: s.Seed, Timeout: t.Timeout,
-		}, obs)
-		r := CheckResult{Prompt: ka.Prompt, Expect: ka.Expect, Answer: truncate(obs.Text, 500)}
+		cl.Do(ctx, ct, tmpl.KnownAnswer(ka.Prompt, ka.MaxTokens), obs)
+		r := CheckResult{Prompt: ka.Prompt, Expect: ka.Expect, Answer: textcut.Cut(obs.Text, 500)}
 		if obs.Outcome != observation.Success {
 			r.Error = fmt.Sprintf("%s: %v", obs.Outcome, obs.Err)
 		} else {
-			r.Passed = ka.Pattern.MatchString(obs.Text)
+			r.Passed = plan.Judge(ka.Pattern, ka.Expect, obs) == plan.Pass
 		}
 		if r.Passed {
 			out.Passed++
@@ -460,13 +451,6 @@ func (b *run) replaySource(r *ReplaySpec, t *config.Target) (*replay.Source, err
 		MaxRate: r.MaxRate, Chat: t.Flavor == "openai-chat", BlockSize: r.BlockSize,
 		ForceOutputTokens: r.ForceOutputTokens, OnUnreplayable: policy,
 	})
-}
-
-func truncate(s string, n int) string {
-	if len(s) <= n {
-		return s
-	}
-	return s[:n] + "…"
 }
 
 // sweep finds the highest open-loop rate meeting the SLO for one target and

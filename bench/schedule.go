@@ -4,6 +4,7 @@ import (
 	"context"
 	"time"
 
+	"github.com/infer-exporter/infer_exporter/probe/observation"
 	"github.com/infer-exporter/infer_exporter/probe/workload"
 )
 
@@ -89,6 +90,24 @@ func (c *closedLoop) Next() (time.Duration, bool) {
 }
 
 // release frees the slot of a request that ended (or was dropped).
+// The closed loop frees a slot for each request that ended or was dropped.
+var _ workload.Observer = (*closedLoop)(nil)
+
+// Done implements workload.Observer.
+func (c *closedLoop) Done(*observation.Request) { c.release() }
+
+// Dropped implements workload.Observer.
+func (c *closedLoop) Dropped(*observation.Request) { c.release() }
+
+// Sent implements workload.Observer.
+func (c *closedLoop) Sent(*observation.Request) {}
+
+// FirstToken implements workload.Observer.
+func (c *closedLoop) FirstToken(*observation.Request) {}
+
+// Token implements workload.Observer.
+func (c *closedLoop) Token(*observation.Request) {}
+
 func (c *closedLoop) release() {
 	select {
 	case c.slots <- struct{}{}:

@@ -4,6 +4,7 @@ package collector
 
 import (
 	"context"
+	"maps"
 	"strconv"
 	"time"
 
@@ -36,7 +37,7 @@ func newNVMLDescs() *nvmlDescs {
 		sampleAge:    d("sample_age_seconds", "Age of the reading these GPU series come from: NVML is read in the background, never during a scrape."),
 		pollDuration: d("poll_duration_seconds", "How long the latest background NVML reading of this GPU took."),
 
-		utilization:    d("utilization_ratio", "Ratio of the driver's last sample period during which one or more kernels ran (NVML utilization.gpu). Says nothing about how many SMs were busy: see infer_gpu_sm_active_ratio."),
+		utilization:    d("utilization_ratio", "Ratio of the last sample period during which any kernel ran (NVML utilization.gpu); not how many SMs were busy."),
 		memUtilization: d("memory_utilization_ratio", "Ratio of the driver's last sample period during which device memory was read or written (NVML utilization.memory)."),
 
 		memUsed:     d("memory_used_bytes", "Device memory allocated by processes and the driver, excluding reserved memory."),
@@ -61,7 +62,7 @@ func newNVMLDescs() *nvmlDescs {
 		xidErrors:  d("xid_errors_total", "XID errors the driver reported since the exporter started, by XID.", "xid"),
 		xidWatched: d("xid_events_watched", "1 if XID events are watched on this GPU (the driver allows an event set), else 0: then infer_gpu_xid_errors_total cannot appear."),
 
-		processMemory: d("process_memory_used_bytes", "Device memory used by a process (the largest users, at most --collector.nvml.max-processes per GPU). process is the name in /proc/<pid>/comm, empty if unreadable.", "pid", "process"),
+		processMemory: d("process_memory_used_bytes", "Device memory used by a process (the largest, at most --collector.nvml.max-processes per GPU), named as in /proc/<pid>/comm.", "pid", "process"),
 		processes:     d("processes", "Processes with a compute or graphics context on the GPU, before the per-process series are truncated."),
 
 		smActive:     d("sm_active_ratio", "Ratio of SMs that were busy over the latest GPM window (GPM SM utilisation): the \"SM utilisation\" NVML's plain utilisation cannot give."),
@@ -95,93 +96,162 @@ func (c *nvmlCollector) Describe(ch chan<- *prometheus.Desc) {
 func (c *nvmlCollector) Update(_ context.Context, ch chan<- prometheus.Metric) error {
 	now := c.now()
 	for _, g := range c.gpus {
-		c.render(g, now, ch)
+		s := c.snapshot(g)
+		c.render(&s, now, ch)
 	}
 	return nil
 }
 
-func (c *nvmlCollector) render(g *gpu, now time.Time, ch chan<- prometheus.Metric) {
+// gpuSnapshots implements gpuReader: the snapshots Update renders.
+func (c *nvmlCollector) gpuSnapshots() []GPUSnapshot {
+	out := make([]GPUSnapshot, len(c.gpus))
+	for i, g := range c.gpus {
+		out[i] = c.snapshot(g)
+	}
+	return out
+}
+
+func (o opt) reading() Reading { return Reading{Value: o.v, OK: o.ok} }
+
+// snapshot assembles g's latest readings (device, GPM, XID) into the one
+// value both Update and Set.GPUs serve.
+func (c *nvmlCollector) snapshot(g *gpu) GPUSnapshot {
+	out := GPUSnapshot{
+		Index: g.index, UUID: g.uuid, Name: g.name, PCIBusID: g.pciBusID,
+		DriverVersion: c.driverVersion, CUDAVersion: c.cudaVersion, labels: g.labels,
+	}
+	s := g.snap.Load()
+	if s == nil {
+		return out
+	}
+	out.Polled, out.Up, out.At, out.PollDuration = true, !s.lost, s.at, s.took
+	if s.lost {
+		return out
+	}
+
+	out.Utilization, out.MemoryUtilization = s.utilization.reading(), s.memUtilization.reading()
+	out.MemoryUsedBytes, out.MemoryFreeBytes = s.memUsed.reading(), s.memFree.reading()
+	out.MemoryTotalBytes, out.MemoryReservedBytes = s.memTotal.reading(), s.memReserved.reading()
+	out.PowerWatts, out.PowerLimitWatts, out.EnergyJoules = s.power.reading(), s.powerLimit.reading(), s.energy.reading()
+	out.TemperatureCelsius = s.temperature.reading()
+	out.SMClockHertz, out.MemoryClockHertz = s.smClock.reading(), s.memClock.reading()
+	out.SMClockMaxHertz, out.MemoryClockMaxHertz = s.smClockMax.reading(), s.memClockMax.reading()
+	if s.reasonsOK {
+		out.ClockEvents = make([]ClockEvent, len(g.reasons))
+		for i, r := range g.reasons {
+			out.ClockEvents[i] = ClockEvent{Reason: r.name, Active: s.reasons&r.bit != 0}
+		}
+	}
+	out.PCIeTxBytesPerSecond, out.PCIeRxBytesPerSecond = s.pcieTx.reading(), s.pcieRx.reading()
+	out.ECCCorrected, out.ECCUncorrected = s.eccCorrected.reading(), s.eccUncorrected.reading()
+	out.PerformanceState, out.MIGEnabled = s.pstate.reading(), s.migEnabled.reading()
+
+	out.ProcessCount = s.processCount.reading()
+	if len(s.processes) > 0 {
+		out.Processes = make([]GPUProcess, len(s.processes))
+		for i, p := range s.processes {
+			out.Processes[i] = GPUProcess{PID: p.pid, Name: p.name, MemoryUsedBytes: Reading{Value: float64(p.bytes), OK: p.known}}
+		}
+	}
+
+	out.XIDWatched = g.xidSet != nil
+	if out.XIDWatched {
+		// The watcher never modifies a published map, but the caller
+		// might: it gets its own copy.
+		if xids := *g.xids.Load(); len(xids) > 0 {
+			out.XIDErrors = maps.Clone(xids)
+		}
+	}
+
+	if gs := g.gpm.Load(); gs != nil {
+		out.GPM = &GPMWindow{
+			At: gs.at, Window: gs.window,
+			SMActive: gs.values[gpmSMActive].reading(), SMOccupancy: gs.values[gpmSMOccupancy].reading(),
+			TensorActive: gs.values[gpmTensorActive].reading(), DRAMBandwidthUtilization: gs.values[gpmDRAMActive].reading(),
+			PCIeTxBytesPerSecond: gs.values[gpmPCIeTx].reading(), PCIeRxBytesPerSecond: gs.values[gpmPCIeRx].reading(),
+		}
+	}
+	return out
+}
+
+// render sends the series of one GPU snapshot.
+func (c *nvmlCollector) render(s *GPUSnapshot, now time.Time, ch chan<- prometheus.Metric) {
 	d := c.descs
-	labels := g.labels
+	labels := s.labels
+	if labels == nil {
+		labels = []string{strconv.Itoa(s.Index), s.UUID, s.Name}
+	}
 	gauge := func(desc *prometheus.Desc, v float64, extra ...string) {
 		ch <- prometheus.MustNewConstMetric(desc, prometheus.GaugeValue, v, withLabels(labels, extra)...)
 	}
 	counter := func(desc *prometheus.Desc, v float64, extra ...string) {
 		ch <- prometheus.MustNewConstMetric(desc, prometheus.CounterValue, v, withLabels(labels, extra)...)
 	}
-	optGauge := func(desc *prometheus.Desc, o opt, extra ...string) {
-		if o.ok {
-			gauge(desc, o.v, extra...)
+	optGauge := func(desc *prometheus.Desc, r Reading, extra ...string) {
+		if r.OK {
+			gauge(desc, r.Value, extra...)
+		}
+	}
+	optCounter := func(desc *prometheus.Desc, r Reading, extra ...string) {
+		if r.OK {
+			counter(desc, r.Value, extra...)
 		}
 	}
 
-	gauge(d.info, 1, c.driverVersion, c.cudaVersion, g.pciBusID)
-	s := g.snap.Load()
-	if s == nil {
+	gauge(d.info, 1, s.DriverVersion, s.CUDAVersion, s.PCIBusID)
+	if !s.Polled {
 		return
 	}
-	gauge(d.up, boolFloat(!s.lost))
-	gauge(d.sampleAge, age(now, s.at))
-	gauge(d.pollDuration, s.took.Seconds())
-	if s.lost {
+	gauge(d.up, boolFloat(s.Up))
+	gauge(d.sampleAge, age(now, s.At))
+	gauge(d.pollDuration, s.PollDuration.Seconds())
+	if !s.Up {
 		return
 	}
 
-	optGauge(d.utilization, s.utilization)
-	optGauge(d.memUtilization, s.memUtilization)
-	optGauge(d.memUsed, s.memUsed)
-	optGauge(d.memFree, s.memFree)
-	optGauge(d.memTotal, s.memTotal)
-	optGauge(d.memReserved, s.memReserved)
-	optGauge(d.power, s.power)
-	optGauge(d.powerLimit, s.powerLimit)
-	if s.energy.ok {
-		counter(d.energy, s.energy.v)
+	optGauge(d.utilization, s.Utilization)
+	optGauge(d.memUtilization, s.MemoryUtilization)
+	optGauge(d.memUsed, s.MemoryUsedBytes)
+	optGauge(d.memFree, s.MemoryFreeBytes)
+	optGauge(d.memTotal, s.MemoryTotalBytes)
+	optGauge(d.memReserved, s.MemoryReservedBytes)
+	optGauge(d.power, s.PowerWatts)
+	optGauge(d.powerLimit, s.PowerLimitWatts)
+	optCounter(d.energy, s.EnergyJoules)
+	optGauge(d.temperature, s.TemperatureCelsius)
+	optGauge(d.clock, s.SMClockHertz, "sm")
+	optGauge(d.clock, s.MemoryClockHertz, "memory")
+	optGauge(d.clockMax, s.SMClockMaxHertz, "sm")
+	optGauge(d.clockMax, s.MemoryClockMaxHertz, "memory")
+	for _, r := range s.ClockEvents {
+		gauge(d.clockEventReason, boolFloat(r.Active), r.Reason)
 	}
-	optGauge(d.temperature, s.temperature)
-	optGauge(d.clock, s.smClock, "sm")
-	optGauge(d.clock, s.memClock, "memory")
-	optGauge(d.clockMax, s.smClockMax, "sm")
-	optGauge(d.clockMax, s.memClockMax, "memory")
-	if s.reasonsOK {
-		for _, r := range g.reasons {
-			gauge(d.clockEventReason, boolFloat(s.reasons&r.bit != 0), r.name)
-		}
-	}
-	optGauge(d.pcie, s.pcieTx, "tx")
-	optGauge(d.pcie, s.pcieRx, "rx")
-	if s.eccCorrected.ok {
-		counter(d.ecc, s.eccCorrected.v, "corrected")
-	}
-	if s.eccUncorrected.ok {
-		counter(d.ecc, s.eccUncorrected.v, "uncorrected")
-	}
-	optGauge(d.pstate, s.pstate)
-	optGauge(d.migEnabled, s.migEnabled)
+	optGauge(d.pcie, s.PCIeTxBytesPerSecond, "tx")
+	optGauge(d.pcie, s.PCIeRxBytesPerSecond, "rx")
+	optCounter(d.ecc, s.ECCCorrected, "corrected")
+	optCounter(d.ecc, s.ECCUncorrected, "uncorrected")
+	optGauge(d.pstate, s.PerformanceState)
+	optGauge(d.migEnabled, s.MIGEnabled)
 
-	optGauge(d.processes, s.processCount)
-	for _, p := range s.processes {
-		if p.known {
-			gauge(d.processMemory, float64(p.bytes), strconv.FormatUint(uint64(p.pid), 10), p.name)
-		}
+	optGauge(d.processes, s.ProcessCount)
+	for _, p := range s.Processes {
+		optGauge(d.processMemory, p.MemoryUsedBytes, strconv.FormatUint(uint64(p.PID), 10), p.Name)
 	}
 
-	gauge(d.xidWatched, boolFloat(g.xidSet != nil))
-	if g.xidSet != nil {
-		for xid, n := range *g.xids.Load() {
-			counter(d.xidErrors, float64(n), strconv.FormatUint(xid, 10))
-		}
+	gauge(d.xidWatched, boolFloat(s.XIDWatched))
+	for xid, n := range s.XIDErrors {
+		counter(d.xidErrors, float64(n), strconv.FormatUint(xid, 10))
 	}
 
-	if gs := g.gpm.Load(); gs != nil {
-		gauge(d.gpmWindow, gs.window.Seconds())
-		gauge(d.gpmSampleAge, age(now, gs.at))
-		optGauge(d.smActive, gs.values[gpmSMActive])
-		optGauge(d.smOccupancy, gs.values[gpmSMOccupancy])
-		optGauge(d.tensorActive, gs.values[gpmTensorActive])
-		optGauge(d.dramActive, gs.values[gpmDRAMActive])
-		optGauge(d.pcie, gs.values[gpmPCIeTx], "tx")
-		optGauge(d.pcie, gs.values[gpmPCIeRx], "rx")
+	if w := s.GPM; w != nil {
+		gauge(d.gpmWindow, w.Window.Seconds())
+		gauge(d.gpmSampleAge, age(now, w.At))
+		optGauge(d.smActive, w.SMActive)
+		optGauge(d.smOccupancy, w.SMOccupancy)
+		optGauge(d.tensorActive, w.TensorActive)
+		optGauge(d.dramActive, w.DRAMBandwidthUtilization)
+		optGauge(d.pcie, w.PCIeTxBytesPerSecond, "tx")
+		optGauge(d.pcie, w.PCIeRxBytesPerSecond, "rx")
 	}
 }
 

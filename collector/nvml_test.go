@@ -578,3 +578,22 @@ func TestNVMLProcessesBoundedAndDeduplicated(t *testing.T) {
 		t.Errorf("kept pids %v, want the 3 largest [5 139 138]", pids)
 	}
 }
+
+// TestGoldenHelpIsShort: every infer_gpu_* and collector family's help is
+// one short sentence (the definitions are in docs/metrics.md).
+func TestGoldenHelpIsShort(t *testing.T) {
+	for _, f := range []string{"testdata/nvml_full.prom", "testdata/nvml_lost.prom", "testdata/nvml_not_supported.prom"} {
+		data, err := os.ReadFile(f)
+		if err != nil {
+			t.Fatal(err)
+		}
+		for _, line := range strings.Split(string(data), "\n") {
+			if rest, ok := strings.CutPrefix(line, "# HELP "); ok {
+				name, h, _ := strings.Cut(rest, " ")
+				if len(h) == 0 || len(h) > 150 {
+					t.Errorf("%s: %s: help of %d characters, want 1 to 150", f, name, len(h))
+				}
+			}
+		}
+	}
+}

@@ -28,9 +28,11 @@ import (
 
 	"github.com/infer-exporter/infer_exporter/bench"
 	"github.com/infer-exporter/infer_exporter/collector"
+	"github.com/infer-exporter/infer_exporter/engine"
 	"github.com/infer-exporter/infer_exporter/internal/config"
 	"github.com/infer-exporter/infer_exporter/internal/shadow"
 	"github.com/infer-exporter/infer_exporter/internal/simulator"
+	"github.com/infer-exporter/infer_exporter/probe/plan"
 	"github.com/infer-exporter/infer_exporter/probe/prober"
 	"github.com/infer-exporter/infer_exporter/probe/workload"
 )
@@ -83,7 +85,7 @@ func run(ctx context.Context, args []string) int {
 	serveCmd.Flag("demo", "Start the embedded simulator and probe it with a built-in workload.").BoolVar(&f.demo)
 	serveCmd.Flag("web.telemetry-path", "Path under which to expose metrics.").Default("/metrics").StringVar(&f.metricsPath)
 	serveCmd.Flag("timeout-offset", "Seconds subtracted from Prometheus' scrape timeout (X-Prometheus-Scrape-Timeout-Seconds) to give a /probe its deadline.").Default("0.5").Float64Var(&f.timeoutOffset)
-	serveCmd.Flag("probe.degraded-lag", "Schedule lag p99, or goroutine scheduling latency p99, above which the measurement is flagged as degraded (the client is falling behind or CPU-saturated).").Default("10ms").DurationVar(&f.degradedLag)
+	serveCmd.Flag("probe.degraded-lag", "Schedule lag p99, or goroutine scheduling latency p99, above which the measurement is flagged as degraded (the client is falling behind or CPU-saturated).").Default(plan.DefaultDegradedLag.String()).DurationVar(&f.degradedLag)
 	serveCmd.Flag("probe.degraded-window", "Window over which the schedule lag p99 is computed.").Default("30s").DurationVar(&f.degradedWindow)
 	f.web = kingpinflag.AddFlags(serveCmd, DefaultListenAddress)
 	f.collectors = collector.AddFlags(serveCmd)
@@ -114,19 +116,19 @@ func run(ctx context.Context, args []string) int {
 		return runBench(ctx, logger)
 	case serveCmd.FullCommand():
 		if f.configCheck {
-			return checkConfig(f.configFile)
+			return checkConfig(ctx, f.configFile)
 		}
 		return serve(ctx, &f, logger)
 	}
 	return 2
 }
 
-func checkConfig(file string) int {
+func checkConfig(ctx context.Context, file string) int {
 	if file == "" {
 		fmt.Fprintln(os.Stderr, "--config.check needs --config.file")
 		return 2
 	}
-	c, err := config.LoadFile(file)
+	c, err := config.LoadFileContext(ctx, file)
 	if err != nil {
 		fmt.Fprintln(os.Stderr, err)
 		return 1
@@ -195,7 +197,7 @@ func serve(ctx context.Context, f *flags, logger *slog.Logger) int {
 	reg.MustRegister(cols)
 	// Engine metrics: each target's own /metrics, scraped in the background
 	// and normalised to infer_server_*.
-	serverMetrics := collector.NewServerMetrics(logger.With("collector", "server"))
+	serverMetrics := engine.NewScraper(logger.With("collector", "server"))
 	defer serverMetrics.Close()
 	reg.MustRegister(serverMetrics)
 
@@ -210,7 +212,9 @@ func serve(ctx context.Context, f *flags, logger *slog.Logger) int {
 		if f.configFile == "" {
 			return &config.Config{}, nil
 		}
-		return config.LoadFile(f.configFile)
+		// The read honours shutdown: a FIFO with no writer, a file on a
+		// stalled mount, never hold SIGTERM.
+		return config.LoadFileContext(ctx, f.configFile)
 	}
 	if f.demo {
 		sim, simURL, err := startDemoSimulator(logger)

@@ -50,11 +50,15 @@ func startExporter(t *testing.T, args ...string) string {
 	})
 	base := "http://" + addr
 	deadline := time.Now().Add(10 * time.Second)
+	// Ready, not only healthy: the listener comes up before the
+	// configuration is applied.
 	for {
-		resp, err := http.Get(base + "/-/healthy")
+		resp, err := http.Get(base + "/-/ready")
 		if err == nil {
 			resp.Body.Close()
-			return base
+			if resp.StatusCode == http.StatusOK {
+				return base
+			}
 		}
 		if time.Now().After(deadline) {
 			t.Fatalf("exporter did not start: %v", err)
@@ -306,6 +310,10 @@ func TestDemoProbe(t *testing.T) {
 	if v := mfs["probe_success"].GetMetric()[0].GetGauge().GetValue(); v != 1 {
 		t.Fatalf("probe_success = %v", v)
 	}
+	// Every family has a short help: one sentence, the definition is in
+	// docs/metrics.md.
+	checkHelp(t, mfs)
+	checkHelp(t, scrape(t, base+"/metrics"))
 	resp, err = http.Get(base + "/")
 	if err != nil {
 		t.Fatal(err)
@@ -314,5 +322,20 @@ func TestDemoProbe(t *testing.T) {
 	resp.Body.Close()
 	if !strings.Contains(string(page), "module=demo") && !strings.Contains(string(page), ">demo<") {
 		t.Errorf("landing page does not list the probe")
+	}
+}
+
+// maxHelp bounds a metric's help text: one short sentence.
+const maxHelp = 150
+
+func checkHelp(t *testing.T, mfs map[string]*dto.MetricFamily) {
+	t.Helper()
+	for name, mf := range mfs {
+		if !strings.HasPrefix(name, "infer_") && !strings.HasPrefix(name, "probe_") || name == "infer_exporter_build_info" {
+			continue // client_golang's build info is not ours
+		}
+		if h := mf.GetHelp(); h == "" || len(h) > maxHelp {
+			t.Errorf("%s: help of %d characters, want 1 to %d: %q", name, len(h), maxHelp, h)
+		}
 	}
 }

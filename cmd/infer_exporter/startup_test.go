@@ -11,6 +11,7 @@ import (
 	"regexp"
 	"strings"
 	"sync"
+	"syscall"
 	"testing"
 	"time"
 )
@@ -202,4 +203,114 @@ func waitFor(t *testing.T, client *http.Client, base string, d time.Duration, ok
 		}
 	}
 	t.Fatalf("condition not met within %v; workload states:\n%s", d, strings.Join(states, "\n"))
+}
+
+// TestConfigCheckRefusesUnusable: --config.check refuses, with a clear
+// reason, what would once have passed and then killed the exporter or done
+// nothing.
+func TestConfigCheckRefusesUnusable(t *testing.T) {
+	dir := t.TempDir()
+	write := func(name, body string) string {
+		p := filepath.Join(dir, name)
+		if err := os.WriteFile(p, []byte(body), 0o600); err != nil {
+			t.Fatal(err)
+		}
+		return p
+	}
+	huge := filepath.Join(dir, "huge.yml")
+	f, err := os.Create(huge)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := f.Truncate(64 << 20); err != nil { // 64 MB (sparse)
+		t.Fatal(err)
+	}
+	f.Close()
+	for _, tc := range []struct {
+		file, want string
+	}{
+		{write("tokens.yml", "targets:\n  - {name: t, url: \"http://127.0.0.1:9\", model: m}\nworkloads:\n  - name: w\n    target: t\n    arrival: {process: constant, rate: 1}\n    prompt: {input_tokens: {dist: fixed, mean: 1e15}}\n"),
+			"tokens.yml:7: workloads[0].prompt.input_tokens.mean: at most 1048576 tokens"},
+		{write("empty.yml", "# nothing here\n"), "empty configuration"},
+		{write("dashes.yml", "---\n"), "empty configuration"},
+		{huge, "file larger than 1 MiB (config.MaxFileBytes)"},
+	} {
+		out := runChild(t, "--config.check", "--config.file="+tc.file)
+		if !strings.Contains(out, tc.want) || strings.Contains(out, "OK") {
+			t.Errorf("%s: %q, want a refusal with %q", filepath.Base(tc.file), out, tc.want)
+		}
+	}
+}
+
+// TestReloadRefusesUnboundedLengths: a running exporter given a 1e15-token
+// prompt on reload refuses it like any bad file, and the old workload runs
+// on (it once died out of memory).
+func TestReloadRefusesUnboundedLengths(t *testing.T) {
+	dir := t.TempDir()
+	file := filepath.Join(dir, "c.yml")
+	good := fmt.Sprintf("targets:\n  - {name: t, url: \"http://%s\", model: m, timeout: 1s}\nworkloads:\n  - {name: w, target: t, arrival: {process: constant, rate: 20}}\n", freeAddr(t))
+	if err := os.WriteFile(file, []byte(good), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	base := startExporter(t, "--config.file="+file)
+	bad := strings.Replace(good, "rate: 20}}", "rate: 20}, prompt: {input_tokens: {dist: fixed, mean: 1e15}}}", 1)
+	if err := os.WriteFile(file, []byte(bad), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	resp, err := http.Post(base+"/-/reload", "", nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	body := get(t, http.DefaultClient, base+"/-/ready")
+	resp.Body.Close()
+	if resp.StatusCode != http.StatusInternalServerError {
+		t.Fatalf("reload with a 1e15-token prompt = %d, want 500", resp.StatusCode)
+	}
+	if !strings.Contains(body, "Ready") {
+		t.Errorf("/-/ready after a refused reload: %q", body)
+	}
+	before := sumCounter(scrape(t, base+"/metrics")["infer_probe_requests_total"])
+	time.Sleep(300 * time.Millisecond)
+	if after := sumCounter(scrape(t, base+"/metrics")["infer_probe_requests_total"]); after <= before {
+		t.Errorf("old workload stopped: requests %v -> %v", before, after)
+	}
+}
+
+// TestShutdownWhileConfigReadBlocks: a --config.file that is a FIFO with no
+// writer blocks the read; the listener is up meanwhile (not ready), and
+// SIGTERM (the context) ends the exporter at once (it once ran 615 s).
+func TestShutdownWhileConfigReadBlocks(t *testing.T) {
+	fifo := filepath.Join(t.TempDir(), "c.yml")
+	if err := syscall.Mkfifo(fifo, 0o600); err != nil {
+		t.Skip("no FIFOs here:", err)
+	}
+	addr := freeAddr(t)
+	ctx, cancel := context.WithCancel(context.Background())
+	defer cancel()
+	done := make(chan int, 1)
+	go func() {
+		done <- run(ctx, []string{"--web.listen-address=" + addr, "--log.level=error", "--no-collector.nvml", "--config.file=" + fifo})
+	}()
+	client := &http.Client{Timeout: time.Second}
+	deadline := time.Now().Add(5 * time.Second)
+	for {
+		resp, err := client.Get("http://" + addr + "/-/ready")
+		if err == nil {
+			resp.Body.Close()
+			if resp.StatusCode != http.StatusServiceUnavailable {
+				t.Fatalf("/-/ready while the configuration is unread: %s, want 503", resp.Status)
+			}
+			break
+		}
+		if time.Now().After(deadline) {
+			t.Fatal("listener not up while the configuration read blocks")
+		}
+		time.Sleep(20 * time.Millisecond)
+	}
+	cancel()
+	select {
+	case <-done:
+	case <-time.After(5 * time.Second):
+		t.Fatal("the exporter did not stop while its configuration read blocked")
+	}
 }

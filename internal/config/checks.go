@@ -63,6 +63,7 @@ func (c *Config) validateChecks(v *validator) {
 			if ch.MaxTokens < 1 {
 				v.add(p, "max_tokens", "must be at least 1")
 			}
+			v.checkTokens(p, "max_tokens", ch.MaxTokens)
 			switch {
 			case ch.Every < 0:
 				v.add(p, "every", "must not be negative")

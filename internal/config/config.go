@@ -6,22 +6,20 @@ package config
 
 import (
 	"bytes"
+	"context"
 	"errors"
 	"fmt"
 	"io"
 	"log/slog"
 	"net/url"
-	"os"
 	"path/filepath"
 	"regexp"
+	"slices"
 	"strconv"
 	"strings"
 	"time"
 
 	yaml "go.yaml.in/yaml/v3"
-
-	"github.com/infer-exporter/infer_exporter/probe/arrival"
-	"github.com/infer-exporter/infer_exporter/probe/client"
 )
 
 // Config is the whole configuration file.
@@ -34,11 +32,30 @@ type Config struct {
 	Probe ProbeSettings `yaml:"probe"`
 }
 
-// Flavor names the HTTP API a target speaks; the client package lists them.
+// Flavor names the HTTP API a target speaks.
 type Flavor string
 
 // FlavorOpenAIChat is the default flavor.
 const FlavorOpenAIChat Flavor = "openai-chat"
+
+// Flavors are the flavor names a configuration accepts, sorted. They are the
+// flavors the client package speaks (a test there checks that the two lists
+// are the same).
+var Flavors = []string{
+	"llamacpp",
+	"ollama-chat",
+	"ollama-generate",
+	"openai-chat",
+	"openai-completions",
+	"sglang",
+	"tgi",
+	"triton",
+}
+
+// knownFlavor says whether f is one of Flavors.
+func knownFlavor(f Flavor) bool {
+	return slices.Contains(Flavors, string(f))
+}
 
 // Target is one inference server endpoint.
 type Target struct {
@@ -57,6 +74,17 @@ type Target struct {
 
 	// BearerToken is read from BearerTokenFile at load time.
 	BearerToken Secret `yaml:"-"`
+}
+
+// Root is the server root of the target: URL without a trailing "/" and
+// without a trailing "/v1", for the endpoints that live outside the OpenAI
+// API (/metrics, /tokenize, the native generation APIs, the info endpoints).
+func (t *Target) Root() string { return RootURL(t.URL) }
+
+// RootURL is Target.Root for a bare base URL: u without a trailing "/" and
+// without a trailing "/v1".
+func RootURL(u string) string {
+	return strings.TrimSuffix(strings.TrimRight(u, "/"), "/v1")
 }
 
 // Secret is a string that prints as "<secret>", so that it cannot leak through
@@ -82,7 +110,7 @@ type Workload struct {
 	Name   string `yaml:"name"`
 	Target string `yaml:"target"`
 	// Arrival is the open-loop arrival process and its rate ceiling.
-	Arrival arrival.Config `yaml:"arrival"`
+	Arrival Arrival `yaml:"arrival"`
 	// MaxInFlight caps concurrent requests. An arrival that finds the cap full
 	// is dropped and counted, never delayed.
 	MaxInFlight int      `yaml:"max_in_flight"`
@@ -147,10 +175,16 @@ const (
 // Error is a configuration error with its place in the file.
 type Error struct {
 	File   string
-	Line   int // 0 when unknown
+	Line   int // 0 when the error is the file's as a whole
 	Field  string
 	Reason string
+	// Err is the underlying error, if any: a read's (fs.ErrNotExist,
+	// context.Canceled).
+	Err error
 }
+
+// Unwrap returns Err.
+func (e *Error) Unwrap() error { return e.Err }
 
 func (e *Error) Error() string {
 	var b strings.Builder
@@ -167,13 +201,10 @@ func (e *Error) Error() string {
 	return b.String()
 }
 
-// LoadFile reads, parses and validates a configuration file.
+// LoadFile reads, parses and validates a configuration file: LoadFileContext
+// without a context, for callers that cannot be interrupted anyway.
 func LoadFile(path string) (*Config, error) {
-	data, err := os.ReadFile(path)
-	if err != nil {
-		return nil, &Error{File: path, Reason: err.Error()}
-	}
-	return Parse(data, path)
+	return LoadFileContext(context.Background(), path)
 }
 
 var yamlLineError = regexp.MustCompile(`^\s*line (\d+): (.*)$`)
@@ -182,60 +213,123 @@ var yamlLineError = regexp.MustCompile(`^\s*line (\d+): (.*)$`)
 // errors, and relative bearer_token_file paths are resolved against its
 // directory.
 func Parse(data []byte, file string) (*Config, error) {
+	return ParseContext(context.Background(), data, file)
+}
+
+// ParseContext is Parse whose reads of bearer_token_files end when ctx
+// does.
+func ParseContext(ctx context.Context, data []byte, file string) (*Config, error) {
 	var c Config
 	root, err := DecodeStrict(data, file, &c)
 	if err != nil {
 		return nil, err
 	}
+	if EmptyDocument(root) {
+		return nil, &Error{File: file, Reason: "empty configuration: no targets, workloads or modules"}
+	}
 	v := validator{file: file, root: root}
 	c.applyDefaults()
 	c.validate(&v)
 	if len(v.errs) > 0 {
-		return nil, errors.Join(v.errs...)
+		return nil, JoinErrors(v.errs)
 	}
-	if err := c.readSecrets(filepath.Dir(file), &v); err != nil {
+	if err := c.readSecrets(ctx, filepath.Dir(file), &v); err != nil {
 		return nil, err
 	}
 	return &c, nil
 }
 
+// EmptyDocument reports whether a document decoded by DecodeStrict holds
+// nothing: an empty or comment-only file, a bare "---", a null or an empty
+// mapping ({}).
+func EmptyDocument(root *yaml.Node) bool {
+	n := root
+	if n == nil || n.Kind == 0 {
+		return true
+	}
+	if n.Kind == yaml.DocumentNode {
+		if len(n.Content) == 0 {
+			return true
+		}
+		n = n.Content[0]
+	}
+	switch n.Kind {
+	case yaml.ScalarNode:
+		return n.Tag == "!!null"
+	case yaml.MappingNode:
+		return len(n.Content) == 0
+	}
+	return false
+}
+
 // DecodeStrict decodes YAML into v, refusing unknown fields, and returns the
 // document's node tree for locating later validation errors. Errors name the
-// file and line. The project's other strict formats (the bench
-// configuration) decode through it too.
+// file and line, at most MaxErrors of them. The project's other strict
+// formats (the bench configuration) decode through it too, and so get its
+// refusals: data over MaxFileBytes, a byte that YAML does not allow (a
+// binary file), a string over MaxStringBytes, and a second YAML document.
+// An empty document is not its concern (see EmptyDocument).
 func DecodeStrict(data []byte, file string, v any) (*yaml.Node, error) {
+	if len(data) > MaxFileBytes {
+		return nil, &Error{File: file, Reason: fmt.Sprintf("file larger than %s (config.MaxFileBytes)", byteSize(MaxFileBytes))}
+	}
+	if err := checkBytes(data, file); err != nil {
+		return nil, err
+	}
 	var root yaml.Node
 	if err := yaml.Unmarshal(data, &root); err != nil {
-		return nil, yamlError(file, err)
+		return nil, yamlError(file, err, data, nil)
+	}
+	if err := checkNodes(&root, file); err != nil {
+		return nil, err
 	}
 	dec := yaml.NewDecoder(bytes.NewReader(data))
 	dec.KnownFields(true)
 	if err := dec.Decode(v); err != nil && !errors.Is(err, io.EOF) {
-		return nil, yamlError(file, err)
+		return nil, yamlError(file, err, data, &root)
+	}
+	var next yaml.Node
+	switch err := dec.Decode(&next); {
+	case errors.Is(err, io.EOF):
+	case err != nil:
+		// After the first document comes something that does not parse.
+		e := lineError(file, strings.TrimPrefix(err.Error(), "yaml: "), data, nil)
+		e.Reason = "after the first YAML document: " + e.Reason + ": the configuration is one document"
+		return nil, e
+	case !EmptyDocument(&next):
+		return nil, &Error{File: file, Line: next.Line, Reason: "a second YAML document (---): the configuration is one document"}
 	}
 	return &root, nil
 }
 
 // yamlError turns yaml.v3's "line N: reason" messages into Errors, one per
-// problem, so each carries the file name.
-func yamlError(file string, err error) error {
+// problem (at most MaxErrors), so each carries the file name and a line.
+// root is the document's node tree when it parsed (the error is the
+// decoder's), else nil.
+func yamlError(file string, err error, data []byte, root *yaml.Node) error {
 	var te *yaml.TypeError
 	if errors.As(err, &te) {
-		errs := make([]error, 0, len(te.Errors))
-		for _, msg := range te.Errors {
-			errs = append(errs, lineError(file, msg))
+		errs := make([]error, 0, min(len(te.Errors), MaxErrors+1))
+		for _, msg := range te.Errors[:min(len(te.Errors), MaxErrors)] {
+			errs = append(errs, lineError(file, msg, data, root))
+		}
+		if n := len(te.Errors) - MaxErrors; n > 0 {
+			errs = append(errs, moreErrors(n))
 		}
 		return errors.Join(errs...)
 	}
-	return lineError(file, strings.TrimPrefix(err.Error(), "yaml: "))
+	return lineError(file, strings.TrimPrefix(err.Error(), "yaml: "), data, root)
 }
 
-func lineError(file, msg string) error {
+// lineError is an Error of a yaml.v3 message. Where the message has no line
+// (yaml.v3 leaves it out on line 1, and for some of the decoder's errors),
+// errorLine finds it.
+func lineError(file, msg string, data []byte, root *yaml.Node) *Error {
 	if m := yamlLineError.FindStringSubmatch(msg); m != nil {
 		n, _ := strconv.Atoi(m[1])
-		return &Error{File: file, Line: n, Reason: m[2]}
+		return &Error{File: file, Line: max(n, 1), Reason: m[2]}
 	}
-	return &Error{File: file, Reason: msg}
+	return &Error{File: file, Line: errorLine(msg, data, root), Reason: msg}
 }
 
 func (c *Config) applyDefaults() {
@@ -257,7 +351,7 @@ func (c *Config) applyDefaults() {
 			w.MaxInFlight = DefaultMaxInFlight
 		}
 		if w.Arrival.Process == "" {
-			w.Arrival.Process = arrival.ProcessPoisson
+			w.Arrival.Process = ProcessPoisson
 		}
 		w.Arrival = w.Arrival.WithDefaults()
 		if w.Prompt.InputTokens == (Distribution{}) {
@@ -285,21 +379,22 @@ func (c *Config) validate(v *validator) {
 		switch {
 		case t.Name == "":
 			v.add(p, "name", "is required")
+		case v.nameTooLong(p, "name", t.Name):
 		case !nameRE.MatchString(t.Name):
-			v.add(p, "name", fmt.Sprintf("%q must match %s", t.Name, nameRE))
+			v.add(p, "name", fmt.Sprintf("%s must match %s", quote(t.Name), nameRE))
 		case targets[t.Name]:
-			v.add(p, "name", fmt.Sprintf("%q is used by another target", t.Name))
+			v.add(p, "name", fmt.Sprintf("%s is used by another target", quote(t.Name)))
 		}
 		targets[t.Name] = true
 		if u, err := url.Parse(t.URL); t.URL == "" {
 			v.add(p, "url", "is required")
 		} else if err != nil || (u.Scheme != "http" && u.Scheme != "https") || u.Host == "" {
-			v.add(p, "url", fmt.Sprintf("%q must be an absolute http or https URL", t.URL))
+			v.add(p, "url", fmt.Sprintf("%s must be an absolute http or https URL", quote(t.URL)))
 		} else if u.User != nil {
 			v.add(p, "url", "must not hold credentials: use bearer_token_file")
 		}
-		if _, err := client.ParseFlavor(string(t.Flavor)); err != nil {
-			v.add(p, "flavor", fmt.Sprintf("%q is not one of %v", t.Flavor, client.FlavorNames()))
+		if !knownFlavor(t.Flavor) {
+			v.add(p, "flavor", fmt.Sprintf("%s is not one of %v", quote(string(t.Flavor)), Flavors))
 		}
 		if t.Model == "" {
 			v.add(p, "model", "is required (the model name the server serves)")
@@ -307,6 +402,7 @@ func (c *Config) validate(v *validator) {
 		if t.Timeout < 0 {
 			v.add(p, "timeout", "must be positive")
 		}
+		v.checkCount(p, "headers", len(t.Headers), MaxHeaders, "headers", "MaxHeaders")
 		for k := range t.Headers {
 			if strings.EqualFold(k, "Authorization") {
 				v.add(p, "headers", "must not set Authorization: use bearer_token_file")
@@ -321,16 +417,17 @@ func (c *Config) validate(v *validator) {
 		switch {
 		case w.Name == "":
 			v.add(p, "name", "is required")
+		case v.nameTooLong(p, "name", w.Name):
 		case !nameRE.MatchString(w.Name):
-			v.add(p, "name", fmt.Sprintf("%q must match %s", w.Name, nameRE))
+			v.add(p, "name", fmt.Sprintf("%s must match %s", quote(w.Name), nameRE))
 		case workloads[w.Name]:
-			v.add(p, "name", fmt.Sprintf("%q is used by another workload", w.Name))
+			v.add(p, "name", fmt.Sprintf("%s is used by another workload", quote(w.Name)))
 		}
 		workloads[w.Name] = true
 		if w.Target == "" {
 			v.add(p, "target", "is required")
 		} else if !targets[w.Target] {
-			v.add(p, "target", fmt.Sprintf("%q is not a configured target", w.Target))
+			v.add(p, "target", fmt.Sprintf("%s is not a configured target", quote(w.Target)))
 		}
 		if w.MaxInFlight < 0 {
 			v.add(p, "max_in_flight", "must be positive")
@@ -341,13 +438,13 @@ func (c *Config) validate(v *validator) {
 		if w.Replay != nil {
 			validateReplay(v, p, w.Replay)
 		} else {
-			validateArrival(v, append(p, "arrival"), &w.Arrival)
-			validateDist(v, append(p, "prompt", "input_tokens"), &w.Prompt.InputTokens, 1)
-			validateDist(v, append(p, "prompt", "output_tokens"), &w.Prompt.OutputTokens, 1)
+			validateArrival(v, append(p[:len(p):len(p)], "arrival"), &w.Arrival)
+			validateLengths(v, append(p[:len(p):len(p)], "prompt"), &w.Prompt)
 		}
 		if w.Sampling.MinTokens < 0 {
-			v.add(append(p, "sampling"), "min_tokens", "must not be negative")
+			v.add(append(p[:len(p):len(p)], "sampling"), "min_tokens", "must not be negative")
 		}
+		v.checkTokens(append(p[:len(p):len(p)], "sampling"), "min_tokens", w.Sampling.MinTokens)
 		if w.SLO.TTFT < 0 || w.SLO.TPOT < 0 || w.SLO.E2E < 0 {
 			v.add(p, "slo", "thresholds must not be negative")
 		}
@@ -356,11 +453,11 @@ func (c *Config) validate(v *validator) {
 	c.validateChecks(v)
 }
 
-// validateArrival reports the arrival package's own validation with the
-// field's place in the file.
-func validateArrival(v *validator, p path, a *arrival.Config) {
+// validateArrival reports the arrival block's own validation (Arrival.Validate)
+// with the field's place in the file.
+func validateArrival(v *validator, p path, a *Arrival) {
 	err := a.Validate()
-	var fe *arrival.FieldError
+	var fe *FieldError
 	switch {
 	case errors.As(err, &fe):
 		v.addPath(append(append(path{}, p...), parseFieldPath(fe.Field)...), fe.Reason)
@@ -386,61 +483,22 @@ func parseFieldPath(f string) path {
 	return p
 }
 
-func validateDist(v *validator, p path, d *Distribution, floor int) {
-	switch d.Dist {
-	case "fixed":
-		if d.Mean < float64(floor) {
-			v.add(p, "mean", fmt.Sprintf("must be at least %d", floor))
-		}
-	case "uniform":
-		if d.Min < floor || d.Max < d.Min {
-			v.add(p, "min", fmt.Sprintf("uniform needs %d <= min <= max", floor))
-		}
-	case "normal", "lognormal":
-		if d.Mean < float64(floor) {
-			v.add(p, "mean", fmt.Sprintf("must be at least %d", floor))
-		}
-		if d.Stddev <= 0 {
-			v.add(p, "stddev", "must be positive")
-		}
-		if d.Max != 0 && d.Max < d.Min {
-			v.add(p, "max", "must not be below min")
-		}
-	default:
-		v.add(p, "dist", fmt.Sprintf("%q is not one of fixed, uniform, normal, lognormal", d.Dist))
-	}
-}
-
-// readSecret reads a secret file, relative to dir unless absolute. The error
-// names no content: the path is not secret, the content is, and it is never
-// read into a message.
-func readSecret(dir, file string) (Secret, error) {
-	if !filepath.IsAbs(file) {
-		file = filepath.Join(dir, file)
-	}
-	b, err := os.ReadFile(file)
-	if err != nil {
-		return "", fmt.Errorf("cannot read: %v", errors.Unwrap(err))
-	}
-	return Secret(strings.TrimSpace(string(b))), nil
-}
-
-func (c *Config) readSecrets(dir string, v *validator) error {
+func (c *Config) readSecrets(ctx context.Context, dir string, v *validator) error {
 	for i := range c.Targets {
 		t := &c.Targets[i]
 		if t.BearerTokenFile == "" {
 			continue
 		}
-		secret, err := readSecret(dir, t.BearerTokenFile)
+		secret, err := readSecret(ctx, dir, t.BearerTokenFile)
 		if err != nil {
 			v.add(path{"targets", i}, "bearer_token_file", err.Error())
 			continue
 		}
 		t.BearerToken = secret
 	}
-	c.readModuleSecrets(dir, v)
+	c.readModuleSecrets(ctx, dir, v)
 	if len(v.errs) > 0 {
-		return errors.Join(v.errs...)
+		return JoinErrors(v.errs)
 	}
 	return nil
 }

@@ -1,6 +1,7 @@
 package config
 
 import (
+	"context"
 	"errors"
 	"fmt"
 	"math"
@@ -10,8 +11,6 @@ import (
 	"sort"
 	"strings"
 	"time"
-
-	"github.com/infer-exporter/infer_exporter/probe/client"
 )
 
 // Module is a one-shot probe that GET /probe?module=NAME&target=URL runs
@@ -212,22 +211,25 @@ func (c *Config) validateModules(v *validator) {
 	for _, name := range c.moduleNames() {
 		m := c.Modules[name]
 		p := path{"modules", name}
-		if !nameRE.MatchString(name) {
-			v.addPath(p, fmt.Sprintf("module name %q must match %s", name, nameRE))
+		if len(name) > MaxNameBytes {
+			v.addPath(p, fmt.Sprintf("a module name of %d bytes: at most %d (config.MaxNameBytes)", len(name), MaxNameBytes))
+		} else if !nameRE.MatchString(name) {
+			v.addPath(p, fmt.Sprintf("module name %s must match %s", quote(name), nameRE))
 		}
 		if m.Flavor != "" {
-			if _, err := client.ParseFlavor(string(m.Flavor)); err != nil {
-				v.add(p, "flavor", fmt.Sprintf("%q is not one of %v", m.Flavor, client.FlavorNames()))
+			if !knownFlavor(m.Flavor) {
+				v.add(p, "flavor", fmt.Sprintf("%s is not one of %v", quote(string(m.Flavor)), Flavors))
 			}
 		}
 		if m.Target != "" {
 			if _, ok := c.Target(m.Target); !ok {
-				v.add(p, "target", fmt.Sprintf("%q is not a configured target", m.Target))
+				v.add(p, "target", fmt.Sprintf("%s is not a configured target", quote(m.Target)))
 			}
 			if m.BearerTokenFile != "" {
 				v.add(p, "bearer_token_file", "set either target (its credentials) or bearer_token_file, not both")
 			}
 		}
+		v.checkCount(p, "headers", len(m.Headers), MaxHeaders, "headers", "MaxHeaders")
 		for k := range m.Headers {
 			if strings.EqualFold(k, "Authorization") {
 				v.add(p, "headers", "must not set Authorization: use bearer_token_file")
@@ -239,11 +241,11 @@ func (c *Config) validateModules(v *validator) {
 		if m.Concurrency < 1 || m.Concurrency > max(m.Requests, 1) {
 			v.add(p, "concurrency", "must be between 1 and requests")
 		}
-		validateDist(v, append(append(path{}, p...), "prompt", "input_tokens"), &m.Prompt.InputTokens, 1)
-		validateDist(v, append(append(path{}, p...), "prompt", "output_tokens"), &m.Prompt.OutputTokens, 1)
+		validateLengths(v, append(append(path{}, p...), "prompt"), &m.Prompt)
 		if m.Sampling.MinTokens < 0 {
 			v.add(append(append(path{}, p...), "sampling"), "min_tokens", "must not be negative")
 		}
+		v.checkTokens(append(append(path{}, p...), "sampling"), "min_tokens", m.Sampling.MinTokens)
 		if m.SLO.TTFT < 0 || m.SLO.TPOT < 0 || m.SLO.E2E < 0 {
 			v.add(p, "slo", "thresholds must not be negative")
 		}
@@ -269,6 +271,7 @@ func (c *Config) validateModules(v *validator) {
 			if ka.MaxTokens < 1 {
 				v.add(kp, "max_tokens", "must be at least 1")
 			}
+			v.checkTokens(kp, "max_tokens", ka.MaxTokens)
 		}
 		c.Modules[name] = m
 	}
@@ -289,31 +292,31 @@ func (c *Config) validateProbeSettings(v *validator) {
 		case h == "":
 			v.addPath(hp, "is empty")
 		case h != strings.ToLower(h):
-			v.addPath(hp, fmt.Sprintf("%q must be lower case", h))
+			v.addPath(hp, fmt.Sprintf("%s must be lower case", quote(h)))
 		case strings.ContainsAny(h, ":/@?#% "):
-			v.addPath(hp, fmt.Sprintf("%q is a host name pattern: no scheme, port, path or spaces", h))
+			v.addPath(hp, fmt.Sprintf("%s is a host name pattern: no scheme, port, path or spaces", quote(h)))
 		default:
 			if _, err := urlpath.Match(h, "x"); err != nil {
-				v.addPath(hp, fmt.Sprintf("%q is not a valid pattern: %v", h, err))
+				v.addPath(hp, fmt.Sprintf("%s is not a valid pattern: %v", quote(h), err))
 			} else if _, err := netip.ParseAddr(h); err == nil {
-				v.addPath(hp, fmt.Sprintf("%q is an IP address: list it in cidrs", h))
+				v.addPath(hp, fmt.Sprintf("%s is an IP address: list it in cidrs", quote(h)))
 			}
 		}
 	}
 	for i, s := range c.Probe.Allow.CIDRs {
 		if _, err := parseCIDR(s); err != nil {
-			v.addPath(append(append(path{}, ap...), "cidrs", i), fmt.Sprintf("%q is not a CIDR such as 10.0.0.0/8: %v", s, err))
+			v.addPath(append(append(path{}, ap...), "cidrs", i), fmt.Sprintf("%s is not a CIDR such as 10.0.0.0/8: %v", quote(s), err))
 		}
 	}
 }
 
-func (c *Config) readModuleSecrets(dir string, v *validator) {
+func (c *Config) readModuleSecrets(ctx context.Context, dir string, v *validator) {
 	for _, name := range c.moduleNames() {
 		m := c.Modules[name]
 		if m.BearerTokenFile == "" {
 			continue
 		}
-		secret, err := readSecret(dir, m.BearerTokenFile)
+		secret, err := readSecret(ctx, dir, m.BearerTokenFile)
 		if err != nil {
 			v.add(path{"modules", name}, "bearer_token_file", err.Error())
 			continue

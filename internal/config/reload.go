@@ -73,7 +73,11 @@ func (r *Reloader) Reload(ctx context.Context) error {
 	}
 	if err != nil {
 		r.success.Set(0)
-		r.logger.Error("configuration not loaded; the previous one keeps running", "err", err)
+		if r.current.Load() == nil {
+			r.logger.Error("configuration not loaded; no previous configuration is running", "err", err)
+		} else {
+			r.logger.Error("configuration not loaded; the previous one keeps running", "err", err)
+		}
 		return err
 	}
 	r.current.Store(c)

@@ -9,8 +9,6 @@ import (
 	"time"
 
 	yaml "go.yaml.in/yaml/v3"
-
-	"github.com/infer-exporter/infer_exporter/probe/arrival"
 )
 
 // Replay replays a trace of requests as a workload's traffic, in place of an
@@ -93,7 +91,7 @@ func validateReplay(v *validator, p path, r *Replay) {
 		}
 	}
 	if !slices.Contains(ReplaySources, r.Source) {
-		v.add(rp, "source", fmt.Sprintf("%q is not one of %v", r.Source, ReplaySources))
+		v.add(rp, "source", fmt.Sprintf("%s is not one of %v", quote(r.Source), ReplaySources))
 	}
 	if r.Path == "" {
 		v.add(rp, "path", "is required")
@@ -124,12 +122,14 @@ func validateReplay(v *validator, p path, r *Replay) {
 		v.add(rp, "block_size", "only applies to source mooncake")
 	} else if r.BlockSize < 0 {
 		v.add(rp, "block_size", "must be positive")
+	} else {
+		v.checkTokens(rp, "block_size", r.BlockSize)
 	}
-	if math.IsNaN(r.MaxRate) || r.MaxRate < 0 || r.MaxRate > arrival.MaxRateLimit {
-		v.add(rp, "max_rate", fmt.Sprintf("must be in [0, %g] requests/s", float64(arrival.MaxRateLimit)))
+	if math.IsNaN(r.MaxRate) || r.MaxRate < 0 || r.MaxRate > MaxRateLimit {
+		v.add(rp, "max_rate", fmt.Sprintf("must be in [0, %g] requests/s", float64(MaxRateLimit)))
 	}
 	if !slices.Contains(ReplayMalformedRules, r.OnMalformed) {
-		v.add(rp, "on_malformed", fmt.Sprintf("%q is not one of %v", r.OnMalformed, ReplayMalformedRules))
+		v.add(rp, "on_malformed", fmt.Sprintf("%s is not one of %v", quote(r.OnMalformed), ReplayMalformedRules))
 	}
 	if r.ForceOutputTokens && r.Source != "jsonl" {
 		v.add(rp, "force_output_tokens", "only applies to source jsonl (token traces always force their output length)")

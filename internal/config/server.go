@@ -55,8 +55,7 @@ func (t *Target) applyServerMetricsDefaults() {
 		m.Timeout = min(DefaultServerMetricsTimeout, m.Interval)
 	}
 	if m.URL == "" && t.URL != "" {
-		root := strings.TrimSuffix(strings.TrimRight(t.URL, "/"), "/v1")
-		m.URL = root + "/metrics"
+		m.URL = t.Root() + "/metrics"
 		m.urlDefaulted = true
 	}
 }
@@ -69,7 +68,7 @@ func (t *Target) validateServerMetrics(v *validator, p path) {
 		known = known || m.Engine == e
 	}
 	if !known {
-		v.add(p, "engine", fmt.Sprintf("%q is not one of auto, none, %s", m.Engine, strings.Join(ServerEngines, ", ")))
+		v.add(p, "engine", fmt.Sprintf("%s is not one of auto, none, %s", quote(m.Engine), strings.Join(ServerEngines, ", ")))
 	}
 	if m.Interval < 0 {
 		v.add(p, "interval", "must be positive")
@@ -81,7 +80,7 @@ func (t *Target) validateServerMetrics(v *validator, p path) {
 	}
 	if !m.urlDefaulted {
 		if u, err := url.Parse(m.URL); err != nil || (u.Scheme != "http" && u.Scheme != "https") || u.Host == "" {
-			v.add(p, "url", fmt.Sprintf("%q must be an absolute http or https URL", m.URL))
+			v.add(p, "url", fmt.Sprintf("%s must be an absolute http or https URL", quote(m.URL)))
 		} else if u.User != nil {
 			v.add(p, "url", "must not hold credentials")
 		}

@@ -52,3 +52,24 @@ func TestServerMetricsErrors(t *testing.T) {
 		}
 	}
 }
+
+func TestRootURL(t *testing.T) {
+	for in, want := range map[string]string{
+		"http://h:8000":         "http://h:8000",
+		"http://h:8000/":        "http://h:8000",
+		"http://h:8000/v1":      "http://h:8000",
+		"http://h:8000/v1/":     "http://h:8000",
+		"http://h:8000/v1//":    "http://h:8000",
+		"http://h:8000/api/v1":  "http://h:8000/api",
+		"http://h:8000/v1/v1":   "http://h:8000/v1",
+		"http://h:8000/v10":     "http://h:8000/v10",
+		"http://h:8000/openai/": "http://h:8000/openai",
+	} {
+		if got := RootURL(in); got != want {
+			t.Errorf("RootURL(%q) = %q, want %q", in, got, want)
+		}
+		if got := (&Target{URL: in}).Root(); got != want {
+			t.Errorf("Target{URL: %q}.Root() = %q, want %q", in, got, want)
+		}
+	}
+}

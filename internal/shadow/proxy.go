@@ -105,7 +105,7 @@ func newProxyMetrics(reg prometheus.Registerer, store Store) *proxyMetrics {
 		dropped: map[string]prometheus.Counter{},
 	}
 	dropped := prometheus.NewCounterVec(prometheus.CounterOpts{Name: "infer_shadow_samples_dropped_total",
-		Help: "Sampled requests not written to the store, by reason: queue_full (the store is slow or stalled), too_large, unparseable (not a JSON object), write_error. The requests themselves were forwarded."},
+		Help: "Sampled requests not written to the store (they were forwarded), by reason: queue_full, too_large, unparseable, write_error."},
 		[]string{"reason"})
 	for _, r := range DropReasons {
 		m.dropped[r] = dropped.WithLabelValues(r)

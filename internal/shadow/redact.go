@@ -9,6 +9,7 @@ import (
 	"strconv"
 	"strings"
 
+	"github.com/infer-exporter/infer_exporter/internal/hashmix"
 	"github.com/infer-exporter/infer_exporter/probe/replay"
 )
 
@@ -91,7 +92,7 @@ type chain struct{ h uint64 }
 func (c *chain) mix(s string) {
 	f := fnv.New64a()
 	f.Write([]byte(s))
-	c.h = mix64(c.h ^ f.Sum64())
+	c.h = hashmix.Mix64(c.h ^ f.Sum64())
 }
 
 // mark adds structure (a field name, a role) to the chain, so that the same
@@ -150,14 +151,4 @@ func (c *chain) text(s string) string {
 		b.WriteString(fillerVocab.Word(c.h))
 	}
 	return b.String()
-}
-
-// mix64 is the splitmix64 finalizer.
-func mix64(x uint64) uint64 {
-	x ^= x >> 30
-	x *= 0xbf58476d1ce4e5b9
-	x ^= x >> 27
-	x *= 0x94d049bb133111eb
-	x ^= x >> 31
-	return x
 }

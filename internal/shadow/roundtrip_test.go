@@ -177,11 +177,11 @@ func runReplay(t *testing.T, yml string) []observation.Request {
 	}()
 	var mu sync.Mutex
 	var obs []observation.Request
-	runners[0].OnResult = func(o *observation.Request) {
+	runners[0].Observer = workload.Observers{runners[0].Observer, workload.Results(func(o *observation.Request) {
 		mu.Lock()
 		obs = append(obs, *o)
 		mu.Unlock()
-	}
+	})}
 	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
 	defer cancel()
 	runners[0].Run(ctx)

@@ -10,6 +10,8 @@ import (
 	"strconv"
 	"strings"
 	"time"
+
+	"github.com/infer-exporter/infer_exporter/internal/hashmix"
 )
 
 // defaultMaxTokens is max_tokens when a request leaves it out (capped so that
@@ -199,7 +201,7 @@ func (s *Simulator) limitParams(p *genParams, maxTokens, minTokensPtr *int, igno
 	p.target = p.maxTokens
 	if !ignoreEOS {
 		lo := max(minTokens, 1)
-		p.target = lo + int(mix64(p.key^0xe05e05e05)%uint64(p.maxTokens-lo+1))
+		p.target = lo + int(hashmix.Mix64(p.key^0xe05e05e05)%uint64(p.maxTokens-lo+1))
 	}
 	p.reason = finishLength
 	if p.target < p.maxTokens {
@@ -316,7 +318,7 @@ func (s *Simulator) chunkHead(dst []byte, object string, p *genParams, arrival t
 	} else {
 		dst = append(dst, "cmpl-"...)
 	}
-	dst = strconv.AppendUint(dst, mix64(s.cfg.Seed^s.reqs.Add(1)*0x9e3779b97f4a7c15), 16)
+	dst = strconv.AppendUint(dst, hashmix.Mix64(s.cfg.Seed^s.reqs.Add(1)*0x9e3779b97f4a7c15), 16)
 	dst = append(dst, `","object":"`...)
 	dst = append(dst, object...)
 	dst = append(dst, `","created":`...)

@@ -1,6 +1,10 @@
 package simulator
 
-import "strings"
+import (
+	"strings"
+
+	"github.com/infer-exporter/infer_exporter/internal/hashmix"
+)
 
 // The simulator's tokenizer. It is deliberately trivial and fully specified,
 // because the exporter builds synthetic prompts of an exact token count
@@ -154,18 +158,7 @@ var outputPieces = func() (p [len(OutputVocabulary)]string) {
 // outputPiece is the text of generated token i (0-based) of a request whose
 // content key is key: a leading space and a word of OutputVocabulary.
 func outputPiece(key uint64, i int) string {
-	return outputPieces[mix64(key^(uint64(i)+1)*0x9e3779b97f4a7c15)%uint64(len(outputPieces))]
-}
-
-// mix64 is the splitmix64 finalizer: a cheap bijective scrambler, used to
-// derive reproducible per-request values from a key.
-func mix64(x uint64) uint64 {
-	x ^= x >> 30
-	x *= 0xbf58476d1ce4e5b9
-	x ^= x >> 27
-	x *= 0x94d049bb133111eb
-	x ^= x >> 31
-	return x
+	return outputPieces[hashmix.Mix64(key^(uint64(i)+1)*0x9e3779b97f4a7c15)%uint64(len(outputPieces))]
 }
 
 const (

@@ -3,6 +3,8 @@ package arrival
 import (
 	"testing"
 	"time"
+
+	"github.com/infer-exporter/infer_exporter/internal/config"
 )
 
 // BenchmarkNext measures the cost of scheduling one arrival. The finite
@@ -12,14 +14,14 @@ func BenchmarkNext(b *testing.B) {
 	long := 1_000_000 * time.Second
 	for _, bc := range []struct {
 		name string
-		cfg  Config
+		cfg  config.Arrival
 	}{
-		{"constant", Config{Process: ProcessConstant, Rate: 1000}},
-		{"poisson", Config{Process: ProcessPoisson, Rate: 1000, MaxRate: 2000}},
-		{"gamma_b0.5", Config{Process: ProcessGamma, Burstiness: 0.5, Rate: 1000, MaxRate: 2000}},
-		{"gamma_b4", Config{Process: ProcessGamma, Burstiness: 4, Rate: 1000, MaxRate: 2000}},
-		{"poisson_ramp", Config{Process: ProcessPoisson, Ramp: &Ramp{From: 1000, To: 5000, Over: long}, MaxRate: 10000}},
-		{"poisson_stages", Config{Process: ProcessPoisson, Stages: []Stage{
+		{"constant", config.Arrival{Process: config.ProcessConstant, Rate: 1000}},
+		{"poisson", config.Arrival{Process: config.ProcessPoisson, Rate: 1000, MaxRate: 2000}},
+		{"gamma_b0.5", config.Arrival{Process: config.ProcessGamma, Burstiness: 0.5, Rate: 1000, MaxRate: 2000}},
+		{"gamma_b4", config.Arrival{Process: config.ProcessGamma, Burstiness: 4, Rate: 1000, MaxRate: 2000}},
+		{"poisson_ramp", config.Arrival{Process: config.ProcessPoisson, Ramp: &config.Ramp{From: 1000, To: 5000, Over: long}, MaxRate: 10000}},
+		{"poisson_stages", config.Arrival{Process: config.ProcessPoisson, Stages: []config.Stage{
 			{Duration: time.Second, Rate: 1000}, {Duration: time.Second, Rate: 0}, {Duration: long, Rate: 2000, RampTo: ptr(3000)},
 		}, MaxRate: 10000}},
 	} {

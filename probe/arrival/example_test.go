@@ -4,13 +4,14 @@ import (
 	"fmt"
 	"time"
 
+	"github.com/infer-exporter/infer_exporter/internal/config"
 	"github.com/infer-exporter/infer_exporter/probe/arrival"
 )
 
 func Example() {
-	s, err := arrival.New(arrival.Config{
-		Process: arrival.ProcessConstant,
-		Stages: []arrival.Stage{
+	s, err := arrival.New(config.Arrival{
+		Process: config.ProcessConstant,
+		Stages: []config.Stage{
 			{Duration: time.Second, Rate: 2},
 			{Duration: time.Second, Rate: 4},
 		},

@@ -4,11 +4,13 @@ import (
 	"math"
 	"testing"
 	"time"
+
+	"github.com/infer-exporter/infer_exporter/internal/config"
 )
 
 // collect returns up to n offsets of the schedule for cfg and seed, fewer if
 // the process ends first, and the schedule itself.
-func collect(t testing.TB, cfg Config, seed int64, n int) ([]time.Duration, *Schedule) {
+func collect(t testing.TB, cfg config.Arrival, seed int64, n int) ([]time.Duration, *Schedule) {
 	t.Helper()
 	s, err := New(cfg, seed)
 	if err != nil {

@@ -6,6 +6,8 @@ import (
 	"slices"
 	"testing"
 	"time"
+
+	"github.com/infer-exporter/infer_exporter/internal/config"
 )
 
 // The statistical tests use fixed seeds, so each is deterministic; the
@@ -28,7 +30,7 @@ func TestPoisson(t *testing.T) {
 		{"fast", 1000, 3},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
-			offsets, _ := collect(t, Config{Process: ProcessPoisson, Rate: tc.rate, MaxRate: MaxRateLimit}, tc.seed, n)
+			offsets, _ := collect(t, config.Arrival{Process: config.ProcessPoisson, Rate: tc.rate, MaxRate: config.MaxRateLimit}, tc.seed, n)
 			if len(offsets) != n {
 				t.Fatalf("got %d arrivals, want %d", len(offsets), n)
 			}
@@ -87,7 +89,7 @@ func TestGamma(t *testing.T) {
 	const n = 200_000
 	for i, b := range []float64{0.25, 0.5, 1, 2, 4} {
 		t.Run("b="+big.NewFloat(b).Text('g', 3), func(t *testing.T) {
-			offsets, _ := collect(t, Config{Process: ProcessGamma, Burstiness: b, Rate: 1, MaxRate: MaxRateLimit}, int64(100+i), n)
+			offsets, _ := collect(t, config.Arrival{Process: config.ProcessGamma, Burstiness: b, Rate: 1, MaxRate: config.MaxRateLimit}, int64(100+i), n)
 			gaps := gapsNs(offsets)
 			mean, sd := meanSD(gaps)
 			wantCV := 1 / math.Sqrt(b)
@@ -124,14 +126,14 @@ func TestConstantExact(t *testing.T) {
 		{0.3, 5000},
 		{1000, 5000},
 		{123456.789, 50_000},
-		{MaxRateLimit, 5000},
+		{config.MaxRateLimit, 5000},
 		// Slow: every arrival is over 2^40 ns after the last (rebased each
 		// time), and the run reaches 10^16 ns (116 days), past the 2^53 ns
 		// where a float64 of nanoseconds would lose whole nanoseconds.
 		{0.0005, 5000},
 	} {
 		t.Run(big.NewFloat(tc.rate).Text('g', 10), func(t *testing.T) {
-			offsets, s := collect(t, Config{Process: ProcessConstant, Rate: tc.rate}, 0, tc.n)
+			offsets, s := collect(t, config.Arrival{Process: config.ProcessConstant, Rate: tc.rate}, 0, tc.n)
 			if len(offsets) != tc.n {
 				t.Fatalf("got %d arrivals, want %d", len(offsets), tc.n)
 			}
@@ -175,22 +177,22 @@ func rampLambda(from, to, over, t float64) float64 {
 func TestRampConstantShapeExact(t *testing.T) {
 	for _, tc := range []struct {
 		name      string
-		ramp      Ramp
+		ramp      config.Ramp
 		horizon   float64 // seconds checked
 		wantTotal int     // arrivals of a ramp that stops; -1 if it holds
 	}{
-		{"up and hold", Ramp{From: 5, To: 50, Over: 60 * time.Second}, 120, -1},
-		{"from zero, stop", Ramp{From: 0, To: 10, Over: 10 * time.Second, Stop: true}, 10, 50},
-		{"down to zero, stop", Ramp{From: 50, To: 0, Over: 60 * time.Second, Stop: true}, 60, 1500},
-		{"down and hold", Ramp{From: 40, To: 3, Over: 30 * time.Second}, 100, -1},
-		{"flat, stop", Ramp{From: 100, To: 100, Over: 10 * time.Second, Stop: true}, 10, 1000},
+		{"up and hold", config.Ramp{From: 5, To: 50, Over: 60 * time.Second}, 120, -1},
+		{"from zero, stop", config.Ramp{From: 0, To: 10, Over: 10 * time.Second, Stop: true}, 10, 50},
+		{"down to zero, stop", config.Ramp{From: 50, To: 0, Over: 60 * time.Second, Stop: true}, 60, 1500},
+		{"down and hold", config.Ramp{From: 40, To: 3, Over: 30 * time.Second}, 100, -1},
+		{"flat, stop", config.Ramp{From: 100, To: 100, Over: 10 * time.Second, Stop: true}, 10, 1000},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			r := tc.ramp
 			over := r.Over.Seconds()
 			lambda := func(x float64) float64 { return rampLambda(r.From, r.To, over, x) }
 			total := int(math.Floor(lambda(tc.horizon)))
-			offsets, s := collect(t, Config{Process: ProcessConstant, Ramp: &r}, 0, total+10)
+			offsets, s := collect(t, config.Arrival{Process: config.ProcessConstant, Ramp: &r}, 0, total+10)
 			if tc.wantTotal >= 0 && len(offsets) != tc.wantTotal {
 				t.Fatalf("a stopping ramp gave %d arrivals, want %d = ∫r", len(offsets), tc.wantTotal)
 			}
@@ -232,8 +234,8 @@ func TestRampPoissonCounts(t *testing.T) {
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			const over, windows = 200.0, 20
-			ramp := Ramp{From: tc.from, To: tc.to, Over: over * time.Second, Stop: true}
-			offsets, _ := collect(t, Config{Process: ProcessPoisson, Ramp: &ramp, MaxRate: MaxRateLimit}, tc.seed, 1<<30)
+			ramp := config.Ramp{From: tc.from, To: tc.to, Over: over * time.Second, Stop: true}
+			offsets, _ := collect(t, config.Arrival{Process: config.ProcessPoisson, Ramp: &ramp, MaxRate: config.MaxRateLimit}, tc.seed, 1<<30)
 			w := time.Duration(over / windows * 1e9)
 			obs := make([]float64, windows)
 			for _, d := range offsets {
@@ -255,7 +257,7 @@ func TestRampPoissonCounts(t *testing.T) {
 }
 
 func TestStages(t *testing.T) {
-	stages := []Stage{
+	stages := []config.Stage{
 		{Duration: 100 * time.Second, Rate: 5},
 		{Duration: 100 * time.Second, Rate: 0},
 		{Duration: 100 * time.Second, Rate: 20, RampTo: ptr(0)},
@@ -276,7 +278,7 @@ func TestStages(t *testing.T) {
 	}
 
 	t.Run("constant shape: exact counts", func(t *testing.T) {
-		offsets, s := collect(t, Config{Process: ProcessConstant, Stages: stages}, 0, 1<<20)
+		offsets, s := collect(t, config.Arrival{Process: config.ProcessConstant, Stages: stages}, 0, 1<<20)
 		if got := perStage(offsets); !slices.Equal(got, want) {
 			t.Errorf("arrivals per stage %v, want %v", got, want)
 		}
@@ -291,7 +293,7 @@ func TestStages(t *testing.T) {
 	})
 
 	t.Run("poisson: counts within 5 sigma", func(t *testing.T) {
-		offsets, s := collect(t, Config{Process: ProcessPoisson, Stages: stages, MaxRate: MaxRateLimit}, 11, 1<<20)
+		offsets, s := collect(t, config.Arrival{Process: config.ProcessPoisson, Stages: stages, MaxRate: config.MaxRateLimit}, 11, 1<<20)
 		got := perStage(offsets)
 		for i := range want {
 			// Each stage's count is Poisson(∫ r): SD sqrt(∫ r). A zero stage
@@ -307,15 +309,15 @@ func TestStages(t *testing.T) {
 }
 
 func TestRate(t *testing.T) {
-	stages := Config{Process: ProcessConstant, Stages: []Stage{
+	stages := config.Arrival{Process: config.ProcessConstant, Stages: []config.Stage{
 		{Duration: 10 * time.Second, Rate: 4},
 		{Duration: 10 * time.Second, Rate: 10, RampTo: ptr(30)},
 		{Duration: 5 * time.Second, Rate: 0},
 	}}
-	hold := Config{Process: ProcessConstant, Ramp: &Ramp{From: 100, To: 20, Over: 10 * time.Second}}
+	hold := config.Arrival{Process: config.ProcessConstant, Ramp: &config.Ramp{From: 100, To: 20, Over: 10 * time.Second}}
 	for _, tc := range []struct {
 		name    string
-		cfg     Config
+		cfg     config.Arrival
 		elapsed time.Duration
 		want    float64
 	}{
@@ -329,7 +331,7 @@ func TestRate(t *testing.T) {
 		{"ramp mid", hold, 5 * time.Second, 60},
 		{"ramp end holds", hold, 10 * time.Second, 20},
 		{"ramp long after", hold, 1000 * time.Hour, 20},
-		{"constant", Config{Process: ProcessConstant, Rate: 7}, time.Hour, 7},
+		{"constant", config.Arrival{Process: config.ProcessConstant, Rate: 7}, time.Hour, 7},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			s, err := New(tc.cfg, 0)
@@ -344,10 +346,10 @@ func TestRate(t *testing.T) {
 }
 
 func TestDeterministic(t *testing.T) {
-	for _, cfg := range []Config{
-		{Process: ProcessPoisson, Rate: 10, MaxRate: 20},
-		{Process: ProcessGamma, Burstiness: 0.3, Ramp: &Ramp{From: 1, To: 100, Over: time.Minute}, MaxRate: 150},
-		{Process: ProcessGamma, Burstiness: 3, Stages: []Stage{{Duration: time.Minute, Rate: 30}}, MaxRate: 1000},
+	for _, cfg := range []config.Arrival{
+		{Process: config.ProcessPoisson, Rate: 10, MaxRate: 20},
+		{Process: config.ProcessGamma, Burstiness: 0.3, Ramp: &config.Ramp{From: 1, To: 100, Over: time.Minute}, MaxRate: 150},
+		{Process: config.ProcessGamma, Burstiness: 3, Stages: []config.Stage{{Duration: time.Minute, Rate: 30}}, MaxRate: 1000},
 	} {
 		t.Run(string(cfg.Process), func(t *testing.T) {
 			a, _ := collect(t, cfg, 42, 5000)
@@ -371,8 +373,8 @@ func TestDeterministic(t *testing.T) {
 // into the process), the delay would grow with n instead.
 func TestClampNoDrift(t *testing.T) {
 	const n, r, m = 200_000, 10.0, 20.0
-	clampedOffsets, s := collect(t, Config{Process: ProcessPoisson, Rate: r, MaxRate: m}, 5, n)
-	ideal, _ := collect(t, Config{Process: ProcessPoisson, Rate: r, MaxRate: MaxRateLimit}, 5, n)
+	clampedOffsets, s := collect(t, config.Arrival{Process: config.ProcessPoisson, Rate: r, MaxRate: m}, 5, n)
+	ideal, _ := collect(t, config.Arrival{Process: config.ProcessPoisson, Rate: r, MaxRate: config.MaxRateLimit}, 5, n)
 
 	var lagSum float64
 	for i := range clampedOffsets {

@@ -6,13 +6,15 @@ import (
 	"math/rand/v2"
 	"testing"
 	"time"
+
+	"github.com/infer-exporter/infer_exporter/internal/config"
 )
 
 // randomConfig draws a valid configuration: any process, burstiness down to
 // 0.05, a constant rate, a ramp (holding or stopping) or 1-5 stages (some at
 // rate zero, some ramping), and a ceiling from the lowest allowed up to 4×
 // the peak.
-func randomConfig(rng *rand.Rand) Config {
+func randomConfig(rng *rand.Rand) config.Arrival {
 	logUniform := func(lo, hi float64) float64 {
 		return math.Exp(math.Log(lo) + rng.Float64()*(math.Log(hi)-math.Log(lo)))
 	}
@@ -24,14 +26,14 @@ func randomConfig(rng *rand.Rand) Config {
 	}
 	dur := func() time.Duration { return time.Duration(logUniform(1e6, 1e12)) } // 1 ms to 1000 s
 
-	var c Config
+	var c config.Arrival
 	switch rng.IntN(3) {
 	case 0:
-		c.Process = ProcessConstant
+		c.Process = config.ProcessConstant
 	case 1:
-		c.Process = ProcessPoisson
+		c.Process = config.ProcessPoisson
 	default:
-		c.Process = ProcessGamma
+		c.Process = config.ProcessGamma
 		c.Burstiness = logUniform(0.05, 20)
 	}
 	for {
@@ -39,11 +41,11 @@ func randomConfig(rng *rand.Rand) Config {
 		case 0:
 			c.Rate = logUniform(0.01, 1e5)
 		case 1:
-			c.Ramp = &Ramp{From: rate(), To: rate(), Over: dur(), Stop: rng.IntN(2) == 0}
+			c.Ramp = &config.Ramp{From: rate(), To: rate(), Over: dur(), Stop: rng.IntN(2) == 0}
 		default:
-			c.Stages = make([]Stage, 1+rng.IntN(5))
+			c.Stages = make([]config.Stage, 1+rng.IntN(5))
 			for i := range c.Stages {
-				c.Stages[i] = Stage{Duration: dur(), Rate: rate()}
+				c.Stages[i] = config.Stage{Duration: dur(), Rate: rate()}
 				if rng.IntN(2) == 0 {
 					c.Stages[i].RampTo = ptr(rate())
 				}
@@ -51,23 +53,23 @@ func randomConfig(rng *rand.Rand) Config {
 		}
 		if peak, err := peakOf(c); err == nil && peak > 0 {
 			switch {
-			case c.Process == ProcessConstant && rng.IntN(2) == 0:
+			case c.Process == config.ProcessConstant && rng.IntN(2) == 0:
 				c.MaxRate = 0 // the default: the peak
-			case c.Process == ProcessConstant:
+			case c.Process == config.ProcessConstant:
 				c.MaxRate = peak * (1 + 3*rng.Float64())
 			default:
 				c.MaxRate = peak * (1 + 1e-6 + 3*rng.Float64())
 			}
-			c.MaxRate = min(c.MaxRate, MaxRateLimit)
+			c.MaxRate = min(c.MaxRate, config.MaxRateLimit)
 			return c
 		}
 		c.Rate, c.Ramp, c.Stages = 0, nil, nil // all-zero rate function: draw again
 	}
 }
 
-func peakOf(c Config) (float64, error) {
-	c.Process, c.Burstiness, c.MaxRate = ProcessConstant, 0, 0
-	f, _, err := c.compile()
+func peakOf(c config.Arrival) (float64, error) {
+	c.Process, c.Burstiness, c.MaxRate = config.ProcessConstant, 0, 0
+	f, _, err := compile(c)
 	if err != nil {
 		return 0, err
 	}
@@ -102,6 +104,11 @@ func TestCeilingProperty(t *testing.T) {
 			t.Fatalf("config %d: MaxRate() = %v, want %v", n, s.MaxRate(), cfg.MaxRate)
 		}
 		describe := func() string { return fmt.Sprintf("config %d %s seed %d", n, show(cfg), seed) }
+		// config computes the peak from the endpoints, without the rate
+		// function; the two must agree.
+		if peak, err := peakOf(cfg); err != nil || cfg.PeakRate() != peak {
+			t.Fatalf("%s: PeakRate() = %v, the rate function peaks at %v (%v)", describe(), cfg.PeakRate(), peak, err)
+		}
 
 		// chain is the earliest instant the ceiling allows for arrival j,
 		// max over i < j of offset_i + (j-i)·p, kept relative to the previous
@@ -142,7 +149,7 @@ func TestCeilingProperty(t *testing.T) {
 	}
 }
 
-func show(c Config) string {
+func show(c config.Arrival) string {
 	s := fmt.Sprintf("{process %s b %g rate %g max %g", c.Process, c.Burstiness, c.Rate, c.MaxRate)
 	if c.Ramp != nil {
 		s += fmt.Sprintf(" ramp %+v", *c.Ramp)

@@ -1,6 +1,7 @@
 // Package arrival decides when an open-loop load generator sends each request.
 //
-// A Schedule is a pure, seeded function of its Config: it yields the offsets,
+// A Schedule is a pure, seeded function of its configuration, a
+// config.Arrival (which internal/config validates): it yields the offsets,
 // from the start of the run, at which requests are due, whatever the server
 // does. The dispatcher sleeps until each offset and sends. Every process is one
 // model: a rate function r(t) (constant, linear ramp, or stages of either),
@@ -12,7 +13,7 @@
 // independently of the clamp, so a burst that was held back delays only the
 // arrivals that follow it closely, and the schedule returns to the ideal
 // instants as soon as the process lets it: no drift accumulates.
-// NewWireLimiter adds a second guard right before each send.
+// NewWireCeiling adds a second guard right before each send.
 package arrival
 
 import (
@@ -20,6 +21,8 @@ import (
 	"math/rand/v2"
 	"sync/atomic"
 	"time"
+
+	"github.com/infer-exporter/infer_exporter/internal/config"
 )
 
 // pcgStream is the second PCG seed word. Fixed, so that a seed alone names a
@@ -47,7 +50,7 @@ const clampCountNs = 1.0
 // another goroutine calls Next.
 type Schedule struct {
 	fn      rateFunc
-	process Process
+	process config.Process
 	gamma   gammaSampler
 	rng     *rand.Rand
 	maxRate float64
@@ -67,9 +70,10 @@ type Schedule struct {
 
 // New builds the schedule for cfg. The seed selects the random stream (PCG);
 // the same seed and config always yield the same offsets. A seed is ignored
-// by ProcessConstant.
-func New(cfg Config, seed int64) (*Schedule, error) {
-	fn, maxRate, err := cfg.compile()
+// by config.ProcessConstant. The error, if any, is cfg.Validate's (a
+// *config.FieldError).
+func New(cfg config.Arrival, seed int64) (*Schedule, error) {
+	fn, maxRate, err := compile(cfg)
 	if err != nil {
 		return nil, err
 	}
@@ -81,7 +85,7 @@ func New(cfg Config, seed int64) (*Schedule, error) {
 		minGap:  1e9 / maxRate,
 		base:    instant{ns: int64(fn[0].start)},
 	}
-	if cfg.Process == ProcessGamma {
+	if cfg.Process == config.ProcessGamma {
 		s.gamma = newGammaSampler(cfg.Burstiness)
 	}
 	return s, nil
@@ -151,7 +155,7 @@ func (s *Schedule) Rate(elapsed time.Duration) float64 {
 }
 
 // MaxRate returns the ceiling in force, in req/s (after defaulting). It is
-// always in (0, MaxRateLimit], so it can be passed to NewWireLimiter.
+// always in (0, config.MaxRateLimit], so it can be passed to NewWireCeiling.
 func (s *Schedule) MaxRate() float64 {
 	return s.maxRate
 }
@@ -165,9 +169,9 @@ func (s *Schedule) Clamped() uint64 {
 // gap draws the next unit-mean gap in operational time.
 func (s *Schedule) gap() float64 {
 	switch s.process {
-	case ProcessPoisson:
+	case config.ProcessPoisson:
 		return s.rng.ExpFloat64()
-	case ProcessGamma:
+	case config.ProcessGamma:
 		return s.gamma.sample(s.rng)
 	default:
 		return 1

@@ -6,6 +6,8 @@ import (
 	"time"
 
 	"golang.org/x/time/rate"
+
+	"github.com/infer-exporter/infer_exporter/internal/config"
 )
 
 // WireBurst is how many sends the wire ceiling lets through back to back
@@ -40,8 +42,8 @@ func WireBurstFor(maxRate float64, tolerance time.Duration) int {
 // for all later sends of a schedule at its ceiling (measured: a 5 ms median
 // lag at 200 req/s on a quiet machine).
 func NewWireCeiling(maxRate float64, tolerance time.Duration) *rate.Limiter {
-	if math.IsNaN(maxRate) || maxRate <= 0 || maxRate > MaxRateLimit {
-		panic(fmt.Sprintf("arrival: NewWireCeiling: maxRate must be in (0, %g], got %v", float64(MaxRateLimit), maxRate))
+	if math.IsNaN(maxRate) || maxRate <= 0 || maxRate > config.MaxRateLimit {
+		panic(fmt.Sprintf("arrival: NewWireCeiling: maxRate must be in (0, %g], got %v", float64(config.MaxRateLimit), maxRate))
 	}
 	return rate.NewLimiter(rate.Limit(maxRate), WireBurstFor(maxRate, tolerance))
 }

@@ -5,6 +5,8 @@ import (
 	"math/rand/v2"
 	"testing"
 	"time"
+
+	"github.com/infer-exporter/infer_exporter/internal/config"
 )
 
 // checkWindows: no window of length W holds more than floor(W·maxRate)+burst
@@ -63,7 +65,7 @@ func TestWireCeilingStalls(t *testing.T) {
 // carry over.
 func TestWireCeilingLateness(t *testing.T) {
 	for i, maxRate := range []float64{3, 200, 1000} {
-		s, err := New(Config{Process: ProcessConstant, Rate: maxRate}, 0)
+		s, err := New(config.Arrival{Process: config.ProcessConstant, Rate: maxRate}, 0)
 		if err != nil {
 			t.Fatal(err)
 		}
@@ -119,7 +121,7 @@ func TestWireCeilingTolerance(t *testing.T) {
 	if b := WireBurstFor(maxRate, 10*time.Millisecond); b != 11 {
 		t.Fatalf("burst = %d, want 11", b)
 	}
-	s, err := New(Config{Process: ProcessConstant, Rate: maxRate}, 0)
+	s, err := New(config.Arrival{Process: config.ProcessConstant, Rate: maxRate}, 0)
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -75,6 +75,21 @@ type Request struct {
 	// Timeout bounds the whole request, from send to last byte; 0 means
 	// only the caller's context bounds it.
 	Timeout time.Duration
+	// Events, when set, hears of the request while it runs, on the
+	// goroutine of Do: so that a figure can be known when it happens, not
+	// only when the request ends.
+	Events Events
+}
+
+// Events are the moments of a request that the client reports as they
+// happen. obs is the request's observation, filled so far; a method must
+// not keep it past its call, nor block.
+type Events interface {
+	// Sent: the request is about to be written (obs.Sent is set).
+	Sent(obs *observation.Request)
+	// Content: a content event arrived; its instant is the last of
+	// obs.TokenTimes and obs.ContentEvents counts it (1: the first token).
+	Content(obs *observation.Request)
 }
 
 // Options configure a Client.
@@ -245,7 +260,7 @@ func (c *Client) Do(ctx context.Context, t *Target, r *Request, obs *observation
 	}
 	// Start from a clean record, keeping only the caller's schedule and the
 	// TokenTimes memory for reuse.
-	*obs = observation.Request{Scheduled: obs.Scheduled, TokenTimes: obs.TokenTimes[:0]}
+	*obs = observation.Request{Seq: obs.Seq, Scheduled: obs.Scheduled, TokenTimes: obs.TokenTimes[:0]}
 
 	req, err := flavor.NewRequest(ctx, t, r)
 	if err != nil {
@@ -259,6 +274,9 @@ func (c *Client) Do(ctx context.Context, t *Target, r *Request, obs *observation
 	}
 
 	obs.Sent = c.now()
+	if r.Events != nil {
+		r.Events.Sent(obs)
+	}
 	resp, err := c.http.Do(req)
 	if err != nil {
 		obs.End = c.now()
@@ -340,6 +358,9 @@ func (c *Client) readStream(ctx context.Context, dec Decoder, r *Request, obs *o
 			}
 			obs.TokenTimes = append(obs.TokenTimes, at)
 			obs.ContentEvents++
+			if r.Events != nil {
+				r.Events.Content(obs)
+			}
 			if r.KeepText {
 				text = append(text, ch.Content...)
 			}

@@ -12,10 +12,14 @@ import (
 // how to read the answer. A flavor knows the wire format only; the Client owns
 // the clock, the outcome and the observation, so that every flavor is measured
 // the same way. Adding TGI, llama.cpp, Ollama NDJSON, Triton or SGLang means
-// adding an implementation and registering it in flavors.
+// adding an implementation, registering it in flavors, and adding its name to
+// config.Flavors (TestConfigFlavors checks the two lists agree).
 type Flavor interface {
 	// Name is the flavor's configuration name, such as "openai-chat".
 	Name() string
+	// Chat says the flavor wraps the prompt in a chat message, so that the
+	// server applies the model's chat template to it.
+	Chat() bool
 	// NewRequest builds the HTTP request for r against t. It must ask the
 	// server to stream, and must not log or wrap t.BearerToken into errors.
 	NewRequest(ctx context.Context, t *Target, r *Request) (*http.Request, error)

@@ -5,6 +5,8 @@ import (
 	"encoding/json"
 	"io"
 	"net/http"
+
+	"github.com/infer-exporter/infer_exporter/internal/config"
 )
 
 // llamaCppFlavor speaks llama.cpp's native completion API: POST /completion
@@ -26,6 +28,8 @@ type llamaCppFlavor struct{}
 var LlamaCpp Flavor = llamaCppFlavor{}
 
 func (llamaCppFlavor) Name() string { return "llamacpp" }
+
+func (llamaCppFlavor) Chat() bool { return false }
 
 func (f llamaCppFlavor) NewRequest(ctx context.Context, t *Target, r *Request) (*http.Request, error) {
 	body := map[string]any{"prompt": r.Prompt, "stream": true}
@@ -53,7 +57,7 @@ func (f llamaCppFlavor) NewRequest(ctx context.Context, t *Target, r *Request) (
 	if err != nil {
 		return nil, err
 	}
-	return newNativeRequest(ctx, t, rootURL(t.BaseURL)+"/completion", buf, "text/event-stream")
+	return newNativeRequest(ctx, t, config.RootURL(t.BaseURL)+"/completion", buf, "text/event-stream")
 }
 
 func (llamaCppFlavor) NewDecoder(body io.Reader, header http.Header, maxLineBytes int) Decoder {

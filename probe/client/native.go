@@ -8,22 +8,14 @@ import (
 	"fmt"
 	"io"
 	"net/http"
-	"strings"
 
 	"github.com/infer-exporter/infer_exporter/probe/sse"
 )
 
-// This file holds what the native (non-OpenAI) flavors share: the server
-// root, request bodies, and an SSE decoder parameterised by a frame parser.
+// This file holds what the native (non-OpenAI) flavors share: request
+// bodies, and an SSE decoder parameterised by a frame parser.
 // The native flavors decode with encoding/json into small structs: their
 // frames are rarer than a busy OpenAI stream's, and correctness comes first.
-
-// rootURL is the server root: BaseURL without a trailing "/" or "/v1", for
-// the native APIs that live outside /v1.
-func rootURL(base string) string {
-	base = strings.TrimRight(base, "/")
-	return strings.TrimSuffix(base, "/v1")
-}
 
 // encodeBody encodes body, then merges r.Extra into its top level (Extra
 // wins), as the OpenAI flavors do.

@@ -7,6 +7,7 @@ import (
 	"io"
 	"net/http"
 
+	"github.com/infer-exporter/infer_exporter/internal/config"
 	"github.com/infer-exporter/infer_exporter/probe/ndjson"
 )
 
@@ -45,6 +46,8 @@ var (
 
 func (f ollamaFlavor) Name() string { return f.name }
 
+func (f ollamaFlavor) Chat() bool { return f.chat }
+
 func (f ollamaFlavor) NewRequest(ctx context.Context, t *Target, r *Request) (*http.Request, error) {
 	body := map[string]any{"model": t.Model, "stream": true}
 	if f.chat {
@@ -72,7 +75,7 @@ func (f ollamaFlavor) NewRequest(ctx context.Context, t *Target, r *Request) (*h
 	if err != nil {
 		return nil, err
 	}
-	return newNativeRequest(ctx, t, rootURL(t.BaseURL)+f.path, buf, "application/x-ndjson")
+	return newNativeRequest(ctx, t, config.RootURL(t.BaseURL)+f.path, buf, "application/x-ndjson")
 }
 
 func (f ollamaFlavor) NewDecoder(body io.Reader, _ http.Header, maxLineBytes int) Decoder {

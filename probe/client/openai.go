@@ -27,6 +27,8 @@ type openAIFlavor struct {
 
 func (f openAIFlavor) Name() string { return f.name }
 
+func (f openAIFlavor) Chat() bool { return f.chat }
+
 func (f openAIFlavor) NewRequest(ctx context.Context, t *Target, r *Request) (*http.Request, error) {
 	if r.RawBody != nil {
 		raw, err := streamingBody(r.RawBody, t.Model)

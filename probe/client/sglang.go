@@ -6,6 +6,8 @@ import (
 	"encoding/json"
 	"io"
 	"net/http"
+
+	"github.com/infer-exporter/infer_exporter/internal/config"
 )
 
 // sglangFlavor speaks SGLang's native API: POST /generate with {"text",
@@ -30,6 +32,8 @@ type sglangFlavor struct{}
 var SGLang Flavor = sglangFlavor{}
 
 func (sglangFlavor) Name() string { return "sglang" }
+
+func (sglangFlavor) Chat() bool { return false }
 
 func (f sglangFlavor) NewRequest(ctx context.Context, t *Target, r *Request) (*http.Request, error) {
 	params := map[string]any{}
@@ -58,7 +62,7 @@ func (f sglangFlavor) NewRequest(ctx context.Context, t *Target, r *Request) (*h
 	if err != nil {
 		return nil, err
 	}
-	return newNativeRequest(ctx, t, rootURL(t.BaseURL)+"/generate", buf, "text/event-stream")
+	return newNativeRequest(ctx, t, config.RootURL(t.BaseURL)+"/generate", buf, "text/event-stream")
 }
 
 func (sglangFlavor) NewDecoder(body io.Reader, header http.Header, maxLineBytes int) Decoder {

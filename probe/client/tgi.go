@@ -5,6 +5,8 @@ import (
 	"encoding/json"
 	"io"
 	"net/http"
+
+	"github.com/infer-exporter/infer_exporter/internal/config"
 )
 
 // tgiFlavor speaks Text Generation Inference's native streaming API:
@@ -30,6 +32,8 @@ var TGI Flavor = tgiFlavor{}
 
 func (tgiFlavor) Name() string { return "tgi" }
 
+func (tgiFlavor) Chat() bool { return false }
+
 func (f tgiFlavor) NewRequest(ctx context.Context, t *Target, r *Request) (*http.Request, error) {
 	params := map[string]any{"details": true}
 	if r.MaxTokens > 0 {
@@ -49,7 +53,7 @@ func (f tgiFlavor) NewRequest(ctx context.Context, t *Target, r *Request) (*http
 	if err != nil {
 		return nil, err
 	}
-	return newNativeRequest(ctx, t, rootURL(t.BaseURL)+"/generate_stream", buf, "text/event-stream")
+	return newNativeRequest(ctx, t, config.RootURL(t.BaseURL)+"/generate_stream", buf, "text/event-stream")
 }
 
 func (tgiFlavor) NewDecoder(body io.Reader, header http.Header, maxLineBytes int) Decoder {

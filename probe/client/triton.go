@@ -7,6 +7,8 @@ import (
 	"io"
 	"net/http"
 	"net/url"
+
+	"github.com/infer-exporter/infer_exporter/internal/config"
 )
 
 // tritonFlavor speaks the generate extension of Triton Inference Server as
@@ -35,6 +37,8 @@ var Triton Flavor = tritonFlavor{}
 
 func (tritonFlavor) Name() string { return "triton" }
 
+func (tritonFlavor) Chat() bool { return false }
+
 // errNoModel is a Triton request without a model for its path.
 var errNoModel = errors.New("triton flavor needs the target's model (the path's <model>)")
 
@@ -59,7 +63,7 @@ func (f tritonFlavor) NewRequest(ctx context.Context, t *Target, r *Request) (*h
 	if err != nil {
 		return nil, err
 	}
-	u := rootURL(t.BaseURL) + "/v2/models/" + url.PathEscape(t.Model) + "/generate_stream"
+	u := config.RootURL(t.BaseURL) + "/v2/models/" + url.PathEscape(t.Model) + "/generate_stream"
 	return newNativeRequest(ctx, t, u, buf, "text/event-stream")
 }
 

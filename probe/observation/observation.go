@@ -52,6 +52,10 @@ const (
 // Request is everything measured about one request, from its scheduled
 // instant to its last byte.
 type Request struct {
+	// Seq numbers the request among its workload's arrivals, from 0 (the
+	// runner sets it): it ties the request's events together for an
+	// observer that follows each request (a replay's progress).
+	Seq uint64
 	// Scheduled is the instant the arrival process chose. Latencies start here,
 	// so that a client that sends late cannot hide the server's latency
 	// (coordinated omission).

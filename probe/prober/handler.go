@@ -19,6 +19,7 @@ import (
 	yaml "go.yaml.in/yaml/v3"
 
 	"github.com/infer-exporter/infer_exporter/internal/config"
+	"github.com/infer-exporter/infer_exporter/internal/textcut"
 )
 
 // Options configure a Handler.
@@ -87,7 +88,7 @@ func NewHandler(opts Options) *Handler {
 		ceilings: newCeilings(),
 		invalid: prometheus.NewCounterVec(prometheus.CounterOpts{
 			Name: "infer_exporter_probe_requests_invalid_total",
-			Help: "/probe requests refused before probing or refused targets: missing_module, unknown_module, missing_target, bad_timeout (answered 400), bad_target, not_allowed (answered with probe_success 0).",
+			Help: "/probe requests refused before probing, by reason: missing_module, unknown_module, missing_target, bad_timeout, bad_target, not_allowed.",
 		}, []string{"reason"}),
 		refused: prometheus.NewCounterVec(prometheus.CounterOpts{
 			Name: "infer_exporter_probes_refused_total",
@@ -145,7 +146,7 @@ func (h *Handler) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 	}
 	module, ok := cfg.Module(moduleName)
 	if !ok {
-		h.badRequest(w, InvalidUnknownModule, fmt.Sprintf("unknown module %q", truncate(moduleName, maxEcho)))
+		h.badRequest(w, InvalidUnknownModule, fmt.Sprintf("unknown module %q", textcut.Cut(moduleName, maxEcho)))
 		return
 	}
 	rawTarget := params.Get("target")
@@ -200,7 +201,7 @@ func probeTimeout(header string, module, offset time.Duration) (time.Duration, e
 	if header != "" {
 		s, err := strconv.ParseFloat(header, 64)
 		if err != nil || math.IsNaN(s) || math.IsInf(s, 0) || s <= 0 || s > 1e6 {
-			return 0, fmt.Errorf("X-Prometheus-Scrape-Timeout-Seconds %q is not a positive number of seconds", truncate(header, maxEcho))
+			return 0, fmt.Errorf("X-Prometheus-Scrape-Timeout-Seconds %q is not a positive number of seconds", textcut.Cut(header, maxEcho))
 		}
 		scrape = time.Duration(s * float64(time.Second))
 	}
@@ -246,9 +247,4 @@ func debugOutput(logs *bytes.Buffer, reg *prometheus.Registry, name string, m *c
 	return scrub(b.String(), secrets)
 }
 
-func truncate(s string, n int) string {
-	if len(s) <= n {
-		return s
-	}
-	return s[:n] + "…"
-}
+// truncate is textcut.Cut, under the name run.go calls it by.

@@ -10,7 +10,7 @@ import (
 
 	"github.com/infer-exporter/infer_exporter/internal/config"
 	"github.com/infer-exporter/infer_exporter/probe/observation"
-	"github.com/infer-exporter/infer_exporter/probe/workload"
+	"github.com/infer-exporter/infer_exporter/probe/slo"
 )
 
 // summaryQuantiles are the quantiles of every probe_*_seconds summary:
@@ -99,15 +99,15 @@ var (
 	descSuccess  = prometheus.NewDesc("probe_success", "1 if the probe succeeded: every request succeeded and met the module's SLO thresholds, and every known answer matched; else 0.", nil, nil)
 	descDuration = prometheus.NewDesc("probe_duration_seconds", "How long the probe took, from the scrape's arrival to the end of its last request.", nil, nil)
 	descTimeout  = prometheus.NewDesc("probe_timeout_seconds", "The probe's deadline: the scrape timeout (X-Prometheus-Scrape-Timeout-Seconds, else 120s) minus --timeout-offset, capped by the module's timeout.", nil, nil)
-	descFailed   = prometheus.NewDesc("probe_failed_due_to", "1 for the reason the probe failed, 0 for the others: bad_target, not_allowed, concurrency_ceiling, rate_ceiling, request_failed, slo_missed, wrong_answer.", []string{"reason"}, nil)
+	descFailed   = prometheus.NewDesc("probe_failed_due_to", "1 for the reason the probe failed, 0 for the others (bad_target, not_allowed, *_ceiling, request_failed, slo_missed, wrong_answer).", []string{"reason"}, nil)
 	descStatus   = prometheus.NewDesc("probe_http_status_code", "HTTP status of the first request that failed, else of the last request; 0 when it got no response.", nil, nil)
-	descRequests = prometheus.NewDesc("probe_requests", "The module's requests in this probe, by outcome (dropped: never sent, refused by the allow list or a ceiling, or out of time). They sum to the module's request count.", []string{"outcome"}, nil)
+	descRequests = prometheus.NewDesc("probe_requests", "The module's requests in this probe, by outcome (dropped: never sent); they sum to the module's request count.", []string{"outcome"}, nil)
 	descGood     = prometheus.NewDesc("probe_goodput_requests", "The module's requests that succeeded and met every SLO threshold of the module.", nil, nil)
 	descTokens   = prometheus.NewDesc("probe_output_tokens", "Output tokens of the successful requests (the server's usage count, else content events).", nil, nil)
 	descTPS      = prometheus.NewDesc("probe_output_tokens_per_second", "Output tokens of the successful requests divided by the time from the first of them sent to the last of them finished: the probe's output throughput.", nil, nil)
 
 	descTTFT = prometheus.NewDesc("probe_time_to_first_token_seconds", "Time to first token over the probe's requests that got one (exact nearest-rank quantiles; quantile 1 is the maximum).", nil, nil)
-	descTPOT = prometheus.NewDesc("probe_time_per_output_token_seconds", "Time per output token after the first, (end - first token) / (output tokens - 1), over the successful requests with 2 or more output tokens (exact nearest-rank quantiles; quantile 1 is the maximum).", nil, nil)
+	descTPOT = prometheus.NewDesc("probe_time_per_output_token_seconds", "Time per output token after the first, over the probe's successful streamed requests (exact quantiles; 1 is the maximum).", nil, nil)
 	descE2E  = prometheus.NewDesc("probe_e2e_latency_seconds", "End-to-end latency, from the send instant to the last byte, over the successful requests (exact nearest-rank quantiles; quantile 1 is the maximum).", nil, nil)
 	descITL  = prometheus.NewDesc("probe_inter_token_latency_seconds", "Gaps between consecutive content events, over every request (exact nearest-rank quantiles; quantile 1 is the maximum).", nil, nil)
 
@@ -167,7 +167,7 @@ func (c resultCollector) Collect(ch chan<- prometheus.Metric) {
 			gauge(descReqTPOT, d.Seconds(), idx)
 		}
 		gauge(descReqTokens, float64(o.OutputTokens), idx)
-		if workload.MeetsSLO(o, res.slo) {
+		if slo.Met(o, res.slo) {
 			good++
 		}
 	}

@@ -5,15 +5,16 @@ import (
 	"fmt"
 	"log/slog"
 	"maps"
-	"regexp"
 	"sync"
 	"time"
 
 	"github.com/infer-exporter/infer_exporter/internal/config"
+	"github.com/infer-exporter/infer_exporter/internal/textcut"
 	"github.com/infer-exporter/infer_exporter/probe/client"
 	"github.com/infer-exporter/infer_exporter/probe/observation"
+	"github.com/infer-exporter/infer_exporter/probe/plan"
 	"github.com/infer-exporter/infer_exporter/probe/prompt"
-	"github.com/infer-exporter/infer_exporter/probe/workload"
+	"github.com/infer-exporter/infer_exporter/probe/slo"
 )
 
 // Drop reasons of requests a probe never sent, beside the refusal reasons.
@@ -108,32 +109,14 @@ func (h *Handler) probe(ctx context.Context, p *probeRun) *result {
 	// server's prefix cache answer it, and TTFT would measure the cache.
 	seed := m.Prompt.Seed + h.probes.Add(1)
 	gen := prompt.New(m.Prompt.InputTokens, m.Prompt.OutputTokens, seed)
+	// The probe's deadline bounds every request, so the template has no
+	// timeout of its own.
+	tmpl := plan.Template{Sampling: m.Sampling}
 	for i := range res.requests {
-		pr := gen.Next()
-		jobs <- job{req: &client.Request{
-			Prompt:      pr.Text,
-			MaxTokens:   pr.OutputTokens,
-			IgnoreEOS:   m.Sampling.IgnoreEOS,
-			MinTokens:   m.Sampling.MinTokens,
-			Temperature: m.Sampling.Temperature,
-			TopP:        m.Sampling.TopP,
-			Seed:        m.Sampling.Seed,
-		}, obs: &res.requests[i], index: i}
+		jobs <- job{req: tmpl.Request(gen.Next()), obs: &res.requests[i], index: i}
 	}
 	for i, ka := range m.KnownAnswers {
-		temp := m.Sampling.Temperature
-		if temp == nil {
-			zero := 0.0 // a known answer wants the most likely one
-			temp = &zero
-		}
-		jobs <- job{req: &client.Request{
-			Prompt:      ka.Prompt,
-			MaxTokens:   ka.MaxTokens,
-			Temperature: temp,
-			TopP:        m.Sampling.TopP,
-			Seed:        m.Sampling.Seed,
-			KeepText:    true,
-		}, obs: &res.checks[i].obs, index: i, check: true}
+		jobs <- job{req: tmpl.KnownAnswer(ka.Prompt, ka.MaxTokens), obs: &res.checks[i].obs, index: i, check: true}
 	}
 	close(jobs)
 
@@ -214,7 +197,7 @@ func (h *Handler) judge(res *result, m *config.Module, g *guard, logger *slog.Lo
 			rateDropped = true
 		case o.Outcome != observation.Success:
 			failed = true
-		case !workload.MeetsSLO(o, m.SLO):
+		case !slo.Met(o, m.SLO):
 			sloMissed = true
 			logger.Warn("Request missed the SLO", "request", fmt.Sprintf("request[%d]", i), "slo_ttft", m.SLO.TTFT, "slo_tpot", m.SLO.TPOT, "slo_e2e", m.SLO.E2E)
 		}
@@ -230,18 +213,14 @@ func (h *Handler) judge(res *result, m *config.Module, g *guard, logger *slog.Lo
 			failed = true
 			logger.Warn("Known-answer check got no answer", "request", fmt.Sprintf("known_answer[%d]", i), "outcome", o.Outcome)
 		default:
-			re := ka.Pattern
-			if re == nil { // a configuration built in code, not parsed
-				re = regexp.MustCompile(ka.Expect)
-			}
-			cr.pass = re.MatchString(o.Text)
+			cr.pass = plan.Judge(ka.Pattern, ka.Expect, o) == plan.Pass
 			level := slog.LevelDebug
 			if !cr.pass {
 				wrong = true
 				level = slog.LevelWarn
 			}
 			logger.Log(context.Background(), level, "Known-answer check", "request", fmt.Sprintf("known_answer[%d]", i), "pass", cr.pass,
-				"expect", ka.Expect, "answer", truncate(o.Text, maxAnswerShown))
+				"expect", ka.Expect, "answer", textcut.Cut(o.Text, maxAnswerShown))
 		}
 	}
 	switch {

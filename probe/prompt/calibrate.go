@@ -92,7 +92,7 @@ func (t *ServerTokenizer) Dialect() string { return t.dialect }
 // POST /tokenize in each dialect until one answers in its shape. It returns
 // nil and no error when the server has none (a 404, or no dialect fits).
 func DetectTokenizer(ctx context.Context, ep Endpoint) (*ServerTokenizer, error) {
-	root := strings.TrimSuffix(strings.TrimRight(ep.BaseURL, "/"), "/v1")
+	root := config.RootURL(ep.BaseURL)
 	var last error
 	for _, d := range []string{"vllm", "tgi", "llamacpp"} {
 		t := &ServerTokenizer{ep: ep, url: root + "/tokenize", dialect: d}
@@ -131,10 +131,10 @@ type statusError struct {
 
 func (e *statusError) Error() string { return fmt.Sprintf("tokenize: HTTP %d: %s", e.status, e.body) }
 
-// Count returns the number of tokens of text as the server counts it.
 // tokenizeClient bounds every /tokenize call: the calls sit in the
 // dispatcher's path, and a server that stalls must cost a bounded delay,
-// after which the prompt goes out as an estimate (counted in Failures).
+// after which the prompt goes out as an estimate (and Calibrated.Next
+// reports the failure to OnFailure).
 var tokenizeClient = &http.Client{
 	Timeout: 5 * time.Second,
 	CheckRedirect: func(*http.Request, []*http.Request) error {
@@ -142,6 +142,7 @@ var tokenizeClient = &http.Client{
 	},
 }
 
+// Count returns the number of tokens of text as the server counts it.
 func (t *ServerTokenizer) Count(ctx context.Context, text string) (int, error) {
 	var body any
 	switch t.dialect {
@@ -249,12 +250,9 @@ type Calibrated struct {
 	tok      Counter
 	kind     string
 	overhead int
-	// Failures counts prompts that could not be calibrated during the run
-	// (the tokenizer failed); they are sent as estimates.
-	Failures int
-	lastErr  error
 	// OnFailure, when set, is called with each calibration failure of
-	// Next (for a metric and a log line).
+	// Next (for a metric and a log line): the prompt could not be
+	// calibrated (the tokenizer failed) and is sent as an estimate.
 	OnFailure func(error)
 }
 
@@ -298,22 +296,15 @@ func (c *Calibrated) Kind() string { return c.kind }
 func (c *Calibrated) Overhead() int { return c.overhead }
 
 // Next returns the next prompt. A prompt that cannot be calibrated now (the
-// tokenizer failed) is sent as an estimate and counted in Failures; a
-// length that no prompt can have is an error of NextExact.
+// tokenizer failed, or no prompt has the length) is returned as an estimate
+// and its error is passed to OnFailure; NextExact returns the error instead.
 func (c *Calibrated) Next() Prompt {
 	p, err := c.NextExact()
-	if err != nil {
-		c.Failures++
-		c.lastErr = err
-		if c.OnFailure != nil {
-			c.OnFailure(err)
-		}
+	if err != nil && c.OnFailure != nil {
+		c.OnFailure(err)
 	}
 	return p
 }
-
-// LastError is the last calibration failure of Next.
-func (c *Calibrated) LastError() error { return c.lastErr }
 
 // NextExact draws the next prompt and calibrates it. Prompt.Tokens is the
 // server's count (0 for an estimate).

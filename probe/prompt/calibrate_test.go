@@ -171,3 +171,39 @@ func TestNoTokenizerIsAnEstimate(t *testing.T) {
 		t.Fatalf("kind %s, prompt %q (Tokens %d)", c.Kind(), p.Text, p.Tokens)
 	}
 }
+
+// failingCounter measures the overhead, then fails every count.
+type failingCounter struct{ calls int }
+
+func (f *failingCounter) Count(context.Context, string) (int, error) {
+	f.calls++
+	if f.calls == 1 {
+		return 0, nil
+	}
+	return 0, errors.New("tokenizer down")
+}
+
+// TestNextReportsFailures: a prompt that cannot be calibrated goes out as
+// an estimate (Tokens 0, the requested words), and each failure reaches
+// OnFailure with the tokenizer's error.
+func TestNextReportsFailures(t *testing.T) {
+	c, err := NewCalibrated(context.Background(), config.Distribution{Dist: "fixed", Mean: 10}, config.Distribution{Dist: "fixed", Mean: 4}, 1, &failingCounter{}, TokenizerServer)
+	if err != nil {
+		t.Fatal(err)
+	}
+	var got []error
+	c.OnFailure = func(err error) { got = append(got, err) }
+	for range 3 {
+		if p := c.Next(); p.Tokens != 0 || p.InputTokens != 10 || len(strings.Fields(p.Text)) != 10 {
+			t.Fatalf("prompt %q (Tokens %d, InputTokens %d), want an estimate of 10 words", p.Text, p.Tokens, p.InputTokens)
+		}
+	}
+	if len(got) != 3 {
+		t.Fatalf("OnFailure called %d times, want 3", len(got))
+	}
+	for _, err := range got {
+		if err == nil || !strings.Contains(err.Error(), "tokenizer down") {
+			t.Fatalf("OnFailure(%v), want the tokenizer's error", err)
+		}
+	}
+}

@@ -408,7 +408,8 @@ func TestRefusalRecorder(t *testing.T) {
 	} {
 		s.Schedule().Next()
 		s.Prompts().Next()
-		s.Prompts().Request(&client.Request{})(&o)
+		s.Prompts().Request(o.Seq, &client.Request{})
+		s.Prompts().Done(&o)
 	}
 	if len(rec.refused) != 1 || rec.refused[0] != "mem:3 400" || len(rec.progress) != 3 {
 		t.Errorf("refused %v, progress %v", rec.refused, rec.progress)

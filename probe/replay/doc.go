@@ -31,6 +31,7 @@
 // token is a whitespace-separated word; see WordTokenizer). For Mooncake
 // traces every hash id maps to one block of BlockSize words, so requests
 // that share leading hash ids share exactly those prefix blocks, token for
-// token, and reproduce the trace's prefix-cache hits. Another server's
-// tokenizer plugs in as a Tokenizer.
+// token, and reproduce the trace's prefix-cache hits. On another server the
+// lengths are close, not exact: replayed prompts are not calibrated against
+// its /tokenize.
 package replay

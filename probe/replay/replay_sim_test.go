@@ -63,11 +63,11 @@ func run(t *testing.T, yml string) ([]observation.Request, *prometheus.Registry)
 	var mu sync.Mutex
 	var obs []observation.Request
 	r := runners[0]
-	r.OnResult = func(o *observation.Request) {
+	r.Observer = workload.Observers{r.Observer, workload.Results(func(o *observation.Request) {
 		mu.Lock()
 		obs = append(obs, *o)
 		mu.Unlock()
-	}
+	})}
 	ctx, cancel := context.WithTimeout(context.Background(), 2*time.Minute)
 	defer cancel()
 	r.Run(ctx)
@@ -354,9 +354,10 @@ func TestMooncakePrefixCacheExact(t *testing.T) {
 				src.Schedule().Next()
 				p := src.Prompts().Next()
 				req := &client.Request{Prompt: p.Text, Timeout: time.Minute}
-				src.Prompts().Request(req)
-				var o observation.Request
+				src.Prompts().Request(uint64(i), req)
+				o := observation.Request{Seq: uint64(i)}
 				cl.Do(context.Background(), target, req, &o)
+				src.Prompts().Done(&o)
 				if o.Outcome != observation.Success || o.PromptTokens != rec.InputTokens || o.OutputTokens != rec.OutputTokens {
 					t.Fatalf("line %d: %s %v, usage %d/%d, want %d/%d", rec.Line, o.Outcome, o.Err, o.PromptTokens, o.OutputTokens, rec.InputTokens, rec.OutputTokens)
 				}

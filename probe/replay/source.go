@@ -12,9 +12,11 @@ import (
 	"sync/atomic"
 	"time"
 
-	"github.com/infer-exporter/infer_exporter/probe/arrival"
+	"github.com/infer-exporter/infer_exporter/internal/config"
 	"github.com/infer-exporter/infer_exporter/probe/client"
 	"github.com/infer-exporter/infer_exporter/probe/observation"
+
+	"github.com/infer-exporter/infer_exporter/internal/hashmix"
 	"github.com/infer-exporter/infer_exporter/probe/prompt"
 )
 
@@ -46,9 +48,6 @@ type Options struct {
 	// Chat says the target's API wraps the prompt in a chat message, so the
 	// template's tokens count in the prompt length.
 	Chat bool
-	// Tokenizer is the target's tokenizer as synthesis sees it; nil means
-	// WordTokenizer (the simulator's).
-	Tokenizer Tokenizer
 	// BlockSize is the number of tokens per hash id of a Mooncake trace.
 	// Default 512.
 	BlockSize int
@@ -121,6 +120,9 @@ type Source struct {
 	emitted bool
 	done    bool
 	cur     arrivalInfo
+	// pending holds the arrivals Request completed, by sequence number,
+	// until their request ends or is dropped (guarded by mu).
+	pending map[uint64]arrivalInfo
 	clamped atomic.Uint64
 
 	// Progress, across request goroutines.
@@ -149,12 +151,9 @@ func NewSource(tr *Trace, opts Options) (*Source, error) {
 	}
 	s := &Source{
 		opts:     opts,
-		synth:    synthesizer{tok: opts.Tokenizer, chat: opts.Chat, blockSize: opts.BlockSize, seed: uint64(opts.Seed)},
+		synth:    synthesizer{chat: opts.Chat, blockSize: opts.BlockSize, seed: uint64(opts.Seed)},
 		pass:     -1,
 		replayed: map[int]int{},
-	}
-	if before, after := s.synth.template(); before < 0 || after < 0 || before+after > maxTokens {
-		return nil, fmt.Errorf("the tokenizer's chat template of %d+%d tokens is not in [0, %d]", before, after, maxTokens)
 	}
 	for i := range tr.Records {
 		r := &tr.Records[i]
@@ -201,7 +200,7 @@ func NewSource(tr *Trace, opts Options) (*Source, error) {
 	}
 	s.maxRate = opts.MaxRate
 	if s.maxRate == 0 {
-		s.maxRate = min(DefaultCeiling*s.peakRate(), arrival.MaxRateLimit)
+		s.maxRate = min(DefaultCeiling*s.peakRate(), config.MaxRateLimit)
 	}
 	// Whole nanoseconds, rounded up: the ceiling is never exceeded, at the
 	// cost of at most 1 ns per gap. A ceiling of less than one request in
@@ -227,9 +226,6 @@ func (o *Options) withDefaults() error {
 	if o.BlockSize == 0 {
 		o.BlockSize = DefaultBlockSize
 	}
-	if o.Tokenizer == nil {
-		o.Tokenizer = WordTokenizer{}
-	}
 	if o.OnUnreplayable == "" {
 		o.OnUnreplayable = Refuse
 	}
@@ -244,8 +240,8 @@ func (o *Options) withDefaults() error {
 		return fmt.Errorf("sample %v must be in (0, 1]", o.Sample)
 	case o.BlockSize < 1 || o.BlockSize > maxTokens:
 		return fmt.Errorf("block size %d must be in [1, %d]", o.BlockSize, maxTokens)
-	case math.IsNaN(o.MaxRate) || o.MaxRate < 0 || o.MaxRate > arrival.MaxRateLimit:
-		return fmt.Errorf("max rate %v must be in [0, %g] requests/s", o.MaxRate, float64(arrival.MaxRateLimit))
+	case math.IsNaN(o.MaxRate) || o.MaxRate < 0 || o.MaxRate > config.MaxRateLimit:
+		return fmt.Errorf("max rate %v must be in [0, %g] requests/s", o.MaxRate, float64(config.MaxRateLimit))
 	case o.OnUnreplayable != Refuse && o.OnUnreplayable != Skip:
 		return fmt.Errorf("unknown policy %q", o.OnUnreplayable)
 	}
@@ -382,8 +378,8 @@ func (s *Source) Skipped() int { return s.skipped }
 // Errors returns the errors of the first skipped records.
 func (s *Source) Errors() []error { return s.errs }
 
-// MaxRate is the ceiling in force, in (0, arrival.MaxRateLimit], for
-// arrival.NewWireLimiter.
+// MaxRate is the ceiling in force, in (0, config.MaxRateLimit], for
+// arrival.NewWireCeiling.
 func (s *Source) MaxRate() float64 { return s.maxRate }
 
 // Schedule returns the replay's arrival schedule.
@@ -447,7 +443,7 @@ func (s *Source) selectPass(p int, dst []int) []int {
 	limit := uint64(s.opts.Sample * (1 << 53))
 	k := key3(uint64(s.opts.Seed), uint64(p), 0x5a3b1e)
 	for i := range s.recs {
-		if mix64(k^uint64(i)*0x9e3779b97f4a7c15)>>11 < limit {
+		if hashmix.Mix64(k^uint64(i)*0x9e3779b97f4a7c15)>>11 < limit {
 			dst = append(dst, i)
 		}
 	}
@@ -512,16 +508,17 @@ func (pr *Prompts) Next() prompt.Prompt {
 	}
 }
 
-// Request completes the request built from the prompt Next just returned: a
-// recorded body is sent as it was (client.Request.RawBody); a token-only
-// record's output length is forced (max_tokens and ignore_eos). The returned
-// function must be called with the request's observation once it is
-// recorded, or with the dropped arrival's: it records drift and progress.
-func (pr *Prompts) Request(req *client.Request) func(*observation.Request) {
+// Request completes the request built from the prompt Next just returned,
+// arrival seq of the run: a recorded body is sent as it was
+// (client.Request.RawBody); a token-only record's output length is forced
+// (max_tokens and ignore_eos). Prompts then follows the request as an
+// Observer, finding it again by its sequence number: its end or its drop
+// records drift and progress.
+func (pr *Prompts) Request(seq uint64, req *client.Request) {
 	s := pr.s
 	a := s.cur
 	if a.rec == nil {
-		return nil
+		return
 	}
 	if a.body != nil {
 		req.RawBody = a.body
@@ -529,7 +526,38 @@ func (pr *Prompts) Request(req *client.Request) func(*observation.Request) {
 		req.MaxTokens = a.rec.OutputTokens
 		req.IgnoreEOS = true
 	}
-	return func(obs *observation.Request) { s.follow(&a, obs) }
+	s.mu.Lock()
+	if s.pending == nil {
+		s.pending = map[uint64]arrivalInfo{}
+	}
+	s.pending[seq] = a
+	s.mu.Unlock()
+}
+
+// Sent implements the runner's Observer; a replay follows ends only.
+func (pr *Prompts) Sent(*observation.Request) {}
+
+// FirstToken implements the runner's Observer.
+func (pr *Prompts) FirstToken(*observation.Request) {}
+
+// Token implements the runner's Observer.
+func (pr *Prompts) Token(*observation.Request) {}
+
+// Done records the drift and progress of a replayed request that ended.
+func (pr *Prompts) Done(obs *observation.Request) { pr.end(obs) }
+
+// Dropped records a replayed arrival that was never sent.
+func (pr *Prompts) Dropped(obs *observation.Request) { pr.end(obs) }
+
+func (pr *Prompts) end(obs *observation.Request) {
+	s := pr.s
+	s.mu.Lock()
+	a, ok := s.pending[obs.Seq]
+	delete(s.pending, obs.Seq)
+	s.mu.Unlock()
+	if ok { // an arrival that carried a known-answer check is not a record
+		s.follow(&a, obs)
+	}
 }
 
 // follow records one replayed arrival.

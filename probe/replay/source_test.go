@@ -310,7 +310,7 @@ func TestRequestCompletion(t *testing.T) {
 	s.Schedule().Next()
 	p := s.Prompts().Next()
 	req := &client.Request{Prompt: p.Text}
-	s.Prompts().Request(req)
+	s.Prompts().Request(0, req)
 	if req.MaxTokens != 2 || !req.IgnoreEOS || req.RawBody != nil {
 		t.Errorf("token record request %+v", req)
 	}
@@ -327,7 +327,7 @@ func TestRequestCompletion(t *testing.T) {
 			t.Errorf("body prompt %+v", p)
 		}
 		req := &client.Request{}
-		s.Prompts().Request(req)
+		s.Prompts().Request(0, req)
 		want := body
 		if force {
 			want = `{"ignore_eos":true,"max_tokens":9,"messages":[{"role":"user","content":"hi"}],"stream":true}`
@@ -367,17 +367,18 @@ func TestDriftAndProgress(t *testing.T) {
 	}
 	start := time.Unix(1000, 0)
 	sends := []time.Duration{time.Millisecond, 0, 3 * time.Millisecond, -1} // lag per arrival; -1 dropped
-	for _, lag := range sends {
+	for i, lag := range sends {
 		off, _ := s.Schedule().Next()
 		s.Prompts().Next()
-		follow := s.Prompts().Request(&client.Request{})
-		obs := &observation.Request{Scheduled: start.Add(off)}
+		s.Prompts().Request(uint64(i), &client.Request{})
+		obs := &observation.Request{Seq: uint64(i), Scheduled: start.Add(off)}
 		if lag >= 0 {
 			obs.Sent = obs.Scheduled.Add(lag)
+			s.Prompts().Done(obs)
 		} else {
 			obs.Outcome = observation.Dropped
+			s.Prompts().Dropped(obs)
 		}
-		follow(obs)
 	}
 	// The second record was held back 100 ms by the ceiling.
 	want := []time.Duration{time.Millisecond, 100 * time.Millisecond, 3 * time.Millisecond}

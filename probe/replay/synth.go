@@ -1,63 +1,42 @@
 package replay
 
 import (
+	"slices"
 	"strings"
+
+	"github.com/infer-exporter/infer_exporter/internal/hashmix"
+	"github.com/infer-exporter/infer_exporter/probe/prompt"
 )
 
-// Tokenizer is what prompt synthesis needs to know about the target's
-// tokenizer and chat template, so that a synthesised prompt is exactly the
-// trace's length in the server's own count.
-//
-// WordTokenizer, the default, is the embedded simulator's (every
-// whitespace-separated word is one token). A tokenizer calibrated against a
-// real server's /tokenize endpoint plugs in here: it supplies words it has
-// verified to be one token each when joined by single spaces, and the
-// template overhead it measured.
-type Tokenizer interface {
-	// Word returns a word that is exactly one token, also after another
-	// such word and a space. The same key always gives the same word, and
-	// different keys should spread over many words.
-	Word(key uint64) string
-	// TemplateTokens returns how many tokens the server's chat template adds
-	// before and after the content of a single user message (the generation
-	// prompt included), as the server counts them in usage.prompt_tokens.
-	TemplateTokens() (before, after int)
-}
-
 // WordTokenizer is the embedded simulator's tokenizer (see
-// internal/simulator/tokenizer.go): a token is a whitespace-separated word,
-// and a single-message chat prompt adds 2 template tokens before the content
-// (<|im_start|> <|user|>) and 2 after it (<|im_end|>, then the generation
-// prompt <|assistant|>).
+// internal/simulator/tokenizer.go), the one synthesised prompts are exact
+// in: a token is a whitespace-separated word, and a single-message chat
+// prompt adds 2 template tokens before the content (<|im_start|> <|user|>)
+// and 2 after it (<|im_end|>, then the generation prompt <|assistant|>).
+// Another server counts the same prompt in its own tokenizer and template,
+// so there the lengths are close, not exact.
 type WordTokenizer struct{}
 
-// Word picks one word of a fixed vocabulary of short common English words.
+// Word returns the word of key: one of a fixed vocabulary of short common
+// English words, each one token in the simulator, also after another word
+// and a space. The same key always gives the same word.
 func (WordTokenizer) Word(key uint64) string {
 	return vocabulary[key%uint64(len(vocabulary))]
 }
 
-// TemplateTokens is 2 before and 2 after.
+// TemplateTokens is how many tokens the simulator's chat template adds
+// before and after the content of a single user message (the generation
+// prompt included), as it counts them in usage.prompt_tokens: 2 and 2.
 func (WordTokenizer) TemplateTokens() (before, after int) { return 2, 2 }
-
-// mix64 is the splitmix64 finalizer: a cheap bijective scrambler that turns
-// structured keys (seed, pass, block id, position) into well-spread ones.
-func mix64(x uint64) uint64 {
-	x ^= x >> 30
-	x *= 0xbf58476d1ce4e5b9
-	x ^= x >> 27
-	x *= 0x94d049bb133111eb
-	x ^= x >> 31
-	return x
-}
 
 // key3 hashes three words into one key.
 func key3(a, b, c uint64) uint64 {
-	return mix64(mix64(mix64(a)^b) ^ c)
+	return hashmix.Mix64(hashmix.Mix64(hashmix.Mix64(a)^b) ^ c)
 }
 
 // synthesizer builds prompts of exact token lengths.
 type synthesizer struct {
-	tok       Tokenizer
+	tok       WordTokenizer
 	chat      bool
 	blockSize int
 	seed      uint64
@@ -109,6 +88,14 @@ func (s *synthesizer) prompt(rec *Record, pass int) string {
 	return s.buf.String()
 }
 
-// vocabulary: short common English words, each one token in most BPE
-// tokenizers too (with a leading space).
-var vocabulary = strings.Fields(`the of and to in is it you that he was for on are with as his they be at one have this from or had by word but what some we can out other were all there when up use your how said an each she which do their time if will way about many then them write would like so these her long make thing see him two has look more day could go come did number sound no most people my over know water than call first who may down side been now find any new work part take get place made live where after back little only round man year came show every good me give our under name very through just form great think say help low line turn cause much mean before move right boy old too same tell does set three want air well also play small end put home read hand port large spell add even land here must big high such follow act why ask men change went light kind off need house picture try us again animal point mother world near build self earth father head stand own page should country found answer school grow study still learn plant cover food sun four between state keep eye never last let thought city tree cross farm hard start might story saw far sea draw left late run while press close night real life few north open seem together next white children begin got walk example ease paper group always music those both mark often letter until mile river car feet care second book carry took science eat room friend began idea fish mountain stop once base hear horse cut sure watch color face wood main enough plain girl usual young ready above ever red list though feel talk bird soon body dog family direct pose leave song measure door product black short class wind question happen complete ship area half rock order fire south problem piece told knew pass since top whole king space heard best hour better true during hundred five remember step early hold west ground interest reach fast verb sing listen six table travel less morning ten simple several toward war lay against pattern slow center love person money serve appear road map rain rule pull cold notice voice unit power town fine certain fly fall lead cry dark machine note wait plan figure star box noun field rest correct able pound done beauty drive stood contain front teach week final gave green quick develop ocean warm free minute strong special mind behind clear tail produce fact street inch nothing course stay wheel full force blue object decide surface deep moon island foot system busy test record boat common gold possible plane dry wonder laugh thousand ago ran check game shape hot miss brought heat snow tire bring yes distant fill east paint language among`)
+// vocabulary is the words of synthesised prompts: prompt.Vocabulary, in
+// its order, less the words of leftOut.
+var vocabulary = slices.DeleteFunc(prompt.Vocabulary(), func(w string) bool { return leftOut[w] })
+
+// leftOut are the words of prompt.Vocabulary that replay synthesis does not
+// use. Synthesised prompts, and the fillers of shadow captures (drawn through
+// WordTokenizer), index what remains, so changing the set changes them all.
+var leftOut = map[string]bool{
+	"sentence": true, "differ": true, "numeral": true, "vowel": true, "govern": true,
+	"oh": true, "multiply": true, "stead": true, "equate": true,
+}

@@ -84,10 +84,11 @@ func measureAccuracy(t *testing.T, streams, requests, tokens int) accuracy {
 		Name: "accuracy", Target: &client.Target{Name: "sim", BaseURL: baseURL, Model: cfg.Model, Flavor: client.OpenAIChat},
 		Schedule: &listSchedule{offsets: offsets}, Client: doer, MaxInFlight: streams,
 		Prompts:  prompt.New(config.Distribution{Dist: "fixed", Mean: 64}, config.Distribution{Dist: "fixed", Mean: float64(tokens)}, 1),
-		Series:   NewMetrics(reg).Series("sim", cfg.Model, "accuracy", config.SLO{}),
+		Monitor:  NewMetrics(reg).Series("sim", cfg.Model, "accuracy", config.SLO{}),
 		Sampling: config.Sampling{IgnoreEOS: true},
 		Timeout:  time.Minute,
 	}
+	r.Observer = r.series()
 	r.Run(context.Background())
 
 	var a accuracy

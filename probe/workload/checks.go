@@ -2,12 +2,13 @@ package workload
 
 import (
 	"context"
-	"regexp"
 	"time"
 
 	"github.com/infer-exporter/infer_exporter/internal/config"
+	"github.com/infer-exporter/infer_exporter/internal/textcut"
 	"github.com/infer-exporter/infer_exporter/probe/client"
 	"github.com/infer-exporter/infer_exporter/probe/observation"
+	"github.com/infer-exporter/infer_exporter/probe/plan"
 )
 
 // checkSchedule decides which arrivals carry a known-answer check. It belongs
@@ -50,60 +51,28 @@ func (s *checkSchedule) sent(i int, at time.Time) {
 	}
 }
 
-// checkRequest is the request of a known-answer check. Temperature is 0
-// unless the workload sets one, as in /probe modules: a known answer wants
-// the most likely answer. The vLLM length extensions are not sent: the
-// answer ends where the model ends it.
+// checkRequest is the request of a known-answer check (plan.Template's
+// KnownAnswer: greedy unless the workload sets a temperature, no length
+// extensions).
 func (r *Runner) checkRequest(c *config.Check) *client.Request {
-	temp := r.Sampling.Temperature
-	if temp == nil {
-		zero := 0.0
-		temp = &zero
-	}
-	return &client.Request{
-		Prompt:      c.Prompt,
-		MaxTokens:   c.MaxTokens,
-		Temperature: temp,
-		TopP:        r.Sampling.TopP,
-		Seed:        r.Sampling.Seed,
-		KeepText:    true,
-		Timeout:     r.Timeout,
-	}
+	return r.template().KnownAnswer(c.Prompt, c.MaxTokens)
 }
 
-// judgeCheck classifies a finished check: pass when a successful answer
-// matches the pattern anywhere (Go RE2, as /probe's known_answers), fail when
-// it does not, error when no successful answer came.
+// judgeCheck classifies a finished check (plan.Judge): pass when a
+// successful answer matches the pattern anywhere, fail when it does not,
+// error when no successful answer came.
 func judgeCheck(c *config.Check, o *observation.Request) string {
-	if o.Outcome != observation.Success {
-		return CheckError
-	}
-	re := c.Pattern
-	if re == nil { // a configuration built in code, not parsed
-		re = regexp.MustCompile(c.Expect)
-	}
-	if re.MatchString(o.Text) {
-		return CheckPass
-	}
-	return CheckFail
+	return plan.Judge(c.Pattern, c.Expect, o)
 }
 
 // observeCheck counts a finished check and logs a wrong or missing answer.
-func (r *Runner) observeCheck(ctx context.Context, i int, o *observation.Request) {
+func (r *Runner) observeCheck(ctx context.Context, mon Monitor, i int, o *observation.Request) {
 	c := &r.Checks[i]
 	result := judgeCheck(c, o)
-	r.Series.ObserveCheck(result)
+	mon.Check(result)
 	if result == CheckPass || r.Logger == nil || ctx.Err() != nil {
 		return
 	}
 	r.Logger.Warn("known-answer check did not pass", "workload", r.Name, "check", i, "result", result,
-		"outcome", o.Outcome, "expect", c.Expect, "answer", truncateAnswer(o.Text, 200), "err", o.Err)
-}
-
-// truncateAnswer bounds an answer quoted in a log line.
-func truncateAnswer(s string, n int) string {
-	if len(s) <= n {
-		return s
-	}
-	return s[:n] + "..."
+		"outcome", o.Outcome, "expect", c.Expect, "answer", textcut.Cut(o.Text, 200), "err", o.Err)
 }

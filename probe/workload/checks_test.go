@@ -110,24 +110,24 @@ func TestRunnerSendsChecksInPlaceOfArrivals(t *testing.T) {
 		check("down?", "ok", 5, 0),                     // 5, 10
 	}
 	var results atomic.Int64
-	r.OnResult = func(*observation.Request) { results.Add(1) }
+	r.onResult(func(*observation.Request) { results.Add(1) })
 	r.Run(context.Background())
 
 	counts := map[string]float64{CheckPass: 4, CheckFail: 2, CheckError: 2}
 	for result, want := range counts {
-		if got := testutil.ToFloat64(r.Series.m.checks.WithLabelValues("t", "m", "w", result)); got != want {
+		if got := testutil.ToFloat64(r.series().m.checks.WithLabelValues("t", "m", "w", result)); got != want {
 			t.Errorf("known_answer_checks_total{result=%q} = %v, want %v", result, got, want)
 		}
 	}
 	// Checks replace arrivals: 12 arrivals, 8 checks, so 4 measured requests,
 	// and none of the checks reaches the latency histograms or outcomes.
-	if got := testutil.ToFloat64(r.Series.m.requests.WithLabelValues("t", "m", "w", "success")); got != 4 {
+	if got := testutil.ToFloat64(r.series().m.requests.WithLabelValues("t", "m", "w", "success")); got != 4 {
 		t.Errorf("requests_total{success} = %v, want 4 (checks are not workload requests)", got)
 	}
 	if n := results.Load(); n != 4 {
 		t.Errorf("OnResult saw %d observations, want 4", n)
 	}
-	if n := testutil.CollectAndCount(r.Series.m.ttft); n != 1 {
+	if n := testutil.CollectAndCount(r.series().m.ttft); n != 1 {
 		t.Fatalf("ttft series = %d", n)
 	}
 	if len(doer.prompts) != 12 {

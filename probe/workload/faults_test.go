@@ -77,17 +77,18 @@ func TestFaultsCountedByOutcome(t *testing.T) {
 				Name: "faults", Target: &client.Target{Name: "sim", BaseURL: baseURL, Model: cfg.Model, Flavor: client.OpenAIChat},
 				Schedule: &listSchedule{offsets: offsets}, Client: cl, MaxInFlight: n,
 				Prompts:  prompt.New(config.Distribution{Dist: "fixed", Mean: 16}, config.Distribution{Dist: "fixed", Mean: 12}, 1),
-				Series:   NewMetrics(reg).Series("sim", cfg.Model, "faults", config.SLO{}),
+				Monitor:  NewMetrics(reg).Series("sim", cfg.Model, "faults", config.SLO{}),
 				Sampling: config.Sampling{IgnoreEOS: true},
 				Timeout:  tc.timeout,
-				OnResult: func(o *observation.Request) {
-					mu.Lock()
-					results = append(results, *o)
-					mu.Unlock()
-				},
 			}
+			r.Observer = r.series()
+			r.onResult(func(o *observation.Request) {
+				mu.Lock()
+				results = append(results, *o)
+				mu.Unlock()
+			})
 			r.Run(context.Background())
-			if got := testutil.ToFloat64(r.Series.requests[tc.want]); got != n {
+			if got := testutil.ToFloat64(r.series().requests[tc.want]); got != n {
 				for _, o := range results {
 					t.Logf("outcome %s status %d err %v", o.Outcome, o.HTTPStatus, o.Err)
 				}
@@ -104,7 +105,7 @@ func TestFaultsCountedByOutcome(t *testing.T) {
 				t.Errorf("%d of %d requests had a first token (series %d), want all: %v", ttftCount, n, ttfts, tc.firstToken)
 			}
 			if tc.want == observation.Success {
-				if got := testutil.ToFloat64(r.Series.completionTokens); got != 12*n {
+				if got := testutil.ToFloat64(r.series().completionTokens); got != 12*n {
 					t.Errorf("completion tokens = %v, want %d", got, 12*n)
 				}
 			}

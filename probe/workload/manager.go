@@ -8,8 +8,8 @@ import (
 	"time"
 
 	"github.com/infer-exporter/infer_exporter/internal/config"
-	"github.com/infer-exporter/infer_exporter/probe/arrival"
 	"github.com/infer-exporter/infer_exporter/probe/client"
+	"github.com/infer-exporter/infer_exporter/probe/plan"
 )
 
 // Options are the exporter-wide settings for every workload.
@@ -71,7 +71,7 @@ func Build(ctx context.Context, c *config.Config, metrics *Metrics, opts Options
 			sched, prompts, maxRate, replayed = src.Schedule(), src.Prompts(), src.MaxRate(), rec
 			saturation = maxP99{opts.Saturation, rec}
 		} else {
-			s, err := arrival.New(w.Arrival, w.Prompt.Seed)
+			ol, err := plan.Open(w.Arrival, w.Prompt.Seed, opts.DegradedLag)
 			if err != nil {
 				return runners, clients, fmt.Errorf("workload %q: %w", w.Name, err)
 			}
@@ -86,17 +86,18 @@ func Build(ctx context.Context, c *config.Config, metrics *Metrics, opts Options
 				}
 				return p, nil
 			}
-			sched, maxRate = s, s.MaxRate()
+			sched, maxRate = ol.Schedule, ol.MaxRate
 		}
 		series := metrics.Series(t.Name, t.Model, w.Name, w.SLO)
 		if replayed != nil {
 			replayed.bind(series)
 		}
+		var observer Observer = series
 		// One client per workload: its connection pool is sized to the
 		// workload's in-flight cap.
 		cl := client.New(client.Options{MaxConnsPerHost: w.MaxInFlight})
 		clients = append(clients, cl)
-		ceiling := arrival.NewWireCeiling(maxRate, opts.DegradedLag)
+		ceiling := plan.Ceiling(maxRate, opts.DegradedLag)
 		runners = append(runners, &Runner{
 			Name:           w.Name,
 			Target:         target,
@@ -105,7 +106,8 @@ func Build(ctx context.Context, c *config.Config, metrics *Metrics, opts Options
 			Prompts:        prompts,
 			Prepare:        prepare,
 			Client:         cl,
-			Series:         series,
+			Observer:       observer,
+			Monitor:        series,
 			MaxInFlight:    w.MaxInFlight,
 			MaxRate:        maxRate,
 			Duration:       w.Duration,
@@ -162,11 +164,12 @@ func (m *Manager) Apply(ctx context.Context, c *config.Config) error {
 	done := make(chan struct{})
 	var wg sync.WaitGroup
 	for _, r := range runners {
-		r.Series.SetState(StateCalibrating)
-		if old, ok := m.series[r.Name]; ok && old.lv[0] != r.Series.lv[0] || ok && old.lv[1] != r.Series.lv[1] {
+		series := r.Monitor.(*Series)
+		series.SetState(StateCalibrating)
+		if old, ok := m.series[r.Name]; ok && old.lv[0] != series.lv[0] || ok && old.lv[1] != series.lv[1] {
 			old.Delete()
 		}
-		m.series[r.Name] = r.Series
+		m.series[r.Name] = series
 		wg.Add(1)
 		go func() {
 			defer wg.Done()
@@ -214,8 +217,8 @@ func (m *Manager) discard(runners []*Runner, clients []*client.Client) {
 		running[[3]string(s.lv)] = true
 	}
 	for _, r := range runners {
-		if !running[[3]string(r.Series.lv)] {
-			r.Series.Delete()
+		if s := r.Monitor.(*Series); !running[[3]string(s.lv)] {
+			s.Delete()
 		}
 	}
 }

@@ -7,6 +7,8 @@ import (
 
 	"github.com/infer-exporter/infer_exporter/internal/config"
 	"github.com/infer-exporter/infer_exporter/probe/observation"
+	"github.com/infer-exporter/infer_exporter/probe/plan"
+	"github.com/infer-exporter/infer_exporter/probe/slo"
 )
 
 const namespace = "infer_probe"
@@ -79,13 +81,13 @@ func NewMetrics(reg prometheus.Registerer) *Metrics {
 		requests: prometheus.NewCounterVec(prometheus.CounterOpts{Namespace: namespace, Name: "requests_total",
 			Help: "Requests by outcome: success, http_4xx, http_5xx, timeout, stream_error, disconnected, or dropped (never sent)."}, with("outcome")),
 		dropped: prometheus.NewCounterVec(prometheus.CounterOpts{Namespace: namespace, Name: "dropped_requests_total",
-			Help: "Arrivals that were never sent, by reason: in_flight_cap (the in-flight cap was full at the scheduled instant) or rate_ceiling (the client was late and sending the overdue arrival would have exceeded max_rate)."}, with("reason")),
+			Help: "Arrivals never sent, by reason: in_flight_cap (the cap was full) or rate_ceiling (sending a late arrival would exceed max_rate)."}, with("reason")),
 		goodput: prometheus.NewCounterVec(prometheus.CounterOpts{Namespace: namespace, Name: "goodput_requests_total",
 			Help: "Successful requests that met every SLO threshold configured for the workload."}, labels),
 		tokenSource: prometheus.NewCounterVec(prometheus.CounterOpts{Namespace: namespace, Name: "token_count_source_total",
 			Help: "Successful requests by where their output token count came from: usage (the server's count) or events (content events counted by the client)."}, with("source")),
 		checks: prometheus.NewCounterVec(prometheus.CounterOpts{Namespace: namespace, Name: "known_answer_checks_total",
-			Help: "Known-answer checks the workload sent in place of a synthetic prompt, by result: pass (the answer matched the check's pattern), fail (a successful answer that did not match), error (no successful answer; see infer_probe_requests_total for availability)."}, with("result")),
+			Help: "Known-answer checks sent in place of a synthetic prompt, by result: pass, fail (the answer did not match), error (no answer)."}, with("result")),
 		clamped: prometheus.NewCounterVec(prometheus.CounterOpts{Namespace: namespace, Name: "arrivals_clamped_total",
 			Help: "Arrivals the rate ceiling moved later because the arrival process came faster than max_rate."}, labels),
 		inFlight: prometheus.NewGaugeVec(prometheus.GaugeOpts{Namespace: namespace, Name: "in_flight_requests",
@@ -99,7 +101,7 @@ func NewMetrics(reg prometheus.Registerer) *Metrics {
 		lagP99: prometheus.NewGaugeVec(prometheus.GaugeOpts{Namespace: namespace, Name: "schedule_lag_p99_seconds",
 			Help: "The 99th percentile of schedule lag over the degradation window (--probe.degraded-window)."}, labels),
 		degraded: prometheus.NewGaugeVec(prometheus.GaugeOpts{Namespace: namespace, Name: "measurement_degraded",
-			Help: "1 when the client is falling behind its schedule or is CPU-saturated (schedule lag p99, the process's goroutine scheduling latency p99, or for a replay its drift p99, over --probe.degraded-window above --probe.degraded-lag), so its latencies include its own delay or its replay is not faithful; else 0."}, labels),
+			Help: "1 when the client falls behind its schedule or is CPU-saturated, so its latencies include its own delay; else 0."}, labels),
 		state: prometheus.NewGaugeVec(prometheus.GaugeOpts{Namespace: namespace, Name: "workload_state",
 			Help: "1 for the workload's current state: calibrating, running, finished or failed; 0 for the others."}, with("state")),
 	}
@@ -203,9 +205,9 @@ func (s *Series) SetState(state string) {
 
 // Results of a known-answer check, the values of the result label.
 const (
-	CheckPass  = "pass"
-	CheckFail  = "fail"
-	CheckError = "error"
+	CheckPass  = plan.Pass
+	CheckFail  = plan.Fail
+	CheckError = plan.Error
 )
 
 // InitChecks creates the known-answer check counters at zero. Only workloads
@@ -231,6 +233,61 @@ func (s *Series) Drop(reason string) {
 	s.requests[observation.Dropped].Inc()
 	s.m.dropped.WithLabelValues(append(s.lv[:3:3], reason)...).Inc()
 }
+
+// Series is the Observer and the Monitor of a live workload.
+var (
+	_ Observer = (*Series)(nil)
+	_ Monitor  = (*Series)(nil)
+)
+
+// Sent implements Observer.
+func (s *Series) Sent(*observation.Request) {}
+
+// FirstToken implements Observer.
+func (s *Series) FirstToken(*observation.Request) {}
+
+// Token implements Observer.
+func (s *Series) Token(*observation.Request) {}
+
+// Done implements Observer: the request's figures, when it ends.
+func (s *Series) Done(o *observation.Request) { s.Observe(o) }
+
+// Dropped implements Observer.
+func (s *Series) Dropped(o *observation.Request) { s.Drop(o.DropReason) }
+
+// Limits implements Monitor.
+func (s *Series) Limits(maxInFlight int, maxRate float64, checks bool) {
+	s.maxInFlight.Set(float64(maxInFlight))
+	s.maxRate.Set(maxRate)
+	if checks && s.checks == nil {
+		s.InitChecks()
+	}
+}
+
+// Rate implements Monitor.
+func (s *Series) Rate(rate float64) { s.rate.Set(rate) }
+
+// InFlight implements Monitor.
+func (s *Series) InFlight(delta int) { s.inFlight.Add(float64(delta)) }
+
+// Clamped implements Monitor.
+func (s *Series) Clamped(n uint64) { s.clamped.Add(float64(n)) }
+
+// Lag implements Monitor.
+func (s *Series) Lag(p99 float64, degraded bool) {
+	s.lagP99.Set(p99)
+	if degraded {
+		s.degraded.Set(1)
+	} else {
+		s.degraded.Set(0)
+	}
+}
+
+// Check implements Monitor. Limits must have been told of the checks.
+func (s *Series) Check(result string) { s.ObserveCheck(result) }
+
+// State implements Monitor.
+func (s *Series) State(state string) { s.SetState(state) }
 
 // Observe records one finished request.
 func (s *Series) Observe(o *observation.Request) {
@@ -259,31 +316,7 @@ func (s *Series) Observe(o *observation.Request) {
 	if c := s.tokenSource[o.TokenSource]; c != nil {
 		c.Inc()
 	}
-	if MeetsSLO(o, s.slo) {
+	if slo.Met(o, s.slo) {
 		s.goodput.Inc()
 	}
-}
-
-// MeetsSLO reports whether a request succeeded and met every threshold that
-// is set. A TPOT threshold is met by requests too short to have a TPOT.
-func MeetsSLO(o *observation.Request, slo config.SLO) bool {
-	if o.Outcome != observation.Success {
-		return false
-	}
-	if slo.TTFT > 0 {
-		if d, ok := o.TTFT(); !ok || d > slo.TTFT {
-			return false
-		}
-	}
-	if slo.TPOT > 0 {
-		if d, ok := o.TPOT(); ok && d > slo.TPOT {
-			return false
-		}
-	}
-	if slo.E2E > 0 {
-		if d, ok := o.E2E(); !ok || d > slo.E2E {
-			return false
-		}
-	}
-	return true
 }

@@ -10,6 +10,7 @@ import (
 	"github.com/prometheus/client_golang/prometheus"
 
 	"github.com/infer-exporter/infer_exporter/internal/config"
+	"github.com/infer-exporter/infer_exporter/probe/client"
 	"github.com/infer-exporter/infer_exporter/probe/observation"
 	"github.com/infer-exporter/infer_exporter/probe/prompt"
 )
@@ -27,7 +28,7 @@ type PromptMetrics struct {
 func NewPromptMetrics(reg prometheus.Registerer) *PromptMetrics {
 	pm := &PromptMetrics{
 		info: prometheus.NewGaugeVec(prometheus.GaugeOpts{Namespace: namespace, Name: "prompt_info",
-			Help: "Always 1. tokenizer: server (prompt lengths calibrated exactly against the server's /tokenize, chat template included), server_content (exact content, chat template not counted), or estimate (no tokenizer endpoint: N words). sha256: hash of the first 64 prompts of the workload's prompt sequence (a pure function of seed, length distributions and tokenizer): equal hashes mean the same prompts were sent in the same order."},
+			Help: "Always 1: the workload's prompt set, by tokenizer (server, server_content, estimate) and sha256 of its first 64 prompts."},
 			append(append([]string{}, labels...), "tokenizer", "sha256")),
 		tokens: prometheus.NewHistogramVec(prometheus.HistogramOpts{Namespace: namespace, Name: "prompt_length_tokens",
 			Help:    "Prompt length of successful requests as the server's usage reported it (requests whose server reports none are not observed).",
@@ -49,9 +50,12 @@ const calibrationTimeout = time.Minute
 // an error for the workload. ctx bounds the tokenizer calls of the whole
 // run.
 func (pm *PromptMetrics) Prompts(ctx context.Context, t *config.Target, w *config.Workload, logger *slog.Logger) (Prompts, error) {
-	flavor := string(t.Flavor)
+	flavor, err := client.ParseFlavor(string(t.Flavor))
+	if err != nil {
+		return nil, err
+	}
 	ep := prompt.Endpoint{BaseURL: t.URL, Model: t.Model, BearerToken: string(t.BearerToken), Headers: t.Headers,
-		Chat: flavor == "openai-chat" || flavor == "ollama-chat"}
+		Chat: flavor.Chat()}
 	startCtx, cancel := context.WithTimeout(ctx, calibrationTimeout)
 	defer cancel()
 	tok, err := prompt.DetectTokenizer(startCtx, ep)

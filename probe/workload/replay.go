@@ -10,11 +10,11 @@ import (
 	"strings"
 	"sync/atomic"
 	"time"
-	"unicode/utf8"
 
 	"github.com/prometheus/client_golang/prometheus"
 
 	"github.com/infer-exporter/infer_exporter/internal/config"
+	"github.com/infer-exporter/infer_exporter/internal/textcut"
 	"github.com/infer-exporter/infer_exporter/probe/client"
 	"github.com/infer-exporter/infer_exporter/probe/observation"
 	"github.com/infer-exporter/infer_exporter/probe/prompt"
@@ -37,7 +37,7 @@ type replayMetrics struct {
 func newReplayMetrics(reg prometheus.Registerer) *replayMetrics {
 	m := &replayMetrics{
 		drift: histogram("replay_drift_seconds",
-			"Per replayed request, its send instant minus its instant in the trace (after speed and window): the rate ceiling's delay plus the client's schedule lag.", driftBuckets),
+			"Per replayed request, its send instant minus its instant in the trace: the rate ceiling's delay plus the client's schedule lag.", driftBuckets),
 		progress: prometheus.NewGaugeVec(prometheus.GaugeOpts{Namespace: namespace, Name: "replay_progress_ratio",
 			Help: "Fraction, 0..1, of the current pass over the trace window whose requests have been replayed (finished or dropped)."}, labels),
 		requests: prometheus.NewCounterVec(prometheus.CounterOpts{Namespace: namespace, Name: "replay_requests_total",
@@ -129,11 +129,7 @@ func serverMessage(err error) string {
 		}
 	}
 	if len(msg) > maxServerMessage {
-		cut := maxServerMessage
-		for cut > 0 && !utf8.RuneStart(msg[cut]) {
-			cut--
-		}
-		msg = fmt.Sprintf("%s… (%d bytes)", msg[:cut], len(msg))
+		msg = fmt.Sprintf("%s (%d bytes)", textcut.Cut(msg, maxServerMessage), len(msg))
 	}
 	return msg
 }
@@ -155,6 +151,9 @@ func (r *replayRecorder) P99() float64 {
 	p, _ := r.window.quantile(time.Now(), 0.99)
 	return p
 }
+
+// A replay's prompt source completes and follows its requests.
+var _ Requests = (*replay.Prompts)(nil)
 
 // maxP99 is the largest of several p99s.
 type maxP99 []interface{ P99() float64 }

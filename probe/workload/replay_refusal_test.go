@@ -100,11 +100,11 @@ workloads:
 	}
 	var mu sync.Mutex
 	var obs []observation.Request
-	runners[0].OnResult = func(o *observation.Request) {
+	runners[0].Observer = Observers{runners[0].Observer, Results(func(o *observation.Request) {
 		mu.Lock()
 		obs = append(obs, *o)
 		mu.Unlock()
-	}
+	})}
 	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
 	defer cancel()
 	runners[0].Run(ctx)

@@ -16,6 +16,7 @@ import (
 	"github.com/infer-exporter/infer_exporter/internal/config"
 	"github.com/infer-exporter/infer_exporter/probe/client"
 	"github.com/infer-exporter/infer_exporter/probe/observation"
+	"github.com/infer-exporter/infer_exporter/probe/plan"
 	"github.com/infer-exporter/infer_exporter/probe/prompt"
 )
 
@@ -52,12 +53,13 @@ type Prompts interface {
 // Requests is implemented by a Prompts source that completes and follows
 // the requests it feeds (a replay: it sends recorded bodies, forces output
 // lengths, and measures each send's drift from its trace time). Request is
-// called in the dispatcher right after Next, with the request built from
-// that prompt, and may change it; the function it returns, if not nil, is
-// called with the request's observation once recorded, or with the dropped
-// arrival's.
+// called in the dispatcher right after Next, with the arrival's sequence
+// number and the request built from that prompt, and may change it. Such a
+// source is an Observer too: the runner adds it to its observers, and it
+// finds each request again by its sequence number (observation.Seq).
 type Requests interface {
-	Request(req *client.Request) func(*observation.Request)
+	Request(seq uint64, req *client.Request)
+	Observer
 }
 
 // Doer sends one request and fills its observation.
@@ -67,13 +69,17 @@ type Doer interface {
 
 // Runner drives one workload against one target.
 type Runner struct {
-	Name        string
-	Target      *client.Target
-	Schedule    Schedule
-	Ceiling     Ceiling // may be nil
-	Prompts     Prompts
-	Client      Doer
-	Series      *Series
+	Name     string
+	Target   *client.Target
+	Schedule Schedule
+	Ceiling  Ceiling // may be nil
+	Prompts  Prompts
+	Client   Doer
+	// Observer hears of every request as it happens (the live metrics, a
+	// bench recorder, a fan-out of several); nil: none.
+	Observer Observer
+	// Monitor hears of the workload's own state (Series); nil: none.
+	Monitor     Monitor
 	MaxInFlight int
 	MaxRate     float64
 	// Duration ends the run after that long; 0 runs until ctx is done.
@@ -101,9 +107,6 @@ type Runner struct {
 	Prepare func(ctx context.Context) (Prompts, error)
 
 	Logger *slog.Logger
-	// OnResult, when set, receives every observation after it is recorded
-	// (bench and tests). It must not keep obs.
-	OnResult func(*observation.Request)
 
 	status atomic.Pointer[Status]
 }
@@ -125,8 +128,8 @@ func (r *Runner) Status() Status {
 
 func (r *Runner) setStatus(state, reason string) {
 	r.status.Store(&Status{State: state, Reason: reason})
-	if r.Series != nil {
-		r.Series.SetState(state)
+	if r.Monitor != nil {
+		r.Monitor.State(state)
 	}
 }
 
@@ -164,13 +167,25 @@ func (r *Runner) Run(ctx context.Context) {
 	}
 	lags := newLagWindow(window, 10)
 	start := time.Now()
-	r.Series.maxInFlight.Set(float64(r.MaxInFlight))
-	r.Series.maxRate.Set(r.MaxRate)
-	r.Series.rate.Set(r.Schedule.Rate(0))
-	checks := newCheckSchedule(r.Checks)
-	if len(r.Checks) > 0 && r.Series.checks == nil {
-		r.Series.InitChecks()
+	mon := r.Monitor
+	if mon == nil {
+		mon = noMonitor{}
 	}
+	mon.Limits(r.MaxInFlight, r.MaxRate, len(r.Checks) > 0)
+	mon.Rate(r.Schedule.Rate(0))
+	checks := newCheckSchedule(r.Checks)
+	observer := r.Observer
+	if rs, ok := r.Prompts.(Requests); ok {
+		observer = Observers{observer, rs}
+		if r.Observer == nil {
+			observer = rs
+		}
+	}
+	if observer == nil {
+		observer = Observers{}
+	}
+	hooks := events{observer}
+	var seq uint64
 
 	var inFlight atomic.Int64
 	// The schedule belongs to this goroutine; the monitor reads its clamp
@@ -180,7 +195,7 @@ func (r *Runner) Run(ctx context.Context) {
 	monitorDone := make(chan struct{})
 	go func() {
 		defer close(monitorDone)
-		r.monitor(ctx, start, lags, &clamped)
+		r.monitor(ctx, mon, start, lags, &clamped)
 	}()
 	defer func() {
 		wg.Wait()
@@ -201,14 +216,16 @@ func (r *Runner) Run(ctx context.Context) {
 		// becomes schedule lag. An arrival that carries a check draws none,
 		// so the synthetic prompts keep their order.
 		check := checks.arrive(at)
+		n := seq
+		seq++
 		var req *client.Request
-		var follow func(*observation.Request)
 		if check >= 0 {
 			req = r.checkRequest(&r.Checks[check])
 		} else {
 			req = r.request(r.Prompts.Next())
+			req.Events = hooks
 			if rs, ok := r.Prompts.(Requests); ok {
-				follow = rs.Request(req)
+				rs.Request(n, req)
 			}
 		}
 		if !wait.waitUntil(ctx, at) {
@@ -222,27 +239,23 @@ func (r *Runner) Run(ctx context.Context) {
 			reason = DropRateCeiling
 		}
 		if reason != "" {
-			r.Series.Drop(reason)
-			if r.OnResult != nil {
-				r.OnResult(&observation.Request{Scheduled: at, Outcome: observation.Dropped, DropReason: reason})
-			}
-			if follow != nil {
-				follow(&observation.Request{Scheduled: at, Outcome: observation.Dropped, DropReason: reason})
-			}
+			// A dropped check is counted as a dropped arrival, as before:
+			// it held an arrival's place.
+			observer.Dropped(&observation.Request{Seq: n, Scheduled: at, Outcome: observation.Dropped, DropReason: reason})
 			continue
 		}
 		inFlight.Add(1)
-		r.Series.inFlight.Inc()
+		mon.InFlight(1)
 		if check >= 0 {
 			checks.sent(check, at)
 		}
 		wg.Add(1)
 		go func() {
 			defer wg.Done()
-			obs := &observation.Request{Scheduled: at}
+			obs := &observation.Request{Seq: n, Scheduled: at}
 			r.Client.Do(ctx, r.Target, req, obs)
 			inFlight.Add(-1)
-			r.Series.inFlight.Dec()
+			mon.InFlight(-1)
 			if lag, ok := obs.ScheduleLag(); ok {
 				lags.observe(obs.Sent, lag)
 			}
@@ -253,63 +266,59 @@ func (r *Runner) Run(ctx context.Context) {
 				return
 			}
 			if check >= 0 {
-				r.observeCheck(ctx, check, obs)
+				r.observeCheck(ctx, mon, check, obs)
 				return
 			}
-			r.Series.Observe(obs)
-			if follow != nil {
-				follow(obs)
-			}
+			observer.Done(obs)
 			if obs.Outcome != observation.Success && r.Logger != nil && ctx.Err() == nil {
 				r.Logger.Debug("request failed", "workload", r.Name, "outcome", obs.Outcome, "status", obs.HTTPStatus, "err", obs.Err)
-			}
-			if r.OnResult != nil {
-				r.OnResult(obs)
 			}
 		}()
 	}
 }
 
 func (r *Runner) request(p prompt.Prompt) *client.Request {
-	return &client.Request{
-		Prompt:      p.Text,
-		MaxTokens:   p.OutputTokens,
-		IgnoreEOS:   r.Sampling.IgnoreEOS,
-		MinTokens:   r.Sampling.MinTokens,
-		Temperature: r.Sampling.Temperature,
-		TopP:        r.Sampling.TopP,
-		Seed:        r.Sampling.Seed,
-		Timeout:     r.Timeout,
-	}
+	return r.template().Request(p)
+}
+
+// template is the workload's request template: its sampling and timeout.
+func (r *Runner) template() plan.Template {
+	return plan.Template{Sampling: r.Sampling, Timeout: r.Timeout}
 }
 
 // monitor refreshes the rate, ceiling and degradation gauges once a second.
-func (r *Runner) monitor(ctx context.Context, start time.Time, lags *lagWindow, clampedSeen *atomic.Uint64) {
+func (r *Runner) monitor(ctx context.Context, mon Monitor, start time.Time, lags *lagWindow, clampedSeen *atomic.Uint64) {
 	tick := time.NewTicker(time.Second)
 	defer tick.Stop()
 	var clamped uint64
 	threshold := r.DegradedLag
 	if threshold <= 0 {
-		threshold = 10 * time.Millisecond
+		threshold = plan.DefaultDegradedLag
 	}
 	for {
 		select {
 		case <-ctx.Done():
 			return
 		case now := <-tick.C:
-			r.Series.rate.Set(r.Schedule.Rate(now.Sub(start)))
+			mon.Rate(r.Schedule.Rate(now.Sub(start)))
 			if c := clampedSeen.Load(); c > clamped {
-				r.Series.clamped.Add(float64(c - clamped))
+				mon.Clamped(c - clamped)
 				clamped = c
 			}
 			p99, n := lags.quantile(now, 0.99)
-			r.Series.lagP99.Set(p99)
 			saturated := r.Saturation != nil && r.Saturation.P99() > threshold.Seconds()
-			if (n > 0 && p99 > threshold.Seconds()) || saturated {
-				r.Series.degraded.Set(1)
-			} else {
-				r.Series.degraded.Set(0)
-			}
+			mon.Lag(p99, (n > 0 && p99 > threshold.Seconds()) || saturated)
 		}
 	}
 }
+
+// noMonitor is the Monitor of a runner without one.
+type noMonitor struct{}
+
+func (noMonitor) Limits(int, float64, bool) {}
+func (noMonitor) Rate(float64)              {}
+func (noMonitor) InFlight(int)              {}
+func (noMonitor) Clamped(uint64)            {}
+func (noMonitor) Lag(float64, bool)         {}
+func (noMonitor) Check(string)              {}
+func (noMonitor) State(string)              {}

@@ -72,13 +72,13 @@ func (d *fakeDoer) Do(ctx context.Context, _ *client.Target, r *client.Request, 
 
 func newTestRunner(t *testing.T, reg *prometheus.Registry, sched Schedule, doer Doer, maxInFlight int) *Runner {
 	t.Helper()
-	m := NewMetrics(reg)
+	s := NewMetrics(reg).Series("t", "m", "w", config.SLO{TTFT: time.Second})
 	return &Runner{
 		Name: "w", Target: &client.Target{Name: "t", Model: "m"},
 		Schedule: sched, Client: doer, MaxInFlight: maxInFlight,
-		Prompts: prompt.New(config.Distribution{Dist: "fixed", Mean: 4}, config.Distribution{Dist: "fixed", Mean: 3}, 1),
-		Series:  m.Series("t", "m", "w", config.SLO{TTFT: time.Second}),
-		Logger:  slog.New(slog.NewTextHandler(io.Discard, nil)),
+		Prompts:  prompt.New(config.Distribution{Dist: "fixed", Mean: 4}, config.Distribution{Dist: "fixed", Mean: 3}, 1),
+		Observer: s, Monitor: s,
+		Logger: slog.New(slog.NewTextHandler(io.Discard, nil)),
 	}
 }
 
@@ -91,11 +91,11 @@ func TestRunnerCountsOutcomesAndDrops(t *testing.T) {
 	r := newTestRunner(t, reg, sched, doer, 2)
 	var got []observation.Outcome
 	var mu sync.Mutex
-	r.OnResult = func(o *observation.Request) {
+	r.onResult(func(o *observation.Request) {
 		mu.Lock()
 		got = append(got, o.Outcome)
 		mu.Unlock()
-	}
+	})
 	done := make(chan struct{})
 	go func() { r.Run(context.Background()); close(done) }()
 	// The dispatcher finishes its schedule only once the cap released its
@@ -113,17 +113,17 @@ func TestRunnerCountsOutcomesAndDrops(t *testing.T) {
 	<-done
 	want := map[string]float64{"success": 2, "dropped": 3, "timeout": 0}
 	for outcome, n := range want {
-		if v := testutil.ToFloat64(r.Series.m.requests.WithLabelValues("t", "m", "w", outcome)); v != n {
+		if v := testutil.ToFloat64(r.series().m.requests.WithLabelValues("t", "m", "w", outcome)); v != n {
 			t.Errorf("requests_total{outcome=%q} = %v, want %v", outcome, v, n)
 		}
 	}
-	if v := testutil.ToFloat64(r.Series.m.dropped.WithLabelValues("t", "m", "w", DropInFlightCap)); v != 3 {
+	if v := testutil.ToFloat64(r.series().m.dropped.WithLabelValues("t", "m", "w", DropInFlightCap)); v != 3 {
 		t.Errorf("dropped{reason=in_flight_cap} = %v, want 3", v)
 	}
-	if v := testutil.ToFloat64(r.Series.m.completionTokens.WithLabelValues("t", "m", "w")); v != 6 {
+	if v := testutil.ToFloat64(r.series().m.completionTokens.WithLabelValues("t", "m", "w")); v != 6 {
 		t.Errorf("completion tokens = %v, want 6", v)
 	}
-	if v := testutil.ToFloat64(r.Series.m.inFlight.WithLabelValues("t", "m", "w")); v != 0 {
+	if v := testutil.ToFloat64(r.series().m.inFlight.WithLabelValues("t", "m", "w")); v != 0 {
 		t.Errorf("in flight after run = %v, want 0", v)
 	}
 }
@@ -135,7 +135,7 @@ func TestRunnerLatencyFromSchedule(t *testing.T) {
 	doer := &fakeDoer{outcome: observation.Success, delay: 20 * time.Millisecond}
 	r := newTestRunner(t, reg, &listSchedule{offsets: []time.Duration{0}}, doer, 1)
 	var obs observation.Request
-	r.OnResult = func(o *observation.Request) { obs = *o }
+	r.onResult(func(o *observation.Request) { obs = *o })
 	r.Run(context.Background())
 	ttft, ok := obs.TTFT()
 	if !ok || ttft < 20*time.Millisecond {
@@ -148,32 +148,8 @@ func TestRunnerLatencyFromSchedule(t *testing.T) {
 		t.Fatalf("ttft series = %d", n)
 	}
 	// The SLO (TTFT 1s) was met.
-	if v := testutil.ToFloat64(r.Series.goodput); v != 1 {
+	if v := testutil.ToFloat64(r.series().goodput); v != 1 {
 		t.Errorf("goodput = %v, want 1", v)
-	}
-}
-
-func TestMeetsSLO(t *testing.T) {
-	base := time.Unix(0, 0)
-	ok := observation.Request{Scheduled: base, FirstToken: base.Add(100 * time.Millisecond), End: base.Add(1100 * time.Millisecond), OutputTokens: 11, Outcome: observation.Success}
-	for _, tc := range []struct {
-		name string
-		o    observation.Request
-		slo  config.SLO
-		want bool
-	}{
-		{"no thresholds", ok, config.SLO{}, true},
-		{"all met", ok, config.SLO{TTFT: 100 * time.Millisecond, TPOT: 100 * time.Millisecond, E2E: 2 * time.Second}, true},
-		{"ttft missed", ok, config.SLO{TTFT: 99 * time.Millisecond}, false},
-		{"tpot missed", ok, config.SLO{TPOT: 99 * time.Millisecond}, false},
-		{"e2e missed", ok, config.SLO{E2E: time.Second}, false},
-		{"failed request", func() observation.Request { o := ok; o.Outcome = observation.HTTP5xx; return o }(), config.SLO{}, false},
-	} {
-		t.Run(tc.name, func(t *testing.T) {
-			if got := MeetsSLO(&tc.o, tc.slo); got != tc.want {
-				t.Errorf("MeetsSLO = %v, want %v", got, tc.want)
-			}
-		})
 	}
 }
 
@@ -257,10 +233,10 @@ func TestRunnerRateCeilingDropsOverdue(t *testing.T) {
 	r := newTestRunner(t, reg, &listSchedule{offsets: make([]time.Duration, 10)}, doer, 100)
 	r.Ceiling = arrival.NewWireCeiling(1, 0) // one request per second
 	r.Run(context.Background())
-	if v := testutil.ToFloat64(r.Series.m.dropped.WithLabelValues("t", "m", "w", DropRateCeiling)); v != 10-arrival.WireBurst {
+	if v := testutil.ToFloat64(r.series().m.dropped.WithLabelValues("t", "m", "w", DropRateCeiling)); v != 10-arrival.WireBurst {
 		t.Errorf("dropped{reason=rate_ceiling} = %v, want %d", v, 10-arrival.WireBurst)
 	}
-	if v := testutil.ToFloat64(r.Series.requests[observation.Success]); v != arrival.WireBurst {
+	if v := testutil.ToFloat64(r.series().requests[observation.Success]); v != arrival.WireBurst {
 		t.Errorf("sent = %v, want %d", v, arrival.WireBurst)
 	}
 }

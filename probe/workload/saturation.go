@@ -38,7 +38,7 @@ func NewSchedulingLatency(reg prometheus.Registerer, window time.Duration) *Sche
 		window: window,
 		gauge: prometheus.NewGauge(prometheus.GaugeOpts{
 			Name: "infer_exporter_scheduling_latency_p99_seconds",
-			Help: "The 99th percentile, over --probe.degraded-window, of how long the exporter's goroutines waited for a CPU once runnable. High values mean the client is CPU-saturated and reads events late.",
+			Help: "p99 over --probe.degraded-window of how long the exporter's goroutines waited for a CPU once runnable (high: CPU-saturated).",
 		}),
 	}
 	reg.MustRegister(s.gauge)

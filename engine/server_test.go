@@ -1,4 +1,4 @@
-package collector
+package engine
 
 import (
 	"bytes"
@@ -121,7 +121,7 @@ func TestMappingCoversConfigEngines(t *testing.T) {
 }
 
 // gatherServer collects sm and returns the samples by "name{labels}".
-func gatherServer(t *testing.T, sm *ServerMetrics) map[string]float64 {
+func gatherServer(t *testing.T, sm *Scraper) map[string]float64 {
 	t.Helper()
 	reg := prometheus.NewPedanticRegistry()
 	reg.MustRegister(sm)
@@ -145,7 +145,7 @@ func gatherServer(t *testing.T, sm *ServerMetrics) map[string]float64 {
 
 // waitScrapes waits until every target has finished n background scrapes'
 // worth of snapshots (the first one is enough for static servers).
-func waitSnapshot(t *testing.T, sm *ServerMetrics, target string) *serverSnapshot {
+func waitSnapshot(t *testing.T, sm *Scraper, target string) *serverSnapshot {
 	t.Helper()
 	deadline := time.Now().Add(20 * time.Second)
 	for time.Now().Before(deadline) {
@@ -238,7 +238,7 @@ func TestServerMetricsRecordedServers(t *testing.T) {
 			srv := httptest.NewServer(serveFiles(tc.routes))
 			defer srv.Close()
 			var logs logBuffer
-			sm := NewServerMetrics(slog.New(slog.NewTextHandler(&logs, nil)))
+			sm := NewScraper(slog.New(slog.NewTextHandler(&logs, nil)))
 			defer sm.Close()
 			c, err := config.Parse([]byte(fmt.Sprintf("targets:\n  - name: %s\n    url: %s\n    model: %q\n", tc.name, srv.URL, tc.model)), "c.yml")
 			if err != nil {
@@ -301,7 +301,7 @@ func TestServerMetricsSimulator(t *testing.T) {
 					t.Fatalf("%s: %d", path, resp.StatusCode)
 				}
 			}
-			sm := NewServerMetrics(nil)
+			sm := NewScraper(nil)
 			defer sm.Close()
 			c, err := config.Parse([]byte("targets:\n  - name: sim\n    url: "+url+"\n    model: sim-model\n"), "c.yml")
 			if err != nil {
@@ -367,7 +367,7 @@ func TestServerMetricsSimulator(t *testing.T) {
 func TestServerMetricsOllamaUpEveryScrape(t *testing.T) {
 	srv := httptest.NewServer(serveFiles(map[string]string{"/api/version": "ollama_api_version.json", "/api/ps": "ollama_api_ps.json"}))
 	defer srv.Close()
-	sm := NewServerMetrics(slog.New(slog.DiscardHandler))
+	sm := NewScraper(slog.New(slog.DiscardHandler))
 	defer sm.Close()
 	c, err := config.Parse([]byte(fmt.Sprintf("targets:\n  - name: o\n    url: %s\n    model: tiny\n", srv.URL)), "c.yml")
 	if err != nil {

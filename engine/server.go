@@ -1,4 +1,4 @@
-package collector
+package engine
 
 import (
 	"bytes"
@@ -11,6 +11,7 @@ import (
 	"mime"
 	"net/http"
 	"net/url"
+	"slices"
 	"strconv"
 	"strings"
 	"sync"
@@ -25,31 +26,34 @@ import (
 	"github.com/infer-exporter/infer_exporter/internal/config"
 )
 
-// ServerMetrics reads each configured target's own /metrics in the
-// background and exposes it normalised as infer_server_*: one schema for
-// every engine (engines.go maps the names). A Prometheus scrape never waits
-// for a target: it is served the latest values, with their age in
+// Scraper reads each configured target's own /metrics in the background
+// and exposes it normalised as infer_server_*: one schema for every engine
+// (engines.go maps the names). A Prometheus scrape never waits for a
+// target: it is served the latest values, with their age in
 // infer_server_scrape_age_seconds.
 //
 // What an engine does not report stays absent; nothing is estimated.
 // Counters keep the engine's cumulative value and type, so an engine restart
 // shows as a counter reset, which rate() handles.
-type ServerMetrics struct {
+//
+// Collect renders the same typed snapshots that Snapshot and Snapshots
+// return, so the series and a reader of the snapshots (bench) cannot
+// disagree.
+type Scraper struct {
 	logger *slog.Logger
 	client *http.Client
 	now    func() time.Time
 
 	mu       sync.Mutex
-	scrapers map[string]*serverScraper // by target name
+	scrapers map[string]*targetScraper // by target name
 
 	upDesc, kvDesc, runningDesc, waitingDesc *prometheus.Desc
 	hitsDesc, queriesDesc, preemptDesc       *prometheus.Desc
 	infoDesc, durationDesc, ageDesc          *prometheus.Desc
 }
 
-// NewServerMetrics returns a collector with no targets; ApplyConfig starts
-// them.
-func NewServerMetrics(logger *slog.Logger) *ServerMetrics {
+// NewScraper returns a scraper with no targets; ApplyConfig starts them.
+func NewScraper(logger *slog.Logger) *Scraper {
 	if logger == nil {
 		logger = slog.New(slog.DiscardHandler)
 	}
@@ -57,7 +61,7 @@ func NewServerMetrics(logger *slog.Logger) *ServerMetrics {
 	d := func(name, help string, l []string) *prometheus.Desc {
 		return prometheus.NewDesc("infer_server_"+name, help, l, nil)
 	}
-	return &ServerMetrics{
+	return &Scraper{
 		logger: logger,
 		client: &http.Client{
 			Transport: &http.Transport{Proxy: nil, MaxIdleConnsPerHost: 2, IdleConnTimeout: time.Minute, DisableCompression: false},
@@ -65,7 +69,7 @@ func NewServerMetrics(logger *slog.Logger) *ServerMetrics {
 			CheckRedirect: func(*http.Request, []*http.Request) error { return http.ErrUseLastResponse },
 		},
 		now:      time.Now,
-		scrapers: map[string]*serverScraper{},
+		scrapers: map[string]*targetScraper{},
 		upDesc: d("up", "1 if the last background scrape of the target's metrics (or, for an engine that serves none, such as Ollama, its info endpoint) succeeded, else 0.",
 			labels),
 		kvDesc: d("kv_cache_usage_ratio", "Fraction of the engine's KV cache in use, 0..1, as the engine reports it (see the README for each engine's source).",
@@ -87,56 +91,141 @@ func NewServerMetrics(logger *slog.Logger) *ServerMetrics {
 }
 
 // Describe sends every descriptor.
-func (s *ServerMetrics) Describe(ch chan<- *prometheus.Desc) {
+func (s *Scraper) Describe(ch chan<- *prometheus.Desc) {
 	for _, d := range []*prometheus.Desc{s.upDesc, s.kvDesc, s.runningDesc, s.waitingDesc, s.hitsDesc,
 		s.queriesDesc, s.preemptDesc, s.infoDesc, s.durationDesc, s.ageDesc} {
 		ch <- d
 	}
 }
 
-// Collect serves the latest background scrape of every target.
-func (s *ServerMetrics) Collect(ch chan<- prometheus.Metric) {
+// Reading is one normalised quantity: OK is false when the engine does not
+// report it, and then its series is absent (never zero).
+type Reading struct {
+	Value float64
+	OK    bool
+}
+
+// Unknown is the engine of a target recognised neither from its metric
+// names nor from its info endpoints: it has only infer_server_up and the
+// scrape series.
+const Unknown = engineUnknown
+
+// Info is the latest finished background scrape of one target, in the
+// normalised schema: what Collect renders as infer_server_*.
+type Info struct {
+	// Target is the target's name, the target label.
+	Target string
+	// Engine is the configured or detected engine, the engine label;
+	// Unknown when it was not recognised.
+	Engine string
+	// Model is the target's configured model, the model label.
+	Model string
+	// Up is whether the target's metrics (or, for an engine that serves
+	// none, such as Ollama, its info endpoint) answered: infer_server_up.
+	Up bool
+	// At is when the scrape finished; Duration is how long it took, info
+	// and slot endpoints included.
+	At       time.Time
+	Duration time.Duration
+
+	// HasInfo is whether the engine's info endpoints have answered; then
+	// Version, ServedModel and MaxContextLength are what they said
+	// (infer_server_info). ServedModel is the configured model where the
+	// endpoints name none; MaxContextLength is 0 when they report none.
+	HasInfo          bool
+	Version          string
+	ServedModel      string
+	MaxContextLength int
+
+	// The engine's gauges (requests running and waiting, the KV cache
+	// usage ratio 0..1) and counters (prefix-cache hits and queries in the
+	// engine's unit, preemptions), as normalised by engines.go.
+	Running, Waiting, KVCacheUsage                   Reading
+	PrefixCacheHits, PrefixCacheQueries, Preemptions Reading
+}
+
+// export is the snapshot's public form.
+func (snap *serverSnapshot) export() Info {
+	r := func(q quantity) Reading { return Reading{Value: snap.values.v[q], OK: snap.values.has[q]} }
+	i := Info{
+		Target: snap.target, Engine: snap.engine, Model: snap.model, Up: snap.up,
+		At: snap.at, Duration: snap.duration,
+		Running: r(qRunning), Waiting: r(qWaiting), KVCacheUsage: r(qKVUsage),
+		PrefixCacheHits: r(qPrefixHits), PrefixCacheQueries: r(qPrefixQueries), Preemptions: r(qPreemptions),
+	}
+	if snap.info != nil {
+		i.HasInfo, i.Version, i.ServedModel = true, snap.info.version, snap.info.model
+		i.MaxContextLength = max(snap.info.maxContext, 0)
+	}
+	return i
+}
+
+// Snapshot returns the latest finished scrape of the named target; false
+// when the target is not scraped or its first scrape has not finished.
+func (s *Scraper) Snapshot(target string) (Info, bool) {
 	s.mu.Lock()
-	snaps := make([]*serverSnapshot, 0, len(s.scrapers))
+	sc := s.scrapers[target]
+	s.mu.Unlock()
+	if sc == nil {
+		return Info{}, false
+	}
+	snap := sc.snap.Load()
+	if snap == nil {
+		return Info{}, false
+	}
+	return snap.export(), true
+}
+
+// Snapshots returns the latest finished scrape of every target that has
+// one, sorted by target name.
+func (s *Scraper) Snapshots() []Info {
+	s.mu.Lock()
+	out := make([]Info, 0, len(s.scrapers))
 	for _, sc := range s.scrapers {
 		if snap := sc.snap.Load(); snap != nil {
-			snaps = append(snaps, snap)
+			out = append(out, snap.export())
 		}
 	}
 	s.mu.Unlock()
+	slices.SortFunc(out, func(a, b Info) int { return strings.Compare(a.Target, b.Target) })
+	return out
+}
+
+// Collect serves the latest background scrape of every target: it renders
+// Snapshots.
+func (s *Scraper) Collect(ch chan<- prometheus.Metric) {
 	now := s.now()
-	for _, snap := range snaps {
-		lv := []string{snap.target, snap.engine, snap.model}
+	for _, i := range s.Snapshots() {
+		lv := []string{i.Target, i.Engine, i.Model}
 		up := 0.0
-		if snap.up {
+		if i.Up {
 			up = 1
 		}
 		ch <- prometheus.MustNewConstMetric(s.upDesc, prometheus.GaugeValue, up, lv...)
-		ch <- prometheus.MustNewConstMetric(s.durationDesc, prometheus.GaugeValue, snap.duration.Seconds(), snap.target)
-		ch <- prometheus.MustNewConstMetric(s.ageDesc, prometheus.GaugeValue, now.Sub(snap.at).Seconds(), snap.target)
+		ch <- prometheus.MustNewConstMetric(s.durationDesc, prometheus.GaugeValue, i.Duration.Seconds(), i.Target)
+		ch <- prometheus.MustNewConstMetric(s.ageDesc, prometheus.GaugeValue, now.Sub(i.At).Seconds(), i.Target)
 		for _, q := range []struct {
-			q    quantity
+			r    Reading
 			desc *prometheus.Desc
 			typ  prometheus.ValueType
 		}{
-			{qRunning, s.runningDesc, prometheus.GaugeValue},
-			{qWaiting, s.waitingDesc, prometheus.GaugeValue},
-			{qKVUsage, s.kvDesc, prometheus.GaugeValue},
-			{qPrefixHits, s.hitsDesc, prometheus.CounterValue},
-			{qPrefixQueries, s.queriesDesc, prometheus.CounterValue},
-			{qPreemptions, s.preemptDesc, prometheus.CounterValue},
+			{i.Running, s.runningDesc, prometheus.GaugeValue},
+			{i.Waiting, s.waitingDesc, prometheus.GaugeValue},
+			{i.KVCacheUsage, s.kvDesc, prometheus.GaugeValue},
+			{i.PrefixCacheHits, s.hitsDesc, prometheus.CounterValue},
+			{i.PrefixCacheQueries, s.queriesDesc, prometheus.CounterValue},
+			{i.Preemptions, s.preemptDesc, prometheus.CounterValue},
 		} {
-			if snap.values.has[q.q] {
-				ch <- prometheus.MustNewConstMetric(q.desc, q.typ, snap.values.v[q.q], lv...)
+			if q.r.OK {
+				ch <- prometheus.MustNewConstMetric(q.desc, q.typ, q.r.Value, lv...)
 			}
 		}
-		if snap.info != nil {
-			i := snap.info
+		if i.HasInfo {
 			ctxLen := ""
-			if i.maxContext > 0 {
-				ctxLen = strconv.Itoa(i.maxContext)
+			if i.MaxContextLength > 0 {
+				ctxLen = strconv.Itoa(i.MaxContextLength)
 			}
-			ch <- prometheus.MustNewConstMetric(s.infoDesc, prometheus.GaugeValue, 1, snap.target, snap.engine, i.version, i.model, ctxLen)
+			ch <- prometheus.MustNewConstMetric(s.infoDesc, prometheus.GaugeValue, 1, i.Target, i.Engine, i.Version, i.ServedModel, ctxLen)
 		}
 	}
 }
@@ -144,7 +233,7 @@ func (s *ServerMetrics) Collect(ch chan<- prometheus.Metric) {
 // ApplyConfig starts a background scraper for every target whose metrics
 // engine is not "none", keeps those whose settings did not change, and
 // stops the others. ctx bounds the scrapers, as Close does.
-func (s *ServerMetrics) ApplyConfig(ctx context.Context, c *config.Config) error {
+func (s *Scraper) ApplyConfig(ctx context.Context, c *config.Config) error {
 	want := map[string]serverTarget{}
 	for i := range c.Targets {
 		t := &c.Targets[i]
@@ -152,7 +241,7 @@ func (s *ServerMetrics) ApplyConfig(ctx context.Context, c *config.Config) error
 			continue
 		}
 		st := serverTarget{
-			name: t.Name, model: t.Model, targetURL: t.URL, metricsURL: t.Metrics.URL,
+			name: t.Name, model: t.Model, targetURL: t.URL, root: t.Root(), metricsURL: t.Metrics.URL,
 			urlDefaulted: t.Metrics.URLDefaulted(), interval: t.Metrics.Interval, timeout: t.Metrics.Timeout,
 			engine: t.Metrics.Engine, token: string(t.BearerToken), headers: fmt.Sprint(t.Headers),
 		}
@@ -180,21 +269,21 @@ func (s *ServerMetrics) ApplyConfig(ctx context.Context, c *config.Config) error
 			continue
 		}
 		t, _ := c.Target(name)
-		sc := &serverScraper{t: st, headers: t.Headers, parent: s, logger: s.logger.With("target", name)}
+		sc := &targetScraper{t: st, headers: t.Headers, parent: s, logger: s.logger.With("target", name)}
 		sc.start(ctx)
 		s.scrapers[name] = sc
 	}
 	return nil
 }
 
-// Apply is ApplyConfig, so that ServerMetrics can sit behind the config
+// Apply is ApplyConfig, so that the Scraper can sit behind the config
 // reloader as an Applier.
-func (s *ServerMetrics) Apply(ctx context.Context, c *config.Config) error {
+func (s *Scraper) Apply(ctx context.Context, c *config.Config) error {
 	return s.ApplyConfig(ctx, c)
 }
 
 // Close stops every scraper and waits for them.
-func (s *ServerMetrics) Close() {
+func (s *Scraper) Close() {
 	s.mu.Lock()
 	defer s.mu.Unlock()
 	for name, sc := range s.scrapers {
@@ -207,6 +296,7 @@ func (s *ServerMetrics) Close() {
 // serverTarget is what a scraper needs of a target.
 type serverTarget struct {
 	name, model, targetURL, metricsURL string
+	root                               string // the target's server root (config.Target.Root)
 	urlDefaulted                       bool
 	interval, timeout                  time.Duration
 	engine                             string // auto or an engine name
@@ -229,10 +319,10 @@ type serverInfo struct {
 	maxContext     int
 }
 
-type serverScraper struct {
+type targetScraper struct {
 	t       serverTarget
 	headers map[string]string
-	parent  *ServerMetrics
+	parent  *Scraper
 	logger  *slog.Logger
 	snap    atomic.Pointer[serverSnapshot]
 
@@ -258,7 +348,7 @@ const infoRefresh = 20
 // maxMetricsBytes bounds a metrics body.
 const maxMetricsBytes = 16 << 20
 
-func (sc *serverScraper) start(ctx context.Context) {
+func (sc *targetScraper) start(ctx context.Context) {
 	ctx, sc.cancel = context.WithCancel(ctx)
 	sc.done = make(chan struct{})
 	sc.metricsURL = sc.t.metricsURL
@@ -277,13 +367,13 @@ func (sc *serverScraper) start(ctx context.Context) {
 	}()
 }
 
-func (sc *serverScraper) stop() {
+func (sc *targetScraper) stop() {
 	sc.cancel()
 	<-sc.done
 }
 
 // scrape reads the metrics (and, when due, the info endpoints) once.
-func (sc *serverScraper) scrape(ctx context.Context) {
+func (sc *targetScraper) scrape(ctx context.Context) {
 	start := sc.parent.now()
 	ctx, cancel := context.WithTimeout(ctx, sc.t.timeout)
 	defer cancel()
@@ -364,7 +454,7 @@ func (sc *serverScraper) scrape(ctx context.Context) {
 // configured engine's metric families: the target would otherwise show only
 // infer_server_up 1, silently. It warns once, and again only after the
 // families have been seen in between.
-func (sc *serverScraper) checkFamilies(engine string, fams map[string]*dto.MetricFamily) {
+func (sc *targetScraper) checkFamilies(engine string, fams map[string]*dto.MetricFamily) {
 	expected := engineFamilies(engine)
 	if len(expected) == 0 {
 		return // an engine that serves no metrics (Ollama)
@@ -383,12 +473,12 @@ func (sc *serverScraper) checkFamilies(engine string, fams map[string]*dto.Metri
 		"engine", engine, "url", sc.metricsURL, "expected", strings.Join(expected, ","), "scraped_families", len(fams))
 }
 
-func (sc *serverScraper) readMetrics(ctx context.Context) (map[string]*dto.MetricFamily, int, error) {
+func (sc *targetScraper) readMetrics(ctx context.Context) (map[string]*dto.MetricFamily, int, error) {
 	return sc.readURL(ctx, sc.metricsURL)
 }
 
 // readURL reads and parses a text-format metrics body.
-func (sc *serverScraper) readURL(ctx context.Context, u string) (map[string]*dto.MetricFamily, int, error) {
+func (sc *targetScraper) readURL(ctx context.Context, u string) (map[string]*dto.MetricFamily, int, error) {
 	resp, err := sc.get(ctx, u, "text/plain;version=0.0.4;q=1,*/*;q=0.1")
 	if err != nil {
 		return nil, 0, err
@@ -425,7 +515,7 @@ func parseMetrics(body []byte) (map[string]*dto.MetricFamily, error) {
 
 // get sends a GET with the target's headers, and its bearer token when the
 // URL is on the target's own host (a token is never sent elsewhere).
-func (sc *serverScraper) get(ctx context.Context, u, accept string) (*http.Response, error) {
+func (sc *targetScraper) get(ctx context.Context, u, accept string) (*http.Response, error) {
 	req, err := http.NewRequestWithContext(ctx, http.MethodGet, u, nil)
 	if err != nil {
 		return nil, err
@@ -456,12 +546,10 @@ func sameHost(a, b string) bool {
 }
 
 // root is the target's server root, for the info endpoints.
-func (sc *serverScraper) root() string {
-	return strings.TrimSuffix(strings.TrimRight(sc.t.targetURL, "/"), "/v1")
-}
+func (sc *targetScraper) root() string { return sc.t.root }
 
 // getJSON reads a small JSON document from the server root.
-func (sc *serverScraper) getJSON(ctx context.Context, path string, v any) bool {
+func (sc *targetScraper) getJSON(ctx context.Context, path string, v any) bool {
 	resp, err := sc.get(ctx, sc.root()+path, "application/json")
 	if err != nil {
 		return false
@@ -478,7 +566,7 @@ func (sc *serverScraper) getJSON(ctx context.Context, path string, v any) bool {
 // probeEngine recognises an engine from its info endpoints, for a target
 // whose metrics did not name it (Ollama has none; a server may have metrics
 // disabled). Each probe is a GET that the other engines answer 404.
-func (sc *serverScraper) probeEngine(ctx context.Context) string {
+func (sc *targetScraper) probeEngine(ctx context.Context) string {
 	var ollama struct {
 		Version *string `json:"version"`
 	}
@@ -514,7 +602,7 @@ func (sc *serverScraper) probeEngine(ctx context.Context) string {
 
 // openAIModels reads /v1/models: the served model (the target's, when
 // listed, else the first) and its max_model_len where the server gives it.
-func (sc *serverScraper) openAIModels(ctx context.Context) (string, int, bool) {
+func (sc *targetScraper) openAIModels(ctx context.Context) (string, int, bool) {
 	var list struct {
 		Data []struct {
 			ID          string `json:"id"`
@@ -537,7 +625,7 @@ func (sc *serverScraper) openAIModels(ctx context.Context) (string, int, bool) {
 }
 
 // readInfo reads the engine's version, served model and context length.
-func (sc *serverScraper) readInfo(ctx context.Context, engine string) (*serverInfo, bool) {
+func (sc *targetScraper) readInfo(ctx context.Context, engine string) (*serverInfo, bool) {
 	info := &serverInfo{model: sc.t.model}
 	ok := false
 	switch engine {
@@ -638,7 +726,7 @@ func (sc *serverScraper) readInfo(ctx context.Context, engine string) (*serverIn
 // length, the KV usage as tokens held by processing slots (prompt plus
 // decoded) over the slots' total context, the way vLLM counts only blocks
 // referenced by running sequences.
-func (sc *serverScraper) readSlots(ctx context.Context, vs *values) {
+func (sc *targetScraper) readSlots(ctx context.Context, vs *values) {
 	var slots []struct {
 		NCtx          int             `json:"n_ctx"`
 		IsProcessing  bool            `json:"is_processing"`

@@ -5,8 +5,8 @@
 // the embedded simulator running in a child process pinned to its own core,
 // so that the client's CPU time is its own.
 //
-//	go run ./internal/loadharness            # every scenario, about 2 minutes
-//	go run ./internal/loadharness -scenario=bias
+//	go run ./cmd/loadharness            # every scenario, about 2 minutes
+//	go run ./cmd/loadharness -scenario=bias
 //
 // The figures in the README's benchmark section come from this command.
 package main
@@ -32,15 +32,12 @@ import (
 	"syscall"
 	"time"
 
-	"github.com/prometheus/client_golang/prometheus"
-	dto "github.com/prometheus/client_model/go"
-
 	"github.com/infer-exporter/infer_exporter/internal/config"
 	"github.com/infer-exporter/infer_exporter/internal/groundtruth"
 	"github.com/infer-exporter/infer_exporter/internal/simulator"
-	"github.com/infer-exporter/infer_exporter/probe/arrival"
 	"github.com/infer-exporter/infer_exporter/probe/client"
 	"github.com/infer-exporter/infer_exporter/probe/observation"
+	"github.com/infer-exporter/infer_exporter/probe/plan"
 	"github.com/infer-exporter/infer_exporter/probe/prompt"
 	"github.com/infer-exporter/infer_exporter/probe/workload"
 )
@@ -241,28 +238,28 @@ func measure(url string, r run) result {
 	}
 	sched := r.schedule
 	if sched == nil {
-		s, err := arrival.New(arrival.Config{Process: arrival.ProcessConstant, Rate: r.rate}, 1)
+		ol, err := plan.Open(config.Arrival{Process: config.ProcessConstant, Rate: r.rate}, 1, plan.DefaultDegradedLag)
 		if err != nil {
 			panic(err)
 		}
-		sched = s
+		sched = ol.Schedule
 	}
-	reg := prometheus.NewRegistry()
+	mon := &lastLag{}
 	var mu sync.Mutex
 	var res result
 	runner := &workload.Runner{
 		Name: "harness", Target: &client.Target{Name: "sim", BaseURL: url, Model: "sim-model", Flavor: client.OpenAIChat},
 		Schedule: sched, Client: doer, MaxInFlight: streams, MaxRate: r.rate,
-		Ceiling:  arrival.NewWireCeiling(r.rate, 10*time.Millisecond),
+		Ceiling:  plan.Ceiling(r.rate, plan.DefaultDegradedLag),
 		Prompts:  prompt.New(config.Distribution{Dist: "fixed", Mean: 64}, config.Distribution{Dist: "fixed", Mean: float64(r.tokens)}, 1),
-		Series:   workload.NewMetrics(reg).Series("sim", "sim-model", "harness", config.SLO{}),
+		Monitor:  mon,
 		Sampling: config.Sampling{IgnoreEOS: true},
 		Duration: r.duration,
 		Timeout:  time.Minute,
 		// The window covers the whole run, so the gauge read at the end is
 		// the run's p99.
-		DegradedLag: 10 * time.Millisecond, DegradedWindow: r.duration + 10*time.Second,
-		OnResult: func(o *observation.Request) {
+		DegradedLag: plan.DefaultDegradedLag, DegradedWindow: r.duration + 10*time.Second,
+		Observer: workload.Results(func(o *observation.Request) {
 			mu.Lock()
 			defer mu.Unlock()
 			switch o.Outcome {
@@ -281,14 +278,13 @@ func measure(url string, r run) result {
 			if lag, ok := o.ScheduleLag(); ok {
 				res.lags = append(res.lags, lag)
 			}
-		},
+		}),
 	}
 	runtime.GC()
 	cpu0, wall0 := cpuTime(), time.Now()
 	runner.Run(context.Background())
 	res.cpu, res.wall = cpuTime()-cpu0, time.Since(wall0)
-	res.lagP99 = gauge(reg, "infer_probe_schedule_lag_p99_seconds")
-	res.degraded = gauge(reg, "infer_probe_measurement_degraded")
+	res.lagP99, res.degraded = mon.get()
 	if r.capture {
 		for i, body := range cd.bodies {
 			o := &cd.obs[i]
@@ -307,20 +303,6 @@ func measure(url string, r run) result {
 	}
 	return res
 }
-
-func gauge(reg *prometheus.Registry, name string) float64 {
-	mfs, _ := reg.Gather()
-	for _, mf := range mfs {
-		if mf.GetName() == name {
-			for _, m := range mf.GetMetric() {
-				return metricValue(m)
-			}
-		}
-	}
-	return 0
-}
-
-func metricValue(m *dto.Metric) float64 { return m.GetGauge().GetValue() }
 
 func q(ds []time.Duration, p float64) time.Duration {
 	if len(ds) == 0 {
@@ -522,3 +504,34 @@ func floorScenario(d time.Duration) {
 	fmt.Println("| --- | --- | --- |")
 	fmt.Printf("| %d | %d | %s |\n\n", done, events, us(cpu/time.Duration(max(done*64, 1))))
 }
+
+// lastLag is the runner's Monitor: it keeps the last lag p99 and
+// degradation verdict, which over a window as long as the run are the run's.
+type lastLag struct {
+	mu       sync.Mutex
+	p99      float64
+	degraded bool
+}
+
+func (m *lastLag) Lag(p99 float64, degraded bool) {
+	m.mu.Lock()
+	defer m.mu.Unlock()
+	m.p99, m.degraded = p99, degraded
+}
+
+func (m *lastLag) get() (float64, float64) {
+	m.mu.Lock()
+	defer m.mu.Unlock()
+	d := 0.0
+	if m.degraded {
+		d = 1
+	}
+	return m.p99, d
+}
+
+func (*lastLag) Limits(int, float64, bool) {}
+func (*lastLag) Rate(float64)              {}
+func (*lastLag) InFlight(int)              {}
+func (*lastLag) Clamped(uint64)            {}
+func (*lastLag) Check(string)              {}
+func (*lastLag) State(string)              {}

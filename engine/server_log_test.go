@@ -1,4 +1,4 @@
-package collector
+package engine
 
 import (
 	"context"
@@ -17,7 +17,7 @@ import (
 // hour, so that only the first scrape runs in the background) and returns
 // its scraper once that scrape is done. The test may then call scrape
 // itself: nothing else runs it.
-func startScraper(t *testing.T, sm *ServerMetrics, url, metrics string) *serverScraper {
+func startScraper(t *testing.T, sm *Scraper, url, metrics string) *targetScraper {
 	t.Helper()
 	c, err := config.Parse([]byte(fmt.Sprintf("targets:\n  - name: s\n    url: %s\n    model: m\n    metrics: {interval: 1h%s}\n", url, metrics)), "c.yml")
 	if err != nil {
@@ -55,7 +55,7 @@ func TestServerMetricsEngineLogs(t *testing.T) {
 			srv := httptest.NewServer(serveFiles(tc.routes))
 			defer srv.Close()
 			var logs logBuffer
-			sm := NewServerMetrics(slog.New(slog.NewTextHandler(&logs, nil)))
+			sm := NewScraper(slog.New(slog.NewTextHandler(&logs, nil)))
 			defer sm.Close()
 			startScraper(t, sm, srv.URL, tc.metrics)
 			got := logs.String()
@@ -83,7 +83,7 @@ func TestServerMetricsConfiguredEngineAbsent(t *testing.T) {
 	}))
 	defer srv.Close()
 	var logs logBuffer
-	sm := NewServerMetrics(slog.New(slog.NewTextHandler(&logs, nil)))
+	sm := NewScraper(slog.New(slog.NewTextHandler(&logs, nil)))
 	defer sm.Close()
 	sc := startScraper(t, sm, srv.URL, ", engine: vllm")
 	const warning = "engine configured but none of its metric families are in the scrape"
@@ -143,7 +143,7 @@ func TestServerMetricsConfiguredEnginePresent(t *testing.T) {
 			srv := httptest.NewServer(serveFiles(tc.routes))
 			defer srv.Close()
 			var logs logBuffer
-			sm := NewServerMetrics(slog.New(slog.NewTextHandler(&logs, nil)))
+			sm := NewScraper(slog.New(slog.NewTextHandler(&logs, nil)))
 			defer sm.Close()
 			startScraper(t, sm, srv.URL, ", engine: "+tc.engine)
 			if strings.Contains(logs.String(), "level=WARN") {

@@ -1,0 +1,16 @@
+// Package engine reads each target's own /metrics and info endpoints and
+// normalises them to infer_server_*: one schema (requests running and
+// waiting, KV cache usage, prefix-cache hits and queries, preemptions, and
+// the engine's name, version, served model and context length) for vLLM,
+// SGLang, TGI, llama.cpp, Ollama, Triton, trtllm-serve and NIM.
+//
+// A Scraper reads every target in the background, one goroutine per target,
+// into an immutable snapshot swapped atomically. Its Prometheus Collect
+// renders the latest snapshots, and Snapshot / Snapshots return the same
+// snapshots typed (Info), for readers such as the bench, so that the two
+// cannot disagree. server.go holds the scraper, engines.go the mapping
+// from each engine's metric names.
+//
+// It is not one of the host collectors of package collector: it needs the
+// configuration's targets (ApplyConfig, Apply on reload), not flags.
+package engine

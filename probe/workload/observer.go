@@ -1,0 +1,126 @@
+package workload
+
+import (
+	"github.com/infer-exporter/infer_exporter/probe/client"
+	"github.com/infer-exporter/infer_exporter/probe/observation"
+)
+
+// Observer hears of a workload's requests as they happen: the live metrics
+// (Series), a bench repeat's records, a replay's progress. Its methods run
+// on the request goroutines, concurrently for different requests and in
+// order for one; they must not keep o past the call, nor block. o.Seq
+// identifies the request across its calls.
+type Observer interface {
+	// Sent: the request is about to be written (o.Scheduled and o.Sent set).
+	Sent(o *observation.Request)
+	// FirstToken: its first content event arrived (o.FirstToken set).
+	FirstToken(o *observation.Request)
+	// Token: a content event arrived, the first included: the last of
+	// o.TokenTimes, counted in o.ContentEvents.
+	Token(o *observation.Request)
+	// Done: the request ended; o is complete, with its outcome.
+	Done(o *observation.Request)
+	// Dropped: an arrival was never sent (o.Scheduled, o.Outcome Dropped
+	// and o.DropReason set).
+	Dropped(o *observation.Request)
+}
+
+// Observers fans every event out to each of its observers, in order.
+type Observers []Observer
+
+// Sent implements Observer.
+func (os Observers) Sent(o *observation.Request) {
+	for _, x := range os {
+		x.Sent(o)
+	}
+}
+
+// FirstToken implements Observer.
+func (os Observers) FirstToken(o *observation.Request) {
+	for _, x := range os {
+		x.FirstToken(o)
+	}
+}
+
+// Token implements Observer.
+func (os Observers) Token(o *observation.Request) {
+	for _, x := range os {
+		x.Token(o)
+	}
+}
+
+// Done implements Observer.
+func (os Observers) Done(o *observation.Request) {
+	for _, x := range os {
+		x.Done(o)
+	}
+}
+
+// Dropped implements Observer.
+func (os Observers) Dropped(o *observation.Request) {
+	for _, x := range os {
+		x.Dropped(o)
+	}
+}
+
+// EndObserver implements the in-stream events of Observer as nothing, for an
+// observer that needs only the ends of requests.
+type EndObserver struct{}
+
+// Sent implements Observer.
+func (EndObserver) Sent(*observation.Request) {}
+
+// FirstToken implements Observer.
+func (EndObserver) FirstToken(*observation.Request) {}
+
+// Token implements Observer.
+func (EndObserver) Token(*observation.Request) {}
+
+// Results is an Observer that hands fn every request that ended or was
+// dropped (the load harness, tests).
+type Results func(o *observation.Request)
+
+// Sent implements Observer.
+func (Results) Sent(*observation.Request) {}
+
+// FirstToken implements Observer.
+func (Results) FirstToken(*observation.Request) {}
+
+// Token implements Observer.
+func (Results) Token(*observation.Request) {}
+
+// Done implements Observer.
+func (f Results) Done(o *observation.Request) { f(o) }
+
+// Dropped implements Observer.
+func (f Results) Dropped(o *observation.Request) { f(o) }
+
+// Monitor hears of the workload itself rather than of one request: its
+// limits, the requests in flight, the schedule's rate and clamps, the lag
+// and degradation the runner computes, its known-answer checks and its
+// state. Series is one; bench and the load harness run without (nil).
+type Monitor interface {
+	// Limits: the workload's in-flight cap and rate ceiling, and whether it
+	// carries known-answer checks; told once, when it starts.
+	Limits(maxInFlight int, maxRate float64, checks bool)
+	Rate(rate float64)
+	InFlight(delta int)
+	Clamped(n uint64)
+	Lag(p99 float64, degraded bool)
+	Check(result string)
+	State(state string)
+}
+
+// events adapts a runner's Observer to the client's in-flight events.
+type events struct{ o Observer }
+
+var _ client.Events = events{}
+
+func (e events) Sent(o *observation.Request) { e.o.Sent(o) }
+
+func (e events) Content(o *observation.Request) {
+	if o.ContentEvents == 1 {
+		e.o.FirstToken(o)
+	}
+	e.o.Token(o)
+}
