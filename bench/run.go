@@ -10,7 +10,6 @@ import (
 	"runtime"
 	"time"
 
-	"github.com/prometheus/client_golang/prometheus"
 	"github.com/prometheus/common/version"
 
 	"github.com/infer-exporter/infer_exporter/internal/config"
@@ -119,7 +118,7 @@ func Run(ctx context.Context, cfg *Config, opts Options) (*Report, error) {
 	}
 	// The process's goroutine scheduling latency, as the exporter watches
 	// it: a CPU-saturated client reads its events late.
-	b.sched = workload.NewSchedulingLatency(prometheus.NewRegistry(), max(spec.Warmup+spec.Duration, 5*time.Second))
+	b.sched = workload.NewSchedulingLatency(nil, max(spec.Warmup+spec.Duration, 5*time.Second))
 	schedDone := make(chan struct{})
 	go func() { defer close(schedDone); b.sched.Run(gctx) }()
 	defer func() { stopGPU(); <-schedDone }()

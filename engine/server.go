@@ -525,16 +525,7 @@ func (sc *targetScraper) get(ctx context.Context, u, accept string) (*http.Respo
 	// The target's headers may carry credentials (an X-Api-Key), like its
 	// token: both go only to the target's own host.
 	if sameHost(u, sc.t.targetURL) {
-		for k, v := range sc.headers {
-			if strings.EqualFold(k, "Host") {
-				req.Host = v
-				continue
-			}
-			req.Header.Set(k, v)
-		}
-		if sc.t.token != "" {
-			req.Header.Set("Authorization", "Bearer "+sc.t.token)
-		}
+		config.SetTargetHeaders(req, sc.headers, sc.t.token)
 	}
 	return sc.parent.client.Do(req)
 }

@@ -82,6 +82,13 @@
     probeFailingFor: '5m',
     exporterDownFor: '5m',
     measurementDegradedFor: '5m',
+    // Stalled requests: in flight and nothing received for longer than
+    // their workload's stall_threshold (the exporter's configuration,
+    // default 30s), with at least one stalled this long.
+    requestsStalledFor: '2m',
+    // A workload in state failed (its prompts could not be built, so it
+    // sends nothing) this long.
+    workloadFailedFor: '5m',
     kvCacheNearFullRatio: 0.95,
     kvCacheNearFullFor: '10m',
     // Waiting queue growing: at least this many waiting and rising over the

@@ -119,6 +119,10 @@ type Workload struct {
 	SLO         SLO      `yaml:"slo"`
 	// Duration of the workload; 0 runs until the exporter stops.
 	Duration time.Duration `yaml:"duration"`
+	// StallThreshold: a request in flight that has received nothing (no
+	// token, or before its first, nothing since its scheduled instant) for
+	// longer is counted as stalled; 0 takes DefaultStallThreshold.
+	StallThreshold time.Duration `yaml:"stall_threshold"`
 	// Checks are known-answer checks carried by some of the workload's
 	// arrivals (checks.go).
 	Checks []Check `yaml:"checks"`
@@ -167,6 +171,13 @@ type SLO struct {
 const (
 	DefaultTimeout     = 5 * time.Minute
 	DefaultMaxInFlight = 64
+	// DefaultStallThreshold: real engines pause between tokens for
+	// milliseconds to a few seconds (a preemption, a long prefill batched
+	// beside the stream); half a minute of silence is a stall.
+	DefaultStallThreshold = 30 * time.Second
+	// MinStallThreshold keeps the stall scan (a quarter of the threshold)
+	// from spinning.
+	MinStallThreshold = 100 * time.Millisecond
 	// A prompt and output shape close to a chat turn.
 	DefaultInputTokens  = 256
 	DefaultOutputTokens = 128
@@ -350,6 +361,9 @@ func (c *Config) applyDefaults() {
 		if w.MaxInFlight == 0 {
 			w.MaxInFlight = DefaultMaxInFlight
 		}
+		if w.StallThreshold == 0 {
+			w.StallThreshold = DefaultStallThreshold
+		}
 		if w.Arrival.Process == "" {
 			w.Arrival.Process = ProcessPoisson
 		}
@@ -431,6 +445,9 @@ func (c *Config) validate(v *validator) {
 		}
 		if w.MaxInFlight < 0 {
 			v.add(p, "max_in_flight", "must be positive")
+		}
+		if w.StallThreshold < MinStallThreshold {
+			v.add(p, "stall_threshold", fmt.Sprintf("must be at least %v, got %v", MinStallThreshold, w.StallThreshold))
 		}
 		if w.Duration < 0 {
 			v.add(p, "duration", "must not be negative")

@@ -2,6 +2,7 @@ package config
 
 import (
 	"fmt"
+	"net/http"
 	"net/url"
 	"strings"
 	"time"
@@ -84,5 +85,22 @@ func (t *Target) validateServerMetrics(v *validator, p path) {
 		} else if u.User != nil {
 			v.add(p, "url", "must not hold credentials")
 		}
+	}
+}
+
+// SetTargetHeaders puts a target's configured headers and bearer token on a
+// request to it: a "Host" header sets the request's host (a virtual host
+// behind a shared address), the token goes as "Authorization: Bearer". Only
+// call it for a request to the target's own host: both may be credentials.
+func SetTargetHeaders(req *http.Request, headers map[string]string, bearerToken string) {
+	for k, v := range headers {
+		if strings.EqualFold(k, "Host") {
+			req.Host = v
+			continue
+		}
+		req.Header.Set(k, v)
+	}
+	if bearerToken != "" {
+		req.Header.Set("Authorization", "Bearer "+bearerToken)
 	}
 }

@@ -128,6 +128,26 @@ local names = import '../rules/names.libsonnet';
               description: 'The client measuring %s is falling behind its schedule or is CPU-saturated; its latency figures are not the server alone. Give the exporter more CPU or lower the workload rate.' % stream,
             },
           },
+          {
+            alert: 'InferProbeRequestsStalled',
+            expr: 'max by (%s) (infer_probe_stalled_requests%s) > 0' % [wl, p.selector(c.probeSelector)],
+            'for': c.requestsStalledFor,
+            labels: { severity: 'warning' },
+            annotations: {
+              summary: 'Requests to an inference server have received nothing for longer than their stall threshold.',
+              description: "{{ $value }} requests of %s are in flight and have received nothing for longer than the workload's stall_threshold, and requests have stalled for %s: the server holds them without answering. Look for them in the server's logs: the exporter sends X-Request-Id {{ $labels.workload }}-<seq>; infer_probe_oldest_request_age_seconds says how long the oldest has been in flight." % [stream, c.requestsStalledFor],
+            },
+          },
+          {
+            alert: 'InferProbeWorkloadFailed',
+            expr: 'max by (%s) (infer_probe_workload_state%s) == 1' % [wl, p.selector(c.probeSelector, 'state="failed"')],
+            'for': c.workloadFailedFor,
+            labels: { severity: 'warning' },
+            annotations: {
+              summary: 'A probe workload failed to start and measures nothing.',
+              description: "The workload measuring %s has been failed for %s: its prompts could not be built (calibration against the server), so it sends no requests. The exporter's log (workload not started) and its landing page say why; fix it and reload the configuration." % [stream, c.workloadFailedFor],
+            },
+          },
         ],
       },
       {

@@ -75,6 +75,9 @@ type Request struct {
 	// Timeout bounds the whole request, from send to last byte; 0 means
 	// only the caller's context bounds it.
 	Timeout time.Duration
+	// RequestID, when set, is sent as X-Request-Id, so that the request can
+	// be found in the server's logs (vLLM takes it as its request id).
+	RequestID string
 	// Events, when set, hears of the request while it runs, on the
 	// goroutine of Do: so that a figure can be known when it happens, not
 	// only when the request ends.
@@ -268,6 +271,9 @@ func (c *Client) Do(ctx context.Context, t *Target, r *Request, obs *observation
 		obs.DropReason = "bad_request"
 		obs.Err = redact(err, t.BearerToken)
 		return
+	}
+	if r.RequestID != "" {
+		req.Header.Set("X-Request-Id", r.RequestID)
 	}
 	if want := min(r.MaxTokens, maxPreallocTokens); cap(obs.TokenTimes) < want {
 		obs.TokenTimes = make([]time.Time, 0, want)

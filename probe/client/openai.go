@@ -12,6 +12,7 @@ import (
 	"unicode/utf16"
 	"unicode/utf8"
 
+	"github.com/infer-exporter/infer_exporter/internal/config"
 	"github.com/infer-exporter/infer_exporter/probe/sse"
 )
 
@@ -102,16 +103,7 @@ func newJSONRequest(ctx context.Context, t *Target, url string, body *bytes.Buff
 	req.Header.Set("Content-Type", "application/json")
 	req.Header.Set("Accept", "text/event-stream")
 	req.Header.Set("User-Agent", userAgent)
-	for k, v := range t.Headers {
-		if strings.EqualFold(k, "Host") {
-			req.Host = v
-			continue
-		}
-		req.Header.Set(k, v)
-	}
-	if t.BearerToken != "" {
-		req.Header.Set("Authorization", "Bearer "+t.BearerToken)
-	}
+	config.SetTargetHeaders(req, t.Headers, t.BearerToken)
 	return req, nil
 }
 

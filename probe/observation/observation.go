@@ -72,6 +72,17 @@ type Request struct {
 	// End is when the last byte of the response was read (or the failure
 	// happened).
 	End time.Time
+	// FirstAnswer is when the first content event carrying answer text (not
+	// only reasoning) was read; zero if none. For a model that reasons
+	// first, FirstToken is its first reasoning token and FirstAnswer its
+	// first answer token (AIPerf's time to first output token).
+	FirstAnswer time.Time
+	// ReasoningEvents counts the content events that carried reasoning
+	// text only (reasoning_content, reasoning, Ollama thinking).
+	ReasoningEvents int
+	// LastReasoning: the latest content event carried reasoning text only
+	// (for an observer that hears each event as it arrives).
+	LastReasoning bool
 
 	Outcome    Outcome
 	DropReason string // set when Outcome is Dropped
@@ -80,6 +91,10 @@ type Request struct {
 
 	PromptTokens int // from usage; 0 when unknown
 	OutputTokens int
+	// ReasoningTokens is the server's count of reasoning tokens among the
+	// output tokens (usage completion_tokens_details.reasoning_tokens); 0
+	// when it reports none.
+	ReasoningTokens int
 	TokenSource  TokenSource
 	// ContentEvents is the number of content-bearing events, whatever the
 	// token source. A response that was not streamed (one JSON body) has
@@ -96,6 +111,15 @@ func (r *Request) TTFT() (time.Duration, bool) {
 		return 0, false
 	}
 	return r.FirstToken.Sub(r.Scheduled), true
+}
+
+// TTFA is the time to the first answer token, from the scheduled instant:
+// for a reasoning model, the time until it starts answering.
+func (r *Request) TTFA() (time.Duration, bool) {
+	if r.FirstAnswer.IsZero() || r.Scheduled.IsZero() {
+		return 0, false
+	}
+	return r.FirstAnswer.Sub(r.Scheduled), true
 }
 
 // E2E is the end-to-end latency, from the scheduled instant to the last byte.

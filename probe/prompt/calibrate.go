@@ -173,16 +173,7 @@ func (t *ServerTokenizer) Count(ctx context.Context, text string) (int, error) {
 		return 0, err
 	}
 	req.Header.Set("Content-Type", "application/json")
-	for k, v := range t.ep.Headers {
-		if strings.EqualFold(k, "Host") {
-			req.Host = v
-			continue
-		}
-		req.Header.Set(k, v)
-	}
-	if t.ep.BearerToken != "" {
-		req.Header.Set("Authorization", "Bearer "+t.ep.BearerToken)
-	}
+	config.SetTargetHeaders(req, t.ep.Headers, t.ep.BearerToken)
 	cl := t.ep.Client
 	if cl == nil {
 		cl = tokenizeClient

@@ -111,6 +111,7 @@ func Build(ctx context.Context, c *config.Config, metrics *Metrics, opts Options
 			MaxInFlight:    w.MaxInFlight,
 			MaxRate:        maxRate,
 			Duration:       w.Duration,
+			StallThreshold: w.StallThreshold,
 			Sampling:       w.Sampling,
 			Timeout:        t.Timeout,
 			Checks:         w.Checks,

@@ -45,6 +45,8 @@ func histogram(name, help string, buckets []float64) *prometheus.HistogramVec {
 // every workload; each workload writes through its own Series.
 type Metrics struct {
 	ttft, tpot, itl, e2e, lag *prometheus.HistogramVec
+	ttfa                      *prometheus.HistogramVec
+	reasoningTokens           *prometheus.CounterVec
 
 	promptTokens, completionTokens *prometheus.CounterVec
 	requests, dropped, goodput     *prometheus.CounterVec
@@ -54,6 +56,8 @@ type Metrics struct {
 	maxInFlight, degraded          *prometheus.GaugeVec
 	lagP99                         *prometheus.GaugeVec
 	state                          *prometheus.GaugeVec
+	streamed, stalls               *prometheus.CounterVec
+	stalled, oldestAge             *prometheus.GaugeVec
 	replay                         *replayMetrics // replay.go
 
 	// prompts describes each workload's prompt set (calibration, hash).
@@ -66,6 +70,10 @@ func NewMetrics(reg prometheus.Registerer) *Metrics {
 	m := &Metrics{
 		ttft: histogram("time_to_first_token_seconds",
 			"Time from a request's scheduled send instant to the first content or reasoning token read by the client.", latencyBuckets),
+		ttfa: histogram("time_to_first_answer_token_seconds",
+			"Time from a request's scheduled send instant to its first answer (not reasoning) token, observed when it arrives.", latencyBuckets),
+		reasoningTokens: prometheus.NewCounterVec(prometheus.CounterOpts{Namespace: namespace, Name: "reasoning_tokens_total",
+			Help: "Reasoning tokens of successful requests, as the server's usage reports them (completion_tokens_details.reasoning_tokens)."}, labels),
 		tpot: histogram("time_per_output_token_seconds",
 			"Per request, (last byte - first token) / (output tokens - 1); requests with fewer than 2 output tokens are not observed.", tokenBuckets),
 		itl: histogram("inter_token_latency_seconds",
@@ -102,12 +110,21 @@ func NewMetrics(reg prometheus.Registerer) *Metrics {
 			Help: "The 99th percentile of schedule lag over the degradation window (--probe.degraded-window)."}, labels),
 		degraded: prometheus.NewGaugeVec(prometheus.GaugeOpts{Namespace: namespace, Name: "measurement_degraded",
 			Help: "1 when the client falls behind its schedule or is CPU-saturated, so its latencies include its own delay; else 0."}, labels),
+		streamed: prometheus.NewCounterVec(prometheus.CounterOpts{Namespace: namespace, Name: "streamed_tokens_total",
+			Help: "Content events as they arrive, by kind (reasoning, answer); completion_tokens_total has the usage count at the end."}, with("kind")),
+		stalls: prometheus.NewCounterVec(prometheus.CounterOpts{Namespace: namespace, Name: "stalls_total",
+			Help: "Requests in flight that received nothing for longer than the workload's stall_threshold (each stall counted once)."}, labels),
+		stalled: prometheus.NewGaugeVec(prometheus.GaugeOpts{Namespace: namespace, Name: "stalled_requests",
+			Help: "Requests in flight that have received nothing for longer than the workload's stall_threshold."}, labels),
+		oldestAge: prometheus.NewGaugeVec(prometheus.GaugeOpts{Namespace: namespace, Name: "oldest_request_age_seconds",
+			Help: "Age of the oldest request in flight, from its scheduled instant; 0 with none in flight."}, labels),
 		state: prometheus.NewGaugeVec(prometheus.GaugeOpts{Namespace: namespace, Name: "workload_state",
 			Help: "1 for the workload's current state: calibrating, running, finished or failed; 0 for the others."}, with("state")),
 	}
 	reg.MustRegister(m.ttft, m.tpot, m.itl, m.e2e, m.lag,
 		m.promptTokens, m.completionTokens, m.requests, m.dropped, m.goodput, m.tokenSource, m.clamped, m.checks,
-		m.inFlight, m.maxInFlight, m.rate, m.maxRate, m.lagP99, m.degraded, m.state)
+		m.inFlight, m.maxInFlight, m.rate, m.maxRate, m.lagP99, m.degraded, m.state,
+		m.streamed, m.stalls, m.stalled, m.oldestAge, m.ttfa, m.reasoningTokens)
 	m.replay = newReplayMetrics(reg)
 	m.prompts = NewPromptMetrics(reg)
 	return m
@@ -125,6 +142,10 @@ type Series struct {
 	checks                         map[string]prometheus.Counter // by result; nil without checks
 	inFlight, rate, maxRate        prometheus.Gauge
 	maxInFlight, degraded, lagP99  prometheus.Gauge
+	streamedAnswer, streamedReason prometheus.Counter
+	stalls, reasoningTokens        prometheus.Counter
+	stalled, oldestAge             prometheus.Gauge
+	ttfa                           prometheus.Observer
 	slo                            config.SLO
 }
 
@@ -149,6 +170,13 @@ func (m *Metrics) Series(target, model, workload string, slo config.SLO) *Series
 		maxRate:          m.maxRate.WithLabelValues(lv...),
 		degraded:         m.degraded.WithLabelValues(lv...),
 		lagP99:           m.lagP99.WithLabelValues(lv...),
+		streamedAnswer:   m.streamed.WithLabelValues(append(lv[:3:3], "answer")...),
+		streamedReason:   m.streamed.WithLabelValues(append(lv[:3:3], "reasoning")...),
+		reasoningTokens:  m.reasoningTokens.WithLabelValues(lv...),
+		ttfa:             m.ttfa.WithLabelValues(lv...),
+		stalls:           m.stalls.WithLabelValues(lv...),
+		stalled:          m.stalled.WithLabelValues(lv...),
+		oldestAge:        m.oldestAge.WithLabelValues(lv...),
 	}
 	for _, o := range observation.Outcomes {
 		s.requests[o] = m.requests.WithLabelValues(append(lv[:3:3], string(o))...)
@@ -169,6 +197,7 @@ func (s *Series) Delete() {
 		s.m.ttft, s.m.tpot, s.m.itl, s.m.e2e, s.m.lag, s.m.promptTokens, s.m.completionTokens,
 		s.m.requests, s.m.dropped, s.m.goodput, s.m.tokenSource, s.m.clamped, s.m.checks, s.m.inFlight,
 		s.m.maxInFlight, s.m.rate, s.m.maxRate, s.m.degraded, s.m.lagP99, s.m.state,
+		s.m.streamed, s.m.stalls, s.m.stalled, s.m.oldestAge, s.m.ttfa, s.m.reasoningTokens,
 	} {
 		v.DeletePartialMatch(match)
 	}
@@ -243,14 +272,44 @@ var (
 // Sent implements Observer.
 func (s *Series) Sent(*observation.Request) {}
 
-// FirstToken implements Observer.
-func (s *Series) FirstToken(*observation.Request) {}
+// FirstToken implements Observer: TTFT is observed when the first token
+// arrives, not when the request ends, whatever its outcome then.
+func (s *Series) FirstToken(o *observation.Request) {
+	if d, ok := o.TTFT(); ok {
+		s.ttft.Observe(d.Seconds())
+	}
+}
 
-// Token implements Observer.
-func (s *Series) Token(*observation.Request) {}
+// Token implements Observer: each gap between two content events is
+// observed as it closes, and the streamed-token counter rises with the
+// stream.
+func (s *Series) Token(o *observation.Request) {
+	if o.LastReasoning {
+		s.streamedReason.Inc()
+	} else {
+		s.streamedAnswer.Inc()
+		if o.ContentEvents-o.ReasoningEvents == 1 { // the first answer token
+			if d, ok := o.TTFA(); ok {
+				s.ttfa.Observe(d.Seconds())
+			}
+		}
+	}
+	if n := len(o.TokenTimes); n >= 2 {
+		s.itl.Observe(o.TokenTimes[n-1].Sub(o.TokenTimes[n-2]).Seconds())
+	}
+}
 
-// Done implements Observer: the request's figures, when it ends.
+// Done implements Observer: the figures known only at the end (outcome,
+// E2E, TPOT, usage tokens, goodput), and for a request that arrived in one
+// event, nothing between tokens.
 func (s *Series) Done(o *observation.Request) { s.Observe(o) }
+
+// Stalls implements Monitor.
+func (s *Series) Stalls(sc StallScan) {
+	s.stalled.Set(float64(sc.Stalled))
+	s.oldestAge.Set(sc.OldestAge.Seconds())
+	s.stalls.Add(float64(sc.New))
+}
 
 // Dropped implements Observer.
 func (s *Series) Dropped(o *observation.Request) { s.Drop(o.DropReason) }
@@ -289,16 +348,15 @@ func (s *Series) Check(result string) { s.ObserveCheck(result) }
 // State implements Monitor.
 func (s *Series) State(state string) { s.SetState(state) }
 
-// Observe records one finished request.
+// Observe records what is known of a request only when it ends: its
+// outcome, schedule lag, and for a success its E2E, TPOT, tokens and goodput.
 func (s *Series) Observe(o *observation.Request) {
 	s.requests[o.Outcome].Inc()
 	if d, ok := o.ScheduleLag(); ok {
 		s.lag.Observe(d.Seconds())
 	}
-	if d, ok := o.TTFT(); ok {
-		s.ttft.Observe(d.Seconds())
-	}
-	o.ITLs(func(d time.Duration) { s.itl.Observe(d.Seconds()) })
+	// TTFT and the gaps between tokens were observed as they happened
+	// (FirstToken, Token).
 	s.m.prompts.ObservePrompt(s.lv[0], s.lv[1], s.lv[2], o)
 	if o.Outcome != observation.Success {
 		return
@@ -312,6 +370,7 @@ func (s *Series) Observe(o *observation.Request) {
 		s.tpot.Observe(tpot.Seconds())
 	}
 	s.promptTokens.Add(float64(o.PromptTokens))
+	s.reasoningTokens.Add(float64(o.ReasoningTokens))
 	s.completionTokens.Add(float64(o.OutputTokens))
 	if c := s.tokenSource[o.TokenSource]; c != nil {
 		c.Inc()

@@ -1,7 +1,6 @@
 package workload
 
 import (
-	"github.com/infer-exporter/infer_exporter/probe/client"
 	"github.com/infer-exporter/infer_exporter/probe/observation"
 )
 
@@ -109,18 +108,6 @@ type Monitor interface {
 	Lag(p99 float64, degraded bool)
 	Check(result string)
 	State(state string)
-}
-
-// events adapts a runner's Observer to the client's in-flight events.
-type events struct{ o Observer }
-
-var _ client.Events = events{}
-
-func (e events) Sent(o *observation.Request) { e.o.Sent(o) }
-
-func (e events) Content(o *observation.Request) {
-	if o.ContentEvents == 1 {
-		e.o.FirstToken(o)
-	}
-	e.o.Token(o)
+	// Stalls: the latest scan of the requests in flight.
+	Stalls(s StallScan)
 }

@@ -9,6 +9,7 @@ import (
 	"context"
 	"errors"
 	"log/slog"
+	"strconv"
 	"sync"
 	"sync/atomic"
 	"time"
@@ -84,7 +85,11 @@ type Runner struct {
 	MaxRate     float64
 	// Duration ends the run after that long; 0 runs until ctx is done.
 	Duration time.Duration
-	Sampling config.Sampling
+	// StallThreshold: a request in flight that has received nothing for
+	// longer is stalled (Monitor.Stalls); 0 takes
+	// config.DefaultStallThreshold.
+	StallThreshold time.Duration
+	Sampling       config.Sampling
 	// Timeout bounds each request.
 	Timeout time.Duration
 	// Checks are known-answer checks that some arrivals carry instead of a
@@ -184,7 +189,7 @@ func (r *Runner) Run(ctx context.Context) {
 	if observer == nil {
 		observer = Observers{}
 	}
-	hooks := events{observer}
+	inFlightSet := newFlights()
 	var seq uint64
 
 	var inFlight atomic.Int64
@@ -195,7 +200,7 @@ func (r *Runner) Run(ctx context.Context) {
 	monitorDone := make(chan struct{})
 	go func() {
 		defer close(monitorDone)
-		r.monitor(ctx, mon, start, lags, &clamped)
+		r.monitor(ctx, mon, start, lags, &clamped, inFlightSet)
 	}()
 	defer func() {
 		wg.Wait()
@@ -223,7 +228,6 @@ func (r *Runner) Run(ctx context.Context) {
 			req = r.checkRequest(&r.Checks[check])
 		} else {
 			req = r.request(r.Prompts.Next())
-			req.Events = hooks
 			if rs, ok := r.Prompts.(Requests); ok {
 				rs.Request(n, req)
 			}
@@ -246,6 +250,15 @@ func (r *Runner) Run(ctx context.Context) {
 		}
 		inFlight.Add(1)
 		mon.InFlight(1)
+		fl := inFlightSet.add(at)
+		// Its id, for the server's logs: the workload and the arrival's
+		// sequence number.
+		req.RequestID = r.Name + "-" + strconv.FormatUint(n, 10)
+		if check >= 0 {
+			req.Events = &requestEvents{o: Observers{}, f: fl}
+		} else {
+			req.Events = &requestEvents{o: observer, f: fl}
+		}
 		if check >= 0 {
 			checks.sent(check, at)
 		}
@@ -254,6 +267,7 @@ func (r *Runner) Run(ctx context.Context) {
 			defer wg.Done()
 			obs := &observation.Request{Seq: n, Scheduled: at}
 			r.Client.Do(ctx, r.Target, req, obs)
+			inFlightSet.remove(fl)
 			inFlight.Add(-1)
 			mon.InFlight(-1)
 			if lag, ok := obs.ScheduleLag(); ok {
@@ -271,7 +285,7 @@ func (r *Runner) Run(ctx context.Context) {
 			}
 			observer.Done(obs)
 			if obs.Outcome != observation.Success && r.Logger != nil && ctx.Err() == nil {
-				r.Logger.Debug("request failed", "workload", r.Name, "outcome", obs.Outcome, "status", obs.HTTPStatus, "err", obs.Err)
+				r.Logger.Debug("request failed", "workload", r.Name, "request_id", req.RequestID, "outcome", obs.Outcome, "status", obs.HTTPStatus, "err", obs.Err)
 			}
 		}()
 	}
@@ -287,9 +301,17 @@ func (r *Runner) template() plan.Template {
 }
 
 // monitor refreshes the rate, ceiling and degradation gauges once a second.
-func (r *Runner) monitor(ctx context.Context, mon Monitor, start time.Time, lags *lagWindow, clampedSeen *atomic.Uint64) {
+func (r *Runner) monitor(ctx context.Context, mon Monitor, start time.Time, lags *lagWindow, clampedSeen *atomic.Uint64, fl *flights) {
 	tick := time.NewTicker(time.Second)
 	defer tick.Stop()
+	// Stalls are scanned four times per threshold (at most once a second),
+	// so a stall shows within 1.25 thresholds of its last event.
+	stallAfter := r.StallThreshold
+	if stallAfter <= 0 {
+		stallAfter = config.DefaultStallThreshold
+	}
+	stallTick := time.NewTicker(min(time.Second, max(stallAfter/4, 25*time.Millisecond)))
+	defer stallTick.Stop()
 	var clamped uint64
 	threshold := r.DegradedLag
 	if threshold <= 0 {
@@ -299,6 +321,8 @@ func (r *Runner) monitor(ctx context.Context, mon Monitor, start time.Time, lags
 		select {
 		case <-ctx.Done():
 			return
+		case now := <-stallTick.C:
+			mon.Stalls(fl.scan(now, stallAfter))
 		case now := <-tick.C:
 			mon.Rate(r.Schedule.Rate(now.Sub(start)))
 			if c := clampedSeen.Load(); c > clamped {
@@ -322,3 +346,4 @@ func (noMonitor) Clamped(uint64)            {}
 func (noMonitor) Lag(float64, bool)         {}
 func (noMonitor) Check(string)              {}
 func (noMonitor) State(string)              {}
+func (noMonitor) Stalls(StallScan)          {}

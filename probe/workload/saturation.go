@@ -32,7 +32,8 @@ type schedSnapshot struct {
 
 const schedMetric = "/sched/latencies:seconds"
 
-// NewSchedulingLatency registers infer_exporter_scheduling_latency_p99_seconds.
+// NewSchedulingLatency registers infer_exporter_scheduling_latency_p99_seconds
+// with reg; reg nil registers nothing (bench reads P99 directly).
 func NewSchedulingLatency(reg prometheus.Registerer, window time.Duration) *SchedulingLatency {
 	s := &SchedulingLatency{
 		window: window,
@@ -41,7 +42,9 @@ func NewSchedulingLatency(reg prometheus.Registerer, window time.Duration) *Sche
 			Help: "p99 over --probe.degraded-window of how long the exporter's goroutines waited for a CPU once runnable (high: CPU-saturated).",
 		}),
 	}
-	reg.MustRegister(s.gauge)
+	if reg != nil {
+		reg.MustRegister(s.gauge)
+	}
 	return s
 }
 
