@@ -535,3 +535,4 @@ func (*lastLag) InFlight(int)              {}
 func (*lastLag) Clamped(uint64)            {}
 func (*lastLag) Check(string)              {}
 func (*lastLag) State(string)              {}
+func (*lastLag) Stalls(workload.StallScan) {}

@@ -95,7 +95,7 @@ type Request struct {
 	// output tokens (usage completion_tokens_details.reasoning_tokens); 0
 	// when it reports none.
 	ReasoningTokens int
-	TokenSource  TokenSource
+	TokenSource     TokenSource
 	// ContentEvents is the number of content-bearing events, whatever the
 	// token source. A response that was not streamed (one JSON body) has
 	// exactly one: its whole answer.
