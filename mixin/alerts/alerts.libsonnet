@@ -135,7 +135,7 @@ local names = import '../rules/names.libsonnet';
             labels: { severity: 'warning' },
             annotations: {
               summary: 'Requests to an inference server have received nothing for longer than their stall threshold.',
-              description: "{{ $value }} requests of %s are in flight and have received nothing for longer than the workload's stall_threshold, and requests have stalled for %s: the server holds them without answering. Look for them in the server's logs: the exporter sends X-Request-Id {{ $labels.workload }}-<seq>; infer_probe_oldest_request_age_seconds says how long the oldest has been in flight." % [stream, c.requestsStalledFor],
+              description: '{{ $value }} requests of %s are in flight and have received nothing (no first token yet, or no event since the last) for longer than the workload\'s stall_threshold, and stalled requests have been seen for %s. Look for them in the server\'s logs: the exporter sends X-Request-Id {{ $labels.workload }}-<seq>; infer_probe_oldest_request_age_seconds says how long the oldest has been in flight.' % [stream, c.requestsStalledFor],
             },
           },
           {
@@ -145,7 +145,7 @@ local names = import '../rules/names.libsonnet';
             labels: { severity: 'warning' },
             annotations: {
               summary: 'A probe workload failed to start and measures nothing.',
-              description: "The workload measuring %s has been failed for %s: its prompts could not be built (calibration against the server), so it sends no requests. The exporter's log (workload not started) and its landing page say why; fix it and reload the configuration." % [stream, c.workloadFailedFor],
+              description: 'Workload {{ $labels.workload }} of {{ $labels.target }} ({{ $labels.model }}) has been in state failed for %s: its prompts could not be built (calibrated against the server), so it sends no requests and measures nothing. The exporter\'s log (workload not started) and its landing page say why; fix the cause and reload the configuration.' % c.workloadFailedFor,
             },
           },
         ],

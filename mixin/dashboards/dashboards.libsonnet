@@ -25,6 +25,25 @@ local names = import '../rules/names.libsonnet';
     d.queryVariable('workload', 'Workload', 'label_values(infer_probe_requests_total%s, workload)' % p.selector(c.probeSelector, tsel)),
   ],
 
+  // A quantile of a histogram over $__rate_interval, native or classic
+  // (as the recording rules read them).
+  local rawQuantile(q, m) =
+    'histogram_quantile(%(q)s, sum by (%(by)s) (rate(%(m)s%(sel)s[$__rate_interval]))) or histogram_quantile(%(q)s, sum by (%(by)s, le) (rate(%(m)s_bucket%(sel)s[$__rate_interval])))' % {
+      q: p.num(q),
+      by: p.labelList(c.workloadLabels),
+      m: m,
+      sel: rawProbe,
+    },
+
+  // The values of infer_probe_workload_state's state label, in the order
+  // of a workload's life; the state panel shows each as its 1-based index.
+  local workloadStates = [
+    { text: 'calibrating', color: 'yellow' },
+    { text: 'running', color: 'green' },
+    { text: 'finished', color: 'blue' },
+    { text: 'failed', color: 'red' },
+  ],
+
   local quantilePanel(h, title, description) = d.timeseries(
     title,
     description + ' Quantiles %s over %s, from the recording rule %s.' % [std.join(', ', [p.num(q) for q in c.quantiles]), c.rateWindow, n.quantile(h)],
@@ -36,7 +55,7 @@ local names = import '../rules/names.libsonnet';
     'infer-overview.json': dash(
       'overview',
       'infer_exporter / Overview',
-      'What the continuous probe measured, per target, model and workload: latency quantiles, tokens per second, request rates, errors and goodput.',
+      'What the continuous probe measured, per target, model and workload: latency quantiles, tokens per second, request rates, errors and goodput, and the live streams (stalls, the oldest request in flight, time to first answer token, workload state).',
       probeVariables,
       [
         d.row('Latency'),
@@ -142,6 +161,65 @@ local names = import '../rules/names.libsonnet';
           ],
           'reqps',
           width=8,
+        ),
+        d.row('Live streams'),
+        d.timeseries(
+          'Stalled requests',
+          'Requests in flight that have received nothing (no first token yet, or no event since the last) for longer than the workload\'s stall_threshold, and the stalls that began in each rate interval (each counted once). The exporter sends X-Request-Id <workload>-<seq>: look for a stalled request in the server\'s logs.',
+          [
+            d.target('max by (target, model, workload) (infer_probe_stalled_requests%s)' % rawProbe, stream + ' stalled'),
+            d.target('sum by (target, model, workload) (increase(infer_probe_stalls_total%s[$__rate_interval]))' % rawProbe, stream + ' new stalls'),
+          ],
+          'short',
+          width=8,
+          min=0,
+        ),
+        d.timeseries(
+          'Oldest request in flight',
+          'Age of the oldest request in flight, from its scheduled instant; 0 with none in flight. A line that keeps climbing is a request that does not finish.',
+          [d.target('max by (target, model, workload) (infer_probe_oldest_request_age_seconds%s)' % rawProbe, stream)],
+          's',
+          width=8,
+          min=0,
+        ),
+        d.timeseries(
+          'Streamed and completed tokens per second',
+          'Content events per second as they arrive (infer_probe_streamed_tokens_total, reasoning and answer), beside output tokens of successful requests per second (infer_probe_completion_tokens_total: the server\'s usage count, at the end of each request). Streamed rises during a stream; an event may carry more than one token.',
+          [
+            d.target('sum by (target, model, workload) (rate(infer_probe_streamed_tokens_total%s[$__rate_interval]))' % rawProbe, stream + ' streamed'),
+            d.target('sum by (target, model, workload) (rate(infer_probe_completion_tokens_total%s[$__rate_interval]))' % rawProbe, stream + ' completed'),
+          ],
+          'suffix: tok/s',
+          width=8,
+          min=0,
+        ),
+        d.timeseries(
+          'Time to first answer token and first token',
+          'TTFA (to the first answer token, not reasoning) beside TTFT (to the first token of either kind), p50 and p99 over the rate interval. For a model that reasons first, the gap is its thinking time; without reasoning they agree. TTFA is observed only for successful streams that had an answer.',
+          [
+            d.target(rawQuantile(q, m.metric), '%s %s %s' % [stream, m.name, p.quantileName(q)])
+            for m in [
+              { name: 'TTFA', metric: 'infer_probe_time_to_first_answer_token_seconds' },
+              { name: 'TTFT', metric: n.histograms.ttft },
+            ]
+            for q in [0.5, 0.99]
+          ],
+          's',
+          width=12,
+          min=0,
+        ),
+        d.stateTimeline(
+          'Workload state',
+          'Each workload\'s state: calibrating (building its prompts), running, finished (its schedule or duration ended) or failed (it could not start; the exporter\'s log says why).',
+          [d.target(
+            'max by (target, model, workload) (%s)' % std.join(' or ', [
+              'infer_probe_workload_state%s * %d' % [p.selector(c.probeSelector, wsel + ', state="%s"' % workloadStates[i].text), i + 1]
+              for i in std.range(0, std.length(workloadStates) - 1)
+            ]),
+            stream,
+          )],
+          width=12,
+          states=workloadStates,
         ),
       ],
     ),

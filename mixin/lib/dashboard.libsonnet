@@ -97,19 +97,29 @@
     gridHeight:: height,
   },
 
-  // A state timeline of 0/1 series (throttle reasons).
-  stateTimeline(title, description, targets, width=24, height=8):: {
+  // A state timeline of 0/1 series (throttle reasons), or, given states (a
+  // list of { text, color }), of series whose value is a state's 1-based
+  // index in the list.
+  stateTimeline(title, description, targets, width=24, height=8, states=null):: {
     type: 'state-timeline',
     title: title,
     description: description,
     datasource: ds,
     targets: refIds(targets),
     fieldConfig: {
-      defaults: {
+      defaults: if states == null then {
         unit: 'bool_on_off',
         mappings: [{ type: 'value', options: { '0': { text: 'off', color: 'green' }, '1': { text: 'active', color: 'red' } } }],
         color: { mode: 'thresholds' },
         thresholds: { mode: 'absolute', steps: [{ color: 'green', value: null }, { color: 'red', value: 1 }] },
+      } else {
+        unit: 'none',
+        mappings: [{
+          type: 'value',
+          options: { [std.toString(i + 1)]: { text: states[i].text, color: states[i].color, index: i } for i in std.range(0, std.length(states) - 1) },
+        }],
+        color: { mode: 'thresholds' },
+        thresholds: { mode: 'absolute', steps: [{ color: 'text', value: null }] },
       },
       overrides: [],
     },
