@@ -8,7 +8,7 @@ import (
 	"strings"
 
 	"github.com/infer-exporter/infer_exporter/internal/config"
-	"github.com/infer-exporter/infer_exporter/probe/client"
+	"github.com/infer-exporter/infer_exporter/probe/plan"
 	"github.com/infer-exporter/infer_exporter/probe/prompt"
 )
 
@@ -53,24 +53,13 @@ func NewPromptSet(ctx context.Context, targets []config.Target, shapes []Shape, 
 	var all strings.Builder
 	for i := range targets {
 		t := &targets[i]
-		flavor, err := client.ParseFlavor(string(t.Flavor))
-		if err != nil {
-			return nil, fmt.Errorf("target %q: %w", t.Name, err)
-		}
-		// The same endpoint as the exporter's workloads (workload.PromptMetrics).
-		ep := prompt.Endpoint{BaseURL: t.URL, Model: t.Model, BearerToken: string(t.BearerToken), Headers: t.Headers,
-			Chat: flavor.Chat()}
-		tok, err := prompt.DetectTokenizer(ctx, ep)
+		// The same calibration as the exporter's workloads (plan.Tokenizer).
+		tok, err := plan.Tokenizer(ctx, t)
 		if err != nil {
 			return nil, fmt.Errorf("target %q: prompt calibration: %w", t.Name, err)
 		}
-		var counter prompt.Counter
-		kind := prompt.TokenizerEstimate
-		if tok != nil {
-			counter, kind = tok, tok.Kind()
-		}
 		for _, sh := range shapes {
-			gen, err := prompt.NewCalibrated(ctx, sh.InputTokens.Distribution, sh.OutputTokens.Distribution, seed, counter, kind)
+			gen, err := plan.Prompts(ctx, tok, sh.InputTokens.Distribution, sh.OutputTokens.Distribution, seed)
 			if err != nil {
 				return nil, fmt.Errorf("target %q, shape %q: prompt calibration: %w", t.Name, sh.Name, err)
 			}

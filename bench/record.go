@@ -19,8 +19,12 @@ import (
 // measured request was always scheduled within the measured windows.
 //
 // Figures:
-//   - latencies (TTFT, TPOT, ITL, E2E, schedule lag) of measured requests,
-//     defined as in the exporter (observation.Request);
+//   - latencies (TTFT, TTFA, TPOT, ITL, E2E, schedule lag) of measured
+//     requests, defined as in the exporter (observation.Request); TTFA, the
+//     time to the first answer token, differs from TTFT only for a model
+//     that reasons first;
+//   - reasoning tokens of measured successful requests: the server's usage
+//     count of them, else the request's reasoning-only content events;
 //   - output throughput: output tokens of successful requests delivered
 //     within the measured windows (each content event weighted by the
 //     request's output tokens / content events), over the windows' length.
@@ -36,6 +40,7 @@ import (
 type record struct {
 	sched    float64 // seconds from warmupEnd; negative for warm-up requests
 	ttft     float64 // seconds; NaN when undefined or not measured
+	ttfa     float64
 	tpot     float64
 	e2e      float64
 	lag      float64
@@ -67,6 +72,10 @@ type recorder struct {
 	outcomes map[observation.Outcome]int
 	measured int
 	goodput  int
+	// Reasoning of measured successful requests, exact whatever the
+	// sampling: tokens, and requests that reasoned.
+	reasoningTokens   int
+	reasoningRequests int
 	// Exact per-window aggregates, whatever the sampling.
 	winTokens    []float64
 	winSuccesses []int
@@ -119,12 +128,15 @@ func (rc *recorder) observe(obs *observation.Request) {
 	success := obs.Outcome == observation.Success
 	rec := record{
 		sched: obs.Scheduled.Sub(rc.warmupEnd).Seconds(),
-		ttft:  math.NaN(), tpot: math.NaN(), e2e: math.NaN(), lag: math.NaN(),
+		ttft:  math.NaN(), ttfa: math.NaN(), tpot: math.NaN(), e2e: math.NaN(), lag: math.NaN(),
 		measured: measured,
 	}
 	if measured {
 		if d, ok := obs.TTFT(); ok {
 			rec.ttft = d.Seconds()
+		}
+		if d, ok := obs.TTFA(); ok {
+			rec.ttfa = d.Seconds()
 		}
 		if d, ok := obs.ScheduleLag(); ok {
 			rec.lag = d.Seconds()
@@ -169,6 +181,12 @@ func (rc *recorder) observe(obs *observation.Request) {
 		if rec.goodput {
 			rc.goodput++
 		}
+		if success {
+			rc.reasoningTokens += reasoningTokens(obs)
+			if obs.ReasoningEvents > 0 {
+				rc.reasoningRequests++
+			}
+		}
 		obs.ITLs(func(d time.Duration) {
 			rc.itlSeen++
 			if len(rc.itl) < rc.maxITL {
@@ -203,6 +221,16 @@ func (rc *recorder) observe(obs *observation.Request) {
 	} else if j := rc.rng.IntN(rc.recsSeen); j < rc.maxRecs {
 		rc.recs[j] = rec
 	}
+}
+
+// reasoningTokens is a request's reasoning tokens: the server's count when
+// it sent one, else its content events that carried reasoning only (as
+// probe_reasoning_tokens counts them).
+func reasoningTokens(o *observation.Request) int {
+	if o.ReasoningTokens > 0 {
+		return o.ReasoningTokens
+	}
+	return o.ReasoningEvents
 }
 
 // windowMedians returns the median E2E of successful measured requests that
@@ -264,6 +292,7 @@ func (rc *recorder) finish(k int, span time.Duration) (Stats, *sample) {
 		st.Outcomes[string(o)] = n
 	}
 	st.Successes = rc.outcomes[observation.Success]
+	st.ReasoningTokens, st.ReasoningRequests = rc.reasoningTokens, rc.reasoningRequests
 	var tokens float64
 	var completions int
 	for w := 0; w < k; w++ {
@@ -289,7 +318,7 @@ func (rc *recorder) finish(k int, span time.Duration) (Stats, *sample) {
 	}
 	n := len(rc.recs)
 	cols := [numLatencies][]float64{make([]float64, n), make([]float64, n), make([]float64, n)}
-	var ttft, tpot, e2e, lag []float64
+	var ttft, ttfa, tpot, e2e, lag []float64
 	s.tokens = make([]float64, n)
 	s.measured = make([]bool, n)
 	s.goodput = make([]bool, n)
@@ -304,7 +333,7 @@ func (rc *recorder) finish(k int, span time.Duration) (Stats, *sample) {
 		for _, x := range []struct {
 			v   float64
 			dst *[]float64
-		}{{r.ttft, &ttft}, {r.tpot, &tpot}, {r.e2e, &e2e}, {r.lag, &lag}} {
+		}{{r.ttft, &ttft}, {r.ttfa, &ttfa}, {r.tpot, &tpot}, {r.e2e, &e2e}, {r.lag, &lag}} {
 			if !math.IsNaN(x.v) {
 				*x.dst = append(*x.dst, x.v)
 			}
@@ -314,6 +343,7 @@ func (rc *recorder) finish(k int, span time.Duration) (Stats, *sample) {
 		s.lat[l] = newSortedIndex(cols[l])
 	}
 	st.TTFT, st.TPOT, st.E2E, st.ScheduleLag = summarize(ttft), summarize(tpot), summarize(e2e), summarize(lag)
+	st.TTFA = summarize(ttfa)
 	st.ITL = summarize(append([]float64(nil), rc.itl...))
 	return st, s
 }

@@ -143,6 +143,7 @@ type Stats struct {
 	OutputTokensPerSecond float64 `json:"output_tokens_per_second"`
 	GoodputPerSecond      float64 `json:"goodput_per_second"`
 	TTFT                  Dist    `json:"ttft_seconds"`
+	TTFA                  Dist    `json:"ttfa_seconds"` // to the first answer token, after any reasoning (TTFT's for a model that does not reason)
 	TPOT                  Dist    `json:"tpot_seconds"`
 	ITL                   Dist    `json:"itl_seconds"`
 	E2E                   Dist    `json:"e2e_seconds"`
@@ -150,11 +151,18 @@ type Stats struct {
 	// Sampled is true when the percentiles come from a reservoir sample
 	// (more requests than max_samples_per_repeat); counts stay exact.
 	Sampled bool `json:"sampled"`
+	// ReasoningTokens are the reasoning tokens of the measured successful
+	// requests (the server's usage count, else reasoning-only content
+	// events), among their output tokens; ReasoningRequests of those
+	// requests reasoned. Both are 0 for a model that does not reason.
+	ReasoningTokens   int `json:"reasoning_tokens"`
+	ReasoningRequests int `json:"reasoning_requests"`
 }
 
-// Figure returns a figure of FigureNames by name.
+// Figure returns a figure of FigureNames by name, or a TTFA quantile
+// (ttfa_p50, ttfa_p90, ttfa_p99), which has no interval; NaN for others.
 func (s *Stats) Figure(name string) float64 {
-	d := map[string]*Dist{"ttft": &s.TTFT, "tpot": &s.TPOT, "e2e": &s.E2E, "itl": &s.ITL}
+	d := map[string]*Dist{"ttft": &s.TTFT, "ttfa": &s.TTFA, "tpot": &s.TPOT, "e2e": &s.E2E, "itl": &s.ITL}
 	switch name {
 	case "output_tokens_per_second":
 		return s.OutputTokensPerSecond
@@ -325,6 +333,9 @@ func ReadJSON(path string) (*Report, error) {
 	return &r, nil
 }
 
+// distColumns are the CSV columns of one distribution, in Dist's terms.
+var distColumns = []string{"mean", "p50", "p90", "p95", "p99", "p99_9", "max"}
+
 // CSVHeader is the CSV report's header: one row per cell, the medians over
 // repeats; latencies in seconds.
 var CSVHeader = func() []string {
@@ -332,12 +343,17 @@ var CSVHeader = func() []string {
 		"requests", "successes", "goodput", "goodput_ratio", "window_seconds",
 		"requests_per_second", "output_tokens_per_second", "goodput_per_second"}
 	for _, d := range []string{"ttft", "tpot", "itl", "e2e"} {
-		for _, q := range []string{"mean", "p50", "p90", "p95", "p99", "p99_9", "max"} {
+		for _, q := range distColumns {
 			h = append(h, d+"_"+q+"_seconds")
 		}
 	}
 	h = append(h, "schedule_lag_p99_seconds", "output_tokens_per_second_ci_lo", "output_tokens_per_second_ci_hi",
 		"e2e_p99_ci_lo", "e2e_p99_ci_hi")
+	// Added after the columns above, which keep their places.
+	for _, q := range distColumns {
+		h = append(h, "ttfa_"+q+"_seconds")
+	}
+	h = append(h, "reasoning_tokens", "reasoning_requests")
 	return h
 }()
 
@@ -353,7 +369,7 @@ func WriteCSV(w io.Writer, r *Report) error {
 			strconv.FormatBool(c.Stable), strconv.FormatBool(c.Degraded),
 			strconv.Itoa(s.Requests), strconv.Itoa(s.Successes), strconv.Itoa(s.Goodput), fmtF(s.GoodputRatio),
 			fmtF(s.WindowSeconds), fmtF(s.RequestsPerSecond), fmtF(s.OutputTokensPerSecond), fmtF(s.GoodputPerSecond)}
-		for _, d := range []Dist{s.TTFT, s.TPOT, s.ITL, s.E2E} {
+		dist := func(d Dist) {
 			for _, v := range []float64{d.Mean, d.P50, d.P90, d.P95, d.P99, d.P999, d.Max} {
 				if d.Count == 0 {
 					row = append(row, "")
@@ -361,6 +377,9 @@ func WriteCSV(w io.Writer, r *Report) error {
 					row = append(row, fmtF(v))
 				}
 			}
+		}
+		for _, d := range []Dist{s.TTFT, s.TPOT, s.ITL, s.E2E} {
+			dist(d)
 		}
 		row = append(row, fmtF(s.ScheduleLag.P99))
 		for _, name := range []string{"output_tokens_per_second", "e2e_p99"} {
@@ -370,6 +389,8 @@ func WriteCSV(w io.Writer, r *Report) error {
 				row = append(row, "", "")
 			}
 		}
+		dist(s.TTFA)
+		row = append(row, strconv.Itoa(s.ReasoningTokens), strconv.Itoa(s.ReasoningRequests))
 		if err := cw.Write(row); err != nil {
 			return err
 		}
@@ -441,10 +462,13 @@ func medianStats(all []Stats) Stats {
 		OutputTokensPerSecond: col(func(s *Stats) float64 { return s.OutputTokensPerSecond }),
 		GoodputPerSecond:      col(func(s *Stats) float64 { return s.GoodputPerSecond }),
 		TTFT:                  dist(func(s *Stats) *Dist { return &s.TTFT }),
+		TTFA:                  dist(func(s *Stats) *Dist { return &s.TTFA }),
 		TPOT:                  dist(func(s *Stats) *Dist { return &s.TPOT }),
 		ITL:                   dist(func(s *Stats) *Dist { return &s.ITL }),
 		E2E:                   dist(func(s *Stats) *Dist { return &s.E2E }),
 		ScheduleLag:           dist(func(s *Stats) *Dist { return &s.ScheduleLag }),
+		ReasoningTokens:       icol(func(s *Stats) int { return s.ReasoningTokens }),
+		ReasoningRequests:     icol(func(s *Stats) int { return s.ReasoningRequests }),
 		Outcomes:              map[string]int{},
 	}
 	keys := map[string]bool{}

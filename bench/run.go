@@ -320,7 +320,7 @@ func (b *run) runRepeat(ctx context.Context, p repeatPlan) (RepeatResult, *sampl
 			return RepeatResult{}, nil, fmt.Errorf("cell %s: %w", p.cell, err)
 		}
 		sched, prompts, maxRate = src.Schedule(), src.Prompts(), src.MaxRate()
-		ceiling = plan.Ceiling(maxRate, degradedLag)
+		ceiling = plan.ReplayCeiling(maxRate, degradedLag, src.Burst())
 	default:
 		return RepeatResult{}, nil, fmt.Errorf("cell %s: unknown load kind %q", p.cell, load.Kind)
 	}

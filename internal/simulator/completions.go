@@ -116,7 +116,14 @@ type genParams struct {
 	target       int
 	reason       string
 	key          uint64
+	// reasoning is how many leading tokens of the generation are
+	// reasoning (Config.ReasoningTokens for a chat generation, else 0); a
+	// generation shorter than that is reasoning only.
+	reasoning int
 }
+
+// reasoningOf is how many of the first produced tokens are reasoning.
+func (p *genParams) reasoningOf(produced int) int { return min(p.reasoning, produced) }
 
 // parseGenerate validates a request the way vLLM does, returning an HTTP
 // status and message on failure.
@@ -129,6 +136,9 @@ func (s *Simulator) parseGenerate(w http.ResponseWriter, r *http.Request, chat b
 		return nil, status, err
 	}
 	p := &genParams{chat: chat, stream: req.Stream}
+	if chat {
+		p.reasoning = s.cfg.ReasoningTokens
+	}
 	p.includeUsage = req.Stream && req.StreamOptions != nil && req.StreamOptions.IncludeUsage
 	if req.N != nil && *req.N != 1 {
 		return nil, http.StatusBadRequest, errors.New("only n=1 is supported")
@@ -196,11 +206,16 @@ func (s *Simulator) limitParams(p *genParams, maxTokens, minTokensPtr *int, igno
 	// Output length: exactly max_tokens with ignore_eos; otherwise an EOS
 	// point k drawn uniformly from [max(min_tokens,1), max_tokens] by a hash
 	// of the seed and the prompt. k < max_tokens finishes with "stop",
-	// k == max_tokens with "length".
+	// k == max_tokens with "length". A reasoning model stops only once it
+	// has answered: k is at least reasoning+1, or max_tokens when that
+	// leaves no room for an answer (the reasoning is cut by the length).
 	p.key = promptKey(s.cfg.Seed, p.ids)
 	p.target = p.maxTokens
 	if !ignoreEOS {
 		lo := max(minTokens, 1)
+		if p.reasoning > 0 {
+			lo = max(lo, min(p.reasoning+1, p.maxTokens))
+		}
 		p.target = lo + int(hashmix.Mix64(p.key^0xe05e05e05)%uint64(p.maxTokens-lo+1))
 	}
 	p.reason = finishLength
@@ -376,6 +391,9 @@ func (s *Simulator) stream(ctx context.Context, w http.ResponseWriter, p *genPar
 		return err == nil
 	}
 
+	// A reasoning token's delta carries the configured field, and no
+	// content.
+	reasoningOpen := `"delta":{"` + s.cfg.ReasoningField + `":"`
 	written, roleSent := 0, !p.chat
 	for {
 		select {
@@ -401,9 +419,12 @@ func (s *Simulator) stream(ctx context.Context, w http.ResponseWriter, p *genPar
 				fr = `"` + why + `"`
 			}
 			buf = append(append(buf[:0], head...), choiceOpen...)
-			if p.chat {
+			switch {
+			case p.chat && written < p.reasoning:
+				buf = append(append(append(append(buf, reasoningOpen...), piece...), chatDeltaClose...), fr...)
+			case p.chat:
 				buf = append(append(append(append(buf, chatDeltaOpen...), piece...), chatDeltaClose...), fr...)
-			} else {
+			default:
 				buf = append(append(append(append(append(buf, textOpen...), piece...), textClose...), fr...), textStopReason...)
 			}
 			buf = append(buf, choiceEnd...)
@@ -428,7 +449,7 @@ func (s *Simulator) stream(ctx context.Context, w http.ResponseWriter, p *genPar
 	}
 	if p.includeUsage {
 		buf = append(append(buf[:0], head...), `"choices":[],"usage":`...)
-		buf = appendUsage(buf, q.promptLen, written)
+		buf = appendUsage(buf, p, q.promptLen, written)
 		buf = append(buf, emitField...)
 		buf = strconv.AppendInt(buf, time.Now().UnixNano(), 10)
 		buf = append(buf, "}\n\n"...)
@@ -441,13 +462,21 @@ func (s *Simulator) stream(ctx context.Context, w http.ResponseWriter, p *genPar
 	return true
 }
 
-func appendUsage(b []byte, prompt, completion int) []byte {
+// appendUsage renders a usage object. completion counts every generated
+// token; a reasoning generation adds completion_tokens_details with its
+// reasoning tokens among them.
+func appendUsage(b []byte, p *genParams, prompt, completion int) []byte {
 	b = append(b, `{"prompt_tokens":`...)
 	b = strconv.AppendInt(b, int64(prompt), 10)
 	b = append(b, `,"total_tokens":`...)
 	b = strconv.AppendInt(b, int64(prompt+completion), 10)
 	b = append(b, `,"completion_tokens":`...)
 	b = strconv.AppendInt(b, int64(completion), 10)
+	if p.reasoning > 0 {
+		b = append(b, `,"completion_tokens_details":{"reasoning_tokens":`...)
+		b = strconv.AppendInt(b, int64(p.reasoningOf(completion)), 10)
+		b = append(b, '}')
+	}
 	return append(b, '}')
 }
 
@@ -481,8 +510,12 @@ func (s *Simulator) respond(ctx context.Context, w http.ResponseWriter, p *genPa
 		return true
 	}
 
-	var text strings.Builder
-	for i := range produced {
+	var text, reasoning strings.Builder
+	nr := p.reasoningOf(produced)
+	for i := range nr {
+		reasoning.WriteString(outputPiece(p.key, i))
+	}
+	for i := nr; i < produced; i++ {
 		text.WriteString(outputPiece(p.key, i))
 	}
 	textJSON, _ := json.Marshal(text.String())
@@ -494,7 +527,18 @@ func (s *Simulator) respond(ctx context.Context, w http.ResponseWriter, p *genPa
 	b = append(b, choiceOpen...)
 	if p.chat {
 		b = append(b, `"message":{"role":"assistant","content":`...)
-		b = append(b, textJSON...)
+		if p.reasoning > 0 && nr == produced {
+			b = append(b, "null"...) // reasoning only: no answer
+		} else {
+			b = append(b, textJSON...)
+		}
+		if p.reasoning > 0 {
+			reasoningJSON, _ := json.Marshal(reasoning.String())
+			b = append(b, `,"`...)
+			b = append(b, s.cfg.ReasoningField...)
+			b = append(b, `":`...)
+			b = append(b, reasoningJSON...)
+		}
 		b = append(b, `},"logprobs":null,"finish_reason":"`...)
 	} else {
 		b = append(b, `"text":`...)
@@ -503,7 +547,7 @@ func (s *Simulator) respond(ctx context.Context, w http.ResponseWriter, p *genPa
 	}
 	b = append(b, reason...)
 	b = append(b, `","stop_reason":null}],"usage":`...)
-	b = appendUsage(b, q.promptLen, produced)
+	b = appendUsage(b, p, q.promptLen, produced)
 	b = append(b, arrivalField...)
 	b = strconv.AppendInt(b, arrival.UnixNano(), 10)
 	b = append(b, emitField...)

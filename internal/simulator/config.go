@@ -58,7 +58,26 @@ type Config struct {
 	// Engines): its native generation API, info and tokenizer endpoints,
 	// and the names of its /metrics. Empty means EngineVLLM.
 	Engine string
+
+	// ReasoningTokens (0 = off) makes the simulated model reason first, as
+	// a reasoning parser shows it: the first ReasoningTokens tokens of every
+	// chat generation (/v1/chat/completions, and Ollama's /api/chat and
+	// /api/generate) are reasoning, streamed apart from the answer, and the
+	// tokens after them are the answer. max_tokens counts both, as in vLLM.
+	ReasoningTokens int
+	// ReasoningField is the delta (and message) field of reasoning text in
+	// OpenAI chat chunks: ReasoningFieldReasoning (vLLM 0.11 and later) or
+	// ReasoningFieldReasoningContent (older vLLM, SGLang, llama.cpp,
+	// DeepSeek). Empty means ReasoningFieldReasoning. Ollama's native API
+	// always uses "thinking".
+	ReasoningField string
 }
+
+// The OpenAI chat fields that carry reasoning text.
+const (
+	ReasoningFieldReasoning        = "reasoning"
+	ReasoningFieldReasoningContent = "reasoning_content"
+)
 
 // DefaultConfig resembles a mid-size model on one 80 GB GPU: about 20 ms per
 // decode step at batch 1, prefill at 10,000 tokens/s, 8192 blocks of 16
@@ -104,6 +123,10 @@ func (c Config) Validate() error {
 		return fmt.Errorf("kv blocks %d is below 1", c.KVBlocks)
 	case c.Engine != "" && !validEngine(c.Engine):
 		return fmt.Errorf("engine %q is not one of %v", c.Engine, Engines())
+	case c.ReasoningTokens < 0:
+		return fmt.Errorf("reasoning tokens %d is negative", c.ReasoningTokens)
+	case c.ReasoningField != "" && c.ReasoningField != ReasoningFieldReasoning && c.ReasoningField != ReasoningFieldReasoningContent:
+		return fmt.Errorf("reasoning field %q is not %q or %q", c.ReasoningField, ReasoningFieldReasoning, ReasoningFieldReasoningContent)
 	case int64(c.KVBlocks)*int64(c.BlockSize) < int64(c.MaxModelLen):
 		// A request of MaxModelLen tokens must fit alone, or it could be
 		// preempted forever.
@@ -277,6 +300,10 @@ func AddFlags(cmd FlagAdder) *Config {
 	cmd.Flag("sim.block-size", "Tokens per KV block; the prefix cache's granularity.").Default(it(d.BlockSize)).IntVar(&c.BlockSize)
 	cmd.Flag("sim.engine", "Inference server to impersonate: "+strings.Join(Engines(), ", ")+" (native API, info endpoints, metric names).").Default(d.Engine).EnumVar(&c.Engine, Engines()...)
 	cmd.Flag("sim.seed", "Seed for generated text, EOS points and injected errors.").Default(strconv.FormatUint(d.Seed, 10)).Uint64Var(&c.Seed)
+	cmd.Flag("sim.reasoning-tokens", "Reasoning model: each chat generation streams N reasoning tokens, then its answer (0 = off; max_tokens counts both).").Default(it(d.ReasoningTokens)).IntVar(&c.ReasoningTokens)
+	// No default value: empty means "reasoning", so that the parsed flags
+	// equal DefaultConfig.
+	cmd.Flag("sim.reasoning-field", "OpenAI chat delta field of reasoning tokens: reasoning (vLLM >= 0.11; the default) or reasoning_content. Ollama uses thinking.").StringVar(&c.ReasoningField)
 
 	f := &c.Faults
 	cmd.Flag("fault.slowdown", "Factor on every engine step duration (1 = none).").Default(ff(d.Faults.Slowdown)).Float64Var(&f.Slowdown)

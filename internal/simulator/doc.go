@@ -36,6 +36,40 @@
 // gets the same length and the same words. prompt + max_tokens above
 // max_model_len is a 400, as in vLLM.
 //
+// # Reasoning mode
+//
+// With Config.ReasoningTokens N > 0 (--sim.reasoning-tokens) the model
+// reasons before it answers, as vLLM serves a reasoning model with a
+// reasoning parser. In every chat generation (/v1/chat/completions, and
+// Ollama's /api/chat and /api/generate) the first N generated tokens are
+// reasoning and the rest are the answer; /v1/completions and the other
+// native APIs do not reason. Streamed, after the role chunk, each
+// reasoning token is one chunk whose delta holds only the reasoning field,
+// {"reasoning":" word"} or, with Config.ReasoningField "reasoning_content"
+// (--sim.reasoning-field), {"reasoning_content":" word"}, with no content
+// member; each answer token is then one {"content":" word"} chunk as
+// without reasoning. Ollama streams the reasoning in "thinking"
+// (/api/generate) or message.thinking (/api/chat), beside an empty
+// response or message.content. A non-streaming chat body holds the answer
+// in message.content (null when there is none) and the reasoning text in
+// message.<field>.
+//
+// max_tokens counts both kinds, as in vLLM: with ignore_eos a request
+// generates max_tokens tokens, of which min(N, max_tokens) are reasoning.
+// Without it the EOS point is drawn from [max(min_tokens, N+1),
+// max_tokens], so that the model stops only after at least one answer
+// token; a max_tokens of N or less leaves no room for an answer, and the
+// request generates max_tokens reasoning tokens and ends with "length".
+// Usage counts every token in completion_tokens and adds
+// "completion_tokens_details": {"reasoning_tokens": R}, R the reasoning
+// tokens among them (R = min(N, completion_tokens)); Ollama's eval_count
+// counts both, with no separate count, as Ollama does. The ground truth is
+// unchanged: every chunk, reasoning or answer, carries its
+// sim_emit_unix_nano, so a client's time to first token is the first
+// reasoning chunk's stamp and its time to first answer token the first
+// content chunk's. The engine's timing model and metrics do not tell the
+// two kinds apart (each is one generated token).
+//
 // # Tokenizer
 //
 // Specified in tokenizer.go: tokens are strings.Fields words, ids are FNV-1a

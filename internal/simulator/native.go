@@ -98,6 +98,10 @@ func (s *Simulator) serveNative(w http.ResponseWriter, r *http.Request, arrival 
 	default:
 	}
 	p := &genParams{chat: chat, stream: true, ids: ids}
+	if r, ok := np.(interface{ reasons() bool }); ok && r.reasons() {
+		// A protocol that carries reasoning text apart from the answer.
+		p.reasoning = s.cfg.ReasoningTokens
+	}
 	if len(ids) == 0 {
 		fail(http.StatusBadRequest, "the prompt must contain at least one token")
 		return
@@ -319,7 +323,10 @@ func (s *Simulator) handleOllama(w http.ResponseWriter, r *http.Request, arrival
 }
 
 // ollamaProto renders Ollama's NDJSON lines, then a "done": true line with
-// the counts and durations (nanoseconds).
+// the counts and durations (nanoseconds). In reasoning mode the first
+// tokens go in "thinking" (generate) or message.thinking (chat), beside an
+// empty response or content, as Ollama streams a thinking model; eval_count
+// counts them too, and Ollama reports no separate count.
 type ollamaProto struct {
 	model     []byte
 	chat      bool
@@ -329,33 +336,48 @@ type ollamaProto struct {
 }
 
 func (o *ollamaProto) setParams(p *genParams) { o.p, o.promptLen = p, len(p.ids) }
+func (*ollamaProto) reasons() bool            { return true }
 func (*ollamaProto) contentType() string      { return "application/x-ndjson" }
 func (*ollamaProto) malformed() []byte        { return []byte("{not json\n") }
 
-func (o *ollamaProto) head(b []byte, text string) []byte {
+// head renders a line's start with its answer text, or, when thinking is
+// set, an empty answer and that reasoning text.
+func (o *ollamaProto) head(b []byte, text string, thinking bool) []byte {
 	b = append(b, `{"model":`...)
 	b = append(b, o.model...)
 	b = append(b, `,"created_at":"`...)
 	b = time.Now().UTC().AppendFormat(b, time.RFC3339Nano)
+	answer := text
+	if thinking {
+		answer = ""
+	}
 	if o.chat {
 		b = append(b, `","message":{"role":"assistant","content":"`...)
-		b = append(b, text...)
+		b = append(b, answer...)
+		if thinking {
+			b = append(b, `","thinking":"`...)
+			b = append(b, text...)
+		}
 		b = append(b, `"}`...)
 	} else {
 		b = append(b, `","response":"`...)
-		b = append(b, text...)
+		b = append(b, answer...)
+		if thinking {
+			b = append(b, `","thinking":"`...)
+			b = append(b, text...)
+		}
 		b = append(b, '"')
 	}
 	return b
 }
 
-func (o *ollamaProto) token(b []byte, _ int, piece string, _ bool, _ string) []byte {
-	b = append(o.head(b, piece), `,"done":false`...)
+func (o *ollamaProto) token(b []byte, i int, piece string, _ bool, _ string) []byte {
+	b = append(o.head(b, piece, o.p != nil && i < o.p.reasoning), `,"done":false`...)
 	return append(stamp(b), '\n')
 }
 
 func (o *ollamaProto) end(b []byte, produced int, reason string) []byte {
-	b = append(o.head(b, ""), `,"done":true,"done_reason":"`...)
+	b = append(o.head(b, "", false), `,"done":true,"done_reason":"`...)
 	b = append(b, reason...)
 	b = append(b, `","total_duration":`...)
 	b = strconv.AppendInt(b, int64(time.Since(o.arrival)), 10)

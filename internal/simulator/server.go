@@ -59,6 +59,9 @@ func New(cfg Config, logger *slog.Logger) (*Simulator, error) {
 	if cfg.Engine == "" {
 		cfg.Engine = EngineVLLM
 	}
+	if cfg.ReasoningField == "" {
+		cfg.ReasoningField = ReasoningFieldReasoning
+	}
 	if err := cfg.Validate(); err != nil {
 		return nil, fmt.Errorf("simulator config: %w", err)
 	}

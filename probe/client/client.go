@@ -78,6 +78,8 @@ type Request struct {
 	// RequestID, when set, is sent as X-Request-Id, so that the request can
 	// be found in the server's logs (vLLM takes it as its request id).
 	RequestID string
+	// prepared is the body Prepare encoded ahead; nil: encoded in Do.
+	prepared []byte
 	// Events, when set, hears of the request while it runs, on the
 	// goroutine of Do: so that a figure can be known when it happens, not
 	// only when the request ends.
@@ -92,6 +94,11 @@ type Events interface {
 	Sent(obs *observation.Request)
 	// Content: a content event arrived; its instant is the last of
 	// obs.TokenTimes and obs.ContentEvents counts it (1: the first token).
+	// obs.LastReasoning says whether it carried reasoning text only;
+	// obs.FirstAnswer is set from the first event that carried answer text
+	// (so it equals the event's instant when this is that event) and
+	// obs.ReasoningEvents counts the reasoning-only events so far, this one
+	// included.
 	Content(obs *observation.Request)
 }
 
@@ -225,6 +232,10 @@ func (e *HTTPError) Error() string {
 //     decoded. A body that was not streamed is one frame, read when its
 //     last byte was: FirstToken equals End, and ContentEvents is 1, so the
 //     request has no TPOT and no ITL.
+//   - FirstAnswer: the instant of the first of those frames that carried
+//     answer text (content, text, response), not only reasoning text
+//     (reasoning_content, reasoning, thinking). A frame with both is an
+//     answer frame. Without reasoning it equals FirstToken.
 //   - End: the end marker's read instant, or the instant of the failure
 //     (after reading at most 4 KiB of a non-2xx body).
 //
@@ -248,9 +259,13 @@ func (e *HTTPError) Error() string {
 // Output tokens come from the server's usage count when it sent one (the
 // largest, since counts are cumulative); otherwise, or when usage says 0
 // although content arrived, from the number of content events, and
-// TokenSource says which. On a failed stream the counts are those read before
-// the failure. When no 2xx body was read, the counts are 0 and TokenSource is
-// empty.
+// TokenSource says which. Reasoning tokens are among the output tokens:
+// ReasoningTokens is the server's count of them (usage
+// completion_tokens_details.reasoning_tokens, the largest sent; 0 when it
+// sent none), and ReasoningEvents the content events that carried reasoning
+// text only, whatever the server counted. On a failed stream the counts are
+// those read before the failure. When no 2xx body was read, the counts are 0
+// and TokenSource is empty.
 func (c *Client) Do(ctx context.Context, t *Target, r *Request, obs *observation.Request) {
 	if r.Timeout > 0 {
 		var cancel context.CancelFunc
@@ -331,6 +346,7 @@ func (c *Client) readStream(ctx context.Context, dec Decoder, r *Request, obs *o
 		text            []byte
 		usagePrompt     int
 		usageCompletion int
+		usageReasoning  int
 		haveUsage       bool
 	)
 	for {
@@ -364,6 +380,13 @@ func (c *Client) readStream(ctx context.Context, dec Decoder, r *Request, obs *o
 			}
 			obs.TokenTimes = append(obs.TokenTimes, at)
 			obs.ContentEvents++
+			// Set before the observer hears of the event: it reads them live.
+			obs.LastReasoning = len(ch.Content) == 0
+			if obs.LastReasoning {
+				obs.ReasoningEvents++
+			} else if obs.FirstAnswer.IsZero() {
+				obs.FirstAnswer = at
+			}
 			if r.Events != nil {
 				r.Events.Content(obs)
 			}
@@ -376,6 +399,7 @@ func (c *Client) readStream(ctx context.Context, dec Decoder, r *Request, obs *o
 			usagePrompt = max(usagePrompt, ch.PromptTokens)
 			usageCompletion = max(usageCompletion, ch.CompletionTokens)
 		}
+		usageReasoning = max(usageReasoning, ch.ReasoningTokens)
 		if ch.Done {
 			obs.End = at
 			obs.Outcome = observation.Success
@@ -383,6 +407,7 @@ func (c *Client) readStream(ctx context.Context, dec Decoder, r *Request, obs *o
 		}
 	}
 	obs.PromptTokens = usagePrompt
+	obs.ReasoningTokens = usageReasoning
 	// A usage count of zero next to content events is not a count (Ollama
 	// sends zero usage on every completions chunk before the real one).
 	if haveUsage && (usageCompletion > 0 || obs.ContentEvents == 0) {

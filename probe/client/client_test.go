@@ -11,6 +11,7 @@ import (
 	"net/http/httptest"
 	"os"
 	"reflect"
+	"slices"
 	"strings"
 	"sync"
 	"sync/atomic"
@@ -108,9 +109,13 @@ type expect struct {
 	output  int
 	source  observation.TokenSource
 	text    string
-	errIs   error  // errors.Is(obs.Err, errIs) must hold
-	errHas  string // obs.Err must contain it
-	noErr   bool
+	// reasoning are the ticks, among tokens, of the events that carried
+	// reasoning text only; the others are answer events.
+	reasoning       []int
+	reasoningTokens int
+	errIs           error  // errors.Is(obs.Err, errIs) must hold
+	errHas          string // obs.Err must contain it
+	noErr           bool
 }
 
 func (e expect) observation(scheduled time.Time) observation.Request {
@@ -133,7 +138,15 @@ func (e expect) observation(scheduled time.Time) observation.Request {
 	}
 	for _, n := range e.tokens {
 		o.TokenTimes = append(o.TokenTimes, tick(n))
+		isReasoning := slices.Contains(e.reasoning, n)
+		o.LastReasoning = isReasoning
+		if isReasoning {
+			o.ReasoningEvents++
+		} else if o.FirstAnswer.IsZero() {
+			o.FirstAnswer = tick(n)
+		}
 	}
+	o.ReasoningTokens = e.reasoningTokens
 	return o
 }
 
@@ -174,8 +187,9 @@ func describe(o observation.Request) string {
 	for _, t := range o.TokenTimes {
 		toks = append(toks, ms(t))
 	}
-	return fmt.Sprintf("{outcome=%s status=%d sent=%s first=%s tokens=%v end=%s prompt=%d output=%d source=%q events=%d text=%q drop=%q}",
-		o.Outcome, o.HTTPStatus, ms(o.Sent), ms(o.FirstToken), toks, ms(o.End), o.PromptTokens, o.OutputTokens, o.TokenSource, o.ContentEvents, o.Text, o.DropReason)
+	return fmt.Sprintf("{outcome=%s status=%d sent=%s first=%s answer=%s tokens=%v end=%s prompt=%d output=%d reasoning=%d/%d events last_reasoning=%v source=%q events=%d text=%q drop=%q}",
+		o.Outcome, o.HTTPStatus, ms(o.Sent), ms(o.FirstToken), ms(o.FirstAnswer), toks, ms(o.End), o.PromptTokens, o.OutputTokens,
+		o.ReasoningTokens, o.ReasoningEvents, o.LastReasoning, o.TokenSource, o.ContentEvents, o.Text, o.DropReason)
 }
 
 func TestDo(t *testing.T) {
@@ -232,15 +246,32 @@ func TestDo(t *testing.T) {
 			handler: streamHandler(roleChunk, chatDelta(`{"reasoning_content":"think"}`), chatDelta(`{"reasoning_content":"ing"}`),
 				chatContent("answer"), usageChunk(3, 3), done),
 			req: Request{Prompt: "hi", KeepText: true},
-			want: expect{outcome: observation.Success, status: 200, first: 3, tokens: []int{3, 4, 5}, end: 7,
+			want: expect{outcome: observation.Success, status: 200, first: 3, tokens: []int{3, 4, 5}, reasoning: []int{3, 4}, end: 7,
 				prompt: 3, output: 3, source: observation.TokensFromUsage, text: "answer", noErr: true},
 		},
 		{
 			name:    "reasoning field (vLLM >= 0.10) counts too",
 			handler: streamHandler(chatDelta(`{"role":"assistant","content":null,"reasoning":"hmm"}`), chatContent("ok"), done),
 			req:     Request{Prompt: "hi", KeepText: true},
-			want: expect{outcome: observation.Success, status: 200, first: 2, tokens: []int{2, 3}, end: 4,
+			want: expect{outcome: observation.Success, status: 200, first: 2, tokens: []int{2, 3}, reasoning: []int{2}, end: 4,
 				output: 2, source: observation.TokensFromEvents, text: "ok", noErr: true},
+		},
+		{
+			name: "usage reasoning_tokens; a delta with both texts is an answer event",
+			handler: streamHandler(roleChunk, chatDelta(`{"reasoning":"a"}`), chatDelta(`{"reasoning":"b","content":"c"}`),
+				chatDelta(`{"reasoning":"d"}`), finishChunk,
+				data(`{"choices":[],"usage":{"prompt_tokens":2,"completion_tokens":5,"completion_tokens_details":{"reasoning_tokens":3}}}`), done),
+			req: Request{Prompt: "hi", KeepText: true},
+			// frames: role 2, a 3, b+c 4, d 5, finish 6, usage 7, done 8
+			want: expect{outcome: observation.Success, status: 200, first: 3, tokens: []int{3, 4, 5}, reasoning: []int{3, 5}, end: 8,
+				prompt: 2, output: 5, reasoningTokens: 3, source: observation.TokensFromUsage, text: "c", noErr: true},
+		},
+		{
+			name:    "reasoning only: no first answer",
+			handler: streamHandler(chatDelta(`{"reasoning_content":"a"}`), chatDelta(`{"reasoning_content":"b"}`), usageChunk(1, 2), done),
+			req:     Request{Prompt: "hi", MaxTokens: 2},
+			want: expect{outcome: observation.Success, status: 200, first: 2, tokens: []int{2, 3}, reasoning: []int{2, 3}, end: 5,
+				prompt: 1, output: 2, source: observation.TokensFromUsage, noErr: true},
 		},
 		{
 			name: "null, empty and missing content do not count",

@@ -60,6 +60,11 @@ type Chunk struct {
 	HasUsage         bool
 	PromptTokens     int
 	CompletionTokens int
+	// ReasoningTokens is the server's cumulative count of reasoning tokens
+	// among CompletionTokens (OpenAI usage
+	// completion_tokens_details.reasoning_tokens); 0 when the frame has
+	// none. It is read whether or not HasUsage is set.
+	ReasoningTokens int
 	// Done says the frame is the protocol's end marker (for OpenAI SSE,
 	// "data: [DONE]"; for a non-streamed JSON body, the body itself).
 	Done bool

@@ -186,7 +186,7 @@ func TestNativeFlavors(t *testing.T) {
 			body: `{"message":{"role":"assistant","content":"","thinking":"hmm"},"done":false}` + "\n" +
 				`{"message":{"role":"assistant","content":"ok"},"done":false}` + "\n" +
 				`{"message":{"role":"assistant","content":""},"done":true,"done_reason":"stop","prompt_eval_count":3,"eval_count":4}` + "\n",
-			want: expect{outcome: observation.Success, status: 200, first: 2, tokens: []int{2, 3}, end: 4,
+			want: expect{outcome: observation.Success, status: 200, first: 2, tokens: []int{2, 3}, reasoning: []int{2}, end: 4,
 				prompt: 3, output: 4, source: observation.TokensFromUsage, text: "ok", noErr: true},
 		},
 		{

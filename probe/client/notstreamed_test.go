@@ -113,14 +113,14 @@ func TestOllamaContentEvents(t *testing.T) {
 			body: `{"model":"m","response":"","thinking":"hm","done":false}` + "\n" +
 				`{"model":"m","response":"ok","done":false}` + "\n" +
 				`{"model":"m","response":"","done":true,"prompt_eval_count":1,"eval_count":2}` + "\n",
-			want: expect{first: 2, tokens: []int{2, 3}, end: 4, prompt: 1, output: 2, text: "ok"},
+			want: expect{first: 2, tokens: []int{2, 3}, reasoning: []int{2}, end: 4, prompt: 1, output: 2, text: "ok"},
 		},
 		{
 			name: "chat: message.thinking, then message.content", flavor: OllamaChat,
 			body: `{"model":"m","message":{"role":"assistant","content":"","thinking":"hm"},"done":false}` + "\n" +
 				`{"model":"m","message":{"role":"assistant","content":"ok"},"done":false}` + "\n" +
 				`{"model":"m","message":{"role":"assistant","content":""},"done":true,"prompt_eval_count":1,"eval_count":2}` + "\n",
-			want: expect{first: 2, tokens: []int{2, 3}, end: 4, prompt: 1, output: 2, text: "ok"},
+			want: expect{first: 2, tokens: []int{2, 3}, reasoning: []int{2}, end: 4, prompt: 1, output: 2, text: "ok"},
 		},
 		{
 			// Before, a message object hid the top-level fields.
@@ -128,13 +128,22 @@ func TestOllamaContentEvents(t *testing.T) {
 			body: `{"model":"m","message":{"role":"assistant","content":""},"thinking":"hm","done":false}` + "\n" +
 				`{"model":"m","message":{"role":"assistant","content":"ok"},"done":false}` + "\n" +
 				`{"model":"m","message":{"role":"assistant","content":""},"done":true,"prompt_eval_count":1,"eval_count":2}` + "\n",
-			want: expect{first: 2, tokens: []int{2, 3}, end: 4, prompt: 1, output: 2, text: "ok"},
+			want: expect{first: 2, tokens: []int{2, 3}, reasoning: []int{2}, end: 4, prompt: 1, output: 2, text: "ok"},
 		},
 		{
 			name: "generate: a response beside a message is kept", flavor: OllamaGenerate,
 			body: `{"model":"m","response":"o","message":{"content":"k"},"done":false}` + "\n" +
 				`{"model":"m","response":"","done":true,"prompt_eval_count":1,"eval_count":1}` + "\n",
 			want: expect{first: 2, tokens: []int{2}, end: 3, prompt: 1, output: 1, text: "ok"},
+		},
+		{
+			// A line with both thinking and answer text is an answer event.
+			name: "chat: thinking and content on one line", flavor: OllamaChat,
+			body: `{"model":"m","message":{"role":"assistant","content":"","thinking":"hm"},"done":false}` + "\n" +
+				`{"model":"m","message":{"role":"assistant","content":"o","thinking":"m"},"done":false}` + "\n" +
+				`{"model":"m","thinking":"h","response":"k","done":false}` + "\n" +
+				`{"model":"m","message":{"role":"assistant","content":""},"done":true,"prompt_eval_count":1,"eval_count":3}` + "\n",
+			want: expect{first: 2, tokens: []int{2, 3, 4}, reasoning: []int{2}, end: 5, prompt: 1, output: 3, text: "ok"},
 		},
 		{
 			name: "empty and absent texts are not content events", flavor: OllamaChat,

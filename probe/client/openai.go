@@ -31,12 +31,25 @@ func (f openAIFlavor) Name() string { return f.name }
 func (f openAIFlavor) Chat() bool { return f.chat }
 
 func (f openAIFlavor) NewRequest(ctx context.Context, t *Target, r *Request) (*http.Request, error) {
+	body := r.prepared
+	if body == nil {
+		var err error
+		if body, err = f.body(t, r); err != nil {
+			return nil, err
+		}
+	}
+	return newJSONRequest(ctx, t, endpoint(t.BaseURL, f.path), bytes.NewBuffer(body))
+}
+
+// body encodes r's JSON body: the recorded one, made to stream, or one built
+// from its fields.
+func (f openAIFlavor) body(t *Target, r *Request) ([]byte, error) {
 	if r.RawBody != nil {
 		raw, err := streamingBody(r.RawBody, t.Model)
 		if err != nil {
 			return nil, fmt.Errorf("%s raw request body: %w", f.name, err)
 		}
-		return newJSONRequest(ctx, t, endpoint(t.BaseURL, f.path), bytes.NewBuffer(raw))
+		return raw, nil
 	}
 	body := make(map[string]any, 10+len(r.Extra))
 	if t.Model != "" {
@@ -80,7 +93,7 @@ func (f openAIFlavor) NewRequest(ctx context.Context, t *Target, r *Request) (*h
 	if err := enc.Encode(body); err != nil {
 		return nil, fmt.Errorf("encoding %s request body: %w", f.name, err)
 	}
-	return newJSONRequest(ctx, t, endpoint(t.BaseURL, f.path), &buf)
+	return buf.Bytes(), nil
 }
 
 // endpoint joins the base URL and an API path under /v1. BaseURL may be the

@@ -24,11 +24,16 @@ import (
 //   - A non-null "error", or "object": "error", is an error the server
 //     reported.
 //   - The fields read are choices[].delta|message.content|reasoning_content|
-//     reasoning, choices[].text, and usage.prompt_tokens|completion_tokens.
-//     Each may be absent or null. Present with the wrong type (choices not an
-//     array, a choice, delta, message or usage not an object, a text not a
-//     string, a count not an integer in [0, 1e9]) the chunk cannot be read
-//     and is a protocol error, rather than a token silently lost.
+//     reasoning, choices[].text, usage.prompt_tokens|completion_tokens, and
+//     usage.completion_tokens_details.reasoning_tokens. Each may be absent
+//     or null. Present with the wrong type (choices not an array, a choice,
+//     delta, message, usage or completion_tokens_details not an object, a
+//     text not a string, a count not an integer in [0, 1e9]) the chunk
+//     cannot be read and is a protocol error, rather than a token silently
+//     lost.
+//   - The reasoning-token count is read apart from the usage flag: a usage
+//     object whose only count is completion_tokens_details.reasoning_tokens
+//     carries that count but no usage (Chunk.HasUsage stays false).
 
 // maxJSONDepth is encoding/json's nesting limit.
 const maxJSONDepth = 10000
@@ -96,6 +101,8 @@ type openAIChunk struct {
 	text               textSlot
 	usageState         uint8
 	prompt, completion countSlot
+	detailsState       uint8     // usage.completion_tokens_details
+	reasoningTokens    countSlot // ...its reasoning_tokens
 	errorPresent       bool
 	errorRaw           []byte
 	objectError        bool
@@ -113,13 +120,17 @@ func (c *openAIChunk) decode(data []byte, out *Chunk) error {
 		return &ProtocolError{Msg: "error in stream: " + excerpt(c.errorRaw)}
 	case c.objectError:
 		return &ProtocolError{Msg: "error in stream: " + excerpt(c.messageRaw)}
-	case c.choicesBad || c.usageState == slotBad || c.prompt.state == slotBad || c.completion.state == slotBad:
+	case c.choicesBad || c.usageState == slotBad || c.prompt.state == slotBad || c.completion.state == slotBad ||
+		c.detailsState == slotBad || c.reasoningTokens.state == slotBad:
 		return &ProtocolError{Msg: "unreadable event " + excerpt(data), Err: errWrongType}
 	}
 	out.Content, out.Reasoning = c.content, c.reasoning
 	if c.usageState == slotValue && (c.prompt.state == slotValue || c.completion.state == slotValue) {
 		out.HasUsage = true
 		out.PromptTokens, out.CompletionTokens = c.prompt.v, c.completion.v
+	}
+	if c.usageState == slotValue && c.detailsState == slotValue && c.reasoningTokens.state == slotValue {
+		out.ReasoningTokens = c.reasoningTokens.v
 	}
 	return nil
 }
@@ -131,6 +142,7 @@ func (c *openAIChunk) scan(data []byte) error {
 	c.content, c.reasoning = c.content[:0], c.reasoning[:0]
 	c.usageState = slotAbsent
 	c.prompt, c.completion = countSlot{}, countSlot{}
+	c.detailsState, c.reasoningTokens = slotAbsent, countSlot{}
 	c.errorPresent, c.errorRaw = false, nil
 	c.objectError, c.messageRaw = false, nil
 
@@ -348,12 +360,27 @@ func (c *openAIChunk) scanText(t *textSlot, depth int) error {
 // scanUsage reads the value of "usage", at depth for its object.
 func (c *openAIChunk) scanUsage(depth int) error {
 	c.prompt, c.completion = countSlot{}, countSlot{}
+	c.detailsState, c.reasoningTokens = slotAbsent, countSlot{}
 	return c.scanObject(&c.usageState, depth, func(key []byte) error {
 		switch string(key) {
 		case "prompt_tokens":
 			return c.scanCount(&c.prompt, depth)
 		case "completion_tokens":
 			return c.scanCount(&c.completion, depth)
+		case "completion_tokens_details":
+			return c.scanDetails(depth + 1)
+		}
+		return c.skipValue(depth)
+	})
+}
+
+// scanDetails reads the value of usage.completion_tokens_details, at depth
+// for its object.
+func (c *openAIChunk) scanDetails(depth int) error {
+	c.reasoningTokens = countSlot{}
+	return c.scanObject(&c.detailsState, depth, func(key []byte) error {
+		if string(key) == "reasoning_tokens" {
+			return c.scanCount(&c.reasoningTokens, depth)
 		}
 		return c.skipValue(depth)
 	})

@@ -16,6 +16,7 @@ type decoded struct {
 	Content, Reasoning string
 	HasUsage           bool
 	Prompt, Completion int
+	ReasoningTokens    int
 }
 
 // oracle reads a chunk the slow, obvious way: encoding/json into `any`, then
@@ -112,6 +113,15 @@ func oracle(data []byte) decoded {
 			return bad
 		}
 		out.HasUsage = p || c
+		switch d := u["completion_tokens_details"].(type) {
+		case nil:
+		case map[string]any:
+			if _, ok := count(d, "reasoning_tokens", &out.ReasoningTokens); !ok {
+				return bad
+			}
+		default:
+			return bad
+		}
 	default:
 		return bad
 	}
@@ -130,6 +140,7 @@ func scanChunk(c *openAIChunk, data []byte) decoded {
 	return decoded{
 		Content: string(ch.Content), Reasoning: string(ch.Reasoning),
 		HasUsage: ch.HasUsage, Prompt: ch.PromptTokens, Completion: ch.CompletionTokens,
+		ReasoningTokens: ch.ReasoningTokens,
 	}
 }
 
@@ -154,6 +165,19 @@ var chunkSeeds = []string{
 	`{"usage":{"completion_tokens":1000000001}}`,
 	`{"usage":{"completion_tokens":"8"}}`,
 	`{"usage":7}`,
+	`{"choices":[],"usage":{"prompt_tokens":6,"completion_tokens":50,"completion_tokens_details":{"reasoning_tokens":30,"audio_tokens":0}}}`,
+	`{"usage":{"completion_tokens_details":{"reasoning_tokens":3}}}`,
+	`{"usage":{"completion_tokens":4,"completion_tokens_details":null}}`,
+	`{"usage":{"completion_tokens":4,"completion_tokens_details":{"reasoning_tokens":null}}}`,
+	`{"usage":{"completion_tokens":4,"completion_tokens_details":{}}}`,
+	`{"usage":{"completion_tokens":4,"completion_tokens_details":[1]}}`,
+	`{"usage":{"completion_tokens":4,"completion_tokens_details":{"reasoning_tokens":"2"}}}`,
+	`{"usage":{"completion_tokens":4,"completion_tokens_details":{"reasoning_tokens":-1}}}`,
+	`{"usage":{"completion_tokens_details":{"reasoning_tokens":2},"completion_tokens_details":null}}`,
+	`{"usage":{"completion_tokens_details":7,"completion_tokens_details":{"reasoning_tokens":1,"reasoning_tokens":2.0}}}`,
+	`{"usage":{"completion_tokens_details":{"reasoning_tokens":2}},"usage":null}`,
+	`{"usage":null,"completion_tokens_details":{"reasoning_tokens":2}}`,
+	`{"usage":{"completion_tokens_details":{"x":{"reasoning_tokens":2},"reasoning_tokens":1e0}}}`,
 	"{\"choices\":[{\"delta\":{\"content\":\"\xff\xfeok\\u0041\xc3\"}}]}", // invalid UTF-8 bytes
 	"{\"a\":\"\x01\"}", "{\"a\":\"\x7f\"}",
 	`{"choices":[{"delta":{"content":"\ud800\ud800\udc00"}}]}`,
@@ -175,11 +199,12 @@ func TestDecodeChunkMatchesOracle(t *testing.T) {
 	}
 }
 
-// TestDecodeChunkRecorded decodes every event of the recorded streams both
-// ways.
+// TestDecodeChunkRecorded decodes every event of the recorded streams, and
+// of the hand-written reasoning streams, both ways.
 func TestDecodeChunkRecorded(t *testing.T) {
 	var c openAIChunk
-	for _, f := range []string{"ollama_v1_chat_completions_stream.sse", "ollama_v1_completions_stream.sse", "stream_openai_chat_llamacpp.sse"} {
+	for _, f := range []string{"ollama_v1_chat_completions_stream.sse", "ollama_v1_completions_stream.sse", "stream_openai_chat_llamacpp.sse",
+		"handwritten_vllm_chat_reasoning_stream.sse", "handwritten_deepseek_chat_reasoning_content_stream.sse"} {
 		b, err := os.ReadFile("testdata/" + f)
 		if err != nil {
 			t.Fatal(err)
@@ -229,6 +254,20 @@ func BenchmarkDecodeChunk(b *testing.B) {
 		for b.Loop() {
 			ch.Reset()
 			if err := c.decode(data, &ch); err != nil || len(ch.Content) == 0 {
+				b.Fatal(err)
+			}
+		}
+	})
+	// A final usage chunk of a reasoning model: the nested count is read
+	// without allocating either.
+	usage := []byte(`{"id":"chatcmpl-8f0b1c2d3e4f","object":"chat.completion.chunk","created":1732000000,"model":"Qwen/Qwen3-8B","choices":[],"usage":{"prompt_tokens":64,"total_tokens":114,"completion_tokens":50,"completion_tokens_details":{"reasoning_tokens":30}}}`)
+	b.Run("scanner-usage", func(b *testing.B) {
+		var c openAIChunk
+		var ch Chunk
+		b.ReportAllocs()
+		for b.Loop() {
+			ch.Reset()
+			if err := c.decode(usage, &ch); err != nil || ch.ReasoningTokens != 30 {
 				b.Fatal(err)
 			}
 		}

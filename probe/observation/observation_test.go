@@ -67,3 +67,24 @@ func TestTPOTStreamed(t *testing.T) {
 		t.Errorf("uncounted record: TPOT = %v %v, want 100ms", d, ok)
 	}
 }
+
+// TestTTFA: the time to the first answer token runs from the scheduled
+// instant, as TTFT does; a request that only reasoned has none.
+func TestTTFA(t *testing.T) {
+	r := Request{Scheduled: ms(0), FirstToken: ms(100), FirstAnswer: ms(700), TokenTimes: []time.Time{ms(100), ms(700)},
+		End: ms(700), ReasoningEvents: 1, ContentEvents: 2}
+	if d, ok := r.TTFA(); !ok || d != 700*time.Millisecond {
+		t.Errorf("TTFA = %v %v, want 700ms", d, ok)
+	}
+	if d, _ := r.TTFT(); d != 100*time.Millisecond {
+		t.Errorf("TTFT = %v, want the first reasoning token's 100ms", d)
+	}
+	r.FirstAnswer = time.Time{}
+	if d, ok := r.TTFA(); ok {
+		t.Errorf("no answer: TTFA = %v", d)
+	}
+	r.FirstAnswer, r.Scheduled = ms(700), time.Time{}
+	if _, ok := r.TTFA(); ok {
+		t.Error("no scheduled instant: TTFA defined")
+	}
+}

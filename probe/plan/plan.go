@@ -9,6 +9,7 @@
 package plan
 
 import (
+	"context"
 	"regexp"
 	"time"
 
@@ -49,6 +50,12 @@ func Open(c config.Arrival, seed int64, degradedLag time.Duration) (OpenLoop, er
 // degradedLag loses nothing; a later one has its overdue arrivals refused.
 func Ceiling(maxRate float64, degradedLag time.Duration) interface{ Allow() bool } {
 	return arrival.NewWireCeiling(maxRate, degradedLag)
+}
+
+// ReplayCeiling is Ceiling with room for burst sends at one instant (a
+// replay's rows that share an instant in its trace: replay.Source.Burst).
+func ReplayCeiling(maxRate float64, degradedLag time.Duration, burst int) interface{ Allow() bool } {
+	return arrival.NewWireCeilingBurst(maxRate, degradedLag, burst)
 }
 
 // Template turns prompts into the requests the client sends.
@@ -119,4 +126,29 @@ func Judge(pattern *regexp.Regexp, expect string, o *observation.Request) string
 		return Pass
 	}
 	return Fail
+}
+
+// Tokenizer finds target t's tokenizer endpoint, the one prompt calibration
+// counts against (its flavor says whether prompts go through a chat
+// template): nil and no error when the server has none;
+// prompt.ErrTokenizerUnreachable when it did not answer at all.
+func Tokenizer(ctx context.Context, t *config.Target) (*prompt.ServerTokenizer, error) {
+	flavor, err := client.ParseFlavor(string(t.Flavor))
+	if err != nil {
+		return nil, err
+	}
+	return prompt.DetectTokenizer(ctx, prompt.Endpoint{BaseURL: t.URL, Model: t.Model,
+		BearerToken: string(t.BearerToken), Headers: t.Headers, Chat: flavor.Chat()})
+}
+
+// Prompts is the seeded generator of prompts of exact lengths drawn from in
+// and out, calibrated against tok (nil: estimates, N words for N tokens).
+// ctx bounds its tokenizer calls for as long as it is used.
+func Prompts(ctx context.Context, tok *prompt.ServerTokenizer, in, out config.Distribution, seed int64) (*prompt.Calibrated, error) {
+	var counter prompt.Counter
+	kind := prompt.TokenizerEstimate
+	if tok != nil {
+		counter, kind = tok, tok.Kind()
+	}
+	return prompt.NewCalibrated(ctx, in, out, seed, counter, kind)
 }

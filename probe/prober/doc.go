@@ -30,16 +30,20 @@
 // failure, 0 for the others; reasons in Reasons), probe_http_status_code,
 // probe_requests{outcome} (every outcome of package observation, summing to
 // the module's request count), probe_goodput_requests (succeeded and met the
-// SLO) and probe_output_tokens. When the values exist:
+// SLO), probe_output_tokens and probe_reasoning_tokens. When the values
+// exist:
 //
 //   - summaries over the probe's requests, with exact nearest-rank
 //     quantiles 0.5, 0.9, 0.99 and 1 (the maximum), _sum and _count:
-//     probe_time_to_first_token_seconds, probe_time_per_output_token_seconds,
-//     probe_e2e_latency_seconds, probe_inter_token_latency_seconds. A p99
-//     alert reads probe_time_to_first_token_seconds{quantile="0.99"}; with
-//     fewer than 100 requests that is the maximum.
+//     probe_time_to_first_token_seconds,
+//     probe_time_to_first_answer_token_seconds,
+//     probe_time_per_output_token_seconds, probe_e2e_latency_seconds,
+//     probe_inter_token_latency_seconds. A p99 alert reads
+//     probe_time_to_first_token_seconds{quantile="0.99"}; with fewer than
+//     100 requests that is the maximum.
 //   - per request (request="0".."n-1", n <= 100): probe_request_success,
 //     probe_request_time_to_first_token_seconds,
+//     probe_request_time_to_first_answer_token_seconds,
 //     probe_request_time_per_output_token_seconds,
 //     probe_request_e2e_latency_seconds, probe_request_output_tokens.
 //   - probe_output_tokens_per_second: output tokens of the successful
@@ -49,7 +53,17 @@
 //     probe_known_answer_check_success{check="0".."k-1"}.
 //
 // As in the continuous probe, TTFT counts every request that got a token,
-// and TPOT, E2E and tokens count successful requests only. Latencies start
+// and TPOT, E2E and tokens count successful requests only.
+//
+// Reasoning models: TTFT is the first token of any kind, reasoning
+// included; the time to first answer token is the first content that is
+// not reasoning only (reasoning_content, reasoning, Ollama thinking), and
+// counts every request that got one. For a model that does not reason the
+// two are equal. probe_reasoning_tokens sums, over the successful
+// requests, the server's count of reasoning tokens (usage
+// completion_tokens_details.reasoning_tokens) or, for a request whose
+// server sent none, its reasoning-only content events. Reasoning tokens
+// are output tokens: probe_output_tokens includes them. Latencies start
 // when the per-target rate ceiling let the request go, and a probe's first
 // request includes connecting (DNS, TCP, TLS): each probe has its own
 // connections, which die with it. Each probe draws new prompts (the

@@ -104,15 +104,18 @@ var (
 	descRequests = prometheus.NewDesc("probe_requests", "The module's requests in this probe, by outcome (dropped: never sent); they sum to the module's request count.", []string{"outcome"}, nil)
 	descGood     = prometheus.NewDesc("probe_goodput_requests", "The module's requests that succeeded and met every SLO threshold of the module.", nil, nil)
 	descTokens   = prometheus.NewDesc("probe_output_tokens", "Output tokens of the successful requests (the server's usage count, else content events).", nil, nil)
+	descReason   = prometheus.NewDesc("probe_reasoning_tokens", "Reasoning tokens of the successful requests: the server's usage count (reasoning_tokens), else content events of reasoning only.", nil, nil)
 	descTPS      = prometheus.NewDesc("probe_output_tokens_per_second", "Output tokens of the successful requests divided by the time from the first of them sent to the last of them finished: the probe's output throughput.", nil, nil)
 
 	descTTFT = prometheus.NewDesc("probe_time_to_first_token_seconds", "Time to first token over the probe's requests that got one (exact nearest-rank quantiles; quantile 1 is the maximum).", nil, nil)
+	descTTFA = prometheus.NewDesc("probe_time_to_first_answer_token_seconds", "Time to the first answer token, after any reasoning, over the probe's requests that got one (exact quantiles; 1 is the maximum).", nil, nil)
 	descTPOT = prometheus.NewDesc("probe_time_per_output_token_seconds", "Time per output token after the first, over the probe's successful streamed requests (exact quantiles; 1 is the maximum).", nil, nil)
 	descE2E  = prometheus.NewDesc("probe_e2e_latency_seconds", "End-to-end latency, from the send instant to the last byte, over the successful requests (exact nearest-rank quantiles; quantile 1 is the maximum).", nil, nil)
 	descITL  = prometheus.NewDesc("probe_inter_token_latency_seconds", "Gaps between consecutive content events, over every request (exact nearest-rank quantiles; quantile 1 is the maximum).", nil, nil)
 
 	descReqSuccess = prometheus.NewDesc("probe_request_success", "1 if this request of the probe succeeded, else 0.", []string{"request"}, nil)
 	descReqTTFT    = prometheus.NewDesc("probe_request_time_to_first_token_seconds", "This request's time to first token, from its send instant; absent when no token came.", []string{"request"}, nil)
+	descReqTTFA    = prometheus.NewDesc("probe_request_time_to_first_answer_token_seconds", "This request's time to its first answer token, after any reasoning, from its send instant; absent when no answer came.", []string{"request"}, nil)
 	descReqTPOT    = prometheus.NewDesc("probe_request_time_per_output_token_seconds", "This request's time per output token after the first; present for successful requests with 2 or more output tokens.", []string{"request"}, nil)
 	descReqE2E     = prometheus.NewDesc("probe_request_e2e_latency_seconds", "This request's end-to-end latency, from its send instant to its last byte; present for successful requests.", []string{"request"}, nil)
 	descReqTokens  = prometheus.NewDesc("probe_request_output_tokens", "This request's output tokens; present for successful requests.", []string{"request"}, nil)
@@ -142,7 +145,8 @@ func (c resultCollector) Collect(ch chan<- prometheus.Metric) {
 
 	counts := map[observation.Outcome]int{}
 	good := 0
-	var ttft, tpot, e2e, itl []float64
+	var ttft, ttfa, tpot, e2e, itl []float64
+	reasoning := 0
 	for i := range res.requests {
 		o := &res.requests[i]
 		counts[o.Outcome]++
@@ -151,6 +155,10 @@ func (c resultCollector) Collect(ch chan<- prometheus.Metric) {
 		if d, ok := o.TTFT(); ok {
 			ttft = append(ttft, d.Seconds())
 			gauge(descReqTTFT, d.Seconds(), idx)
+		}
+		if d, ok := o.TTFA(); ok {
+			ttfa = append(ttfa, d.Seconds())
+			gauge(descReqTTFA, d.Seconds(), idx)
 		}
 		o.ITLs(func(d time.Duration) { itl = append(itl, d.Seconds()) })
 		if o.Outcome != observation.Success {
@@ -167,6 +175,7 @@ func (c resultCollector) Collect(ch chan<- prometheus.Metric) {
 			gauge(descReqTPOT, d.Seconds(), idx)
 		}
 		gauge(descReqTokens, float64(o.OutputTokens), idx)
+		reasoning += reasoningTokens(o)
 		if slo.Met(o, res.slo) {
 			good++
 		}
@@ -177,10 +186,12 @@ func (c resultCollector) Collect(ch chan<- prometheus.Metric) {
 	gauge(descGood, float64(good))
 	tokens, tps, ok := res.throughput()
 	gauge(descTokens, float64(tokens))
+	gauge(descReason, float64(reasoning))
 	if ok {
 		gauge(descTPS, tps)
 	}
 	summary(ch, descTTFT, ttft)
+	summary(ch, descTTFA, ttfa)
 	summary(ch, descTPOT, tpot)
 	summary(ch, descE2E, e2e)
 	summary(ch, descITL, itl)
@@ -193,6 +204,16 @@ func (c resultCollector) Collect(ch chan<- prometheus.Metric) {
 		}
 		gauge(descKA, b2f(all))
 	}
+}
+
+// reasoningTokens is a request's reasoning tokens: the server's count when
+// it sent one, else the content events that carried reasoning only (one
+// event may carry more than one token).
+func reasoningTokens(o *observation.Request) int {
+	if o.ReasoningTokens > 0 {
+		return o.ReasoningTokens
+	}
+	return o.ReasoningEvents
 }
 
 // summary sends a summary of xs with exact quantiles; nothing when xs is

@@ -167,6 +167,14 @@ func (h *Handler) send(ctx context.Context, tc *targetCeiling, cl *client.Client
 	if d, ok := o.TTFT(); ok {
 		attrs = append(attrs, "ttft_seconds", d.Seconds())
 	}
+	if o.ReasoningEvents > 0 {
+		// A model that reasoned: when its answer began, and how much it
+		// reasoned (the server's count, when it sent one).
+		if d, ok := o.TTFA(); ok {
+			attrs = append(attrs, "ttfa_seconds", d.Seconds())
+		}
+		attrs = append(attrs, "reasoning_events", o.ReasoningEvents, "reasoning_tokens", o.ReasoningTokens)
+	}
 	if d, ok := o.TPOT(); ok {
 		attrs = append(attrs, "tpot_seconds", d.Seconds())
 	}

@@ -32,6 +32,10 @@ import (
 
 // TestMain fails the package if a test leaves a goroutine behind.
 func TestMain(m *testing.M) {
+	if os.Getenv(childServerEnv) != "" {
+		serveChild() // the test binary as a server in a process of its own
+		return
+	}
 	goleak.VerifyTestMain(m)
 }
 

@@ -118,8 +118,15 @@ type Source struct {
 	pos     int   // next index into sel
 	last    time.Duration
 	emitted bool
-	done    bool
-	cur     arrivalInfo
+	// lastIdeal is the trace instant of the arrival emitted last;
+	// defaultCeiling says MaxRate was left to its default, whose spacing
+	// does not apply between rows the trace itself puts on one instant
+	// (maxGroup rows at most: the wire ceiling's burst).
+	lastIdeal      time.Duration
+	defaultCeiling bool
+	maxGroup       int
+	done           bool
+	cur            arrivalInfo
 	// pending holds the arrivals Request completed, by sequence number,
 	// until their request ends or is dropped (guarded by mu).
 	pending map[uint64]arrivalInfo
@@ -199,8 +206,18 @@ func NewSource(tr *Trace, opts Options) (*Source, error) {
 		}
 	}
 	s.maxRate = opts.MaxRate
+	s.maxGroup = 1
 	if s.maxRate == 0 {
 		s.maxRate = min(DefaultCeiling*s.peakRate(), config.MaxRateLimit)
+		s.defaultCeiling = true
+		for i, run := 1, 1; i < len(s.ideal); i++ {
+			if s.ideal[i] == s.ideal[i-1] {
+				run++
+			} else {
+				run = 1
+			}
+			s.maxGroup = max(s.maxGroup, run)
+		}
 	}
 	// Whole nanoseconds, rounded up: the ceiling is never exceeded, at the
 	// cost of at most 1 ns per gap. A ceiling of less than one request in
@@ -378,6 +395,12 @@ func (s *Source) Skipped() int { return s.skipped }
 // Errors returns the errors of the first skipped records.
 func (s *Source) Errors() []error { return s.errs }
 
+// Burst is how many requests the replay may send at one instant: the
+// largest group of rows sharing an instant in the trace when MaxRate was
+// left to its default, else 1. The wire ceiling's bucket must hold it, or it
+// would refuse the group it was built to let through.
+func (s *Source) Burst() int { return s.maxGroup }
+
 // MaxRate is the ceiling in force, in (0, config.MaxRateLimit], for
 // arrival.NewWireCeiling.
 func (s *Source) MaxRate() float64 { return s.maxRate }
@@ -421,11 +444,17 @@ func (sc *Schedule) Next() (time.Duration, bool) {
 			s.done = true // beyond 292 years
 			break
 		}
-		if s.emitted && at < s.last+s.minGap {
+		switch {
+		case s.emitted && s.defaultCeiling && ideal == s.lastIdeal:
+			// Rows the trace puts on one instant go out together, at the
+			// instant their group was emitted: the default ceiling spaces
+			// instants, not the rows of one.
+			at = s.last
+		case s.emitted && at < s.last+s.minGap:
 			at = s.last + s.minGap
 			s.clamped.Add(1)
 		}
-		s.last, s.emitted = at, true
+		s.last, s.lastIdeal, s.emitted = at, ideal, true
 		s.cur = arrivalInfo{rec: &s.recs[i], body: s.bodies[i], pass: s.pass, passSize: len(s.sel), ideal: ideal, emitted: at}
 		return at, true
 	}

@@ -62,13 +62,14 @@ func Build(ctx context.Context, c *config.Config, metrics *Metrics, opts Options
 			saturation interface{ P99() float64 } = opts.Saturation
 			replayed   *replayRecorder
 			prepare    func(context.Context) (Prompts, error)
+			burst      = 1 // sends at one instant the ceiling must allow
 		)
 		if w.Replay != nil {
 			src, rec, err := newReplay(ctx, w.Replay, t, opts, logger.With("workload", w.Name))
 			if err != nil {
 				return runners, clients, fmt.Errorf("workload %q: %w", w.Name, err)
 			}
-			sched, prompts, maxRate, replayed = src.Schedule(), src.Prompts(), src.MaxRate(), rec
+			sched, prompts, maxRate, replayed, burst = src.Schedule(), src.Prompts(), src.MaxRate(), rec, src.Burst()
 			saturation = maxP99{opts.Saturation, rec}
 		} else {
 			ol, err := plan.Open(w.Arrival, w.Prompt.Seed, opts.DegradedLag)
@@ -97,7 +98,7 @@ func Build(ctx context.Context, c *config.Config, metrics *Metrics, opts Options
 		// workload's in-flight cap.
 		cl := client.New(client.Options{MaxConnsPerHost: w.MaxInFlight})
 		clients = append(clients, cl)
-		ceiling := plan.Ceiling(maxRate, opts.DegradedLag)
+		ceiling := plan.ReplayCeiling(maxRate, opts.DegradedLag, burst)
 		runners = append(runners, &Runner{
 			Name:           w.Name,
 			Target:         target,

@@ -10,7 +10,7 @@ import (
 	"github.com/prometheus/client_golang/prometheus"
 
 	"github.com/infer-exporter/infer_exporter/internal/config"
-	"github.com/infer-exporter/infer_exporter/probe/client"
+	"github.com/infer-exporter/infer_exporter/probe/plan"
 	"github.com/infer-exporter/infer_exporter/probe/observation"
 	"github.com/infer-exporter/infer_exporter/probe/prompt"
 )
@@ -50,15 +50,9 @@ const calibrationTimeout = time.Minute
 // an error for the workload. ctx bounds the tokenizer calls of the whole
 // run.
 func (pm *PromptMetrics) Prompts(ctx context.Context, t *config.Target, w *config.Workload, logger *slog.Logger) (Prompts, error) {
-	flavor, err := client.ParseFlavor(string(t.Flavor))
-	if err != nil {
-		return nil, err
-	}
-	ep := prompt.Endpoint{BaseURL: t.URL, Model: t.Model, BearerToken: string(t.BearerToken), Headers: t.Headers,
-		Chat: flavor.Chat()}
 	startCtx, cancel := context.WithTimeout(ctx, calibrationTimeout)
 	defer cancel()
-	tok, err := prompt.DetectTokenizer(startCtx, ep)
+	tok, err := plan.Tokenizer(startCtx, t)
 	if errors.Is(err, prompt.ErrTokenizerUnreachable) {
 		// A sidecar often starts before its server has loaded its model.
 		// The workload runs on estimated lengths rather than not at all,
@@ -71,16 +65,13 @@ func (pm *PromptMetrics) Prompts(ctx context.Context, t *config.Target, w *confi
 	if err != nil {
 		return nil, fmt.Errorf("prompt calibration: %w", err)
 	}
-	var counter prompt.Counter
-	kind := prompt.TokenizerEstimate
 	if tok != nil {
-		counter, kind = tok, tok.Kind()
 		if err := fitsContext(w.Prompt, tok.MaxModelLen(), w.Name, logger); err != nil {
 			return nil, err
 		}
 	}
 	newGen := func(c context.Context) (*prompt.Calibrated, error) {
-		return prompt.NewCalibrated(c, w.Prompt.InputTokens, w.Prompt.OutputTokens, w.Prompt.Seed, counter, kind)
+		return plan.Prompts(c, tok, w.Prompt.InputTokens, w.Prompt.OutputTokens, w.Prompt.Seed)
 	}
 	hashGen, err := newGen(startCtx)
 	if err != nil {
@@ -106,9 +97,9 @@ func (pm *PromptMetrics) Prompts(ctx context.Context, t *config.Target, w *confi
 		}
 	}
 	pm.info.DeletePartialMatch(prometheus.Labels{"target": t.Name, "model": t.Model, "workload": w.Name})
-	pm.info.WithLabelValues(append(lv, kind, sum)...).Set(1)
+	pm.info.WithLabelValues(append(lv, gen.Kind(), sum)...).Set(1)
 	if logger != nil {
-		logger.Info("prompts calibrated", "workload", w.Name, "tokenizer", kind, "sha256", sum)
+		logger.Info("prompts calibrated", "workload", w.Name, "tokenizer", gen.Kind(), "sha256", sum)
 	}
 	return gen, nil
 }

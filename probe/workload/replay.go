@@ -17,7 +17,7 @@ import (
 	"github.com/infer-exporter/infer_exporter/internal/textcut"
 	"github.com/infer-exporter/infer_exporter/probe/client"
 	"github.com/infer-exporter/infer_exporter/probe/observation"
-	"github.com/infer-exporter/infer_exporter/probe/prompt"
+	"github.com/infer-exporter/infer_exporter/probe/plan"
 	"github.com/infer-exporter/infer_exporter/probe/replay"
 )
 
@@ -242,8 +242,7 @@ const contextTimeout = 5 * time.Second
 func contextLength(ctx context.Context, t *config.Target) (int, error) {
 	ctx, cancel := context.WithTimeout(ctx, contextTimeout)
 	defer cancel()
-	tok, err := prompt.DetectTokenizer(ctx, prompt.Endpoint{BaseURL: t.URL, Model: t.Model,
-		BearerToken: string(t.BearerToken), Headers: t.Headers})
+	tok, err := plan.Tokenizer(ctx, t)
 	if err != nil {
 		return 0, err
 	}

@@ -9,6 +9,7 @@ import (
 	"context"
 	"errors"
 	"log/slog"
+	"math"
 	"strconv"
 	"sync"
 	"sync/atomic"
@@ -171,7 +172,14 @@ func (r *Runner) Run(ctx context.Context) {
 		window = 30 * time.Second
 	}
 	lags := newLagWindow(window, 10)
+	_, lockstep := r.Prompts.(Requests)
 	start := time.Now()
+	if lockstep {
+		// A replay's first rows often share an instant, each with a long
+		// prompt: its clock starts replayLead from now, so that they are
+		// prepared before it and go out together on time.
+		start = start.Add(replayLead)
+	}
 	mon := r.Monitor
 	if mon == nil {
 		mon = noMonitor{}
@@ -210,28 +218,71 @@ func (r *Runner) Run(ctx context.Context) {
 
 	wait := newWaiter()
 	defer wait.close()
-	for {
-		off, ok := r.Schedule.Next()
-		clamped.Store(r.Schedule.Clamped())
-		if !ok || (r.Duration > 0 && off >= r.Duration) {
-			return
+	// Requests are built ahead of their instants by prepare, in a goroutine
+	// of their own, so that building a prompt never delays a send and
+	// arrivals due at the same instant go out together.
+	prepared := make(chan preparedRequest, r.lookahead(lockstep))
+	budget := newByteBudget(lookaheadBytes)
+	prepCtx, stopPrep := context.WithCancel(ctx)
+	prepDone := make(chan struct{})
+	go func() {
+		defer close(prepDone)
+		r.prepare(prepCtx, start, lockstep, prepared, budget, func() { clamped.Store(r.Schedule.Clamped()) })
+	}()
+	defer func() {
+		stopPrep()
+		budget.close()
+		<-prepDone
+	}()
+	next := func() (*client.Request, bool) {
+		select {
+		case p, ok := <-prepared:
+			if ok {
+				budget.give(requestBytes(p.req))
+			}
+			return p.req, ok
+		case <-ctx.Done():
+			return nil, false
 		}
-		at := start.Add(off)
-		// Draw the prompt before the scheduled instant, so its cost never
-		// becomes schedule lag. An arrival that carries a check draws none,
-		// so the synthetic prompts keep their order.
-		check := checks.arrive(at)
-		n := seq
-		seq++
-		var req *client.Request
-		if check >= 0 {
-			req = r.checkRequest(&r.Checks[check])
+	}
+	for {
+		var (
+			off time.Duration
+			req *client.Request
+			n   uint64
+		)
+		check := -1
+		if lockstep {
+			// A replay: the schedule advanced with its prompts in prepare.
+			select {
+			case p, ok := <-prepared:
+				if !ok {
+					return
+				}
+				budget.give(requestBytes(p.req))
+				off, req, n = p.off, p.req, p.seq
+			case <-ctx.Done():
+				return
+			}
+			seq = n + 1
 		} else {
-			req = r.request(r.Prompts.Next())
-			if rs, ok := r.Prompts.(Requests); ok {
-				rs.Request(n, req)
+			var ok bool
+			off, ok = r.Schedule.Next()
+			clamped.Store(r.Schedule.Clamped())
+			if !ok || (r.Duration > 0 && off >= r.Duration) {
+				return
+			}
+			n = seq
+			seq++
+			// An arrival that carries a check draws no prompt, so the
+			// synthetic prompts keep their order.
+			if check = checks.arrive(start.Add(off)); check >= 0 {
+				req = r.checkRequest(&r.Checks[check])
+			} else if req, ok = next(); !ok {
+				return
 			}
 		}
+		at := start.Add(off)
 		if !wait.waitUntil(ctx, at) {
 			return
 		}
@@ -289,6 +340,17 @@ func (r *Runner) Run(ctx context.Context) {
 			}
 		}()
 	}
+}
+
+// lookahead is how many requests prepare may hold ready. A replay's are
+// bounded in time by prepare itself; synthetic prompts, which may each cost
+// /tokenize calls, are drawn about lookaheadTime ahead at the workload's
+// rate ceiling, so the server sees no burst of calibration at the start.
+func (r *Runner) lookahead(lockstep bool) int {
+	if lockstep {
+		return lookaheadItems
+	}
+	return min(lookaheadItems, max(2, int(math.Ceil(r.MaxRate*lookaheadTime.Seconds()))))
 }
 
 func (r *Runner) request(p prompt.Prompt) *client.Request {
