@@ -219,6 +219,11 @@ func TestProbeFailureOutcomes(t *testing.T) {
 			if !strings.Contains(debug, "outcome="+string(tc.outcome)) {
 				t.Errorf("debug output lacks the outcome %s:\n%s", tc.outcome, debug)
 			}
+			// A failed request's line names the X-Request-Id it was sent
+			// with, so that it can be found in the server's logs.
+			if tc.outcome != observation.Dropped && !regexp.MustCompile(`request_id=probe-`+tc.module+`-\d+-0`).MatchString(debug) {
+				t.Errorf("debug output lacks the request's id:\n%s", debug)
+			}
 		})
 	}
 }

@@ -107,16 +107,26 @@ func (h *Handler) probe(ctx context.Context, p *probeRun) *result {
 	// Each probe draws new prompts, from the module's seed plus the probe's
 	// sequence number: repeating one prompt every scrape would have the
 	// server's prefix cache answer it, and TTFT would measure the cache.
-	seed := m.Prompt.Seed + h.probes.Add(1)
+	probeSeq := h.probes.Add(1)
+	seed := m.Prompt.Seed + probeSeq
 	gen := prompt.New(m.Prompt.InputTokens, m.Prompt.OutputTokens, seed)
 	// The probe's deadline bounds every request, so the template has no
 	// timeout of its own.
 	tmpl := plan.Template{Sampling: m.Sampling}
+	// Each request carries an X-Request-Id the server can log (vLLM takes it
+	// as its request id): probe-<module>-<probe number>-<request>.
+	id := func(kind string, i int) string {
+		return fmt.Sprintf("probe-%s-%d-%s%d", p.moduleName, probeSeq, kind, i)
+	}
 	for i := range res.requests {
-		jobs <- job{req: tmpl.Request(gen.Next()), obs: &res.requests[i], index: i}
+		req := tmpl.Request(gen.Next())
+		req.RequestID = id("", i)
+		jobs <- job{req: req, obs: &res.requests[i], index: i}
 	}
 	for i, ka := range m.KnownAnswers {
-		jobs <- job{req: tmpl.KnownAnswer(ka.Prompt, ka.MaxTokens), obs: &res.checks[i].obs, index: i, check: true}
+		req := tmpl.KnownAnswer(ka.Prompt, ka.MaxTokens)
+		req.RequestID = id("ka", i)
+		jobs <- job{req: req, obs: &res.checks[i].obs, index: i, check: true}
 	}
 	close(jobs)
 
@@ -162,7 +172,7 @@ func (h *Handler) send(ctx context.Context, tc *targetCeiling, cl *client.Client
 	j.obs.Scheduled = time.Now()
 	cl.Do(ctx, ct, j.req, j.obs)
 	o := j.obs
-	attrs := []any{"request", j.name(), "outcome", o.Outcome, "http_status", o.HTTPStatus,
+	attrs := []any{"request", j.name(), "request_id", j.req.RequestID, "outcome", o.Outcome, "http_status", o.HTTPStatus,
 		"output_tokens", o.OutputTokens, "token_source", o.TokenSource}
 	if d, ok := o.TTFT(); ok {
 		attrs = append(attrs, "ttft_seconds", d.Seconds())

@@ -6,6 +6,7 @@ import (
 	"io"
 	"log/slog"
 	"math"
+	"slices"
 	"strings"
 	"sync"
 	"testing"
@@ -45,13 +46,19 @@ type fakeDoer struct {
 	gate    chan struct{}
 	mu      sync.Mutex
 	prompts []string
+	ids     []string
 }
 
+// Do fills the observation as the client does, events included.
 func (d *fakeDoer) Do(ctx context.Context, _ *client.Target, r *client.Request, o *observation.Request) {
 	d.mu.Lock()
 	d.prompts = append(d.prompts, r.Prompt)
+	d.ids = append(d.ids, r.RequestID)
 	d.mu.Unlock()
 	o.Sent = time.Now()
+	if r.Events != nil {
+		r.Events.Sent(o)
+	}
 	if d.gate != nil {
 		select {
 		case <-d.gate:
@@ -60,8 +67,14 @@ func (d *fakeDoer) Do(ctx context.Context, _ *client.Target, r *client.Request, 
 	}
 	time.Sleep(d.delay)
 	now := time.Now()
-	o.FirstToken = now
-	o.TokenTimes = []time.Time{now, now.Add(time.Millisecond), now.Add(2 * time.Millisecond)}
+	o.FirstToken, o.FirstAnswer = now, now
+	for i := range 3 {
+		o.TokenTimes = append(o.TokenTimes, now.Add(time.Duration(i)*time.Millisecond))
+		o.ContentEvents++
+		if r.Events != nil {
+			r.Events.Content(o)
+		}
+	}
 	o.End = now.Add(2 * time.Millisecond)
 	o.Outcome = d.outcome
 	o.OutputTokens, o.PromptTokens, o.TokenSource = 3, 10, observation.TokensFromUsage
@@ -293,5 +306,21 @@ workloads:
 	}
 	if !seen["running"] {
 		t.Error("the running workload's series were removed")
+	}
+}
+
+// TestRequestIDs: every request carries its workload's name and its
+// arrival's sequence number, for the server's logs.
+func TestRequestIDs(t *testing.T) {
+	doer := &fakeDoer{outcome: observation.Success}
+	r := newTestRunner(t, prometheus.NewRegistry(), &listSchedule{offsets: make([]time.Duration, 4)}, doer, 10)
+	r.Run(context.Background())
+	slices.Sort(doer.ids)
+	if want := []string{"w-0", "w-1", "w-2", "w-3"}; !slices.Equal(doer.ids, want) {
+		t.Errorf("request ids %q, want %q", doer.ids, want)
+	}
+	// TTFT was observed live, once per request, through the client's events.
+	if n := histCount(t, r.series().ttft); n != 4 {
+		t.Errorf("%d TTFT observations, want 4", n)
 	}
 }
