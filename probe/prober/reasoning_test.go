@@ -101,7 +101,7 @@ func TestReasoningMetrics(t *testing.T) {
 func TestProbeReasoningModel(t *testing.T) {
 	cfg := instantSim()
 	cfg.ReasoningTokens = 5
-	cfg.TimeScale = 0.05 // 1 ms per decode step
+	cfg.TimeScale = 0.25 // decode steps of a quarter of the default
 	url, _, _ := startSim(t, cfg)
 	e := newEnv(t, loadConfig(t, simConfig, url), nil)
 	code, body := e.scrape(t, "chat", url, "10", false)
@@ -123,8 +123,11 @@ func TestProbeReasoningModel(t *testing.T) {
 		req := fmt.Sprintf(`{request="%d"}`, i)
 		ttft := m.must(t, "probe_request_time_to_first_token_seconds"+req)
 		ttfa := m.must(t, "probe_request_time_to_first_answer_token_seconds"+req)
-		// The answer starts 5 decode steps (5 ms) after the first token.
-		if !(ttfa >= ttft+0.004) {
+		// The answer starts 5 decode steps after the first token: at
+		// least 4 of them, whatever the scheduling of this busy machine
+		// (a step is never shorter than its configured time).
+		step := (time.Duration(float64(cfg.DecodeStep) * cfg.TimeScale)).Seconds()
+		if !(ttfa >= ttft+4*step) {
 			t.Errorf("request %d: TTFA %v not 5 steps after TTFT %v", i, ttfa, ttft)
 		}
 	}
