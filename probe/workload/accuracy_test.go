@@ -155,10 +155,14 @@ func TestAccuracyAgainstGroundTruth(t *testing.T) {
 		// 500 streams with the simulator in the same process: each decode
 		// step emits 500 events at once, and both sides' goroutines queue
 		// for the same 2 cores, so an event waits for those ahead of it.
-		// Measured here: token error p99 12-16 ms, TTFT error p99 about
-		// 7.5 ms. The load harness (README) measures the client alone,
-		// with the server in another process.
-		{streams: 500, requests: 500, tokens: 32, ttftP99: 30 * time.Millisecond, tokenP99: 30 * time.Millisecond, itlP99: 30 * time.Millisecond},
+		// Measured here: token error p99 12-16 ms in November 2026; in
+		// December, on the same kind of machine with nothing else running,
+		// 15-29 ms, alike at the commit before the live observers and
+		// after them (ITL error p99 12-23 ms, TTFT error p99 8-10 ms): the
+		// figure follows the machine's scheduling, not the client, so the
+		// bound leaves room above that spread. The load harness (README)
+		// measures the client alone, with the server in another process.
+		{streams: 500, requests: 500, tokens: 32, ttftP99: 30 * time.Millisecond, tokenP99: 45 * time.Millisecond, itlP99: 45 * time.Millisecond},
 	} {
 		t.Run(fmt.Sprintf("streams=%d", tc.streams), func(t *testing.T) {
 			a := measureAccuracy(t, tc.streams, tc.requests, tc.tokens)
