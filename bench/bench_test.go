@@ -644,3 +644,52 @@ bench:
 		t.Errorf("without --config.file: exit %d, want %d", code, ExitUsage)
 	}
 }
+
+// TestSteadyStateThroughput: with generations longer than the configured
+// warm-up (128 tokens at 60 ms decode steps, about 7.7 s, against a 3 s
+// warm-up), the warm-up lasts until the pipeline is full, and the measured
+// rates are the offered ones: 2 req/s and 256 output tokens/s, within 5%.
+// Before, the windows started while the pipeline was still filling and the
+// report said 1.40 req/s and 238 tokens/s.
+func TestSteadyStateThroughput(t *testing.T) {
+	if testing.Short() {
+		t.Skip("real time: about 30 s")
+	}
+	st := startSim(t, 60*time.Millisecond, 1, 0)
+	dir := t.TempDir()
+	yml := targetsYAML([]string{"sim"}, []*simTarget{st}) + `
+bench:
+  matrix:
+    process: constant
+    rates: [2]
+    shapes: [{name: long, input_tokens: 64, output_tokens: 128}]
+  warmup: 3s
+  duration: 15s
+  repeats: 1
+  prompt_set_size: 40
+  stability: {enabled: false}
+  sampling: {ignore_eos: true}
+  ranking: {resamples: 100}
+`
+	out := filepath.Join(dir, "out")
+	code, stdout, stderr := runCLI(t, context.Background(), "bench", "--config.file="+writeTestFile(t, dir, "b.yml", yml), "--output.dir="+out)
+	if code != ExitOK {
+		t.Fatalf("exit %d\n%s\n%s", code, stdout, stderr)
+	}
+	r := readReport(t, out)
+	if len(r.Cells) != 1 || len(r.Cells[0].Repeats) != 1 {
+		t.Fatalf("cells %+v", r.Cells)
+	}
+	rep := r.Cells[0].Repeats[0]
+	s := rep.Stats
+	t.Logf("warm-up used %.2f s (%s); %.3f req/s, %.1f output tokens/s over %.1f s", rep.WarmupSeconds, rep.WarmupNote, s.RequestsPerSecond, s.OutputTokensPerSecond, s.WindowSeconds)
+	if rep.WarmupSeconds < 7 {
+		t.Errorf("warm-up %.2f s: it ended before the first 7.7 s generation did", rep.WarmupSeconds)
+	}
+	if math.Abs(s.RequestsPerSecond-2)/2 > 0.05 {
+		t.Errorf("requests_per_second %.3f, want 2 within 5%%", s.RequestsPerSecond)
+	}
+	if math.Abs(s.OutputTokensPerSecond-256)/256 > 0.05 {
+		t.Errorf("output_tokens_per_second %.1f, want 256 within 5%%", s.OutputTokensPerSecond)
+	}
+}

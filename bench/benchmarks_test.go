@@ -34,7 +34,7 @@ func BenchmarkBootstrapResample(b *testing.B) {
 // 128 tokens, on the runner's request goroutine.
 func BenchmarkRecorderObserve(b *testing.B) {
 	w0 := time.Now()
-	rc := newRecorder(w0, time.Second, config.SLO{E2E: time.Second}, DefaultMaxSamplesPerRepeat, DefaultMaxITLSamples, 1)
+	rc := newRecorderAt(w0, time.Second, config.SLO{E2E: time.Second}, DefaultMaxSamplesPerRepeat, DefaultMaxITLSamples, 1)
 	obs := &observation.Request{Scheduled: w0, Sent: w0, Outcome: observation.Success, OutputTokens: 128, ContentEvents: 128}
 	for i := 0; i < 128; i++ {
 		obs.TokenTimes = append(obs.TokenTimes, w0.Add(time.Duration(i+1)*10*time.Millisecond))

@@ -19,7 +19,7 @@ import (
 func TestRecorderReasoning(t *testing.T) {
 	w0 := time.Unix(1000, 0)
 	at := func(s float64) time.Time { return w0.Add(time.Duration(s * float64(time.Second))) }
-	rc := newRecorder(w0, time.Second, config.SLO{}, 100, 100, 1)
+	rc := newRecorderAt(w0, time.Second, config.SLO{}, 100, 100, 1)
 	req := func(sched, first, answer, end float64, out observation.Outcome, reasoningTokens, reasoningEvents int) *observation.Request {
 		o := &observation.Request{Scheduled: at(sched), Sent: at(sched), FirstToken: at(first), End: at(end), Outcome: out,
 			TokenTimes: []time.Time{at(first), at(end)}, ContentEvents: 2, OutputTokens: 2,

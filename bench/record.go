@@ -13,7 +13,8 @@ import (
 )
 
 // A repeat's clock: t0 is taken just before the runner starts; the measured
-// part begins at warmupEnd = t0 + warmup and is cut into windows of equal
+// part begins at warmupEnd (t0 + warmup, or later: until the pipeline is
+// full, see recorder) and is cut into windows of equal
 // length from there. A request is measured when it was scheduled at or
 // after warmupEnd. The repeat stops scheduling at the end of a window, so a
 // measured request was always scheduled within the measured windows.
@@ -31,8 +32,9 @@ import (
 //     Tokens of warm-up requests that arrive within the windows count;
 //     tokens after the last window do not. This is the rate the server
 //     delivered tokens at, without the ramp-up or the drain;
-//   - request throughput: successful requests that ended within the windows,
-//     over their length;
+//   - request throughput: successful requests that ended within the
+//     windows, warm-up requests included (the same rule as the tokens: what
+//     the server delivered within the windows), over their length;
 //   - goodput ratio: measured requests that succeeded and met every SLO
 //     threshold, over measured requests (dropped and failed included).
 
@@ -54,11 +56,23 @@ type record struct {
 // recorder collects a repeat's observations. OnResult runs on the runner's
 // request goroutines, so it locks.
 type recorder struct {
-	warmupEnd time.Time
-	window    time.Duration
-	slo       config.SLO
-	maxRecs   int
-	maxITL    int
+	// The warm-up lasts at least minWarmup from t0, and until the pipeline
+	// is full: at least 1.25 times the E2E of the first request that
+	// completes (a request sent at t0 ends after one E2E; the in-flight
+	// count is then at its steady state). warmupEnd is decided at that
+	// completion, or at t0 + maxWarmup if none completes (decided, and
+	// noCompletion, say which); observations that end before are held and
+	// recorded then.
+	t0                   time.Time
+	minWarmup, maxWarmup time.Duration
+	decided              bool
+	noCompletion         bool
+	pending              []observation.Request
+	warmupEnd            time.Time
+	window               time.Duration
+	slo                  config.SLO
+	maxRecs              int
+	maxITL               int
 	// windowCap bounds the E2E values kept per window for the stability
 	// check (the first ones of the window).
 	windowCap int
@@ -79,7 +93,11 @@ type recorder struct {
 	// Exact per-window aggregates, whatever the sampling.
 	winTokens    []float64
 	winSuccesses []int
-	winE2E       [][]float64
+	// winCompletions counts every successful request that ended in each
+	// window, warm-up requests included: the same rule as winTokens, so
+	// that requests/s and tokens/s describe the same deliveries.
+	winCompletions []int
+	winE2E         [][]float64
 }
 
 // recorder is a workload.Observer of the ends of requests.
@@ -100,9 +118,9 @@ func (r *recorder) Done(o *observation.Request) { r.observe(o) }
 // Dropped implements workload.Observer.
 func (r *recorder) Dropped(o *observation.Request) { r.observe(o) }
 
-func newRecorder(warmupEnd time.Time, window time.Duration, slo config.SLO, maxRecs, maxITL int, seed uint64) *recorder {
+func newRecorder(t0 time.Time, minWarmup, maxWarmup, window time.Duration, slo config.SLO, maxRecs, maxITL int, seed uint64) *recorder {
 	return &recorder{
-		warmupEnd: warmupEnd, window: window, slo: slo,
+		t0: t0, minWarmup: minWarmup, maxWarmup: max(minWarmup, maxWarmup), window: window, slo: slo,
 		maxRecs: maxRecs, maxITL: maxITL, windowCap: 10000,
 		rng:      rand.New(rand.NewPCG(seed, 0x5bd1e995)),
 		outcomes: map[observation.Outcome]int{},
@@ -122,8 +140,72 @@ func grow[T any](s []T, n int) []T {
 	return s
 }
 
+// maxPending bounds the observations held before the warm-up is decided.
+const maxPending = 100_000
+
+// warmup returns the warm-up in force, from t0, once it is decided; at now
+// past t0 + maxWarmup it decides it there.
+func (rc *recorder) warmup(now time.Time) (time.Duration, bool) {
+	rc.mu.Lock()
+	var held []observation.Request
+	if !rc.decided && !now.Before(rc.t0.Add(rc.maxWarmup)) {
+		held = rc.decideLocked(rc.t0.Add(rc.maxWarmup), true)
+	}
+	decided, w := rc.decided, rc.warmupEnd.Sub(rc.t0)
+	rc.mu.Unlock()
+	for i := range held {
+		rc.record(&held[i])
+	}
+	return w, decided
+}
+
+// decideLocked fixes the end of the warm-up and hands back the held
+// observations, to be recorded.
+func (rc *recorder) decideLocked(end time.Time, noCompletion bool) []observation.Request {
+	rc.warmupEnd, rc.decided, rc.noCompletion = end, true, noCompletion
+	held := rc.pending
+	rc.pending = nil
+	return held
+}
+
 // observe records one observation; it keeps nothing of obs.
 func (rc *recorder) observe(obs *observation.Request) {
+	rc.mu.Lock()
+	if !rc.decided {
+		if obs.Outcome == observation.Success && !obs.End.IsZero() && !obs.Scheduled.Before(rc.t0) {
+			end := obs.Scheduled.Add(obs.End.Sub(obs.Scheduled) * 5 / 4)
+			if floor := rc.t0.Add(rc.minWarmup); end.Before(floor) {
+				end = floor
+			}
+			held := rc.decideLocked(end, false)
+			rc.mu.Unlock()
+			for i := range held {
+				rc.record(&held[i])
+			}
+			rc.record(obs)
+			return
+		}
+		if len(rc.pending) < maxPending {
+			c := *obs
+			c.TokenTimes = append([]time.Time(nil), obs.TokenTimes...)
+			rc.pending = append(rc.pending, c)
+			rc.mu.Unlock()
+			return
+		}
+		held := rc.decideLocked(time.Now(), true)
+		rc.mu.Unlock()
+		for i := range held {
+			rc.record(&held[i])
+		}
+		rc.record(obs)
+		return
+	}
+	rc.mu.Unlock()
+	rc.record(obs)
+}
+
+// record adds one observation to the aggregates; the warm-up is decided.
+func (rc *recorder) record(obs *observation.Request) {
 	measured := !obs.Scheduled.Before(rc.warmupEnd)
 	success := obs.Outcome == observation.Success
 	rec := record{
@@ -201,6 +283,12 @@ func (rc *recorder) observe(obs *observation.Request) {
 		rc.winTokens = grow(rc.winTokens, w+1)
 		rc.winTokens[w] += float64(tok)
 	}
+	if success {
+		if w := rc.winOf(obs.End); w >= 0 {
+			rc.winCompletions = grow(rc.winCompletions, w+1)
+			rc.winCompletions[w]++
+		}
+	}
 	if success && measured {
 		if w := rc.winOf(obs.End); w >= 0 {
 			rc.winSuccesses = grow(rc.winSuccesses, w+1)
@@ -235,7 +323,30 @@ func reasoningTokens(o *observation.Request) int {
 
 // windowMedians returns the median E2E of successful measured requests that
 // ended in each of windows [0, k), and their counts.
+// settle decides a warm-up still undecided when the repeat ends (no request
+// completed): the configured one.
+func (rc *recorder) settle() {
+	rc.mu.Lock()
+	var held []observation.Request
+	if !rc.decided {
+		held = rc.decideLocked(rc.t0.Add(rc.minWarmup), true)
+	}
+	rc.mu.Unlock()
+	for i := range held {
+		rc.record(&held[i])
+	}
+}
+
+// warmupUsed is the warm-up decided, and whether it was cut off by its
+// bound rather than ended by a completion.
+func (rc *recorder) warmupUsed() (time.Duration, bool) {
+	rc.mu.Lock()
+	defer rc.mu.Unlock()
+	return rc.warmupEnd.Sub(rc.t0), rc.noCompletion
+}
+
 func (rc *recorder) windowMedians(k int) (medians []float64, counts []int) {
+	rc.settle()
 	rc.mu.Lock()
 	defer rc.mu.Unlock()
 	medians = make([]float64, k)
@@ -275,6 +386,7 @@ func stable(medians []float64, counts []int, n, minReqs int, tol float64) (ok bo
 // time when the run ended inside window k-1 (a trace that ran out): the
 // rates are over it rather than over whole windows.
 func (rc *recorder) finish(k int, span time.Duration) (Stats, *sample) {
+	rc.settle()
 	rc.mu.Lock()
 	defer rc.mu.Unlock()
 	windowSec := (time.Duration(k) * rc.window).Seconds()
@@ -299,8 +411,8 @@ func (rc *recorder) finish(k int, span time.Duration) (Stats, *sample) {
 		if w < len(rc.winTokens) {
 			tokens += rc.winTokens[w]
 		}
-		if w < len(rc.winSuccesses) {
-			completions += rc.winSuccesses[w]
+		if w < len(rc.winCompletions) {
+			completions += rc.winCompletions[w]
 		}
 	}
 	if windowSec > 0 {
@@ -346,4 +458,13 @@ func (rc *recorder) finish(k int, span time.Duration) (Stats, *sample) {
 	st.TTFA = summarize(ttfa)
 	st.ITL = summarize(append([]float64(nil), rc.itl...))
 	return st, s
+}
+
+// newRecorderAt is a recorder whose warm-up ends at warmupEnd, decided
+// already (tests of the aggregates, and callers that fix the warm-up).
+func newRecorderAt(warmupEnd time.Time, window time.Duration, slo config.SLO, maxRecs, maxITL int, seed uint64) *recorder {
+	rc := newRecorder(warmupEnd, 0, 0, window, slo, maxRecs, maxITL, seed)
+	rc.decided = true
+	rc.warmupEnd = warmupEnd
+	return rc
 }

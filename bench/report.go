@@ -201,6 +201,11 @@ type RepeatResult struct {
 	// p99 at the end of the repeat, over the last max(warmup + duration,
 	// 5 s), in seconds (runtime/metrics bucket bounds).
 	SchedulingLatencyP99 float64 `json:"scheduling_latency_p99_seconds"`
+	// WarmupSeconds is the warm-up actually used: the configured one, or
+	// longer, until the pipeline was full; WarmupNote says when it was
+	// extended or cut short, or when the windows were too short.
+	WarmupSeconds float64 `json:"warmup_seconds"`
+	WarmupNote    string  `json:"warmup_note,omitempty"`
 }
 
 // StabilityResult says whether a repeat's windows agreed.

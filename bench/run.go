@@ -8,6 +8,7 @@ import (
 	"log/slog"
 	"math"
 	"runtime"
+	"strings"
 	"time"
 
 	"github.com/prometheus/common/version"
@@ -333,12 +334,23 @@ func (b *run) runRepeat(ctx context.Context, p repeatPlan) (RepeatResult, *sampl
 
 	res := RepeatResult{Index: p.index, Stability: StabilityResult{Checked: check, WindowSeconds: window.Seconds(), Spread: NaN()}}
 	t0 := time.Now()
-	rec := newRecorder(t0.Add(p.warmup), window, spec.SLO, spec.MaxSamplesPerRepeat, DefaultMaxITLSamples,
-		uint64(spec.Seed)^hashString(p.cell)+uint64(p.index))
+	// The warm-up lasts until the pipeline is full, at most the configured
+	// warm-up plus the measured duration when nothing completes.
+	seed := uint64(spec.Seed) ^ hashString(p.cell) + uint64(p.index)
+	rec := newRecorder(t0, p.warmup, p.warmup+p.duration, window, spec.SLO, spec.MaxSamplesPerRepeat, DefaultMaxITLSamples, seed)
+	if load.Kind == LoadReplay {
+		// A replay's rows are the trace's: its warm-up is the configured
+		// one, so that every target measures the same rows.
+		rec = newRecorderAt(t0.Add(p.warmup), window, spec.SLO, spec.MaxSamplesPerRepeat, DefaultMaxITLSamples, seed)
+	}
 	k := kBase
 	var tooFew bool
 	stop := &stopSchedule{
-		inner: sched, ctx: ctx, t0: t0, limit: p.warmup + time.Duration(k)*window,
+		inner: sched, ctx: ctx, t0: t0,
+		resolve: func() (time.Duration, bool) {
+			w, ok := rec.warmup(time.Now())
+			return w + time.Duration(k)*window, ok
+		},
 		decide: func() (time.Duration, bool) {
 			if !check {
 				return 0, false
@@ -356,7 +368,8 @@ func (b *run) runRepeat(ctx context.Context, p repeatPlan) (RepeatResult, *sampl
 			}
 			k++
 			res.Stability.Extended++
-			return p.warmup + time.Duration(k)*window, true
+			w, _ := rec.warmup(time.Now())
+			return w + time.Duration(k)*window, true
 		},
 	}
 	// The repeat's records, and for a closed loop the slot each ended
@@ -380,11 +393,23 @@ func (b *run) runRepeat(ctx context.Context, p repeatPlan) (RepeatResult, *sampl
 	var span time.Duration
 	if stop.ended {
 		// The trace ran out: the measured time ends with the run.
-		span = max(end.Sub(t0.Add(p.warmup)), time.Millisecond)
+		w, _ := rec.warmup(end)
+		span = max(end.Sub(t0.Add(w)), time.Millisecond)
 		k = min(k, max(1, int(math.Ceil(float64(span)/float64(window)))))
 	}
 	stats, smp := rec.finish(k, span)
 	res.Stats = stats
+	used, cut := rec.warmupUsed()
+	res.WarmupSeconds = used.Seconds()
+	switch {
+	case cut:
+		res.WarmupNote = fmt.Sprintf("no request completed within the warm-up bound of %s: the measured windows may start before the pipeline is full", used)
+	case used > p.warmup:
+		res.WarmupNote = fmt.Sprintf("warm-up extended from %s to %s, until the pipeline was full (1.25 x the first completion's E2E)", p.warmup, used.Round(time.Millisecond))
+	}
+	if e2e := float64(stats.E2E.P50); !math.IsNaN(e2e) && e2e > (time.Duration(k)*window).Seconds() {
+		res.WarmupNote = strings.TrimSpace(res.WarmupNote + fmt.Sprintf(" measured windows (%s) shorter than the E2E p50 (%.3gs): too short for this cell", time.Duration(k)*window, e2e))
+	}
 	res.SchedulingLatencyP99 = b.sched.P99()
 	if cursor != nil {
 		res.PromptsDrawn = cursor.Drawn

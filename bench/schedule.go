@@ -24,6 +24,10 @@ type stopSchedule struct {
 	limit time.Duration
 	// decide returns the new limit to extend to, or false to stop.
 	decide func() (time.Duration, bool)
+	// resolve, while not nil, gives the first limit once it is known (the
+	// end of the first window after a warm-up that lasts until the
+	// pipeline is full); until then nothing is stopped.
+	resolve func() (time.Duration, bool)
 	// ended says the inner schedule ran out (a trace without loop).
 	ended bool
 }
@@ -33,6 +37,13 @@ func (s *stopSchedule) Next() (time.Duration, bool) {
 	if !ok {
 		s.ended = true
 		return 0, false
+	}
+	if s.resolve != nil {
+		l, known := s.resolve()
+		if !known {
+			return off, true
+		}
+		s.limit, s.resolve = l, nil
 	}
 	for off >= s.limit {
 		if d := time.Until(s.t0.Add(s.limit)); d > 0 {

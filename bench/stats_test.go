@@ -200,12 +200,12 @@ func TestMedianStats(t *testing.T) {
 	}
 }
 
-// TestRecorderWindows: output throughput counts exactly the tokens
-// delivered inside the measured windows, warm-up requests' included, and
-// latencies only of requests scheduled after the warm-up.
+// TestRecorderWindows: output and request throughput count exactly what
+// was delivered inside the measured windows, warm-up requests' included,
+// and latencies only of requests scheduled after the warm-up.
 func TestRecorderWindows(t *testing.T) {
 	w0 := time.Unix(1000, 0)
-	rc := newRecorder(w0, time.Second, config.SLO{E2E: 500 * time.Millisecond}, 100, 100, 1)
+	rc := newRecorderAt(w0, time.Second, config.SLO{E2E: 500 * time.Millisecond}, 100, 100, 1)
 	at := func(s float64) time.Time { return w0.Add(time.Duration(s * float64(time.Second))) }
 	req := func(sched float64, tokens ...float64) *observation.Request {
 		o := &observation.Request{Scheduled: at(sched), Sent: at(sched), Outcome: observation.Success}
@@ -229,9 +229,11 @@ func TestRecorderWindows(t *testing.T) {
 	if st.Requests != 3 || st.Successes != 2 || st.Outcomes["dropped"] != 1 || st.Goodput != 1 {
 		t.Errorf("counts %+v", st)
 	}
-	// Completed within the windows: the request ending at 0.4 s only.
-	if st.RequestsPerSecond != 0.5 {
-		t.Errorf("requests/s %v, want 0.5", st.RequestsPerSecond)
+	// Completed within the windows, by the tokens' rule (warm-up requests
+	// included): the requests ending at 0.3 s and 0.4 s; the one ending at
+	// 2.4 s is after the windows.
+	if st.RequestsPerSecond != 1 {
+		t.Errorf("requests/s %v, want 1", st.RequestsPerSecond)
 	}
 	if st.E2E.Count != 2 || math.Abs(st.E2E.Min-0.3) > 1e-9 || math.Abs(st.E2E.Max-0.9) > 1e-9 {
 		t.Errorf("E2E %+v", st.E2E)
@@ -253,7 +255,7 @@ func TestRecorderWindows(t *testing.T) {
 // counts stay exact and the sums are scaled.
 func TestRecorderReservoir(t *testing.T) {
 	w0 := time.Unix(1000, 0)
-	rc := newRecorder(w0, time.Second, config.SLO{}, 100, 50, 1)
+	rc := newRecorderAt(w0, time.Second, config.SLO{}, 100, 50, 1)
 	for i := 0; i < 1000; i++ {
 		s := w0.Add(time.Duration(i) * time.Millisecond)
 		rc.observe(&observation.Request{Scheduled: s, Sent: s, FirstToken: s, End: s.Add(time.Millisecond),
