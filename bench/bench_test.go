@@ -692,4 +692,58 @@ bench:
 	if math.Abs(s.OutputTokensPerSecond-256)/256 > 0.05 {
 		t.Errorf("output_tokens_per_second %.1f, want 256 within 5%%", s.OutputTokensPerSecond)
 	}
+	if s.Overloaded || math.Abs(s.OfferedPerSecond-2) > 0.1 || s.DroppedPerSecond != 0 {
+		t.Errorf("a server that keeps up: offered %.2f, dropped %.2f, overloaded %v (%s)", s.OfferedPerSecond, s.DroppedPerSecond, s.Overloaded, s.OverloadNote)
+	}
+}
+
+// TestOverloadSaysSo: a server that can run 2 sequences at a time, offered
+// 30 req/s of 16-token generations (it completes about 6 req/s), is
+// reported overloaded, with offered, sent, dropped and completed rates that
+// add up, never a request rate that stands unexplained beside the tokens.
+func TestOverloadSaysSo(t *testing.T) {
+	cfg := simulator.DefaultConfig()
+	cfg.DecodeStep, cfg.DecodePerSeq, cfg.PrefillTokensPerSecond = 20*time.Millisecond, 0, 1e6
+	cfg.MaxNumSeqs = 2
+	sim, err := simulator.New(cfg, slog.New(slog.DiscardHandler))
+	if err != nil {
+		t.Fatal(err)
+	}
+	st := wrapSim(t, sim)
+	dir := t.TempDir()
+	yml := targetsYAML([]string{"sim"}, []*simTarget{st}) + `
+bench:
+  matrix:
+    process: constant
+    rates: [30]
+    shapes: [{name: s, input_tokens: 16, output_tokens: 16}]
+  warmup: 1s
+  duration: 2s
+  repeats: 1
+  prompt_set_size: 20
+  stability: {enabled: false}
+  sampling: {ignore_eos: true}
+  ranking: {resamples: 100}
+`
+	out := filepath.Join(dir, "out")
+	code, stdout, stderr := runCLI(t, context.Background(), "bench", "--config.file="+writeTestFile(t, dir, "b.yml", yml), "--output.dir="+out)
+	if code != ExitOK {
+		t.Fatalf("exit %d\n%s\n%s", code, stdout, stderr)
+	}
+	s := readReport(t, out).Cells[0].Summary
+	t.Logf("offered %.2f, sent %.2f, dropped %.2f, completed %.2f req/s, %.1f tokens/s: %s",
+		s.OfferedPerSecond, s.SentPerSecond, s.DroppedPerSecond, s.RequestsPerSecond, s.OutputTokensPerSecond, s.OverloadNote)
+	if !s.Overloaded || s.OverloadNote == "" {
+		t.Errorf("not reported overloaded")
+	}
+	if math.Abs(s.OfferedPerSecond-30) > 1.5 || math.Abs(s.SentPerSecond+s.DroppedPerSecond-s.OfferedPerSecond) > 1e-9 {
+		t.Errorf("offered %.2f, sent %.2f, dropped %.2f do not add up", s.OfferedPerSecond, s.SentPerSecond, s.DroppedPerSecond)
+	}
+	if s.RequestsPerSecond <= 0 || s.RequestsPerSecond > 0.5*s.SentPerSecond {
+		t.Errorf("completed %.2f req/s of %.2f sent", s.RequestsPerSecond, s.SentPerSecond)
+	}
+	// Tokens and requests by one rule: about 16 tokens per completion.
+	if r := s.OutputTokensPerSecond / s.RequestsPerSecond; r < 10 || r > 24 {
+		t.Errorf("%.1f tokens per completed request, want about 16", r)
+	}
 }

@@ -1,6 +1,7 @@
 package bench
 
 import (
+	"fmt"
 	"math"
 	"math/rand/v2"
 	"sync"
@@ -97,7 +98,10 @@ type recorder struct {
 	// window, warm-up requests included: the same rule as winTokens, so
 	// that requests/s and tokens/s describe the same deliveries.
 	winCompletions []int
-	winE2E         [][]float64
+	// Arrivals by the window of their scheduled instant: all of them, and
+	// those dropped.
+	winOffered, winDropped []int
+	winE2E                 [][]float64
 }
 
 // recorder is a workload.Observer of the ends of requests.
@@ -278,6 +282,14 @@ func (rc *recorder) record(obs *observation.Request) {
 			}
 		})
 	}
+	if w := rc.winOf(obs.Scheduled); w >= 0 {
+		rc.winOffered = grow(rc.winOffered, w+1)
+		rc.winOffered[w]++
+		if obs.Outcome == observation.Dropped {
+			rc.winDropped = grow(rc.winDropped, w+1)
+			rc.winDropped[w]++
+		}
+	}
 	for k, tok := range rec.winTokens {
 		w := int(rec.firstWin) + k
 		rc.winTokens = grow(rc.winTokens, w+1)
@@ -406,19 +418,37 @@ func (rc *recorder) finish(k int, span time.Duration) (Stats, *sample) {
 	st.Successes = rc.outcomes[observation.Success]
 	st.ReasoningTokens, st.ReasoningRequests = rc.reasoningTokens, rc.reasoningRequests
 	var tokens float64
-	var completions int
+	var completions, offered, dropped int
+	at := func(a []int, w int) int {
+		if w < len(a) {
+			return a[w]
+		}
+		return 0
+	}
 	for w := 0; w < k; w++ {
 		if w < len(rc.winTokens) {
 			tokens += rc.winTokens[w]
 		}
-		if w < len(rc.winCompletions) {
-			completions += rc.winCompletions[w]
-		}
+		completions += at(rc.winCompletions, w)
+		offered += at(rc.winOffered, w)
+		dropped += at(rc.winDropped, w)
 	}
 	if windowSec > 0 {
 		st.OutputTokensPerSecond = tokens / windowSec
 		st.RequestsPerSecond = float64(completions) / windowSec
 		st.GoodputPerSecond = float64(rc.goodput) / windowSec
+		st.OfferedPerSecond = float64(offered) / windowSec
+		st.DroppedPerSecond = float64(dropped) / windowSec
+		st.SentPerSecond = float64(offered-dropped) / windowSec
+	}
+	// Overload: in steady state a server completes what it is sent; one
+	// that completes under 90% of it lets requests pile up in flight.
+	// A replay cut by its trace's end is not judged: its last requests end
+	// after the windows by construction.
+	if sent := offered - dropped; span == 0 && sent >= 10 && float64(completions) < 0.9*float64(sent) {
+		st.Overloaded = true
+		st.OverloadNote = fmt.Sprintf("overloaded: %d requests completed in the windows against %d sent (%.0f%%); the rest waited in flight, so requests/s is the server's capacity, not the offered rate",
+			completions, sent, 100*float64(completions)/float64(sent))
 	}
 	if rc.measured > 0 {
 		st.GoodputRatio = float64(rc.goodput) / float64(rc.measured)

@@ -142,12 +142,24 @@ type Stats struct {
 	RequestsPerSecond     float64 `json:"requests_per_second"`
 	OutputTokensPerSecond float64 `json:"output_tokens_per_second"`
 	GoodputPerSecond      float64 `json:"goodput_per_second"`
-	TTFT                  Dist    `json:"ttft_seconds"`
-	TTFA                  Dist    `json:"ttfa_seconds"` // to the first answer token, after any reasoning (TTFT's for a model that does not reason)
-	TPOT                  Dist    `json:"tpot_seconds"`
-	ITL                   Dist    `json:"itl_seconds"`
-	E2E                   Dist    `json:"e2e_seconds"`
-	ScheduleLag           Dist    `json:"schedule_lag_seconds"`
+	// The load side by side over the same windows: arrivals the schedule
+	// offered, those sent and those dropped (by the in-flight cap or the
+	// rate ceiling), per second, beside the completions of
+	// RequestsPerSecond. Overloaded says the server fell behind: it
+	// completed under 90% of what was sent, so requests piled up in
+	// flight (Little's law, in-flight = rate x E2E, no longer held), and
+	// OverloadNote says by how much.
+	OfferedPerSecond float64 `json:"offered_per_second"`
+	SentPerSecond    float64 `json:"sent_per_second"`
+	DroppedPerSecond float64 `json:"dropped_per_second"`
+	Overloaded       bool    `json:"overloaded"`
+	OverloadNote     string  `json:"overload_note,omitempty"`
+	TTFT             Dist    `json:"ttft_seconds"`
+	TTFA             Dist    `json:"ttfa_seconds"` // to the first answer token, after any reasoning (TTFT's for a model that does not reason)
+	TPOT             Dist    `json:"tpot_seconds"`
+	ITL              Dist    `json:"itl_seconds"`
+	E2E              Dist    `json:"e2e_seconds"`
+	ScheduleLag      Dist    `json:"schedule_lag_seconds"`
 	// Sampled is true when the percentiles come from a reservoir sample
 	// (more requests than max_samples_per_repeat); counts stay exact.
 	Sampled bool `json:"sampled"`
@@ -359,6 +371,7 @@ var CSVHeader = func() []string {
 		h = append(h, "ttfa_"+q+"_seconds")
 	}
 	h = append(h, "reasoning_tokens", "reasoning_requests")
+	h = append(h, "offered_per_second", "sent_per_second", "dropped_per_second", "overloaded")
 	return h
 }()
 
@@ -396,6 +409,7 @@ func WriteCSV(w io.Writer, r *Report) error {
 		}
 		dist(s.TTFA)
 		row = append(row, strconv.Itoa(s.ReasoningTokens), strconv.Itoa(s.ReasoningRequests))
+		row = append(row, fmtF(s.OfferedPerSecond), fmtF(s.SentPerSecond), fmtF(s.DroppedPerSecond), strconv.FormatBool(s.Overloaded))
 		if err := cw.Write(row); err != nil {
 			return err
 		}
@@ -466,6 +480,9 @@ func medianStats(all []Stats) Stats {
 		RequestsPerSecond:     col(func(s *Stats) float64 { return s.RequestsPerSecond }),
 		OutputTokensPerSecond: col(func(s *Stats) float64 { return s.OutputTokensPerSecond }),
 		GoodputPerSecond:      col(func(s *Stats) float64 { return s.GoodputPerSecond }),
+		OfferedPerSecond:      col(func(s *Stats) float64 { return s.OfferedPerSecond }),
+		SentPerSecond:         col(func(s *Stats) float64 { return s.SentPerSecond }),
+		DroppedPerSecond:      col(func(s *Stats) float64 { return s.DroppedPerSecond }),
 		TTFT:                  dist(func(s *Stats) *Dist { return &s.TTFT }),
 		TTFA:                  dist(func(s *Stats) *Dist { return &s.TTFA }),
 		TPOT:                  dist(func(s *Stats) *Dist { return &s.TPOT }),
@@ -482,6 +499,9 @@ func medianStats(all []Stats) Stats {
 			keys[k] = true
 		}
 		out.Sampled = out.Sampled || s.Sampled
+		if s.Overloaded && !out.Overloaded {
+			out.Overloaded, out.OverloadNote = true, s.OverloadNote
+		}
 	}
 	names := make([]string, 0, len(keys))
 	for k := range keys {
