@@ -695,6 +695,10 @@ bench:
 	if s.Overloaded || math.Abs(s.OfferedPerSecond-2) > 0.1 || s.DroppedPerSecond != 0 {
 		t.Errorf("a server that keeps up: offered %.2f, dropped %.2f, overloaded %v (%s)", s.OfferedPerSecond, s.DroppedPerSecond, s.Overloaded, s.OverloadNote)
 	}
+	// Little's law holds: 2 req/s x 7.7 s in flight, and so many were.
+	if s.InFlightExpected < 14 || s.InFlightExpected > 18 || math.Abs(float64(s.InFlightAtEnd)-s.InFlightExpected) > 3 {
+		t.Errorf("in flight at the end %d, expected by Little's law %.1f; want both about 15.5", s.InFlightAtEnd, s.InFlightExpected)
+	}
 }
 
 // TestOverloadSaysSo: a server that can run 2 sequences at a time, offered
@@ -745,5 +749,10 @@ bench:
 	// Tokens and requests by one rule: about 16 tokens per completion.
 	if r := s.OutputTokensPerSecond / s.RequestsPerSecond; r < 10 || r > 24 {
 		t.Errorf("%.1f tokens per completed request, want about 16", r)
+	}
+	// The queue: sent minus completed piled up in flight, and the report
+	// says how many (about 3 s x 24/s in excess).
+	if s.InFlightAtEnd < 30 || !strings.Contains(s.OverloadNote, "in flight at the end") {
+		t.Errorf("in flight at the end %d (Little's law %.1f): want the queue, and the note to say it (%s)", s.InFlightAtEnd, s.InFlightExpected, s.OverloadNote)
 	}
 }

@@ -95,9 +95,23 @@ type MatrixSpec struct {
 
 // ReplaySpec is a named trace replay, with the exporter's replay settings.
 type ReplaySpec struct {
-	Name          string `yaml:"name"`
+	Name string `yaml:"name"`
+	// Words says what the synthesised prompts of successive repeats hold:
+	// per_repeat (the default) gives each repeat words of its own, with the
+	// same rows, instants, lengths and prefix structure, so that a server's
+	// prefix cache meets every repeat cold, as it met the first; reuse
+	// sends the same words every repeat, so repeats after the first hit a
+	// cache the first one warmed. Recorded bodies are always sent as they
+	// were.
+	Words         string `yaml:"words"`
 	config.Replay `yaml:",inline"`
 }
+
+// Replay word policies (ReplaySpec.Words).
+const (
+	WordsPerRepeat = "per_repeat"
+	WordsReuse     = "reuse"
+)
 
 // Shape is an input/output length pair.
 type Shape struct {
@@ -389,7 +403,9 @@ func (c *Config) applyDefaults() {
 	if s.Matrix.Process == "" {
 		s.Matrix.Process = config.ProcessPoisson
 	}
-	if len(s.Matrix.Shapes) == 0 {
+	// A default shape serves rates, concurrencies and the sweep; a matrix of
+	// replays alone has none, and its report lists none.
+	if len(s.Matrix.Shapes) == 0 && (len(s.Matrix.Rates)+len(s.Matrix.Concurrencies) > 0 || s.Sweep != nil) {
 		s.Matrix.Shapes = []Shape{{
 			InputTokens:  Length{config.Distribution{Dist: "fixed", Mean: config.DefaultInputTokens}},
 			OutputTokens: Length{config.Distribution{Dist: "fixed", Mean: config.DefaultOutputTokens}},
@@ -805,6 +821,12 @@ func (c *Config) validateReplays(v *validator, shapes map[string]bool) {
 		}
 		if r.OnMalformed == "" {
 			r.OnMalformed = config.DefaultReplayMalformed
+		}
+		if r.Words == "" {
+			r.Words = WordsPerRepeat
+		}
+		if r.Words != WordsPerRepeat && r.Words != WordsReuse {
+			v.add(p, "words", fmt.Sprintf("%q: per_repeat or reuse", r.Words))
 		}
 		if r.BlockSize == 0 && r.Source == "mooncake" {
 			r.BlockSize = config.DefaultReplayBlockSize

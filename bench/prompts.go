@@ -50,6 +50,11 @@ func promptKey(target, shape string) string { return target + "\x00" + shape }
 // cannot give (below its chat template) is an error.
 func NewPromptSet(ctx context.Context, targets []config.Target, shapes []Shape, size int, seed int64) (*PromptSet, error) {
 	ps := &PromptSet{lists: map[string][]prompt.Prompt{}, Size: size}
+	if len(shapes) == 0 {
+		// A matrix of replays alone: no set, and no hash of nothing.
+		ps.Size = 0
+		return ps, nil
+	}
 	var all strings.Builder
 	for i := range targets {
 		t := &targets[i]

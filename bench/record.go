@@ -101,7 +101,10 @@ type recorder struct {
 	// Arrivals by the window of their scheduled instant: all of them, and
 	// those dropped.
 	winOffered, winDropped []int
-	winE2E                 [][]float64
+	// Requests sent, and sent requests that ended, by window, shifted by
+	// one: index 0 holds the warm-up's.
+	winSent, winEnded []int
+	winE2E            [][]float64
 }
 
 // recorder is a workload.Observer of the ends of requests.
@@ -282,6 +285,17 @@ func (rc *recorder) record(obs *observation.Request) {
 			}
 		})
 	}
+	if obs.Outcome != observation.Dropped && !obs.Sent.IsZero() {
+		end := obs.End
+		if end.IsZero() {
+			end = obs.Sent
+		}
+		ws, we := max(rc.winOf(obs.Sent), -1)+1, max(rc.winOf(end), -1)+1
+		rc.winSent = grow(rc.winSent, ws+1)
+		rc.winSent[ws]++
+		rc.winEnded = grow(rc.winEnded, we+1)
+		rc.winEnded[we]++
+	}
 	if w := rc.winOf(obs.Scheduled); w >= 0 {
 		rc.winOffered = grow(rc.winOffered, w+1)
 		rc.winOffered[w]++
@@ -347,6 +361,15 @@ func (rc *recorder) settle() {
 	for i := range held {
 		rc.record(&held[i])
 	}
+}
+
+// warmupEndAt is the instant the measured part begins (the warm-up is
+// decided by then: settle decides one still open).
+func (rc *recorder) warmupEndAt() time.Time {
+	rc.settle()
+	rc.mu.Lock()
+	defer rc.mu.Unlock()
+	return rc.warmupEnd
 }
 
 // warmupUsed is the warm-up decided, and whether it was cut off by its
@@ -433,6 +456,11 @@ func (rc *recorder) finish(k int, span time.Duration) (Stats, *sample) {
 		offered += at(rc.winOffered, w)
 		dropped += at(rc.winDropped, w)
 	}
+	// In flight at the end of window k-1: sent before it ended, not ended
+	// by then (the shifted index k holds window k-1).
+	for i := 0; i <= k; i++ {
+		st.InFlightAtEnd += at(rc.winSent, i) - at(rc.winEnded, i)
+	}
 	if windowSec > 0 {
 		st.OutputTokensPerSecond = tokens / windowSec
 		st.RequestsPerSecond = float64(completions) / windowSec
@@ -452,6 +480,12 @@ func (rc *recorder) finish(k int, span time.Duration) (Stats, *sample) {
 	}
 	if rc.measured > 0 {
 		st.GoodputRatio = float64(rc.goodput) / float64(rc.measured)
+	}
+	if e2e := meanOf(rc.recs); e2e > 0 {
+		st.InFlightExpected = st.SentPerSecond * e2e
+	}
+	if st.Overloaded {
+		st.OverloadNote += fmt.Sprintf("; %d in flight at the end against %.1f by Little's law", st.InFlightAtEnd, st.InFlightExpected)
 	}
 
 	s := &sample{window: windowSec, scale: 1}
@@ -488,6 +522,23 @@ func (rc *recorder) finish(k int, span time.Duration) (Stats, *sample) {
 	st.TTFA = summarize(ttfa)
 	st.ITL = summarize(append([]float64(nil), rc.itl...))
 	return st, s
+}
+
+// meanOf is the mean E2E of the measured successes among recs (0 when
+// none).
+func meanOf(recs []record) float64 {
+	var sum float64
+	var n int
+	for _, r := range recs {
+		if r.measured && !math.IsNaN(r.e2e) {
+			sum += r.e2e
+			n++
+		}
+	}
+	if n == 0 {
+		return 0
+	}
+	return sum / float64(n)
 }
 
 // newRecorderAt is a recorder whose warm-up ends at warmupEnd, decided

@@ -47,9 +47,9 @@ type Environment struct {
 	Config       string `json:"config"`
 	// PromptSetSHA256 is the prompt set's hash (see PromptSet): equal
 	// hashes mean byte-identical prompts in the same order.
-	PromptSetSHA256  string          `json:"prompt_set_sha256"`
-	PromptSetSize    int             `json:"prompt_set_size"`
-	PromptSets       []PromptSetInfo `json:"prompt_sets"`
+	PromptSetSHA256  string          `json:"prompt_set_sha256,omitempty"`
+	PromptSetSize    int             `json:"prompt_set_size,omitempty"`
+	PromptSets       []PromptSetInfo `json:"prompt_sets,omitempty"`
 	Traces           []TraceInfo     `json:"traces,omitempty"`
 	Seed             int64           `json:"seed"`
 	Targets          []TargetInfo    `json:"targets"`
@@ -152,6 +152,13 @@ type Stats struct {
 	OfferedPerSecond float64 `json:"offered_per_second"`
 	SentPerSecond    float64 `json:"sent_per_second"`
 	DroppedPerSecond float64 `json:"dropped_per_second"`
+	// InFlightAtEnd is the number of requests sent (warm-up included) and
+	// not yet ended at the end of the measured windows; InFlightExpected
+	// is Little's law's count for the figures measured, sent/s x mean E2E
+	// of the measured successes. Far more in flight than expected is a
+	// queue growing.
+	InFlightAtEnd    int     `json:"in_flight_at_end"`
+	InFlightExpected float64 `json:"in_flight_expected"`
 	Overloaded       bool    `json:"overloaded"`
 	OverloadNote     string  `json:"overload_note,omitempty"`
 	TTFT             Dist    `json:"ttft_seconds"`
@@ -218,6 +225,9 @@ type RepeatResult struct {
 	// extended or cut short, or when the windows were too short.
 	WarmupSeconds float64 `json:"warmup_seconds"`
 	WarmupNote    string  `json:"warmup_note,omitempty"`
+	// Replay is what a replay repeat did with its trace; nil for other
+	// loads.
+	Replay *ReplayResult `json:"replay,omitempty"`
 }
 
 // StabilityResult says whether a repeat's windows agreed.
@@ -371,7 +381,7 @@ var CSVHeader = func() []string {
 		h = append(h, "ttfa_"+q+"_seconds")
 	}
 	h = append(h, "reasoning_tokens", "reasoning_requests")
-	h = append(h, "offered_per_second", "sent_per_second", "dropped_per_second", "overloaded")
+	h = append(h, "offered_per_second", "sent_per_second", "dropped_per_second", "overloaded", "in_flight_at_end", "in_flight_expected")
 	return h
 }()
 
@@ -409,7 +419,8 @@ func WriteCSV(w io.Writer, r *Report) error {
 		}
 		dist(s.TTFA)
 		row = append(row, strconv.Itoa(s.ReasoningTokens), strconv.Itoa(s.ReasoningRequests))
-		row = append(row, fmtF(s.OfferedPerSecond), fmtF(s.SentPerSecond), fmtF(s.DroppedPerSecond), strconv.FormatBool(s.Overloaded))
+		row = append(row, fmtF(s.OfferedPerSecond), fmtF(s.SentPerSecond), fmtF(s.DroppedPerSecond), strconv.FormatBool(s.Overloaded),
+			strconv.Itoa(s.InFlightAtEnd), fmtF(s.InFlightExpected))
 		if err := cw.Write(row); err != nil {
 			return err
 		}
@@ -483,6 +494,8 @@ func medianStats(all []Stats) Stats {
 		OfferedPerSecond:      col(func(s *Stats) float64 { return s.OfferedPerSecond }),
 		SentPerSecond:         col(func(s *Stats) float64 { return s.SentPerSecond }),
 		DroppedPerSecond:      col(func(s *Stats) float64 { return s.DroppedPerSecond }),
+		InFlightAtEnd:         icol(func(s *Stats) int { return s.InFlightAtEnd }),
+		InFlightExpected:      col(func(s *Stats) float64 { return s.InFlightExpected }),
 		TTFT:                  dist(func(s *Stats) *Dist { return &s.TTFT }),
 		TTFA:                  dist(func(s *Stats) *Dist { return &s.TTFA }),
 		TPOT:                  dist(func(s *Stats) *Dist { return &s.TPOT }),

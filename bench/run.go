@@ -189,7 +189,8 @@ func Run(ctx context.Context, cfg *Config, opts Options) (*Report, error) {
 					if r.Stability.Checked && !r.Stability.Stable {
 						cell.Stable = false
 					}
-					if r.Stats.ScheduleLag.Count > 0 && r.Stats.ScheduleLag.P99 > degradedLag.Seconds() || r.SchedulingLatencyP99 > degradedLag.Seconds() {
+					if r.Stats.ScheduleLag.Count > 0 && r.Stats.ScheduleLag.P99 > degradedLag.Seconds() || r.SchedulingLatencyP99 > degradedLag.Seconds() ||
+						r.Replay != nil && r.Replay.Degraded {
 						cell.Degraded = true
 					}
 				}
@@ -302,6 +303,9 @@ func (b *run) runRepeat(ctx context.Context, p repeatPlan) (RepeatResult, *sampl
 	var prompts workload.Prompts
 	var cursor *PromptCursor
 	var closed *closedLoop
+	var replayRec *replayRecorder
+	var replayRes *ReplayResult
+	var looping bool
 	maxInFlight, maxRate := spec.MaxInFlight, 0.0
 	load := p.group.load
 	switch load.Kind {
@@ -316,12 +320,24 @@ func (b *run) runRepeat(ctx context.Context, p repeatPlan) (RepeatResult, *sampl
 		closed = newClosedLoop(ctx, int(load.Value))
 		sched, maxInFlight = closed, int(load.Value)
 	case LoadReplay:
-		src, err := b.replaySource(p.group.replay, p.target)
+		r := p.group.replay
+		replayRec = newReplayRecorder(spec.MaxSamplesPerRepeat, uint64(spec.Seed)^hashString(p.cell)+uint64(p.index))
+		src, err := b.replaySource(r, p.target, replaySalt(r, p.index), replayRec)
 		if err != nil {
 			return RepeatResult{}, nil, fmt.Errorf("cell %s: %w", p.cell, err)
 		}
 		sched, prompts, maxRate = src.Schedule(), src.Prompts(), src.MaxRate()
 		ceiling = plan.ReplayCeiling(maxRate, degradedLag, src.Burst())
+		looping = r.Loop
+		replayRes = &ReplayResult{Rows: int(float64(src.Records())*r.Sample + 0.5), WindowSeconds: src.Window().Seconds(),
+			Words: replayWords(r, src)}
+		if r.Sample >= 1 {
+			replayRes.Rows = src.Records()
+		}
+		// A replay sends its whole window, the same rows to every target,
+		// and its stability is judged afterwards on the windows the trace
+		// filled; only a looping one is cut.
+		check = false
 	default:
 		return RepeatResult{}, nil, fmt.Errorf("cell %s: unknown load kind %q", p.cell, load.Kind)
 	}
@@ -338,15 +354,23 @@ func (b *run) runRepeat(ctx context.Context, p repeatPlan) (RepeatResult, *sampl
 	// warm-up plus the measured duration when nothing completes.
 	seed := uint64(spec.Seed) ^ hashString(p.cell) + uint64(p.index)
 	rec := newRecorder(t0, p.warmup, p.warmup+p.duration, window, spec.SLO, spec.MaxSamplesPerRepeat, DefaultMaxITLSamples, seed)
+	clock := t0
 	if load.Kind == LoadReplay {
 		// A replay's rows are the trace's: its warm-up is the configured
-		// one, so that every target measures the same rows.
-		rec = newRecorderAt(t0.Add(p.warmup), window, spec.SLO, spec.MaxSamplesPerRepeat, DefaultMaxITLSamples, seed)
+		// one, counted from the trace's clock (which the runner starts
+		// ReplayLead late, to prepare the first rows), so that every target
+		// measures the same rows.
+		clock = t0.Add(workload.ReplayLead)
+		rec = newRecorderAt(clock.Add(p.warmup), window, spec.SLO, spec.MaxSamplesPerRepeat, DefaultMaxITLSamples, seed)
 	}
 	k := kBase
 	var tooFew bool
+	if replayRes != nil && !looping {
+		kBase = 1
+		k = 1
+	}
 	stop := &stopSchedule{
-		inner: sched, ctx: ctx, t0: t0,
+		inner: sched, ctx: ctx, t0: clock,
 		resolve: func() (time.Duration, bool) {
 			w, ok := rec.warmup(time.Now())
 			return w + time.Duration(k)*window, ok
@@ -372,6 +396,10 @@ func (b *run) runRepeat(ctx context.Context, p repeatPlan) (RepeatResult, *sampl
 			return w + time.Duration(k)*window, true
 		},
 	}
+	if replayRes != nil && !looping {
+		// No limit: the trace's end ends the repeat.
+		stop.resolve, stop.limit = nil, time.Duration(math.MaxInt64)
+	}
 	// The repeat's records, and for a closed loop the slot each ended
 	// request frees: no Prometheus registry is needed to run a workload.
 	observers := workload.Observers{rec}
@@ -393,8 +421,7 @@ func (b *run) runRepeat(ctx context.Context, p repeatPlan) (RepeatResult, *sampl
 	var span time.Duration
 	if stop.ended {
 		// The trace ran out: the measured time ends with the run.
-		w, _ := rec.warmup(end)
-		span = max(end.Sub(t0.Add(w)), time.Millisecond)
+		span = max(end.Sub(rec.warmupEndAt()), time.Millisecond)
 		k = min(k, max(1, int(math.Ceil(float64(span)/float64(window)))))
 	}
 	stats, smp := rec.finish(k, span)
@@ -415,9 +442,35 @@ func (b *run) runRepeat(ctx context.Context, p repeatPlan) (RepeatResult, *sampl
 		res.PromptsDrawn = cursor.Drawn
 	}
 	res.Stability.Windows = k
-	med, _ := rec.windowMedians(k)
+	med, cnt := rec.windowMedians(k)
 	for _, m := range med {
 		res.Stability.Medians = append(res.Stability.Medians, Num(m))
+	}
+	if replayRes != nil {
+		replayRec.result(replayRes)
+		replayRes.Clamped = stop.Clamped()
+		replayRes.Dropped = stats.Outcomes[string(observation.Dropped)]
+		if looping {
+			replayRes.Cut = replayCut(time.Duration(res.WarmupSeconds*float64(time.Second)).Round(time.Millisecond), time.Duration(k)*window)
+		}
+		res.Replay = replayRes
+		if p.stability && st.On() {
+			// Judged afterwards, on the windows the trace filled: a
+			// replay is never extended, its rows are the trace's.
+			ok, spread := stable(med, cnt, st.Windows, st.MinRequests, st.Tolerance)
+			res.Stability.Spread = Num(spread)
+			switch {
+			case k < st.Windows || math.IsNaN(spread):
+				res.Stability.Note = fmt.Sprintf("not judged: trace ended (%d windows of %s, %d needed with at least %d successes each)",
+					k, window, st.Windows, st.MinRequests)
+			default:
+				res.Stability.Checked, res.Stability.Stable = true, ok
+				if !ok {
+					res.Stability.Note = fmt.Sprintf("the trace's last %d windows did not agree within %.0f%% (spread %.1f%%); a replay is not extended",
+						st.Windows, st.Tolerance*100, spread*100)
+				}
+			}
+		}
 	}
 	if check && !res.Stability.Stable {
 		if tooFew {
@@ -468,10 +521,11 @@ func (b *run) knownAnswers(ctx context.Context, t *config.Target, ct *client.Tar
 
 // replaySource prepares a fresh replay of a trace against a target, as the
 // exporter's replay workloads do (the trace is read once per run).
-func (b *run) replaySource(r *ReplaySpec, t *config.Target) (*replay.Source, error) {
+func (b *run) replaySource(r *ReplaySpec, t *config.Target, salt uint64, rec replay.Recorder) (*replay.Source, error) {
 	policy, _ := replay.ParsePolicy(r.OnMalformed)
 	return replay.NewSource(b.traces[r.Name], replay.Options{
 		Speed: r.Speed, Start: r.Start, End: r.End, Loop: r.Loop, Sample: r.Sample, Seed: r.Seed,
+		WordSalt: salt, Recorder: rec,
 		MaxRate: r.MaxRate, Chat: t.Flavor == "openai-chat", BlockSize: r.BlockSize,
 		ForceOutputTokens: r.ForceOutputTokens, OnUnreplayable: policy,
 	})

@@ -39,6 +39,12 @@ type Options struct {
 	Sample float64
 	// Seed selects the sample and the synthesised words.
 	Seed int64
+	// WordSalt, when not 0, changes the synthesised words and nothing else:
+	// the same rows at the same instants with the same lengths and the same
+	// prefix structure, but words no earlier replay with another salt sent,
+	// so a server's prefix cache sees them cold. A bench repeat sets it to
+	// its index.
+	WordSalt uint64
 	// MaxRate is the hard ceiling in requests/s, as for arrival processes:
 	// consecutive sends are at least 1/MaxRate apart, and a request held
 	// back by it counts in Clamped and drifts. 0 means DefaultCeiling times
@@ -158,7 +164,7 @@ func NewSource(tr *Trace, opts Options) (*Source, error) {
 	}
 	s := &Source{
 		opts:     opts,
-		synth:    synthesizer{chat: opts.Chat, blockSize: opts.BlockSize, seed: uint64(opts.Seed)},
+		synth:    synthesizer{chat: opts.Chat, blockSize: opts.BlockSize, seed: wordSeed(opts.Seed, opts.WordSalt)},
 		pass:     -1,
 		replayed: map[int]int{},
 	}
@@ -382,6 +388,35 @@ func (s *Source) OverContext(contextLen int) (rows, largest int, at string) {
 		}
 	}
 	return rows, largest, at
+}
+
+// wordSeed is the synthesizer's seed: the replay's seed, mixed with a salt
+// when one is given (salt 0 keeps the words of a replay without one).
+func wordSeed(seed int64, salt uint64) uint64 {
+	if salt == 0 {
+		return uint64(seed)
+	}
+	return key3(uint64(seed), salt, 0x5a17)
+}
+
+// Window is the length of the replayed window at Speed: from its first
+// record's instant to its last one's (one pass's length when Loop).
+func (s *Source) Window() time.Duration {
+	if s.opts.Loop {
+		return s.passLen
+	}
+	return s.ideal[len(s.ideal)-1]
+}
+
+// Bodies says whether the window's records carry recorded request bodies,
+// sent as they were: their words are the trace's, whatever WordSalt.
+func (s *Source) Bodies() bool {
+	for _, b := range s.bodies {
+		if b != nil {
+			return true
+		}
+	}
+	return false
 }
 
 // Records is the number of records in the window that are replayed (before

@@ -18,9 +18,10 @@ const (
 	lookaheadItems = 256
 	lookaheadBytes = 64 << 20
 	lookaheadTime  = time.Second
-	// replayLead is the head start a replay's preparation gets before the
-	// trace's first instant.
-	replayLead = 100 * time.Millisecond
+	// ReplayLead is the head start a replay's preparation gets before the
+	// trace's first instant: a replay's clock starts ReplayLead after its
+	// Run does, and its offsets count from there.
+	ReplayLead = 100 * time.Millisecond
 )
 
 // preparedRequest is one arrival's request, built ahead. For a source that

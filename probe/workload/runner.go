@@ -176,9 +176,9 @@ func (r *Runner) Run(ctx context.Context) {
 	start := time.Now()
 	if lockstep {
 		// A replay's first rows often share an instant, each with a long
-		// prompt: its clock starts replayLead from now, so that they are
+		// prompt: its clock starts ReplayLead from now, so that they are
 		// prepared before it and go out together on time.
-		start = start.Add(replayLead)
+		start = start.Add(ReplayLead)
 	}
 	mon := r.Monitor
 	if mon == nil {

@@ -1,0 +1,272 @@
+package bench
+
+import (
+	"context"
+	"encoding/json"
+	"fmt"
+	"os"
+	"path/filepath"
+	"slices"
+	"strings"
+	"testing"
+	"time"
+)
+
+// mooncakeTrace writes n Mooncake rows, gap apart, each of in prompt tokens
+// (hash ids shared by pairs of rows, so a prefix cache has something to
+// hit) and out output tokens.
+func mooncakeTrace(n int, gap time.Duration, in, out int) string {
+	var b strings.Builder
+	for i := range n {
+		blocks := (in + 511) / 512
+		ids := make([]string, blocks)
+		for k := range ids {
+			ids[k] = fmt.Sprint((i/2)*100 + k)
+		}
+		fmt.Fprintf(&b, `{"timestamp": %d, "input_length": %d, "output_length": %d, "hash_ids": [%s]}`+"\n",
+			(time.Duration(i) * gap).Milliseconds(), in, out, strings.Join(ids, ", "))
+	}
+	return b.String()
+}
+
+// replayBench runs a bench of the given bench section against fresh
+// simulators, one per target name, and returns the report and the bodies
+// each simulator received.
+func replayBench(t *testing.T, trace, benchYAML string, names ...string) (*Report, [][]string, string) {
+	t.Helper()
+	var sims []*simTarget
+	for range names {
+		sims = append(sims, startSim(t, 5*time.Millisecond, 1, 0))
+	}
+	dir := t.TempDir()
+	writeTestFile(t, dir, "trace.jsonl", trace)
+	yml := targetsYAML(names, sims) + benchYAML
+	out := filepath.Join(dir, "out")
+	code, stdout, stderr := runCLI(t, context.Background(), "bench", "--config.file="+writeTestFile(t, dir, "b.yml", yml), "--output.dir="+out)
+	if code != ExitOK {
+		t.Fatalf("exit %d\n%s\n%s", code, stdout, stderr)
+	}
+	var bodies [][]string
+	for _, s := range sims {
+		bodies = append(bodies, s.bodies())
+	}
+	return readReport(t, out), bodies, out
+}
+
+// TestReplayWholeWindow: a bench replay sends its whole window, whatever
+// the configured duration, and the same rows to every target; the cell
+// says so (no cut). The old bench cut it at warm-up + duration, so two
+// targets could get different parts of the trace and the report did not
+// say it.
+func TestReplayWholeWindow(t *testing.T) {
+	const rows = 30
+	r, bodies, _ := replayBench(t, mooncakeTrace(rows, 100*time.Millisecond, 600, 4), `
+bench:
+  matrix:
+    replays: [{name: mc, source: mooncake, path: trace.jsonl}]
+  warmup: 500ms
+  duration: 1s
+  repeats: 1
+  stability: {enabled: false}
+  ranking: {resamples: 100}
+`, "a", "b")
+	if len(r.Cells) != 2 {
+		t.Fatalf("%d cells", len(r.Cells))
+	}
+	for i, c := range r.Cells {
+		rr := c.Repeats[0].Replay
+		if rr == nil {
+			t.Fatalf("cell %s: no replay result", c.Key)
+		}
+		if rr.Rows != rows || rr.Replayed != rows || rr.Cut != "" || len(bodies[i]) != rows {
+			t.Errorf("cell %s: %d rows, %d replayed, %d received, cut %q: want the whole window of %d", c.Key, rr.Rows, rr.Replayed, len(bodies[i]), rr.Cut, rows)
+		}
+		// The rows after the configured warm-up are measured: 25 of 30.
+		if c.Summary.Requests != rows-5 {
+			t.Errorf("cell %s: %d measured, want %d (rows after the 500 ms warm-up)", c.Key, c.Summary.Requests, rows-5)
+		}
+		if want := 2.9; rr.WindowSeconds < want-0.01 || rr.WindowSeconds > want+0.01 {
+			t.Errorf("cell %s: window %v s, want %v", c.Key, rr.WindowSeconds, want)
+		}
+		if rr.Clamped != 0 || rr.Drift.Count != rows || rr.Words != WordsPerRepeat {
+			t.Errorf("cell %s: clamped %d, %d drifts, words %q", c.Key, rr.Clamped, rr.Drift.Count, rr.Words)
+		}
+	}
+	a, b := slices.Clone(bodies[0]), slices.Clone(bodies[1])
+	slices.Sort(a)
+	slices.Sort(b)
+	if !slices.Equal(a, b) {
+		t.Error("the two targets were not sent the same rows")
+	}
+}
+
+// TestReplayDriftFromTrace: rows 10 ms apart under a 20 req/s ceiling are
+// held back, 40 ms more per row; the cell counts them as clamped and
+// measures their drift from the trace's instants (the last of 20 rows
+// leaves 0.76 s late), and flags the replay degraded. The old cell measured
+// lag from the instants the ceiling had already moved, and reported none.
+func TestReplayDriftFromTrace(t *testing.T) {
+	r, _, _ := replayBench(t, mooncakeTrace(20, 10*time.Millisecond, 100, 2), `
+bench:
+  matrix:
+    replays: [{name: mc, source: mooncake, path: trace.jsonl, max_rate: 20}]
+  warmup: 0s
+  duration: 1s
+  repeats: 1
+  stability: {enabled: false}
+  ranking: {resamples: 100}
+`, "a")
+	c := r.Cells[0]
+	rr := c.Repeats[0].Replay
+	if rr.Clamped != 19 {
+		t.Errorf("clamped %d, want 19", rr.Clamped)
+	}
+	if rr.Drift.Max < 0.75 || rr.Drift.Max > 0.85 || !rr.Degraded || !c.Degraded {
+		t.Errorf("drift max %v s (want 0.76), degraded %v, cell degraded %v", rr.Drift.Max, rr.Degraded, c.Degraded)
+	}
+	// The schedule lag, from the moved instants, is small: it is not the
+	// figure that shows the drift.
+	if c.Summary.ScheduleLag.P99 > 0.05 {
+		t.Logf("schedule lag p99 %v s", c.Summary.ScheduleLag.P99)
+	}
+}
+
+// TestReplayStabilityNotJudged: a trace that ends before the stability
+// check has its windows reads "not judged: trace ended", with no NaN in
+// the report; the old cell said "unstable, last spread NaN%".
+func TestReplayStabilityNotJudged(t *testing.T) {
+	r, _, out := replayBench(t, mooncakeTrace(10, 100*time.Millisecond, 100, 2), `
+bench:
+  matrix:
+    replays: [{name: mc, source: mooncake, path: trace.jsonl}]
+  warmup: 0s
+  duration: 3s
+  repeats: 1
+  stability: {window: 1s, windows: 3, min_requests: 2}
+  ranking: {resamples: 100}
+`, "a")
+	c := r.Cells[0]
+	st := c.Repeats[0].Stability
+	if !strings.HasPrefix(st.Note, "not judged: trace ended") || st.Checked || !c.Stable {
+		t.Errorf("stability %+v, cell stable %v", st, c.Stable)
+	}
+	html, err := os.ReadFile(filepath.Join(out, "report.html"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if strings.Contains(string(html), "NaN") || !strings.Contains(string(html), "not judged: trace ended") {
+		t.Error("the HTML report shows NaN or not the note")
+	}
+}
+
+// TestReplayWordsPerRepeat: by default each repeat of a replay gets words
+// of its own, with the same lengths and prefix structure, so that a prefix
+// cache meets every repeat cold; with words: reuse the repeats send the
+// same prompts.
+func TestReplayWordsPerRepeat(t *testing.T) {
+	const rows = 6
+	for _, tc := range []struct {
+		words string
+		same  bool
+	}{{"", false}, {"per_repeat", false}, {"reuse", true}} {
+		t.Run("words="+tc.words, func(t *testing.T) {
+			words := ""
+			if tc.words != "" {
+				words = ", words: " + tc.words
+			}
+			r, bodies, _ := replayBench(t, mooncakeTrace(rows, 20*time.Millisecond, 600, 2), `
+bench:
+  matrix:
+    replays: [{name: mc, source: mooncake, path: trace.jsonl`+words+`}]
+  warmup: 0s
+  duration: 1s
+  repeats: 2
+  stability: {enabled: false}
+  ranking: {resamples: 100}
+`, "a")
+			got := bodies[0]
+			if len(got) != 2*rows {
+				t.Fatalf("%d bodies, want %d", len(got), 2*rows)
+			}
+			prompts := func(bs []string) []string {
+				var ps []string
+				for _, b := range bs {
+					var req struct {
+						Prompt string `json:"prompt"`
+					}
+					if err := json.Unmarshal([]byte(b), &req); err != nil {
+						t.Fatal(err)
+					}
+					ps = append(ps, req.Prompt)
+				}
+				slices.Sort(ps)
+				return ps
+			}
+			first, second := prompts(got[:rows]), prompts(got[rows:])
+			if slices.Equal(first, second) != tc.same {
+				t.Errorf("repeats sent the same prompts: %v, want %v", !tc.same, tc.same)
+			}
+			for i := range first {
+				if len(strings.Fields(first[i])) != len(strings.Fields(second[i])) {
+					t.Errorf("prompt %d: %d words in repeat 1, %d in repeat 2", i, len(strings.Fields(first[i])), len(strings.Fields(second[i])))
+				}
+			}
+			// Within a repeat, rows 2k and 2k+1 share their hash ids: the
+			// same prompt, whatever the salt.
+			for _, half := range [][]string{got[:rows], got[rows:]} {
+				ps := prompts(half)
+				for k := 0; k < rows; k += 2 {
+					if ps[k] != ps[k+1] {
+						t.Errorf("rows sharing hash ids got different prompts")
+					}
+				}
+			}
+			want := WordsPerRepeat
+			if tc.same {
+				want = WordsReuse
+			}
+			for _, rep := range r.Cells[0].Repeats {
+				if rep.Replay.Words != want {
+					t.Errorf("repeat %d: words %q, want %q", rep.Index, rep.Replay.Words, want)
+				}
+			}
+		})
+	}
+}
+
+// TestReplayOnlyReport: a matrix of replays alone has no prompt set: the
+// report shows no hash of empty input, no default shape and no empty
+// section.
+func TestReplayOnlyReport(t *testing.T) {
+	r, _, out := replayBench(t, mooncakeTrace(4, 50*time.Millisecond, 100, 2), `
+bench:
+  matrix:
+    replays: [{name: mc, source: mooncake, path: trace.jsonl}]
+  warmup: 0s
+  duration: 1s
+  repeats: 1
+  stability: {enabled: false}
+  ranking: {resamples: 100}
+`, "a")
+	if r.Environment.PromptSetSHA256 != "" || len(r.Environment.PromptSets) != 0 {
+		t.Errorf("prompt set %q %+v in a replay-only report", r.Environment.PromptSetSHA256, r.Environment.PromptSets)
+	}
+	raw, err := os.ReadFile(filepath.Join(out, "report.json"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, s := range []string{"prompt_set_sha256", "e3b0c44298fc1c149afbf4c8996fb924", "in128-out128", `"shapes"`} {
+		if strings.Contains(string(raw), s) {
+			t.Errorf("report.json holds %q", s)
+		}
+	}
+	html, err := os.ReadFile(filepath.Join(out, "report.html"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, s := range []string{`id="curves"`, `class="prompt-sets"`, `id="prompt-sha"`} {
+		if strings.Contains(string(html), s) {
+			t.Errorf("report.html holds %q", s)
+		}
+	}
+}
