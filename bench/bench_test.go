@@ -692,7 +692,7 @@ bench:
 	if math.Abs(s.OutputTokensPerSecond-256)/256 > 0.05 {
 		t.Errorf("output_tokens_per_second %.1f, want 256 within 5%%", s.OutputTokensPerSecond)
 	}
-	if s.Overloaded || math.Abs(s.OfferedPerSecond-2) > 0.1 || s.DroppedPerSecond != 0 {
+	if s.Overloaded || s.Draining || math.Abs(s.OfferedPerSecond-2) > 0.1 || s.DroppedPerSecond != 0 {
 		t.Errorf("a server that keeps up: offered %.2f, dropped %.2f, overloaded %v (%s)", s.OfferedPerSecond, s.DroppedPerSecond, s.Overloaded, s.OverloadNote)
 	}
 	// Little's law holds: 2 req/s x 7.7 s in flight, and so many were.

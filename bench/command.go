@@ -167,6 +167,9 @@ func writeSummary(w io.Writer, r *Report, dir string) {
 		if !c.Stable || c.Degraded {
 			fmt.Fprintf(w, "note: cell %s: stable %v, client degraded %v\n", c.Key, c.Stable, c.Degraded)
 		}
+		if c.Summary.Draining {
+			fmt.Fprintf(w, "note: cell %s: %s\n", c.Key, c.Summary.DrainingNote)
+		}
 		if c.Summary.Overloaded {
 			fmt.Fprintf(w, "note: cell %s: %s\n", c.Key, c.Summary.OverloadNote)
 		}

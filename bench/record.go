@@ -461,6 +461,7 @@ func (rc *recorder) finish(k int, span time.Duration) (Stats, *sample) {
 	for i := 0; i <= k; i++ {
 		st.InFlightAtEnd += at(rc.winSent, i) - at(rc.winEnded, i)
 	}
+	st.InFlightAtStart = at(rc.winSent, 0) - at(rc.winEnded, 0)
 	if windowSec > 0 {
 		st.OutputTokensPerSecond = tokens / windowSec
 		st.RequestsPerSecond = float64(completions) / windowSec
@@ -477,6 +478,14 @@ func (rc *recorder) finish(k int, span time.Duration) (Stats, *sample) {
 		st.Overloaded = true
 		st.OverloadNote = fmt.Sprintf("overloaded: %d requests completed in the windows against %d sent (%.0f%%); the rest waited in flight, so requests/s is the server's capacity, not the offered rate",
 			completions, sent, 100*float64(completions)/float64(sent))
+	}
+	// The other way round: windows that begin with a backlog (a server
+	// slow at first, whose first completions set the warm-up) complete
+	// more than they are sent while it drains.
+	if sent := offered - dropped; span == 0 && sent >= 10 && float64(completions) > 1.1*float64(sent) {
+		st.Draining = true
+		st.DrainingNote = fmt.Sprintf("not in steady state: %d requests completed in the windows against %d sent (%.0f%%) while the warm-up's backlog drained (%d in flight at the start of the windows, %d at the end), so the rates overstate the steady state: lengthen the warm-up",
+			completions, sent, 100*float64(completions)/float64(sent), st.InFlightAtStart, st.InFlightAtEnd)
 	}
 	if rc.measured > 0 {
 		st.GoodputRatio = float64(rc.goodput) / float64(rc.measured)

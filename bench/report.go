@@ -157,10 +157,18 @@ type Stats struct {
 	// is Little's law's count for the figures measured, sent/s x mean E2E
 	// of the measured successes. Far more in flight than expected is a
 	// queue growing.
+	// InFlightAtStart is the same count at the start of the windows.
+	// Draining says the opposite of Overloaded: over 110% of what was
+	// sent completed in the windows, because they began with a backlog
+	// from the warm-up (a server slow at first, a warm-up too short), so
+	// the rates overstate the steady state; DrainingNote says by how much.
 	InFlightAtEnd    int     `json:"in_flight_at_end"`
 	InFlightExpected float64 `json:"in_flight_expected"`
+	InFlightAtStart  int     `json:"in_flight_at_start"`
 	Overloaded       bool    `json:"overloaded"`
 	OverloadNote     string  `json:"overload_note,omitempty"`
+	Draining         bool    `json:"draining"`
+	DrainingNote     string  `json:"draining_note,omitempty"`
 	TTFT             Dist    `json:"ttft_seconds"`
 	TTFA             Dist    `json:"ttfa_seconds"` // to the first answer token, after any reasoning (TTFT's for a model that does not reason)
 	TPOT             Dist    `json:"tpot_seconds"`
@@ -381,7 +389,7 @@ var CSVHeader = func() []string {
 		h = append(h, "ttfa_"+q+"_seconds")
 	}
 	h = append(h, "reasoning_tokens", "reasoning_requests")
-	h = append(h, "offered_per_second", "sent_per_second", "dropped_per_second", "overloaded", "in_flight_at_end", "in_flight_expected")
+	h = append(h, "offered_per_second", "sent_per_second", "dropped_per_second", "overloaded", "in_flight_at_end", "in_flight_expected", "in_flight_at_start", "draining")
 	return h
 }()
 
@@ -420,7 +428,7 @@ func WriteCSV(w io.Writer, r *Report) error {
 		dist(s.TTFA)
 		row = append(row, strconv.Itoa(s.ReasoningTokens), strconv.Itoa(s.ReasoningRequests))
 		row = append(row, fmtF(s.OfferedPerSecond), fmtF(s.SentPerSecond), fmtF(s.DroppedPerSecond), strconv.FormatBool(s.Overloaded),
-			strconv.Itoa(s.InFlightAtEnd), fmtF(s.InFlightExpected))
+			strconv.Itoa(s.InFlightAtEnd), fmtF(s.InFlightExpected), strconv.Itoa(s.InFlightAtStart), strconv.FormatBool(s.Draining))
 		if err := cw.Write(row); err != nil {
 			return err
 		}
@@ -496,6 +504,7 @@ func medianStats(all []Stats) Stats {
 		DroppedPerSecond:      col(func(s *Stats) float64 { return s.DroppedPerSecond }),
 		InFlightAtEnd:         icol(func(s *Stats) int { return s.InFlightAtEnd }),
 		InFlightExpected:      col(func(s *Stats) float64 { return s.InFlightExpected }),
+		InFlightAtStart:       icol(func(s *Stats) int { return s.InFlightAtStart }),
 		TTFT:                  dist(func(s *Stats) *Dist { return &s.TTFT }),
 		TTFA:                  dist(func(s *Stats) *Dist { return &s.TTFA }),
 		TPOT:                  dist(func(s *Stats) *Dist { return &s.TPOT }),
@@ -514,6 +523,9 @@ func medianStats(all []Stats) Stats {
 		out.Sampled = out.Sampled || s.Sampled
 		if s.Overloaded && !out.Overloaded {
 			out.Overloaded, out.OverloadNote = true, s.OverloadNote
+		}
+		if s.Draining && !out.Draining {
+			out.Draining, out.DrainingNote = true, s.DrainingNote
 		}
 	}
 	names := make([]string, 0, len(keys))

@@ -514,9 +514,18 @@ def bench(raw, reqs, live_wl):
              "e2e": s.get("e2e_seconds", {}), "itl": s.get("itl_seconds", {}),
              "schedule_lag": s.get("schedule_lag_seconds", {})}
         sp = spans.get(c.get("key"))
+        reps = c.get("repeats") or [{}]
+        # The warm-up the repeat used (it lasts until the pipeline is full),
+        # and its measured windows, from the report itself.
+        cell_warm = reps[0].get("warmup_seconds", warm)
+        cell_dur = s.get("window_seconds") or duration
+        e["warmup_s"], e["window_s"] = cell_warm, cell_dur
+        e["in_flight_at_start"], e["in_flight_at_end"] = s.get("in_flight_at_start"), s.get("in_flight_at_end")
+        e["offered_per_second"], e["sent_per_second"] = s.get("offered_per_second"), s.get("sent_per_second")
+        e["overloaded"], e["draining"] = s.get("overloaded"), s.get("draining")
         if sp and started is not None:
-            lo = (started + sp["start"] + warm) * 1e9
-            hi = lo + duration * 1e9
+            lo = (started + sp["start"] + cell_warm) * 1e9
+            hi = lo + cell_dur * 1e9
             mine = [r for r in reqs if lo <= r.get("arrival_ns", 0) < hi
                     and not str(r.get("request_id", "")).startswith(live_wl + "-")]
             figs = [server_figures(r) for r in mine]
@@ -613,7 +622,8 @@ def write_summary(out, info, lv, per, bn, meta):
     if bn:
         L.append("## 3. Bench (report.json) and the server's view of each cell")
         L.append("")
-        L.append(f"Open loop, constant arrivals, 512/128 tokens, warm-up {num(bn['warmup_s'], 0)} s, measured "
+        L.append(f"Open loop, constant arrivals, 512/128 tokens, configured warm-up {num(bn['warmup_s'], 0)} s "
+                 "(each cell's warm-up lasts until its pipeline is full: the column below), measured "
                  f"{num(bn['duration_s'], 0)} s, 1 repeat. Bench quantiles are exact order statistics over the "
                  "measured requests (clock from the scheduled instant); server = its log's requests that arrived "
                  "inside the cell's measured window (clock from arrival). GPU: "
@@ -635,6 +645,15 @@ def write_summary(out, info, lv, per, bn, meta):
         L.append("")
         L.append("Latencies in ms. Degraded cells (client late or CPU-starved): "
                  + (", ".join(c["cell"] for c in bn["cells"] if c.get("degraded")) or "none") + ".")
+        L.append("")
+        L.append("The load side by side (per second over the measured windows; in flight at their start and end):")
+        L.append("")
+        L.append("| cell | warm-up used [s] | offered | sent | completed | in flight start / end | overloaded | draining |")
+        L.append("|---|---|---|---|---|---|---|---|")
+        for c in bn["cells"]:
+            L.append(f"| {c['cell']} | {num(c.get('warmup_s'), 1)} | {num(c.get('offered_per_second'), 2)} | "
+                     f"{num(c.get('sent_per_second'), 2)} | {num(c['requests_per_second'], 2)} | "
+                     f"{c.get('in_flight_at_start')} / {c.get('in_flight_at_end')} | {c.get('overloaded')} | {c.get('draining')} |")
         L.append("")
     with open(out, "w") as f:
         f.write("\n".join(L))
