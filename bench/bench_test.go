@@ -397,6 +397,12 @@ bench:
 	if !strings.Contains(stdout, "REGRESSION sim/concurrency=8/s12: e2e_p99") {
 		t.Errorf("the regressed cell is not named:\n%s", stdout)
 	}
+	// The Markdown a CI job posts carries the verdict and the regressed
+	// figure.
+	if md, err := os.ReadFile(filepath.Join(dir, "slow", MarkdownFile)); err != nil || !strings.Contains(string(md), "**REGRESSED**: 1 gated figure(s)") ||
+		!strings.Contains(string(md), "| sim/concurrency=8/s12 | e2e_p99 |") {
+		t.Errorf("report.md (%v) lacks the verdict:\n%s", err, md)
+	}
 	slowRep := readReport(t, filepath.Join(dir, "slow"))
 	if c := slowRep.Baseline; c == nil || len(c.Regressions) != 1 || strings.Contains(strings.Join(c.Warnings, " "), "prompt sets differ") {
 		t.Errorf("comparison %+v", c)
@@ -415,6 +421,9 @@ bench:
 	code, stdout, stderr = runCLI(t, context.Background(), "bench", "--config.file="+cfg, "--output.dir="+filepath.Join(dir, "again"), "--baseline="+baseJSON)
 	if code != ExitOK {
 		t.Errorf("unchanged: exit %d, want 0\n%s\n%s", code, stdout, stderr)
+	}
+	if md, err := os.ReadFile(filepath.Join(dir, "again", MarkdownFile)); err != nil || !strings.Contains(string(md), "No regression against") {
+		t.Errorf("report.md (%v) lacks the verdict:\n%s", err, md)
 	}
 }
 
@@ -611,7 +620,8 @@ bench:
 	}
 	app, cmd, run, stdout := newApp()
 	out := filepath.Join(dir, "out")
-	if got, err := app.Parse([]string{"bench", "--config.file=" + cfg, "--output.dir=" + out}); err != nil || got != cmd.FullCommand() {
+	if got, err := app.Parse([]string{"bench", "--config.file=" + cfg, "--output.dir=" + out}); err != nil || got != cmd.FullCommand()+" run" {
+		// run is bench's default subcommand.
 		t.Fatalf("parse: %q %v", got, err)
 	}
 	if code := run(context.Background(), slog.New(slog.DiscardHandler)); code != ExitOK {

@@ -34,6 +34,8 @@ func AddCommand(app *kingpin.Application) (*kingpin.CmdClause, func(ctx context.
 }
 
 type commandFlags struct {
+	shard       string
+	listen      string
 	configFile  string
 	configCheck bool
 	outputDir   string
@@ -58,10 +60,79 @@ func addCommand(app *kingpin.Application, withCollectors bool, stdout, stderr io
 	cmd.Flag("baseline", "A previous report.json: compare every cell with it and exit 3 when a gated figure regressed beyond the threshold and noise.").PlaceHolder("OLD.json").StringVar(&f.baseline)
 	cmd.Flag("baseline.threshold", "Relative growth of a gated figure that counts as a regression (0: bench.regression.threshold, default 0.05).").Default("0").Float64Var(&f.threshold)
 	cmd.Flag("progress", "Progress bar on stderr: auto (when stderr is a terminal), always or never.").Default("auto").EnumVar(&f.progress, "auto", "always", "never")
+	cmd.Flag("shard", "Run shard i of N (0 <= i < N, as a Kubernetes Indexed Job's completion index): this process sends arrival n of the shared seeded schedule when n mod N = i; `bench merge` combines the shard reports.").PlaceHolder("i/N").StringVar(&f.shard)
+	cmd.Flag("web.listen-address", "While the bench runs, serve its live infer_probe_* metrics on this address at /metrics (empty: none).").PlaceHolder(":9750").StringVar(&f.listen)
+	// Subcommands: run (the default, so `bench --config.file=...` runs the
+	// matrix as before), verify and merge.
+	mode := "run"
+	cmd.Command("run", "Run the matrix (the default).").Default()
+	verifyCmd := cmd.Command("verify", "Hash again the inputs a report.json recorded (the exporter binary, the configuration, the traces) and say which match; exit 1 when one changed or is missing.")
+	verifyFile := verifyCmd.Arg("report", "A report.json.").Required().String()
+	verifyCmd.Action(func(*kingpin.ParseContext) error { mode = "verify"; return nil })
+	mergeCmd := cmd.Command("merge", "Merge the report.json of every shard of a split run (--shard=i/N) into one report in --output.dir: the figures one process would give.")
+	mergeFiles := mergeCmd.Arg("shards", "The shards' report.json files, all N of them.").Required().Strings()
+	mergeCmd.Action(func(*kingpin.ParseContext) error { mode = "merge"; return nil })
 	run := func(ctx context.Context, logger *slog.Logger) int {
+		switch mode {
+		case "verify":
+			return verifyCommand(*verifyFile, stdout, stderr)
+		case "merge":
+			return mergeCommand(*mergeFiles, f.outputDir, stdout, stderr)
+		}
 		return runCommand(ctx, logger, f.configFile, collectors, &f, stdout, stderr)
 	}
 	return cmd, run
+}
+
+// mergeCommand merges shard reports.
+func mergeCommand(files []string, dir string, stdout, stderr io.Writer) int {
+	if dir == "" {
+		fmt.Fprintln(stderr, "bench merge needs --output.dir")
+		return ExitUsage
+	}
+	if len(files) > MaxShards {
+		fmt.Fprintf(stderr, "bench merge: %d reports: at most %d shards\n", len(files), MaxShards)
+		return ExitUsage
+	}
+	var shards []*Report
+	for _, file := range files {
+		r, err := ReadJSON(file)
+		if err != nil {
+			fmt.Fprintln(stderr, "bench merge:", err)
+			return ExitError
+		}
+		shards = append(shards, r)
+	}
+	rep, err := Merge(shards)
+	if err != nil {
+		fmt.Fprintln(stderr, "bench merge:", err)
+		return ExitError
+	}
+	if err := WriteFiles(dir, rep); err != nil {
+		fmt.Fprintln(stderr, "bench merge: writing the report:", err)
+		return ExitError
+	}
+	writeSummary(stdout, rep, dir)
+	return ExitOK
+}
+
+// verifyCommand checks a report's audit chain.
+func verifyCommand(file string, stdout, stderr io.Writer) int {
+	r, err := ReadJSON(file)
+	if err != nil {
+		fmt.Fprintln(stderr, "bench verify:", err)
+		return ExitError
+	}
+	if len(r.Environment.Inputs) == 0 {
+		fmt.Fprintf(stderr, "bench verify: %s records no inputs (a report from before the audit chain)\n", file)
+		return ExitError
+	}
+	if !writeVerification(stdout, Verify(r)) {
+		fmt.Fprintf(stdout, "%s: an input changed or is missing\n", file)
+		return ExitError
+	}
+	fmt.Fprintf(stdout, "%s: every input found matches\n", file)
+	return ExitOK
 }
 
 func runCommand(ctx context.Context, logger *slog.Logger, configFile string, collectors *collector.Settings, f *commandFlags, stdout, stderr io.Writer) int {
@@ -91,6 +162,26 @@ func runCommand(ctx context.Context, logger *slog.Logger, configFile string, col
 		}
 	}
 	opts := Options{Logger: logger}
+	if f.shard != "" {
+		sh, err := ParseShard(f.shard)
+		if err != nil {
+			fmt.Fprintln(stderr, err)
+			return ExitUsage
+		}
+		if sh.On() && (cfg.Bench.Sweep != nil || cfg.Bench.ColdStart != nil) {
+			fmt.Fprintln(stderr, "--shard: a sweep or a cold-start step runs in one process: take them out of a split run's configuration")
+			return ExitUsage
+		}
+		opts.Shard = sh
+	}
+	if f.listen != "" {
+		stop, err := serveLive(ctx, f.listen, &opts, logger)
+		if err != nil {
+			fmt.Fprintln(stderr, "bench: --web.listen-address:", err)
+			return ExitError
+		}
+		defer stop()
+	}
 	if collectors != nil {
 		gpus, note, closeGPUs := gpuSource(ctx, collectors, logger)
 		defer closeGPUs()
@@ -174,7 +265,12 @@ func writeSummary(w io.Writer, r *Report, dir string) {
 			fmt.Fprintf(w, "note: cell %s: %s\n", c.Key, c.Summary.OverloadNote)
 		}
 	}
-	for _, name := range []string{JSONFile, CSVFile, HTMLFile} {
+	names := []string{JSONFile, CSVFile, HTMLFile, MarkdownFile}
+	if r.ColdStart != nil {
+		fmt.Fprintln(w, coldStartSummary(r.ColdStart))
+		names = append(names, ColdStartCSVFile)
+	}
+	for _, name := range names {
 		fmt.Fprintf(w, "wrote %s\n", filepath.Join(dir, name))
 	}
 }

@@ -73,6 +73,13 @@ type Spec struct {
 	// GPUSampleInterval is how often GPU memory, temperature and power are
 	// read during the run.
 	GPUSampleInterval time.Duration `yaml:"gpu_sample_interval"`
+	// ColdStart, when set, starts the server itself before everything
+	// else and measures start → ready → first token (coldstart.go).
+	ColdStart *ColdStartSpec `yaml:"cold_start"`
+	// Perplexity, when set, scores every target's perplexity over the
+	// reference text before the matrix, for the report and the ranking's
+	// accuracy component (quality.go).
+	Perplexity *PerplexitySpec `yaml:"perplexity"`
 }
 
 // MatrixSpec is the set of cells: every target × every load × every shape.
@@ -190,16 +197,29 @@ func (s StabilitySpec) On() bool { return s.Enabled == nil || *s.Enabled }
 // then Refine bisection steps between the last passing and first failing
 // rate.
 type SweepSpec struct {
-	Start      float64       `yaml:"start"`       // req/s, default 1
-	Factor     float64       `yaml:"factor"`      // default 2
-	MaxRate    float64       `yaml:"max_rate"`    // default 1024
-	Refine     int           `yaml:"refine"`      // default 3
-	MinGoodput float64       `yaml:"min_goodput"` // ratio 0..1, default 0.95
+	Start      float64 `yaml:"start"`       // req/s, default 1
+	Factor     float64 `yaml:"factor"`      // default 2
+	MaxRate    float64 `yaml:"max_rate"`    // default 1024
+	Refine     int     `yaml:"refine"`      // default 3
+	MinGoodput float64 `yaml:"min_goodput"` // ratio 0..1, default 0.95
+	// Pass is the rule a rate must meet: "goodput" (at least MinGoodput
+	// of the requests met bench.slo; the default when an SLO is set) or
+	// "success" (at least MinSuccess of them succeeded, whatever their
+	// latency: capacity as the highest rate held at, say, 99.9% success;
+	// the default without an SLO).
+	Pass       string        `yaml:"pass"`
+	MinSuccess float64       `yaml:"min_success"` // ratio 0..1, default 0.999
 	Duration   time.Duration `yaml:"duration"`    // per point; default bench.duration
 	// WarmupSetting per point; unset: bench.warmup. Warmup is it resolved.
 	WarmupSetting *time.Duration `yaml:"warmup"`
 	Warmup        time.Duration  `yaml:"-"`
 }
+
+// Sweep pass rules (SweepSpec.Pass).
+const (
+	SweepPassGoodput = "goodput"
+	SweepPassSuccess = "success"
+)
 
 // Weights of the composite score's components.
 type Weights struct {
@@ -469,6 +489,15 @@ func (c *Config) applyDefaults() {
 		if sw.MinGoodput == 0 {
 			sw.MinGoodput = 0.95
 		}
+		if sw.MinSuccess == 0 {
+			sw.MinSuccess = 0.999
+		}
+		if sw.Pass == "" {
+			sw.Pass = SweepPassGoodput
+			if s.SLO == (config.SLO{}) {
+				sw.Pass = SweepPassSuccess
+			}
+		}
 		if sw.Duration == 0 {
 			sw.Duration = s.Duration
 		}
@@ -511,6 +540,8 @@ func (c *Config) applyDefaults() {
 	if s.GPUSampleInterval == 0 {
 		s.GPUSampleInterval = DefaultGPUSampleInterval
 	}
+	s.ColdStart.applyDefaults(c)
+	s.Perplexity.applyDefaults()
 }
 
 func meanTokens(l Length) int {
@@ -628,8 +659,14 @@ func (c *Config) validate(v *validator) {
 		if sw.Duration < 0 || sw.Warmup < 0 {
 			v.add(wp, "duration", "durations must not be negative")
 		}
-		if s.SLO == (config.SLO{}) {
-			v.add(wp, "start", "a sweep needs bench.slo: it finds the highest rate meeting it")
+		if !(sw.MinSuccess > 0 && sw.MinSuccess <= 1) {
+			v.add(wp, "min_success", "must be a ratio in (0, 1]")
+		}
+		switch {
+		case sw.Pass != SweepPassGoodput && sw.Pass != SweepPassSuccess:
+			v.add(wp, "pass", fmt.Sprintf("%q: goodput or success", sw.Pass))
+		case sw.Pass == SweepPassGoodput && s.SLO == (config.SLO{}):
+			v.add(wp, "pass", "pass: goodput needs bench.slo (or pass: success, which needs none)")
 		}
 	}
 	if s.SLO.TTFT < 0 || s.SLO.TPOT < 0 || s.SLO.E2E < 0 {
@@ -703,6 +740,8 @@ func (c *Config) validate(v *validator) {
 		}
 	}
 	c.validateReplays(v, shapes)
+	c.validateColdStart(v)
+	c.validatePerplexity(v)
 	if s.GPUSampleInterval < 0 {
 		v.add(bp, "gpu_sample_interval", "must be positive")
 	}

@@ -107,7 +107,7 @@ func runCLI(t testing.TB, ctx context.Context, args ...string) (int, string, str
 	if err != nil {
 		t.Fatalf("parse %v: %v", args, err)
 	}
-	if got != cmd.FullCommand() {
+	if got != cmd.FullCommand() && !strings.HasPrefix(got, cmd.FullCommand()+" ") {
 		t.Fatalf("parsed command %q", got)
 	}
 	code := run(ctx, slog.New(slog.DiscardHandler))

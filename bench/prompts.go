@@ -107,6 +107,8 @@ func (ps *PromptSet) Cursor(target, shape string) *PromptCursor {
 type PromptCursor struct {
 	list []prompt.Prompt
 	i    int
+	// stride is how far each draw moves (a shard takes every Nth); 0 is 1.
+	stride int
 	// Drawn counts the prompts handed out.
 	Drawn int
 }
@@ -114,7 +116,7 @@ type PromptCursor struct {
 // Next returns the next prompt.
 func (c *PromptCursor) Next() prompt.Prompt {
 	p := c.list[c.i]
-	c.i = (c.i + 1) % len(c.list)
+	c.i = (c.i + max(c.stride, 1)) % len(c.list)
 	c.Drawn++
 	return p
 }

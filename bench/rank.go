@@ -85,7 +85,11 @@ type rankInput struct {
 	// has one.
 	memory []float64
 	// checks are each target's known-answer results; nil when none.
-	checks     [][]bool
+	checks [][]bool
+	// perplexity is each target's perplexity (NaN: not scored); nil
+	// without bench.perplexity or when no target was scored. With checks,
+	// it makes the accuracy component (quality.go).
+	perplexity []float64
 	weights    Weights
 	refs       References
 	figure     string
@@ -218,15 +222,15 @@ func rank(in *rankInput) RankingResult {
 	if in.memory != nil {
 		res.Components = append(res.Components, "memory")
 	}
-	if in.checks != nil {
+	if in.checks != nil || in.perplexity != nil {
 		res.Components = append(res.Components, "accuracy")
 	}
 	var notes []string
 	if in.memory == nil && in.weights.Memory > 0 {
 		notes = append(notes, "memory not scored: not every target has a nonzero peak GPU memory reading (no NVML, or its server is not on the GPUs this host sees)")
 	}
-	if in.checks == nil && in.weights.Accuracy > 0 {
-		notes = append(notes, "accuracy not scored: no known-answer checks configured")
+	if in.checks == nil && in.perplexity == nil && in.weights.Accuracy > 0 {
+		notes = append(notes, "accuracy not scored: no known-answer checks configured, and no perplexity scored")
 	}
 	res.Note = strings.Join(notes, "; ")
 	if n == 0 {
@@ -239,7 +243,7 @@ func rank(in *rankInput) RankingResult {
 		}
 		return out
 	}
-	comp, score := in.scores(point(func(g *rankGroup) []float64 { return g.lat }), point(func(g *rankGroup) []float64 { return g.thr }), fractions(in.checks))
+	comp, score := in.scores(point(func(g *rankGroup) []float64 { return g.lat }), point(func(g *rankGroup) []float64 { return g.thr }), in.accuracy(fractions(in.checks)))
 
 	rng := rand.New(rand.NewPCG(in.seed, 0x2545f4914f6cdd1d))
 	repScores := make([][]float64, n)
@@ -268,7 +272,7 @@ func rank(in *rankInput) RankingResult {
 				checks[t][i] = in.checks[t][rng.IntN(len(in.checks[t]))]
 			}
 		}
-		_, s := in.scores(lat, thr, fractions(checks))
+		_, s := in.scores(lat, thr, in.accuracy(fractions(checks)))
 		r := ranksOf(s)
 		for t := 0; t < n; t++ {
 			repScores[t] = append(repScores[t], s[t])

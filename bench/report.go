@@ -23,24 +23,39 @@ type Report struct {
 	Cells       []CellResult    `json:"cells"`
 	Sweeps      []SweepResult   `json:"sweeps,omitempty"`
 	Accuracy    []AccuracyCheck `json:"accuracy,omitempty"`
-	Ranking     RankingResult   `json:"ranking"`
-	GPU         GPUReport       `json:"gpu"`
+	// Perplexity is every target's perplexity over the reference text,
+	// with bench.perplexity (quality.go).
+	Perplexity []PerplexityResult `json:"perplexity,omitempty"`
+	Ranking    RankingResult      `json:"ranking"`
+	GPU        GPUReport          `json:"gpu"`
 	// Timeline holds when each repeat ran, in seconds since the start.
 	Timeline []Span      `json:"timeline"`
 	Baseline *Comparison `json:"baseline,omitempty"`
+	// ColdStart is the cold-start step's result, when the run had one.
+	ColdStart *ColdStartReport `json:"cold_start,omitempty"`
+	// Shard, in the report of one shard of a split run (`bench --shard`),
+	// holds what `bench merge` needs; MergedShards, in a merged report,
+	// says how many shards it combines.
+	Shard        *ShardPart `json:"shard,omitempty"`
+	MergedShards int        `json:"merged_shards,omitempty"`
 }
 
 // Environment records what the numbers were measured on.
 type Environment struct {
-	ExporterVersion  string    `json:"exporter_version"`
-	ExporterRevision string    `json:"exporter_revision"`
-	GoVersion        string    `json:"go_version"`
-	OS               string    `json:"os"`
-	Arch             string    `json:"arch"`
-	CPUs             int       `json:"cpus"`
-	Started          time.Time `json:"started"`
-	Finished         time.Time `json:"finished"`
-	ConfigFile       string    `json:"config_file"`
+	ExporterVersion  string `json:"exporter_version"`
+	ExporterRevision string `json:"exporter_revision"`
+	GoVersion        string `json:"go_version"`
+	OS               string `json:"os"`
+	Arch             string `json:"arch"`
+	CPUs             int    `json:"cpus"`
+	// Started and Finished are RFC 3339 instants in UTC.
+	Started  time.Time `json:"started"`
+	Finished time.Time `json:"finished"`
+	// Inputs is the audit chain: the exporter binary, the configuration
+	// file, every trace and every prompt set, each with its SHA-256
+	// (`infer_exporter bench verify report.json` checks them again).
+	Inputs     []Input `json:"inputs"`
+	ConfigFile string  `json:"config_file"`
 	// ConfigSHA256 is the SHA-256 of the configuration file's bytes; Config
 	// is the configuration with defaults applied (header values hidden).
 	ConfigSHA256 string `json:"config_sha256"`
@@ -236,6 +251,8 @@ type RepeatResult struct {
 	// Replay is what a replay repeat did with its trace; nil for other
 	// loads.
 	Replay *ReplayResult `json:"replay,omitempty"`
+	// state is the repeat's recorder, kept for a shard report.
+	state *RecorderState
 }
 
 // StabilityResult says whether a repeat's windows agreed.
@@ -266,10 +283,15 @@ type Span struct {
 type SweepResult struct {
 	Target string `json:"target"`
 	Shape  string `json:"shape"`
-	// MaxRate is the highest rate tried that met the SLO (0: none did);
-	// GoodputPerSecond the goodput measured there.
-	MaxRate          float64      `json:"max_rate"`
-	GoodputPerSecond float64      `json:"goodput_per_second"`
+	// Rule is the pass rule, e.g. "goodput >= 0.95" or "success >= 0.999".
+	Rule string `json:"rule"`
+	// MaxRate is the highest rate tried that passed (0: none did);
+	// GoodputPerSecond and SuccessRatio were measured there.
+	MaxRate          float64 `json:"max_rate"`
+	GoodputPerSecond float64 `json:"goodput_per_second"`
+	SuccessRatio     float64 `json:"success_ratio"`
+	// FirstFailingRate is the lowest rate tried that failed (0: none did).
+	FirstFailingRate float64      `json:"first_failing_rate"`
 	Points           []SweepPoint `json:"points"`
 	Note             string       `json:"note,omitempty"`
 }
@@ -281,7 +303,11 @@ type SweepPoint struct {
 	GoodputPerSecond      float64 `json:"goodput_per_second"`
 	OutputTokensPerSecond float64 `json:"output_tokens_per_second"`
 	E2EP99                Num     `json:"e2e_p99"`
-	Pass                  bool    `json:"pass"`
+	// Requests measured, and the share of them that succeeded (dropped
+	// and failed ones count against it).
+	Requests     int     `json:"requests"`
+	SuccessRatio float64 `json:"success_ratio"`
+	Pass         bool    `json:"pass"`
 }
 
 // AccuracyCheck is the known-answer checks of one target.
@@ -316,12 +342,12 @@ func WriteFiles(dir string, r *Report) error {
 	for _, f := range []struct {
 		name  string
 		write func(io.Writer, *Report) error
-	}{{JSONFile, WriteJSON}, {CSVFile, WriteCSV}, {HTMLFile, WriteHTML}} {
+	}{{JSONFile, WriteJSON}, {CSVFile, WriteCSV}, {HTMLFile, WriteHTML}, {MarkdownFile, WriteMarkdown}} {
 		if err := writeFile(filepath.Join(dir, f.name), func(w io.Writer) error { return f.write(w, r) }); err != nil {
 			return fmt.Errorf("%s: %w", f.name, err)
 		}
 	}
-	return nil
+	return writeColdStartFile(dir, r)
 }
 
 // writeFile writes through a temporary file and a rename, so a reader never

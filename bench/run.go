@@ -34,6 +34,12 @@ type Options struct {
 	Info InfoSource
 	// Progress, when set, receives a progress bar (give it a terminal).
 	Progress io.Writer
+	// Shard, when On, runs this process's share of a split run.
+	Shard Shard
+	// Live, when set, gets every repeat's requests as they happen, and the
+	// repeat's state (the live infer_probe_* series of a shard on
+	// --web.listen-address).
+	Live func(target *config.Target, cell string) (workload.Observer, workload.Monitor)
 }
 
 // degradedLag is the schedule lag p99 above which a repeat is flagged
@@ -74,7 +80,7 @@ func Run(ctx context.Context, cfg *Config, opts Options) (*Report, error) {
 		opts.Logger = slog.New(slog.DiscardHandler)
 	}
 	spec := &cfg.Bench
-	b := &run{cfg: cfg, spec: spec, opts: opts, logger: opts.Logger, start: time.Now()}
+	b := &run{cfg: cfg, spec: spec, opts: opts, logger: opts.Logger, start: time.Now().UTC()}
 	targets := cfg.RunTargets()
 	cts := make([]*client.Target, len(targets))
 	for i := range targets {
@@ -83,6 +89,18 @@ func Run(ctx context.Context, cfg *Config, opts Options) (*Report, error) {
 			return nil, fmt.Errorf("target %q: %w", targets[i].Name, err)
 		}
 		cts[i] = ct
+	}
+	// The cold-start step comes first: the server it starts (and, by
+	// default, leaves running until the run ends) is the one the prompt
+	// calibration, the engine info and the matrix then meet.
+	var coldStart *ColdStartReport
+	if spec.ColdStart != nil {
+		cs, stopServer, err := b.coldStart(ctx, targets, cts)
+		if err != nil {
+			return nil, err
+		}
+		defer stopServer()
+		coldStart = cs
 	}
 	// Shapes serve the rates, the concurrencies and the sweep; a matrix of
 	// replays alone needs no prompt set.
@@ -105,7 +123,7 @@ func Run(ctx context.Context, cfg *Config, opts Options) (*Report, error) {
 		}
 		b.traces[r.Name] = tr
 	}
-	rep := &Report{Schema: Schema, Environment: b.environment(ctx, targets)}
+	rep := &Report{Schema: Schema, Environment: b.environment(ctx, targets), ColdStart: coldStart}
 
 	var gpu *gpuSampler
 	gctx, stopGPU := context.WithCancel(ctx)
@@ -129,6 +147,9 @@ func Run(ctx context.Context, cfg *Config, opts Options) (*Report, error) {
 			rep.Accuracy = append(rep.Accuracy, b.knownAnswers(ctx, &targets[i], cts[i]))
 		}
 	}
+	if spec.Perplexity != nil {
+		rep.Perplexity = b.perplexity(ctx, targets, cts)
+	}
 
 	var groups []group
 	for i := range spec.Matrix.Shapes {
@@ -147,11 +168,6 @@ func Run(ctx context.Context, cfg *Config, opts Options) (*Report, error) {
 	b.progress = newProgress(opts.Progress, len(targets)*len(groups)*spec.Repeats)
 	defer b.progress.close()
 
-	// acc[group][target] gathers a cell's repeats.
-	type cellAcc struct {
-		repeats []RepeatResult
-		samples []*sample
-	}
 	acc := make([][]cellAcc, len(groups))
 	for gi, g := range groups {
 		acc[gi] = make([]cellAcc, len(targets))
@@ -173,40 +189,15 @@ func Run(ctx context.Context, cfg *Config, opts Options) (*Report, error) {
 		}
 	}
 
-	// Cells, target by target; each cell's bootstrap now, so that only its
-	// resampled figures, not its requests, are kept for the ranking.
-	reps := map[string][numFigures][]float64{}
-	for ti := range targets {
-		for gi, g := range groups {
-			{
-				a := &acc[gi][ti]
-				key := CellKey(targets[ti].Name, g.load, g.name)
-				cell := CellResult{Key: key, Target: targets[ti].Name, Load: g.load, Shape: g.name,
-					Repeats: a.repeats, Stable: true, CI: map[string]Interval{}}
-				stats := make([]Stats, len(a.repeats))
-				for i, r := range a.repeats {
-					stats[i] = r.Stats
-					if r.Stability.Checked && !r.Stability.Stable {
-						cell.Stable = false
-					}
-					if r.Stats.ScheduleLag.Count > 0 && r.Stats.ScheduleLag.P99 > degradedLag.Seconds() || r.SchedulingLatencyP99 > degradedLag.Seconds() ||
-						r.Replay != nil && r.Replay.Degraded {
-						cell.Degraded = true
-					}
-				}
-				cell.Summary = medianStats(stats)
-				bs := bootstrapCell(a.samples, spec.Ranking.Resamples, uint64(spec.Seed), hashString(key))
-				for f := 0; f < numFigures; f++ {
-					if ci, ok := percentileInterval(bs[f], spec.Ranking.Confidence); ok {
-						cell.CI[FigureNames[f]] = ci
-					}
-				}
-				reps[key] = bs
-				a.samples = nil
-				rep.Cells = append(rep.Cells, cell)
-			}
-		}
+	names := make([]string, len(targets))
+	for i := range targets {
+		names[i] = targets[i].Name
 	}
+	if opts.Shard.On() {
+		rep.Shard = shardPart(opts.Shard, names, groups, acc)
+	}
+	cells, reps := assembleCells(spec, names, groups, acc)
+	rep.Cells = cells
 
 	if sw := spec.Sweep; sw != nil {
 		for ti := range targets {
@@ -236,8 +227,52 @@ func Run(ctx context.Context, cfg *Config, opts Options) (*Report, error) {
 	rep.Timeline = b.timeline
 
 	rep.Ranking = rank(b.rankInput(targets, groups, reps, rep))
-	rep.Environment.Finished = time.Now()
+	rep.Environment.Finished = time.Now().UTC()
 	return rep, nil
+}
+
+// cellAcc gathers a cell's repeats: acc[group][target].
+type cellAcc struct {
+	repeats []RepeatResult
+	samples []*sample
+}
+
+// assembleCells turns the repeats into cells, target by target; each
+// cell's bootstrap now, so that only its resampled figures, not its
+// requests, are kept for the ranking. Run and Merge share it.
+func assembleCells(spec *Spec, targets []string, groups []group, acc [][]cellAcc) ([]CellResult, map[string][numFigures][]float64) {
+	var cells []CellResult
+	reps := map[string][numFigures][]float64{}
+	for ti, target := range targets {
+		for gi, g := range groups {
+			a := &acc[gi][ti]
+			key := CellKey(target, g.load, g.name)
+			cell := CellResult{Key: key, Target: target, Load: g.load, Shape: g.name,
+				Repeats: a.repeats, Stable: true, CI: map[string]Interval{}}
+			stats := make([]Stats, len(a.repeats))
+			for i, r := range a.repeats {
+				stats[i] = r.Stats
+				if r.Stability.Checked && !r.Stability.Stable {
+					cell.Stable = false
+				}
+				if r.Stats.ScheduleLag.Count > 0 && r.Stats.ScheduleLag.P99 > degradedLag.Seconds() || r.SchedulingLatencyP99 > degradedLag.Seconds() ||
+					r.Replay != nil && r.Replay.Degraded {
+					cell.Degraded = true
+				}
+			}
+			cell.Summary = medianStats(stats)
+			bs := bootstrapCell(a.samples, spec.Ranking.Resamples, uint64(spec.Seed), hashString(key))
+			for f := 0; f < numFigures; f++ {
+				if ci, ok := percentileInterval(bs[f], spec.Ranking.Confidence); ok {
+					cell.CI[FigureNames[f]] = ci
+				}
+			}
+			reps[key] = bs
+			a.samples = nil
+			cells = append(cells, cell)
+		}
+	}
+	return cells, reps
 }
 
 func hashString(s string) uint64 {
@@ -258,6 +293,7 @@ func (b *run) environment(ctx context.Context, targets []config.Target) Environm
 		env.Traces = append(env.Traces, TraceInfo{Name: r.Name, Source: r.Source, Path: r.Path,
 			Records: len(b.traces[r.Name].Records), Skipped: b.traces[r.Name].Skipped})
 	}
+	env.Inputs = auditInputs(b.cfg.File, env.Traces, env.PromptSets)
 	src := b.opts.Info
 	if src == nil {
 		src = ServerInfo{Logger: b.logger}
@@ -317,8 +353,16 @@ func (b *run) runRepeat(ctx context.Context, p repeatPlan) (RepeatResult, *sampl
 		}
 		sched, ceiling, maxRate = ol.Schedule, ol.Ceiling, ol.MaxRate
 	case LoadConcurrency:
-		closed = newClosedLoop(ctx, int(load.Value))
-		sched, maxInFlight = closed, int(load.Value)
+		clients := int(load.Value)
+		if b.opts.Shard.On() {
+			clients = b.opts.Shard.share(clients)
+		}
+		if clients == 0 {
+			return RepeatResult{Index: p.index, Stats: Stats{Outcomes: map[string]int{}}, Stability: StabilityResult{Spread: NaN(),
+				Note: "this shard has none of the cell's clients"}}, &sample{scale: 1}, nil
+		}
+		closed = newClosedLoop(ctx, clients)
+		sched, maxInFlight = closed, clients
 	case LoadReplay:
 		r := p.group.replay
 		replayRec = newReplayRecorder(spec.MaxSamplesPerRepeat, uint64(spec.Seed)^hashString(p.cell)+uint64(p.index))
@@ -344,6 +388,14 @@ func (b *run) runRepeat(ctx context.Context, p repeatPlan) (RepeatResult, *sampl
 	if prompts == nil {
 		cursor = b.prompts.Cursor(p.target.Name, p.group.name)
 		prompts = cursor
+	}
+	if sh := b.opts.Shard; sh.On() && closed == nil {
+		// This shard's arrivals of the shared schedule, each with the
+		// prompt a single process would have given it.
+		sched = &shardSchedule{inner: sched, shard: sh}
+		if cursor != nil {
+			cursor.i, cursor.stride = sh.Index%len(cursor.list), sh.Count
+		}
 	}
 	cl := client.New(client.Options{MaxConnsPerHost: maxInFlight})
 	defer cl.Close()
@@ -406,9 +458,15 @@ func (b *run) runRepeat(ctx context.Context, p repeatPlan) (RepeatResult, *sampl
 	if closed != nil {
 		observers = append(observers, closed)
 	}
+	var monitor workload.Monitor
+	if b.opts.Live != nil {
+		var live workload.Observer
+		live, monitor = b.opts.Live(p.target, p.cell)
+		observers = append(observers, live)
+	}
 	runner := &workload.Runner{
 		Name: "bench", Target: p.ct, Schedule: stop, Ceiling: ceiling, Prompts: prompts,
-		Client: cl, Observer: observers, MaxInFlight: maxInFlight, MaxRate: maxRate,
+		Client: cl, Observer: observers, Monitor: monitor, MaxInFlight: maxInFlight, MaxRate: maxRate,
 		Sampling: spec.Sampling, Timeout: p.target.Timeout, Logger: b.logger,
 		DegradedLag: degradedLag, Saturation: b.sched,
 	}
@@ -426,6 +484,10 @@ func (b *run) runRepeat(ctx context.Context, p repeatPlan) (RepeatResult, *sampl
 	}
 	stats, smp := rec.finish(k, span)
 	res.Stats = stats
+	if b.opts.Shard.On() {
+		st := rec.export(k, span)
+		res.state = &st
+	}
 	used, cut := rec.warmupUsed()
 	res.WarmupSeconds = used.Seconds()
 	switch {
@@ -536,7 +598,10 @@ func (b *run) replaySource(r *ReplaySpec, t *config.Target, salt uint64, rec rep
 // check.
 func (b *run) sweep(ctx context.Context, t *config.Target, ct *client.Target, sh *Shape) (SweepResult, error) {
 	sw := b.spec.Sweep
-	res := SweepResult{Target: t.Name, Shape: sh.Name}
+	res := SweepResult{Target: t.Name, Shape: sh.Name, Rule: fmt.Sprintf("goodput >= %g", sw.MinGoodput)}
+	if sw.Pass == SweepPassSuccess {
+		res.Rule = fmt.Sprintf("success >= %g", sw.MinSuccess)
+	}
 	try := func(rate float64) (SweepPoint, error) {
 		l := Load{LoadRate, rate}
 		key := "sweep/" + CellKey(t.Name, l, sh.Name)
@@ -548,8 +613,15 @@ func (b *run) sweep(ctx context.Context, t *config.Target, ct *client.Target, sh
 		}
 		s := r.Stats
 		pt := SweepPoint{Rate: rate, GoodputRatio: s.GoodputRatio, GoodputPerSecond: s.GoodputPerSecond,
-			OutputTokensPerSecond: s.OutputTokensPerSecond, E2EP99: NaN(),
-			Pass: s.Requests > 0 && s.GoodputRatio >= sw.MinGoodput}
+			OutputTokensPerSecond: s.OutputTokensPerSecond, E2EP99: NaN(), Requests: s.Requests}
+		if s.Requests > 0 {
+			pt.SuccessRatio = float64(s.Successes) / float64(s.Requests)
+		}
+		if sw.Pass == SweepPassSuccess {
+			pt.Pass = s.Requests > 0 && pt.SuccessRatio >= sw.MinSuccess
+		} else {
+			pt.Pass = s.Requests > 0 && s.GoodputRatio >= sw.MinGoodput
+		}
 		if s.E2E.Count > 0 {
 			pt.E2EP99 = Num(s.E2E.P99)
 		}
@@ -585,12 +657,18 @@ func (b *run) sweep(ctx context.Context, t *config.Target, ct *client.Target, sh
 			fail = mid
 		}
 	}
-	res.MaxRate, res.GoodputPerSecond = pass, passPt.GoodputPerSecond
+	res.MaxRate, res.GoodputPerSecond, res.SuccessRatio, res.FirstFailingRate = pass, passPt.GoodputPerSecond, passPt.SuccessRatio, fail
 	switch {
 	case pass == 0:
-		res.Note = fmt.Sprintf("even %g req/s missed the SLO for more than %.0f%% of requests", sw.Start, (1-sw.MinGoodput)*100)
+		res.Note = fmt.Sprintf("even %g req/s failed %s", sw.Start, res.Rule)
 	case fail == 0:
-		res.Note = fmt.Sprintf("met the SLO up to max_rate %g req/s", sw.MaxRate)
+		res.Note = fmt.Sprintf("passed %s up to max_rate %g req/s", res.Rule, sw.MaxRate)
+	}
+	// A ratio is only as fine as its count: 99.9% needs 1,000 requests
+	// to tell one failure from none.
+	if need := int(math.Ceil(1 / (1 - min(sw.MinSuccess, 1-1e-9)))); sw.Pass == SweepPassSuccess && pass > 0 && passPt.Requests < need {
+		res.Note = strings.TrimSpace(res.Note + fmt.Sprintf(" the passing rate measured %d requests: a ratio of %g needs at least %d to resolve one failure; lengthen sweep.duration",
+			passPt.Requests, sw.MinSuccess, need))
 	}
 	return res, nil
 }
@@ -641,6 +719,7 @@ func (b *run) rankInput(targets []config.Target, groups []group, reps map[string
 			}
 		}
 	}
+	in.perplexity = perplexityInput(rep, targets)
 	return in
 }
 

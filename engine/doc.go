@@ -9,7 +9,11 @@
 // renders the latest snapshots, and Snapshot / Snapshots return the same
 // snapshots typed (Info), for readers such as the bench, so that the two
 // cannot disagree. server.go holds the scraper, engines.go the mapping
-// from each engine's metric names.
+// from each engine's metric names (and its health endpoint), readiness.go
+// what each poll found of the server's life: whether it answered, whether
+// its health endpoint says it is ready, and its process start, told to a
+// PollObserver (the cold-start tracker, probe/coldstart). While a server
+// is not ready it is polled every ReadyPollInterval between scrapes.
 //
 // It is not one of the host collectors of package collector: it needs the
 // configuration's targets (ApplyConfig, Apply on reload), not flags.

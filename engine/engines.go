@@ -61,7 +61,10 @@ type engineMapping struct {
 	prefixes []string
 	// modelLabel is the label that names the model, when the engine has one.
 	modelLabel string
-	sources    [numQuantities][]source
+	// health is the readiness endpoint under the server root: 200 when
+	// the server can serve (readiness.go).
+	health  string
+	sources [numQuantities][]source
 }
 
 func src(family string, kv ...string) source {
@@ -79,7 +82,7 @@ func src(family string, kv ...string) source {
 // specific prefixes come first (NIM's unprefixed names last).
 var engineMappings = []engineMapping{
 	{
-		name: engineVLLM, prefixes: []string{"vllm:"}, modelLabel: "model_name",
+		name: engineVLLM, prefixes: []string{"vllm:"}, modelLabel: "model_name", health: "/health",
 		sources: [numQuantities][]source{
 			qRunning: {src("vllm:num_requests_running")},
 			qWaiting: {src("vllm:num_requests_waiting")},
@@ -92,7 +95,7 @@ var engineMappings = []engineMapping{
 		},
 	},
 	{
-		name: engineSGLang, prefixes: []string{"sglang:"}, modelLabel: "model_name",
+		name: engineSGLang, prefixes: []string{"sglang:"}, modelLabel: "model_name", health: "/health",
 		sources: [numQuantities][]source{
 			qRunning: {src("sglang:num_running_reqs")},
 			qWaiting: {src("sglang:num_queue_reqs")},
@@ -107,14 +110,14 @@ var engineMappings = []engineMapping{
 		},
 	},
 	{
-		name: engineTGI, prefixes: []string{"tgi_"},
+		name: engineTGI, prefixes: []string{"tgi_"}, health: "/health",
 		sources: [numQuantities][]source{
 			qRunning: {src("tgi_batch_current_size")},
 			qWaiting: {src("tgi_queue_size")},
 		},
 	},
 	{
-		name: engineLlamaCpp, prefixes: []string{"llamacpp:"},
+		name: engineLlamaCpp, prefixes: []string{"llamacpp:"}, health: "/health",
 		sources: [numQuantities][]source{
 			qRunning: {src("llamacpp:requests_processing")},
 			qWaiting: {src("llamacpp:requests_deferred")},
@@ -123,7 +126,8 @@ var engineMappings = []engineMapping{
 		},
 	},
 	{
-		name: engineTriton, prefixes: []string{"nv_trt_llm_", "nv_inference_"}, modelLabel: "model",
+		// KServe v2's readiness endpoint.
+		name: engineTriton, prefixes: []string{"nv_trt_llm_", "nv_inference_"}, modelLabel: "model", health: "/v2/health/ready",
 		sources: [numQuantities][]source{
 			qRunning: {src("nv_trt_llm_request_metrics", "request_type", "scheduled")},
 			// The TensorRT-LLM backend's queue; without it, Triton's own
@@ -133,7 +137,7 @@ var engineMappings = []engineMapping{
 		},
 	},
 	{
-		name: engineTRTLLMServe, prefixes: []string{"trtllm_"}, modelLabel: "model_name",
+		name: engineTRTLLMServe, prefixes: []string{"trtllm_"}, modelLabel: "model_name", health: "/health",
 		sources: [numQuantities][]source{
 			qRunning: {src("trtllm_num_requests_running")},
 			qWaiting: {src("trtllm_num_requests_waiting")},
@@ -141,7 +145,7 @@ var engineMappings = []engineMapping{
 		},
 	},
 	{
-		name: engineNIM, prefixes: []string{"num_requests_running", "gpu_cache_usage_perc"}, modelLabel: "model_name",
+		name: engineNIM, prefixes: []string{"num_requests_running", "gpu_cache_usage_perc"}, modelLabel: "model_name", health: "/v1/health/ready",
 		sources: [numQuantities][]source{
 			qRunning: {src("num_requests_running")},
 			qWaiting: {src("num_requests_waiting")},
@@ -149,8 +153,9 @@ var engineMappings = []engineMapping{
 		},
 	},
 	// Ollama serves no /metrics; it is detected from /api/version and has
-	// only infer_server_up and infer_server_info.
-	{name: engineOllama},
+	// only infer_server_up and infer_server_info. Its root answers 200
+	// "Ollama is running" once the server is up.
+	{name: engineOllama, health: "/"},
 }
 
 func mappingFor(engine string) *engineMapping {

@@ -43,6 +43,7 @@ type Scraper struct {
 	logger *slog.Logger
 	client *http.Client
 	now    func() time.Time
+	polls  PollObserver // nil: none (readiness.go)
 
 	mu       sync.Mutex
 	scrapers map[string]*targetScraper // by target name
@@ -53,7 +54,7 @@ type Scraper struct {
 }
 
 // NewScraper returns a scraper with no targets; ApplyConfig starts them.
-func NewScraper(logger *slog.Logger) *Scraper {
+func NewScraper(logger *slog.Logger, opts ...Option) *Scraper {
 	if logger == nil {
 		logger = slog.New(slog.DiscardHandler)
 	}
@@ -61,7 +62,7 @@ func NewScraper(logger *slog.Logger) *Scraper {
 	d := func(name, help string, l []string) *prometheus.Desc {
 		return prometheus.NewDesc("infer_server_"+name, help, l, nil)
 	}
-	return &Scraper{
+	s := &Scraper{
 		logger: logger,
 		client: &http.Client{
 			Transport: &http.Transport{Proxy: nil, MaxIdleConnsPerHost: 2, IdleConnTimeout: time.Minute, DisableCompression: false},
@@ -88,6 +89,10 @@ func NewScraper(logger *slog.Logger) *Scraper {
 		ageDesc: d("scrape_age_seconds", "Time since the last background scrape of the target's metrics finished.",
 			[]string{"target"}),
 	}
+	for _, o := range opts {
+		o(s)
+	}
+	return s
 }
 
 // Describe sends every descriptor.
@@ -354,14 +359,11 @@ func (sc *targetScraper) start(ctx context.Context) {
 	sc.metricsURL = sc.t.metricsURL
 	go func() {
 		defer close(sc.done)
-		tick := time.NewTicker(sc.t.interval)
-		defer tick.Stop()
 		for {
-			sc.scrape(ctx)
-			select {
-			case <-ctx.Done():
+			next := time.Now().Add(sc.t.interval)
+			r := sc.scrape(ctx)
+			if !sc.waitNext(ctx, next, r) {
 				return
-			case <-tick.C:
 			}
 		}
 	}()
@@ -372,8 +374,9 @@ func (sc *targetScraper) stop() {
 	<-sc.done
 }
 
-// scrape reads the metrics (and, when due, the info endpoints) once.
-func (sc *targetScraper) scrape(ctx context.Context) {
+// scrape reads the metrics (and, when due, the info endpoints) and the
+// readiness once, and reports the poll; it returns the readiness.
+func (sc *targetScraper) scrape(ctx context.Context) Readiness {
 	start := sc.parent.now()
 	ctx, cancel := context.WithTimeout(ctx, sc.t.timeout)
 	defer cancel()
@@ -387,7 +390,7 @@ func (sc *targetScraper) scrape(ctx context.Context) {
 		}
 	}
 	if ctx.Err() != nil && errors.Is(err, context.Canceled) {
-		return // stopped
+		return Unreachable // stopped: nothing is reported
 	}
 	engine := sc.t.engine
 	configured := engine != config.ServerEngineAuto
@@ -445,9 +448,15 @@ func (sc *targetScraper) scrape(ctx context.Context) {
 	if err != nil && engine != engineOllama {
 		sc.logger.Debug("server metrics scrape failed", "url", sc.metricsURL, "err", err)
 	}
+	readiness := sc.readiness(ctx, engine, status, err)
+	if ctx.Err() != nil && errors.Is(ctx.Err(), context.Canceled) {
+		return readiness // stopped while asking: nothing is reported
+	}
 	end := sc.parent.now()
 	sc.snap.Store(&serverSnapshot{target: sc.t.name, engine: engine, model: sc.t.model, up: up, values: vs,
 		info: sc.info, at: end, duration: end.Sub(start)})
+	sc.report(Poll{Target: sc.t.name, At: end, Readiness: readiness, Full: true, ProcessStart: processStart(fams)})
+	return readiness
 }
 
 // checkFamilies warns when a successful scrape carries none of the

@@ -4,6 +4,7 @@ import (
 	"bytes"
 	"context"
 	"fmt"
+	"io"
 	"log/slog"
 	"net/http"
 	"net/http/httptest"
@@ -296,9 +297,27 @@ func TestServerMetricsSimulator(t *testing.T) {
 				if err != nil {
 					t.Fatal(err)
 				}
+				// Read the stream to its end: the snapshot below is compared
+				// with the simulator's state once every request finished.
+				_, _ = io.Copy(io.Discard, resp.Body)
 				resp.Body.Close()
 				if resp.StatusCode != 200 {
 					t.Fatalf("%s: %d", path, resp.StatusCode)
+				}
+			}
+			// The simulator retires a request just after its last byte:
+			// wait until none runs, so that the scrape and the state read
+			// below see the same quiet server.
+			for deadline := time.Now().Add(5 * time.Second); time.Now().Before(deadline); time.Sleep(5 * time.Millisecond) {
+				running := -1.0
+				mfs, _ := sim.Registry().Gather()
+				for _, mf := range mfs {
+					if mf.GetName() == "vllm:num_requests_running" && len(mf.Metric) == 1 {
+						running, _ = sampleValue(mf, mf.Metric[0])
+					}
+				}
+				if running == 0 {
+					break
 				}
 			}
 			sm := NewScraper(nil)

@@ -5,3 +5,9 @@
 + (import 'rules/rules.libsonnet')
 + (import 'alerts/alerts.libsonnet')
 + (import 'dashboards/dashboards.libsonnet')
+// The quality probe's alerts (perplexity), with its knobs, _config.perplexity.
++ (import 'alerts/quality.libsonnet')
+// The fleet view: rules by model and engine across sidecars, its dashboard
+// (with its own knobs, _config.fleet).
++ (import 'rules/fleet.libsonnet')
++ (import 'dashboards/fleet.libsonnet')

@@ -144,7 +144,8 @@ func TestPromtoolPinnedBaseline(t *testing.T) {
 	jsonnet := realstack.Tool(t, realstack.PrometheusModfile, "jsonnet")
 	promtool := realstack.Tool(t, realstack.PrometheusModfile, "promtool")
 	dir := t.TempDir()
-	config := `{regression: {offset: null, pinned: [{target: "t", model: "m", ttftSeconds: 0.4, tpotSeconds: 0.04}]}}`
+	config := `{regression: {offset: null, pinned: [{target: "t", model: "m", ttftSeconds: 0.4, tpotSeconds: 0.04}]},
+		perplexity: {offset: null, pinned: [{target: "t", model: "m", text: "29c164798e0a8ac2", perplexity: 8}]}}`
 	if out, err := realstack.Run(t, jsonnet, "-c", "-m", dir, "-S", "mixin/build.jsonnet", "--tla-code", "config="+config); err != nil {
 		t.Fatalf("jsonnet: %v\n%s", err, out)
 	}
@@ -287,8 +288,8 @@ type panel struct {
 func loadDashboards(t *testing.T) map[string]dashboard {
 	t.Helper()
 	files, _ := filepath.Glob(repoPath(t, "mixin/generated/dashboards/*.json"))
-	if len(files) != 4 {
-		t.Fatalf("dashboards = %v, want overview, ranking, gpu and server", files)
+	if len(files) != 5 {
+		t.Fatalf("dashboards = %v, want overview, ranking, gpu, server and fleet", files)
 	}
 	out := map[string]dashboard{}
 	for _, f := range files {
@@ -580,11 +581,11 @@ func scrapeDemo(t *testing.T, names map[string]string) {
 	if err := p.WaitHTTP(ctx, base+"/-/ready"); err != nil {
 		t.Fatal(err)
 	}
-	// The server collector reads the simulator in the background: wait for
-	// its first reading.
+	// The server collector reads the simulator in the background, and so
+	// does the quality probe: wait for their first readings.
 	for {
 		body := get(t, ctx, base+"/metrics")
-		if strings.Contains(body, "infer_server_up{") {
+		if strings.Contains(body, "infer_server_up{") && strings.Contains(body, "infer_probe_perplexity{") {
 			addFamilies(t, names, "--demo /metrics", strings.NewReader(body))
 			break
 		}

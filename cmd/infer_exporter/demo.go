@@ -30,12 +30,22 @@ modules:
       - prompt: "Say a word."
         expect: "[a-z]+"
         max_tokens: 8
+  # GET /probe?module=demo-perplexity&target=<the simulator's URL>: the
+  # perplexity of the reference text, failing above max_perplexity.
+  demo-perplexity:
+    target: demo
+    kind: perplexity
+    max_perplexity: 100
 targets:
   - name: demo
     url: SIMULATOR_URL
     flavor: openai-chat
     model: sim-model
     timeout: 1m
+    # The quality probe: the perplexity of the reference text, scored every
+    # 30 s (infer_probe_perplexity).
+    quality:
+      interval: 30s
 workloads:
   - name: demo-chat
     target: demo

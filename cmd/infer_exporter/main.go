@@ -32,8 +32,11 @@ import (
 	"github.com/infer-exporter/infer_exporter/internal/config"
 	"github.com/infer-exporter/infer_exporter/internal/shadow"
 	"github.com/infer-exporter/infer_exporter/internal/simulator"
+	"github.com/infer-exporter/infer_exporter/probe/coldstart"
+	"github.com/infer-exporter/infer_exporter/probe/otlp"
 	"github.com/infer-exporter/infer_exporter/probe/plan"
 	"github.com/infer-exporter/infer_exporter/probe/prober"
+	"github.com/infer-exporter/infer_exporter/probe/quality"
 	"github.com/infer-exporter/infer_exporter/probe/workload"
 )
 
@@ -50,6 +53,8 @@ type flags struct {
 	timeoutOffset  float64
 	degradedLag    time.Duration
 	degradedWindow time.Duration
+	otlpEndpoint   string
+	otlpHistograms string
 	web            *web.FlagConfig
 	log            *promslog.Config
 	collectors     *collector.Settings
@@ -87,6 +92,8 @@ func run(ctx context.Context, args []string) int {
 	serveCmd.Flag("timeout-offset", "Seconds subtracted from Prometheus' scrape timeout (X-Prometheus-Scrape-Timeout-Seconds) to give a /probe its deadline.").Default("0.5").Float64Var(&f.timeoutOffset)
 	serveCmd.Flag("probe.degraded-lag", "Schedule lag p99, or goroutine scheduling latency p99, above which the measurement is flagged as degraded (the client is falling behind or CPU-saturated).").Default(plan.DefaultDegradedLag.String()).DurationVar(&f.degradedLag)
 	serveCmd.Flag("probe.degraded-window", "Window over which the schedule lag p99 is computed.").Default("30s").DurationVar(&f.degradedWindow)
+	serveCmd.Flag("otlp.endpoint", "Also push the probe's observations as OTLP metrics (GenAI semantic conventions) to this OTLP/HTTP URL, e.g. http://collector:4318; OTEL_EXPORTER_OTLP_ENDPOINT does the same. Pull on /metrics is unchanged.").PlaceHolder("URL").StringVar(&f.otlpEndpoint)
+	serveCmd.Flag("otlp.histograms", "OTLP histogram aggregation: exponential or explicit (the conventions' buckets). Default: OTEL_EXPORTER_OTLP_METRICS_DEFAULT_HISTOGRAM_AGGREGATION, else exponential.").PlaceHolder("exponential").EnumVar(&f.otlpHistograms, string(otlp.Exponential), string(otlp.Explicit))
 	f.web = kingpinflag.AddFlags(serveCmd, DefaultListenAddress)
 	f.collectors = collector.AddFlags(serveCmd)
 
@@ -112,7 +119,7 @@ func run(ctx context.Context, args []string) int {
 	case shadowCmd.FullCommand():
 		f.web, f.metricsPath = shadowWeb, *shadowMetricsPath
 		return runShadow(ctx, &f, shadowCfg, logger)
-	case benchCmd.FullCommand():
+	case benchCmd.FullCommand(), benchCmd.FullCommand() + " run", benchCmd.FullCommand() + " verify", benchCmd.FullCommand() + " merge":
 		return runBench(ctx, logger)
 	case serveCmd.FullCommand():
 		if f.configCheck {
@@ -196,16 +203,44 @@ func serve(ctx context.Context, f *flags, logger *slog.Logger) int {
 	defer cols.Close()
 	reg.MustRegister(cols)
 	// Engine metrics: each target's own /metrics, scraped in the background
-	// and normalised to infer_server_*.
-	serverMetrics := engine.NewScraper(logger.With("collector", "server"))
+	// and normalised to infer_server_*. Each poll also tells the cold-start
+	// tracker whether the server is up and ready, and its process start.
+	starts := coldstart.New(logger.With("component", "coldstart"))
+	reg.MustRegister(starts)
+	serverMetrics := engine.NewScraper(logger.With("collector", "server"), engine.WithPollObserver(starts))
 	defer serverMetrics.Close()
 	reg.MustRegister(serverMetrics)
+	// The quality probe: each target's perplexity over the reference text,
+	// scored in the background at its quality.interval.
+	perplexity := quality.NewMonitor(quality.MonitorOptions{Logger: logger.With("component", "quality")})
+	defer perplexity.Close()
+	reg.MustRegister(perplexity)
 
 	saturation := workload.NewSchedulingLatency(reg, f.degradedWindow)
 	go saturation.Run(ctx)
-	manager := workload.NewManager(workload.NewMetrics(reg), workload.Options{
-		DegradedLag: f.degradedLag, DegradedWindow: f.degradedWindow, Saturation: saturation,
-	}, logger)
+	opts := workload.Options{DegradedLag: f.degradedLag, DegradedWindow: f.degradedWindow, Saturation: saturation}
+	if otlp.Enabled(f.otlpEndpoint, os.Getenv) {
+		// The same observations, pushed as OTLP metrics beside /metrics.
+		pusher, err := otlp.New(ctx, otlp.Options{
+			Endpoint: f.otlpEndpoint, Histograms: otlp.Histograms(f.otlpHistograms),
+			Version: version.Version, Registerer: reg, Logger: logger.With("component", "otlp"),
+		})
+		if err != nil {
+			logger.Error("otlp", "err", err)
+			return 1
+		}
+		defer func() {
+			// The last push: what was observed since the previous one.
+			shutdownCtx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
+			defer cancel()
+			_ = pusher.Shutdown(shutdownCtx)
+		}()
+		opts.Observe = func(t *config.Target, w *config.Workload) workload.Observer { return pusher.Workload(t, w) }
+	}
+	// Every workload's requests tell the tracker of the first token served
+	// after a start, beside the OTLP push when there is one.
+	opts.Observe = starts.Observe(opts.Observe)
+	manager := workload.NewManager(workload.NewMetrics(reg), opts, logger)
 	defer manager.Stop()
 
 	load := func() (*config.Config, error) {
@@ -225,7 +260,7 @@ func serve(ctx context.Context, f *flags, logger *slog.Logger) int {
 		defer sim()
 		load = func() (*config.Config, error) { return DemoConfig(simURL) }
 	}
-	reloader := config.NewReloader(load, config.Appliers{manager, serverMetrics}, reg, logger)
+	reloader := config.NewReloader(load, config.Appliers{manager, serverMetrics, starts, perplexity}, reg, logger)
 	// Catch SIGHUP before the first load, which can take a while (a
 	// configuration file that blocks): its default action would end the
 	// process.

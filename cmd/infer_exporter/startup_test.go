@@ -44,8 +44,8 @@ func TestSubcommandHelpListsItsOwnFlags(t *testing.T) {
 	}{
 		{[]string{"simulate", "--help"}, []string{"--sim.decode-step", "--web.listen-address", "--log.level"},
 			[]string{"--demo", "--web.config.file", "--collector.", "--config.file", "--probe.degraded-lag"}},
-		{[]string{"bench", "--help"}, []string{"--config.file", "--config.check", "--output.dir", "--collector.nvml"},
-			[]string{"--demo", "--web.", "--probe.degraded-lag", "--sim."}},
+		{[]string{"bench", "--help"}, []string{"--config.file", "--config.check", "--output.dir", "--collector.nvml", "--shard", "--web.listen-address", "bench verify", "bench merge"},
+			[]string{"--demo", "--web.config.file", "--web.telemetry-path", "--probe.degraded-lag", "--sim."}},
 		{[]string{"shadow", "--help"}, []string{"--shadow.upstream", "--web.listen-address"},
 			[]string{"--demo", "--collector.", "--config.file", "--sim."}},
 		{[]string{"serve", "--help"}, []string{"--demo", "--config.file", "--web.listen-address", "--collector.nvml"},

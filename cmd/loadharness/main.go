@@ -7,6 +7,7 @@
 //
 //	go run ./cmd/loadharness            # every scenario, about 2 minutes
 //	go run ./cmd/loadharness -scenario=bias
+//	go run ./cmd/loadharness -scenario=otlp   # CPU per chunk with and without the OTLP push
 //
 // The figures in the README's benchmark section come from this command.
 package main
@@ -52,10 +53,13 @@ func main() {
 	if cfg := os.Getenv(envChild); cfg != "" {
 		os.Exit(childSimulator(cfg, os.Getenv(envAddr)))
 	}
-	scenario := flag.String("scenario", "all", "floor | bias | sweep | streams | all")
+	scenario := flag.String("scenario", "all", "floor | bias | sweep | streams | all, or otlp (not in all)")
 	seconds := flag.Float64("seconds", 8, "duration of each measured run")
 	cpuProfile := flag.String("cpuprofile", "", "write the client's CPU profile to this file")
+	scaling := scalingFlags(flag.CommandLine) // -scenario=scaling | memory | concurrency | fleet: scaling.go
 	flag.IntVar(&sweepTokens, "sweep.tokens", 16, "output tokens per request in the sweep")
+	flag.IntVar(&otlpRepeats, "otlp.repeats", 3, "pairs of runs without and with the OTLP push (1 to 20)")
+	flag.DurationVar(&otlpInterval, "otlp.interval", time.Second, "interval of the OTLP push in the otlp scenario")
 	flag.Func("sweep.rates", "comma-separated request rates of the sweep", func(v string) error {
 		sweepRates = nil
 		for _, f := range strings.Split(v, ",") {
@@ -68,6 +72,9 @@ func main() {
 		return nil
 	})
 	flag.Parse()
+	if scaling.handles(*scenario) { // pins its own children, so before pinSelf
+		os.Exit(scaling.main(*scenario, time.Duration(*seconds*float64(time.Second))))
+	}
 	pinSelf()
 	// The client gets one core, as in the reference measurement of vLLM's
 	// request function; the simulator gets the other.
@@ -88,9 +95,16 @@ func main() {
 		"bias":    biasScenario,
 		"sweep":   sweepScenario,
 		"streams": streamsScenario,
+		"otlp":    otlpScenario,
 	}
-	for _, name := range []string{"floor", "bias", "sweep", "streams"} {
-		if *scenario == "all" || *scenario == name {
+	if otlpRepeats < 1 || otlpRepeats > 20 {
+		fmt.Fprintln(os.Stderr, "-otlp.repeats must be 1 to 20")
+		os.Exit(2)
+	}
+	for _, name := range []string{"floor", "bias", "sweep", "streams", "otlp"} {
+		// The otlp comparison runs only when named: "all" stays the
+		// figures of the benchmark page's first sections.
+		if (*scenario == "all" && name != "otlp") || *scenario == name {
 			run[name](time.Duration(*seconds * float64(time.Second)))
 		}
 	}
@@ -181,6 +195,9 @@ type run struct {
 	streams  int  // in-flight cap
 	// schedule, when set, replaces the constant-rate schedule.
 	schedule workload.Schedule
+	// observer, when set, hears every request beside the harness's own
+	// results (the OTLP push).
+	observer workload.Observer
 }
 
 type result struct {
@@ -247,6 +264,29 @@ func measure(url string, r run) result {
 	mon := &lastLag{}
 	var mu sync.Mutex
 	var res result
+	var observer workload.Observer = workload.Results(func(o *observation.Request) {
+		mu.Lock()
+		defer mu.Unlock()
+		switch o.Outcome {
+		case observation.Dropped:
+			res.dropped++
+			if o.DropReason == workload.DropRateCeiling {
+				res.droppedCeiling++
+			}
+			return
+		case observation.Success:
+		default:
+			res.failed++
+		}
+		res.sent++
+		res.chunks += o.ContentEvents
+		if lag, ok := o.ScheduleLag(); ok {
+			res.lags = append(res.lags, lag)
+		}
+	})
+	if r.observer != nil {
+		observer = workload.Observers{observer, r.observer}
+	}
 	runner := &workload.Runner{
 		Name: "harness", Target: &client.Target{Name: "sim", BaseURL: url, Model: "sim-model", Flavor: client.OpenAIChat},
 		Schedule: sched, Client: doer, MaxInFlight: streams, MaxRate: r.rate,
@@ -259,26 +299,7 @@ func measure(url string, r run) result {
 		// The window covers the whole run, so the gauge read at the end is
 		// the run's p99.
 		DegradedLag: plan.DefaultDegradedLag, DegradedWindow: r.duration + 10*time.Second,
-		Observer: workload.Results(func(o *observation.Request) {
-			mu.Lock()
-			defer mu.Unlock()
-			switch o.Outcome {
-			case observation.Dropped:
-				res.dropped++
-				if o.DropReason == workload.DropRateCeiling {
-					res.droppedCeiling++
-				}
-				return
-			case observation.Success:
-			default:
-				res.failed++
-			}
-			res.sent++
-			res.chunks += o.ContentEvents
-			if lag, ok := o.ScheduleLag(); ok {
-				res.lags = append(res.lags, lag)
-			}
-		}),
+		Observer: observer,
 	}
 	runtime.GC()
 	cpu0, wall0 := cpuTime(), time.Now()

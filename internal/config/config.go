@@ -71,6 +71,9 @@ type Target struct {
 	Timeout time.Duration `yaml:"timeout"`
 	// Metrics: reading the server's own /metrics (server.go).
 	Metrics ServerMetrics `yaml:"metrics"`
+	// Quality, when set, scores the target's perplexity over a fixed text
+	// at a low interval (quality.go).
+	Quality *Quality `yaml:"quality"`
 
 	// BearerToken is read from BearerTokenFile at load time.
 	BearerToken Secret `yaml:"-"`
@@ -129,6 +132,9 @@ type Workload struct {
 	// Replay, when set, replays a trace in place of Arrival and Prompt
 	// (replay.go).
 	Replay *Replay `yaml:"replay"`
+	// Sessions, when set, makes the workload multi-turn conversations
+	// arriving by Arrival, in place of Prompt (sessions.go).
+	Sessions *Sessions `yaml:"sessions"`
 }
 
 // Prompt describes the synthetic prompts and their output lengths.
@@ -355,6 +361,7 @@ func (c *Config) applyDefaults() {
 			t.Timeout = DefaultTimeout
 		}
 		t.applyServerMetricsDefaults()
+		t.applyQualityDefaults()
 	}
 	for i := range c.Workloads {
 		w := &c.Workloads[i]
@@ -380,6 +387,7 @@ func (c *Config) applyDefaults() {
 		if w.Prompt.OutputTokens.Dist == "" {
 			w.Prompt.OutputTokens.Dist = "fixed"
 		}
+		w.applySessionDefaults()
 	}
 }
 
@@ -423,6 +431,7 @@ func (c *Config) validate(v *validator) {
 			}
 		}
 		t.validateServerMetrics(v, p)
+		t.validateQuality(v, p)
 	}
 	workloads := map[string]bool{}
 	for i := range c.Workloads {
@@ -457,6 +466,9 @@ func (c *Config) validate(v *validator) {
 		} else {
 			validateArrival(v, append(p[:len(p):len(p)], "arrival"), &w.Arrival)
 			validateLengths(v, append(p[:len(p):len(p)], "prompt"), &w.Prompt)
+		}
+		if w.Sessions != nil {
+			validateSessions(v, p, w)
 		}
 		if w.Sampling.MinTokens < 0 {
 			v.add(append(p[:len(p):len(p)], "sampling"), "min_tokens", "must not be negative")

@@ -48,6 +48,13 @@ type Module struct {
 	Timeout time.Duration `yaml:"timeout"`
 	// KnownAnswers are extra requests whose answers must match a pattern.
 	KnownAnswers []KnownAnswer `yaml:"known_answers"`
+	// Kind is generation (the default) or perplexity: score the
+	// reference text's perplexity once (quality.go), instead of sending
+	// generations.
+	Kind string `yaml:"kind"`
+	// MaxPerplexity (kind perplexity; 0: none) fails a probe whose
+	// perplexity is above it.
+	MaxPerplexity float64 `yaml:"max_perplexity"`
 
 	// BearerToken is read from BearerTokenFile at load time.
 	BearerToken Secret `yaml:"-"`
@@ -252,6 +259,7 @@ func (c *Config) validateModules(v *validator) {
 		if m.Timeout < 0 {
 			v.add(p, "timeout", "must not be negative")
 		}
+		c.validateModuleKind(v, p, &m)
 		if len(m.KnownAnswers) > MaxKnownAnswers {
 			v.add(p, "known_answers", fmt.Sprintf("at most %d checks", MaxKnownAnswers))
 		}

@@ -39,7 +39,17 @@ type generateRequest struct {
 	StreamOptions       *struct {
 		IncludeUsage bool `json:"include_usage"`
 	} `json:"stream_options"`
+	// Echo, Logprobs and PromptLogprobs are the completions API's
+	// log-probability fields (logprobs.go); chat's boolean logprobs is
+	// ignored, which is why Logprobs is raw.
+	Echo           bool            `json:"echo"`
+	Logprobs       json.RawMessage `json:"logprobs"`
+	PromptLogprobs *int            `json:"prompt_logprobs"`
 }
+
+// maxLogprobsParam is the largest logprobs and prompt_logprobs a request may
+// ask for, vLLM's default max_logprobs.
+const maxLogprobsParam = 20
 
 // chatMessages reduces API messages to text: a string content as is, an array
 // content as its text parts joined by a space, a null content as nothing.
@@ -120,6 +130,23 @@ type genParams struct {
 	// reasoning (Config.ReasoningTokens for a chat generation, else 0); a
 	// generation shorter than that is reasoning only.
 	reasoning int
+
+	// Log-probabilities of a completions request (logprobs.go): echo the
+	// prompt in the answer; logprobs and promptLogprobs are the requested
+	// counts, -1 when not asked for. promptIDs and promptText keep the
+	// prompt for them (ids is dropped once the request is queued), and are
+	// set only when one of them is asked for.
+	echo           bool
+	logprobs       int
+	promptLogprobs int
+	promptIDs      []int
+	promptText     *string
+}
+
+// wantsLogprobs says whether the answer carries log-probabilities or echoes
+// the prompt, so that the prompt must be kept.
+func (p *genParams) wantsLogprobs() bool {
+	return p.echo || p.logprobs >= 0 || p.promptLogprobs >= 0
 }
 
 // reasoningOf is how many of the first produced tokens are reasoning.
@@ -135,7 +162,7 @@ func (s *Simulator) parseGenerate(w http.ResponseWriter, r *http.Request, chat b
 	if status, err := s.checkModel(req.Model); err != nil {
 		return nil, status, err
 	}
-	p := &genParams{chat: chat, stream: req.Stream}
+	p := &genParams{chat: chat, stream: req.Stream, logprobs: -1, promptLogprobs: -1}
 	if chat {
 		p.reasoning = s.cfg.ReasoningTokens
 	}
@@ -161,6 +188,9 @@ func (s *Simulator) parseGenerate(w http.ResponseWriter, r *http.Request, chat b
 			return nil, http.StatusBadRequest, errors.New("prompt must contain at least one token")
 		}
 		p.ids = ids
+		if err := completionLogprobParams(p, &req); err != nil {
+			return nil, http.StatusBadRequest, err
+		}
 	}
 	maxTokens := req.MaxTokens
 	if chat && req.MaxCompletionTokens != nil {
@@ -269,6 +299,7 @@ func (s *Simulator) serveGenerate(w http.ResponseWriter, r *http.Request, arriva
 		reason:      p.reason,
 		stallAfter:  faults.StallAfterTokens,
 		stallFor:    faults.StallMidStream,
+		id:          requestID(r),
 	}
 	p.ids = nil
 
@@ -299,6 +330,9 @@ func (s *Simulator) serveGenerate(w http.ResponseWriter, r *http.Request, arriva
 		}
 	}()
 	switch {
+	case native != nil && !p.stream:
+		// serveNative clears stream only for a body protocol.
+		done = s.respondNative(ctx, w, q, &faults, native.(bodyProtocol))
 	case native != nil:
 		done = s.streamNative(ctx, w, p, q, &faults, native)
 	case p.stream:
@@ -541,12 +575,22 @@ func (s *Simulator) respond(ctx context.Context, w http.ResponseWriter, p *genPa
 		}
 		b = append(b, `},"logprobs":null,"finish_reason":"`...)
 	} else {
+		if p.echo && p.promptText != nil {
+			textJSON, _ = json.Marshal(*p.promptText + text.String())
+		}
 		b = append(b, `"text":`...)
 		b = append(b, textJSON...)
-		b = append(b, `,"logprobs":null,"finish_reason":"`...)
+		b = append(b, `,"logprobs":`...)
+		b = s.appendCompletionLogprobs(b, p, produced, f.LogprobPenalty)
+		b = append(b, `,"finish_reason":"`...)
 	}
 	b = append(b, reason...)
-	b = append(b, `","stop_reason":null}],"usage":`...)
+	b = append(b, `","stop_reason":null`...)
+	if p.promptLogprobs >= 0 {
+		b = append(b, `,"prompt_logprobs":`...)
+		b = s.appendPromptLogprobs(b, p, f.LogprobPenalty)
+	}
+	b = append(b, `}],"usage":`...)
 	b = appendUsage(b, p, q.promptLen, produced)
 	b = append(b, arrivalField...)
 	b = strconv.AppendInt(b, arrival.UnixNano(), 10)

@@ -71,6 +71,18 @@ type Config struct {
 	// DeepSeek). Empty means ReasoningFieldReasoning. Ollama's native API
 	// always uses "thinking".
 	ReasoningField string
+
+	// LoadDelay (0 = none) is the model load: for this long after New the
+	// simulator is up but not ready, as a real server loading its weights
+	// (load.go). It is wall-clock time, not multiplied by TimeScale. At
+	// most MaxLoadDelay.
+	LoadDelay time.Duration
+	// LoadMode is what a client sees during the load: LoadRefuse (Serve
+	// does not listen until loaded: connections are refused, as vLLM's
+	// OpenAI server does) or LoadUnready (it listens at once and answers
+	// 503, /health included, as llama.cpp's server does). Empty means the
+	// engine's own (EngineLoadMode).
+	LoadMode string
 }
 
 // The OpenAI chat fields that carry reasoning text.
@@ -127,6 +139,10 @@ func (c Config) Validate() error {
 		return fmt.Errorf("reasoning tokens %d is negative", c.ReasoningTokens)
 	case c.ReasoningField != "" && c.ReasoningField != ReasoningFieldReasoning && c.ReasoningField != ReasoningFieldReasoningContent:
 		return fmt.Errorf("reasoning field %q is not %q or %q", c.ReasoningField, ReasoningFieldReasoning, ReasoningFieldReasoningContent)
+	case c.LoadDelay < 0 || c.LoadDelay > MaxLoadDelay:
+		return fmt.Errorf("load delay %v is outside 0..%v", c.LoadDelay, MaxLoadDelay)
+	case c.LoadMode != "" && c.LoadMode != LoadRefuse && c.LoadMode != LoadUnready:
+		return fmt.Errorf("load mode %q is not %q or %q", c.LoadMode, LoadRefuse, LoadUnready)
 	case int64(c.KVBlocks)*int64(c.BlockSize) < int64(c.MaxModelLen):
 		// A request of MaxModelLen tokens must fit alone, or it could be
 		// preempted forever.
@@ -169,6 +185,11 @@ type Faults struct {
 	// SlowHeaders waits this long after arrival before the response headers
 	// are written (and before the request joins the engine's queue).
 	SlowHeaders time.Duration
+	// LogprobPenalty (0 = off) subtracts this many nats from the
+	// log-probability of every token the simulator reports (logprobs.go):
+	// a degraded model, whose perplexity over any text is exp(penalty)
+	// times the healthy one.
+	LogprobPenalty float64
 }
 
 // NoFaults is the fault injection that injects nothing, with its neutral
@@ -201,6 +222,8 @@ func (f Faults) Validate() error {
 		return errors.New("fault token counts must not be negative")
 	case f.StallMidStream > 0 && f.StallAfterTokens < 1:
 		return errors.New("stall_mid_stream needs stall_after_tokens >= 1")
+	case !(f.LogprobPenalty >= 0 && f.LogprobPenalty <= MaxLogprobPenalty):
+		return fmt.Errorf("logprob_penalty %v is outside 0..%d nats", f.LogprobPenalty, MaxLogprobPenalty)
 	}
 	return nil
 }
@@ -216,6 +239,7 @@ type faultsJSON struct {
 	DisconnectAfterTokens int     `json:"disconnect_after_tokens"`
 	MalformedAfterTokens  int     `json:"malformed_after_tokens"`
 	SlowHeaders           string  `json:"slow_headers"`
+	LogprobPenalty        float64 `json:"logprob_penalty"`
 }
 
 // MarshalJSON writes durations as Go duration strings ("1.5s").
@@ -230,6 +254,7 @@ func (f Faults) MarshalJSON() ([]byte, error) {
 		DisconnectAfterTokens: f.DisconnectAfterTokens,
 		MalformedAfterTokens:  f.MalformedAfterTokens,
 		SlowHeaders:           f.SlowHeaders.String(),
+		LogprobPenalty:        f.LogprobPenalty,
 	})
 }
 
@@ -250,6 +275,7 @@ func (f *Faults) UnmarshalJSON(data []byte) error {
 		StallAfterTokens:      w.StallAfterTokens,
 		DisconnectAfterTokens: w.DisconnectAfterTokens,
 		MalformedAfterTokens:  w.MalformedAfterTokens,
+		LogprobPenalty:        w.LogprobPenalty,
 	}
 	for _, d := range []struct {
 		name string
@@ -304,6 +330,9 @@ func AddFlags(cmd FlagAdder) *Config {
 	// No default value: empty means "reasoning", so that the parsed flags
 	// equal DefaultConfig.
 	cmd.Flag("sim.reasoning-field", "OpenAI chat delta field of reasoning tokens: reasoning (vLLM >= 0.11; the default) or reasoning_content. Ollama uses thinking.").StringVar(&c.ReasoningField)
+	cmd.Flag("sim.load-delay", "Model load time: for this long after start the server is up but not ready (wall clock, not scaled; 0 = none).").Default(d.LoadDelay.String()).DurationVar(&c.LoadDelay)
+	// No default value: empty means the engine's own mode.
+	cmd.Flag("sim.load-mode", "During --sim.load-delay: refuse (do not listen until loaded, as vLLM) or unready (listen, answer 503 and /health 503, as llama.cpp). Default: the engine's own.").StringVar(&c.LoadMode)
 
 	f := &c.Faults
 	cmd.Flag("fault.slowdown", "Factor on every engine step duration (1 = none).").Default(ff(d.Faults.Slowdown)).Float64Var(&f.Slowdown)
@@ -315,5 +344,6 @@ func AddFlags(cmd FlagAdder) *Config {
 	cmd.Flag("fault.disconnect-after-tokens", "Close the connection abruptly after N content chunks (0 = off).").Default(it(d.Faults.DisconnectAfterTokens)).IntVar(&f.DisconnectAfterTokens)
 	cmd.Flag("fault.malformed-after-tokens", "Emit one malformed event after N content chunks, then continue (0 = off).").Default(it(d.Faults.MalformedAfterTokens)).IntVar(&f.MalformedAfterTokens)
 	cmd.Flag("fault.slow-headers", "Wait this long before writing response headers.").Default(d.Faults.SlowHeaders.String()).DurationVar(&f.SlowHeaders)
+	cmd.Flag("fault.logprob-penalty", "Subtract this many nats from every reported log-probability: perplexity rises exp(penalty) times (0 = off).").Default(ff(d.Faults.LogprobPenalty)).Float64Var(&f.LogprobPenalty)
 	return c
 }

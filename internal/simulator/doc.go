@@ -18,8 +18,10 @@
 //     404), prompt (a string, an array of token ids, or an array of one
 //     string), messages (content a string, an array of text parts, or null),
 //     max_tokens (max_completion_tokens wins for chat), min_tokens,
-//     ignore_eos, stream, stream_options.include_usage, n (only 1). Other
-//     fields (temperature, stop, ...) are ignored. Malformed JSON and invalid
+//     ignore_eos, stream, stream_options.include_usage, n (only 1), and, for
+//     /v1/completions without streaming, echo, logprobs and prompt_logprobs
+//     (see Log-probabilities). Other fields (temperature, stop, ...) are
+//     ignored. Malformed JSON and invalid
 //     values get a 400 with vLLM's body
 //     {"error":{"message":...,"type":"BadRequestError","param":null,"code":400}}.
 //   - GET /v1/models, GET /health, GET /version ({"version": Version}),
@@ -144,6 +146,18 @@
 // content. vllm:kv_cache_usage_perc is the fraction of blocks referenced by
 // a running sequence (cached, unreferenced blocks count as free).
 //
+// Per request, the same figures are ground truth: Simulator.PrefixRecord
+// gives, for a request sent with an X-Request-Id, its prompt tokens, the
+// tokens its first admission found cached (hit blocks × BlockSize), its
+// arrival and the instant its last token was sampled (the latest 4096 such
+// requests are kept). Since only prompt blocks are cached, and the chat
+// template's generation prompt (<|assistant|>) is not the rendered
+// assistant message's first token (<|im_start|>), a chat turn whose
+// messages extend the previous turn's hits that turn's prompt less its
+// last token, in whole blocks, and none of its reply; a completions
+// prompt that extends the previous prompt and its reply hits the previous
+// prompt, in whole blocks.
+//
 // # Metrics
 //
 // vllm:num_requests_running, vllm:num_requests_waiting,
@@ -167,7 +181,8 @@
 //	{"slowdown": 1, "error_rate": 0, "error_status": 503,
 //	 "stall_before_first_token": "0s", "stall_mid_stream": "0s",
 //	 "stall_after_tokens": 0, "disconnect_after_tokens": 0,
-//	 "malformed_after_tokens": 0, "slow_headers": "0s"}
+//	 "malformed_after_tokens": 0, "slow_headers": "0s",
+//	 "logprob_penalty": 0}
 //
 // A PUT or POST replaces the whole set: fields left out are off; unknown
 // fields or invalid values are a 400. Durations are wall time, not scaled.
@@ -198,5 +213,37 @@
 //     body is "{not json" (status 200).
 //
 // A fault keyed on N has no effect on a request that generates fewer than N
-// tokens.
+// tokens. logprob_penalty (nats, 0 to MaxLogprobPenalty) subtracts that much
+// from every log-probability the request's answer reports (see
+// Log-probabilities): a degraded model, whose perplexity over any text is
+// exp(logprob_penalty) times the healthy one.
+//
+// # Log-probabilities
+//
+// Every token after the first of a sequence has a deterministic
+// log-probability, a function of Config.Seed, the token and every token
+// before it (logprobs.go specifies it); the first has none (null), as in
+// every engine. TokenLogprobs computes them and ExpectedPerplexity the
+// perplexity a client should find over a text, so that a perplexity probe
+// can be checked against the truth. They are reported without streaming
+// only (a streamed request that asks for them is a 400), in three dialects:
+//
+//   - vLLM, POST /v1/completions: "echo": true repeats the prompt before
+//     the generated text; "logprobs": N (0..20) adds
+//     choices[0].logprobs {tokens, token_logprobs, top_logprobs,
+//     text_offset}, over the echoed prompt's tokens (null for the first)
+//     and then the generated ones; "prompt_logprobs": N adds
+//     choices[0].prompt_logprobs, [null, {"<id>": {"logprob", "rank": 1,
+//     "decoded_token"}}, ...]. top_logprobs holds the token itself only.
+//   - SGLang, POST /generate without "stream": {"text", "meta_info"}; with
+//     "return_logprob": true, meta_info.input_token_logprobs lists
+//     [logprob, token id, text] from prompt position logprob_start_len (the
+//     last prompt token when absent or -1), the first entry's logprob null
+//     as SGLang pads it, and meta_info.output_token_logprobs the generated
+//     tokens'; the texts are null unless "return_text_in_logprobs".
+//   - TGI, POST /generate: {"generated_text", "details"}; with
+//     parameters.details, details.tokens lists the generated tokens with
+//     their logprob, and with parameters.decoder_input_details
+//     details.prefill lists the prompt's tokens {id, text, logprob}, the
+//     first's null.
 package simulator

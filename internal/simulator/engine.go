@@ -72,6 +72,8 @@ type sequence struct {
 	reason      string   // finish reason on reaching target
 	stallAfter  int      // mid-stream stall fault: after this many tokens...
 	stallFor    time.Duration
+	// id is the request's X-Request-Id for the prefix log; "" when none.
+	id string
 
 	state       seqState
 	generated   int
@@ -80,6 +82,7 @@ type sequence struct {
 	registered  int     // leading prompt blocks known to be in the prefix cache
 	lastTokenAt time.Time
 	pausedUntil time.Time
+	logged      bool // its first admission is in the prefix log
 }
 
 // total is the number of tokens whose KV the sequence needs before it can
@@ -124,6 +127,9 @@ type scheduler struct {
 	plan    stepPlan
 	scratch []int32
 	keep    []*sequence
+
+	// prefixes is the prefix cache's per-request ground truth.
+	prefixes *prefixLog
 }
 
 func newScheduler(cfg *Config, m *metrics) *scheduler {
@@ -136,6 +142,7 @@ func newScheduler(cfg *Config, m *metrics) *scheduler {
 		prefillTPS:   cfg.PrefillTokensPerSecond,
 		pool:         newBlockPool(cfg.KVBlocks),
 		m:            m,
+		prefixes:     newPrefixLog(),
 	}
 }
 
@@ -319,6 +326,10 @@ func (s *scheduler) admit(now time.Time, budget int) {
 		q.computed, q.registered = hits*bs, hits
 		s.m.prefixQueries.Add(float64(total))
 		s.m.prefixHits.Add(float64(hits * bs))
+		if q.id != "" && !q.logged {
+			q.logged = true
+			s.prefixes.admitted(q, hits*bs)
+		}
 
 		q.state = seqRunning
 		s.nwait--
@@ -381,6 +392,9 @@ func (s *scheduler) apply(p *stepPlan, now time.Time) {
 			finished++
 			s.m.e2e.Observe(now.Sub(q.arrival).Seconds())
 			s.m.success[q.reason].Inc()
+			if q.logged {
+				s.prefixes.finished(q, now)
+			}
 			q.st.publish(q.generated, true, q.reason)
 			continue
 		}

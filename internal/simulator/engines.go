@@ -68,6 +68,8 @@ var engineRenames = map[string]map[string]string{
 		// token".
 		"vllm:inter_token_latency_seconds": "vllm:time_per_output_token_seconds",
 		"vllm:e2e_request_latency_seconds": "vllm:e2e_request_latency_seconds",
+		// The Python server's process collector, as in V1 (load.go).
+		"process_start_time_seconds": "process_start_time_seconds",
 	},
 	EngineSGLang: {
 		"vllm:num_requests_running":        "sglang:num_running_reqs",

@@ -31,6 +31,7 @@ func TestAdminFaults(t *testing.T) {
 		"slowdown": 1.0, "error_rate": 0.0, "error_status": 503.0,
 		"stall_before_first_token": "0s", "stall_mid_stream": "0s", "stall_after_tokens": 0.0,
 		"disconnect_after_tokens": 0.0, "malformed_after_tokens": 0.0, "slow_headers": "0s",
+		"logprob_penalty": 0.0,
 	}
 	if !jsonEqual(got, want) {
 		t.Errorf("GET %v, want %v", got, want)
@@ -41,7 +42,8 @@ func TestAdminFaults(t *testing.T) {
 		status             int
 	}{
 		{"put full", http.MethodPut, `{"slowdown": 2, "error_rate": 0.5, "error_status": 429, "stall_before_first_token": "1.5s",
-			"stall_mid_stream": "2s", "stall_after_tokens": 3, "disconnect_after_tokens": 4, "malformed_after_tokens": 5, "slow_headers": "250ms"}`, 200},
+			"stall_mid_stream": "2s", "stall_after_tokens": 3, "disconnect_after_tokens": 4, "malformed_after_tokens": 5, "slow_headers": "250ms",
+			"logprob_penalty": 1.5}`, 200},
 		{"post partial", http.MethodPost, `{"error_rate": 0.1}`, 200},
 		{"unknown field", http.MethodPut, `{"error_rate": 0.1, "eror_status": 500}`, 400},
 		{"bad status", http.MethodPut, `{"error_rate": 0.1, "error_status": 404}`, 400},
@@ -50,6 +52,8 @@ func TestAdminFaults(t *testing.T) {
 		{"number duration", http.MethodPut, `{"slow_headers": 5}`, 400},
 		{"negative count", http.MethodPut, `{"disconnect_after_tokens": -1}`, 400},
 		{"stall without position", http.MethodPut, `{"stall_mid_stream": "1s"}`, 400},
+		{"negative logprob penalty", http.MethodPut, `{"logprob_penalty": -0.5}`, 400},
+		{"logprob penalty above the bound", http.MethodPut, `{"logprob_penalty": 51}`, 400},
 		{"not json", http.MethodPut, `{`, 400},
 	}
 	for _, tc := range tests {

@@ -4,8 +4,10 @@ import (
 	"context"
 	"encoding/json"
 	"fmt"
+	"math"
 	"net/http"
 	"strconv"
+	"strings"
 	"time"
 )
 
@@ -29,6 +31,54 @@ type nativeProtocol interface {
 	end(dst []byte, produced int, reason string) []byte
 	// malformed is the frame the malformed-chunk fault writes.
 	malformed() []byte
+}
+
+// bodyProtocol is a native protocol that can also answer without
+// streaming, with one JSON body once the request has finished (SGLang's
+// /generate without "stream", TGI's /generate). It is how those APIs
+// return prompt log-probabilities (logprobs.go).
+type bodyProtocol interface {
+	nativeProtocol
+	// streams says whether the request asked for a stream.
+	streams() bool
+	// body appends the whole answer of a request that produced tokens and
+	// finished for reason; penalty is its LogprobPenalty fault.
+	body(dst []byte, produced int, reason string, penalty float64) []byte
+}
+
+// respondNative waits for the whole generation and writes a body
+// protocol's one JSON body, with the same faults as respond: a disconnect
+// or malformed fault keyed on N applies when the completion has at least N
+// tokens. It reports whether the request finished in the engine.
+func (s *Simulator) respondNative(ctx context.Context, w http.ResponseWriter, q *sequence, f *Faults, bp bodyProtocol) bool {
+	var produced int
+	var reason string
+	for {
+		select {
+		case <-q.st.ready:
+		case <-ctx.Done():
+			return false
+		}
+		n, finished, why, closed := q.st.snapshot()
+		if closed {
+			s.cut(w, false)
+			return false
+		}
+		if finished {
+			produced, reason = n, why
+			break
+		}
+	}
+	if f.DisconnectAfterTokens > 0 && produced >= f.DisconnectAfterTokens {
+		panic(http.ErrAbortHandler)
+	}
+	w.Header().Set("Content-Type", "application/json")
+	if f.MalformedAfterTokens > 0 && produced >= f.MalformedAfterTokens {
+		w.Write([]byte("{not json"))
+		return true
+	}
+	w.Write(bp.body(make([]byte, 0, 1024), produced, reason, f.LogprobPenalty))
+	return true
 }
 
 // stamp appends the emit-time member and closes the JSON object.
@@ -98,6 +148,9 @@ func (s *Simulator) serveNative(w http.ResponseWriter, r *http.Request, arrival 
 	default:
 	}
 	p := &genParams{chat: chat, stream: true, ids: ids}
+	if bp, ok := np.(bodyProtocol); ok && !bp.streams() {
+		p.stream = false
+	}
 	if r, ok := np.(interface{ reasons() bool }); ok && r.reasons() {
 		// A protocol that carries reasoning text apart from the answer.
 		p.reasoning = s.cfg.ReasoningTokens
@@ -147,6 +200,36 @@ func (s *Simulator) handleTGIGenerateStream(w http.ResponseWriter, r *http.Reque
 	s.serveNative(w, r, arrival, AppendTokenIDs(nil, *req.Inputs), req.Parameters.MaxNewTokens, nil, false, false, np, fail)
 }
 
+// handleTGIGenerate is TGI's POST /generate: the same request, answered
+// with one JSON body, {"generated_text", "details"}. With details and
+// decoder_input_details, details.prefill lists the prompt's tokens with
+// their log-probabilities (null for the first), as TGI does when started
+// with prefill log-probabilities enabled.
+func (s *Simulator) handleTGIGenerate(w http.ResponseWriter, r *http.Request, arrival time.Time) {
+	var req struct {
+		Inputs     *string `json:"inputs"`
+		Parameters struct {
+			MaxNewTokens        *int `json:"max_new_tokens"`
+			Details             bool `json:"details"`
+			DecoderInputDetails bool `json:"decoder_input_details"`
+		} `json:"parameters"`
+	}
+	fail := func(status int, msg string) { writeTGIError(w, status, msg) }
+	if err := decodeBody(w, r, &req); err != nil {
+		fail(http.StatusUnprocessableEntity, err.Error())
+		return
+	}
+	if req.Inputs == nil {
+		fail(http.StatusUnprocessableEntity, "Input validation error: `inputs` is required")
+		return
+	}
+	np := &tgiProto{details: req.Parameters.Details, nonStream: true, seed: s.cfg.Seed}
+	if req.Parameters.DecoderInputDetails {
+		np.prefill = strings.Fields(*req.Inputs)
+	}
+	s.serveNative(w, r, arrival, AppendTokenIDs(nil, *req.Inputs), req.Parameters.MaxNewTokens, nil, false, false, np, fail)
+}
+
 // tgiProto renders TGI's frames:
 // data:{"index":N,"token":{"id":..,"text":..,"logprob":..,"special":false},"generated_text":null,"details":null}
 // with generated_text (and details, when asked for) on the last one. TGI
@@ -154,11 +237,81 @@ func (s *Simulator) handleTGIGenerateStream(w http.ResponseWriter, r *http.Reque
 type tgiProto struct {
 	details bool
 	p       *genParams
+	// nonStream: POST /generate, one body (see body).
+	nonStream bool
+	seed      uint64
+	// prefill holds the prompt's words when decoder_input_details asked
+	// for their log-probabilities; ids the prompt of a non-streamed
+	// request, kept by setParams for the log-probabilities.
+	prefill []string
+	ids     []int
 }
 
-func (t *tgiProto) setParams(p *genParams) { t.p = p }
-func (*tgiProto) contentType() string      { return "text/event-stream" }
-func (*tgiProto) malformed() []byte        { return []byte("data:{not json\n\n") }
+func (t *tgiProto) setParams(p *genParams) {
+	t.p = p
+	if t.nonStream {
+		t.ids = p.ids
+	}
+}
+func (t *tgiProto) streams() bool { return !t.nonStream }
+
+// tgiFinishReason is TGI's name of a finish reason.
+func tgiFinishReason(reason string) string {
+	if reason == finishStop {
+		return "eos_token"
+	}
+	return "length"
+}
+
+func (t *tgiProto) body(b []byte, produced int, reason string, penalty float64) []byte {
+	b = append(b, `{"generated_text":"`...)
+	for i := range produced {
+		b = append(b, outputPiece(t.p.key, i)...)
+	}
+	b = append(b, '"')
+	if t.details {
+		lps := sequenceLogprobs(t.seed, t.p.key, t.ids, produced, penalty)
+		b = append(b, `,"details":{"finish_reason":"`...)
+		b = append(b, tgiFinishReason(reason)...)
+		b = append(b, `","generated_tokens":`...)
+		b = strconv.AppendInt(b, int64(produced), 10)
+		b = append(b, `,"seed":null,"prefill":[`...)
+		for i, id := range t.ids {
+			if t.prefill == nil {
+				break // not asked for: TGI sends an empty prefill
+			}
+			if i > 0 {
+				b = append(b, ',')
+			}
+			text, _ := json.Marshal(t.prefill[i])
+			b = append(b, `{"id":`...)
+			b = strconv.AppendInt(b, int64(id), 10)
+			b = append(b, `,"text":`...)
+			b = append(b, text...)
+			b = append(b, `,"logprob":`...)
+			b = append(appendLogprob(b, lps[i]), '}')
+		}
+		b = append(b, `],"tokens":[`...)
+		for i := range produced {
+			if i > 0 {
+				b = append(b, ',')
+			}
+			piece := outputPiece(t.p.key, i)
+			b = append(b, `{"id":`...)
+			b = strconv.AppendInt(b, int64(TokenID(piece[1:])), 10)
+			b = append(b, `,"text":"`...)
+			b = append(b, piece...)
+			b = append(b, `","logprob":`...)
+			b = appendLogprob(b, lps[len(t.ids)+i])
+			b = append(b, `,"special":false}`...)
+		}
+		b = append(b, "]}"...)
+	}
+	return stamp(b)
+}
+
+func (*tgiProto) contentType() string { return "text/event-stream" }
+func (*tgiProto) malformed() []byte   { return []byte("data:{not json\n\n") }
 
 func (t *tgiProto) token(b []byte, i int, piece string, last bool, reason string) []byte {
 	b = append(b, `data:{"index":`...)
@@ -177,12 +330,8 @@ func (t *tgiProto) token(b []byte, i int, piece string, last bool, reason string
 		}
 		b = append(b, `","details":`...)
 		if t.details {
-			fr := "length"
-			if reason == finishStop {
-				fr = "eos_token"
-			}
 			b = append(b, `{"finish_reason":"`...)
-			b = append(b, fr...)
+			b = append(b, tgiFinishReason(reason)...)
 			b = append(b, `","generated_tokens":`...)
 			b = strconv.AppendInt(b, int64(i+1), 10)
 			b = append(b, `,"seed":null}`...)
@@ -442,14 +591,14 @@ func (s *Simulator) handleSGLangGenerate(w http.ResponseWriter, r *http.Request,
 			MinNewTokens *int `json:"min_new_tokens"`
 			IgnoreEOS    bool `json:"ignore_eos"`
 		} `json:"sampling_params"`
+		// Log-probabilities, honoured without streaming (logprobs.go).
+		ReturnLogprob        bool `json:"return_logprob"`
+		LogprobStartLen      *int `json:"logprob_start_len"`
+		ReturnTextInLogprobs bool `json:"return_text_in_logprobs"`
 	}
 	fail := func(status int, msg string) { writeError(w, status, msg) }
 	if err := decodeBody(w, r, &req); err != nil {
 		fail(http.StatusBadRequest, err.Error())
-		return
-	}
-	if !req.Stream {
-		fail(http.StatusBadRequest, "the simulator serves /generate streaming only (\"stream\": true)")
 		return
 	}
 	var ids []int
@@ -468,23 +617,126 @@ func (s *Simulator) handleSGLangGenerate(w http.ResponseWriter, r *http.Request,
 		fail(http.StatusBadRequest, "exactly one of text and input_ids is required")
 		return
 	}
+	if req.ReturnLogprob && req.Stream {
+		fail(http.StatusBadRequest, "the simulator serves return_logprob without streaming only (\"stream\": false)")
+		return
+	}
 	sp := req.SamplingParams
-	np := &sglangProto{id: strconv.FormatUint(s.reqs.Add(1), 16)}
+	np := &sglangProto{id: strconv.FormatUint(s.reqs.Add(1), 16), stream: req.Stream, seed: s.cfg.Seed}
+	if req.ReturnLogprob {
+		np.logprob = &sglangLogprobs{start: -1, withText: req.ReturnTextInLogprobs, pieces: promptPieces(req.Text, ids)}
+		if req.LogprobStartLen != nil {
+			np.logprob.start = *req.LogprobStartLen
+		}
+	}
 	s.serveNative(w, r, arrival, ids, sp.MaxNewTokens, sp.MinNewTokens, sp.IgnoreEOS, false, np, fail)
 }
 
 // sglangProto renders SGLang's events: the whole text so far, and
-// meta_info with the running counts, then "data: [DONE]".
+// meta_info with the running counts, then "data: [DONE]". Without "stream"
+// it answers one JSON body, {"text", "meta_info"}, whose meta_info carries
+// the log-probabilities when return_logprob asked for them.
 type sglangProto struct {
 	id        string
 	text      []byte
 	p         *genParams
 	promptLen int
+	stream    bool
+	seed      uint64
+	logprob   *sglangLogprobs // nil: not asked for
 }
 
-func (g *sglangProto) setParams(p *genParams) { g.p, g.promptLen = p, len(p.ids) }
-func (*sglangProto) contentType() string      { return "text/event-stream" }
-func (*sglangProto) malformed() []byte        { return []byte(sseMalformed) }
+// sglangLogprobs is what return_logprob asked for: input logprobs from
+// prompt position start (SGLang's logprob_start_len; -1, its default, means
+// the last prompt token only), with each token's text when withText.
+type sglangLogprobs struct {
+	start    int
+	withText bool
+	pieces   []string // the prompt tokens' texts
+	ids      []int    // the prompt, kept by setParams
+}
+
+func (g *sglangProto) setParams(p *genParams) {
+	g.p, g.promptLen = p, len(p.ids)
+	if g.logprob != nil {
+		g.logprob.ids = p.ids
+	}
+}
+func (*sglangProto) contentType() string { return "text/event-stream" }
+func (*sglangProto) malformed() []byte   { return []byte(sseMalformed) }
+func (g *sglangProto) streams() bool     { return g.stream }
+
+// appendFinish renders meta_info.finish_reason of the request's last frame.
+func appendSGLangFinish(b []byte, produced int, reason string) []byte {
+	if reason == finishStop {
+		return append(b, `{"type":"stop","matched":2}`...)
+	}
+	b = append(b, `{"type":"length","length":`...)
+	b = strconv.AppendInt(b, int64(produced), 10)
+	return append(b, '}')
+}
+
+func (g *sglangProto) body(b []byte, produced int, reason string, penalty float64) []byte {
+	b = append(b, `{"text":"`...)
+	for i := range produced {
+		b = append(b, outputPiece(g.p.key, i)...)
+	}
+	b = append(b, `","meta_info":{"id":"`...)
+	b = append(b, g.id...)
+	b = append(b, `","finish_reason":`...)
+	b = appendSGLangFinish(b, produced, reason)
+	b = append(b, `,"prompt_tokens":`...)
+	b = strconv.AppendInt(b, int64(g.promptLen), 10)
+	b = append(b, `,"completion_tokens":`...)
+	b = strconv.AppendInt(b, int64(produced), 10)
+	b = append(b, `,"cached_tokens":0`...)
+	if lp := g.logprob; lp != nil {
+		lps := sequenceLogprobs(g.seed, g.p.key, lp.ids, produced, penalty)
+		n := len(lp.ids)
+		start := lp.start
+		if start < 0 || start >= n {
+			start = n - 1
+		}
+		entry := func(b []byte, v float64, id int, text string) []byte {
+			b = appendLogprob(append(b, '['), v)
+			b = append(b, ',')
+			b = strconv.AppendInt(b, int64(id), 10)
+			b = append(b, ',')
+			if lp.withText {
+				t, _ := json.Marshal(text)
+				b = append(b, t...)
+			} else {
+				b = append(b, "null"...)
+			}
+			return append(b, ']')
+		}
+		b = append(b, `,"input_token_logprobs":[`...)
+		for i := start; i < n; i++ {
+			if i > start {
+				b = append(b, ',')
+			}
+			v := lps[i]
+			if i == start {
+				// SGLang pads the first returned position with None,
+				// whatever the start: its logprob would need the token
+				// before the window.
+				v = math.NaN()
+			}
+			b = entry(b, v, lp.ids[i], lp.pieces[i])
+		}
+		b = append(b, `],"output_token_logprobs":[`...)
+		for i := range produced {
+			if i > 0 {
+				b = append(b, ',')
+			}
+			piece := outputPiece(g.p.key, i)
+			b = entry(b, lps[n+i], TokenID(piece[1:]), piece)
+		}
+		b = append(b, ']')
+	}
+	b = append(b, '}')
+	return stamp(b)
+}
 
 func (g *sglangProto) token(b []byte, i int, piece string, last bool, reason string) []byte {
 	g.text = append(g.text, piece...)
@@ -493,15 +745,10 @@ func (g *sglangProto) token(b []byte, i int, piece string, last bool, reason str
 	b = append(b, `","meta_info":{"id":"`...)
 	b = append(b, g.id...)
 	b = append(b, `","finish_reason":`...)
-	switch {
-	case !last:
+	if last {
+		b = appendSGLangFinish(b, i+1, reason)
+	} else {
 		b = append(b, "null"...)
-	case reason == finishStop:
-		b = append(b, `{"type":"stop","matched":2}`...)
-	default:
-		b = append(b, `{"type":"length","length":`...)
-		b = strconv.AppendInt(b, int64(i+1), 10)
-		b = append(b, '}')
 	}
 	b = append(b, `,"prompt_tokens":`...)
 	b = strconv.AppendInt(b, int64(g.promptLen), 10)

@@ -40,6 +40,7 @@ type Simulator struct {
 	registry *prometheus.Registry
 	handler  http.Handler
 	created  int64
+	started  time.Time // StartedAt; ReadyAt is started + cfg.LoadDelay
 
 	rngMu sync.Mutex
 	rng   *rand.Rand // injected-error draws
@@ -72,11 +73,13 @@ func New(cfg Config, logger *slog.Logger) (*Simulator, error) {
 	if err != nil {
 		return nil, err
 	}
+	started := time.Now()
 	s := &Simulator{
 		cfg:       cfg,
 		logger:    logger,
 		registry:  prometheus.NewRegistry(),
-		created:   time.Now().Unix(),
+		created:   started.Unix(),
+		started:   started,
 		rng:       rand.New(rand.NewPCG(cfg.Seed, 0x5157fa17)),
 		modelJSON: modelJSON,
 		closing:   make(chan struct{}),
@@ -84,8 +87,9 @@ func New(cfg Config, logger *slog.Logger) (*Simulator, error) {
 	f := cfg.Faults
 	s.faults.Store(&f)
 	m := newMetrics(s.registry, cfg.Model)
+	registerProcessStart(s.registry, started)
 	s.engine = newEngine(&s.cfg, m, &s.faults)
-	s.handler = s.routes()
+	s.handler = s.loadGate(s.routes())
 
 	ctx, cancel := context.WithCancel(context.Background())
 	s.cancel = cancel
@@ -153,6 +157,7 @@ func (s *Simulator) routes() http.Handler {
 		mux.HandleFunc("POST /tokenize", s.arrive(s.handleTokenize))
 	case EngineTGI:
 		mux.HandleFunc("POST /generate_stream", s.arrive(s.handleTGIGenerateStream))
+		mux.HandleFunc("POST /generate", s.arrive(s.handleTGIGenerate))
 		mux.HandleFunc("GET /info", s.arrive(s.handleTGIInfo))
 		mux.HandleFunc("POST /tokenize", s.arrive(s.handleTGITokenize))
 	case EngineLlamaCpp:
@@ -165,10 +170,16 @@ func (s *Simulator) routes() http.Handler {
 		mux.HandleFunc("GET /api/version", s.arrive(s.handleOllamaVersion))
 		mux.HandleFunc("GET /api/ps", s.arrive(s.handleOllamaPS))
 		mux.HandleFunc("GET /api/tags", s.arrive(s.handleOllamaTags))
+		// Ollama's liveness answer, which its clients poll.
+		mux.HandleFunc("GET /{$}", s.arrive(func(w http.ResponseWriter, _ *http.Request, _ time.Time) {
+			w.Write([]byte("Ollama is running"))
+		}))
 	case EngineTriton:
 		mux.HandleFunc("POST /v2/models/{model}/generate_stream", s.arrive(s.handleTritonGenerateStream))
 		mux.HandleFunc("GET /v2/models/{model}", s.arrive(s.handleTritonModel))
 		mux.HandleFunc("GET /v2", s.arrive(s.handleTritonServer))
+		// KServe v2 readiness: 200 with an empty body when ready.
+		mux.HandleFunc("GET /v2/health/ready", s.arrive(s.handleHealth))
 	}
 	var metricsHandler http.Handler = promhttp.HandlerFor(s.registry, promhttp.HandlerOpts{})
 	if h := s.metricsHandler(); h != nil {
@@ -379,17 +390,32 @@ func Serve(ctx context.Context, listenAddress string, cfg Config, logger *slog.L
 	if err != nil {
 		return err
 	}
-	defer sim.Close()
+	return sim.ListenAndServe(ctx, listenAddress)
+}
+
+// ListenAndServe serves the simulator on listenAddress until ctx is done,
+// then closes it (streams in flight are cut) and shuts the HTTP server
+// down. In LoadRefuse mode it listens only once the model load is over, so
+// that connections are refused until ReadyAt.
+func (s *Simulator) ListenAndServe(ctx context.Context, listenAddress string) error {
+	defer s.Close()
+	logger := s.logger
+	if s.cfg.LoadDelay > 0 && s.cfg.loadMode() == LoadRefuse {
+		logger.Info("simulator loading: not listening until loaded", "address", listenAddress, "load_delay", s.cfg.LoadDelay)
+		if !s.waitLoaded(ctx.Done()) {
+			return nil
+		}
+	}
 	ln, err := net.Listen("tcp", listenAddress)
 	if err != nil {
 		return err
 	}
 	srv := &http.Server{
-		Handler:           sim.Handler(),
+		Handler:           s.Handler(),
 		ReadHeaderTimeout: 30 * time.Second,
 		ErrorLog:          slog.NewLogLogger(logger.Handler(), slog.LevelWarn),
 	}
-	logger.Info("simulator listening", "address", ln.Addr().String(), "model", cfg.Model, "time_scale", cfg.TimeScale)
+	logger.Info("simulator listening", "address", ln.Addr().String(), "model", s.cfg.Model, "time_scale", s.cfg.TimeScale)
 	errc := make(chan error, 1)
 	go func() { errc <- srv.Serve(ln) }()
 	select {
@@ -397,7 +423,7 @@ func Serve(ctx context.Context, listenAddress string, cfg Config, logger *slog.L
 		return err
 	case <-ctx.Done():
 	}
-	sim.Close()
+	s.Close()
 	shutdownCtx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
 	defer cancel()
 	err = srv.Shutdown(shutdownCtx)

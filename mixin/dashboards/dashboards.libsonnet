@@ -221,6 +221,47 @@ local names = import '../rules/names.libsonnet';
           width=12,
           states=workloadStates,
         ),
+        // The quality probe (probe/quality): its series carry target,
+        // model and text (the reference text's SHA-256 prefix), no
+        // workload.
+        d.row('Quality'),
+        d.timeseries(
+          'Perplexity',
+          'Perplexity of each target\'s model over the reference text, from the server\'s log-probabilities of the text\'s own tokens (infer_probe_perplexity, scored every quality.interval), beside its value %s earlier. Lower is better; it rises when the model is quantised, swapped or broken, however fast it answers. Compare only equal texts.' % c.perplexity.offset,
+          [
+            d.target('max by (target, model, text) (infer_probe_perplexity%s)' % p.selector(c.probeSelector, tsel), '{{target}} ({{model}}) text {{text}}'),
+            d.target('max by (target, model, text) (infer_probe_perplexity%s offset %s)' % [p.selector(c.probeSelector, tsel), c.perplexity.offset], '{{target}} ({{model}}) %s earlier' % c.perplexity.offset),
+          ],
+          'none',
+          width=12,
+          min=1,
+        ),
+        d.timeseries(
+          'Perplexity against its baseline',
+          'The perplexity over its value %s earlier: the ratio InferProbePerplexityRise alerts on above %s.' % [c.perplexity.offset, p.num(c.perplexity.threshold)],
+          [d.target(
+            'max by (target, model, text) (infer_probe_perplexity%(s)s) / max by (target, model, text) (infer_probe_perplexity%(s)s offset %(o)s)' % { s: p.selector(c.probeSelector, tsel), o: c.perplexity.offset },
+            '{{target}} ({{model}}) text {{text}}',
+          )],
+          'percentunit',
+          width=12,
+        ),
+        d.timeseries(
+          'Perplexity score failures',
+          'Perplexity scores that failed in each interval, by reason (infer_probe_perplexity_failures_total): unsupported, timeout, connection, http_status, bad_response, no_logprobs (a server that returns none: TGI without --enable-prefill-logprobs), incomplete (tokens without a log-probability).',
+          [d.target('sum by (target, reason) (increase(infer_probe_perplexity_failures_total%s[$__rate_interval])) > 0' % p.selector(c.probeSelector, 'target=~"$target"'), '{{target}} {{reason}}')],
+          'short',
+          width=12,
+          min=0,
+        ),
+        d.timeseries(
+          'Age of the last perplexity score',
+          'Time since the last successful perplexity score of each target; InferProbePerplexityStale fires above %s.' % c.perplexity.staleAfter,
+          [d.target('time() - max by (target, model, text) (infer_probe_perplexity_last_success_timestamp_seconds%s)' % p.selector(c.probeSelector, tsel), '{{target}} ({{model}})')],
+          's',
+          width=12,
+          min=0,
+        ),
       ],
     ),
 
@@ -397,6 +438,9 @@ local names = import '../rules/names.libsonnet';
       ],
       local s = p.selector(c.serverSelector, tsel);
       local legend = '{{target}} ({{engine}})';
+      // The cold-start series carry target alone (probe/coldstart).
+      local cs = p.selector(c.serverSelector, 'target=~"$target"');
+      local phase = '{{target}} {{phase}}';
       [
         d.timeseries('KV cache usage', 'Fraction of the KV cache in use, as the engine reports it.', [d.target('infer_server_kv_cache_usage_ratio' + s, legend)], 'percentunit', width=12, min=0, max=1),
         d.timeseries(
@@ -449,6 +493,31 @@ local names = import '../rules/names.libsonnet';
           width=12,
           height=8,
           hide=['__name__', 'job', 'instance'],
+        ),
+        d.row('Cold starts'),
+        d.stat(
+          'Starts seen',
+          'Server starts the exporter saw since it started: a new process start (process_start_time_seconds changed), or serving again after refusing (infer_server_starts_total).',
+          [d.target('sum by (target) (infer_server_starts_total%s)' % cs, '{{target}}')],
+          'short',
+          width=6,
+          height=8,
+        ),
+        d.timeseries(
+          'Cold start, per start',
+          'Seconds from each server start to its readiness (its health endpoint\'s first 200) and to its first served token (the first token of the first request to succeed), shown in the interval after the start; several starts in one interval show their mean (infer_server_cold_start_seconds).',
+          [d.target('increase(infer_server_cold_start_seconds_sum%(s)s[$__rate_interval]) / increase(infer_server_cold_start_seconds_count%(s)s[$__rate_interval]) > 0' % { s: cs }, phase)],
+          's',
+          width=12,
+          min=0,
+        ),
+        d.timeseries(
+          'Starts',
+          'Server starts seen in each interval: a restart loop shows as a steady rate.',
+          [d.target('increase(infer_server_starts_total%s[$__rate_interval])' % cs, '{{target}}')],
+          'short',
+          width=6,
+          min=0,
         ),
       ],
     ),

@@ -78,6 +78,12 @@ type Request struct {
 	// RequestID, when set, is sent as X-Request-Id, so that the request can
 	// be found in the server's logs (vLLM takes it as its request id).
 	RequestID string
+	// TokenWindow, when positive, keeps only the read instants of the
+	// last TokenWindow content events in obs.TokenTimes (ContentEvents
+	// still counts them all): an observer that reads each gap as it
+	// closes needs the last two, and a long stream's every instant is
+	// 24 bytes a token held until it ends. 0 keeps every instant.
+	TokenWindow int
 	// prepared is the body Prepare encoded ahead; nil: encoded in Do.
 	prepared []byte
 	// Events, when set, hears of the request while it runs, on the
@@ -188,6 +194,12 @@ func newTransport(maxConns int) *http.Transport {
 		TLSHandshakeTimeout: 10 * time.Second,
 		DisableCompression:  true,
 		ForceAttemptHTTP2:   false,
+		// 1 KiB each way instead of 4: a streamed event is a few hundred
+		// bytes, a request's head and a short prompt fit, and a larger
+		// body is written straight through. Both buffers live as long as
+		// the connection, one per stream in flight.
+		ReadBufferSize:  1 << 10,
+		WriteBufferSize: 1 << 10,
 	}
 }
 
@@ -290,7 +302,11 @@ func (c *Client) Do(ctx context.Context, t *Target, r *Request, obs *observation
 	if r.RequestID != "" {
 		req.Header.Set("X-Request-Id", r.RequestID)
 	}
-	if want := min(r.MaxTokens, maxPreallocTokens); cap(obs.TokenTimes) < want {
+	want := min(r.MaxTokens, maxPreallocTokens)
+	if r.TokenWindow > 0 {
+		want = r.TokenWindow
+	}
+	if cap(obs.TokenTimes) < want {
 		obs.TokenTimes = make([]time.Time, 0, want)
 	}
 
@@ -378,7 +394,13 @@ func (c *Client) readStream(ctx context.Context, dec Decoder, r *Request, obs *o
 				obs.Err = &ProtocolError{Msg: fmt.Sprintf("more than %d content events for max_tokens %d", maxEvents(r), r.MaxTokens)}
 				break
 			}
-			obs.TokenTimes = append(obs.TokenTimes, at)
+			if w := r.TokenWindow; w > 0 && len(obs.TokenTimes) >= w {
+				// Slide the window: the oldest instant goes.
+				copy(obs.TokenTimes, obs.TokenTimes[len(obs.TokenTimes)-w+1:])
+				obs.TokenTimes = append(obs.TokenTimes[:w-1], at)
+			} else {
+				obs.TokenTimes = append(obs.TokenTimes, at)
+			}
 			obs.ContentEvents++
 			// Set before the observer hears of the event: it reads them live.
 			obs.LastReasoning = len(ch.Content) == 0

@@ -34,12 +34,15 @@ const (
 	ReasonSLOMissed = "slo_missed"
 	// ReasonWrongAnswer: a known-answer check did not match.
 	ReasonWrongAnswer = "wrong_answer"
+	// ReasonPerplexityExceeded: a perplexity module's score was above its
+	// max_perplexity.
+	ReasonPerplexityExceeded = "perplexity_exceeded"
 )
 
 // Reasons lists every failure reason, in precedence order: a probe reports
 // the first that applies.
 var Reasons = []string{ReasonBadTarget, ReasonNotAllowed, ReasonConcurrencyCeiling, ReasonRateCeiling,
-	ReasonRequestFailed, ReasonSLOMissed, ReasonWrongAnswer}
+	ReasonRequestFailed, ReasonSLOMissed, ReasonWrongAnswer, ReasonPerplexityExceeded}
 
 // refusal is a target or address the prober will not reach, with the
 // reason label and a sentence for the debug output.

@@ -55,6 +55,16 @@
 // As in the continuous probe, TTFT counts every request that got a token,
 // and TPOT, E2E and tokens count successful requests only.
 //
+// A module of kind perplexity (perplexity.go) sends no generations: it
+// scores the quality package's reference text once, as one request under
+// the same allow list and ceilings, and answers with the common series
+// (probe_success, probe_duration_seconds, probe_timeout_seconds,
+// probe_failed_due_to, probe_http_status_code) and probe_perplexity{text},
+// probe_perplexity_tokens{text}, probe_perplexity_max and
+// probe_perplexity_failed_due_to{reason}. It fails with request_failed when
+// the score fails, and with perplexity_exceeded when the perplexity is
+// above the module's max_perplexity.
+//
 // Reasoning models: TTFT is the first token of any kind, reasoning
 // included; the time to first answer token is the first content that is
 // not reasoning only (reasoning_content, reasoning, Ollama thinking), and

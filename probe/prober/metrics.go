@@ -33,6 +33,9 @@ type result struct {
 	// checks are the known-answer checks, in order; nil when the module
 	// has none.
 	checks []checkResult
+	// perplexity is a perplexity module's score (perplexity.go); nil for
+	// a generation module, whose requests are the above.
+	perplexity *perplexityResult
 }
 
 type checkResult struct {
@@ -50,6 +53,9 @@ func nearestRank(sorted []float64, q float64) float64 {
 // httpStatus is the status of the first request that failed, else of the
 // last request; 0 when that request got no response.
 func (res *result) httpStatus() int {
+	if res.perplexity != nil {
+		return res.perplexity.status
+	}
 	all := make([]*observation.Request, 0, len(res.requests)+len(res.checks))
 	for i := range res.requests {
 		all = append(all, &res.requests[i])
@@ -96,10 +102,10 @@ func (res *result) throughput() (tokens int, perSecond float64, ok bool) {
 // check take values from closed sets or bounded indexes (request < 100,
 // check < 20).
 var (
-	descSuccess  = prometheus.NewDesc("probe_success", "1 if the probe succeeded: every request succeeded and met the module's SLO thresholds, and every known answer matched; else 0.", nil, nil)
+	descSuccess  = prometheus.NewDesc("probe_success", "1 if the probe succeeded: every request succeeded, met the SLO and matched its known answer (perplexity modules: scored, within max); else 0.", nil, nil)
 	descDuration = prometheus.NewDesc("probe_duration_seconds", "How long the probe took, from the scrape's arrival to the end of its last request.", nil, nil)
 	descTimeout  = prometheus.NewDesc("probe_timeout_seconds", "The probe's deadline: the scrape timeout (X-Prometheus-Scrape-Timeout-Seconds, else 120s) minus --timeout-offset, capped by the module's timeout.", nil, nil)
-	descFailed   = prometheus.NewDesc("probe_failed_due_to", "1 for the reason the probe failed, 0 for the others (bad_target, not_allowed, *_ceiling, request_failed, slo_missed, wrong_answer).", []string{"reason"}, nil)
+	descFailed   = prometheus.NewDesc("probe_failed_due_to", "1 for the reason the probe failed, else 0 (bad_target, not_allowed, *_ceiling, request_failed, slo_missed, wrong_answer, perplexity_exceeded).", []string{"reason"}, nil)
 	descStatus   = prometheus.NewDesc("probe_http_status_code", "HTTP status of the first request that failed, else of the last request; 0 when it got no response.", nil, nil)
 	descRequests = prometheus.NewDesc("probe_requests", "The module's requests in this probe, by outcome (dropped: never sent); they sum to the module's request count.", []string{"outcome"}, nil)
 	descGood     = prometheus.NewDesc("probe_goodput_requests", "The module's requests that succeeded and met every SLO threshold of the module.", nil, nil)
@@ -142,6 +148,10 @@ func (c resultCollector) Collect(ch chan<- prometheus.Metric) {
 		gauge(descFailed, b2f(r == res.reason), r)
 	}
 	gauge(descStatus, float64(res.httpStatus()))
+	if res.perplexity != nil {
+		collectPerplexity(ch, res.perplexity)
+		return
+	}
 
 	counts := map[observation.Outcome]int{}
 	good := 0

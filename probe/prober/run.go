@@ -52,6 +52,11 @@ func (h *Handler) probe(ctx context.Context, p *probeRun) *result {
 	if len(m.KnownAnswers) > 0 {
 		res.checks = make([]checkResult, len(m.KnownAnswers))
 	}
+	if m.IsPerplexity() {
+		// One scoring request, no generations (perplexity.go).
+		res.requests, res.checks = nil, nil
+		res.perplexity = &perplexityResult{max: m.MaxPerplexity}
+	}
 	logger.Info("Beginning probe", "timeout_seconds", p.timeout.Seconds(), "requests", m.Requests,
 		"concurrency", m.Concurrency, "known_answers", len(m.KnownAnswers))
 	refused := func(r *refusal) *result {
@@ -98,6 +103,10 @@ func (h *Handler) probe(ctx context.Context, p *probeRun) *result {
 	}
 
 	g := &guard{policy: p.policy, target: t, resolver: h.opts.Resolver, logger: logger, beforeConnect: h.opts.beforeConnect}
+	if res.perplexity != nil {
+		h.scorePerplexity(ctx, res, tc, g, ct, logger)
+		return res
+	}
 	tr := newTransport(g, m.Concurrency)
 	defer tr.CloseIdleConnections()
 	cl := client.New(client.Options{MaxConnsPerHost: m.Concurrency, Transport: tr})

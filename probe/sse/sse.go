@@ -44,8 +44,10 @@ type Event struct {
 const defaultEventName = "message"
 
 // initialBufBytes is the first size of the read buffer. A vLLM chat chunk is
-// about 250 bytes, so one buffer holds many of them.
-const initialBufBytes = 4096
+// about 250 bytes, so one buffer holds several of them; a longer line grows
+// it (doubling, up to the line limit). One buffer lives per stream in
+// flight.
+const initialBufBytes = 1024
 
 // maxEmptyReads is how many consecutive (0, nil) reads are tolerated before
 // giving up with io.ErrNoProgress, as bufio does.

@@ -17,6 +17,28 @@ type Options struct {
 	DegradedLag    time.Duration
 	DegradedWindow time.Duration
 	Saturation     *SchedulingLatency // may be nil
+	// Observe, when set, gives each workload an observer beside its live
+	// metrics (the OTLP push, probe/otlp), told every request as the
+	// series is; one that also has Stalls(StallScan) hears the stall
+	// scans. It may return nil.
+	Observe func(t *config.Target, w *config.Workload) Observer
+}
+
+// stallsTee is the Monitor of a workload whose extra observer counts
+// stalls too: the series hears everything, the observer the stall scans.
+type stallsTee struct {
+	*Series
+	extra interface{ Stalls(StallScan) }
+}
+
+func (m stallsTee) Stalls(s StallScan) { m.Series.Stalls(s); m.extra.Stalls(s) }
+
+// seriesOf is the live series behind a runner's Monitor.
+func seriesOf(m Monitor) *Series {
+	if t, ok := m.(stallsTee); ok {
+		return t.Series
+	}
+	return m.(*Series)
 }
 
 // Manager runs the workloads of the current configuration and replaces them
@@ -61,6 +83,7 @@ func Build(ctx context.Context, c *config.Config, metrics *Metrics, opts Options
 			maxRate    float64
 			saturation interface{ P99() float64 } = opts.Saturation
 			replayed   *replayRecorder
+			sess       *sessions // a sessions workload's (sessions.go)
 			prepare    func(context.Context) (Prompts, error)
 			burst      = 1 // sends at one instant the ceiling must allow
 		)
@@ -71,6 +94,19 @@ func Build(ctx context.Context, c *config.Config, metrics *Metrics, opts Options
 			}
 			sched, prompts, maxRate, replayed, burst = src.Schedule(), src.Prompts(), src.MaxRate(), rec, src.Burst()
 			saturation = maxP99{opts.Saturation, rec}
+		} else if w.Sessions != nil {
+			sess, err = newSessions(w, t, target.Flavor != nil && target.Flavor.Chat(), metrics, opts, logger)
+			if err != nil {
+				return runners, clients, fmt.Errorf("workload %q: %w", w.Name, err)
+			}
+			prepare = func(ctx context.Context) (Prompts, error) {
+				p, err := sess.prepare(ctx)
+				if err != nil {
+					return nil, fmt.Errorf("workload %q: %w", w.Name, err)
+				}
+				return p, nil
+			}
+			sched, maxRate = sess.schedule(), sess.maxRate
 		} else {
 			ol, err := plan.Open(w.Arrival, w.Prompt.Seed, opts.DegradedLag)
 			if err != nil {
@@ -93,12 +129,29 @@ func Build(ctx context.Context, c *config.Config, metrics *Metrics, opts Options
 		if replayed != nil {
 			replayed.bind(series)
 		}
+		if sess != nil {
+			sess.bind(metrics.sessions.series(series.lv))
+		}
 		var observer Observer = series
+		var monitor Monitor = series
+		if opts.Observe != nil {
+			if extra := opts.Observe(t, w); extra != nil {
+				observer = Observers{series, extra}
+				if s, ok := extra.(interface{ Stalls(StallScan) }); ok {
+					monitor = stallsTee{series, s}
+				}
+			}
+		}
 		// One client per workload: its connection pool is sized to the
 		// workload's in-flight cap.
 		cl := client.New(client.Options{MaxConnsPerHost: w.MaxInFlight})
 		clients = append(clients, cl)
 		ceiling := plan.ReplayCeiling(maxRate, opts.DegradedLag, burst)
+		if sess != nil {
+			// The ceiling is the session arrivals' (sessions.go); turns
+			// follow replies, not the arrival process.
+			ceiling = nil
+		}
 		runners = append(runners, &Runner{
 			Name:           w.Name,
 			Target:         target,
@@ -108,7 +161,7 @@ func Build(ctx context.Context, c *config.Config, metrics *Metrics, opts Options
 			Prepare:        prepare,
 			Client:         cl,
 			Observer:       observer,
-			Monitor:        series,
+			Monitor:        monitor,
 			MaxInFlight:    w.MaxInFlight,
 			MaxRate:        maxRate,
 			Duration:       w.Duration,
@@ -120,6 +173,9 @@ func Build(ctx context.Context, c *config.Config, metrics *Metrics, opts Options
 			DegradedWindow: opts.DegradedWindow,
 			Logger:         logger,
 			Saturation:     saturation,
+			// The live series, the OTLP push and the stall scan read
+			// each gap as it closes: the last two instants.
+			TokenWindow: 2,
 		})
 	}
 	return runners, clients, nil
@@ -166,7 +222,7 @@ func (m *Manager) Apply(ctx context.Context, c *config.Config) error {
 	done := make(chan struct{})
 	var wg sync.WaitGroup
 	for _, r := range runners {
-		series := r.Monitor.(*Series)
+		series := seriesOf(r.Monitor)
 		series.SetState(StateCalibrating)
 		if old, ok := m.series[r.Name]; ok && old.lv[0] != series.lv[0] || ok && old.lv[1] != series.lv[1] {
 			old.Delete()
@@ -219,7 +275,7 @@ func (m *Manager) discard(runners []*Runner, clients []*client.Client) {
 		running[[3]string(s.lv)] = true
 	}
 	for _, r := range runners {
-		if s := r.Monitor.(*Series); !running[[3]string(s.lv)] {
+		if s := seriesOf(r.Monitor); !running[[3]string(s.lv)] {
 			s.Delete()
 		}
 	}

@@ -60,6 +60,9 @@ type Metrics struct {
 	stalled, oldestAge             *prometheus.GaugeVec
 	replay                         *replayMetrics // replay.go
 
+	// sessions are the sessions workloads' series (sessions_metrics.go).
+	sessions *sessionMetrics
+
 	// prompts describes each workload's prompt set (calibration, hash).
 	prompts *PromptMetrics
 }
@@ -126,6 +129,7 @@ func NewMetrics(reg prometheus.Registerer) *Metrics {
 		m.inFlight, m.maxInFlight, m.rate, m.maxRate, m.lagP99, m.degraded, m.state,
 		m.streamed, m.stalls, m.stalled, m.oldestAge, m.ttfa, m.reasoningTokens)
 	m.replay = newReplayMetrics(reg)
+	m.sessions = newSessionMetrics(reg)
 	m.prompts = NewPromptMetrics(reg)
 	return m
 }
@@ -202,6 +206,7 @@ func (s *Series) Delete() {
 		v.DeletePartialMatch(match)
 	}
 	s.m.replay.delete(match)
+	s.m.sessions.delete(match)
 	s.m.prompts.Delete(s.lv[0], s.lv[1], s.lv[2])
 }
 

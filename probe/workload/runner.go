@@ -93,6 +93,11 @@ type Runner struct {
 	Sampling       config.Sampling
 	// Timeout bounds each request.
 	Timeout time.Duration
+	// TokenWindow is the client's client.Request.TokenWindow for the
+	// workload's synthetic requests: how many of each request's last
+	// token instants its observers need (0: all of them, as a bench
+	// record keeps).
+	TokenWindow int
 	// Checks are known-answer checks that some arrivals carry instead of a
 	// synthetic prompt (checks.go).
 	Checks []config.Check
@@ -223,11 +228,14 @@ func (r *Runner) Run(ctx context.Context) {
 	// arrivals due at the same instant go out together.
 	prepared := make(chan preparedRequest, r.lookahead(lockstep))
 	budget := newByteBudget(lookaheadBytes)
+	// due is the next instant the dispatcher waits for (Unix ns): the
+	// preparation stands aside around it (see sendGuard).
+	var due atomic.Int64
 	prepCtx, stopPrep := context.WithCancel(ctx)
 	prepDone := make(chan struct{})
 	go func() {
 		defer close(prepDone)
-		r.prepare(prepCtx, start, lockstep, prepared, budget, func() { clamped.Store(r.Schedule.Clamped()) })
+		r.prepare(prepCtx, start, lockstep, prepared, budget, &due, func() { clamped.Store(r.Schedule.Clamped()) })
 	}()
 	defer func() {
 		stopPrep()
@@ -283,6 +291,7 @@ func (r *Runner) Run(ctx context.Context) {
 			}
 		}
 		at := start.Add(off)
+		due.Store(at.UnixNano())
 		if !wait.waitUntil(ctx, at) {
 			return
 		}
@@ -309,6 +318,7 @@ func (r *Runner) Run(ctx context.Context) {
 			req.Events = &requestEvents{o: Observers{}, f: fl}
 		} else {
 			req.Events = &requestEvents{o: observer, f: fl}
+			req.TokenWindow = r.TokenWindow
 		}
 		if check >= 0 {
 			checks.sent(check, at)

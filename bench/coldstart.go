@@ -1,0 +1,473 @@
+package bench
+
+import (
+	"context"
+	"encoding/csv"
+	"fmt"
+	"io"
+	"net/http"
+	"net/url"
+	"os/exec"
+	"path/filepath"
+	"strconv"
+	"strings"
+	"sync"
+	"time"
+
+	"github.com/infer-exporter/infer_exporter/internal/config"
+	"github.com/infer-exporter/infer_exporter/probe/client"
+	"github.com/infer-exporter/infer_exporter/probe/observation"
+	"github.com/infer-exporter/infer_exporter/probe/plan"
+)
+
+// This file is the bench's cold-start step: it starts the server itself,
+// repeatedly, and measures start → ready → first token, before the matrix.
+
+// ColdStartSpec is bench.cold_start: the server's command, and how its
+// start is judged.
+type ColdStartSpec struct {
+	// Command is the server's command line as a list (no shell): the
+	// program, then its arguments. It runs in a process group of its own,
+	// with the bench's environment, and the whole group is stopped.
+	Command []string `yaml:"command"`
+	// ReadyURL is polled until it answers 200 (vLLM's /health, ...). Empty:
+	// no ready phase; the first-token request is then polled instead.
+	ReadyURL string `yaml:"ready_url"`
+	// Target names the configured target whose server the command starts:
+	// the first-token request goes to it. Default: the only run target.
+	Target string `yaml:"target"`
+	// Repeats is the number of starts (default 3).
+	Repeats int `yaml:"repeats"`
+	// Timeout bounds one repeat, from the start to the first token
+	// (default 10m).
+	Timeout time.Duration `yaml:"timeout"`
+	// PollInterval is the time between two polls of ReadyURL, and between
+	// two first-token requests that failed (default 100ms): the readiness
+	// is known to within it.
+	PollInterval time.Duration `yaml:"poll_interval"`
+	// StopTimeout is how long a stopped server has between SIGTERM and
+	// SIGKILL (default 10s).
+	StopTimeout time.Duration `yaml:"stop_timeout"`
+}
+
+// Defaults and limits of bench.cold_start.
+const (
+	DefaultColdStartRepeats      = 3
+	DefaultColdStartTimeout      = 10 * time.Minute
+	DefaultColdStartPollInterval = 100 * time.Millisecond
+	DefaultColdStartStopTimeout  = 10 * time.Second
+	MaxColdStartRepeats          = 100
+	MaxColdStartTimeout          = 24 * time.Hour
+	MaxColdStartArgs             = 256
+	MinColdStartPollInterval     = 10 * time.Millisecond
+	MaxColdStartPollInterval     = 10 * time.Second
+	MaxColdStartStopTimeout      = 5 * time.Minute
+	// coldStartPrompt and coldStartMaxTokens are the first-token request:
+	// small, so that the figure is the server's start, not a generation.
+	coldStartPrompt    = "Say a word."
+	coldStartMaxTokens = 8
+	// coldStartOutputTail bounds the server's output kept for a failed
+	// repeat's note.
+	coldStartOutputTail = 2048
+	// readyPollTimeout bounds one poll of ready_url: a loading server may
+	// accept and not answer.
+	readyPollTimeout = 2 * time.Second
+)
+
+func (s *ColdStartSpec) applyDefaults(c *Config) {
+	if s == nil {
+		return
+	}
+	if s.Repeats == 0 {
+		s.Repeats = DefaultColdStartRepeats
+	}
+	if s.Timeout == 0 {
+		s.Timeout = DefaultColdStartTimeout
+	}
+	if s.PollInterval == 0 {
+		s.PollInterval = DefaultColdStartPollInterval
+	}
+	if s.StopTimeout == 0 {
+		s.StopTimeout = DefaultColdStartStopTimeout
+	}
+	if ts := c.RunTargets(); s.Target == "" && len(ts) == 1 {
+		s.Target = ts[0].Name
+	}
+}
+
+func (c *Config) validateColdStart(v *validator) {
+	s := c.Bench.ColdStart
+	if s == nil {
+		return
+	}
+	p := path{"bench", "cold_start"}
+	switch {
+	case len(s.Command) == 0:
+		v.add(p, "command", "is required: the server's program and its arguments, as a list")
+	case len(s.Command) > MaxColdStartArgs:
+		v.add(p, "command", fmt.Sprintf("%d arguments: at most %d", len(s.Command), MaxColdStartArgs))
+	case s.Command[0] == "":
+		v.addPath(append(p.clone(), "command", 0), "the program is empty")
+	}
+	for i, a := range s.Command {
+		if len(a) > config.MaxStringBytes || strings.ContainsRune(a, 0) {
+			v.addPath(append(p.clone(), "command", i), fmt.Sprintf("an argument of at most %d bytes (config.MaxStringBytes), without NUL", config.MaxStringBytes))
+		}
+	}
+	if s.ReadyURL != "" {
+		u, err := url.Parse(s.ReadyURL)
+		if err != nil || (u.Scheme != "http" && u.Scheme != "https") || u.Host == "" || len(s.ReadyURL) > config.MaxStringBytes {
+			v.add(p, "ready_url", fmt.Sprintf("%q is not an http or https URL", s.ReadyURL))
+		}
+	}
+	run := map[string]bool{}
+	for _, t := range c.RunTargets() {
+		run[t.Name] = true
+	}
+	switch {
+	case s.Target == "":
+		v.add(p, "target", "is required when the run has several targets: the one whose server the command starts")
+	case !run[s.Target]:
+		v.add(p, "target", fmt.Sprintf("%q is not a target of the run", s.Target))
+	}
+	if s.Repeats < 1 || s.Repeats > MaxColdStartRepeats {
+		v.add(p, "repeats", fmt.Sprintf("must be in [1, %d]", MaxColdStartRepeats))
+	}
+	if s.Timeout <= 0 || s.Timeout > MaxColdStartTimeout {
+		v.add(p, "timeout", fmt.Sprintf("must be in (0, %s]", MaxColdStartTimeout))
+	}
+	if s.PollInterval < MinColdStartPollInterval || s.PollInterval > MaxColdStartPollInterval {
+		v.add(p, "poll_interval", fmt.Sprintf("must be in [%s, %s]", MinColdStartPollInterval, MaxColdStartPollInterval))
+	}
+	if s.StopTimeout < 0 || s.StopTimeout > MaxColdStartStopTimeout {
+		v.add(p, "stop_timeout", fmt.Sprintf("must be in [0, %s]", MaxColdStartStopTimeout))
+	}
+}
+
+// ColdStartReport is the cold-start step's result: per repeat and, for each
+// figure, the median over the repeats that reached it. Every repeat's
+// server is stopped before the next starts, except the last one's, which
+// serves the rest of the run (the prompt calibration, the engine info and
+// the matrix meet it) and is stopped when the run ends.
+type ColdStartReport struct {
+	Target   string   `json:"target"`
+	Command  []string `json:"command"`
+	ReadyURL string   `json:"ready_url,omitempty"`
+	// RequestMaxTokens is the first-token request's max_tokens.
+	RequestMaxTokens int `json:"request_max_tokens"`
+	// Seconds from the start to readiness (ready_url's first 200), to the
+	// first token of the first successful request, and that request's own
+	// TTFT (from its sending).
+	ReadySeconds            Num               `json:"ready_seconds"`
+	FirstTokenSeconds       Num               `json:"first_token_seconds"`
+	FirstRequestTTFTSeconds Num               `json:"first_request_ttft_seconds"`
+	Failed                  int               `json:"failed"`
+	Repeats                 []ColdStartRepeat `json:"repeats"`
+}
+
+// ColdStartRepeat is one start.
+type ColdStartRepeat struct {
+	Index int `json:"index"`
+	// Started is the instant just before the command was started: the
+	// start every figure counts from.
+	Started time.Time `json:"started"`
+	// ReadySeconds is Started to the first poll of ready_url that answered
+	// 200; null without ready_url or when it never did.
+	ReadySeconds Num `json:"ready_seconds"`
+	// FirstTokenSeconds is Started to the first token of the first
+	// successful request; null when none succeeded.
+	FirstTokenSeconds Num `json:"first_token_seconds"`
+	// FirstRequestTTFTSeconds is that request's time to first token.
+	FirstRequestTTFTSeconds Num `json:"first_request_ttft_seconds"`
+	// Requests counts the first-token requests sent, the successful one
+	// included.
+	Requests int `json:"requests"`
+	// Error says why the repeat failed (the command exited, the timeout
+	// passed), with the tail of the server's output.
+	Error string `json:"error,omitempty"`
+}
+
+// coldStart runs the cold-start step. It returns the report and the
+// function that stops the last repeat's server, which is left running for
+// the rest of the run. A last repeat that failed fails the run: the rest
+// of it needs that server.
+func (b *run) coldStart(ctx context.Context, targets []config.Target, cts []*client.Target) (*ColdStartReport, func(), error) {
+	s := b.spec.ColdStart
+	var t *config.Target
+	var ct *client.Target
+	for i := range targets {
+		if targets[i].Name == s.Target {
+			t, ct = &targets[i], cts[i]
+		}
+	}
+	if t == nil {
+		return nil, nil, fmt.Errorf("cold start: target %q is not run", s.Target)
+	}
+	rep := &ColdStartReport{Target: s.Target, Command: s.Command, ReadyURL: s.ReadyURL, RequestMaxTokens: coldStartMaxTokens}
+	cl := client.New(client.Options{MaxConnsPerHost: 1})
+	defer cl.Close()
+	poller := &http.Client{Transport: &http.Transport{Proxy: nil, DisableKeepAlives: true}, Timeout: readyPollTimeout,
+		CheckRedirect: func(*http.Request, []*http.Request) error { return http.ErrUseLastResponse }}
+	defer poller.CloseIdleConnections()
+	tmpl := plan.Template{Timeout: t.Timeout}
+	var stop func()
+	for i := 0; i < s.Repeats; i++ {
+		proc, r, err := b.coldStartRepeat(ctx, i, poller, cl, ct, &tmpl)
+		if err != nil {
+			return nil, nil, err
+		}
+		rep.Repeats = append(rep.Repeats, r)
+		if r.Error != "" {
+			rep.Failed++
+		}
+		b.logger.Info("cold start repeat done", "repeat", i+1, "ready_seconds", float64(r.ReadySeconds),
+			"first_token_seconds", float64(r.FirstTokenSeconds), "error", r.Error)
+		if err := ctx.Err(); err != nil {
+			proc.stop(s.StopTimeout)
+			return nil, nil, fmt.Errorf("cold start: interrupted: %w", err)
+		}
+		if i < s.Repeats-1 || r.Error != "" {
+			proc.stop(s.StopTimeout)
+		} else {
+			stop = func() { proc.stop(s.StopTimeout) }
+		}
+		if i == s.Repeats-1 && r.Error != "" {
+			return nil, nil, fmt.Errorf("cold start: repeat %d of %d: %s", i+1, s.Repeats, r.Error)
+		}
+	}
+	col := func(f func(*ColdStartRepeat) Num) Num {
+		var v []float64
+		for i := range rep.Repeats {
+			if x := f(&rep.Repeats[i]); x.Valid() {
+				v = append(v, float64(x))
+			}
+		}
+		if len(v) == 0 {
+			return NaN()
+		}
+		return Num(median(v))
+	}
+	rep.ReadySeconds = col(func(r *ColdStartRepeat) Num { return r.ReadySeconds })
+	rep.FirstTokenSeconds = col(func(r *ColdStartRepeat) Num { return r.FirstTokenSeconds })
+	rep.FirstRequestTTFTSeconds = col(func(r *ColdStartRepeat) Num { return r.FirstRequestTTFTSeconds })
+	return rep, stop, nil
+}
+
+// coldStartRepeat starts the server once and measures it. The process it
+// returns is running (or has exited); the caller stops it. An error means
+// the command could not be started at all.
+func (b *run) coldStartRepeat(ctx context.Context, index int, poller *http.Client, cl *client.Client, ct *client.Target, tmpl *plan.Template) (*serverProcess, ColdStartRepeat, error) {
+	s := b.spec.ColdStart
+	r := ColdStartRepeat{Index: index, ReadySeconds: NaN(), FirstTokenSeconds: NaN(), FirstRequestTTFTSeconds: NaN()}
+	proc, err := startProcess(s.Command)
+	if err != nil {
+		return nil, r, fmt.Errorf("cold start: %w", err)
+	}
+	r.Started = proc.started
+	rctx, cancel := context.WithDeadline(ctx, proc.started.Add(s.Timeout))
+	defer cancel()
+	fail := func(why string) (*serverProcess, ColdStartRepeat, error) {
+		r.Error = why
+		if tail := proc.output.String(); tail != "" {
+			r.Error += "; the server's last output: " + tail
+		}
+		return proc, r, nil
+	}
+	tick := time.NewTicker(s.PollInterval)
+	defer tick.Stop()
+	ready := s.ReadyURL == ""
+	for {
+		if !ready {
+			if readyNow(rctx, poller, s.ReadyURL) {
+				ready = true
+				r.ReadySeconds = Num(time.Since(proc.started).Seconds())
+			}
+		}
+		if ready {
+			obs := &observation.Request{Scheduled: time.Now()}
+			cl.Do(rctx, ct, tmpl.KnownAnswer(coldStartPrompt, coldStartMaxTokens), obs)
+			r.Requests++
+			if obs.Outcome == observation.Success {
+				first := obs.FirstToken
+				if first.IsZero() {
+					first = obs.End // a success without content: its end is its first byte
+				}
+				r.FirstTokenSeconds = Num(first.Sub(proc.started).Seconds())
+				r.FirstRequestTTFTSeconds = Num(first.Sub(obs.Scheduled).Seconds())
+				return proc, r, nil
+			}
+		}
+		select {
+		case <-proc.exited:
+			return fail(fmt.Sprintf("the command exited before its first token (%v)", proc.waitErr))
+		case <-rctx.Done():
+			if ctx.Err() != nil {
+				return proc, r, nil // interrupted: the caller says so
+			}
+			phase := "ready"
+			if ready {
+				phase = "first token"
+			}
+			return fail(fmt.Sprintf("no %s within the timeout of %s", phase, s.Timeout))
+		case <-tick.C:
+		}
+	}
+}
+
+// readyNow polls the ready URL once: true on 200.
+func readyNow(ctx context.Context, c *http.Client, u string) bool {
+	req, err := http.NewRequestWithContext(ctx, http.MethodGet, u, nil)
+	if err != nil {
+		return false
+	}
+	req.Header.Set("User-Agent", "infer_exporter")
+	resp, err := c.Do(req)
+	if err != nil {
+		return false
+	}
+	io.Copy(io.Discard, io.LimitReader(resp.Body, 4096))
+	resp.Body.Close()
+	return resp.StatusCode == http.StatusOK
+}
+
+// serverProcess is a started server command.
+type serverProcess struct {
+	cmd     *exec.Cmd
+	started time.Time
+	output  *tailBuffer
+	exited  chan struct{} // closed when the process has exited; waitErr is then set
+	waitErr error
+	once    sync.Once
+}
+
+// startProcess starts argv in a process group of its own, its output kept
+// in a bounded tail.
+func startProcess(argv []string) (*serverProcess, error) {
+	cmd := exec.Command(argv[0], argv[1:]...)
+	p := &serverProcess{cmd: cmd, output: &tailBuffer{max: coldStartOutputTail}, exited: make(chan struct{})}
+	cmd.Stdout, cmd.Stderr = p.output, p.output
+	cmd.Stdin = nil
+	setProcessGroup(cmd)
+	p.started = time.Now()
+	if err := cmd.Start(); err != nil {
+		return nil, fmt.Errorf("starting %q: %w", argv[0], err)
+	}
+	go func() {
+		p.waitErr = cmd.Wait()
+		close(p.exited)
+	}()
+	return p, nil
+}
+
+// stop ends the server's whole process group: SIGTERM, then SIGKILL after
+// grace if the leader has not exited, and SIGKILL once more for children
+// that outlived it. It returns when the leader has exited, and is safe to
+// call more than once.
+func (p *serverProcess) stop(grace time.Duration) {
+	p.once.Do(func() {
+		select {
+		case <-p.exited:
+		default:
+			terminateGroup(p.cmd)
+			t := time.NewTimer(grace)
+			select {
+			case <-p.exited:
+			case <-t.C:
+				killGroup(p.cmd)
+				<-p.exited
+			}
+			t.Stop()
+		}
+		killGroup(p.cmd) // what the leader left behind
+	})
+}
+
+// tailBuffer keeps the last max bytes written to it.
+type tailBuffer struct {
+	mu  sync.Mutex
+	max int
+	b   []byte
+}
+
+func (t *tailBuffer) Write(p []byte) (int, error) {
+	t.mu.Lock()
+	defer t.mu.Unlock()
+	t.b = append(t.b, p...)
+	if over := len(t.b) - t.max; over > 0 {
+		t.b = append(t.b[:0], t.b[over:]...)
+	}
+	return len(p), nil
+}
+
+func (t *tailBuffer) String() string {
+	t.mu.Lock()
+	defer t.mu.Unlock()
+	return strings.TrimSpace(strings.ToValidUTF8(string(t.b), "?"))
+}
+
+// ColdStartCSVFile is the cold-start step's CSV, written beside the report
+// when the run had one.
+const ColdStartCSVFile = "cold_start.csv"
+
+// ColdStartCSVHeader is its header: one row per repeat, then a "median" row.
+var ColdStartCSVHeader = []string{"target", "repeat", "started", "ready_seconds", "first_token_seconds",
+	"first_request_ttft_seconds", "requests", "error"}
+
+// WriteColdStartCSV writes the cold-start step's rows; nothing when the run
+// had none.
+func WriteColdStartCSV(w io.Writer, r *Report) error {
+	cs := r.ColdStart
+	if cs == nil {
+		return nil
+	}
+	cw := csv.NewWriter(w)
+	if err := cw.Write(ColdStartCSVHeader); err != nil {
+		return err
+	}
+	num := func(n Num) string {
+		if !n.Valid() {
+			return ""
+		}
+		return fmtF(float64(n))
+	}
+	for _, x := range cs.Repeats {
+		if err := cw.Write([]string{cs.Target, strconv.Itoa(x.Index + 1), x.Started.UTC().Format(time.RFC3339Nano),
+			num(x.ReadySeconds), num(x.FirstTokenSeconds), num(x.FirstRequestTTFTSeconds), strconv.Itoa(x.Requests), x.Error}); err != nil {
+			return err
+		}
+	}
+	if err := cw.Write([]string{cs.Target, "median", "", num(cs.ReadySeconds), num(cs.FirstTokenSeconds),
+		num(cs.FirstRequestTTFTSeconds), "", ""}); err != nil {
+		return err
+	}
+	cw.Flush()
+	return cw.Error()
+}
+
+// writeColdStartFile writes ColdStartCSVFile into dir when the run had a
+// cold-start step.
+func writeColdStartFile(dir string, r *Report) error {
+	if r.ColdStart == nil {
+		return nil
+	}
+	if err := writeFile(filepath.Join(dir, ColdStartCSVFile), func(w io.Writer) error { return WriteColdStartCSV(w, r) }); err != nil {
+		return fmt.Errorf("%s: %w", ColdStartCSVFile, err)
+	}
+	return nil
+}
+
+// coldStartSummary is the summary line of the step, for the terminal.
+func coldStartSummary(cs *ColdStartReport) string {
+	f := func(n Num) string {
+		if !n.Valid() {
+			return "—"
+		}
+		return fmtSeconds(float64(n))
+	}
+	s := fmt.Sprintf("cold start (%s, median of %d): ready %s, first token %s (first request TTFT %s)",
+		cs.Target, len(cs.Repeats)-cs.Failed, f(cs.ReadySeconds), f(cs.FirstTokenSeconds), f(cs.FirstRequestTTFTSeconds))
+	if cs.Failed > 0 {
+		s += fmt.Sprintf("; %d repeat(s) failed", cs.Failed)
+	}
+	return s
+}

@@ -1,0 +1,252 @@
+package bench
+
+import (
+	"fmt"
+	"math"
+	"strconv"
+	"strings"
+	"time"
+
+	"github.com/infer-exporter/infer_exporter/internal/config"
+	"github.com/infer-exporter/infer_exporter/probe/observation"
+	"github.com/infer-exporter/infer_exporter/probe/workload"
+)
+
+// Shard is one process's share of a bench run split across N processes
+// (`bench --shard=i/N`, 0 <= i < N, so that a Kubernetes Indexed Job's
+// completion index is used as is). Every shard computes the same seeded
+// schedule a single process would send, and sends arrival n when
+// n mod N = i, with the prompt a single process would have given it; a
+// closed loop's clients are dealt out the same way, and a replay's rows.
+// `bench merge` then combines the shards' reports into the one a single
+// process would have written.
+type Shard struct{ Index, Count int }
+
+// MaxShards bounds N.
+const MaxShards = 10000
+
+// ParseShard reads "i/N".
+func ParseShard(s string) (Shard, error) {
+	a, b, ok := strings.Cut(s, "/")
+	i, err1 := strconv.Atoi(a)
+	n, err2 := strconv.Atoi(b)
+	switch {
+	case !ok || err1 != nil || err2 != nil:
+		return Shard{}, fmt.Errorf("--shard=%q: want i/N, such as 0/4", s)
+	case n < 1 || n > MaxShards:
+		return Shard{}, fmt.Errorf("--shard=%q: N must be in [1, %d]", s, MaxShards)
+	case i < 0 || i >= n:
+		return Shard{}, fmt.Errorf("--shard=%q: i must be in [0, N) (0-based, as a Job's completion index)", s)
+	}
+	return Shard{i, n}, nil
+}
+
+// On says the run is split.
+func (s Shard) On() bool { return s.Count > 1 }
+
+// share is this shard's part of n things dealt out in turn.
+func (s Shard) share(n int) int {
+	q := n / s.Count
+	if s.Index < n%s.Count {
+		q++
+	}
+	return q
+}
+
+// shardSchedule yields the arrivals of its shard: the inner schedule's
+// arrivals n with n mod Count = Index.
+type shardSchedule struct {
+	inner workload.Schedule
+	shard Shard
+	n     int
+}
+
+func (s *shardSchedule) Next() (time.Duration, bool) {
+	for {
+		off, ok := s.inner.Next()
+		if !ok {
+			return 0, false
+		}
+		mine := s.n%s.shard.Count == s.shard.Index
+		s.n++
+		if mine {
+			return off, true
+		}
+	}
+}
+
+func (s *shardSchedule) Rate(elapsed time.Duration) float64 {
+	return s.inner.Rate(elapsed) / float64(s.shard.Count)
+}
+
+func (s *shardSchedule) Clamped() uint64 { return s.inner.Clamped() }
+
+// ShardPart is what a shard's report carries for the merge: per cell and
+// repeat, the recorder's exact aggregates and its request records.
+type ShardPart struct {
+	Index int          `json:"index"`
+	Count int          `json:"count"`
+	Cells []ShardCells `json:"cells"`
+}
+
+// ShardCells is one cell's repeats in a shard report.
+type ShardCells struct {
+	Key     string          `json:"key"`
+	Repeats []RecorderState `json:"repeats"`
+}
+
+// RecorderState is one repeat's recorder, serialised: every count exact,
+// the request records and inter-token gaps as kept (all of them up to
+// max_samples_per_repeat and 1,000,000 gaps; a uniform reservoir beyond).
+type RecorderState struct {
+	WindowSeconds     float64        `json:"window_seconds"`
+	Windows           int            `json:"windows"`
+	SpanSeconds       float64        `json:"span_seconds"`
+	Measured          int            `json:"measured"`
+	Goodput           int            `json:"goodput"`
+	ReasoningTokens   int            `json:"reasoning_tokens"`
+	ReasoningRequests int            `json:"reasoning_requests"`
+	Outcomes          map[string]int `json:"outcomes"`
+	WinTokens         []float64      `json:"win_tokens"`
+	WinSuccesses      []int          `json:"win_successes"`
+	WinCompletions    []int          `json:"win_completions"`
+	WinOffered        []int          `json:"win_offered"`
+	WinDropped        []int          `json:"win_dropped"`
+	WinSent           []int          `json:"win_sent"`
+	WinEnded          []int          `json:"win_ended"`
+	WinE2E            [][]float64    `json:"win_e2e"`
+	Records           []RecordState  `json:"records"`
+	RecordsSeen       int            `json:"records_seen"`
+	ITL               []float64      `json:"itl"`
+	ITLSeen           int            `json:"itl_seen"`
+}
+
+// RecordState is one request record: seconds, null when undefined.
+type RecordState struct {
+	Sched     float64   `json:"s"`
+	TTFT      Num       `json:"ttft"`
+	TTFA      Num       `json:"ttfa"`
+	TPOT      Num       `json:"tpot"`
+	E2E       Num       `json:"e2e"`
+	Lag       Num       `json:"lag"`
+	Measured  bool      `json:"m"`
+	Goodput   bool      `json:"g"`
+	FirstWin  int32     `json:"w"`
+	WinTokens []float32 `json:"t,omitempty"`
+}
+
+// export serialises the recorder as finish(k, span) saw it.
+func (rc *recorder) export(k int, span time.Duration) RecorderState {
+	rc.settle()
+	rc.mu.Lock()
+	defer rc.mu.Unlock()
+	st := RecorderState{
+		WindowSeconds: rc.window.Seconds(), Windows: k, SpanSeconds: span.Seconds(),
+		Measured: rc.measured, Goodput: rc.goodput, ReasoningTokens: rc.reasoningTokens, ReasoningRequests: rc.reasoningRequests,
+		Outcomes:  map[string]int{},
+		WinTokens: rc.winTokens, WinSuccesses: rc.winSuccesses, WinCompletions: rc.winCompletions,
+		WinOffered: rc.winOffered, WinDropped: rc.winDropped, WinSent: rc.winSent, WinEnded: rc.winEnded, WinE2E: rc.winE2E,
+		RecordsSeen: rc.recsSeen, ITL: rc.itl, ITLSeen: rc.itlSeen,
+	}
+	for o, n := range rc.outcomes {
+		st.Outcomes[string(o)] = n
+	}
+	for _, r := range rc.recs {
+		st.Records = append(st.Records, RecordState{Sched: r.sched, TTFT: Num(r.ttft), TTFA: Num(r.ttfa), TPOT: Num(r.tpot),
+			E2E: Num(r.e2e), Lag: Num(r.lag), Measured: r.measured, Goodput: r.goodput, FirstWin: r.firstWin, WinTokens: r.winTokens})
+	}
+	return st
+}
+
+// mergeStates builds the recorder of one repeat as a single process would
+// have kept it from the shards' recorders of that repeat: counts and
+// per-window aggregates add up; the records are the union, exact while no
+// shard sampled; a shard that sampled contributes, like every other, a
+// uniform share at the lowest sampling fraction among them, so that the
+// union stays a uniform sample of all the requests.
+func mergeStates(parts []RecorderState, maxRecs, maxITL int) (*recorder, int, time.Duration) {
+	window := 0.0
+	for _, p := range parts {
+		window = max(window, p.WindowSeconds)
+	}
+	rc := newRecorderAt(time.Unix(0, 0), time.Duration(window*float64(time.Second)), config.SLO{}, maxRecs, maxITL, 1)
+	rc.outcomes = map[observation.Outcome]int{}
+	k, span := 0, 0.0
+	addInts := func(dst *[]int, src []int) {
+		*dst = grow(*dst, len(src))
+		for i, v := range src {
+			(*dst)[i] += v
+		}
+	}
+	fracRec, fracITL := 1.0, 1.0
+	for _, p := range parts {
+		if p.RecordsSeen > 0 {
+			fracRec = min(fracRec, float64(len(p.Records))/float64(p.RecordsSeen))
+		}
+		if p.ITLSeen > 0 {
+			fracITL = min(fracITL, float64(len(p.ITL))/float64(p.ITLSeen))
+		}
+	}
+	for _, p := range parts {
+		k, span = max(k, p.Windows), max(span, p.SpanSeconds)
+		rc.measured += p.Measured
+		rc.goodput += p.Goodput
+		rc.reasoningTokens += p.ReasoningTokens
+		rc.reasoningRequests += p.ReasoningRequests
+		for o, n := range p.Outcomes {
+			rc.outcomes[observation.Outcome(o)] += n
+		}
+		rc.winTokens = grow(rc.winTokens, len(p.WinTokens))
+		for i, v := range p.WinTokens {
+			rc.winTokens[i] += v
+		}
+		addInts(&rc.winSuccesses, p.WinSuccesses)
+		addInts(&rc.winCompletions, p.WinCompletions)
+		addInts(&rc.winOffered, p.WinOffered)
+		addInts(&rc.winDropped, p.WinDropped)
+		addInts(&rc.winSent, p.WinSent)
+		addInts(&rc.winEnded, p.WinEnded)
+		rc.winE2E = grow(rc.winE2E, len(p.WinE2E))
+		for i, v := range p.WinE2E {
+			rc.winE2E[i] = append(rc.winE2E[i], v...)
+		}
+		take := len(p.Records)
+		if p.RecordsSeen > 0 {
+			take = min(take, int(math.Round(fracRec*float64(p.RecordsSeen))))
+		}
+		for _, r := range p.Records[:take] {
+			rc.recs = append(rc.recs, record{sched: r.Sched, ttft: float64(r.TTFT), ttfa: float64(r.TTFA), tpot: float64(r.TPOT),
+				e2e: float64(r.E2E), lag: float64(r.Lag), measured: r.Measured, goodput: r.Goodput, firstWin: r.FirstWin, winTokens: r.WinTokens})
+		}
+		rc.recsSeen += p.RecordsSeen
+		takeITL := len(p.ITL)
+		if p.ITLSeen > 0 {
+			takeITL = min(takeITL, int(math.Round(fracITL*float64(p.ITLSeen))))
+		}
+		rc.itl = append(rc.itl, p.ITL[:takeITL]...)
+		rc.itlSeen += p.ITLSeen
+	}
+	return rc, k, time.Duration(span * float64(time.Second))
+}
+
+// shardPart collects a shard's recorders, cell by cell (the order of
+// assembleCells: target by target, then group by group).
+func shardPart(sh Shard, targets []string, groups []group, acc [][]cellAcc) *ShardPart {
+	part := &ShardPart{Index: sh.Index, Count: sh.Count}
+	for ti, target := range targets {
+		for gi, g := range groups {
+			c := ShardCells{Key: CellKey(target, g.load, g.name)}
+			for _, r := range acc[gi][ti].repeats {
+				if r.state != nil {
+					c.Repeats = append(c.Repeats, *r.state)
+				} else {
+					// A shard without a share of the cell (fewer clients
+					// than shards).
+					c.Repeats = append(c.Repeats, RecorderState{Outcomes: map[string]int{}})
+				}
+			}
+			part.Cells = append(part.Cells, c)
+		}
+	}
+	return part
+}

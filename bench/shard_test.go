@@ -1,0 +1,246 @@
+package bench
+
+import (
+	"context"
+	"io"
+	"math"
+	"math/rand/v2"
+	"net"
+	"net/http"
+	"path/filepath"
+	"strings"
+	"sync"
+	"testing"
+	"time"
+
+	"github.com/infer-exporter/infer_exporter/internal/config"
+	"github.com/infer-exporter/infer_exporter/probe/observation"
+)
+
+func TestParseShard(t *testing.T) {
+	for _, tc := range []struct {
+		in   string
+		want Shard
+		err  string
+	}{
+		{"0/4", Shard{0, 4}, ""}, {"3/4", Shard{3, 4}, ""}, {"0/1", Shard{0, 1}, ""},
+		{"4/4", Shard{}, "i must be in [0, N)"}, {"-1/4", Shard{}, "i must be in"}, {"1/0", Shard{}, "N must be in"},
+		{"1", Shard{}, "want i/N"}, {"a/b", Shard{}, "want i/N"}, {"0/100000", Shard{}, "N must be in"},
+	} {
+		got, err := ParseShard(tc.in)
+		if tc.err != "" {
+			if err == nil || !strings.Contains(err.Error(), tc.err) {
+				t.Errorf("%q: error %v, want %q", tc.in, err, tc.err)
+			}
+			continue
+		}
+		if err != nil || got != tc.want {
+			t.Errorf("%q: %+v, %v", tc.in, got, err)
+		}
+	}
+	// Dealing out 10 clients to 4 shards: 3, 3, 2, 2.
+	for i, want := range []int{3, 3, 2, 2} {
+		if got := (Shard{i, 4}).share(10); got != want {
+			t.Errorf("shard %d/4 of 10: %d, want %d", i, got, want)
+		}
+	}
+}
+
+// TestMergeStatesExact: one process's requests, dealt out to three
+// recorders as three shards would have them, merge into the figures the
+// single recorder gives: every count, rate and quantile exactly.
+func TestMergeStatesExact(t *testing.T) {
+	w0 := time.Unix(1000, 0)
+	at := func(s float64) time.Time { return w0.Add(time.Duration(s * float64(time.Second))) }
+	rng := rand.New(rand.NewPCG(1, 2))
+	var reqs []*observation.Request
+	for i := 0; i < 3000; i++ {
+		sched := -0.5 + 3.5*float64(i)/3000
+		o := &observation.Request{Seq: uint64(i), Scheduled: at(sched), Sent: at(sched + 0.0001)}
+		if rng.IntN(50) == 0 {
+			o.Outcome, o.DropReason = observation.Dropped, "in_flight_cap"
+			reqs = append(reqs, o)
+			continue
+		}
+		o.Outcome = observation.Success
+		if rng.IntN(40) == 0 {
+			o.Outcome = observation.HTTP5xx
+		}
+		t0 := sched + 0.05 + rng.Float64()*0.2
+		for k := 0; k < 8; k++ {
+			o.TokenTimes = append(o.TokenTimes, at(t0))
+			t0 += 0.01 + rng.Float64()*0.02
+		}
+		o.FirstToken, o.End = o.TokenTimes[0], o.TokenTimes[len(o.TokenTimes)-1]
+		o.ContentEvents, o.OutputTokens = 8, 8
+		reqs = append(reqs, o)
+	}
+	slo := config.SLO{E2E: 300 * time.Millisecond}
+	one := newRecorderAt(w0, time.Second, slo, 100000, 1000000, 1)
+	shards := make([]*recorder, 3)
+	for i := range shards {
+		shards[i] = newRecorderAt(w0, time.Second, slo, 100000, 1000000, 1)
+	}
+	for i, o := range reqs {
+		one.observe(o)
+		shards[i%3].observe(o)
+	}
+	want, wantS := one.finish(3, 0)
+	var parts []RecorderState
+	for _, s := range shards {
+		parts = append(parts, s.export(3, 0))
+	}
+	rc, k, span := mergeStates(parts, 100000, 1000000)
+	got, gotS := rc.finish(k, span)
+	if k != 3 || span != 0 {
+		t.Fatalf("windows %d, span %v", k, span)
+	}
+	if got.Requests != want.Requests || got.Successes != want.Successes || got.Goodput != want.Goodput ||
+		got.InFlightAtEnd != want.InFlightAtEnd || got.Outcomes["dropped"] != want.Outcomes["dropped"] || got.Outcomes["http_5xx"] != want.Outcomes["http_5xx"] {
+		t.Errorf("counts: merged %+v\nsingle %+v", got, want)
+	}
+	for _, f := range []struct {
+		name string
+		a, b float64
+	}{
+		{"requests/s", got.RequestsPerSecond, want.RequestsPerSecond}, {"tokens/s", got.OutputTokensPerSecond, want.OutputTokensPerSecond},
+		{"offered/s", got.OfferedPerSecond, want.OfferedPerSecond}, {"goodput ratio", got.GoodputRatio, want.GoodputRatio},
+		{"ttft p50", got.TTFT.P50, want.TTFT.P50}, {"ttft p99", got.TTFT.P99, want.TTFT.P99}, {"e2e p99", got.E2E.P99, want.E2E.P99},
+		{"e2e p99.9", got.E2E.P999, want.E2E.P999}, {"tpot p90", got.TPOT.P90, want.TPOT.P90}, {"itl p99", got.ITL.P99, want.ITL.P99},
+		{"lag max", got.ScheduleLag.Max, want.ScheduleLag.Max},
+	} {
+		if math.Abs(f.a-f.b) > 1e-9*math.Max(1, math.Abs(f.b)) {
+			t.Errorf("%s: merged %v, single %v", f.name, f.a, f.b)
+		}
+	}
+	if gotS.n() != wantS.n() {
+		t.Errorf("bootstrap sample of %d records, single %d", gotS.n(), wantS.n())
+	}
+}
+
+// TestShardsAgreeWithOneProcess: two processes with --shard=0/2 and 1/2
+// against the simulator, merged, agree with one process: request counts of
+// the open-loop and replay cells exactly (the shared seeded schedule is
+// split, not redrawn), latency quantiles within the run-to-run spread of
+// two separate runs.
+func TestShardsAgreeWithOneProcess(t *testing.T) {
+	if testing.Short() {
+		t.Skip("real time: about 15 s")
+	}
+	st := startSim(t, 10*time.Millisecond, 1, 0)
+	dir := t.TempDir()
+	writeTestFile(t, dir, "trace.jsonl", mooncakeTrace(21, 50*time.Millisecond, 100, 4))
+	cfg := writeTestFile(t, dir, "b.yml", targetsYAML([]string{"sim"}, []*simTarget{st})+`
+bench:
+  seed: 7
+  matrix:
+    process: poisson
+    rates: [20]
+    concurrencies: [3]
+    shapes: [{name: s, input_tokens: 16, output_tokens: 8}]
+    replays: [{name: mc, source: mooncake, path: trace.jsonl}]
+  warmup: 500ms
+  duration: 2s
+  repeats: 1
+  prompt_set_size: 50
+  stability: {enabled: false}
+  sampling: {ignore_eos: true}
+  ranking: {resamples: 100}
+`)
+	one := filepath.Join(dir, "one")
+	if code, so, se := runCLI(t, context.Background(), "bench", "--config.file="+cfg, "--output.dir="+one); code != ExitOK {
+		t.Fatalf("one process: exit %d\n%s\n%s", code, so, se)
+	}
+	var wg sync.WaitGroup
+	codes := make([]int, 2)
+	for i := range codes {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			codes[i], _, _ = runCLI(t, context.Background(), "bench", "--config.file="+cfg, "--shard="+string(rune('0'+i))+"/2",
+				"--output.dir="+filepath.Join(dir, "shard-"+string(rune('0'+i))))
+		}()
+	}
+	wg.Wait()
+	if codes[0] != ExitOK || codes[1] != ExitOK {
+		t.Fatalf("shards exited %v", codes)
+	}
+	merged := filepath.Join(dir, "merged")
+	code, so, se := runCLI(t, context.Background(), "bench", "merge", "--output.dir="+merged,
+		filepath.Join(dir, "shard-1", JSONFile), filepath.Join(dir, "shard-0", JSONFile))
+	if code != ExitOK {
+		t.Fatalf("merge: exit %d\n%s\n%s", code, so, se)
+	}
+	a, m := readReport(t, one), readReport(t, merged)
+	s0 := readReport(t, filepath.Join(dir, "shard-0"))
+	if m.MergedShards != 2 || len(m.Cells) != len(a.Cells) || m.Shard != nil || len(m.Ranking.Entries) != 1 {
+		t.Fatalf("merged report: %d shards, %d cells (single %d), ranking %+v", m.MergedShards, len(m.Cells), len(a.Cells), m.Ranking.Entries)
+	}
+	for i, c := range a.Cells {
+		mc := m.Cells[i]
+		sa, sm := c.Summary, mc.Summary
+		t.Logf("%s: requests %d / %d (shard 0 alone %d), e2e p50 %.4f / %.4f, tokens/s %.1f / %.1f",
+			c.Key, sa.Requests, sm.Requests, s0.Cells[i].Summary.Requests, sa.E2E.P50, sm.E2E.P50, sa.OutputTokensPerSecond, sm.OutputTokensPerSecond)
+		if mc.Key != c.Key {
+			t.Fatalf("cell %d: %s merged, %s single", i, mc.Key, c.Key)
+		}
+		if c.Load.Kind == LoadConcurrency {
+			// A closed loop's count follows its latencies: within 15%.
+			if math.Abs(float64(sm.Requests-sa.Requests)) > 0.15*float64(sa.Requests) {
+				t.Errorf("%s: %d requests merged, %d single", c.Key, sm.Requests, sa.Requests)
+			}
+		} else if sm.Requests != sa.Requests || sm.Successes != sa.Successes {
+			t.Errorf("%s: %d requests (%d successes) merged, %d (%d) single: want them equal", c.Key, sm.Requests, sm.Successes, sa.Requests, sa.Successes)
+		}
+		if s0.Cells[i].Summary.Requests >= sa.Requests && c.Load.Kind != LoadConcurrency {
+			t.Errorf("%s: shard 0 alone sent %d of %d", c.Key, s0.Cells[i].Summary.Requests, sa.Requests)
+		}
+		if math.Abs(sm.E2E.P50-sa.E2E.P50) > 0.15*sa.E2E.P50 {
+			t.Errorf("%s: e2e p50 %.4f merged, %.4f single", c.Key, sm.E2E.P50, sa.E2E.P50)
+		}
+	}
+}
+
+// TestLiveMetricsWhileRunning: with --web.listen-address, a bench (a shard
+// on Kubernetes) serves its repeats' live infer_probe_* series while it
+// runs, labelled with the cell's load and shape as the workload.
+func TestLiveMetricsWhileRunning(t *testing.T) {
+	st := startSim(t, 10*time.Millisecond, 1, 0)
+	dir := t.TempDir()
+	ln, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	addr := ln.Addr().String()
+	ln.Close()
+	cfg := writeTestFile(t, dir, "b.yml", targetsYAML([]string{"sim"}, []*simTarget{st})+`
+bench:
+  matrix: {process: constant, rates: [10], shapes: [{name: s, input_tokens: 16, output_tokens: 8}]}
+  warmup: 200ms
+  duration: 3s
+  repeats: 1
+  prompt_set_size: 20
+  stability: {enabled: false}
+  ranking: {resamples: 100}
+`)
+	done := make(chan int, 1)
+	go func() {
+		code, _, _ := runCLI(t, context.Background(), "bench", "--config.file="+cfg, "--output.dir="+filepath.Join(dir, "out"), "--shard=0/1", "--web.listen-address="+addr)
+		done <- code
+	}()
+	var body string
+	for deadline := time.Now().Add(3 * time.Second); time.Now().Before(deadline) && !strings.Contains(body, `infer_probe_requests_total{model="sim-model",outcome="success",target="sim",workload="rate=10/s"}`); {
+		time.Sleep(100 * time.Millisecond)
+		if resp, err := http.Get("http://" + addr + "/metrics"); err == nil {
+			b, _ := io.ReadAll(resp.Body)
+			resp.Body.Close()
+			body = string(b)
+		}
+	}
+	if !strings.Contains(body, `workload="rate=10/s"`) {
+		t.Errorf("no live series during the run:\n%.2000s", body)
+	}
+	if code := <-done; code != ExitOK {
+		t.Errorf("exit %d", code)
+	}
+}

@@ -1,0 +1,85 @@
+package coldstart
+
+import (
+	"slices"
+
+	"github.com/prometheus/client_golang/prometheus"
+)
+
+// The phases of a cold start: the phase label.
+const (
+	PhaseReady      = "ready"
+	PhaseFirstToken = "first_token"
+)
+
+// histogramBuckets span cold starts from a small model's half second to a
+// large one's hour of download and load.
+var histogramBuckets = []float64{0.5, 1, 2.5, 5, 10, 20, 30, 60, 120, 180, 300, 600, 900, 1200, 1800, 3600}
+
+func newHistogram() *prometheus.HistogramVec {
+	return prometheus.NewHistogramVec(prometheus.HistogramOpts{
+		Name:    "infer_server_cold_start_seconds",
+		Help:    "Seconds from each server start the exporter saw to its readiness (phase=ready) or its first served token (phase=first_token).",
+		Buckets: histogramBuckets,
+	}, []string{"target", "phase"})
+}
+
+type descs struct {
+	starts, lastStart, lastCold *prometheus.Desc
+}
+
+func newDescs() descs {
+	return descs{
+		starts: prometheus.NewDesc("infer_server_starts_total",
+			"Server starts the exporter saw behind the target (a new process start, or serving again after refusing).",
+			[]string{"target"}, nil),
+		lastStart: prometheus.NewDesc("infer_server_last_start_time_seconds",
+			"Unix time of the latest server start seen; from says whose clock: process_start, first_refusal or first_unready.",
+			[]string{"target", "from"}, nil),
+		lastCold: prometheus.NewDesc("infer_server_last_cold_start_seconds",
+			"Seconds from the latest server start to its readiness (phase=ready) or its first served token (phase=first_token).",
+			[]string{"target", "phase", "from"}, nil),
+	}
+}
+
+// Describe implements prometheus.Collector.
+func (t *Tracker) Describe(ch chan<- *prometheus.Desc) {
+	ch <- t.descs.starts
+	ch <- t.descs.lastStart
+	ch <- t.descs.lastCold
+	t.hist.Describe(ch)
+}
+
+// Collect implements prometheus.Collector: for every polled target, its
+// starts counter and its histogram (from 0, so that increase() sees the
+// first start), and for its latest start the start time and each phase
+// reached so far (a phase not yet reached, or without a health endpoint the
+// ready phase, is absent).
+func (t *Tracker) Collect(ch chan<- prometheus.Metric) {
+	t.mu.Lock()
+	defer t.mu.Unlock()
+	names := make([]string, 0, len(t.targets))
+	for name, s := range t.targets {
+		if s.polled {
+			names = append(names, name)
+		}
+	}
+	slices.Sort(names)
+	d := t.descs
+	for _, name := range names {
+		s := t.targets[name]
+		ch <- prometheus.MustNewConstMetric(d.starts, prometheus.CounterValue, float64(s.starts), name)
+		c := s.cur
+		if c == nil {
+			continue
+		}
+		ch <- prometheus.MustNewConstMetric(d.lastStart, prometheus.GaugeValue, float64(c.At.UnixNano())/1e9, name, c.From)
+		if v, ok := c.ReadySeconds(); ok {
+			ch <- prometheus.MustNewConstMetric(d.lastCold, prometheus.GaugeValue, v, name, PhaseReady, c.From)
+		}
+		if v, ok := c.FirstTokenSeconds(); ok {
+			ch <- prometheus.MustNewConstMetric(d.lastCold, prometheus.GaugeValue, v, name, PhaseFirstToken, c.From)
+		}
+	}
+	t.hist.Collect(ch)
+}

@@ -1,0 +1,75 @@
+package coldstart
+
+import (
+	"github.com/infer-exporter/infer_exporter/internal/config"
+	"github.com/infer-exporter/infer_exporter/probe/observation"
+	"github.com/infer-exporter/infer_exporter/probe/workload"
+)
+
+// Observer is a workload.Observer that tells the tracker of one target's
+// requests as they end: a success's first token, and the failures that say
+// the server is down (no connection, a 5xx).
+type Observer struct {
+	workload.EndObserver
+	tracker *Tracker
+	target  string
+}
+
+// Observer returns the observer of target's workloads.
+func (t *Tracker) Observer(target string) *Observer {
+	return &Observer{tracker: t, target: target}
+}
+
+// Done implements workload.Observer.
+func (o *Observer) Done(r *observation.Request) {
+	switch r.Outcome {
+	case observation.Success:
+		at := r.FirstToken
+		if at.IsZero() {
+			at = r.End // a success without content: its end is its first served byte
+		}
+		o.tracker.served(o.target, at)
+	case observation.Disconnected, observation.HTTP5xx:
+		o.tracker.failed(o.target)
+	}
+}
+
+// Dropped implements workload.Observer: a request never sent says nothing
+// of the server.
+func (o *Observer) Dropped(*observation.Request) {}
+
+// Observe wraps a workload.Options.Observe hook (nil: none) so that every
+// workload's requests also reach the tracker, through the observer of the
+// workload's target, beside what next returns. An observer of next's that
+// hears stall scans (Stalls) still does.
+func (t *Tracker) Observe(next func(*config.Target, *config.Workload) workload.Observer) func(*config.Target, *config.Workload) workload.Observer {
+	return func(tg *config.Target, w *config.Workload) workload.Observer {
+		mine := t.Observer(tg.Name)
+		if next == nil {
+			return mine
+		}
+		other := next(tg, w)
+		if other == nil {
+			return mine
+		}
+		both := workload.Observers{other, mine}
+		if s, ok := other.(stallsHearer); ok {
+			return withStalls{both, s}
+		}
+		return both
+	}
+}
+
+// stallsHearer is an observer that also hears the stall scans (the
+// manager hands them to an Observe hook's observer that has the method).
+type stallsHearer interface{ Stalls(workload.StallScan) }
+
+// withStalls is a fan-out that passes the stall scans on to the one member
+// that hears them.
+type withStalls struct {
+	workload.Observers
+	stalls stallsHearer
+}
+
+// Stalls passes the scan on.
+func (w withStalls) Stalls(s workload.StallScan) { w.stalls.Stalls(s) }

@@ -1,0 +1,240 @@
+package otlp
+
+import (
+	"context"
+	"net"
+	"net/url"
+	"strconv"
+
+	"go.opentelemetry.io/otel/attribute"
+	"go.opentelemetry.io/otel/metric"
+	semconv "go.opentelemetry.io/otel/semconv/v1.41.0"
+
+	"github.com/infer-exporter/infer_exporter/internal/config"
+	"github.com/infer-exporter/infer_exporter/probe/observation"
+	"github.com/infer-exporter/infer_exporter/probe/slo"
+	"github.com/infer-exporter/infer_exporter/probe/workload"
+)
+
+// Our attributes beside the conventions': the configuration's target and
+// workload names, which together with gen_ai.request.model are the
+// Prometheus side's target, model and workload labels, and a drop's reason.
+const (
+	AttrTarget     = attribute.Key("infer_probe.target")
+	AttrWorkload   = attribute.Key("infer_probe.workload")
+	AttrDropReason = attribute.Key("infer_probe.drop_reason")
+)
+
+// Operation and provider names by flavor. The chat APIs are the
+// conventions' "chat", every other generation API their "text_completion".
+// The OpenAI flavors are "openai", as an OpenAI client library reports
+// whatever server it talks to (server.address names the actual one); the
+// others name the engine whose API they speak, values of our own, which
+// the conventions allow where none of theirs applies.
+var flavorNames = map[config.Flavor][2]string{
+	"openai-chat":        {"chat", "openai"},
+	"openai-completions": {"text_completion", "openai"},
+	"ollama-chat":        {"chat", "ollama"},
+	"ollama-generate":    {"text_completion", "ollama"},
+	"tgi":                {"text_completion", "tgi"},
+	"llamacpp":           {"text_completion", "llama_cpp"},
+	"triton":             {"text_completion", "triton"},
+	"sglang":             {"text_completion", "sglang"},
+}
+
+// Observer records one workload's requests. It implements workload.Observer
+// and hears the workload's stall scans (Stalls). Its methods run on the
+// request goroutines; each records into an in-memory aggregation, the
+// SDK's with an attribute set built once, here, or for each chunk the
+// workload's own histogram (chunks.go): a lock held for nanoseconds, no
+// allocation.
+type Observer struct {
+	in   *instruments
+	gaps *chunkGaps // the time per output chunk (chunks.go)
+	slo  config.SLO
+
+	// The workload's attribute set, and with error.type per failed outcome
+	// and gen_ai.token.type per token kind.
+	base, input, output attrs
+	failed              map[observation.Outcome]attrs
+	dropped             map[string]attrs
+}
+
+// attrs is an attribute set as the options of a recording, built once: an
+// option slice passed on as it is costs no allocation per call, where a
+// new variadic argument to an interface method would.
+type attrs struct {
+	rec []metric.RecordOption
+	add []metric.AddOption
+}
+
+func newAttrs(kvs ...attribute.KeyValue) attrs {
+	opt := metric.WithAttributeSet(attribute.NewSet(kvs...))
+	return attrs{rec: []metric.RecordOption{opt}, add: []metric.AddOption{opt}}
+}
+
+var (
+	_ workload.Observer = (*Observer)(nil)
+	_ interface {
+		Stalls(workload.StallScan)
+	} = (*Observer)(nil)
+)
+
+// Workload returns the observer of workload w, which sends to target t.
+// The attribute values come from the configuration, so the number of series
+// is bounded by what the operator wrote.
+func (p *Pusher) Workload(t *config.Target, w *config.Workload) *Observer {
+	flavor := t.Flavor
+	if flavor == "" {
+		flavor = config.FlavorOpenAIChat
+	}
+	names, ok := flavorNames[flavor]
+	if !ok {
+		names = [2]string{"text_completion", string(flavor)}
+	}
+	kvs := []attribute.KeyValue{
+		semconv.GenAIOperationNameKey.String(names[0]),
+		semconv.GenAIProviderNameKey.String(names[1]),
+		semconv.GenAIRequestModel(t.Model),
+		AttrTarget.String(t.Name),
+		AttrWorkload.String(w.Name),
+	}
+	if host, port, ok := serverAddress(t.URL); ok {
+		kvs = append(kvs, semconv.ServerAddress(host), semconv.ServerPort(port))
+	}
+	with := func(extra ...attribute.KeyValue) attrs {
+		return newAttrs(append(append([]attribute.KeyValue{}, kvs...), extra...)...)
+	}
+	o := &Observer{
+		in: &p.inst, slo: w.SLO, gaps: p.chunks.forAttrs(attribute.NewSet(kvs...)),
+		base:    with(),
+		input:   with(semconv.GenAITokenTypeInput),
+		output:  with(semconv.GenAITokenTypeOutput),
+		failed:  map[observation.Outcome]attrs{},
+		dropped: map[string]attrs{},
+	}
+	for _, out := range observation.Outcomes {
+		if out != observation.Success && out != observation.Dropped {
+			// error.type is our outcome: a closed, documented set.
+			o.failed[out] = with(semconv.ErrorTypeKey.String(string(out)))
+		}
+	}
+	for _, r := range append(append([]string{}, workload.DropReasons...), dropBadRequest) {
+		o.dropped[r] = with(AttrDropReason.String(r))
+	}
+	return o
+}
+
+// dropBadRequest is the reason the client gives a request it could not
+// build (probe/client): it was never sent either.
+const dropBadRequest = "bad_request"
+
+// serverAddress is the target URL's host and port, the port defaulted from
+// the scheme as the conventions ask.
+func serverAddress(raw string) (string, int, bool) {
+	u, err := url.Parse(raw)
+	if err != nil || u.Hostname() == "" {
+		return "", 0, false
+	}
+	port := 0
+	if p := u.Port(); p != "" {
+		n, err := strconv.Atoi(p)
+		if err != nil {
+			return "", 0, false
+		}
+		port = n
+	} else if u.Scheme == "https" {
+		port = 443
+	} else {
+		port = 80
+	}
+	host := u.Hostname()
+	if ip := net.ParseIP(host); ip != nil {
+		host = ip.String()
+	}
+	return host, port, true
+}
+
+// The Observer methods have no context to pass: the Observer seam carries
+// none (its calls must not block, and a recording never does). The SDK
+// reads a context only for exemplars, which are off.
+
+// Sent implements workload.Observer.
+func (o *Observer) Sent(*observation.Request) {}
+
+// FirstToken implements workload.Observer: the time to the first chunk,
+// when it arrives, for every request that gets one, whatever its outcome
+// then (infer_probe_time_to_first_token_seconds's rule).
+func (o *Observer) FirstToken(r *observation.Request) {
+	if d, ok := r.TTFT(); ok {
+		o.in.ttfc.Record(context.Background(), d.Seconds(), o.base.rec...)
+	}
+}
+
+// Token implements workload.Observer: each gap between two content events,
+// when it closes (infer_probe_inter_token_latency_seconds's rule).
+func (o *Observer) Token(r *observation.Request) {
+	if n := len(r.TokenTimes); n >= 2 {
+		o.gaps.record(r.TokenTimes[n-1].Sub(r.TokenTimes[n-2]).Seconds())
+	}
+}
+
+// Done implements workload.Observer: what is known at the end, with the
+// Prometheus side's rules (workload.Series.Observe): the duration of every
+// request that was sent (error.type set when it failed, where the
+// Prometheus side keeps successes only and counts the rest by outcome),
+// the schedule lag of every one, and for a success its TPOT, tokens and
+// goodput.
+func (o *Observer) Done(r *observation.Request) {
+	ctx := context.Background()
+	if r.Outcome == observation.Dropped {
+		o.Dropped(r)
+		return
+	}
+	if d, ok := r.ScheduleLag(); ok {
+		o.in.lag.Record(ctx, d.Seconds(), o.base.rec...)
+	}
+	a := o.base
+	if r.Outcome != observation.Success {
+		if f, ok := o.failed[r.Outcome]; ok {
+			a = f
+		}
+	}
+	if d, ok := r.E2E(); ok {
+		o.in.duration.Record(ctx, d.Seconds(), a.rec...)
+	}
+	if r.Outcome != observation.Success {
+		return
+	}
+	if d, ok := r.TPOT(); ok {
+		o.in.tpot.Record(ctx, d.Seconds(), o.base.rec...)
+	}
+	// The conventions: usage is reported when it is known, never as a
+	// made-up zero; the Prometheus counters add the same numbers.
+	if r.PromptTokens > 0 {
+		o.in.tokens.Record(ctx, int64(r.PromptTokens), o.input.rec...)
+	}
+	if r.OutputTokens > 0 {
+		o.in.tokens.Record(ctx, int64(r.OutputTokens), o.output.rec...)
+	}
+	if slo.Met(r, o.slo) {
+		o.in.goodput.Add(ctx, 1, o.base.add...)
+	}
+}
+
+// Dropped implements workload.Observer.
+func (o *Observer) Dropped(r *observation.Request) {
+	a, ok := o.dropped[r.DropReason]
+	if !ok {
+		a = o.base
+	}
+	o.in.dropped.Add(context.Background(), 1, a.add...)
+}
+
+// Stalls hears the workload's stall scans (workload.Monitor's Stalls): each
+// new stall is counted once, as infer_probe_stalls_total counts it.
+func (o *Observer) Stalls(s workload.StallScan) {
+	if s.New > 0 {
+		o.in.stalls.Add(context.Background(), int64(s.New), o.base.add...)
+	}
+}

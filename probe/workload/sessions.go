@@ -1,0 +1,724 @@
+package workload
+
+import (
+	"container/heap"
+	"context"
+	"log/slog"
+	"math"
+	"math/rand/v2"
+	"sync"
+	"time"
+
+	"github.com/infer-exporter/infer_exporter/internal/config"
+	"github.com/infer-exporter/infer_exporter/probe/arrival"
+	"github.com/infer-exporter/infer_exporter/probe/client"
+	"github.com/infer-exporter/infer_exporter/probe/observation"
+	"github.com/infer-exporter/infer_exporter/probe/plan"
+	"github.com/infer-exporter/infer_exporter/probe/prompt"
+)
+
+// Multi-turn sessions (config.Sessions). Sessions arrive open-loop, by the
+// workload's arrival process; within a session the turns are closed-loop:
+// turn k+1 is due when turn k's reply has ended (its observation's End) plus
+// a drawn think time. Each turn's prompt is the conversation so far, every
+// earlier user message and the server's actual replies, plus a new user
+// message, so that the server's prefix cache sees the reuse a chat sees.
+//
+// A sessions workload is an ordinary Runner in lockstep, as a replay is:
+// the sessions are its Schedule and its Prompts (a Requests source). The
+// runner's prepare goroutine asks the schedule for the next instant that is
+// due, the session arrival or the turn whose instant came first; the
+// sessions complete the request (the conversation, KeepText for the
+// reply); the runner sends it through the client at that instant, with the
+// in-flight cap, the stall scan, the lag and the observers every workload
+// has, and tells the sessions of its events. So every turn is measured by
+// the one measurement path, from its scheduled instant: a turn's latency
+// starts at its previous reply's end plus its think time, however late the
+// client sends it (no coordinated omission within a session either), and a
+// session's first turn starts at its arrival instant.
+//
+// The schedule's Next returns an instant only once it is due: a reply that
+// ends with a short think time can make a turn due before anything that
+// was waiting, and an instant handed to the runner early would hold it
+// back behind a later one. A goroutine of its own (the drawer) draws ahead
+// the next arriving session and the user message of every session whose
+// turn is in flight or thinking, so that calibrating them against the
+// server's /tokenize is never schedule lag unless a message is due before
+// it could be drawn. The messages come from one generator in the order
+// they are asked for, so which session gets which message depends on how
+// the replies went; each session's turn count and think times come from
+// its own seeded stream.
+
+// Session end reasons, the values of infer_probe_sessions_ended_total's
+// reason label.
+const (
+	// SessionCompleted: every drawn turn was answered.
+	SessionCompleted = "completed"
+	// SessionContextLimit: the next turn (the conversation, the new user
+	// message and its max_tokens) would exceed max_conversation_tokens or
+	// the target's max_model_len, or the conversation's text its byte
+	// bound (config.SessionBytesPerToken per token).
+	SessionContextLimit = "context_limit"
+	// SessionTurnFailed: a turn ended without success; the conversation
+	// cannot go on without its reply.
+	SessionTurnFailed = "turn_failed"
+	// SessionTurnDropped: a turn was never sent (the workload's in-flight
+	// cap was full at its instant).
+	SessionTurnDropped = "turn_dropped"
+	// SessionStopped: the workload ended (its duration, a reload, a
+	// shutdown) before the session's last turn.
+	SessionStopped = "stopped"
+)
+
+// SessionEndReasons lists every session end reason.
+var SessionEndReasons = []string{SessionCompleted, SessionContextLimit, SessionTurnFailed, SessionTurnDropped, SessionStopped}
+
+// Reasons a session arrival is dropped, infer_probe_sessions_dropped_total's
+// reason label.
+const (
+	// SessionDropCap: max_active sessions were alive at its instant.
+	SessionDropCap = "session_cap"
+	// SessionDropRateCeiling: the dispatcher was late and starting the
+	// overdue session would exceed the arrival process's max_rate.
+	SessionDropRateCeiling = "rate_ceiling"
+)
+
+// SessionDropReasons lists every session drop reason.
+var SessionDropReasons = []string{SessionDropCap, SessionDropRateCeiling}
+
+// session is one conversation.
+type session struct {
+	rng   *rand.Rand // its turn count and think times
+	turns int        // drawn when it arrives
+	sent  int        // turns handed to the runner
+	done  int        // turns answered successfully
+
+	// off is an arriving session's offset from the run's start; at a
+	// started session's next turn instant, on the heap at index idx (-1
+	// off it).
+	off time.Duration
+	at  time.Time
+	idx int
+
+	// msg is the next user message, drawn ahead; nil until drawn.
+	msg *prompt.Prompt
+	// The conversation so far: chat messages, or one text for the
+	// completion flavors (earlier prompt, reply, "\n", next message).
+	history []map[string]string
+	text    string
+	bytes   int
+	// prompt is the last turn's prompt tokens (the server's usage, else the
+	// estimate it was sent with), output its output tokens.
+	prompt, output int
+	ended          bool
+}
+
+// turnRef is a request the runner was handed: its session, its turn
+// (1-based), its offset from the run's start and the prompt tokens it was
+// estimated at.
+type turnRef struct {
+	s    *session
+	turn int
+	off  time.Duration
+	est  int
+}
+
+// sessions is a sessions workload's schedule and prompt source.
+type sessions struct {
+	cfg      config.Sessions
+	chat     bool
+	duration time.Duration
+	arrivals *arrival.Schedule
+	ceiling  interface{ Allow() bool }
+	maxRate  float64
+	series   *sessionSeries
+	logger   *slog.Logger
+	// build makes the user-message generator and says the target's
+	// context length (0: unknown), at the start of Run.
+	build func(ctx context.Context) (Prompts, int, error)
+
+	// Set by prepare, before the runner's goroutines start.
+	ctx      context.Context
+	gen      Prompts
+	limit    int // tokens: max_conversation_tokens, or max_model_len when lower
+	maxBytes int
+	startEst time.Time
+
+	mu sync.Mutex
+	// drawReady wakes the drawer (on mu): a message or an arrival to
+	// draw, or the end. drawerDone is closed when the drawer returns.
+	drawReady  *sync.Cond
+	drawerDone chan struct{}
+	// start is the runner's start, learnt from the first request's
+	// scheduled instant; until then startEst, which is at most
+	// microseconds earlier.
+	start      time.Time
+	startKnown bool
+	heap       turnHeap
+	needDraw   []*session // sessions whose next message the drawer owes
+	next       *session   // the next arriving session, drawn ahead
+	index      uint64     // sessions drawn so far
+	noArrivals bool       // the arrival process (or the duration) ended
+	active     int
+	closed     bool
+	flights    map[uint64]*turnRef // by the runner's sequence number
+	cur        *turnRef            // handed out by next, completed by Request
+	curSession *session
+	curPrompt  prompt.Prompt // its user message, kept should the session end meanwhile
+	wake       context.CancelFunc
+	limitSeen  bool // the first session ended at the limit was logged
+	// The waiter's descriptor belongs to next's goroutine: it is closed by
+	// next or, when next is not running, by finish.
+	wait    waiter
+	inNext  bool
+	waitOff bool
+}
+
+// newSessions builds the sessions of workload w against target t (its
+// flavor says whether turns are chat messages). The prompts are built in
+// prepare, when the runner starts.
+func newSessions(w *config.Workload, t *config.Target, chat bool, metrics *Metrics, opts Options, logger *slog.Logger) (*sessions, error) {
+	ol, err := plan.Open(w.Arrival, w.Sessions.Seed, opts.DegradedLag)
+	if err != nil {
+		return nil, err
+	}
+	s := &sessions{
+		cfg: *w.Sessions, chat: chat, duration: w.Duration,
+		arrivals: ol.Schedule, ceiling: ol.Ceiling, maxRate: ol.MaxRate,
+		logger: logger.With("workload", w.Name), flights: map[uint64]*turnRef{},
+	}
+	s.drawReady = sync.NewCond(&s.mu)
+	// The user messages are a workload's prompts of user_tokens and
+	// output_tokens: calibrated the same way, with the same info metric.
+	shadow := *w
+	shadow.Prompt = config.Prompt{InputTokens: w.Sessions.UserTokens, OutputTokens: w.Sessions.OutputTokens, Seed: w.Sessions.Seed}
+	s.build = func(ctx context.Context) (Prompts, int, error) {
+		gen, err := metrics.prompts.Prompts(ctx, t, &shadow, logger)
+		if err != nil {
+			return nil, 0, err
+		}
+		n, err := contextLength(ctx, t)
+		if err != nil {
+			n = 0 // unknown: max_conversation_tokens alone bounds a session
+		}
+		return gen, n, nil
+	}
+	return s, nil
+}
+
+// bind gives the sessions their series.
+func (s *sessions) bind(ss *sessionSeries) { s.series = ss }
+
+// prepare is the runner's Prepare: it builds the user messages' generator
+// and returns the sessions as the runner's prompt source.
+func (s *sessions) prepare(ctx context.Context) (Prompts, error) {
+	gen, contextLen, err := s.build(ctx)
+	if err != nil {
+		return nil, err
+	}
+	s.ctx, s.gen = ctx, gen
+	s.limit = s.cfg.MaxConversationTokens
+	if contextLen > 0 && contextLen < s.limit {
+		s.limit = contextLen
+	}
+	s.maxBytes = config.SessionBytesPerToken * s.cfg.MaxConversationTokens
+	s.wait = newWaiter()
+	// The runner starts its clock ReplayLead after now (lockstep).
+	s.startEst = time.Now().Add(ReplayLead)
+	// The run's context ends when Run returns (after its requests), or
+	// when the workload is stopped: every session still alive then is
+	// stopped.
+	context.AfterFunc(ctx, s.finish)
+	s.drawerDone = make(chan struct{})
+	go s.drawer()
+	return sessionPrompts{s}, nil
+}
+
+// schedule is the runner's Schedule.
+func (s *sessions) schedule() Schedule { return sessionSchedule{s} }
+
+// sessionSchedule is the sessions as the runner's Schedule.
+type sessionSchedule struct{ s *sessions }
+
+// Next implements Schedule: the next due instant, a session's arrival or
+// a turn's.
+func (sc sessionSchedule) Next() (time.Duration, bool) { return sc.s.nextDue() }
+
+// Rate implements Schedule: the session arrival rate (sessions/s).
+func (sc sessionSchedule) Rate(elapsed time.Duration) float64 { return sc.s.arrivals.Rate(elapsed) }
+
+// Clamped implements Schedule: session arrivals the ceiling moved later.
+func (sc sessionSchedule) Clamped() uint64 { return sc.s.arrivals.Clamped() }
+
+// sessionPrompts is the sessions as the runner's prompt source and
+// observer.
+type sessionPrompts struct{ s *sessions }
+
+var _ Requests = sessionPrompts{}
+
+// Next implements Prompts: the user message of the turn the schedule just
+// returned.
+func (p sessionPrompts) Next() prompt.Prompt {
+	p.s.mu.Lock()
+	defer p.s.mu.Unlock()
+	return p.s.curPrompt
+}
+
+// Request implements Requests: the turn's request carries the conversation
+// so far and its new user message, and keeps the reply's text for the next
+// turn.
+func (p sessionPrompts) Request(seq uint64, req *client.Request) {
+	s := p.s
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	ref, ss := s.cur, s.curSession
+	s.cur, s.curSession = nil, nil
+	if ss == nil || ss.ended {
+		// The run was stopped since the turn was handed out: the request
+		// is never sent, or cancelled at once.
+		return
+	}
+	s.flights[seq] = ref
+	user := s.curPrompt.Text
+	ss.msg = nil
+	ss.sent++
+	if s.chat {
+		ss.history = append(ss.history, map[string]string{"role": "user", "content": user})
+		if req.Extra == nil {
+			req.Extra = map[string]any{}
+		}
+		// A new slice each turn: the request keeps it until it is
+		// encoded, while the session appends the reply.
+		req.Extra["messages"] = append([]map[string]string(nil), ss.history...)
+	} else {
+		if ss.sent > 1 {
+			ss.text += "\n" + user
+		} else {
+			ss.text = user
+		}
+		req.Prompt = ss.text
+	}
+	ss.bytes += len(user)
+	req.KeepText = true
+	if ss.sent < ss.turns {
+		s.needDraw = append(s.needDraw, ss)
+		s.drawReady.Signal()
+	}
+}
+
+// Sent implements Observer.
+func (p sessionPrompts) Sent(o *observation.Request) {
+	s := p.s
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	if ref := s.flights[o.Seq]; ref != nil {
+		s.learnStart(ref, o)
+	}
+}
+
+// FirstToken implements Observer: TTFT by turn, when the token arrives.
+func (p sessionPrompts) FirstToken(o *observation.Request) {
+	s := p.s
+	s.mu.Lock()
+	ref := s.flights[o.Seq]
+	s.mu.Unlock()
+	if d, ok := o.TTFT(); ok && ref != nil {
+		s.series.firstToken(ref.turn, d)
+	}
+}
+
+// Token implements Observer.
+func (sessionPrompts) Token(*observation.Request) {}
+
+// Done implements Observer: the turn's reply joins the conversation and
+// the next turn is scheduled, or the session ends.
+func (p sessionPrompts) Done(o *observation.Request) {
+	s := p.s
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	ref := s.flights[o.Seq]
+	if ref == nil {
+		return
+	}
+	delete(s.flights, o.Seq)
+	s.learnStart(ref, o)
+	ss := ref.s
+	if ss.ended {
+		return
+	}
+	defer s.wakeLocked()
+	if o.Outcome != observation.Success {
+		s.endLocked(ss, SessionTurnFailed)
+		return
+	}
+	ss.done++
+	ss.prompt, ss.output = o.PromptTokens, o.OutputTokens
+	if ss.prompt <= 0 {
+		ss.prompt = ref.est
+	}
+	s.series.turnDone(ref.turn, o)
+	if s.chat {
+		ss.history = append(ss.history, map[string]string{"role": "assistant", "content": o.Text})
+	} else {
+		ss.text += o.Text
+	}
+	ss.bytes += len(o.Text)
+	switch {
+	case ss.done >= ss.turns:
+		s.endLocked(ss, SessionCompleted)
+	case s.closed:
+		s.endLocked(ss, SessionStopped)
+	default:
+		think := s.think(ss.rng)
+		s.series.thinkTime(think)
+		ss.at = o.End.Add(think)
+		heap.Push(&s.heap, ss)
+	}
+}
+
+// Dropped implements Observer: a turn never sent ends its session.
+func (p sessionPrompts) Dropped(o *observation.Request) {
+	s := p.s
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	ref := s.flights[o.Seq]
+	if ref == nil {
+		return
+	}
+	delete(s.flights, o.Seq)
+	s.learnStart(ref, o)
+	s.endLocked(ref.s, SessionTurnDropped)
+	s.wakeLocked()
+}
+
+// learnStart fixes the runner's start from a request's scheduled instant.
+func (s *sessions) learnStart(ref *turnRef, o *observation.Request) {
+	if !s.startKnown && !o.Scheduled.IsZero() {
+		s.start, s.startKnown = o.Scheduled.Add(-ref.off), true
+	}
+}
+
+func (s *sessions) startLocked() time.Time {
+	if s.startKnown {
+		return s.start
+	}
+	return s.startEst
+}
+
+// wakeLocked ends next's wait: what is due may have changed.
+func (s *sessions) wakeLocked() {
+	if s.wake != nil {
+		s.wake()
+		s.wake = nil
+	}
+}
+
+// endLocked ends a started session and frees its conversation.
+func (s *sessions) endLocked(ss *session, reason string) {
+	if ss.ended {
+		return
+	}
+	ss.ended = true
+	if ss.idx >= 0 {
+		heap.Remove(&s.heap, ss.idx)
+	}
+	s.active--
+	s.series.end(reason, ss.done, s.active)
+	ss.history, ss.text, ss.msg = nil, "", nil
+}
+
+// closeLocked ends the sessions: no turn is handed out any more; those
+// waiting for their next turn are stopped now, those with a turn in flight
+// when it ends.
+func (s *sessions) closeLocked() {
+	s.closed = true
+	s.next = nil
+	for s.heap.Len() > 0 {
+		s.endLocked(s.heap[0], SessionStopped)
+	}
+	s.needDraw = nil
+	s.drawReady.Broadcast()
+}
+
+// finish runs when the run's context ends: every session still alive is
+// stopped (its turn was cancelled, or never sent).
+func (s *sessions) finish() {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	s.closeLocked()
+	for seq, ref := range s.flights {
+		s.endLocked(ref.s, SessionStopped)
+		delete(s.flights, seq)
+	}
+	if s.curSession != nil && !s.curSession.ended {
+		s.endLocked(s.curSession, SessionStopped)
+	}
+	s.wakeLocked()
+	if !s.inNext && !s.waitOff {
+		s.waitOff = true
+		s.wait.close()
+	}
+}
+
+// leaveNext marks next's goroutine gone, closing the waiter once the
+// sessions are closed (no later call will wait).
+func (s *sessions) leaveNextLocked() {
+	s.inNext = false
+	if s.closed && !s.waitOff {
+		s.waitOff = true
+		s.wait.close()
+	}
+}
+
+// nextDue returns the next due instant's offset from the run's start, or
+// false when there will be none: the arrival process ended and every
+// session did, or the run's context is done. At the end of Duration it
+// returns Duration itself, which ends the runner's schedule.
+func (s *sessions) nextDue() (time.Duration, bool) {
+	s.mu.Lock()
+	s.inNext = true
+	defer func() {
+		s.leaveNextLocked()
+		s.mu.Unlock()
+	}()
+	for {
+		if s.closed || s.ctx.Err() != nil || s.noArrivals && s.next == nil && s.active == 0 {
+			s.closeLocked()
+			return 0, false
+		}
+		now := time.Now()
+		start := s.startLocked()
+		var (
+			item    *session
+			due     time.Time
+			arrive  bool
+			timeout bool
+		)
+		if s.heap.Len() > 0 {
+			item, due = s.heap[0], s.heap[0].at
+		}
+		if a := s.next; a != nil {
+			if at := start.Add(a.off); item == nil || at.Before(due) {
+				item, due, arrive = a, at, true
+			}
+		}
+		if s.duration > 0 {
+			if end := start.Add(s.duration); item == nil || !due.Before(end) {
+				item, due, arrive, timeout = nil, end, false, true
+			}
+		}
+		switch {
+		case timeout && !now.Before(due):
+			s.closeLocked()
+			return s.duration, true
+		case item != nil && !now.Before(due) && item.msg == nil:
+			// Due before the drawer could draw its message: wait for it.
+			due = time.Time{}
+		case item != nil && !now.Before(due):
+			var off time.Duration
+			if arrive {
+				s.next = nil
+				s.drawReady.Signal() // the drawer draws the one after
+				if !s.admitLocked() {
+					continue
+				}
+				off = item.off
+			} else {
+				heap.Pop(&s.heap)
+				off = item.at.Sub(start)
+			}
+			est, fits := s.fitsLocked(item)
+			if !fits {
+				if !s.limitSeen {
+					s.limitSeen = true
+					s.logger.Info("a session reached its context limit and ends early (later ones are only counted, in infer_probe_sessions_ended_total{reason=\"context_limit\"})",
+						"turn", item.sent+1, "prompt_tokens", est, "max_tokens", item.msg.OutputTokens, "limit_tokens", s.limit,
+						"conversation_bytes", item.bytes+len(item.msg.Text), "limit_bytes", s.maxBytes)
+				}
+				s.endLocked(item, SessionContextLimit)
+				continue
+			}
+			s.cur = &turnRef{s: item, turn: item.sent + 1, off: off, est: est}
+			s.curSession, s.curPrompt = item, *item.msg
+			return off, true
+		}
+		// Wait for the instant, or for what the replies and the drawer
+		// change meanwhile.
+		wctx, cancel := context.WithCancel(s.ctx)
+		s.wake = cancel
+		s.mu.Unlock()
+		if due.IsZero() {
+			<-wctx.Done()
+		} else {
+			s.wait.waitUntil(wctx, due)
+		}
+		cancel()
+		s.mu.Lock()
+		s.wake = nil
+	}
+}
+
+// drawer draws ahead, in its own goroutine, until the sessions close: the
+// next arriving session (its instant, turns and first message) whenever
+// there is none, then the next message of each session under way, in the
+// order they were asked for.
+func (s *sessions) drawer() {
+	defer close(s.drawerDone)
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	for {
+		for !s.closed && s.ctx.Err() == nil && len(s.needDraw) == 0 && (s.next != nil || s.noArrivals) {
+			s.drawReady.Wait()
+		}
+		if s.closed || s.ctx.Err() != nil {
+			return
+		}
+		if s.next == nil && !s.noArrivals {
+			s.arriveLocked()
+		} else {
+			ss := s.needDraw[0]
+			s.needDraw = s.needDraw[1:]
+			if !ss.ended && ss.msg == nil {
+				s.mu.Unlock()
+				p := s.gen.Next()
+				s.mu.Lock()
+				if !ss.ended {
+					ss.msg = &p
+				}
+			}
+		}
+		s.wakeLocked()
+	}
+}
+
+// arriveLocked draws the next arriving session: its instant, its turns and
+// its first message. It unlocks s.mu while it draws (the generator may ask
+// the server's /tokenize).
+func (s *sessions) arriveLocked() {
+	i := s.index
+	s.index++
+	s.mu.Unlock()
+	off, ok := s.arrivals.Next()
+	var ss *session
+	if ok && (s.duration <= 0 || off < s.duration) {
+		// Each session draws from its own stream, so that its turns and
+		// think times do not depend on how the others went.
+		rng := rand.New(rand.NewPCG(uint64(s.cfg.Seed), 0x5e55_1000_0000_0000+i))
+		ss = &session{rng: rng, off: off, idx: -1}
+		ss.turns = drawCount(rng, s.cfg.Turns, 1, config.MaxSessionTurns)
+		p := s.gen.Next()
+		ss.msg = &p
+	}
+	s.mu.Lock()
+	switch {
+	case ss == nil:
+		s.noArrivals = true
+	case !s.closed:
+		s.next = ss
+	}
+}
+
+// admitLocked starts the arriving session now due, or drops it (counted).
+func (s *sessions) admitLocked() bool {
+	switch {
+	case s.active >= s.cfg.MaxActive:
+		s.series.drop(SessionDropCap)
+		return false
+	case !s.ceiling.Allow():
+		s.series.drop(SessionDropRateCeiling)
+		return false
+	}
+	s.active++
+	s.series.start(s.active)
+	return true
+}
+
+// fitsLocked estimates the prompt tokens of ss's next turn, the last
+// turn's prompt and reply and the new message, and says whether it and its
+// max_tokens fit the conversation's bounds.
+func (s *sessions) fitsLocked(ss *session) (int, bool) {
+	est := ss.msg.InputTokens
+	if ss.sent > 0 {
+		est += ss.prompt + ss.output
+	}
+	if est+ss.msg.OutputTokens > s.limit || ss.bytes+len(ss.msg.Text) > s.maxBytes {
+		return est, false
+	}
+	return est, true
+}
+
+// think draws a think time.
+func (s *sessions) think(rng *rand.Rand) time.Duration {
+	d := s.cfg.ThinkTime
+	var x float64
+	switch d.Dist {
+	case "uniform":
+		return d.Min + time.Duration(rng.Int64N(int64(d.Max-d.Min)+1))
+	case "exponential":
+		x = float64(d.Mean) * rng.ExpFloat64()
+	case "lognormal":
+		x = lognormal(rng, float64(d.Mean), float64(d.Stddev))
+	default: // fixed
+		x = float64(d.Mean)
+	}
+	t := time.Duration(math.Round(x))
+	t = max(t, d.Min)
+	if d.Max > 0 {
+		t = min(t, d.Max)
+	}
+	return min(t, config.MaxThinkTime)
+}
+
+// drawCount draws a count from d, clamped to [max(lo, d.Min), min(hi, d.Max)].
+func drawCount(rng *rand.Rand, d config.Distribution, lo, hi int) int {
+	var x float64
+	switch d.Dist {
+	case "uniform":
+		x = float64(d.Min + rng.IntN(d.Max-d.Min+1))
+	case "normal":
+		x = d.Mean + d.Stddev*rng.NormFloat64()
+	case "lognormal":
+		x = lognormal(rng, d.Mean, d.Stddev)
+	default: // fixed
+		x = d.Mean
+	}
+	n := int(math.Round(x))
+	lo = max(lo, d.Min)
+	if d.Max > 0 {
+		hi = min(hi, d.Max)
+	}
+	return min(max(n, lo), hi)
+}
+
+// lognormal draws from the lognormal distribution of the given mean and
+// standard deviation (its own, not the underlying normal's).
+func lognormal(rng *rand.Rand, mean, stddev float64) float64 {
+	sigma2 := math.Log(1 + stddev*stddev/(mean*mean))
+	mu := math.Log(mean) - sigma2/2
+	return math.Exp(mu + math.Sqrt(sigma2)*rng.NormFloat64())
+}
+
+// turnHeap orders the sessions waiting for their next turn by its instant.
+type turnHeap []*session
+
+func (h turnHeap) Len() int           { return len(h) }
+func (h turnHeap) Less(i, j int) bool { return h[i].at.Before(h[j].at) }
+func (h turnHeap) Swap(i, j int) {
+	h[i], h[j] = h[j], h[i]
+	h[i].idx, h[j].idx = i, j
+}
+
+func (h *turnHeap) Push(x any) {
+	ss := x.(*session)
+	ss.idx = len(*h)
+	*h = append(*h, ss)
+}
+
+func (h *turnHeap) Pop() any {
+	old := *h
+	ss := old[len(old)-1]
+	old[len(old)-1] = nil
+	ss.idx = -1
+	*h = old[:len(old)-1]
+	return ss
+}

@@ -1,0 +1,165 @@
+package workload
+
+import (
+	"strconv"
+	"time"
+
+	"github.com/prometheus/client_golang/prometheus"
+
+	"github.com/infer-exporter/infer_exporter/probe/observation"
+)
+
+// Turn labels. A session's turns are labelled "1" to "8" and "9+": the
+// prefix cache's effect shows from the second turn on, and most chat
+// conversations are a few turns long (the means of public chat logs are 2
+// to 4 turns), so the first eight are told apart and the rare long tail is
+// pooled; nine values per histogram keep a workload's series bounded
+// whatever max turns (up to config.MaxSessionTurns) says.
+const lastTurnLabel = 8
+
+// TurnLabels lists the values of the turn label, in order.
+var TurnLabels = func() []string {
+	out := make([]string, 0, lastTurnLabel+1)
+	for i := 1; i <= lastTurnLabel; i++ {
+		out = append(out, strconv.Itoa(i))
+	}
+	return append(out, strconv.Itoa(lastTurnLabel+1)+"+")
+}()
+
+// TurnLabel is the turn label of a session's turn (1-based).
+func TurnLabel(turn int) string { return TurnLabels[turnIndex(turn)] }
+
+// turnIndex is the index in TurnLabels of a turn (1-based).
+func turnIndex(turn int) int { return min(max(turn, 1), lastTurnLabel+1) - 1 }
+
+// Bucket layouts of the session series.
+var (
+	// Turns per session: one to config.MaxSessionTurns.
+	sessionTurnBuckets = []float64{1, 2, 3, 4, 5, 6, 8, 10, 12, 16, 20, 25, 32, 40, 50, 64, 80, 100}
+	// Think times: a reader's pause, from none to config.MaxThinkTime.
+	thinkBuckets = []float64{0, .1, .25, .5, 1, 2, 3, 5, 7.5, 10, 15, 20, 30, 45, 60, 90, 120, 300, 600, 1800, 3600}
+	// TTFT per prompt token: a cached prefix costs nothing, a cold prefill
+	// some 10 µs to 1 ms per token, a queue more.
+	perTokenBuckets = []float64{1e-7, 2.5e-7, 5e-7, 1e-6, 2.5e-6, 5e-6, 1e-5, 2.5e-5, 5e-5, 1e-4, 2.5e-4, 5e-4, 1e-3, 2.5e-3, 5e-3, .01, .025, .05, .1, .25, 1}
+	// Prompt tokens of a turn: the conversation grows to MaxTokens.
+	conversationBuckets = prometheus.ExponentialBuckets(16, 2, 17)
+)
+
+// sessionMetrics are the infer_probe_session* vectors. They are registered
+// with the other probe metrics; only sessions workloads have series in
+// them.
+type sessionMetrics struct {
+	started                *prometheus.CounterVec
+	dropped, ended         *prometheus.CounterVec
+	active                 *prometheus.GaugeVec
+	turns, think           *prometheus.HistogramVec
+	ttft, prompt, perToken *prometheus.HistogramVec
+}
+
+func newSessionMetrics(reg prometheus.Registerer) *sessionMetrics {
+	with := func(extra ...string) []string { return append(append([]string{}, labels...), extra...) }
+	hist := func(name, help string, buckets []float64, native bool, lv []string) *prometheus.HistogramVec {
+		opts := prometheus.HistogramOpts{Namespace: namespace, Name: name, Help: help, Buckets: buckets}
+		if native {
+			opts.NativeHistogramBucketFactor = 1.1
+			opts.NativeHistogramMaxBucketNumber = 160
+			opts.NativeHistogramMinResetDuration = time.Hour
+		}
+		return prometheus.NewHistogramVec(opts, lv)
+	}
+	m := &sessionMetrics{
+		started: prometheus.NewCounterVec(prometheus.CounterOpts{Namespace: namespace, Name: "sessions_started_total",
+			Help: "Sessions started: their arrival was due and neither max_active nor the rate ceiling refused it."}, labels),
+		dropped: prometheus.NewCounterVec(prometheus.CounterOpts{Namespace: namespace, Name: "sessions_dropped_total",
+			Help: "Session arrivals never started, by reason: session_cap (max_active sessions alive) or rate_ceiling."}, with("reason")),
+		ended: prometheus.NewCounterVec(prometheus.CounterOpts{Namespace: namespace, Name: "sessions_ended_total",
+			Help: "Sessions ended, by reason: completed, context_limit, turn_failed, turn_dropped or stopped."}, with("reason")),
+		active: prometheus.NewGaugeVec(prometheus.GaugeOpts{Namespace: namespace, Name: "sessions_active",
+			Help: "Sessions started and not ended: with a turn in flight or thinking."}, labels),
+		turns: hist("session_turns", "Turns a session had answered successfully, observed when it ends.", sessionTurnBuckets, false, labels),
+		think: hist("session_think_time_seconds", "Think time drawn between a reply's last byte and the next turn's scheduled instant.", thinkBuckets, true, labels),
+		ttft: hist("session_turn_time_to_first_token_seconds",
+			"TTFT of session turns by turn number, from the turn's scheduled instant (previous reply's end plus think time).", latencyBuckets, true, with("turn")),
+		prompt: hist("session_turn_prompt_tokens",
+			"Prompt tokens of successful session turns by turn number, as the server's usage reported them: the conversation so far.", conversationBuckets, false, with("turn")),
+		perToken: hist("session_turn_time_to_first_token_per_prompt_token_seconds",
+			"Per successful session turn with usage, its TTFT divided by its prompt tokens, by turn number.", perTokenBuckets, false, with("turn")),
+	}
+	reg.MustRegister(m.started, m.dropped, m.ended, m.active, m.turns, m.think, m.ttft, m.prompt, m.perToken)
+	return m
+}
+
+func (m *sessionMetrics) delete(match prometheus.Labels) {
+	for _, v := range []interface{ DeletePartialMatch(prometheus.Labels) int }{
+		m.started, m.dropped, m.ended, m.active, m.turns, m.think, m.ttft, m.prompt, m.perToken,
+	} {
+		v.DeletePartialMatch(match)
+	}
+}
+
+// sessionSeries is one sessions workload's view of the session metrics,
+// every series created at zero.
+type sessionSeries struct {
+	started                prometheus.Counter
+	active                 prometheus.Gauge
+	dropped, ended         map[string]prometheus.Counter
+	turns, think           prometheus.Observer
+	ttft, prompt, perToken []prometheus.Observer // by turn label
+}
+
+// series binds the labels of one workload (target, model, workload).
+func (m *sessionMetrics) series(lv []string) *sessionSeries {
+	with := func(v string) []string { return append(lv[:3:3], v) }
+	s := &sessionSeries{
+		started: m.started.WithLabelValues(lv...),
+		active:  m.active.WithLabelValues(lv...),
+		dropped: map[string]prometheus.Counter{},
+		ended:   map[string]prometheus.Counter{},
+		turns:   m.turns.WithLabelValues(lv...),
+		think:   m.think.WithLabelValues(lv...),
+	}
+	for _, r := range SessionDropReasons {
+		s.dropped[r] = m.dropped.WithLabelValues(with(r)...)
+	}
+	for _, r := range SessionEndReasons {
+		s.ended[r] = m.ended.WithLabelValues(with(r)...)
+	}
+	for _, t := range TurnLabels {
+		s.ttft = append(s.ttft, m.ttft.WithLabelValues(with(t)...))
+		s.prompt = append(s.prompt, m.prompt.WithLabelValues(with(t)...))
+		s.perToken = append(s.perToken, m.perToken.WithLabelValues(with(t)...))
+	}
+	return s
+}
+
+func (s *sessionSeries) start(active int) {
+	s.started.Inc()
+	s.active.Set(float64(active))
+}
+
+func (s *sessionSeries) drop(reason string) { s.dropped[reason].Inc() }
+
+func (s *sessionSeries) end(reason string, turns, active int) {
+	s.ended[reason].Inc()
+	s.turns.Observe(float64(turns))
+	s.active.Set(float64(active))
+}
+
+func (s *sessionSeries) thinkTime(d time.Duration) { s.think.Observe(d.Seconds()) }
+
+func (s *sessionSeries) firstToken(turn int, d time.Duration) {
+	s.ttft[turnIndex(turn)].Observe(d.Seconds())
+}
+
+// turnDone records a successful turn's prompt length and TTFT per prompt
+// token, when the server reported its prompt tokens.
+func (s *sessionSeries) turnDone(turn int, o *observation.Request) {
+	if o.PromptTokens <= 0 {
+		return
+	}
+	i := turnIndex(turn)
+	s.prompt[i].Observe(float64(o.PromptTokens))
+	if d, ok := o.TTFT(); ok {
+		s.perToken[i].Observe(d.Seconds() / float64(o.PromptTokens))
+	}
+}
