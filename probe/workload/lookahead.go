@@ -3,7 +3,6 @@ package workload
 import (
 	"context"
 	"sync"
-	"sync/atomic"
 	"time"
 
 	"github.com/infer-exporter/infer_exporter/probe/client"
@@ -83,32 +82,10 @@ func (b *byteBudget) close() {
 // is done. lockstep: the prompt source completes each request from the
 // arrival the schedule returned (a replay), so schedule and prompts advance
 // together here; otherwise only prompts are built here.
-func (r *Runner) prepare(ctx context.Context, start time.Time, lockstep bool, out chan<- preparedRequest, budget *byteBudget, due *atomic.Int64, clamped func()) {
+func (r *Runner) prepare(ctx context.Context, start time.Time, lockstep bool, out chan<- preparedRequest, budget *byteBudget, clamped func()) {
 	defer close(out)
 	rs, _ := r.Prompts.(Requests)
 	var seq uint64
-	// Building a long prompt takes a millisecond of CPU: when enough
-	// requests are ready and a send instant is near, stand aside until it
-	// has passed, so that the requests due then (a trace's group of rows at
-	// one millisecond) get the CPU. At most once per request built, so
-	// that the preparation always keeps pace.
-	yield := func() bool {
-		if len(out) < sendGuardReady {
-			return true
-		}
-		d := standAside(due.Load(), time.Now())
-		if d <= 0 {
-			return true
-		}
-		t := time.NewTimer(d)
-		defer t.Stop()
-		select {
-		case <-ctx.Done():
-			return false
-		case <-t.C:
-			return true
-		}
-	}
 	for {
 		p := preparedRequest{}
 		if lockstep {
@@ -128,17 +105,11 @@ func (r *Runner) prepare(ctx context.Context, start time.Time, lockstep bool, ou
 				case <-t.C:
 				}
 			}
-			if !yield() {
-				return
-			}
 			p.off, p.seq = off, seq
 			p.req = r.request(r.Prompts.Next())
 			rs.Request(seq, p.req)
 			seq++
 		} else {
-			if !yield() {
-				return
-			}
 			p.req = r.request(r.Prompts.Next())
 		}
 		// The body too is encoded here, not at the send.
@@ -152,28 +123,6 @@ func (r *Runner) prepare(ctx context.Context, start time.Time, lockstep bool, ou
 			return
 		}
 	}
-}
-
-// The preparation stands aside from sendGuard before a send instant to
-// sendSettle after it, when at least sendGuardReady requests are ready.
-const (
-	sendGuard      = 2 * time.Millisecond
-	sendSettle     = 3 * time.Millisecond
-	sendGuardReady = 8
-)
-
-// standAside is how long to wait, at now, before building the next request
-// when the dispatcher's next send is at due (Unix ns, 0: none yet): until
-// sendSettle after it when it is within sendGuard, else 0.
-func standAside(due int64, now time.Time) time.Duration {
-	if due == 0 {
-		return 0
-	}
-	d := time.Unix(0, due).Sub(now)
-	if d > sendGuard || d < -sendSettle {
-		return 0
-	}
-	return d + sendSettle
 }
 
 // requestBytes is what a prepared request holds in memory.

@@ -228,14 +228,11 @@ func (r *Runner) Run(ctx context.Context) {
 	// arrivals due at the same instant go out together.
 	prepared := make(chan preparedRequest, r.lookahead(lockstep))
 	budget := newByteBudget(lookaheadBytes)
-	// due is the next instant the dispatcher waits for (Unix ns): the
-	// preparation stands aside around it (see sendGuard).
-	var due atomic.Int64
 	prepCtx, stopPrep := context.WithCancel(ctx)
 	prepDone := make(chan struct{})
 	go func() {
 		defer close(prepDone)
-		r.prepare(prepCtx, start, lockstep, prepared, budget, &due, func() { clamped.Store(r.Schedule.Clamped()) })
+		r.prepare(prepCtx, start, lockstep, prepared, budget, func() { clamped.Store(r.Schedule.Clamped()) })
 	}()
 	defer func() {
 		stopPrep()
@@ -291,7 +288,6 @@ func (r *Runner) Run(ctx context.Context) {
 			}
 		}
 		at := start.Add(off)
-		due.Store(at.UnixNano())
 		if !wait.waitUntil(ctx, at) {
 			return
 		}
