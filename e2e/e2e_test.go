@@ -64,6 +64,7 @@ const exporterConfig = `targets:
     model: sim-model
     timeout: 30s
     metrics: {interval: 1s}
+    quality: {interval: 30s}
 workloads:
   - name: chat
     target: sim
@@ -423,12 +424,23 @@ func checkDashboards(t *testing.T, ctx context.Context, api *promAPI, dir string
 	t.Helper()
 	noData := map[string]string{
 		"XID errors": "the H200 page holds no XID event",
+		// Rows whose events this stack does not make, each checked
+		// elsewhere against a real source.
+		"Perplexity score failures": "the simulator's log-probabilities never fail a score (probe/quality's tests make every failure)",
+		"Cold start, per start":     "the simulator serves before the exporter starts: no start to see (probe/coldstart's live test restarts servers)",
 	}
+	// The bench's live series exist while a bench runs with
+	// --web.listen-address (TestLiveMetricsWhileRunning); this stack runs
+	// none, so the Fleet dashboard's bench row has no data here.
+	benchOnly := func(expr string) bool { return strings.Contains(expr, `job="infer-bench"`) }
+	// A baseline a day old cannot exist in a stack minutes old; the same
+	// query without the offset is checked.
+	dayOld := func(expr string) bool { return strings.Contains(expr, "offset 1d") }
 	files, _ := filepath.Glob(filepath.Join(dir, "*.json"))
 	if len(files) == 0 {
 		t.Fatal("no rendered dashboards")
 	}
-	vars := strings.NewReplacer("$__rate_interval", "15s", "$target", ".*", "$model", ".*", "$workload", ".*", "$instance", ".*", "$gpu", ".*")
+	vars := strings.NewReplacer("$__rate_interval", "15s", "$target", ".*", "$model", ".*", "$workload", ".*", "$instance", ".*", "$gpu", ".*", "$engine", ".*")
 	queries := 0
 	for _, f := range files {
 		b, err := os.ReadFile(f)
@@ -453,7 +465,7 @@ func checkDashboards(t *testing.T, ctx context.Context, api *promAPI, dir string
 				switch {
 				case err != nil:
 					t.Errorf("%s, panel %q: %v", filepath.Base(f), p.Title, err)
-				case n == 0 && noData[p.Title] == "":
+				case n == 0 && noData[p.Title] == "" && !benchOnly(q.Expr) && !dayOld(q.Expr):
 					t.Errorf("%s, panel %q: no data for %s", filepath.Base(f), p.Title, q.Expr)
 				}
 			}
