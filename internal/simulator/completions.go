@@ -514,33 +514,51 @@ func appendUsage(b []byte, p *genParams, prompt, completion int) []byte {
 	return append(b, '}')
 }
 
-// respond waits for the whole completion and writes one JSON body. It
-// reports whether the request finished in the engine.
-func (s *Simulator) respond(ctx context.Context, w http.ResponseWriter, p *genParams, q *sequence, f *Faults, arrival time.Time) bool {
-	var produced int
-	var reason string
+// awaitCompletion waits until q has finished in the engine and returns what
+// it produced; ok is false when the client left or the request was cut
+// (its answer is then written).
+func (s *Simulator) awaitCompletion(ctx context.Context, w http.ResponseWriter, q *sequence) (produced int, reason string, ok bool) {
 	for {
 		select {
 		case <-q.st.ready:
 		case <-ctx.Done():
-			return false
+			return 0, "", false
 		}
 		n, finished, why, closed := q.st.snapshot()
 		if closed {
 			s.cut(w, false)
-			return false
+			return 0, "", false
 		}
 		if finished {
-			produced, reason = n, why
-			break
+			return n, why, true
 		}
 	}
+}
+
+// bodyFault applies to a one-body answer the faults keyed on the
+// completion's length: a disconnect aborts the handler; a malformed body
+// is written, and bodyFault reports that the answer is done. It sets the
+// JSON content type either way.
+func bodyFault(w http.ResponseWriter, f *Faults, produced int) bool {
 	if f.DisconnectAfterTokens > 0 && produced >= f.DisconnectAfterTokens {
 		panic(http.ErrAbortHandler)
 	}
 	w.Header().Set("Content-Type", "application/json")
 	if f.MalformedAfterTokens > 0 && produced >= f.MalformedAfterTokens {
 		w.Write([]byte("{not json"))
+		return true
+	}
+	return false
+}
+
+// respond waits for the whole completion and writes one JSON body. It
+// reports whether the request finished in the engine.
+func (s *Simulator) respond(ctx context.Context, w http.ResponseWriter, p *genParams, q *sequence, f *Faults, arrival time.Time) bool {
+	produced, reason, ok := s.awaitCompletion(ctx, w, q)
+	if !ok {
+		return false
+	}
+	if bodyFault(w, f, produced) {
 		return true
 	}
 

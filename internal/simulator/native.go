@@ -51,30 +51,11 @@ type bodyProtocol interface {
 // or malformed fault keyed on N applies when the completion has at least N
 // tokens. It reports whether the request finished in the engine.
 func (s *Simulator) respondNative(ctx context.Context, w http.ResponseWriter, q *sequence, f *Faults, bp bodyProtocol) bool {
-	var produced int
-	var reason string
-	for {
-		select {
-		case <-q.st.ready:
-		case <-ctx.Done():
-			return false
-		}
-		n, finished, why, closed := q.st.snapshot()
-		if closed {
-			s.cut(w, false)
-			return false
-		}
-		if finished {
-			produced, reason = n, why
-			break
-		}
+	produced, reason, ok := s.awaitCompletion(ctx, w, q)
+	if !ok {
+		return false
 	}
-	if f.DisconnectAfterTokens > 0 && produced >= f.DisconnectAfterTokens {
-		panic(http.ErrAbortHandler)
-	}
-	w.Header().Set("Content-Type", "application/json")
-	if f.MalformedAfterTokens > 0 && produced >= f.MalformedAfterTokens {
-		w.Write([]byte("{not json"))
+	if bodyFault(w, f, produced) {
 		return true
 	}
 	w.Write(bp.body(make([]byte, 0, 1024), produced, reason, f.LogprobPenalty))
@@ -180,24 +161,7 @@ func positive(v *int) *int {
 // --- TGI: POST /generate_stream ---
 
 func (s *Simulator) handleTGIGenerateStream(w http.ResponseWriter, r *http.Request, arrival time.Time) {
-	var req struct {
-		Inputs     *string `json:"inputs"`
-		Parameters struct {
-			MaxNewTokens *int `json:"max_new_tokens"`
-			Details      bool `json:"details"`
-		} `json:"parameters"`
-	}
-	fail := func(status int, msg string) { writeTGIError(w, status, msg) }
-	if err := decodeBody(w, r, &req); err != nil {
-		fail(http.StatusUnprocessableEntity, err.Error())
-		return
-	}
-	if req.Inputs == nil {
-		fail(http.StatusUnprocessableEntity, "Input validation error: `inputs` is required")
-		return
-	}
-	np := &tgiProto{details: req.Parameters.Details}
-	s.serveNative(w, r, arrival, AppendTokenIDs(nil, *req.Inputs), req.Parameters.MaxNewTokens, nil, false, false, np, fail)
+	s.handleTGI(w, r, arrival, true)
 }
 
 // handleTGIGenerate is TGI's POST /generate: the same request, answered
@@ -206,6 +170,12 @@ func (s *Simulator) handleTGIGenerateStream(w http.ResponseWriter, r *http.Reque
 // their log-probabilities (null for the first), as TGI does when started
 // with prefill log-probabilities enabled.
 func (s *Simulator) handleTGIGenerate(w http.ResponseWriter, r *http.Request, arrival time.Time) {
+	s.handleTGI(w, r, arrival, false)
+}
+
+// handleTGI reads a TGI generate request and serves it streamed or as one
+// body.
+func (s *Simulator) handleTGI(w http.ResponseWriter, r *http.Request, arrival time.Time, stream bool) {
 	var req struct {
 		Inputs     *string `json:"inputs"`
 		Parameters struct {
@@ -223,9 +193,12 @@ func (s *Simulator) handleTGIGenerate(w http.ResponseWriter, r *http.Request, ar
 		fail(http.StatusUnprocessableEntity, "Input validation error: `inputs` is required")
 		return
 	}
-	np := &tgiProto{details: req.Parameters.Details, nonStream: true, seed: s.cfg.Seed}
-	if req.Parameters.DecoderInputDetails {
-		np.prefill = strings.Fields(*req.Inputs)
+	np := &tgiProto{details: req.Parameters.Details}
+	if !stream {
+		np.nonStream, np.seed = true, s.cfg.Seed
+		if req.Parameters.DecoderInputDetails {
+			np.prefill = strings.Fields(*req.Inputs)
+		}
 	}
 	s.serveNative(w, r, arrival, AppendTokenIDs(nil, *req.Inputs), req.Parameters.MaxNewTokens, nil, false, false, np, fail)
 }
