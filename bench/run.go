@@ -342,6 +342,7 @@ func (b *run) runRepeat(ctx context.Context, p repeatPlan) (RepeatResult, *sampl
 	var replayRec *replayRecorder
 	var replayRes *ReplayResult
 	var looping bool
+	burst := 1 // the most sends on one instant: a replay's largest group
 	maxInFlight, maxRate := spec.MaxInFlight, 0.0
 	load := p.group.load
 	switch load.Kind {
@@ -372,6 +373,7 @@ func (b *run) runRepeat(ctx context.Context, p repeatPlan) (RepeatResult, *sampl
 		}
 		sched, prompts, maxRate = src.Schedule(), src.Prompts(), src.MaxRate()
 		ceiling = plan.ReplayCeiling(maxRate, degradedLag, src.Burst())
+		burst = src.Burst()
 		looping = r.Loop
 		replayRes = &ReplayResult{Rows: int(float64(src.Records())*r.Sample + 0.5), WindowSeconds: src.Window().Seconds(),
 			Words: replayWords(r, src)}
@@ -466,7 +468,7 @@ func (b *run) runRepeat(ctx context.Context, p repeatPlan) (RepeatResult, *sampl
 	}
 	runner := &workload.Runner{
 		Name: "bench", Target: p.ct, Schedule: stop, Ceiling: ceiling, Prompts: prompts,
-		Client: cl, Observer: observers, Monitor: monitor, MaxInFlight: maxInFlight, MaxRate: maxRate,
+		Client: cl, Observer: observers, Monitor: monitor, MaxInFlight: maxInFlight, MaxRate: maxRate, Burst: burst,
 		Sampling: spec.Sampling, Timeout: p.target.Timeout, Logger: b.logger,
 		DegradedLag: degradedLag, Saturation: b.sched,
 	}

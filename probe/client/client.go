@@ -147,6 +147,10 @@ type Client struct {
 	http    *http.Client
 	maxLine int
 	now     func() time.Time
+	// dial is the transport's dialer, and stash the connections Warm
+	// opened for it (nil with Options.Transport).
+	dial  func(ctx context.Context, network, addr string) (net.Conn, error)
+	stash *connStash
 }
 
 // New returns a Client.
@@ -160,20 +164,33 @@ func New(opts Options) *Client {
 	if opts.Now == nil {
 		opts.Now = time.Now
 	}
+	c := &Client{maxLine: opts.MaxLineBytes, now: opts.Now}
 	rt := opts.Transport
 	if rt == nil {
-		rt = newTransport(opts.MaxConnsPerHost)
+		c.dial = (&net.Dialer{Timeout: 30 * time.Second, KeepAlive: 30 * time.Second}).DialContext
+		c.stash = &connStash{}
+		rt = newTransport(opts.MaxConnsPerHost, c.dialer)
 	}
-	return &Client{
-		http: &http.Client{
-			Transport: rt,
-			// A 3xx is an answer to measure, not a hop to take: following
-			// it would time two requests as one.
-			CheckRedirect: func(*http.Request, []*http.Request) error { return http.ErrUseLastResponse },
-		},
-		maxLine: opts.MaxLineBytes,
-		now:     opts.Now,
+	c.http = &http.Client{
+		Transport: rt,
+		// A 3xx is an answer to measure, not a hop to take: following
+		// it would time two requests as one.
+		CheckRedirect: func(*http.Request, []*http.Request) error { return http.ErrUseLastResponse },
 	}
+	return c
+}
+
+// dialer is the transport's DialContext: a connection Warm opened if one
+// is kept, else a new one; either way a bodyConn.
+func (c *Client) dialer(ctx context.Context, network, addr string) (net.Conn, error) {
+	if conn := c.stash.take(addr); conn != nil {
+		return bodyConn{conn}, nil
+	}
+	conn, err := c.dial(ctx, network, addr)
+	if err != nil {
+		return nil, err
+	}
+	return bodyConn{conn}, nil
 }
 
 // newTransport builds a transport for measuring: keep-alive sized to the
@@ -181,13 +198,10 @@ func New(opts Options) *Client {
 // decompressor buffers a token), no proxy from the environment (a proxy
 // would be measured as the server), HTTP/1.1 (one stream per connection, as
 // benchmark clients use; HTTP/2 multiplexing would couple requests).
-func newTransport(maxConns int) *http.Transport {
+func newTransport(maxConns int, dial func(ctx context.Context, network, addr string) (net.Conn, error)) *http.Transport {
 	return &http.Transport{
-		Proxy: nil,
-		DialContext: (&net.Dialer{
-			Timeout:   30 * time.Second,
-			KeepAlive: 30 * time.Second,
-		}).DialContext,
+		Proxy:               nil,
+		DialContext:         dial,
 		MaxIdleConns:        0, // no global limit; per host below
 		MaxIdleConnsPerHost: maxConns,
 		IdleConnTimeout:     90 * time.Second,
@@ -204,7 +218,12 @@ func newTransport(maxConns int) *http.Transport {
 }
 
 // Close closes idle connections. In-flight requests are not affected.
-func (c *Client) Close() { c.http.CloseIdleConnections() }
+func (c *Client) Close() {
+	c.http.CloseIdleConnections()
+	if c.stash != nil {
+		c.stash.close()
+	}
+}
 
 // ErrNoEndMarker is the error of a 2xx stream whose body ended cleanly but
 // before the protocol's end marker ("data: [DONE]").

@@ -164,6 +164,7 @@ func Build(ctx context.Context, c *config.Config, metrics *Metrics, opts Options
 			Monitor:        monitor,
 			MaxInFlight:    w.MaxInFlight,
 			MaxRate:        maxRate,
+			Burst:          burst,
 			Duration:       w.Duration,
 			StallThreshold: w.StallThreshold,
 			Sampling:       w.Sampling,

@@ -69,6 +69,11 @@ type Doer interface {
 	Do(ctx context.Context, t *client.Target, r *client.Request, obs *observation.Request)
 }
 
+// warmer is a Doer that can open connections ahead (client.Client.Warm).
+type warmer interface {
+	Warm(ctx context.Context, t *client.Target, n int) int
+}
+
 // Runner drives one workload against one target.
 type Runner struct {
 	Name     string
@@ -109,6 +114,13 @@ type Runner struct {
 	// Saturation, when set, is the process's goroutine scheduling latency:
 	// its p99 above DegradedLag also marks the measurement degraded.
 	Saturation interface{ P99() float64 }
+
+	// Burst is the most requests the schedule puts on one instant (a
+	// replay's largest group of rows). Before a replay's clock starts, Run
+	// opens that many connections (at most MaxInFlight) through a Client
+	// that can (client.Client.Warm), so that the first group does not dial
+	// them all at its instant.
+	Burst int
 
 	// Prepare, when set, builds Prompts at the start of Run (the prompt
 	// calibration against the server's /tokenize, which can take long when
@@ -210,6 +222,14 @@ func (r *Runner) Run(ctx context.Context) {
 	// count through this copy.
 	var clamped atomic.Uint64
 	var wg sync.WaitGroup
+	if w, ok := r.Client.(warmer); ok && lockstep && r.Burst > 1 {
+		// In the replay's lead, while its first rows are prepared.
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			w.Warm(ctx, r.Target, min(r.Burst, r.MaxInFlight))
+		}()
+	}
 	monitorDone := make(chan struct{})
 	go func() {
 		defer close(monitorDone)
@@ -228,11 +248,12 @@ func (r *Runner) Run(ctx context.Context) {
 	// arrivals due at the same instant go out together.
 	prepared := make(chan preparedRequest, r.lookahead(lockstep))
 	budget := newByteBudget(lookaheadBytes)
+	sends := &sendWindow{}
 	prepCtx, stopPrep := context.WithCancel(ctx)
 	prepDone := make(chan struct{})
 	go func() {
 		defer close(prepDone)
-		r.prepare(prepCtx, start, lockstep, prepared, budget, func() { clamped.Store(r.Schedule.Clamped()) })
+		r.prepare(prepCtx, start, lockstep, prepared, budget, sends, func() { clamped.Store(r.Schedule.Clamped()) })
 	}()
 	defer func() {
 		stopPrep()
@@ -250,26 +271,61 @@ func (r *Runner) Run(ctx context.Context) {
 			return nil, false
 		}
 	}
-	for {
-		var (
-			off time.Duration
-			req *client.Request
-			n   uint64
-		)
-		check := -1
+	// A replay row received while collecting a group but not of it: the
+	// first of the next group.
+	var (
+		pending    *preparedRequest
+		replayDone bool
+	)
+	nextRow := func() (preparedRequest, bool) {
+		if pending != nil {
+			p := *pending
+			pending = nil
+			return p, true
+		}
+		select {
+		case p, ok := <-prepared:
+			if ok {
+				budget.give(requestBytes(p.req))
+			}
+			return p, ok
+		case <-ctx.Done():
+			return preparedRequest{}, false
+		}
+	}
+	for !replayDone {
+		// A new slice for each group: its senders keep pointers into it.
+		group := make([]dueRequest, 0, 1)
+		var off time.Duration
 		if lockstep {
 			// A replay: the schedule advanced with its prompts in prepare.
-			select {
-			case p, ok := <-prepared:
-				if !ok {
-					return
-				}
-				budget.give(requestBytes(p.req))
-				off, req, n = p.off, p.req, p.seq
-			case <-ctx.Done():
+			p, ok := nextRow()
+			if !ok {
 				return
 			}
-			seq = n + 1
+			off = p.off
+			group = append(group, dueRequest{n: p.seq, req: p.req, check: -1})
+			// The rows of the trace that share this instant and are
+			// prepared already go out with it, as one group.
+		collect:
+			for len(group) < lookaheadItems {
+				select {
+				case q, ok := <-prepared:
+					if !ok {
+						replayDone = true
+						break collect
+					}
+					budget.give(requestBytes(q.req))
+					if q.off != off {
+						pending = &q
+						break collect
+					}
+					group = append(group, dueRequest{n: q.seq, req: q.req, check: -1})
+				default:
+					break collect
+				}
+			}
+			seq = group[len(group)-1].n + 1
 		} else {
 			var ok bool
 			off, ok = r.Schedule.Next()
@@ -277,75 +333,121 @@ func (r *Runner) Run(ctx context.Context) {
 			if !ok || (r.Duration > 0 && off >= r.Duration) {
 				return
 			}
-			n = seq
+			a := dueRequest{n: seq, check: -1}
 			seq++
 			// An arrival that carries a check draws no prompt, so the
 			// synthetic prompts keep their order.
-			if check = checks.arrive(start.Add(off)); check >= 0 {
-				req = r.checkRequest(&r.Checks[check])
-			} else if req, ok = next(); !ok {
+			if a.check = checks.arrive(start.Add(off)); a.check >= 0 {
+				a.req = r.checkRequest(&r.Checks[a.check])
+			} else if a.req, ok = next(); !ok {
 				return
 			}
+			group = append(group, a)
 		}
 		at := start.Add(off)
+		// The group's senders start before its instant and wait for it
+		// at a gate: at the instant only the admission of each row is
+		// left between one send and the next, not a goroutine's start.
+		gate := make(chan struct{})
+		for i := range group {
+			a := &group[i]
+			wg.Add(1)
+			go func(a *dueRequest) {
+				defer wg.Done()
+				<-gate
+				if a.fl == nil {
+					return // dropped, or the run stopped before its instant
+				}
+				obs := &observation.Request{Seq: a.n, Scheduled: at}
+				r.Client.Do(ctx, r.Target, a.req, obs)
+				if a.window != nil && obs.Sent.IsZero() {
+					a.window.sent() // never sent (its request could not be built)
+				}
+				inFlightSet.remove(a.fl)
+				inFlight.Add(-1)
+				mon.InFlight(-1)
+				if lag, ok := obs.ScheduleLag(); ok {
+					lags.observe(obs.Sent, lag)
+				}
+				if ctx.Err() != nil && obs.Outcome != observation.Success && errors.Is(obs.Err, context.Canceled) {
+					// The run was stopped (a reload, a shutdown) while this
+					// request was in flight: the server did nothing wrong,
+					// so it is not counted as a failure.
+					return
+				}
+				if a.check >= 0 {
+					r.observeCheck(ctx, mon, a.check, obs)
+					return
+				}
+				observer.Done(obs)
+				if obs.Outcome != observation.Success && r.Logger != nil && ctx.Err() == nil {
+					r.Logger.Debug("request failed", "workload", r.Name, "request_id", a.req.RequestID, "outcome", obs.Outcome, "status", obs.HTTPStatus, "err", obs.Err)
+				}
+			}(a)
+		}
+		sends.waitFor(at, len(group))
 		if !wait.waitUntil(ctx, at) {
+			close(gate)
 			return
 		}
-		reason := ""
-		switch {
-		case inFlight.Load() >= int64(r.MaxInFlight):
-			reason = DropInFlightCap
-		case r.Ceiling != nil && !r.Ceiling.Allow():
-			reason = DropRateCeiling
+		var dropped []int
+		// Only a group's senders tell the preparation of their sends.
+		var window *sendWindow
+		if len(group) > 1 {
+			window = sends
 		}
-		if reason != "" {
+		for i := range group {
+			a := &group[i]
+			reason := ""
+			switch {
+			case inFlight.Load() >= int64(r.MaxInFlight):
+				reason = DropInFlightCap
+			case r.Ceiling != nil && !r.Ceiling.Allow():
+				reason = DropRateCeiling
+			}
+			if reason != "" {
+				a.dropReason = reason
+				dropped = append(dropped, i)
+				continue
+			}
+			inFlight.Add(1)
+			mon.InFlight(1)
+			a.fl = inFlightSet.add(at)
+			a.window = window
+			// Its id, for the server's logs: the workload and the
+			// arrival's sequence number.
+			a.req.RequestID = r.Name + "-" + strconv.FormatUint(a.n, 10)
+			if a.check >= 0 {
+				a.req.Events = &requestEvents{o: Observers{}, f: a.fl, w: window}
+				checks.sent(a.check, at)
+			} else {
+				a.req.Events = &requestEvents{o: observer, f: a.fl, w: window}
+				a.req.TokenWindow = r.TokenWindow
+			}
+		}
+		if len(group) > 1 {
+			sends.release(len(group) - len(dropped))
+		}
+		close(gate)
+		for _, i := range dropped {
 			// A dropped check is counted as a dropped arrival, as before:
 			// it held an arrival's place.
-			observer.Dropped(&observation.Request{Seq: n, Scheduled: at, Outcome: observation.Dropped, DropReason: reason})
-			continue
+			observer.Dropped(&observation.Request{Seq: group[i].n, Scheduled: at, Outcome: observation.Dropped, DropReason: group[i].dropReason})
 		}
-		inFlight.Add(1)
-		mon.InFlight(1)
-		fl := inFlightSet.add(at)
-		// Its id, for the server's logs: the workload and the arrival's
-		// sequence number.
-		req.RequestID = r.Name + "-" + strconv.FormatUint(n, 10)
-		if check >= 0 {
-			req.Events = &requestEvents{o: Observers{}, f: fl}
-		} else {
-			req.Events = &requestEvents{o: observer, f: fl}
-			req.TokenWindow = r.TokenWindow
-		}
-		if check >= 0 {
-			checks.sent(check, at)
-		}
-		wg.Add(1)
-		go func() {
-			defer wg.Done()
-			obs := &observation.Request{Seq: n, Scheduled: at}
-			r.Client.Do(ctx, r.Target, req, obs)
-			inFlightSet.remove(fl)
-			inFlight.Add(-1)
-			mon.InFlight(-1)
-			if lag, ok := obs.ScheduleLag(); ok {
-				lags.observe(obs.Sent, lag)
-			}
-			if ctx.Err() != nil && obs.Outcome != observation.Success && errors.Is(obs.Err, context.Canceled) {
-				// The run was stopped (a reload, a shutdown) while this
-				// request was in flight: the server did nothing wrong,
-				// so it is not counted as a failure.
-				return
-			}
-			if check >= 0 {
-				r.observeCheck(ctx, mon, check, obs)
-				return
-			}
-			observer.Done(obs)
-			if obs.Outcome != observation.Success && r.Logger != nil && ctx.Err() == nil {
-				r.Logger.Debug("request failed", "workload", r.Name, "request_id", req.RequestID, "outcome", obs.Outcome, "status", obs.HTTPStatus, "err", obs.Err)
-			}
-		}()
 	}
+}
+
+// dueRequest is one request of a group due at one instant, from its
+// preparation to its admission.
+type dueRequest struct {
+	n     uint64
+	req   *client.Request
+	check int // the known-answer check it carries, or -1
+	// Set at the instant, before the gate opens: the in-flight entry of
+	// an admitted request (nil: not sent), or why it was dropped.
+	fl         *flight
+	dropReason string
+	window     *sendWindow // a group's: told of the send
 }
 
 // lookahead is how many requests prepare may hold ready. A replay's are

@@ -83,9 +83,15 @@ func (fs *flights) scan(now time.Time, threshold time.Duration) StallScan {
 type requestEvents struct {
 	o Observer
 	f *flight
+	w *sendWindow // nil: none
 }
 
-func (e *requestEvents) Sent(o *observation.Request) { e.o.Sent(o) }
+func (e *requestEvents) Sent(o *observation.Request) {
+	if e.w != nil {
+		e.w.sent()
+	}
+	e.o.Sent(o)
+}
 
 func (e *requestEvents) Content(o *observation.Request) {
 	e.f.last.Store(o.TokenTimes[len(o.TokenTimes)-1].UnixNano())
