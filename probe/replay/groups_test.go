@@ -22,15 +22,16 @@ import (
 )
 
 // TestAccuracyMooncakeGroups: a Mooncake-format trace whose rows come in
-// groups of 20 on one millisecond (30 groups, 100 ms apart), each with a 12k-token prompt (as the
-// public conversation trace has them), replayed at speed 1 with the default
-// ceiling, in a fresh process: no row is clamped or dropped, the replay is
-// not degraded, every row of a group is scheduled at its group's instant,
-// and the drift of the sends from the trace's instants stays within 2 ms
-// at p99 where the machine has the cores for it. What makes it hold: the
-// prompts and bodies are prepared ahead and not while a group is due, a
-// group's senders wait at a gate, its connections are opened in the
-// replay's lead, and a body goes out in one write (no 32 KiB buffer each).
+// groups of 20 on one millisecond (30 groups, 100 ms apart), each with a
+// 12k-token prompt (as the public conversation trace has them), replayed
+// at speed 1 with the default ceiling, in a fresh process: no row is
+// clamped or dropped, the replay is not degraded, every row of a group is
+// scheduled at its group's instant, and the drift of the sends from the
+// trace's instants stays within 2 ms at p99 where the machine has the
+// cores for it. What makes it hold: the prompts and bodies are prepared
+// ahead and not while a group is due, a group's senders wait at a gate,
+// its connections are opened in the replay's lead, and a body goes out in
+// one write (no 32 KiB buffer each).
 //
 // 20 sends of a 65 kB body cost CPU, whoever sends them. On a machine of
 // two cores, with the server on one of them, a bare client that releases
