@@ -33,6 +33,10 @@ func (c *Client) Warm(ctx context.Context, t *Target, n int) int {
 		return 0
 	}
 	n = min(n, maxWarm)
+	// A connection that takes longer than warmTTL to open is not ahead of
+	// anything; and the caller may wait for Warm.
+	ctx, cancel := context.WithTimeout(ctx, warmTTL)
+	defer cancel()
 	var (
 		wg     sync.WaitGroup
 		mu     sync.Mutex
