@@ -147,22 +147,27 @@ func TestAccuracyAgainstGroundTruth(t *testing.T) {
 	for _, tc := range []struct {
 		streams, requests, tokens int
 		// Tolerances on the p99 of |client - server|: the first token's
-		// read instant, every token's read instant, and each ITL gap.
-		ttftP99, tokenP99, itlP99 time.Duration
+		// read instant, every token's read instant, and each ITL gap; and
+		// on the median of the token's.
+		ttftP99, tokenP50, tokenP99, itlP99 time.Duration
 	}{
 		// One stream: the client's own path, loopback and one wake-up.
-		{streams: 1, requests: 8, tokens: 32, ttftP99: oneStreamTolerance, tokenP99: oneStreamTolerance, itlP99: oneStreamTolerance},
+		{streams: 1, requests: 8, tokens: 32, ttftP99: oneStreamTolerance, tokenP50: oneStreamTolerance, tokenP99: oneStreamTolerance, itlP99: oneStreamTolerance},
 		// 500 streams with the simulator in the same process: each decode
 		// step emits 500 events at once, and both sides' goroutines queue
 		// for the same 2 cores, so an event waits for those ahead of it.
 		// Measured here: token error p99 12-16 ms in November 2026; in
 		// December, on the same kind of machine with nothing else running,
 		// 15-29 ms, alike at the commit before the live observers and
-		// after them (ITL error p99 12-23 ms, TTFT error p99 8-10 ms): the
-		// figure follows the machine's scheduling, not the client, so the
-		// bound leaves room above that spread. The load harness (README)
-		// measures the client alone, with the server in another process.
-		{streams: 500, requests: 500, tokens: 32, ttftP99: 30 * time.Millisecond, tokenP99: 45 * time.Millisecond, itlP99: 45 * time.Millisecond},
+		// after them (ITL error p99 12-23 ms, TTFT error p99 8-10 ms); on
+		// 1 December 21-46 ms at p99 and 5.9-7.2 ms at p50, alike at the
+		// commit before the grouped sends and after them. The p99 follows
+		// the machine's scheduling, not the client, so its bound leaves
+		// room above that spread; the median is steadier, and its bound
+		// fails a client that read events a decode step (20 ms) late. The
+		// load harness (README) measures the client alone, with the server
+		// in another process.
+		{streams: 500, requests: 500, tokens: 32, ttftP99: 40 * time.Millisecond, tokenP50: 12 * time.Millisecond, tokenP99: 70 * time.Millisecond, itlP99: 70 * time.Millisecond},
 	} {
 		t.Run(fmt.Sprintf("streams=%d", tc.streams), func(t *testing.T) {
 			a := measureAccuracy(t, tc.streams, tc.requests, tc.tokens)
@@ -177,6 +182,9 @@ func TestAccuracyAgainstGroundTruth(t *testing.T) {
 				quantile(a.ttftErr, .5), quantile(a.ttftErr, .99), absQuantile(a.itlErr, .5), absQuantile(a.itlErr, .99))
 			if got := quantile(a.ttftErr, .99); got > tc.ttftP99 {
 				t.Errorf("TTFT error p99 %v > %v", got, tc.ttftP99)
+			}
+			if got := quantile(a.tokenErr, .5); got > tc.tokenP50 {
+				t.Errorf("token error p50 %v > %v", got, tc.tokenP50)
 			}
 			if got := quantile(a.tokenErr, .99); got > tc.tokenP99 {
 				t.Errorf("token error p99 %v > %v", got, tc.tokenP99)
