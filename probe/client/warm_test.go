@@ -13,11 +13,22 @@ import (
 	"github.com/infer-exporter/infer_exporter/probe/observation"
 )
 
-// TestWarm: Warm opens n connections, and n requests sent at once then take
-// them: the server sees no connection beyond the n, and none is left kept.
+// TestWarm: Warm opens n connections, and n requests in flight together
+// then take them: the server sees no connection beyond the n, and none is
+// left kept.
 func TestWarm(t *testing.T) {
+	const n = 6
 	var opened atomic.Int32
-	srv := httptest.NewUnstartedServer(streamHandler(chatContent("a"), done))
+	// Each request is answered once all n have arrived, so that every one
+	// needs a connection of its own (none can reuse another's).
+	var arrived sync.WaitGroup
+	arrived.Add(n)
+	stream := streamHandler(chatContent("a"), done)
+	srv := httptest.NewUnstartedServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		arrived.Done()
+		arrived.Wait()
+		stream(w, r)
+	}))
 	srv.Config.ConnState = func(_ net.Conn, s http.ConnState) {
 		if s == http.StateNew {
 			opened.Add(1)
@@ -28,7 +39,6 @@ func TestWarm(t *testing.T) {
 	c := New(Options{MaxConnsPerHost: 16})
 	defer c.Close()
 	target := &Target{BaseURL: srv.URL}
-	const n = 6
 	if got := c.Warm(context.Background(), target, n); got != n {
 		t.Fatalf("Warm opened %d, want %d", got, n)
 	}
