@@ -37,6 +37,8 @@ const (
 type sendWindow struct {
 	due     atomic.Int64 // the instant (unix ns) of the group the dispatcher waits for; 0: none
 	pending atomic.Int64 // a group's senders released and not yet at their send
+	// most is the longest one standing aside (0: standAsideMax).
+	most time.Duration
 }
 
 const (
@@ -67,7 +69,11 @@ func (w *sendWindow) sent() { w.pending.Add(-1) }
 // when ctx is done. It polls: it runs between two preparations, at most
 // twice per request.
 func (w *sendWindow) standAside(ctx context.Context) {
-	for deadline := time.Now().Add(standAsideMax); ctx.Err() == nil && time.Now().Before(deadline); {
+	most := w.most
+	if most <= 0 {
+		most = standAsideMax
+	}
+	for deadline := time.Now().Add(most); ctx.Err() == nil && time.Now().Before(deadline); {
 		var wait time.Duration
 		if w.pending.Load() > 0 {
 			wait = 100 * time.Microsecond
