@@ -704,11 +704,7 @@ func TestDoReusesConnection(t *testing.T) {
 		// a missing drain visible.)
 		time.Sleep(5 * time.Millisecond)
 	}))
-	srv.Config.ConnState = func(_ net.Conn, s http.ConnState) {
-		if s == http.StateNew {
-			conns.Add(1)
-		}
-	}
+	countNewConns(srv, &conns)
 	srv.Start()
 	defer srv.Close()
 	c := New(Options{MaxConnsPerHost: 4})
@@ -851,5 +847,15 @@ func TestEventCap(t *testing.T) {
 	c.Do(context.Background(), &Target{BaseURL: srv.URL}, &Request{Prompt: "p", MaxTokens: 10}, obs)
 	if obs.Outcome != observation.StreamError || obs.ContentEvents != 4*10+16 || len(obs.TokenTimes) != obs.ContentEvents {
 		t.Fatalf("outcome %s, %d events, %d times; want stream_error after 56", obs.Outcome, obs.ContentEvents, len(obs.TokenTimes))
+	}
+}
+
+// countNewConns counts the connections an unstarted test server accepts
+// into n.
+func countNewConns(srv *httptest.Server, n *atomic.Int32) {
+	srv.Config.ConnState = func(_ net.Conn, s http.ConnState) {
+		if s == http.StateNew {
+			n.Add(1)
+		}
 	}
 }

@@ -2,7 +2,6 @@ package client
 
 import (
 	"context"
-	"net"
 	"net/http"
 	"net/http/httptest"
 	"sync"
@@ -29,11 +28,7 @@ func TestWarm(t *testing.T) {
 		arrived.Wait()
 		stream(w, r)
 	}))
-	srv.Config.ConnState = func(_ net.Conn, s http.ConnState) {
-		if s == http.StateNew {
-			opened.Add(1)
-		}
-	}
+	countNewConns(srv, &opened)
 	srv.Start()
 	defer srv.Close()
 	c := New(Options{MaxConnsPerHost: 16})
