@@ -117,16 +117,7 @@ func TestScrapeReadiness(t *testing.T) {
 
 // TestScrapeUnreachable: a closed port is Unreachable.
 func TestScrapeUnreachable(t *testing.T) {
-	ln, err := net.Listen("tcp", "127.0.0.1:0")
-	if err != nil {
-		t.Fatal(err)
-	}
-	addr := ln.Addr().String()
-	ln.Close()
-	var got polls
-	sm := NewScraper(nil, WithPollObserver(&got))
-	defer sm.Close()
-	applyOne(t, sm, "http://"+addr, "")
+	_, _, got := scrapeClosedPort(t)
 	if p := got.wait(t, "a full scrape", func(p Poll) bool { return p.Full }); p.Readiness != Unreachable {
 		t.Errorf("closed port: %v, want unreachable", p.Readiness)
 	}
@@ -137,16 +128,7 @@ func TestScrapeUnreachable(t *testing.T) {
 // its engine detected) as soon as a readiness poll sees it answer, and
 // the simulator's load is seen unready and then ready.
 func TestReadinessPollBringsScrapeForward(t *testing.T) {
-	ln, err := net.Listen("tcp", "127.0.0.1:0")
-	if err != nil {
-		t.Fatal(err)
-	}
-	addr := ln.Addr().String()
-	ln.Close()
-	var got polls
-	sm := NewScraper(nil, WithPollObserver(&got))
-	defer sm.Close()
-	applyOne(t, sm, "http://"+addr, "")
+	addr, sm, got := scrapeClosedPort(t)
 	got.wait(t, "a refused scrape", func(p Poll) bool { return p.Full && p.Readiness == Unreachable })
 	got.wait(t, "a readiness poll", func(p Poll) bool { return !p.Full && p.Readiness == Unreachable })
 
@@ -202,4 +184,22 @@ func TestProcessStart(t *testing.T) {
 			}
 		})
 	}
+}
+
+// scrapeClosedPort starts a scraper with a poll observer on a port where
+// nothing listens, and returns the address, the scraper (closed at the
+// test's end) and its polls.
+func scrapeClosedPort(t *testing.T) (string, *Scraper, *polls) {
+	t.Helper()
+	ln, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	addr := ln.Addr().String()
+	ln.Close()
+	got := &polls{}
+	sm := NewScraper(nil, WithPollObserver(got))
+	t.Cleanup(sm.Close)
+	applyOne(t, sm, "http://"+addr, "")
+	return addr, sm, got
 }
