@@ -424,12 +424,7 @@ func (c *Config) validate(v *validator) {
 		if t.Timeout < 0 {
 			v.add(p, "timeout", "must be positive")
 		}
-		v.checkCount(p, "headers", len(t.Headers), MaxHeaders, "headers", "MaxHeaders")
-		for k := range t.Headers {
-			if strings.EqualFold(k, "Authorization") {
-				v.add(p, "headers", "must not set Authorization: use bearer_token_file")
-			}
-		}
+		v.checkHeaders(p, t.Headers)
 		t.validateServerMetrics(v, p)
 		t.validateQuality(v, p)
 	}

@@ -77,6 +77,10 @@ func TestParseErrors(t *testing.T) {
 		{"bad dist", base + "    prompt:\n      input_tokens: {dist: zipf}\n", []string{`c.yml:11: workloads[0].prompt.input_tokens.dist: "zipf" is not one of`}},
 		{"duplicate target", strings.Replace(base, "workloads:", "  - name: local\n    url: http://127.0.0.1:1\n    model: m\nworkloads:", 1), []string{`c.yml:5: targets[1].name: "local" is used by another target`}},
 		{"authorization header", strings.Replace(base, "model: m", "model: m\n    headers: {Authorization: x}", 1), []string{"targets[0].headers: must not set Authorization"}},
+		{"header value with CR LF", strings.Replace(base, "model: m", "model: m\n    headers: {X-A: \"v\\r\\nX-Injected: 1\"}", 1), []string{`targets[0].headers.X-A: header value has a control character ('\r' at byte 1)`}},
+		{"header name with a space", strings.Replace(base, "model: m", "model: m\n    headers: {\"X B\": v}", 1), []string{`targets[0].headers.X B: header name "X B" is not an HTTP token`}},
+		{"header value with NUL", strings.Replace(base, "model: m", "model: m\n    headers: {X-A: \"a\\0b\"}", 1), []string{`targets[0].headers.X-A: header value has a control character ('\x00' at byte 1)`}},
+		{"empty header name", strings.Replace(base, "model: m", "model: m\n    headers: {\"\": v}", 1), []string{`targets[0].headers.: header name "" is not an HTTP token`}},
 		{"missing token file", strings.Replace(base, "model: m", "model: m\n    bearer_token_file: /nonexistent/token", 1), []string{"c.yml:5: targets[0].bearer_token_file: cannot read"}},
 	} {
 		t.Run(tc.name, func(t *testing.T) {

@@ -330,10 +330,12 @@ func checkLength(name string, d *Distribution) []LengthProblem {
 }
 
 // validateLengths checks a prompt's lengths at p (the prompt block).
-func validateLengths(v *validator, p path, pr *Prompt) {
-	for _, prob := range CheckLengths(&pr.InputTokens, &pr.OutputTokens) {
+func validateLengths(v *validator, p path, pr *Prompt) bool {
+	probs := CheckLengths(&pr.InputTokens, &pr.OutputTokens)
+	for _, prob := range probs {
 		v.addPath(append(append(path{}, p...), prob.Path...), prob.Reason)
 	}
+	return len(probs) == 0
 }
 
 // checkTokens reports a token count above MaxTokens at p.field.

@@ -115,6 +115,15 @@ const (
 	MaxModuleRequests = 100
 	// MaxKnownAnswers bounds a module's known-answer checks.
 	MaxKnownAnswers = 20
+	// MaxModuleTokens bounds a probe's total work: requests × the longest
+	// prompt and answer one can draw, plus the known answers' max_tokens.
+	// A probe builds each prompt as a sender takes it, but its senders can
+	// hold Concurrency of them at once (some 12 bytes a prompt token, as
+	// text and body) and every answer's token instants (24 bytes a token):
+	// 4M tokens keep one scrape under about 100 MB, where 100 requests of
+	// 1M-token prompts took 1.5 GB. A probe is a smoke test; a load test
+	// is a workload.
+	MaxModuleTokens = 1 << 22
 	// A probe is a smoke test, not a load test: a short prompt and answer.
 	DefaultModuleInputTokens    = 64
 	DefaultModuleOutputTokens   = 32
@@ -236,19 +245,16 @@ func (c *Config) validateModules(v *validator) {
 				v.add(p, "bearer_token_file", "set either target (its credentials) or bearer_token_file, not both")
 			}
 		}
-		v.checkCount(p, "headers", len(m.Headers), MaxHeaders, "headers", "MaxHeaders")
-		for k := range m.Headers {
-			if strings.EqualFold(k, "Authorization") {
-				v.add(p, "headers", "must not set Authorization: use bearer_token_file")
-			}
-		}
+		v.checkHeaders(p, m.Headers)
 		if m.Requests < 1 || m.Requests > MaxModuleRequests {
 			v.add(p, "requests", fmt.Sprintf("must be between 1 and %d", MaxModuleRequests))
 		}
 		if m.Concurrency < 1 || m.Concurrency > max(m.Requests, 1) {
 			v.add(p, "concurrency", "must be between 1 and requests")
 		}
-		validateLengths(v, append(append(path{}, p...), "prompt"), &m.Prompt)
+		if validateLengths(v, append(append(path{}, p...), "prompt"), &m.Prompt) {
+			checkModuleWork(v, p, &m)
+		}
 		if m.Sampling.MinTokens < 0 {
 			v.add(append(append(path{}, p...), "sampling"), "min_tokens", "must not be negative")
 		}
@@ -282,6 +288,22 @@ func (c *Config) validateModules(v *validator) {
 			v.checkTokens(kp, "max_tokens", ka.MaxTokens)
 		}
 		c.Modules[name] = m
+	}
+}
+
+// checkModuleWork refuses a module whose probe would ask for more than
+// MaxModuleTokens tokens in all. Its lengths have passed validateLengths,
+// so each has a largest value.
+func checkModuleWork(v *validator, p path, m *Module) {
+	in, _ := largest(&m.Prompt.InputTokens)
+	out, _ := largest(&m.Prompt.OutputTokens)
+	total := int64(m.Requests) * int64(in+out)
+	for _, ka := range m.KnownAnswers {
+		total += int64(max(ka.MaxTokens, 0))
+	}
+	if total > MaxModuleTokens {
+		v.add(p, "requests", fmt.Sprintf("%d requests of up to %d input and %d output tokens (with the known answers) is %d tokens a probe: at most %d (config.MaxModuleTokens); lower requests or the prompt lengths, or use a workload for load",
+			m.Requests, in, out, total, MaxModuleTokens))
 	}
 }
 

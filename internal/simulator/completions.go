@@ -400,6 +400,12 @@ const (
 	textObject      = "text_completion"
 )
 
+// contentPad is the text PadContentBytes appends to every streamed content
+// token ("" when off).
+func contentPad(f *Faults) string {
+	return strings.Repeat("x", f.PadContentBytes)
+}
+
 // stream relays a streaming response. It reports whether the request
 // finished in the engine (so that it need not be aborted).
 func (s *Simulator) stream(ctx context.Context, w http.ResponseWriter, p *genParams, q *sequence, f *Faults, arrival time.Time) bool {
@@ -428,6 +434,7 @@ func (s *Simulator) stream(ctx context.Context, w http.ResponseWriter, p *genPar
 	// A reasoning token's delta carries the configured field, and no
 	// content.
 	reasoningOpen := `"delta":{"` + s.cfg.ReasoningField + `":"`
+	pad := contentPad(f)
 	written, roleSent := 0, !p.chat
 	for {
 		select {
@@ -457,9 +464,9 @@ func (s *Simulator) stream(ctx context.Context, w http.ResponseWriter, p *genPar
 			case p.chat && written < p.reasoning:
 				buf = append(append(append(append(buf, reasoningOpen...), piece...), chatDeltaClose...), fr...)
 			case p.chat:
-				buf = append(append(append(append(buf, chatDeltaOpen...), piece...), chatDeltaClose...), fr...)
+				buf = append(append(append(append(append(buf, chatDeltaOpen...), piece...), pad...), chatDeltaClose...), fr...)
 			default:
-				buf = append(append(append(append(append(buf, textOpen...), piece...), textClose...), fr...), textStopReason...)
+				buf = append(append(append(append(append(append(buf, textOpen...), piece...), pad...), textClose...), fr...), textStopReason...)
 			}
 			buf = append(buf, choiceEnd...)
 			if !write(finish(buf)) {

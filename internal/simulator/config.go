@@ -190,7 +190,18 @@ type Faults struct {
 	// a degraded model, whose perplexity over any text is exp(penalty)
 	// times the healthy one.
 	LogprobPenalty float64
+	// PadContentBytes (0 = off) appends this many bytes of text ("x") to
+	// every streamed content token's text: a server whose answers are far
+	// larger than their token counts, which the client's bounds on kept
+	// text must hold against. Streaming responses of every flavor; at most
+	// MaxPadContentBytes.
+	PadContentBytes int
 }
+
+// MaxPadContentBytes bounds PadContentBytes: past the client's 1 MiB line
+// bound an event is refused whole, which the padding need not reach far
+// beyond.
+const MaxPadContentBytes = 4 << 20
 
 // NoFaults is the fault injection that injects nothing, with its neutral
 // values spelled out (Slowdown 1, ErrorStatus 503).
@@ -220,6 +231,8 @@ func (f Faults) Validate() error {
 		return errors.New("fault durations must not be negative")
 	case f.StallAfterTokens < 0 || f.DisconnectAfterTokens < 0 || f.MalformedAfterTokens < 0:
 		return errors.New("fault token counts must not be negative")
+	case f.PadContentBytes < 0 || f.PadContentBytes > MaxPadContentBytes:
+		return fmt.Errorf("pad_content_bytes %d is outside 0..%d", f.PadContentBytes, MaxPadContentBytes)
 	case f.StallMidStream > 0 && f.StallAfterTokens < 1:
 		return errors.New("stall_mid_stream needs stall_after_tokens >= 1")
 	case !(f.LogprobPenalty >= 0 && f.LogprobPenalty <= MaxLogprobPenalty):
@@ -240,6 +253,7 @@ type faultsJSON struct {
 	MalformedAfterTokens  int     `json:"malformed_after_tokens"`
 	SlowHeaders           string  `json:"slow_headers"`
 	LogprobPenalty        float64 `json:"logprob_penalty"`
+	PadContentBytes       int     `json:"pad_content_bytes"`
 }
 
 // MarshalJSON writes durations as Go duration strings ("1.5s").
@@ -255,6 +269,7 @@ func (f Faults) MarshalJSON() ([]byte, error) {
 		MalformedAfterTokens:  f.MalformedAfterTokens,
 		SlowHeaders:           f.SlowHeaders.String(),
 		LogprobPenalty:        f.LogprobPenalty,
+		PadContentBytes:       f.PadContentBytes,
 	})
 }
 
@@ -276,6 +291,7 @@ func (f *Faults) UnmarshalJSON(data []byte) error {
 		DisconnectAfterTokens: w.DisconnectAfterTokens,
 		MalformedAfterTokens:  w.MalformedAfterTokens,
 		LogprobPenalty:        w.LogprobPenalty,
+		PadContentBytes:       w.PadContentBytes,
 	}
 	for _, d := range []struct {
 		name string
@@ -345,5 +361,6 @@ func AddFlags(cmd FlagAdder) *Config {
 	cmd.Flag("fault.malformed-after-tokens", "Emit one malformed event after N content chunks, then continue (0 = off).").Default(it(d.Faults.MalformedAfterTokens)).IntVar(&f.MalformedAfterTokens)
 	cmd.Flag("fault.slow-headers", "Wait this long before writing response headers.").Default(d.Faults.SlowHeaders.String()).DurationVar(&f.SlowHeaders)
 	cmd.Flag("fault.logprob-penalty", "Subtract this many nats from every reported log-probability: perplexity rises exp(penalty) times (0 = off).").Default(ff(d.Faults.LogprobPenalty)).Float64Var(&f.LogprobPenalty)
+	cmd.Flag("fault.pad-content-bytes", "Append this many bytes of text to every streamed content token: answers far larger than their tokens (0 = off).").Default(it(d.Faults.PadContentBytes)).IntVar(&f.PadContentBytes)
 	return c
 }

@@ -31,7 +31,7 @@ func TestAdminFaults(t *testing.T) {
 		"slowdown": 1.0, "error_rate": 0.0, "error_status": 503.0,
 		"stall_before_first_token": "0s", "stall_mid_stream": "0s", "stall_after_tokens": 0.0,
 		"disconnect_after_tokens": 0.0, "malformed_after_tokens": 0.0, "slow_headers": "0s",
-		"logprob_penalty": 0.0,
+		"logprob_penalty": 0.0, "pad_content_bytes": 0.0,
 	}
 	if !jsonEqual(got, want) {
 		t.Errorf("GET %v, want %v", got, want)
@@ -43,7 +43,7 @@ func TestAdminFaults(t *testing.T) {
 	}{
 		{"put full", http.MethodPut, `{"slowdown": 2, "error_rate": 0.5, "error_status": 429, "stall_before_first_token": "1.5s",
 			"stall_mid_stream": "2s", "stall_after_tokens": 3, "disconnect_after_tokens": 4, "malformed_after_tokens": 5, "slow_headers": "250ms",
-			"logprob_penalty": 1.5}`, 200},
+			"logprob_penalty": 1.5, "pad_content_bytes": 1000}`, 200},
 		{"post partial", http.MethodPost, `{"error_rate": 0.1}`, 200},
 		{"unknown field", http.MethodPut, `{"error_rate": 0.1, "eror_status": 500}`, 400},
 		{"bad status", http.MethodPut, `{"error_rate": 0.1, "error_status": 404}`, 400},
@@ -54,6 +54,8 @@ func TestAdminFaults(t *testing.T) {
 		{"stall without position", http.MethodPut, `{"stall_mid_stream": "1s"}`, 400},
 		{"negative logprob penalty", http.MethodPut, `{"logprob_penalty": -0.5}`, 400},
 		{"logprob penalty above the bound", http.MethodPut, `{"logprob_penalty": 51}`, 400},
+		{"negative padding", http.MethodPut, `{"pad_content_bytes": -1}`, 400},
+		{"padding above the bound", http.MethodPut, `{"pad_content_bytes": 4194305}`, 400},
 		{"not json", http.MethodPut, `{`, 400},
 	}
 	for _, tc := range tests {

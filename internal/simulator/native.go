@@ -79,6 +79,7 @@ func (s *Simulator) streamNative(ctx context.Context, w http.ResponseWriter, p *
 		return err == nil
 	}
 	written, reason := 0, ""
+	pad := contentPad(f)
 	for {
 		select {
 		case <-q.st.ready:
@@ -91,7 +92,7 @@ func (s *Simulator) streamNative(ctx context.Context, w http.ResponseWriter, p *
 		}
 		for written < produced {
 			last := finished && written == produced-1
-			buf = np.token(buf[:0], written, outputPiece(p.key, written), last, why)
+			buf = np.token(buf[:0], written, outputPiece(p.key, written)+pad, last, why)
 			if !write(buf) {
 				return false
 			}

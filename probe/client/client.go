@@ -72,6 +72,12 @@ type Request struct {
 	// KeepText keeps the generated answer text in the observation, for
 	// known-answer checks. Reasoning text is not kept.
 	KeepText bool
+	// MaxTextBytes bounds the answer text KeepText keeps; 0 means
+	// DefaultMaxTextBytes. It is checked as each event arrives: a server
+	// that answers more ends the request as a stream error, so a target's
+	// oversized answer costs at most this much memory (one event of up to
+	// MaxLineBytes beside it), however long it streams.
+	MaxTextBytes int
 	// Timeout bounds the whole request, from send to last byte; 0 means
 	// only the caller's context bounds it.
 	Timeout time.Duration
@@ -131,6 +137,12 @@ type Options struct {
 const (
 	DefaultMaxConnsPerHost = 64
 	DefaultMaxLineBytes    = 1 << 20
+	// DefaultMaxTextBytes bounds a kept answer when the request names no
+	// bound. A known answer is matched in a few hundred bytes; 64 KiB is
+	// some 16,000 tokens of English, far beyond any known-answer prompt's
+	// max_tokens, and 64 KiB a request is what a /probe module's 100
+	// concurrent checks can afford.
+	DefaultMaxTextBytes = 64 << 10
 	// errorBodyBytes bounds how much of a non-2xx body is kept in Err.
 	errorBodyBytes = 4 << 10
 	// drainBytes bounds how much is read after the end marker so that the
@@ -378,12 +390,16 @@ func (c *Client) Do(ctx context.Context, t *Target, r *Request, obs *observation
 func (c *Client) readStream(ctx context.Context, dec Decoder, r *Request, obs *observation.Request) {
 	var (
 		ch              Chunk
-		text            []byte
+		text            strings.Builder
+		textLimit       = r.MaxTextBytes
 		usagePrompt     int
 		usageCompletion int
 		usageReasoning  int
 		haveUsage       bool
 	)
+	if textLimit <= 0 {
+		textLimit = DefaultMaxTextBytes
+	}
 	for {
 		err := dec.Next()
 		at := c.now()
@@ -432,7 +448,16 @@ func (c *Client) readStream(ctx context.Context, dec Decoder, r *Request, obs *o
 				r.Events.Content(obs)
 			}
 			if r.KeepText {
-				text = append(text, ch.Content...)
+				if text.Len()+len(ch.Content) > textLimit {
+					// Checked before the bytes are kept: a server that
+					// answers more than was asked for never holds more
+					// than textLimit of this process's memory.
+					obs.End = at
+					obs.Outcome = observation.StreamError
+					obs.Err = &ProtocolError{Msg: fmt.Sprintf("answer text over its bound of %d bytes", textLimit)}
+					break
+				}
+				text.Write(ch.Content)
 			}
 		}
 		if ch.HasUsage {
@@ -457,7 +482,8 @@ func (c *Client) readStream(ctx context.Context, dec Decoder, r *Request, obs *o
 		obs.OutputTokens, obs.TokenSource = obs.ContentEvents, observation.TokensFromEvents
 	}
 	if r.KeepText {
-		obs.Text = string(text)
+		// A Builder's String is its buffer, not a copy of it.
+		obs.Text = text.String()
 	}
 }
 

@@ -112,7 +112,6 @@ func (h *Handler) probe(ctx context.Context, p *probeRun) *result {
 	cl := client.New(client.Options{MaxConnsPerHost: m.Concurrency, Transport: tr})
 	defer cl.Close()
 
-	jobs := make(chan job, n)
 	// Each probe draws new prompts, from the module's seed plus the probe's
 	// sequence number: repeating one prompt every scrape would have the
 	// server's prefix cache answer it, and TTFT would measure the cache.
@@ -127,17 +126,37 @@ func (h *Handler) probe(ctx context.Context, p *probeRun) *result {
 	id := func(kind string, i int) string {
 		return fmt.Sprintf("probe-%s-%d-%s%d", p.moduleName, probeSeq, kind, i)
 	}
-	for i := range res.requests {
-		req := tmpl.Request(gen.Next())
-		req.RequestID = id("", i)
-		jobs <- job{req: req, obs: &res.requests[i], index: i}
-	}
-	for i, ka := range m.KnownAnswers {
-		req := tmpl.KnownAnswer(ka.Prompt, ka.MaxTokens)
-		req.RequestID = id("ka", i)
-		jobs <- job{req: req, obs: &res.checks[i].obs, index: i, check: true}
-	}
-	close(jobs)
+	// Requests are built one at a time, as a sender takes one: a probe
+	// holds at most Concurrency prompts and bodies (and the one being
+	// built), never all of its requests' at once.
+	jobs := make(chan job)
+	go func() {
+		defer close(jobs)
+		next := func(j job) bool {
+			select {
+			case jobs <- j:
+				return true
+			case <-ctx.Done():
+				return false
+			}
+		}
+		for i := range res.requests {
+			req := tmpl.Request(gen.Next())
+			req.RequestID = id("", i)
+			if !next(job{req: req, obs: &res.requests[i], index: i}) {
+				res.notSent(i, 0, ctx.Err())
+				return
+			}
+		}
+		for i, ka := range m.KnownAnswers {
+			req := tmpl.KnownAnswer(ka.Prompt, ka.MaxTokens)
+			req.RequestID = id("ka", i)
+			if !next(job{req: req, obs: &res.checks[i].obs, index: i, check: true}) {
+				res.notSent(len(res.requests), i, ctx.Err())
+				return
+			}
+		}
+	}()
 
 	var wg sync.WaitGroup
 	for range m.Concurrency {
@@ -151,6 +170,18 @@ func (h *Handler) probe(ctx context.Context, p *probeRun) *result {
 
 	h.judge(res, m, g, logger)
 	return res
+}
+
+// notSent marks the requests from index requests and the checks from index
+// checks on as dropped at the deadline: the probe ended before a sender
+// took them.
+func (res *result) notSent(requests, checks int, err error) {
+	for i := requests; i < len(res.requests); i++ {
+		res.requests[i] = observation.Request{Outcome: observation.Dropped, DropReason: dropDeadline, Err: err}
+	}
+	for i := checks; i < len(res.checks); i++ {
+		res.checks[i].obs = observation.Request{Outcome: observation.Dropped, DropReason: dropDeadline, Err: err}
+	}
 }
 
 // clampModule bounds a module that was built in code rather than parsed

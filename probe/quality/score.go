@@ -298,7 +298,15 @@ func (a *accumulator) score(status int) (Score, error) {
 		return Score{}, fail(ReasonIncomplete, status, "the server tokenized the text as one token: nothing to score")
 	}
 	mean := a.sum / float64(a.scored)
-	return Score{Perplexity: math.Exp(-mean), MeanLogprob: mean, Tokens: a.scored, HTTPStatus: status}, nil
+	ppl := math.Exp(-mean)
+	if math.IsInf(ppl, 0) || math.IsNaN(ppl) {
+		// Finite log-probabilities whose mean is below about -709 nats a
+		// token: exp overflows. No model that deserves a score says that;
+		// reported as +Inf, the perplexity-rise alert (+Inf > 1.1 × +Inf)
+		// would stop firing once the baseline is +Inf too.
+		return Score{}, fail(ReasonBadResponse, status, "a mean log-probability of %g nats a token overflows the perplexity", mean)
+	}
+	return Score{Perplexity: ppl, MeanLogprob: mean, Tokens: a.scored, HTTPStatus: status}, nil
 }
 
 // walkArray calls each for every element of the JSON array raw, decoding

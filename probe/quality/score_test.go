@@ -179,6 +179,8 @@ func TestScoreFailures(t *testing.T) {
 		{"short of the prompt", "openai-completions", 200, `{"choices":[{"logprobs":{"token_logprobs":[null,-1,-2]}}],"usage":{"prompt_tokens":5}}`, quality.ReasonIncomplete},
 		{"one token", "openai-completions", 200, `{"choices":[{"logprobs":{"token_logprobs":[null,-1]}}],"usage":{"prompt_tokens":1}}`, quality.ReasonIncomplete},
 		{"positive log-probability", "openai-completions", 200, `{"choices":[{"logprobs":{"token_logprobs":[null,0.5]}}],"usage":{"prompt_tokens":2}}`, quality.ReasonBadResponse},
+		{"perplexity overflows: -1000 a token", "openai-completions", 200, `{"choices":[{"logprobs":{"token_logprobs":[null,-1000,-1000]}}],"usage":{"prompt_tokens":3}}`, quality.ReasonBadResponse},
+		{"sglang perplexity overflows", "sglang", 200, `{"meta_info":{"prompt_tokens":2,"input_token_logprobs":[[null,1,null],[-1000,2,null]]}}`, quality.ReasonBadResponse},
 		{"a string log-probability", "openai-completions", 200, `{"choices":[{"logprobs":{"token_logprobs":[null,"-1"]}}],"usage":{"prompt_tokens":2}}`, quality.ReasonBadResponse},
 		{"error in a 200", "openai-completions", 200, `{"error":{"message":"no"}}`, quality.ReasonBadResponse},
 		{"too many entries", "openai-completions", 200, many, quality.ReasonBadResponse},

@@ -300,6 +300,10 @@ func (p sessionPrompts) Request(seq uint64, req *client.Request) {
 	}
 	ss.bytes += len(user)
 	req.KeepText = true
+	// The reply may hold what is left of the conversation's byte bound,
+	// checked as it streams: a server that answers more ends the turn (a
+	// stream error) before the reply outgrows the bound, not after.
+	req.MaxTextBytes = max(1, s.maxBytes-ss.bytes)
 	if ss.sent < ss.turns {
 		s.needDraw = append(s.needDraw, ss)
 		s.drawReady.Signal()
