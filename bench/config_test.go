@@ -99,7 +99,7 @@ func TestParseErrors(t *testing.T) {
 		want []string
 	}{
 		{"unknown bench field", "targets: [{name: a, url: 'http://127.0.0.1:1', model: m}]\nbench:\n  matrix: {rates: [1]}\n  duraton: 1s\n",
-			[]string{"b.yml:4: field duraton not found"}},
+			[]string{`b.yml:4: bench.duraton: unknown field "duraton"; did you mean duration?`}},
 		{"target checked by the exporter's loader, line kept", "bench:\n  matrix: {rates: [1]}\ntargets:\n  - name: a\n    url: ftp://x\n    model: m\n",
 			[]string{"b.yml:5: targets[0].url:"}},
 		{"no targets", "bench: {matrix: {rates: [1]}}\n", []string{"b.yml:1: targets: at least one target"}},

@@ -133,7 +133,7 @@ func TestPerplexityConfig(t *testing.T) {
 		{"too many repeats", "sglang", "  perplexity: {repeats: 21}\n", "b.yml:5: bench.perplexity.repeats: must be between 1 and 20"},
 		{"bad timeout", "sglang", "  perplexity: {timeout: 1h}\n", "bench.perplexity.timeout: must be positive and at most 10m0s"},
 		{"unsupported", "ollama-generate", "  perplexity: {}\n", `b.yml:5: bench.perplexity: target "a" (ollama-generate) cannot be scored: Ollama returns`},
-		{"unknown field", "tgi", "  perplexity: {text: mine}\n", "b.yml:5: field text not found"},
+		{"unknown field", "tgi", "  perplexity: {text: mine}\n", `b.yml:5: bench.perplexity.text: unknown field "text"; known here: repeats, timeout`},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			c, err := Parse([]byte(strings.Replace(head, "%s", tc.flavor, 1)+tc.block), "b.yml")

@@ -50,7 +50,7 @@ func TestWorkloadChecksErrors(t *testing.T) {
 		{"negative every", `{prompt: p, expect: x, every: -1}`, "workloads[0].checks[0].every: must not be negative"},
 		{"short interval", `{prompt: p, expect: x, interval: 10ms}`, "workloads[0].checks[0].interval: must be at least 1s"},
 		{"negative max_tokens", `{prompt: p, expect: x, every: 1, max_tokens: -1}`, "workloads[0].checks[0].max_tokens: must be at least 1"},
-		{"unknown field", `{prompt: p, expect: x, every: 1, rate: 2}`, "field rate not found"},
+		{"unknown field", `{prompt: p, expect: x, every: 1, rate: 2}`, `workloads[0].checks[0].rate: unknown field "rate"; known here: every, expect, interval, max_tokens, prompt`},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			_, err := Parse([]byte(base+"    checks:\n      - "+tc.checks+"\n"), "c.yml")

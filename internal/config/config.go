@@ -300,6 +300,10 @@ func DecodeStrict(data []byte, file string, v any) (*yaml.Node, error) {
 	if err := checkNodes(&root, file); err != nil {
 		return nil, err
 	}
+	if errs := schemaErrors(&root, v, file); len(errs) > 0 {
+		return nil, errors.Join(errs...) // capped at MaxErrors already
+	}
+	data = zeroDurations(data, &root, v)
 	dec := yaml.NewDecoder(bytes.NewReader(data))
 	dec.KnownFields(true)
 	if err := dec.Decode(v); err != nil && !errors.Is(err, io.EOF) {

@@ -59,10 +59,10 @@ func TestParseErrors(t *testing.T) {
 		yaml string
 		want []string // substrings of the error, each "file:line: ..."
 	}{
-		{"unknown top-level field", base + "extra: 1\n", []string{"c.yml:10: field extra not found"}},
-		{"unknown nested field", strings.Replace(base, "      rate: 1\n", "      rate: 1\n      rat: 2\n", 1), []string{"c.yml:10: field rat not found"}},
-		{"wrong type", strings.Replace(base, "rate: 1", "rate: fast", 1), []string{"c.yml:9: cannot unmarshal"}},
-		{"bad duration", base + "    duration: 5\n", []string{"c.yml:10: cannot unmarshal"}},
+		{"unknown top-level field", base + "extra: 1\n", []string{`c.yml:10: extra: unknown field "extra"; known here: modules, probe, targets, workloads`}},
+		{"unknown nested field", strings.Replace(base, "      rate: 1\n", "      rate: 1\n      rat: 2\n", 1), []string{`c.yml:10: workloads[0].arrival.rat: unknown field "rat"; did you mean rate?`}},
+		{"wrong type", strings.Replace(base, "rate: 1", "rate: fast", 1), []string{`c.yml:9: workloads[0].arrival.rate: expected a number, got "fast"`}},
+		{"bad duration", base + "    duration: 5\n", []string{`c.yml:10: workloads[0].duration: expected a duration such as 500ms, 30s or 5m (0 for none), got "5": write 5ms for milliseconds or 5s for seconds`}},
 		{"syntax", "targets: [\n", []string{"c.yml"}},
 		{"missing url", strings.Replace(base, "    url: http://127.0.0.1:8000\n", "", 1), []string{"c.yml:2: targets[0].url: is required"}},
 		{"bad scheme", strings.Replace(base, "http://127", "file://127", 1), []string{"c.yml:3: targets[0].url:", "http or https"}},

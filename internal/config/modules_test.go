@@ -100,7 +100,7 @@ func TestModuleErrors(t *testing.T) {
 		yaml string
 		want string // "file:line: field: reason", or a part of it
 	}{
-		{"unknown field", strings.Replace(modulesBase, "    requests: 3\n", "    requests: 3\n    reqests: 3\n", 1), "c.yml:8: field reqests not found"},
+		{"unknown field", strings.Replace(modulesBase, "    requests: 3\n", "    requests: 3\n    reqests: 3\n", 1), `c.yml:8: modules.smoke.reqests: unknown field "reqests"; did you mean requests?`},
 		{"too many requests", strings.Replace(modulesBase, "requests: 3", "requests: 101", 1), "c.yml:7: modules.smoke.requests: must be between 1 and 100"},
 		{"concurrency above requests", strings.Replace(modulesBase, "concurrency: 2", "concurrency: 4", 1), "c.yml:8: modules.smoke.concurrency: must be between 1 and requests"},
 		{"bad flavor", strings.Replace(modulesBase, "requests: 3", "requests: 3\n    flavor: grpc", 1), `c.yml:8: modules.smoke.flavor: "grpc" is not one of`},

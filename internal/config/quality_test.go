@@ -83,7 +83,7 @@ func TestQualityErrors(t *testing.T) {
 		{"negative timeout", "      timeout: 10s\n", "      timeout: -1s\n", "targets[1].quality.timeout: must be positive"},
 		{"unsupported flavor", "    flavor: sglang\n", "    flavor: llamacpp\n", "c.yml:11: targets[1].quality: a llamacpp target cannot be scored: llama.cpp's /completion returns probabilities (n_probs) of generated tokens only"},
 		{"ollama", "    flavor: sglang\n", "    flavor: ollama-chat\n", "targets[1].quality: a ollama-chat target cannot be scored: Ollama returns log-probabilities"},
-		{"unknown field", "      timeout: 10s\n", "      timeout: 10s\n      text: mine\n", "c.yml:14: field text not found"},
+		{"unknown field", "      timeout: 10s\n", "      timeout: 10s\n      text: mine\n", `c.yml:14: targets[1].quality.text: unknown field "text"; known here: interval, timeout`},
 		{"unknown kind", "    kind: generation\n", "    kind: ppl\n", `c.yml:25: modules.gen.kind: "ppl" is not generation or perplexity`},
 		{"threshold on a generation module", "    kind: generation\n", "    kind: generation\n    max_perplexity: 5\n", "modules.gen.max_perplexity: applies to modules of kind perplexity only"},
 		{"threshold below 1", "    max_perplexity: 20\n", "    max_perplexity: 0.5\n", "modules.ppl.max_perplexity: 0.5 is below 1"},

@@ -111,7 +111,7 @@ func TestReplayConfigErrors(t *testing.T) {
 		{"unknown field", `  - name: r
     target: local
     replay: {source: jsonl, path: t.jsonl, sped: 2}
-`, []string{"c.yml:8: field sped not found"}},
+`, []string{`c.yml:8: workloads[0].replay.sped: unknown field "sped"; did you mean speed?`}},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			_, err := Parse([]byte(replayTargets+tc.yaml), file)

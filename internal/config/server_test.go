@@ -44,7 +44,7 @@ func TestServerMetricsErrors(t *testing.T) {
 		{"metrics: {interval: 1s, timeout: 2s}", "c.yml:5: targets[0].metrics.timeout: 2s must not exceed the interval 1s"},
 		{"metrics: {url: 'ftp://x/metrics'}", `c.yml:5: targets[0].metrics.url: "ftp://x/metrics" must be an absolute http or https URL`},
 		{"metrics: {interval: -1s}", "c.yml:5: targets[0].metrics.interval: must be positive"},
-		{"metrics: {scrape: 1s}", "field scrape not found"},
+		{"metrics: {scrape: 1s}", `targets[0].metrics.scrape: unknown field "scrape"; known here: engine, interval, timeout, url`},
 	} {
 		_, err := Parse([]byte("targets:\n  - name: a\n    model: m\n    url: http://127.0.0.1:1\n    "+tc.yaml+"\n"), "c.yml")
 		if err == nil || !strings.Contains(err.Error(), tc.want) {

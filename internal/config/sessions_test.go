@@ -71,7 +71,7 @@ func TestSessionsConfigErrors(t *testing.T) {
 	for _, tc := range []struct {
 		name, yaml, want string
 	}{
-		{"unknown field", s("      turn: 3\n"), "c.yml:11: field turn not found"},
+		{"unknown field", s("      turn: 3\n"), `c.yml:11: workloads[0].sessions.turn: unknown field "turn"; did you mean turns?`},
 		{"with prompt", base + "    prompt: {input_tokens: {dist: fixed, mean: 5}}\n    sessions: {}\n", "c.yml:10: workloads[0].prompt: cannot be set with sessions"},
 		{"with replay", base + "    replay: {source: azure, path: /nonexistent/trace.csv}\n    sessions: {}\n", "c.yml:10: workloads[0].replay: cannot be set with sessions"},
 		{"with checks", base + "    checks: [{prompt: p, expect: x}]\n    sessions: {}\n", "c.yml:10: workloads[0].checks: cannot be set with sessions"},
