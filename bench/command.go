@@ -85,9 +85,8 @@ func addCommand(app *kingpin.Application, withCollectors bool, stdout, stderr io
 }
 
 // mergeCommand merges shard reports. It ends when ctx does (SIGTERM):
-// the reads stop at their next chunk, and the merge, which runs in its own
-// goroutine and checks ctx between repeats, is left to stop there while
-// the command returns at once.
+// the reads stop at their next chunk, the merge between two repeats or
+// two bootstrap resamples.
 func mergeCommand(ctx context.Context, files []string, dir string, stdout, stderr io.Writer) int {
 	if dir == "" {
 		fmt.Fprintln(stderr, "bench merge needs --output.dir")
@@ -106,35 +105,16 @@ func mergeCommand(ctx context.Context, files []string, dir string, stdout, stder
 		}
 		shards = append(shards, ShardFile{File: file, Report: r})
 	}
-	type result struct {
-		rep *Report
-		err error
-	}
-	done := make(chan result, 1) // buffered: a merge that outlives ctx never blocks
-	go func() {
-		rep, err := Merge(ctx, shards)
-		done <- result{rep, err}
-	}()
-	var res result
-	select {
-	case res = <-done:
-	case <-ctx.Done():
-		fmt.Fprintln(stderr, "bench merge: interrupted:", ctx.Err())
+	rep, err := Merge(ctx, shards)
+	if err != nil {
+		fmt.Fprintln(stderr, "bench merge:", err)
 		return ExitError
 	}
-	if res.err != nil {
-		fmt.Fprintln(stderr, "bench merge:", res.err)
-		return ExitError
-	}
-	if err := ctx.Err(); err != nil {
-		fmt.Fprintln(stderr, "bench merge: interrupted:", err)
-		return ExitError
-	}
-	if err := WriteFiles(dir, res.rep); err != nil {
+	if err := WriteFiles(dir, rep); err != nil {
 		fmt.Fprintln(stderr, "bench merge: writing the report:", err)
 		return ExitError
 	}
-	writeSummary(stdout, res.rep, dir)
+	writeSummary(stdout, rep, dir)
 	return ExitOK
 }
 

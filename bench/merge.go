@@ -123,7 +123,10 @@ func Merge(ctx context.Context, shards []ShardFile) (*Report, error) {
 	if err := ctx.Err(); err != nil {
 		return nil, fmt.Errorf("merge interrupted: %w", err)
 	}
-	cells, reps := assembleCells(spec, names, groups, acc)
+	cells, reps := assembleCells(ctx, spec, names, groups, acc)
+	if err := ctx.Err(); err != nil {
+		return nil, fmt.Errorf("merge interrupted: %w", err)
+	}
 	rep.Cells = cells
 	targets := make([]config.Target, len(names))
 	for i, name := range names {
