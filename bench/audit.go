@@ -1,6 +1,7 @@
 package bench
 
 import (
+	"context"
 	"crypto/sha256"
 	"encoding/hex"
 	"fmt"
@@ -34,17 +35,28 @@ const (
 	InputPromptSet = "prompt_set"
 )
 
-// hashFile returns the hex SHA-256 and size of a file's bytes.
-func hashFile(path string) (string, int64, error) {
-	f, err := os.Open(path)
+// hashFile returns the hex SHA-256 and size of a regular file's bytes, of
+// at most max of them (max < 0: any size). It reads in chunks and ends
+// with ctx's error when ctx does. A FIFO or a device (/dev/zero) is
+// refused before it is opened: it has no size, and hashing it might never
+// end.
+func hashFile(ctx context.Context, path string, max int64) (string, int64, error) {
+	f, _, err := openRegular(path, max)
 	if err != nil {
 		return "", 0, err
 	}
 	defer f.Close()
 	h := sha256.New()
-	n, err := io.Copy(h, f)
+	var r io.Reader = ctxReader{ctx, f}
+	if max >= 0 {
+		r = io.LimitReader(r, max+1)
+	}
+	n, err := io.CopyBuffer(h, r, make([]byte, readChunk))
 	if err != nil {
 		return "", 0, err
+	}
+	if max >= 0 && n > max {
+		return "", 0, fmt.Errorf("%s: grew past %d bytes while read", path, max)
 	}
 	return hex.EncodeToString(h.Sum(nil)), n, nil
 }
@@ -57,7 +69,7 @@ func fileInput(kind, name, path string) Input {
 		path = abs
 	}
 	in := Input{Kind: kind, Name: name, Path: path}
-	sum, n, err := hashFile(path)
+	sum, n, err := hashFile(context.Background(), path, -1)
 	if err != nil {
 		in.SHA256 = "unreadable: " + err.Error()
 		return in
@@ -94,7 +106,10 @@ type Verification struct {
 	// why) or not_recomputable (a prompt set: it needs the target).
 	Status string
 	Now    string
-	Err    error
+	// Note, for a changed input that was not hashed, says why: not a
+	// regular file any more, or larger than recorded.
+	Note string
+	Err  error
 }
 
 // Verification statuses.
@@ -106,8 +121,12 @@ const (
 )
 
 // Verify hashes again every input of r that is a file, and says for each
-// whether it still matches.
-func Verify(r *Report) []Verification {
+// whether it still matches. An input that is no longer a regular file, or
+// that is now larger than the size recorded with its hash, is changed
+// without being read (a 20 GB sparse file in a trace's place is not
+// hashed to its end). The hashing ends when ctx does: the inputs not yet
+// hashed are then missing, with ctx's error.
+func Verify(ctx context.Context, r *Report) []Verification {
 	var out []Verification
 	for _, in := range r.Environment.Inputs {
 		v := Verification{Input: in}
@@ -115,20 +134,50 @@ func Verify(r *Report) []Verification {
 		case in.Path == "":
 			v.Status = VerifyNotOffline
 		default:
-			sum, _, err := hashFile(in.Path)
-			switch {
-			case err != nil:
-				v.Status, v.Err = VerifyMissing, err
-			case sum == in.SHA256:
-				v.Status = VerifyMatch
-			default:
-				v.Status, v.Now = VerifyChanged, sum
-			}
+			v = verifyFile(ctx, in)
 		}
 		out = append(out, v)
 	}
 	return out
 }
+
+// verifyFile hashes one file input again.
+func verifyFile(ctx context.Context, in Input) Verification {
+	v := Verification{Input: in}
+	// The recorded size bounds the read: a file that grew is changed
+	// whatever its bytes. A report from before sizes were recorded (or an
+	// input recorded unreadable) has none, and is read to its end.
+	limit := int64(-1)
+	if in.Bytes > 0 || in.SHA256 == emptySHA256 {
+		limit = in.Bytes
+	}
+	fi, err := os.Stat(in.Path)
+	switch {
+	case err != nil:
+		v.Status, v.Err = VerifyMissing, err
+		return v
+	case !fi.Mode().IsRegular():
+		v.Status, v.Note = VerifyChanged, fmt.Sprintf("not a regular file (%s)", fi.Mode().Type())
+		return v
+	case limit >= 0 && fi.Size() > limit:
+		v.Status, v.Note = VerifyChanged, fmt.Sprintf("%d bytes, recorded %d (not hashed)", fi.Size(), limit)
+		return v
+	}
+	sum, _, err := hashFile(ctx, in.Path, limit)
+	switch {
+	case err != nil:
+		v.Status, v.Err = VerifyMissing, err
+	case sum == in.SHA256:
+		v.Status = VerifyMatch
+	default:
+		v.Status, v.Now = VerifyChanged, sum
+	}
+	return v
+}
+
+// emptySHA256 is the SHA-256 of no bytes: an input recorded empty has a
+// size of 0, which Input's JSON leaves out.
+const emptySHA256 = "e3b0c44298fc1c149afbf4c8996fb92427ae41e4649b934ca495991b7852b855"
 
 // writeVerification prints one line per input and returns whether every
 // input that is a file was found and matches.
@@ -144,7 +193,11 @@ func writeVerification(w io.Writer, vs []Verification) bool {
 			fmt.Fprintf(w, "match    %-28s %s  %s\n", name, short(v.Input.SHA256), v.Input.Path)
 		case VerifyChanged:
 			ok = false
-			fmt.Fprintf(w, "CHANGED  %-28s %s, now %s  %s\n", name, short(v.Input.SHA256), short(v.Now), v.Input.Path)
+			now := short(v.Now)
+			if v.Note != "" {
+				now = v.Note
+			}
+			fmt.Fprintf(w, "CHANGED  %-28s %s, now %s  %s\n", name, short(v.Input.SHA256), now, v.Input.Path)
 		case VerifyMissing:
 			ok = false
 			fmt.Fprintf(w, "MISSING  %-28s %s  %s: %v\n", name, short(v.Input.SHA256), v.Input.Path, v.Err)

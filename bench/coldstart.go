@@ -2,16 +2,22 @@ package bench
 
 import (
 	"context"
+	"crypto/rand"
 	"encoding/csv"
+	"encoding/hex"
+	"errors"
 	"fmt"
 	"io"
+	"log/slog"
 	"net/http"
 	"net/url"
+	"os"
 	"os/exec"
 	"path/filepath"
 	"strconv"
 	"strings"
 	"sync"
+	"syscall"
 	"time"
 
 	"github.com/infer-exporter/infer_exporter/internal/config"
@@ -223,13 +229,13 @@ func (b *run) coldStart(ctx context.Context, targets []config.Target, cts []*cli
 		b.logger.Info("cold start repeat done", "repeat", i+1, "ready_seconds", float64(r.ReadySeconds),
 			"first_token_seconds", float64(r.FirstTokenSeconds), "error", r.Error)
 		if err := ctx.Err(); err != nil {
-			proc.stop(s.StopTimeout)
+			proc.stop(ctx, s.StopTimeout)
 			return nil, nil, fmt.Errorf("cold start: interrupted: %w", err)
 		}
 		if i < s.Repeats-1 || r.Error != "" {
-			proc.stop(s.StopTimeout)
+			proc.stop(ctx, s.StopTimeout)
 		} else {
-			stop = func() { proc.stop(s.StopTimeout) }
+			stop = func() { proc.stop(ctx, s.StopTimeout) }
 		}
 		if i == s.Repeats-1 && r.Error != "" {
 			return nil, nil, fmt.Errorf("cold start: repeat %d of %d: %s", i+1, s.Repeats, r.Error)
@@ -259,16 +265,25 @@ func (b *run) coldStart(ctx context.Context, targets []config.Target, cts []*cli
 func (b *run) coldStartRepeat(ctx context.Context, index int, poller *http.Client, cl *client.Client, ct *client.Target, tmpl *plan.Template) (*serverProcess, ColdStartRepeat, error) {
 	s := b.spec.ColdStart
 	r := ColdStartRepeat{Index: index, ReadySeconds: NaN(), FirstTokenSeconds: NaN(), FirstRequestTTFTSeconds: NaN()}
-	proc, err := startProcess(s.Command)
+	proc, err := startProcess(s.Command, b.logger)
 	if err != nil {
 		return nil, r, fmt.Errorf("cold start: %w", err)
 	}
 	r.Started = proc.started
 	rctx, cancel := context.WithDeadline(ctx, proc.started.Add(s.Timeout))
 	defer cancel()
+	// The command's exit ends the repeat's polls and requests at once: a
+	// server that exited will not get ready, whatever its children hold.
+	go func() {
+		select {
+		case <-proc.exited:
+			cancel()
+		case <-rctx.Done():
+		}
+	}()
 	fail := func(why string) (*serverProcess, ColdStartRepeat, error) {
 		r.Error = why
-		if tail := proc.output.String(); tail != "" {
+		if tail := proc.outputTail(); tail != "" {
 			r.Error += "; the server's last output: " + tail
 		}
 		return proc, r, nil
@@ -297,16 +312,21 @@ func (b *run) coldStartRepeat(ctx context.Context, index int, poller *http.Clien
 				return proc, r, nil
 			}
 		}
+		phase := "ready"
+		if ready {
+			phase = "first token"
+		}
 		select {
 		case <-proc.exited:
-			return fail(fmt.Sprintf("the command exited before its first token (%v)", proc.waitErr))
+			return fail(fmt.Sprintf("the server command %s before %s", exitReason(proc.waitErr), phase))
 		case <-rctx.Done():
+			select {
+			case <-proc.exited: // both at once: the exit is the reason
+				return fail(fmt.Sprintf("the server command %s before %s", exitReason(proc.waitErr), phase))
+			default:
+			}
 			if ctx.Err() != nil {
 				return proc, r, nil // interrupted: the caller says so
-			}
-			phase := "ready"
-			if ready {
-				phase = "first token"
 			}
 			return fail(fmt.Sprintf("no %s within the timeout of %s", phase, s.Timeout))
 		case <-tick.C:
@@ -330,28 +350,92 @@ func readyNow(ctx context.Context, c *http.Client, u string) bool {
 	return resp.StatusCode == http.StatusOK
 }
 
+// exitReason says how a command ended, from cmd.Wait's error.
+func exitReason(err error) string {
+	var ee *exec.ExitError
+	switch {
+	case err == nil:
+		return "exited with status 0"
+	case errors.As(err, &ee) && ee.ExitCode() >= 0:
+		return fmt.Sprintf("exited with status %d", ee.ExitCode())
+	case errors.As(err, &ee):
+		return fmt.Sprintf("ended (%v)", ee)
+	}
+	return fmt.Sprintf("ended (%v)", err)
+}
+
+// Bounds of the waits on a server command: none of them may hold the
+// bench, whatever the command's processes do.
+const (
+	// coldStartKillWait bounds the wait for the leader once it was sent
+	// SIGKILL: a process in an uninterruptible sleep (a hung mount) may
+	// outlive it, and the bench then goes on and says so.
+	coldStartKillWait = 5 * time.Second
+	// coldStartOutputDrain is how long a failed repeat waits for the
+	// server's last output to be read before it is reported: a child
+	// that still holds the output open would hold it for ever.
+	coldStartOutputDrain = 200 * time.Millisecond
+	// coldStartMarkEnv is set, to a value unique to each start, in the
+	// environment of the command, and so of every process it starts: stop
+	// finds by it the descendants that left the process group (setsid, a
+	// daemon's double fork), which no signal to the group reaches.
+	coldStartMarkEnv = "INFER_EXPORTER_COLD_START_ID"
+)
+
 // serverProcess is a started server command.
 type serverProcess struct {
 	cmd     *exec.Cmd
 	started time.Time
 	output  *tailBuffer
+	// out is the read end of the command's output; outDone is closed when
+	// its copy into output has ended.
+	out     *os.File
+	outDone chan struct{}
+	// mark is the command's coldStartMarkEnv value.
+	mark    string
 	exited  chan struct{} // closed when the process has exited; waitErr is then set
 	waitErr error
 	once    sync.Once
+	logger  *slog.Logger
 }
 
 // startProcess starts argv in a process group of its own, its output kept
 // in a bounded tail.
-func startProcess(argv []string) (*serverProcess, error) {
+//
+// The output goes through a pipe the bench owns rather than one os/exec
+// copies from: cmd.Wait then returns as soon as the command exits, even
+// when a child it left behind still holds the pipe open (`sleep 1000 &
+// exit 3`), so that the exit is seen at once; the pipe is closed on the
+// bench's side when the server is stopped. WaitDelay is set as well, so
+// that Wait stays bounded should the output ever go through os/exec.
+func startProcess(argv []string, logger *slog.Logger) (*serverProcess, error) {
+	mark, err := newMark()
+	if err != nil {
+		return nil, err
+	}
 	cmd := exec.Command(argv[0], argv[1:]...)
-	p := &serverProcess{cmd: cmd, output: &tailBuffer{max: coldStartOutputTail}, exited: make(chan struct{})}
-	cmd.Stdout, cmd.Stderr = p.output, p.output
+	cmd.Env = append(os.Environ(), coldStartMarkEnv+"="+mark)
+	cmd.WaitDelay = coldStartKillWait
+	r, w, err := os.Pipe()
+	if err != nil {
+		return nil, err
+	}
+	p := &serverProcess{cmd: cmd, output: &tailBuffer{max: coldStartOutputTail}, out: r, outDone: make(chan struct{}),
+		mark: mark, exited: make(chan struct{}), logger: logger}
+	cmd.Stdout, cmd.Stderr = w, w
 	cmd.Stdin = nil
 	setProcessGroup(cmd)
 	p.started = time.Now()
-	if err := cmd.Start(); err != nil {
+	err = cmd.Start()
+	w.Close() // the command's copy is its own
+	if err != nil {
+		r.Close()
 		return nil, fmt.Errorf("starting %q: %w", argv[0], err)
 	}
+	go func() {
+		_, _ = io.Copy(p.output, r)
+		close(p.outDone)
+	}()
 	go func() {
 		p.waitErr = cmd.Wait()
 		close(p.exited)
@@ -359,27 +443,76 @@ func startProcess(argv []string) (*serverProcess, error) {
 	return p, nil
 }
 
-// stop ends the server's whole process group: SIGTERM, then SIGKILL after
-// grace if the leader has not exited, and SIGKILL once more for children
-// that outlived it. It returns when the leader has exited, and is safe to
-// call more than once.
-func (p *serverProcess) stop(grace time.Duration) {
+// newMark is a start's coldStartMarkEnv value: this process and random
+// bits, so that no other start, of this bench or another, has it.
+func newMark() (string, error) {
+	var b [8]byte
+	if _, err := rand.Read(b[:]); err != nil {
+		return "", fmt.Errorf("cold start: %w", err)
+	}
+	return fmt.Sprintf("%d-%s", os.Getpid(), hex.EncodeToString(b[:])), nil
+}
+
+// outputTail is the server's last output, once what it wrote before it
+// exited has been read (for at most coldStartOutputDrain).
+func (p *serverProcess) outputTail() string {
+	select {
+	case <-p.outDone:
+	case <-time.After(coldStartOutputDrain):
+	}
+	return p.output.String()
+}
+
+// stop ends the server's whole process group and the descendants that
+// left it: SIGTERM, then SIGKILL after grace (at once when ctx ends) if
+// the leader has not exited, and SIGKILL once more for what outlived it.
+// Every wait is bounded: it returns within grace + coldStartKillWait (+ a
+// little), whatever the processes do, and is safe to call more than once.
+func (p *serverProcess) stop(ctx context.Context, grace time.Duration) {
 	p.once.Do(func() {
 		select {
 		case <-p.exited:
 		default:
-			terminateGroup(p.cmd)
+			p.signal(syscall.SIGTERM)
 			t := time.NewTimer(grace)
 			select {
 			case <-p.exited:
 			case <-t.C:
-				killGroup(p.cmd)
-				<-p.exited
+			case <-ctx.Done():
 			}
 			t.Stop()
 		}
-		killGroup(p.cmd) // what the leader left behind
+		p.signal(syscall.SIGKILL) // the leader if still there, and what it left behind
+		kt := time.NewTimer(coldStartKillWait)
+		select {
+		case <-p.exited:
+		case <-kt.C:
+			if p.logger != nil {
+				p.logger.Warn("cold start: the server command did not exit within its kill wait after SIGKILL; going on",
+					"pid", p.cmd.Process.Pid, "wait", coldStartKillWait)
+			}
+		}
+		kt.Stop()
+		// Children that left the group, and what they forked meanwhile:
+		// a few rounds, until none is found.
+		for i := 0; i < 5 && p.signal(syscall.SIGKILL) > 0; i++ {
+			time.Sleep(10 * time.Millisecond)
+		}
+		p.out.Close() // ends the copy, even if something still holds the pipe
+		<-p.outDone
 	})
+}
+
+// signal sends sig to the command's process group and to every process
+// that carries its mark (escaped descendants, where they can be found:
+// signalMarked), and returns how many marked processes it signalled.
+func (p *serverProcess) signal(sig syscall.Signal) int {
+	if sig == syscall.SIGTERM {
+		terminateGroup(p.cmd)
+	} else {
+		killGroup(p.cmd)
+	}
+	return signalMarked(coldStartMarkEnv+"="+p.mark, sig)
 }
 
 // tailBuffer keeps the last max bytes written to it.

@@ -266,11 +266,20 @@ func TestColdStartFailures(t *testing.T) {
 		extra    string
 		program  string // a program that does not exist, instead of the helper
 		want     string // the run's error holds this
+		command  string // a command of its own, instead of the helper
 	}{
-		{"exits at once", []string{"--sim.no-such-flag"}, "", "", "exited before its first token"},
-		{"the first exits, the second serves", []string{"--sim.no-such-flag"}, "    repeats: 2\n", "", ""},
-		{"never ready", []string{"--sim.load-delay=1h"}, "    timeout: 1s\n", "", "no ready within the timeout of 1s"},
-		{"no program", nil, "", "no-such-program", "no-such-program"},
+		{"exits at once", []string{"--sim.no-such-flag"}, "", "", "exited with status 2 before ready", ""},
+		{"the first exits, the second serves", []string{"--sim.no-such-flag"}, "    repeats: 2\n", "", "", ""},
+		{"never ready", []string{"--sim.load-delay=1h"}, "    timeout: 1s\n", "", "no ready within the timeout of 1s", ""},
+		{"no program", nil, "", "no-such-program", "no-such-program", ""},
+		// Issue 23: a child that keeps the output open hid the exit until
+		// the timeout, reported as "no ready within the timeout".
+		{"exits, its child lives on", nil, "    timeout: 30s\n", "", "the server command exited with status 3 before ready",
+			`["/bin/sh", "-c", "sleep 1000 & exit 3"]`},
+		// Issue 23: a child that left the process group held the stop,
+		// and so the bench, for ever.
+		{"never ready, its child escaped the group", nil, "    timeout: 2s\n", "", "no ready within the timeout of 2s",
+			`["/bin/sh", "-c", "setsid /bin/sh -c 'echo $$ > ESCAPED; exec sleep 300' & sleep 1000"]`},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			dir := t.TempDir()
@@ -286,16 +295,31 @@ func TestColdStartFailures(t *testing.T) {
 				cmd = `["/bin/sh", "-c", "if [ -e ` + filepath.Join(dir, "once") + ` ]; then exec \"$0\" \"$@\"; fi; touch ` + filepath.Join(dir, "once") + `; exit 3", ` +
 					strings.TrimPrefix(helperCommand(truthFile, addr, "--sim.time-scale=0"), "[")
 			}
+			escaped := filepath.Join(dir, "escaped.pid")
+			if tc.command != "" {
+				cmd = strings.ReplaceAll(tc.command, "ESCAPED", escaped)
+			}
 			cfg := coldStartConfig(t, dir, addr, fmt.Sprintf("    command: %s\n    ready_url: http://%s/health\n    stop_timeout: 5s\n%s", cmd, addr, tc.extra))
-			rep, err := Run(context.Background(), cfg, Options{})
+			var rep *Report
+			var err error
+			done := make(chan struct{})
+			go func() { defer close(done); rep, err = Run(context.Background(), cfg, Options{}) }()
+			select {
+			case <-done:
+			case <-time.After(2 * time.Minute):
+				t.Fatal("the run did not end (the bench hung on its server command)")
+			}
 			if !refused(addr) {
 				t.Error("a server still listens after the run")
+			}
+			if tc.command != "" && strings.Contains(tc.command, "ESCAPED") {
+				assertEscapedKilled(t, escaped)
 			}
 			if tc.want == "" {
 				if err != nil {
 					t.Fatal(err)
 				}
-				if cs := rep.ColdStart; cs.Failed != 1 || !strings.Contains(cs.Repeats[0].Error, "exit status 3") || cs.Repeats[1].Error != "" || !cs.FirstTokenSeconds.Valid() {
+				if cs := rep.ColdStart; cs.Failed != 1 || !strings.Contains(cs.Repeats[0].Error, "exited with status 3") || cs.Repeats[1].Error != "" || !cs.FirstTokenSeconds.Valid() {
 					t.Errorf("cold start %+v: want repeat 1 failed (exit status 3), repeat 2 measured", cs)
 				}
 				return
@@ -308,6 +332,61 @@ func TestColdStartFailures(t *testing.T) {
 			}
 		})
 	}
+}
+
+// assertEscapedKilled checks that the process whose pid is in file (a
+// child that left the server's process group) was killed with the server.
+func assertEscapedKilled(t *testing.T, file string) {
+	t.Helper()
+	b, err := os.ReadFile(file)
+	if err != nil {
+		t.Fatalf("the escaped child wrote no pid: %v", err)
+	}
+	pid := strings.TrimSpace(string(b))
+	for deadline := time.Now().Add(5 * time.Second); ; {
+		st, err := os.ReadFile("/proc/" + pid + "/stat")
+		// Gone, or a zombie waiting for its reaper: killed either way.
+		if err != nil || strings.Contains(string(st), ") Z ") {
+			return
+		}
+		if time.Now().After(deadline) {
+			syscall.Kill(atoiOrZero(pid), syscall.SIGKILL)
+			t.Fatalf("the escaped child %s still runs after the run: %s", pid, st)
+		}
+		time.Sleep(50 * time.Millisecond)
+	}
+}
+
+func atoiOrZero(s string) int {
+	n := 0
+	fmt.Sscanf(s, "%d", &n)
+	return n
+}
+
+// TestColdStartStopHonoursContext: a run interrupted while its server
+// command never gets ready, and has a child that left its process group,
+// ends promptly: the stop skips the grace once the context has ended, and
+// none of its waits is unbounded (issue 23: it waited for ever).
+func TestColdStartStopHonoursContext(t *testing.T) {
+	dir := t.TempDir()
+	addr := freeAddr(t)
+	escaped := filepath.Join(dir, "escaped.pid")
+	cmd := `["/bin/sh", "-c", "trap '' TERM; setsid /bin/sh -c 'echo $$ > ` + escaped + `; exec sleep 300' & sleep 1000"]`
+	cfg := coldStartConfig(t, dir, addr, fmt.Sprintf("    command: %s\n    ready_url: http://%s/health\n    stop_timeout: 1m\n    timeout: 1h\n", cmd, addr))
+	ctx, cancel := context.WithCancel(context.Background())
+	done := make(chan error, 1)
+	go func() { _, err := Run(ctx, cfg, Options{}); done <- err }()
+	time.Sleep(time.Second)
+	cancel()
+	select {
+	case err := <-done:
+		if err == nil || !strings.Contains(err.Error(), "interrupted") {
+			t.Errorf("Run error %v, want interrupted", err)
+		}
+	case <-time.After(time.Minute):
+		t.Fatal("the interrupted run did not end within a minute (its stop_timeout is 1m: the grace was not cut short)")
+	}
+	assertEscapedKilled(t, escaped)
 }
 
 func TestColdStartConfig(t *testing.T) {

@@ -75,17 +75,19 @@ func addCommand(app *kingpin.Application, withCollectors bool, stdout, stderr io
 	run := func(ctx context.Context, logger *slog.Logger) int {
 		switch mode {
 		case "verify":
-			return verifyCommand(*verifyFile, stdout, stderr)
+			return verifyCommand(ctx, *verifyFile, stdout, stderr)
 		case "merge":
-			return mergeCommand(*mergeFiles, f.outputDir, stdout, stderr)
+			return mergeCommand(ctx, *mergeFiles, f.outputDir, stdout, stderr)
 		}
 		return runCommand(ctx, logger, f.configFile, collectors, &f, stdout, stderr)
 	}
 	return cmd, run
 }
 
-// mergeCommand merges shard reports.
-func mergeCommand(files []string, dir string, stdout, stderr io.Writer) int {
+// mergeCommand merges shard reports. It ends when ctx does (SIGTERM):
+// the reads stop at their next chunk, the merge between two repeats or
+// two bootstrap resamples.
+func mergeCommand(ctx context.Context, files []string, dir string, stdout, stderr io.Writer) int {
 	if dir == "" {
 		fmt.Fprintln(stderr, "bench merge needs --output.dir")
 		return ExitUsage
@@ -94,16 +96,16 @@ func mergeCommand(files []string, dir string, stdout, stderr io.Writer) int {
 		fmt.Fprintf(stderr, "bench merge: %d reports: at most %d shards\n", len(files), MaxShards)
 		return ExitUsage
 	}
-	var shards []*Report
+	var shards []ShardFile
 	for _, file := range files {
-		r, err := ReadJSON(file)
+		r, err := ReadJSONContext(ctx, file)
 		if err != nil {
 			fmt.Fprintln(stderr, "bench merge:", err)
 			return ExitError
 		}
-		shards = append(shards, r)
+		shards = append(shards, ShardFile{File: file, Report: r})
 	}
-	rep, err := Merge(shards)
+	rep, err := Merge(ctx, shards)
 	if err != nil {
 		fmt.Fprintln(stderr, "bench merge:", err)
 		return ExitError
@@ -116,9 +118,10 @@ func mergeCommand(files []string, dir string, stdout, stderr io.Writer) int {
 	return ExitOK
 }
 
-// verifyCommand checks a report's audit chain.
-func verifyCommand(file string, stdout, stderr io.Writer) int {
-	r, err := ReadJSON(file)
+// verifyCommand checks a report's audit chain; the hashing ends when ctx
+// does (SIGTERM).
+func verifyCommand(ctx context.Context, file string, stdout, stderr io.Writer) int {
+	r, err := ReadJSONContext(ctx, file)
 	if err != nil {
 		fmt.Fprintln(stderr, "bench verify:", err)
 		return ExitError
@@ -127,7 +130,12 @@ func verifyCommand(file string, stdout, stderr io.Writer) int {
 		fmt.Fprintf(stderr, "bench verify: %s records no inputs (a report from before the audit chain)\n", file)
 		return ExitError
 	}
-	if !writeVerification(stdout, Verify(r)) {
+	vs := Verify(ctx, r)
+	if err := ctx.Err(); err != nil {
+		fmt.Fprintf(stderr, "bench verify: %s: interrupted: %v\n", file, err)
+		return ExitError
+	}
+	if !writeVerification(stdout, vs) {
 		fmt.Fprintf(stdout, "%s: an input changed or is missing\n", file)
 		return ExitError
 	}
@@ -156,7 +164,7 @@ func runCommand(ctx context.Context, logger *slog.Logger, configFile string, col
 	var base *Report
 	if f.baseline != "" {
 		// Read it first: a bad baseline should not cost a whole run.
-		if base, err = ReadJSON(f.baseline); err != nil {
+		if base, err = ReadJSONContext(ctx, f.baseline); err != nil {
 			fmt.Fprintln(stderr, "baseline:", err)
 			return ExitError
 		}

@@ -325,6 +325,21 @@ func Parse(data []byte, file string) (*Config, error) {
 }
 
 func parse(ctx context.Context, data []byte, file string) (*Config, error) {
+	return parseWith(ctx, data, file, false)
+}
+
+// parseEmbedded parses and validates the configuration a report embeds
+// (Environment.Config, EffectiveYAML's text) as Parse does, except that
+// nothing it names is read: the merging machine need not hold the shards'
+// bearer_token_files or traces, and their contents are not needed to
+// merge. file names the source in errors.
+func parseEmbedded(ctx context.Context, data []byte, file string) (*Config, error) {
+	return parseWith(ctx, data, file, true)
+}
+
+// parseWith is parse; offline, it reads none of the files the
+// configuration names (parseEmbedded).
+func parseWith(ctx context.Context, data []byte, file string, offline bool) (*Config, error) {
 	var c Config
 	rootp, err := config.DecodeStrict(data, file, &c)
 	if err != nil {
@@ -338,6 +353,11 @@ func parse(ctx context.Context, data []byte, file string) (*Config, error) {
 	if err != nil {
 		return nil, &config.Error{File: file, Reason: err.Error()}
 	}
+	if offline {
+		if targetsOnly, err = blankBearerTokenFiles(targetsOnly, &root); err != nil {
+			return nil, &config.Error{File: file, Reason: err.Error()}
+		}
+	}
 	if hasTopLevel(&root, "targets") {
 		// Without a targets key the blanked file would be empty, which the
 		// exporter's loader refuses; "at least one target" says it better.
@@ -350,7 +370,7 @@ func parse(ctx context.Context, data []byte, file string) (*Config, error) {
 	sum := sha256.Sum256(data)
 	c.File, c.SHA256 = file, hex.EncodeToString(sum[:])
 
-	v := validator{file: file, root: &root}
+	v := validator{file: file, root: &root, offline: offline}
 	c.applyDefaults()
 	c.validate(&v)
 	if len(v.errs) > 0 {
@@ -374,6 +394,51 @@ func hasTopLevel(root *yaml.Node, key string) bool {
 		}
 	}
 	return false
+}
+
+// blankBearerTokenFiles returns data with every target's
+// bearer_token_file made empty, so that the exporter's loader
+// validates the targets without reading their secrets. Line numbers stay
+// true. The configuration EffectiveYAML writes has each on a line of its
+// own; one that is not (a flow mapping, a multi-line value) is refused.
+func blankBearerTokenFiles(data []byte, root *yaml.Node) ([]byte, error) {
+	doc := root
+	if doc.Kind == yaml.DocumentNode && len(doc.Content) > 0 {
+		doc = doc.Content[0]
+	}
+	if doc.Kind != yaml.MappingNode {
+		return data, nil
+	}
+	lines := strings.SplitAfter(string(data), "\n")
+	for i := 0; i+1 < len(doc.Content); i += 2 {
+		if doc.Content[i].Value != "targets" || doc.Content[i+1].Kind != yaml.SequenceNode {
+			continue
+		}
+		for _, t := range doc.Content[i+1].Content {
+			if t.Kind != yaml.MappingNode {
+				continue
+			}
+			for j := 0; j+1 < len(t.Content); j += 2 {
+				k, val := t.Content[j], t.Content[j+1]
+				if k.Value != "bearer_token_file" {
+					continue
+				}
+				if t.Style&yaml.FlowStyle != 0 || val.Line != k.Line || val.Kind != yaml.ScalarNode ||
+					val.Style&(yaml.LiteralStyle|yaml.FoldedStyle) != 0 || k.Line < 1 || k.Line > len(lines) ||
+					(j+2 < len(t.Content) && t.Content[j+2].Line == k.Line) {
+					return nil, fmt.Errorf("line %d: bearer_token_file must be on a line of its own", k.Line)
+				}
+				// The key keeps its place (it may follow a list's "- "),
+				// its value becomes none.
+				line := lines[k.Line-1]
+				if k.Column < 1 || k.Column > len(line) {
+					return nil, fmt.Errorf("line %d: bearer_token_file must be on a line of its own", k.Line)
+				}
+				lines[k.Line-1] = line[:k.Column-1] + `bearer_token_file: ""` + "\n"
+			}
+		}
+	}
+	return []byte(strings.Join(lines, "")), nil
 }
 
 // keepTopLevel returns data with the lines of every top-level key other than
@@ -822,6 +887,9 @@ type validator struct {
 	file string
 	root *yaml.Node
 	errs []error
+	// offline: the files the configuration names are not looked at
+	// (parseEmbedded).
+	offline bool
 }
 
 func (v *validator) add(p path, field, reason string) {
@@ -882,7 +950,7 @@ func (c *Config) validateReplays(v *validator, shapes map[string]bool) {
 			if !filepath.IsAbs(r.Path) {
 				r.Path = filepath.Join(filepath.Dir(v.file), r.Path)
 			}
-			if _, err := os.Stat(r.Path); err != nil {
+			if _, err := os.Stat(r.Path); err != nil && !v.offline {
 				v.add(p, "path", fmt.Sprintf("cannot read: %v", err))
 			}
 		}

@@ -1,13 +1,18 @@
 package bench
 
 import (
+	"context"
 	"fmt"
-	"slices"
-
-	"go.yaml.in/yaml/v3"
 
 	"github.com/infer-exporter/infer_exporter/internal/config"
 )
+
+// ShardFile is one shard's report and the file it was read from, which
+// the merge's errors name.
+type ShardFile struct {
+	File   string
+	Report *Report
+}
 
 // Merge combines the reports of the N shards of one split run into the
 // report a single process would have written: per cell and repeat, the
@@ -17,41 +22,25 @@ import (
 // them. The shards must be 0..N-1 of one run (one configuration, one N).
 // What is one machine's (the GPU samples, the known-answer checks, the
 // timeline) is shard 0's.
-func Merge(shards []*Report) (*Report, error) {
+//
+// A shard report is a file from elsewhere, so every figure the merge
+// reads is checked first (validateShards): a crafted or damaged shard is
+// refused with an error naming its file and field, never merged into a
+// report or let panic or allocate beyond its own size. The merge ends
+// with ctx's error when ctx ends.
+func Merge(ctx context.Context, shards []ShardFile) (*Report, error) {
 	if len(shards) == 0 {
 		return nil, fmt.Errorf("no shard report")
 	}
-	byIndex := make([]*Report, 0, len(shards))
-	n := 0
-	for i, r := range shards {
-		if r.Shard == nil {
-			return nil, fmt.Errorf("report %d is not a shard report (run with --shard=i/N)", i+1)
-		}
-		if n == 0 {
-			n = r.Shard.Count
-		}
-		switch {
-		case r.Shard.Count != n:
-			return nil, fmt.Errorf("shard %d/%d beside shards of %d", r.Shard.Index, r.Shard.Count, n)
-		case r.Environment.ConfigSHA256 != shards[0].Environment.ConfigSHA256:
-			return nil, fmt.Errorf("shard %d ran configuration %s, shard %d %s", r.Shard.Index, r.Environment.ConfigSHA256, shards[0].Shard.Index, shards[0].Environment.ConfigSHA256)
-		}
-		byIndex = append(byIndex, r)
+	if len(shards) > MaxShards {
+		return nil, fmt.Errorf("%d reports: at most %d shards", len(shards), MaxShards)
 	}
-	slices.SortFunc(byIndex, func(a, b *Report) int { return a.Shard.Index - b.Shard.Index })
-	for i, r := range byIndex {
-		if r.Shard.Index != i {
-			return nil, fmt.Errorf("shards of %d: shard %d is missing or repeated (have %d reports)", n, i, len(byIndex))
-		}
+	byIndex, cfg, err := validateShards(ctx, shards)
+	if err != nil {
+		return nil, err
 	}
-	if len(byIndex) != n {
-		return nil, fmt.Errorf("shards of %d: %d reports", n, len(byIndex))
-	}
-	first := byIndex[0]
-	var cfg Config
-	if err := yaml.Unmarshal([]byte(first.Environment.Config), &cfg); err != nil {
-		return nil, fmt.Errorf("shard 0's configuration: %w", err)
-	}
+	n := len(byIndex)
+	first := byIndex[0].Report
 	spec := &cfg.Bench
 	if spec.Weights == nil {
 		w := DefaultWeights
@@ -80,14 +69,17 @@ func Merge(shards []*Report) (*Report, error) {
 	for ci, c := range first.Cells {
 		ti, gi := ci/len(groups), ci%len(groups)
 		for ri := range c.Repeats {
+			if err := ctx.Err(); err != nil {
+				return nil, fmt.Errorf("merge interrupted: %w", err)
+			}
 			var parts []RecorderState
 			res := c.Repeats[ri]
 			var replays []*ReplayResult
-			for _, r := range byIndex {
+			for _, sf := range byIndex {
+				r := sf.Report
+				// validateShards checked every shard's cells and repeats
+				// against shard 0's.
 				sc := r.Shard.Cells[ci]
-				if ci >= len(r.Cells) || sc.Key != c.Key || ri >= len(sc.Repeats) || ri >= len(r.Cells[ci].Repeats) {
-					return nil, fmt.Errorf("shard %d has no repeat %d of cell %s", r.Shard.Index, ri+1, c.Key)
-				}
 				parts = append(parts, sc.Repeats[ri])
 				rr := r.Cells[ci].Repeats[ri]
 				if rr.Started.Before(res.Started) {
@@ -119,7 +111,8 @@ func Merge(shards []*Report) (*Report, error) {
 	}
 	rep := &Report{Schema: Schema, Environment: first.Environment, Accuracy: first.Accuracy, GPU: first.GPU,
 		Timeline: first.Timeline, MergedShards: n}
-	for _, r := range byIndex {
+	for _, sf := range byIndex {
+		r := sf.Report
 		if r.Environment.Started.Before(rep.Environment.Started) {
 			rep.Environment.Started = r.Environment.Started
 		}
@@ -127,13 +120,19 @@ func Merge(shards []*Report) (*Report, error) {
 			rep.Environment.Finished = r.Environment.Finished
 		}
 	}
-	cells, reps := assembleCells(spec, names, groups, acc)
+	if err := ctx.Err(); err != nil {
+		return nil, fmt.Errorf("merge interrupted: %w", err)
+	}
+	cells, reps := assembleCells(ctx, spec, names, groups, acc)
+	if err := ctx.Err(); err != nil {
+		return nil, fmt.Errorf("merge interrupted: %w", err)
+	}
 	rep.Cells = cells
 	targets := make([]config.Target, len(names))
 	for i, name := range names {
 		targets[i].Name = name
 	}
-	b := &run{cfg: &cfg, spec: spec}
+	b := &run{cfg: cfg, spec: spec}
 	rep.Ranking = rank(b.rankInput(targets, groups, reps, rep))
 	return rep, nil
 }

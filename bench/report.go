@@ -378,22 +378,6 @@ func WriteJSON(w io.Writer, r *Report) error {
 	return enc.Encode(r)
 }
 
-// ReadJSON reads a report written by WriteJSON.
-func ReadJSON(path string) (*Report, error) {
-	b, err := os.ReadFile(path)
-	if err != nil {
-		return nil, err
-	}
-	var r Report
-	if err := json.Unmarshal(b, &r); err != nil {
-		return nil, fmt.Errorf("%s: %w", path, err)
-	}
-	if r.Schema != Schema {
-		return nil, fmt.Errorf("%s: schema %q, want %q", path, r.Schema, Schema)
-	}
-	return &r, nil
-}
-
 // distColumns are the CSV columns of one distribution, in Dist's terms.
 var distColumns = []string{"mean", "p50", "p90", "p95", "p99", "p99_9", "max"}
 

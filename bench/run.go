@@ -196,7 +196,10 @@ func Run(ctx context.Context, cfg *Config, opts Options) (*Report, error) {
 	if opts.Shard.On() {
 		rep.Shard = shardPart(opts.Shard, names, groups, acc)
 	}
-	cells, reps := assembleCells(spec, names, groups, acc)
+	cells, reps := assembleCells(ctx, spec, names, groups, acc)
+	if err := ctx.Err(); err != nil {
+		return nil, fmt.Errorf("interrupted: %w", err) // the bootstrap stopped early
+	}
 	rep.Cells = cells
 
 	if sw := spec.Sweep; sw != nil {
@@ -240,7 +243,7 @@ type cellAcc struct {
 // assembleCells turns the repeats into cells, target by target; each
 // cell's bootstrap now, so that only its resampled figures, not its
 // requests, are kept for the ranking. Run and Merge share it.
-func assembleCells(spec *Spec, targets []string, groups []group, acc [][]cellAcc) ([]CellResult, map[string][numFigures][]float64) {
+func assembleCells(ctx context.Context, spec *Spec, targets []string, groups []group, acc [][]cellAcc) ([]CellResult, map[string][numFigures][]float64) {
 	var cells []CellResult
 	reps := map[string][numFigures][]float64{}
 	for ti, target := range targets {
@@ -261,7 +264,7 @@ func assembleCells(spec *Spec, targets []string, groups []group, acc [][]cellAcc
 				}
 			}
 			cell.Summary = medianStats(stats)
-			bs := bootstrapCell(a.samples, spec.Ranking.Resamples, uint64(spec.Seed), hashString(key))
+			bs := bootstrapCellContext(ctx, a.samples, spec.Ranking.Resamples, uint64(spec.Seed), hashString(key))
 			for f := 0; f < numFigures; f++ {
 				if ci, ok := percentileInterval(bs[f], spec.Ranking.Confidence); ok {
 					cell.CI[FigureNames[f]] = ci

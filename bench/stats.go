@@ -1,6 +1,7 @@
 package bench
 
 import (
+	"context"
 	"math"
 	"math/rand/v2"
 	"slices"
@@ -313,6 +314,13 @@ func percentileInterval(xs []float64, conf float64) (Interval, bool) {
 // median over repeats of each figure: the same statistic as the cell's
 // reported value. The result is indexed [figure][resample].
 func bootstrapCell(samples []*sample, resamples int, seed1, seed2 uint64) [numFigures][]float64 {
+	return bootstrapCellContext(context.Background(), samples, resamples, seed1, seed2)
+}
+
+// bootstrapCellContext is bootstrapCell, which stops early when ctx ends
+// (the caller then checks ctx): a merge's MaxResamples over a large pool
+// take minutes.
+func bootstrapCellContext(ctx context.Context, samples []*sample, resamples int, seed1, seed2 uint64) [numFigures][]float64 {
 	var out [numFigures][]float64
 	for f := range out {
 		out[f] = make([]float64, resamples)
@@ -321,6 +329,9 @@ func bootstrapCell(samples []*sample, resamples int, seed1, seed2 uint64) [numFi
 	per := make([]figures, len(samples))
 	col := make([]float64, len(samples))
 	for b := 0; b < resamples; b++ {
+		if ctx.Err() != nil {
+			break
+		}
 		for i, s := range samples {
 			per[i] = r.figures(s, false)
 		}

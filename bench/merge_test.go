@@ -1,0 +1,313 @@
+package bench
+
+import (
+	"bytes"
+	"context"
+	"encoding/json"
+	"math"
+	"os"
+	"path/filepath"
+	"strings"
+	"syscall"
+	"testing"
+	"time"
+
+	"github.com/infer-exporter/infer_exporter/internal/config"
+	"github.com/infer-exporter/infer_exporter/probe/observation"
+)
+
+// testShardConfig is the configuration of the synthetic split run of the
+// merge tests: one target, one rate, one repeat, no stability extension.
+const testShardConfig = `targets:
+  - {name: a, url: 'http://127.0.0.1:1', model: m}
+bench:
+  seed: 7
+  matrix: {rates: [10], shapes: [{name: s, input_tokens: 16, output_tokens: 8}]}
+  repeats: 1
+  stability: {enabled: false}
+  ranking: {resamples: 100}
+`
+
+// testShardJSON makes the reports of a split run of two shards, as the
+// bench writes them, without a server: each shard's recorder is fed half
+// of one process's synthetic requests.
+func testShardJSON(t testing.TB, requests int) [2][]byte {
+	t.Helper()
+	cfg, err := Parse([]byte(testShardConfig), "b.yml")
+	if err != nil {
+		t.Fatal(err)
+	}
+	w0 := time.Unix(1000, 0)
+	at := func(s float64) time.Time { return w0.Add(time.Duration(s * float64(time.Second))) }
+	key := CellKey("a", Load{LoadRate, 10}, "s")
+	var out [2][]byte
+	for i := range out {
+		rec := newRecorderAt(w0, cfg.Bench.Duration, config.SLO{}, cfg.Bench.MaxSamplesPerRepeat, DefaultMaxITLSamples, 1)
+		for n := i; n < requests; n += 2 {
+			sched := float64(n) * 4 / float64(requests)
+			o := &observation.Request{Seq: uint64(n), Scheduled: at(sched), Sent: at(sched), Outcome: observation.Success}
+			for k := 0; k < 4; k++ {
+				o.TokenTimes = append(o.TokenTimes, at(sched+0.05+0.01*float64(k)))
+			}
+			o.FirstToken, o.End = o.TokenTimes[0], o.TokenTimes[3]
+			o.ContentEvents, o.OutputTokens = 4, 4
+			rec.observe(o)
+		}
+		st := rec.export(1, 0)
+		stats, _ := rec.finish(1, 0)
+		r := &Report{Schema: Schema,
+			Environment: Environment{Config: cfg.EffectiveYAML(), ConfigSHA256: cfg.SHA256, Seed: cfg.Bench.Seed,
+				MaxSamplesRepeat: cfg.Bench.MaxSamplesPerRepeat, Started: w0, Finished: w0.Add(time.Minute)},
+			Cells: []CellResult{{Key: key, Target: "a", Load: Load{LoadRate, 10}, Shape: "s",
+				Repeats: []RepeatResult{{Stats: stats, Stability: StabilityResult{Spread: NaN()}}}, Summary: stats}},
+			Shard: &ShardPart{Index: i, Count: 2, Cells: []ShardCells{{Key: key, Repeats: []RecorderState{st}}}},
+		}
+		var b bytes.Buffer
+		if err := WriteJSON(&b, r); err != nil {
+			t.Fatal(err)
+		}
+		out[i] = b.Bytes()
+	}
+	return out
+}
+
+// TestMergeRefusesCraftedShards (issue 23): every crafted shard is refused
+// with an error naming its file and field; before, each of these panicked,
+// exhausted memory, looped for ever, or merged silently with exit 0.
+func TestMergeRefusesCraftedShards(t *testing.T) {
+	legit := testShardJSON(t, 40)
+	read := func(t *testing.T, b []byte) *Report {
+		r, err := decodeReport(b)
+		if err != nil {
+			t.Fatal(err)
+		}
+		return r
+	}
+	// Sanity: the legitimate pair merges.
+	if _, err := Merge(context.Background(), []ShardFile{{"shard-0.json", read(t, legit[0])}, {"shard-1.json", read(t, legit[1])}}); err != nil {
+		t.Fatalf("legitimate shards: %v", err)
+	}
+	repl := func(old, new string) func(*Report) {
+		return func(r *Report) { r.Environment.Config = strings.Replace(r.Environment.Config, old, new, 1) }
+	}
+	state := func(f func(*RecorderState)) func(*Report) {
+		return func(r *Report) { f(&r.Shard.Cells[0].Repeats[0]) }
+	}
+	for _, tc := range []struct {
+		name  string
+		both  bool // the change is made to both shards (the configuration: equal text)
+		craft func(*Report)
+		want  string // shard-1.json unless both
+	}{
+		{"cells [] on shard 1", false, func(r *Report) { r.Shard.Cells = []ShardCells{} }, "shard-1.json: shard.cells: 0 cells, shard 0 has 1"},
+		{"repeats [] on shard 1", false, func(r *Report) { r.Shard.Cells[0].Repeats = nil }, "shard-1.json: shard.cells[0].repeats: 0 repeats"},
+		{"report cells [] on shard 1", false, func(r *Report) { r.Cells = nil }, "shard-1.json: cells: 0 cells"},
+		{"windows 1e8", false, state(func(s *RecorderState) { s.Windows = 100000000 }), "shard-1.json: shard.cells[0].repeats[0].windows: 100000000 exceeds"},
+		{"windows 9e18", false, state(func(s *RecorderState) { s.Windows = 9e18 }), "shard-1.json: shard.cells[0].repeats[0].windows: 9000000000000000000 exceeds"},
+		{"resamples 2e9", true, repl("resamples: 100", "resamples: 2000000000"), "shard-0.json: environment.config"},
+		{"confidence NaN", true, repl("confidence: 0.95", "confidence: .nan"), "bench.ranking.confidence"},
+		{"negative measured", false, state(func(s *RecorderState) { s.Measured = -5 }), "shard-1.json: shard.cells[0].repeats[0].measured: -5"},
+		{"negative outcome", false, state(func(s *RecorderState) { s.Outcomes["success"] = -1 }), "shard-1.json: shard.cells[0].repeats[0].outcomes.success: -1"},
+		{"negative window count", false, state(func(s *RecorderState) { s.WinSent[0] = -1 }), "shard-1.json: shard.cells[0].repeats[0].win_sent[0]: -1"},
+		{"unknown outcome", false, state(func(s *RecorderState) { s.Outcomes["teleported"] = 1 }), `shard-1.json: shard.cells[0].repeats[0].outcomes: "teleported" is not an outcome`},
+		{"ITL +1e308", false, state(func(s *RecorderState) { s.ITL[0] = 1e308 }), "shard-1.json: shard.cells[0].repeats[0].itl[0]: 1e+308"},
+		{"ITL -1e308", false, state(func(s *RecorderState) { s.ITL[0] = -1e308 }), "shard-1.json: shard.cells[0].repeats[0].itl[0]: -1e+308"},
+		{"e2e 1e308", false, state(func(s *RecorderState) { s.Records[0].E2E = 1e308 }), "shard-1.json: shard.cells[0].repeats[0].records[0].e2e"},
+		{"window tokens -1", false, state(func(s *RecorderState) { s.WinTokens[0] = -1 }), "shard-1.json: shard.cells[0].repeats[0].win_tokens[0]"},
+		{"records seen below kept", false, state(func(s *RecorderState) { s.RecordsSeen = 1 }), "shard-1.json: shard.cells[0].repeats[0].records_seen: 1"},
+		{"another seed, same config hash", false, func(r *Report) { r.Environment.Seed = 8 }, "shard-1.json: environment.seed: 8"},
+		{"another config text, same hash", false, repl("seed: 7", "seed: 8"), "shard-1.json: environment.config: differs"},
+		{"another cell key", false, func(r *Report) { r.Shard.Cells[0].Key = "x" }, `shard-1.json: shard.cells[0].key: "x"`},
+		{"shard count 0", false, func(r *Report) { r.Shard.Count = 0 }, "shard-1.json: shard.count: 0"},
+		{"shard index repeated", false, func(r *Report) { r.Shard.Index = 0 }, "shard.index: shards of 2: shard 1 is missing or repeated"},
+		{"not a shard", false, func(r *Report) { r.Shard = nil }, "shard-1.json: shard: absent"},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			r0, r1 := read(t, legit[0]), read(t, legit[1])
+			tc.craft(r1)
+			if tc.both {
+				tc.craft(r0)
+			}
+			rep, err := Merge(context.Background(), []ShardFile{{"shard-0.json", r0}, {"shard-1.json", r1}})
+			if err == nil || !strings.Contains(err.Error(), tc.want) {
+				t.Fatalf("Merge error %v, want one with %q (report %v)", err, tc.want, rep != nil)
+			}
+		})
+	}
+}
+
+// TestMergeOfflineConfig: the embedded configuration is validated without
+// reading what it names: a bearer_token_file and a trace absent from the
+// merging machine do not stop a merge.
+func TestMergeOfflineConfig(t *testing.T) {
+	text := "targets:\n  - bearer_token_file: /nonexistent/token\n    name: a\n    url: http://127.0.0.1:1\n    model: m\n" +
+		"bench:\n  matrix:\n    replays: [{name: r, source: jsonl, path: /nonexistent/trace.jsonl}]\n"
+	if _, err := Parse([]byte(text), "b.yml"); err == nil {
+		t.Fatal("Parse read neither file: the test proves nothing")
+	}
+	if _, err := parseEmbedded(context.Background(), []byte(text), "shard-0.json: environment.config"); err != nil {
+		t.Fatalf("parseEmbedded: %v", err)
+	}
+}
+
+// TestReportReadsBounded (issue 23): a report path that is a device, a
+// FIFO or a file over MaxReportBytes is refused at once, as is a small
+// file whose decoding would hold far more than its size.
+func TestReportReadsBounded(t *testing.T) {
+	dir := t.TempDir()
+	fifo := filepath.Join(dir, "fifo")
+	if err := syscall.Mkfifo(fifo, 0o600); err != nil {
+		t.Fatal(err)
+	}
+	big := filepath.Join(dir, "big.json")
+	if err := os.WriteFile(big, nil, 0o644); err != nil {
+		t.Fatal(err)
+	}
+	if err := os.Truncate(big, MaxReportBytes+1); err != nil { // sparse: nothing written
+		t.Fatal(err)
+	}
+	// 3 MiB of empty cells would decode into some 1.5 GB of CellResults.
+	amplified := filepath.Join(dir, "amplified.json")
+	if err := os.WriteFile(amplified, []byte(`{"cells":[`+strings.Repeat("{},", 1<<20)+`{}]}`), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	for _, tc := range []struct{ path, want string }{
+		{"/dev/zero", "not a regular file"}, {"/dev/urandom", "not a regular file"}, {fifo, "not a regular file"},
+		{big, "larger than"}, {amplified, "MaxReportDecodedBytes"},
+	} {
+		start := time.Now()
+		_, err := ReadJSONContext(context.Background(), tc.path)
+		if err == nil || !strings.Contains(err.Error(), tc.want) || !strings.Contains(err.Error(), tc.path) {
+			t.Errorf("%s: error %v, want one naming the file with %q", tc.path, err, tc.want)
+		}
+		t.Logf("%s: refused in %v", tc.path, time.Since(start))
+	}
+}
+
+// TestMergeAndVerifyEndOnSIGTERM (issue 23): merge and verify end within
+// 1 s of the context's end (SIGTERM, through main's signal.NotifyContext):
+// verify while it hashes an input of 20 GB (sparse, at its recorded size),
+// merge while it merges shards whose ranking asks for MaxResamples.
+func TestMergeAndVerifyEndOnSIGTERM(t *testing.T) {
+	dir := t.TempDir()
+	huge := filepath.Join(dir, "trace.jsonl")
+	if err := os.WriteFile(huge, nil, 0o644); err != nil {
+		t.Fatal(err)
+	}
+	const size = 20 << 30
+	if err := os.Truncate(huge, size); err != nil {
+		t.Skipf("no sparse file here: %v", err)
+	}
+	rep := &Report{Schema: Schema, Environment: Environment{Inputs: []Input{{Kind: InputTrace, Name: "t", Path: huge, SHA256: "00", Bytes: size}}}}
+	var b bytes.Buffer
+	if err := WriteJSON(&b, rep); err != nil {
+		t.Fatal(err)
+	}
+	report := writeTestFile(t, dir, "report.json", b.String())
+
+	legit := testShardJSON(t, 20000)
+	var shards []string
+	for i, raw := range legit {
+		// A legitimate configuration that merges for long: many resamples.
+		raw = bytes.Replace(raw, []byte(`resamples: 100\n`), []byte(`resamples: 100000\n`), 1)
+		shards = append(shards, writeTestFile(t, dir, "shard-"+string(rune('0'+i))+".json", string(raw)))
+	}
+	for _, tc := range []struct {
+		name string
+		args []string
+	}{
+		{"verify", []string{"bench", "verify", report}},
+		{"merge", append([]string{"bench", "merge", "--output.dir=" + filepath.Join(dir, "merged")}, shards...)},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			ctx, cancel := context.WithCancel(context.Background())
+			done := make(chan time.Time, 1)
+			var code int
+			var stderr string
+			go func() { code, _, stderr = runCLI(t, ctx, tc.args...); done <- time.Now() }()
+			time.Sleep(300 * time.Millisecond)
+			select {
+			case <-done:
+				t.Fatalf("ended before the signal, exit %d: %s", code, stderr)
+			default:
+			}
+			cancelled := time.Now()
+			cancel()
+			select {
+			case end := <-done:
+				if d := end.Sub(cancelled); d > time.Second {
+					t.Errorf("ended %v after the signal, want within 1 s", d)
+				}
+				if code != ExitError || !strings.Contains(stderr, "context canceled") {
+					t.Errorf("exit %d, stderr %q: want %d, interrupted", code, stderr, ExitError)
+				}
+			case <-time.After(30 * time.Second):
+				t.Fatal("did not end within 30 s of the signal")
+			}
+		})
+	}
+}
+
+// TestVerifyRefusesWhatIsNotItsInput (issue 23): an input now a FIFO or a
+// device, or larger than its recorded size, is changed, found without
+// reading it.
+func TestVerifyRefusesWhatIsNotItsInput(t *testing.T) {
+	dir := t.TempDir()
+	fifo := filepath.Join(dir, "fifo")
+	if err := syscall.Mkfifo(fifo, 0o600); err != nil {
+		t.Fatal(err)
+	}
+	grown := writeTestFile(t, dir, "grown", "0123456789")
+	r := &Report{Environment: Environment{Inputs: []Input{
+		{Kind: InputTrace, Path: fifo, SHA256: "00", Bytes: 10},
+		{Kind: InputTrace, Path: "/dev/zero", SHA256: "00", Bytes: 10},
+		{Kind: InputTrace, Path: grown, SHA256: "00", Bytes: 4},
+	}}}
+	for i, v := range Verify(context.Background(), r) {
+		want := []string{"not a regular file", "not a regular file", "10 bytes, recorded 4"}[i]
+		if v.Status != VerifyChanged || !strings.Contains(v.Note, want) {
+			t.Errorf("%s: %s %q, want changed with %q", v.Input.Path, v.Status, v.Note, want)
+		}
+	}
+}
+
+// FuzzReadShard feeds bytes to the report reader and, when they decode,
+// merges them as shard 1 beside a legitimate shard 0: no input panics,
+// allocates beyond MaxReportDecodedBytes, or merges with a figure that is
+// not finite.
+func FuzzReadShard(f *testing.F) {
+	legit := testShardJSON(f, 40)
+	f.Add(legit[1])
+	f.Add(bytes.Replace(legit[1], []byte(`"windows": 1`), []byte(`"windows": 9000000000000000000`), 1))
+	f.Add(bytes.Replace(legit[1], []byte(`"cells": [`), []byte(`"cells": [], "x": [`), 1))
+	f.Add([]byte(`{"schema":"infer_exporter/bench/v1","cells":[{},{},{}],"shard":{"index":1,"count":2,"cells":[]}}`))
+	shard0, err := decodeReport(legit[0])
+	if err != nil {
+		f.Fatal(err)
+	}
+	f.Fuzz(func(t *testing.T, b []byte) {
+		r, err := decodeReport(b)
+		if err != nil {
+			return
+		}
+		// decodeReport hands out its report; the legitimate shard 0 is
+		// shared, so merge from a copy that this input cannot change.
+		var s0 Report
+		raw, _ := json.Marshal(shard0)
+		if err := json.Unmarshal(raw, &s0); err != nil {
+			t.Fatal(err)
+		}
+		rep, err := Merge(context.Background(), []ShardFile{{"shard-0.json", &s0}, {"fuzz.json", r}})
+		if err != nil {
+			return
+		}
+		for _, c := range rep.Cells {
+			if s := c.Summary; math.IsInf(s.E2E.Mean, 0) || math.IsInf(s.ITL.Mean, 0) || math.IsInf(s.OutputTokensPerSecond, 0) {
+				t.Fatalf("merged a figure that is not finite: %+v", s)
+			}
+		}
+		if err := WriteJSON(&bytes.Buffer{}, rep); err != nil {
+			t.Fatalf("merged a report that cannot be written: %v", err)
+		}
+	})
+}

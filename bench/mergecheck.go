@@ -1,0 +1,388 @@
+package bench
+
+import (
+	"context"
+	"fmt"
+	"math"
+	"slices"
+
+	"github.com/infer-exporter/infer_exporter/probe/observation"
+)
+
+// Bounds of what a shard report may claim, beside its configuration's own
+// (max_samples_per_repeat, the stability windows). Each is far above what
+// a run records and low enough that the merge's sums cannot overflow and
+// its per-window slices stay small.
+const (
+	// MaxShardWindows bounds a repeat's windows and its per-window lists:
+	// a 12-day repeat of 1 s windows. The merge makes lists of this many
+	// windows, so a claim of 1e8 windows must not reach it.
+	MaxShardWindows = 1 << 20
+	// MaxShardCount bounds every count of a shard (requests, tokens,
+	// outcomes, per-window counts): 2^40 requests of one repeat is beyond
+	// any run, and MaxShards of them still add up within an int64.
+	MaxShardCount = 1 << 40
+	// MaxShardSeconds bounds every latency and instant of a shard, in
+	// seconds: a million seconds (11.6 days) is longer than any request
+	// lasts; ±1e308 is no measurement, and would overflow the merged
+	// means to infinity.
+	MaxShardSeconds = 1e6
+	// windowE2ECap is the E2E values a recorder keeps per window for the
+	// stability check (newRecorder's windowCap).
+	windowE2ECap = 10000
+)
+
+// outcomeNames is the closed set of request outcomes a shard may count.
+var outcomeNames = func() map[string]bool {
+	m := map[string]bool{}
+	for _, o := range observation.Outcomes {
+		m[string(o)] = true
+	}
+	return m
+}()
+
+// validateShards checks the shard reports of one merge against each other
+// and against their embedded configuration, which it parses and validates
+// as the bench validates its own (offline: the files it names are not
+// read), and returns them in shard order with that configuration. Every
+// error names the file and the field, as in
+// "shard-1.json: shard.cells[0].repeats[2].windows: 100000000 exceeds ...".
+func validateShards(ctx context.Context, shards []ShardFile) ([]ShardFile, *Config, error) {
+	n := 0
+	for i, sf := range shards {
+		r := sf.Report
+		switch {
+		case r == nil:
+			return nil, nil, fmt.Errorf("%s: no report", name(sf, i))
+		case r.Shard == nil:
+			return nil, nil, fmt.Errorf("%s: shard: absent: not a shard report (run with --shard=i/N)", name(sf, i))
+		case r.Shard.Count < 1 || r.Shard.Count > MaxShards:
+			return nil, nil, fmt.Errorf("%s: shard.count: %d is not in [1, %d]", name(sf, i), r.Shard.Count, MaxShards)
+		case r.Shard.Index < 0 || r.Shard.Index >= r.Shard.Count:
+			return nil, nil, fmt.Errorf("%s: shard.index: %d is not in [0, %d)", name(sf, i), r.Shard.Index, r.Shard.Count)
+		}
+		if n == 0 {
+			n = r.Shard.Count
+		}
+		if r.Shard.Count != n {
+			return nil, nil, fmt.Errorf("%s: shard.count: shard %d/%d beside shards of %d (%s)", name(sf, i), r.Shard.Index, r.Shard.Count, n, name(shards[0], 0))
+		}
+	}
+	byIndex := slices.Clone(shards)
+	slices.SortStableFunc(byIndex, func(a, b ShardFile) int { return a.Report.Shard.Index - b.Report.Shard.Index })
+	for i, sf := range byIndex {
+		if sf.Report.Shard.Index != i {
+			return nil, nil, fmt.Errorf("%s: shard.index: shards of %d: shard %d is missing or repeated (have %d reports)", sf.File, n, i, len(byIndex))
+		}
+	}
+	if len(byIndex) != n {
+		return nil, nil, fmt.Errorf("shards of %d: %d reports", n, len(byIndex))
+	}
+
+	first := byIndex[0]
+	env := &first.Report.Environment
+	cfg, err := parseEmbedded(ctx, []byte(env.Config), first.File+": environment.config")
+	if err != nil {
+		return nil, nil, err
+	}
+	spec := &cfg.Bench
+	if env.Seed != spec.Seed {
+		return nil, nil, fmt.Errorf("%s: environment.seed: %d, its configuration's bench.seed %d", first.File, env.Seed, spec.Seed)
+	}
+	if env.MaxSamplesRepeat != spec.MaxSamplesPerRepeat {
+		return nil, nil, fmt.Errorf("%s: environment.max_samples_per_repeat: %d, its configuration's %d", first.File, env.MaxSamplesRepeat, spec.MaxSamplesPerRepeat)
+	}
+	if err := checkMatrix(first, cfg); err != nil {
+		return nil, nil, err
+	}
+	for _, sf := range byIndex[1:] {
+		if err := ctx.Err(); err != nil {
+			return nil, nil, fmt.Errorf("merge interrupted: %w", err)
+		}
+		e := &sf.Report.Environment
+		switch {
+		case e.ConfigSHA256 != env.ConfigSHA256:
+			return nil, nil, fmt.Errorf("%s: environment.config_sha256: shard %d ran configuration %s, %s (shard 0) %s", sf.File, sf.Report.Shard.Index, e.ConfigSHA256, first.File, env.ConfigSHA256)
+		case e.Config != env.Config:
+			// The same hash with another text: one was edited.
+			return nil, nil, fmt.Errorf("%s: environment.config: differs from %s's under the same config_sha256", sf.File, first.File)
+		case e.Seed != env.Seed:
+			return nil, nil, fmt.Errorf("%s: environment.seed: %d, %s has %d under the same config_sha256", sf.File, e.Seed, first.File, env.Seed)
+		case e.MaxSamplesRepeat != env.MaxSamplesRepeat:
+			return nil, nil, fmt.Errorf("%s: environment.max_samples_per_repeat: %d, %s has %d", sf.File, e.MaxSamplesRepeat, first.File, env.MaxSamplesRepeat)
+		}
+	}
+	for _, sf := range byIndex {
+		if err := ctx.Err(); err != nil {
+			return nil, nil, fmt.Errorf("merge interrupted: %w", err)
+		}
+		if err := checkShardCells(sf, first.Report, cfg); err != nil {
+			return nil, nil, err
+		}
+	}
+	return byIndex, cfg, nil
+}
+
+func name(sf ShardFile, i int) string {
+	if sf.File != "" {
+		return sf.File
+	}
+	return fmt.Sprintf("report %d", i+1)
+}
+
+// checkMatrix checks that shard 0's cells are its configuration's matrix:
+// every run target × every group (shape × load, then the replays), in
+// assembleCells' order, each with bench.repeats repeats.
+func checkMatrix(sf ShardFile, cfg *Config) error {
+	r, spec := sf.Report, &cfg.Bench
+	targets := cfg.RunTargets()
+	var groups []Load
+	var shapes []string
+	for _, sh := range spec.Matrix.Shapes {
+		for _, v := range spec.Matrix.Rates {
+			groups, shapes = append(groups, Load{LoadRate, v}), append(shapes, sh.Name)
+		}
+		for _, v := range spec.Matrix.Concurrencies {
+			groups, shapes = append(groups, Load{LoadConcurrency, float64(v)}), append(shapes, sh.Name)
+		}
+	}
+	for _, rp := range spec.Matrix.Replays {
+		groups, shapes = append(groups, Load{LoadReplay, rp.Speed}), append(shapes, rp.Name)
+	}
+	if want := len(targets) * len(groups); len(r.Cells) != want {
+		return fmt.Errorf("%s: cells: %d cells, its configuration's matrix has %d (%d targets × %d loads and shapes)", sf.File, len(r.Cells), want, len(targets), len(groups))
+	}
+	for ci, c := range r.Cells {
+		t, g := targets[ci/len(groups)].Name, ci%len(groups)
+		if key := CellKey(t, groups[g], shapes[g]); c.Key != key || c.Target != t || c.Load != groups[g] || c.Shape != shapes[g] {
+			return fmt.Errorf("%s: cells[%d].key: %q, its configuration's matrix has %q there", sf.File, ci, c.Key, key)
+		}
+		if len(c.Repeats) != spec.Repeats {
+			return fmt.Errorf("%s: cells[%d].repeats: %d repeats, its configuration's bench.repeats is %d", sf.File, ci, len(c.Repeats), spec.Repeats)
+		}
+	}
+	return nil
+}
+
+// checkShardCells checks one shard's cells and recorders against shard 0's
+// (whose cells checkMatrix checked) and the configuration.
+func checkShardCells(sf ShardFile, first *Report, cfg *Config) error {
+	r, spec := sf.Report, &cfg.Bench
+	if len(r.Cells) != len(first.Cells) {
+		return fmt.Errorf("%s: cells: %d cells, shard 0 has %d", sf.File, len(r.Cells), len(first.Cells))
+	}
+	if len(r.Shard.Cells) != len(first.Cells) {
+		return fmt.Errorf("%s: shard.cells: %d cells, shard 0 has %d", sf.File, len(r.Shard.Cells), len(first.Cells))
+	}
+	for ci, c := range first.Cells {
+		rc, sc := &r.Cells[ci], &r.Shard.Cells[ci]
+		switch {
+		case rc.Key != c.Key:
+			return fmt.Errorf("%s: cells[%d].key: %q, shard 0 has %q", sf.File, ci, rc.Key, c.Key)
+		case sc.Key != c.Key:
+			return fmt.Errorf("%s: shard.cells[%d].key: %q, shard 0 has %q", sf.File, ci, sc.Key, c.Key)
+		case len(rc.Repeats) != len(c.Repeats):
+			return fmt.Errorf("%s: cells[%d].repeats: %d repeats, shard 0 has %d", sf.File, ci, len(rc.Repeats), len(c.Repeats))
+		case len(sc.Repeats) != len(c.Repeats):
+			return fmt.Errorf("%s: shard.cells[%d].repeats: %d repeats, shard 0 has %d", sf.File, ci, len(sc.Repeats), len(c.Repeats))
+		}
+		maxK := maxWindows(spec, c.Load)
+		for ri := range c.Repeats {
+			if err := checkRepeat(&rc.Repeats[ri]); err != nil {
+				return fmt.Errorf("%s: cells[%d].repeats[%d].%w", sf.File, ci, ri, err)
+			}
+			if err := checkState(&sc.Repeats[ri], maxK, spec.MaxSamplesPerRepeat); err != nil {
+				return fmt.Errorf("%s: shard.cells[%d].repeats[%d].%w", sf.File, ci, ri, err)
+			}
+		}
+	}
+	return nil
+}
+
+// maxWindows is the most windows a repeat of a cell of load l can have
+// under spec: one, unless the stability check extends it, window by
+// window, up to stability.max_duration (runRepeat).
+func maxWindows(spec *Spec, l Load) int {
+	st := spec.Stability
+	if !st.On() || l.Kind == LoadReplay || st.Window <= 0 {
+		return 1
+	}
+	base := math.Ceil(float64(spec.Duration) / float64(st.Window))
+	k := max(base, math.Floor(float64(st.MaxDuration)/float64(st.Window)))
+	return int(min(k, MaxShardWindows))
+}
+
+// checkRepeat checks the figures of a shard's repeat result that the merge
+// carries over; the error begins with the field's name.
+func checkRepeat(rr *RepeatResult) error {
+	if err := count("prompts_drawn", rr.PromptsDrawn); err != nil {
+		return err
+	}
+	if err := seconds("scheduling_latency_p99_seconds", rr.SchedulingLatencyP99, false); err != nil {
+		return err
+	}
+	if rp := rr.Replay; rp != nil {
+		for _, c := range []struct {
+			field string
+			v     int
+		}{{"replay.replayed", rp.Replayed}, {"replay.dropped", rp.Dropped}, {"replay.rows", rp.Rows}} {
+			if err := count(c.field, c.v); err != nil {
+				return err
+			}
+		}
+		if rp.Clamped > MaxShardCount {
+			return fmt.Errorf("replay.clamped: %d exceeds %d (bench.MaxShardCount)", rp.Clamped, uint64(MaxShardCount))
+		}
+		if err := seconds("replay.drift.p99", rp.Drift.P99, true); err != nil {
+			return err
+		}
+	}
+	return nil
+}
+
+// checkState checks one shard recorder: its windows within what the
+// configuration allows, every count in [0, MaxShardCount], every figure
+// finite and within MaxShardSeconds, its outcomes from the closed set, its
+// lists within the recorder's own bounds. The error begins with the
+// field's name.
+func checkState(st *RecorderState, maxK, maxRecs int) error {
+	switch {
+	case st.Windows < 0 || st.Windows > maxK:
+		return fmt.Errorf("windows: %d exceeds the %d windows its configuration allows a repeat of this cell (the stability check's max_duration / window)", st.Windows, maxK)
+	case !(st.WindowSeconds >= 0 && st.WindowSeconds <= MaxShardSeconds):
+		return fmt.Errorf("window_seconds: %v is not in [0, %g]", st.WindowSeconds, MaxShardSeconds)
+	case st.Windows > 0 && st.WindowSeconds == 0:
+		return fmt.Errorf("window_seconds: 0 with %d windows", st.Windows)
+	case !(st.SpanSeconds >= 0 && st.SpanSeconds <= MaxShardSeconds):
+		return fmt.Errorf("span_seconds: %v is not in [0, %g]", st.SpanSeconds, MaxShardSeconds)
+	}
+	for _, c := range []struct {
+		field string
+		v     int
+	}{
+		{"measured", st.Measured}, {"goodput", st.Goodput}, {"reasoning_tokens", st.ReasoningTokens},
+		{"reasoning_requests", st.ReasoningRequests}, {"records_seen", st.RecordsSeen}, {"itl_seen", st.ITLSeen},
+	} {
+		if err := count(c.field, c.v); err != nil {
+			return err
+		}
+	}
+	switch {
+	case st.Goodput > st.Measured:
+		return fmt.Errorf("goodput: %d above measured %d", st.Goodput, st.Measured)
+	case len(st.Records) > maxRecs:
+		return fmt.Errorf("records: %d records, above its configuration's max_samples_per_repeat %d", len(st.Records), maxRecs)
+	case st.RecordsSeen < len(st.Records):
+		return fmt.Errorf("records_seen: %d, below the %d records kept", st.RecordsSeen, len(st.Records))
+	case len(st.ITL) > DefaultMaxITLSamples:
+		return fmt.Errorf("itl: %d gaps, above the %d a recorder keeps", len(st.ITL), DefaultMaxITLSamples)
+	case st.ITLSeen < len(st.ITL):
+		return fmt.Errorf("itl_seen: %d, below the %d gaps kept", st.ITLSeen, len(st.ITL))
+	}
+	for o, n := range st.Outcomes {
+		if !outcomeNames[o] {
+			return fmt.Errorf("outcomes: %.64q is not an outcome (%v)", o, observation.Outcomes)
+		}
+		if err := count("outcomes."+o, n); err != nil {
+			return err
+		}
+	}
+	for _, l := range []struct {
+		field string
+		v     []int
+	}{
+		{"win_successes", st.WinSuccesses}, {"win_completions", st.WinCompletions}, {"win_offered", st.WinOffered},
+		{"win_dropped", st.WinDropped}, {"win_sent", st.WinSent}, {"win_ended", st.WinEnded},
+	} {
+		if len(l.v) > MaxShardWindows+1 {
+			return fmt.Errorf("%s: %d windows, above %d (bench.MaxShardWindows)", l.field, len(l.v), MaxShardWindows)
+		}
+		for i, v := range l.v {
+			if err := count(fmt.Sprintf("%s[%d]", l.field, i), v); err != nil {
+				return err
+			}
+		}
+	}
+	if len(st.WinTokens) > MaxShardWindows {
+		return fmt.Errorf("win_tokens: %d windows, above %d (bench.MaxShardWindows)", len(st.WinTokens), MaxShardWindows)
+	}
+	for i, v := range st.WinTokens {
+		if !(v >= 0 && v <= MaxShardCount) {
+			return fmt.Errorf("win_tokens[%d]: %v is not in [0, %d]", i, v, int64(MaxShardCount))
+		}
+	}
+	if len(st.WinE2E) > MaxShardWindows {
+		return fmt.Errorf("win_e2e: %d windows, above %d (bench.MaxShardWindows)", len(st.WinE2E), MaxShardWindows)
+	}
+	for i, w := range st.WinE2E {
+		if len(w) > windowE2ECap {
+			return fmt.Errorf("win_e2e[%d]: %d values, above the %d a recorder keeps per window", i, len(w), windowE2ECap)
+		}
+		for j, v := range w {
+			if err := seconds(fmt.Sprintf("win_e2e[%d][%d]", i, j), v, false); err != nil {
+				return err
+			}
+		}
+	}
+	for i, v := range st.ITL {
+		if err := seconds(fmt.Sprintf("itl[%d]", i), v, false); err != nil {
+			return err
+		}
+	}
+	for i := range st.Records {
+		if err := checkRecord(&st.Records[i]); err != nil {
+			return fmt.Errorf("records[%d].%w", i, err)
+		}
+	}
+	return nil
+}
+
+// checkRecord checks one request record: its figures null or finite and
+// within MaxShardSeconds (the schedule instant and the lag may be
+// negative: a warm-up request, a send a little early), its windows within
+// MaxShardWindows.
+func checkRecord(r *RecordState) error {
+	if !(math.Abs(r.Sched) <= MaxShardSeconds) {
+		return fmt.Errorf("s: %v is not in [-%g, %g]", r.Sched, MaxShardSeconds, MaxShardSeconds)
+	}
+	for _, f := range []struct {
+		field string
+		v     Num
+	}{{"ttft", r.TTFT}, {"ttfa", r.TTFA}, {"tpot", r.TPOT}, {"e2e", r.E2E}} {
+		if err := seconds(f.field, float64(f.v), true); err != nil {
+			return err
+		}
+	}
+	if l := float64(r.Lag); !math.IsNaN(l) && !(math.Abs(l) <= MaxShardSeconds) {
+		return fmt.Errorf("lag: %v is not in [-%g, %g]", l, MaxShardSeconds, MaxShardSeconds)
+	}
+	if r.FirstWin < 0 || r.FirstWin > MaxShardWindows || len(r.WinTokens) > MaxShardWindows {
+		return fmt.Errorf("w: window %d with %d windows of tokens, not within %d windows (bench.MaxShardWindows)", r.FirstWin, len(r.WinTokens), MaxShardWindows)
+	}
+	for i, v := range r.WinTokens {
+		if !(v >= 0 && float64(v) <= MaxShardCount) {
+			return fmt.Errorf("t[%d]: %v is not in [0, %d]", i, v, int64(MaxShardCount))
+		}
+	}
+	return nil
+}
+
+// count checks a count: in [0, MaxShardCount].
+func count(field string, v int) error {
+	if v < 0 || v > MaxShardCount {
+		return fmt.Errorf("%s: %d is not a count in [0, %d] (bench.MaxShardCount)", field, v, int64(MaxShardCount))
+	}
+	return nil
+}
+
+// seconds checks a duration in seconds: finite, in [0, MaxShardSeconds];
+// null (NaN) too when nullable.
+func seconds(field string, v float64, nullable bool) error {
+	if nullable && math.IsNaN(v) {
+		return nil
+	}
+	if !(v >= 0 && v <= MaxShardSeconds) {
+		return fmt.Errorf("%s: %v is not a duration in [0, %g] seconds (bench.MaxShardSeconds)", field, v, MaxShardSeconds)
+	}
+	return nil
+}
