@@ -8,8 +8,11 @@
 // into an immutable snapshot swapped atomically. Its Prometheus Collect
 // renders the latest snapshots, and Snapshot / Snapshots return the same
 // snapshots typed (Info), for readers such as the bench, so that the two
-// cannot disagree. server.go holds the scraper, engines.go the mapping
-// from each engine's metric names (and its health endpoint), readiness.go
+// cannot disagree. server.go holds the scraper, parse.go the reading of a
+// metrics body (a stream of which only the mapped families are parsed,
+// bounded in series, bytes and time, duplicate series refused),
+// engines.go the mapping from each engine's metric names (and its health
+// endpoint), readiness.go
 // what each poll found of the server's life: whether it answered, whether
 // its health endpoint says it is ready, and its process start, told to a
 // PollObserver (the cold-start tracker, probe/coldstart). While a server

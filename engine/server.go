@@ -20,8 +20,6 @@ import (
 
 	"github.com/prometheus/client_golang/prometheus"
 	dto "github.com/prometheus/client_model/go"
-	"github.com/prometheus/common/expfmt"
-	"github.com/prometheus/common/model"
 
 	"github.com/infer-exporter/infer_exporter/internal/config"
 )
@@ -344,13 +342,17 @@ type targetScraper struct {
 	// the last successful scrape and that was logged; cleared when they
 	// come back, so each change into absence is told once.
 	warnedAbsent bool
+	// warnedRefused: a refused scrape was logged; cleared by a scrape
+	// that succeeds.
+	warnedRefused bool
 }
 
 // infoRefresh is how many scrapes an info reading is reused for: versions
 // and context lengths change only when the server restarts.
 const infoRefresh = 20
 
-// maxMetricsBytes bounds a metrics body.
+// maxMetricsBytes bounds a metrics body; parse.go bounds what is kept of
+// it.
 const maxMetricsBytes = 16 << 20
 
 func (sc *targetScraper) start(ctx context.Context) {
@@ -381,14 +383,18 @@ func (sc *targetScraper) scrape(ctx context.Context) Readiness {
 	ctx, cancel := context.WithTimeout(ctx, sc.t.timeout)
 	defer cancel()
 
-	fams, status, err := sc.readMetrics(ctx)
+	pm, status, err := sc.readMetrics(ctx)
 	if err != nil && status == http.StatusNotFound && sc.t.urlDefaulted && sc.metricsURL == sc.t.metricsURL {
 		// NIM serves its metrics under /v1.
 		alt := strings.TrimSuffix(sc.t.metricsURL, "/metrics") + "/v1/metrics"
-		if f, _, err2 := sc.readURL(ctx, alt); err2 == nil {
-			fams, err, sc.metricsURL = f, nil, alt
+		if p, _, err2 := sc.readURL(ctx, alt); err2 == nil {
+			pm, err, sc.metricsURL = p, nil, alt
 		}
 	}
+	if pm == nil {
+		pm = &parsedMetrics{}
+	}
+	fams := pm.fams
 	if ctx.Err() != nil && errors.Is(err, context.Canceled) {
 		return Unreachable // stopped: nothing is reported
 	}
@@ -396,7 +402,7 @@ func (sc *targetScraper) scrape(ctx context.Context) Readiness {
 	configured := engine != config.ServerEngineAuto
 	detectedFrom := "metric names"
 	if !configured {
-		engine = detectEngine(fams)
+		engine = pm.engine // detectEngine over every family of the body
 		if engine == "" && (sc.engine == "" || sc.engine == engineUnknown || sc.infoAge >= infoRefresh) {
 			engine, detectedFrom = sc.probeEngine(ctx), "info endpoints"
 		} else if engine == "" {
@@ -423,7 +429,7 @@ func (sc *targetScraper) scrape(ctx context.Context) Readiness {
 		sc.engine = engine
 	}
 	if configured && err == nil {
-		sc.checkFamilies(engine, fams)
+		sc.checkFamilies(engine, pm)
 	}
 	up := err == nil
 	var vs values
@@ -448,6 +454,7 @@ func (sc *targetScraper) scrape(ctx context.Context) Readiness {
 	if err != nil && engine != engineOllama {
 		sc.logger.Debug("server metrics scrape failed", "url", sc.metricsURL, "err", err)
 	}
+	sc.warnRefused(err)
 	readiness := sc.readiness(ctx, engine, status, err)
 	if ctx.Err() != nil && errors.Is(ctx.Err(), context.Canceled) {
 		return readiness // stopped while asking: nothing is reported
@@ -463,13 +470,13 @@ func (sc *targetScraper) scrape(ctx context.Context) Readiness {
 // configured engine's metric families: the target would otherwise show only
 // infer_server_up 1, silently. It warns once, and again only after the
 // families have been seen in between.
-func (sc *targetScraper) checkFamilies(engine string, fams map[string]*dto.MetricFamily) {
+func (sc *targetScraper) checkFamilies(engine string, pm *parsedMetrics) {
 	expected := engineFamilies(engine)
 	if len(expected) == 0 {
 		return // an engine that serves no metrics (Ollama)
 	}
 	for _, f := range expected {
-		if fams[f] != nil {
+		if pm.fams[f] != nil {
 			sc.warnedAbsent = false
 			return
 		}
@@ -478,16 +485,35 @@ func (sc *targetScraper) checkFamilies(engine string, fams map[string]*dto.Metri
 		return
 	}
 	sc.warnedAbsent = true
+	// Only the mapped families are kept (parse.go), so the scrape's size
+	// is told in samples, counted as they were read.
 	sc.logger.Warn("server metrics: engine configured but none of its metric families are in the scrape; only infer_server_up is exposed for this target (check metrics.url or metrics.engine)",
-		"engine", engine, "url", sc.metricsURL, "expected", strings.Join(expected, ","), "scraped_families", len(fams))
+		"engine", engine, "url", sc.metricsURL, "expected", strings.Join(expected, ","), "scraped_samples", pm.samples)
 }
 
-func (sc *targetScraper) readMetrics(ctx context.Context) (map[string]*dto.MetricFamily, int, error) {
+// warnRefused warns when a body that answered is refused for its shape (a
+// family over maxSeriesPerFamily, duplicate series: parse.go), which sets
+// infer_server_up to 0 while the server is fine: a failure that is not the
+// server's being down, and so is told at warning level, not only in the
+// debug log of every failed scrape. Once, and again only after a scrape
+// succeeded in between.
+func (sc *targetScraper) warnRefused(err error) {
+	switch {
+	case err == nil:
+		sc.warnedRefused = false
+	case errors.Is(err, errRefused) && !sc.warnedRefused:
+		sc.warnedRefused = true
+		sc.logger.Warn("server metrics: scrape refused; infer_server_up is 0 for this target", "url", sc.metricsURL, "err", err)
+	}
+}
+
+func (sc *targetScraper) readMetrics(ctx context.Context) (*parsedMetrics, int, error) {
 	return sc.readURL(ctx, sc.metricsURL)
 }
 
-// readURL reads and parses a text-format metrics body.
-func (sc *targetScraper) readURL(ctx context.Context, u string) (map[string]*dto.MetricFamily, int, error) {
+// readURL reads and parses a text-format metrics body, keeping only the
+// families the mapping reads (parse.go).
+func (sc *targetScraper) readURL(ctx context.Context, u string) (*parsedMetrics, int, error) {
 	resp, err := sc.get(ctx, u, "text/plain;version=0.0.4;q=1,*/*;q=0.1")
 	if err != nil {
 		return nil, 0, err
@@ -497,29 +523,21 @@ func (sc *targetScraper) readURL(ctx context.Context, u string) (map[string]*dto
 		io.Copy(io.Discard, io.LimitReader(resp.Body, 4096))
 		return nil, resp.StatusCode, fmt.Errorf("GET %s: HTTP %d", u, resp.StatusCode)
 	}
-	body, err := io.ReadAll(io.LimitReader(resp.Body, maxMetricsBytes+1))
+	pm, err := parseMetricsBody(ctx, resp.Body)
 	if err != nil {
-		return nil, resp.StatusCode, err
+		return nil, resp.StatusCode, fmt.Errorf("reading %s: %w", u, err)
 	}
-	if len(body) > maxMetricsBytes {
-		return nil, resp.StatusCode, fmt.Errorf("GET %s: body longer than %d bytes", u, maxMetricsBytes)
-	}
-	fams, err := parseMetrics(body)
-	if err != nil {
-		return nil, resp.StatusCode, fmt.Errorf("parsing %s: %w", u, err)
-	}
-	return fams, resp.StatusCode, nil
+	return pm, resp.StatusCode, nil
 }
 
-// parseMetrics parses the Prometheus text format. A body whose last line
-// lacks its newline (some recordings, some servers) is accepted: the line is
-// complete, only the terminator is missing.
+// parseMetrics parses a whole body as a scrape does (parseMetricsBody),
+// returning the kept families.
 func parseMetrics(body []byte) (map[string]*dto.MetricFamily, error) {
-	if len(body) > 0 && body[len(body)-1] != '\n' {
-		body = append(body, '\n')
+	pm, err := parseMetricsBody(context.Background(), bytes.NewReader(body))
+	if err != nil {
+		return nil, err
 	}
-	p := expfmt.NewTextParser(model.UTF8Validation)
-	return p.TextToMetricFamilies(bytes.NewReader(body))
+	return pm.fams, nil
 }
 
 // get sends a GET with the target's headers, and its bearer token when the
