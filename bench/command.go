@@ -49,27 +49,30 @@ type commandFlags struct {
 func addCommand(app *kingpin.Application, withCollectors bool, stdout, stderr io.Writer) (*kingpin.CmdClause, func(context.Context, *slog.Logger) int) {
 	var f commandFlags
 	cmd := app.Command("bench", "Run a benchmark matrix (targets × loads × lengths, and replays) from --config.file and write JSON, CSV and HTML reports, with a ranking and, with --baseline, a regression gate.")
-	cmd.Flag("config.file", "Bench configuration file (YAML): targets, the matrix and its settings.").PlaceHolder("FILE").StringVar(&f.configFile)
-	cmd.Flag("config.check", "Validate --config.file, print the result and exit (no run).").BoolVar(&f.configCheck)
+	// Subcommands: run (the default, so `bench --config.file=...` runs the
+	// matrix), verify and merge. Each declares only the flags it reads, so
+	// that its --help lists those alone.
+	mode := "run"
+	runCmd := cmd.Command("run", "Run the matrix (the default bench command; `bench verify` and `bench merge` are the others).").Default()
+	runCmd.Flag("config.file", "Bench configuration file (YAML): targets, the matrix and its settings.").PlaceHolder("FILE").StringVar(&f.configFile)
+	runCmd.Flag("config.check", "Validate --config.file, print the result and exit (no run).").BoolVar(&f.configCheck)
 	var collectors *collector.Settings
 	if withCollectors {
-		collectors = collector.AddFlags(cmd)
+		collectors = collector.AddFlags(runCmd)
 	}
 	// Not Required(): --config.check needs none.
-	cmd.Flag("output.dir", "Directory for report.json, report.csv and report.html (created if missing).").PlaceHolder("DIR").StringVar(&f.outputDir)
-	cmd.Flag("baseline", "A previous report.json: compare every cell with it and exit 3 when a gated figure regressed beyond the threshold and noise.").PlaceHolder("OLD.json").StringVar(&f.baseline)
-	cmd.Flag("baseline.threshold", "Relative growth of a gated figure that counts as a regression (0: bench.regression.threshold, default 0.05).").Default("0").Float64Var(&f.threshold)
-	cmd.Flag("progress", "Progress bar on stderr: auto (when stderr is a terminal), always or never.").Default("auto").EnumVar(&f.progress, "auto", "always", "never")
-	cmd.Flag("shard", "Run shard i of N (0 <= i < N, as a Kubernetes Indexed Job's completion index): this process sends arrival n of the shared seeded schedule when n mod N = i; `bench merge` combines the shard reports.").PlaceHolder("i/N").StringVar(&f.shard)
-	cmd.Flag("web.listen-address", "While the bench runs, serve its live infer_probe_* metrics on this address at /metrics (empty: none).").PlaceHolder(":9750").StringVar(&f.listen)
-	// Subcommands: run (the default, so `bench --config.file=...` runs the
-	// matrix as before), verify and merge.
-	mode := "run"
-	cmd.Command("run", "Run the matrix (the default).").Default()
+	runCmd.Flag("output.dir", "Directory for report.json, report.csv and report.html (created if missing).").PlaceHolder("DIR").StringVar(&f.outputDir)
+	runCmd.Flag("baseline", "A previous report.json: compare every cell with it and exit 3 when a gated figure regressed beyond the threshold and noise.").PlaceHolder("OLD.json").StringVar(&f.baseline)
+	runCmd.Flag("baseline.threshold", "Relative growth of a gated figure that counts as a regression (0: bench.regression.threshold, default 0.05).").Default("0").Float64Var(&f.threshold)
+	runCmd.Flag("progress", "Progress bar on stderr: auto (when stderr is a terminal), always or never.").Default("auto").EnumVar(&f.progress, "auto", "always", "never")
+	runCmd.Flag("shard", "Run shard i of N (0 <= i < N, as a Kubernetes Indexed Job's completion index): this process sends arrival n of the shared seeded schedule when n mod N = i; `bench merge` combines the shard reports.").PlaceHolder("i/N").StringVar(&f.shard)
+	runCmd.Flag("web.listen-address", "While the bench runs, serve its live infer_probe_* metrics on this address at /metrics (empty: none).").PlaceHolder(":9750").StringVar(&f.listen)
 	verifyCmd := cmd.Command("verify", "Hash again the inputs a report.json recorded (the exporter binary, the configuration, the traces) and say which match; exit 1 when one changed or is missing.")
 	verifyFile := verifyCmd.Arg("report", "A report.json.").Required().String()
 	verifyCmd.Action(func(*kingpin.ParseContext) error { mode = "verify"; return nil })
 	mergeCmd := cmd.Command("merge", "Merge the report.json of every shard of a split run (--shard=i/N) into one report in --output.dir: the figures one process would give.")
+	var mergeDir string
+	mergeCmd.Flag("output.dir", "Directory for the merged report.json, report.csv, report.html and report.md (created if missing).").PlaceHolder("DIR").StringVar(&mergeDir)
 	mergeFiles := mergeCmd.Arg("shards", "The shards' report.json files, all N of them.").Required().Strings()
 	mergeCmd.Action(func(*kingpin.ParseContext) error { mode = "merge"; return nil })
 	run := func(ctx context.Context, logger *slog.Logger) int {
@@ -77,7 +80,7 @@ func addCommand(app *kingpin.Application, withCollectors bool, stdout, stderr io
 		case "verify":
 			return verifyCommand(ctx, *verifyFile, stdout, stderr)
 		case "merge":
-			return mergeCommand(ctx, *mergeFiles, f.outputDir, stdout, stderr)
+			return mergeCommand(ctx, *mergeFiles, mergeDir, stdout, stderr)
 		}
 		return runCommand(ctx, logger, f.configFile, collectors, &f, stdout, stderr)
 	}

@@ -12,6 +12,8 @@ import (
 	"net/http"
 	"os"
 	"os/signal"
+	"slices"
+	"strings"
 	"syscall"
 	"time"
 
@@ -84,7 +86,7 @@ func run(ctx context.Context, args []string) int {
 
 	// Each subcommand declares the flags that apply to it, so that its
 	// --help lists only those; --log.* and --version are the whole binary's.
-	serveCmd := app.Command("serve", "Run the exporter (the default).").Default()
+	serveCmd := app.Command("serve", "Run the exporter (the default command; the others: simulate, shadow, bench; `infer_exporter help` lists them).").Default()
 	serveCmd.Flag("config.file", "Configuration file (YAML): targets and workloads.").PlaceHolder("FILE").StringVar(&f.configFile)
 	serveCmd.Flag("config.check", "Validate --config.file, print the result and exit.").BoolVar(&f.configCheck)
 	serveCmd.Flag("demo", "Start the embedded simulator and probe it with a built-in workload.").BoolVar(&f.demo)
@@ -106,7 +108,7 @@ func run(ctx context.Context, args []string) int {
 	shadowCfg := shadow.AddFlags(shadowCmd)
 	benchCmd, runBench := bench.AddCommand(app)
 
-	cmd, err := app.Parse(args)
+	cmd, err := app.Parse(helpOfDefaults(app.Model(), args))
 	if err != nil {
 		fmt.Fprintf(os.Stderr, "%s: %v\n", exporterName, err)
 		return 2
@@ -128,6 +130,45 @@ func run(ctx context.Context, args []string) int {
 		return serve(ctx, &f, logger)
 	}
 	return 2
+}
+
+// helpOfDefaults makes --help show the flags of the command that runs when
+// none is named, as node_exporter's --help shows its flags: `infer_exporter
+// --help` is `serve --help`, `bench --help` is `bench run --help`. Without
+// it, kingpin shows the parent's flags alone (--log.* and --version), and
+// the flags an operator looks for are one command away. args are returned
+// unchanged when they ask for no help.
+func helpOfDefaults(app *kingpin.ApplicationModel, args []string) []string {
+	help := slices.ContainsFunc(args, func(a string) bool { return a == "--help" || a == "-h" })
+	if !help {
+		return args
+	}
+	cmds, last := app.Commands, -1
+	for i, a := range args {
+		if strings.HasPrefix(a, "-") {
+			continue
+		}
+		for _, c := range cmds {
+			if c.Name == a {
+				cmds, last = c.Commands, i
+				break
+			}
+		}
+	}
+	var defaults []string
+	for {
+		i := slices.IndexFunc(cmds, func(c *kingpin.CmdModel) bool { return c.Default })
+		if i < 0 {
+			break
+		}
+		defaults = append(defaults, cmds[i].Name)
+		cmds = cmds[i].Commands
+	}
+	if len(defaults) == 0 {
+		return args
+	}
+	out := append(append([]string{}, args[:last+1]...), defaults...)
+	return append(out, args[last+1:]...)
 }
 
 func checkConfig(ctx context.Context, file string) int {

@@ -46,6 +46,16 @@ func TestSubcommandHelpListsItsOwnFlags(t *testing.T) {
 			[]string{"--demo", "--web.config.file", "--collector.", "--config.file", "--probe.degraded-lag"}},
 		{[]string{"bench", "--help"}, []string{"--config.file", "--config.check", "--output.dir", "--collector.nvml", "--shard", "--web.listen-address", "bench verify", "bench merge"},
 			[]string{"--demo", "--web.config.file", "--web.telemetry-path", "--probe.degraded-lag", "--sim."}},
+		// The cases: the top-level --help is the default command's,
+		// as node_exporter's is; merge and verify list only their own.
+		{[]string{"--help"}, []string{"--config.file", "--web.listen-address", "--demo", "--otlp.endpoint", "--collector.nvml", "--log.level", "simulate, shadow, bench"},
+			[]string{"--sim.", "--shadow.", "--output.dir"}},
+		{[]string{"-h", "--log.level=debug"}, []string{"--config.file", "--web.listen-address", "--demo"}, nil},
+		{[]string{"bench", "merge", "--help"}, []string{"--output.dir", "<shards>"},
+			// " --shard=": the flag's line; the description names it as "(--shard=i/N)".
+			[]string{"--collector", "--baseline", " --shard=", "--config.file", "--web.listen-address", "--progress"}},
+		{[]string{"bench", "verify", "--help"}, []string{"<report>"},
+			[]string{"--collector", "--baseline", " --shard=", "--config.file", "--web.listen-address", "--output.dir"}},
 		{[]string{"shadow", "--help"}, []string{"--shadow.upstream", "--web.listen-address"},
 			[]string{"--demo", "--collector.", "--config.file", "--sim."}},
 		{[]string{"serve", "--help"}, []string{"--demo", "--config.file", "--web.listen-address", "--collector.nvml"},
