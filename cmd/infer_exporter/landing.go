@@ -10,6 +10,7 @@ import (
 	"github.com/prometheus/exporter-toolkit/web"
 
 	"github.com/infer-exporter/infer_exporter/collector"
+	"github.com/infer-exporter/infer_exporter/internal/shadow"
 	"github.com/infer-exporter/infer_exporter/probe/prober"
 	"github.com/infer-exporter/infer_exporter/probe/workload"
 )
@@ -96,4 +97,27 @@ func buildNote() string {
 		return "NVML GPU collector: built in."
 	}
 	return "NVML GPU collector: not built in (this binary was built without cgo)."
+}
+
+// shadowLanding is the shadow proxy's page on its metrics listener: what
+// it forwards to, where it stores, and whether it keeps users' text.
+func shadowLanding(w http.ResponseWriter, metricsPath string, c *shadow.Config) {
+	redact := "on: message text is replaced by filler before it is stored"
+	if !c.Redact {
+		redact = "<b>off</b>: prompts are stored as they came (--no-shadow.redact)"
+	}
+	w.Header().Set("Content-Type", "text/html; charset=utf-8")
+	fmt.Fprintf(w, `<!DOCTYPE html>
+<html><head><title>%[1]s shadow</title></head><body>
+<h1>%[1]s shadow</h1>
+<p>A capture proxy: requests to <code>%[2]s</code> go to <code>%[3]s</code> unchanged; a sample of generation requests is stored for replay.</p>
+<ul>
+<li>Store: <code>%[4]s</code></li>
+<li>Sample: %[5]g of generation requests</li>
+<li>Redaction: %[6]s</li>
+</ul>
+<p><a href="%[7]s">Metrics</a> &middot; <a href="/-/healthy">Health</a></p>
+</body></html>
+`, exporterName, html.EscapeString(c.ListenAddress), html.EscapeString(c.Upstream), html.EscapeString(c.StoreDir),
+		c.Sample, redact, html.EscapeString(metricsPath))
 }

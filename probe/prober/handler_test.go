@@ -505,6 +505,13 @@ func TestHistory(t *testing.T) {
 	if !strings.Contains(NewHistory(0).HTML(), "No probes yet") {
 		t.Error("empty history")
 	}
+	// The landing page's "Recent probes" link, without an id: the list,
+	// escaped, its links on this page (it answered 400 before).
+	w := newRecorder()
+	h.ServeHTTP(w, mustRequest(t, http.MethodGet, LogsPath))
+	if body := w.Body.String(); w.Code != http.StatusOK || !strings.Contains(body, `<a href="?id=4">`) || strings.Contains(body, "<script>") {
+		t.Errorf("%s without an id: %d\n%s", LogsPath, w.Code, body)
+	}
 }
 
 // TestPromptsChangePerProbe: two probes of one module send different

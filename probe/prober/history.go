@@ -93,6 +93,11 @@ func (h *History) get(id int64) (historyEntry, bool) {
 // first, each linking to its debug output at LogsPath. Every value is
 // escaped: targets and module names come from scrapes, not the operator.
 func (h *History) HTML() string {
+	return h.table(strings.TrimPrefix(LogsPath, "/"))
+}
+
+// table renders the recent probes, each linking to link?id=N.
+func (h *History) table(link string) string {
 	var b strings.Builder
 	b.WriteString("<h2>Recent probes</h2>\n")
 	entries := h.recent()
@@ -112,14 +117,21 @@ func (h *History) HTML() string {
 			html.EscapeString(e.target),
 			html.EscapeString(result),
 			html.EscapeString(e.duration.Round(time.Millisecond).String()),
-			html.EscapeString(strings.TrimPrefix(LogsPath, "/")), e.id)
+			html.EscapeString(link), e.id)
 	}
 	b.WriteString("</table>\n")
 	return b.String()
 }
 
-// ServeHTTP serves the debug output of the probe ?id=N as plain text.
+// ServeHTTP serves the debug output of the probe ?id=N as plain text, and
+// without an id the list of recent probes (the landing page's link).
 func (h *History) ServeHTTP(w http.ResponseWriter, r *http.Request) {
+	if !r.URL.Query().Has("id") {
+		w.Header().Set("Content-Type", "text/html; charset=utf-8")
+		fmt.Fprintf(w, "<!DOCTYPE html>\n<html><head><title>Recent probes</title></head><body>\n%s<p><a href=\"/\">Back</a></p></body></html>\n",
+			h.table(""))
+		return
+	}
 	id, err := strconv.ParseInt(r.URL.Query().Get("id"), 10, 64)
 	if err != nil {
 		http.Error(w, "id must be the number of a recent probe", http.StatusBadRequest)
