@@ -14,7 +14,6 @@ import (
 	"net/url"
 	"path/filepath"
 	"regexp"
-	"slices"
 	"strconv"
 	"strings"
 	"time"
@@ -30,31 +29,6 @@ type Config struct {
 	Modules map[string]Module `yaml:"modules"`
 	// Probe guards /probe: its allow list and per-target ceilings.
 	Probe ProbeSettings `yaml:"probe"`
-}
-
-// Flavor names the HTTP API a target speaks.
-type Flavor string
-
-// FlavorOpenAIChat is the default flavor.
-const FlavorOpenAIChat Flavor = "openai-chat"
-
-// Flavors are the flavor names a configuration accepts, sorted. They are the
-// flavors the client package speaks (a test there checks that the two lists
-// are the same).
-var Flavors = []string{
-	"llamacpp",
-	"ollama-chat",
-	"ollama-generate",
-	"openai-chat",
-	"openai-completions",
-	"sglang",
-	"tgi",
-	"triton",
-}
-
-// knownFlavor says whether f is one of Flavors.
-func knownFlavor(f Flavor) bool {
-	return slices.Contains(Flavors, string(f))
 }
 
 // Target is one inference server endpoint.

@@ -35,32 +35,14 @@ const (
 	MaxPerplexityThreshold = 1e6
 )
 
-// PerplexityFlavors are the flavors whose servers can return the
-// log-probabilities of a prompt's tokens, which a perplexity needs. The
-// quality package has a request dialect for each (a test there checks the
-// two lists agree).
-var PerplexityFlavors = []string{"openai-chat", "openai-completions", "sglang", "tgi"}
-
-// PerplexityUnsupported says, for every other flavor, why its server
-// cannot be scored. A target or module of these flavors with a perplexity
-// probe is refused at load, rather than failing at every probe.
-var PerplexityUnsupported = map[string]string{
-	"llamacpp":        "llama.cpp's /completion returns probabilities (n_probs) of generated tokens only, and its /v1/completions has no echo of prompt log-probabilities",
-	"ollama-chat":     "Ollama returns log-probabilities (logprobs, since 0.12.11) of generated tokens only, never of the prompt's",
-	"ollama-generate": "Ollama returns log-probabilities (logprobs, since 0.12.11) of generated tokens only, never of the prompt's",
-	"triton":          "Triton's generate endpoint returns generated tokens' log-probabilities at most (vLLM backend); TensorRT-LLM's context logits are raw vocabulary-wide tensors, not per-token log-probabilities",
-}
-
 // PerplexityCapable reports whether servers of flavor f can be scored, and
 // why not when they cannot.
 func PerplexityCapable(f Flavor) (bool, string) {
-	for _, s := range PerplexityFlavors {
-		if string(f) == s {
+	if facts, ok := f.Facts(); ok {
+		if facts.PerplexityDialect != "" {
 			return true, ""
 		}
-	}
-	if why, ok := PerplexityUnsupported[string(f)]; ok {
-		return false, why
+		return false, facts.NoPerplexity
 	}
 	names := append([]string(nil), PerplexityFlavors...)
 	sort.Strings(names)

@@ -6,14 +6,18 @@ import (
 	"io"
 	"net/http"
 	"sort"
+
+	"github.com/infer-exporter/infer_exporter/internal/config"
 )
 
 // Flavor is one inference HTTP API: how to ask for a streamed generation and
 // how to read the answer. A flavor knows the wire format only; the Client owns
 // the clock, the outcome and the observation, so that every flavor is measured
-// the same way. Adding TGI, llama.cpp, Ollama NDJSON, Triton or SGLang means
-// adding an implementation, registering it in flavors, and adding its name to
-// config.Flavors (TestConfigFlavors checks the two lists agree).
+// the same way. Its facts (its name, whether it is a chat API) are its entry
+// in config's flavor table, which an implementation embeds (factsOf). Adding
+// a flavor means adding that entry, an implementation in a file of its own,
+// and its line in flavors (TestConfigFlavors checks the table and flavors
+// hold the same names).
 type Flavor interface {
 	// Name is the flavor's configuration name, such as "openai-chat".
 	Name() string
@@ -90,12 +94,34 @@ func (e *ProtocolError) Error() string {
 
 func (e *ProtocolError) Unwrap() error { return e.Err }
 
+// facts is a flavor's entry in config's flavor table. Every implementation
+// embeds the entry of its name, so that its Name and Chat, and the body it
+// builds by Chat, are the table's and cannot disagree with what the
+// configuration, the quality probe, prompt calibration and the OTLP push
+// read there.
+type facts struct{ f config.FlavorFacts }
+
+func (x facts) Name() string { return string(x.f.Name) }
+
+func (x facts) Chat() bool { return x.f.Chat() }
+
+// factsOf is the table's entry for name. A name without one is a
+// programming error, which stops the package's initialisation: no flavor
+// can be spoken without its facts.
+func factsOf(name config.Flavor) facts {
+	f, ok := name.Facts()
+	if !ok {
+		panic("client: flavor " + string(name) + " has no entry in config's flavor table")
+	}
+	return facts{f}
+}
+
 // The flavors this version speaks.
 var (
 	// OpenAIChat is POST /v1/chat/completions with "stream": true.
-	OpenAIChat Flavor = openAIFlavor{name: "openai-chat", path: "/chat/completions", chat: true}
+	OpenAIChat Flavor = openAIFlavor{facts: factsOf("openai-chat"), path: "/chat/completions"}
 	// OpenAICompletions is POST /v1/completions with "stream": true.
-	OpenAICompletions Flavor = openAIFlavor{name: "openai-completions", path: "/completions"}
+	OpenAICompletions Flavor = openAIFlavor{facts: factsOf("openai-completions"), path: "/completions"}
 )
 
 var flavors = map[string]Flavor{

@@ -27,3 +27,19 @@ func TestFlavorChat(t *testing.T) {
 		}
 	}
 }
+
+// TestFlavorsSpeakTheirFacts: every flavor of config's table has a wire
+// format here, whose name and chat-ness are the table's.
+func TestFlavorsSpeakTheirFacts(t *testing.T) {
+	for _, facts := range config.AllFlavors() {
+		t.Run(string(facts.Name), func(t *testing.T) {
+			f, err := ParseFlavor(string(facts.Name))
+			if err != nil {
+				t.Fatalf("no wire format: %v", err)
+			}
+			if f.Name() != string(facts.Name) || f.Chat() != facts.Chat() {
+				t.Errorf("Name() %q, Chat() %v; the table says %q, %v", f.Name(), f.Chat(), facts.Name, facts.Chat())
+			}
+		})
+	}
+}

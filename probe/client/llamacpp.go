@@ -22,14 +22,10 @@ import (
 //
 // ignore_eos is sent when set (llama.cpp honours it); min_tokens is not (no
 // such option).
-type llamaCppFlavor struct{}
+type llamaCppFlavor struct{ facts }
 
 // LlamaCpp is POST /completion of the llama.cpp server.
-var LlamaCpp Flavor = llamaCppFlavor{}
-
-func (llamaCppFlavor) Name() string { return "llamacpp" }
-
-func (llamaCppFlavor) Chat() bool { return false }
+var LlamaCpp Flavor = llamaCppFlavor{factsOf("llamacpp")}
 
 func (f llamaCppFlavor) NewRequest(ctx context.Context, t *Target, r *Request) (*http.Request, error) {
 	body := map[string]any{"prompt": r.Prompt, "stream": true}

@@ -31,26 +31,21 @@ import (
 // The output cap is options.num_predict; temperature, top_p and seed go in
 // options too. Ollama has no ignore_eos or min_tokens; they are not sent.
 type ollamaFlavor struct {
-	name string
+	facts
 	path string
-	chat bool
 }
 
 // The Ollama flavors.
 var (
 	// OllamaGenerate is POST /api/generate.
-	OllamaGenerate Flavor = ollamaFlavor{name: "ollama-generate", path: "/api/generate"}
+	OllamaGenerate Flavor = ollamaFlavor{facts: factsOf("ollama-generate"), path: "/api/generate"}
 	// OllamaChat is POST /api/chat.
-	OllamaChat Flavor = ollamaFlavor{name: "ollama-chat", path: "/api/chat", chat: true}
+	OllamaChat Flavor = ollamaFlavor{facts: factsOf("ollama-chat"), path: "/api/chat"}
 )
-
-func (f ollamaFlavor) Name() string { return f.name }
-
-func (f ollamaFlavor) Chat() bool { return f.chat }
 
 func (f ollamaFlavor) NewRequest(ctx context.Context, t *Target, r *Request) (*http.Request, error) {
 	body := map[string]any{"model": t.Model, "stream": true}
-	if f.chat {
+	if f.Chat() {
 		body["messages"] = []map[string]string{{"role": "user", "content": r.Prompt}}
 	} else {
 		body["prompt"] = r.Prompt
@@ -71,7 +66,7 @@ func (f ollamaFlavor) NewRequest(ctx context.Context, t *Target, r *Request) (*h
 	if len(options) > 0 {
 		body["options"] = options
 	}
-	buf, err := encodeBody(f.name, body, r)
+	buf, err := encodeBody(f.Name(), body, r)
 	if err != nil {
 		return nil, err
 	}

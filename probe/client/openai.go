@@ -21,14 +21,9 @@ import (
 // one decoder reads both: chat puts text in choices[].delta, completions in
 // choices[].text.
 type openAIFlavor struct {
-	name string
+	facts
 	path string // under /v1
-	chat bool
 }
-
-func (f openAIFlavor) Name() string { return f.name }
-
-func (f openAIFlavor) Chat() bool { return f.chat }
 
 func (f openAIFlavor) NewRequest(ctx context.Context, t *Target, r *Request) (*http.Request, error) {
 	body := r.prepared
@@ -47,7 +42,7 @@ func (f openAIFlavor) body(t *Target, r *Request) ([]byte, error) {
 	if r.RawBody != nil {
 		raw, err := streamingBody(r.RawBody, t.Model)
 		if err != nil {
-			return nil, fmt.Errorf("%s raw request body: %w", f.name, err)
+			return nil, fmt.Errorf("%s raw request body: %w", f.Name(), err)
 		}
 		return raw, nil
 	}
@@ -55,7 +50,7 @@ func (f openAIFlavor) body(t *Target, r *Request) ([]byte, error) {
 	if t.Model != "" {
 		body["model"] = t.Model
 	}
-	if f.chat {
+	if f.Chat() {
 		body["messages"] = []map[string]string{{"role": "user", "content": r.Prompt}}
 	} else {
 		body["prompt"] = r.Prompt
@@ -91,7 +86,7 @@ func (f openAIFlavor) body(t *Target, r *Request) ([]byte, error) {
 	enc := json.NewEncoder(&buf)
 	enc.SetEscapeHTML(false) // send the prompt's bytes as they are
 	if err := enc.Encode(body); err != nil {
-		return nil, fmt.Errorf("encoding %s request body: %w", f.name, err)
+		return nil, fmt.Errorf("encoding %s request body: %w", f.Name(), err)
 	}
 	return buf.Bytes(), nil
 }

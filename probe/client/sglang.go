@@ -26,14 +26,10 @@ import (
 // sampling_params, as are temperature and top_p. The seed is not sent:
 // SGLang's per-request seed parameter has changed name across versions; use
 // Extra.
-type sglangFlavor struct{}
+type sglangFlavor struct{ facts }
 
 // SGLang is POST /generate of SGLang.
-var SGLang Flavor = sglangFlavor{}
-
-func (sglangFlavor) Name() string { return "sglang" }
-
-func (sglangFlavor) Chat() bool { return false }
+var SGLang Flavor = sglangFlavor{factsOf("sglang")}
 
 func (f sglangFlavor) NewRequest(ctx context.Context, t *Target, r *Request) (*http.Request, error) {
 	params := map[string]any{}

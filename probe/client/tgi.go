@@ -25,14 +25,10 @@ import (
 //
 // TGI has no ignore_eos or min_tokens; they are not sent. The seed goes in
 // parameters.seed.
-type tgiFlavor struct{}
+type tgiFlavor struct{ facts }
 
 // TGI is POST /generate_stream of Text Generation Inference.
-var TGI Flavor = tgiFlavor{}
-
-func (tgiFlavor) Name() string { return "tgi" }
-
-func (tgiFlavor) Chat() bool { return false }
+var TGI Flavor = tgiFlavor{factsOf("tgi")}
 
 func (f tgiFlavor) NewRequest(ctx context.Context, t *Target, r *Request) (*http.Request, error) {
 	params := map[string]any{"details": true}

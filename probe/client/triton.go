@@ -29,15 +29,11 @@ import (
 // Target.Model is the model in the path (for TensorRT-LLM usually
 // "ensemble"). temperature, top_p and the seed (as "random_seed") are sent
 // when set; Triton has no ignore_eos or min_tokens inputs.
-type tritonFlavor struct{}
+type tritonFlavor struct{ facts }
 
 // Triton is POST /v2/models/<model>/generate_stream of Triton Inference
 // Server.
-var Triton Flavor = tritonFlavor{}
-
-func (tritonFlavor) Name() string { return "triton" }
-
-func (tritonFlavor) Chat() bool { return false }
+var Triton Flavor = tritonFlavor{factsOf("triton")}
 
 // errNoModel is a Triton request without a model for its path.
 var errNoModel = errors.New("triton flavor needs the target's model (the path's <model>)")

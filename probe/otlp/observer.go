@@ -2,6 +2,7 @@ package otlp
 
 import (
 	"context"
+	"fmt"
 	"net"
 	"net/url"
 	"strconv"
@@ -25,21 +26,15 @@ const (
 	AttrDropReason = attribute.Key("infer_probe.drop_reason")
 )
 
-// Operation and provider names by flavor. The chat APIs are the
-// conventions' "chat", every other generation API their "text_completion".
-// The OpenAI flavors are "openai", as an OpenAI client library reports
-// whatever server it talks to (server.address names the actual one); the
-// others name the engine whose API they speak, values of our own, which
-// the conventions allow where none of theirs applies.
-var flavorNames = map[config.Flavor][2]string{
-	"openai-chat":        {"chat", "openai"},
-	"openai-completions": {"text_completion", "openai"},
-	"ollama-chat":        {"chat", "ollama"},
-	"ollama-generate":    {"text_completion", "ollama"},
-	"tgi":                {"text_completion", "tgi"},
-	"llamacpp":           {"text_completion", "llama_cpp"},
-	"triton":             {"text_completion", "triton"},
-	"sglang":             {"text_completion", "sglang"},
+// operationName is the conventions' gen_ai.operation.name of a flavor's
+// requests: "chat" for the chat APIs, "text_completion" for every other
+// generation API. The provider name is a fact of the flavor
+// (config.FlavorFacts.Provider).
+func operationName(f config.FlavorFacts) string {
+	if f.Chat() {
+		return "chat"
+	}
+	return "text_completion"
 }
 
 // Observer records one workload's requests. It implements workload.Observer
@@ -82,19 +77,22 @@ var (
 
 // Workload returns the observer of workload w, which sends to target t.
 // The attribute values come from the configuration, so the number of series
-// is bounded by what the operator wrote.
+// is bounded by what the operator wrote. t's flavor must be one the
+// configuration accepts (a loaded configuration's are), or empty for the
+// default; another is a programming error, and panics rather than push
+// made-up names.
 func (p *Pusher) Workload(t *config.Target, w *config.Workload) *Observer {
 	flavor := t.Flavor
 	if flavor == "" {
 		flavor = config.FlavorOpenAIChat
 	}
-	names, ok := flavorNames[flavor]
+	facts, ok := flavor.Facts()
 	if !ok {
-		names = [2]string{"text_completion", string(flavor)}
+		panic(fmt.Sprintf("otlp: target %q has flavor %q, which is not one of %v", t.Name, flavor, config.Flavors))
 	}
 	kvs := []attribute.KeyValue{
-		semconv.GenAIOperationNameKey.String(names[0]),
-		semconv.GenAIProviderNameKey.String(names[1]),
+		semconv.GenAIOperationNameKey.String(operationName(facts)),
+		semconv.GenAIProviderNameKey.String(facts.Provider),
 		semconv.GenAIRequestModel(t.Model),
 		AttrTarget.String(t.Name),
 		AttrWorkload.String(w.Name),

@@ -9,6 +9,7 @@ import (
 	"io"
 	"math"
 	"net/http"
+	"slices"
 	"strings"
 	"time"
 
@@ -35,13 +36,9 @@ const (
 	DialectTGI = "tgi"
 )
 
-// dialectOf is the dialect spoken to a target of flavor name.
-var dialectOf = map[string]string{
-	"openai-chat":        DialectOpenAIEcho,
-	"openai-completions": DialectOpenAIEcho,
-	"sglang":             DialectSGLang,
-	"tgi":                DialectTGI,
-}
+// Dialects lists every dialect. Which one a flavor's servers speak is a
+// fact of the flavor (config.FlavorFacts.PerplexityDialect).
+var Dialects = []string{DialectOpenAIEcho, DialectSGLang, DialectTGI}
 
 // Failure reasons: the reason label of
 // infer_probe_perplexity_failures_total, a closed set.
@@ -135,11 +132,15 @@ type Doer interface {
 	Do(*http.Request) (*http.Response, error)
 }
 
-// DialectFor is the dialect of a flavor, or a ReasonUnsupported Error
-// saying why the flavor has none.
+// DialectFor is the dialect of a flavor, as its facts state it, or a
+// ReasonUnsupported Error saying why the flavor has none.
 func DialectFor(flavor string) (string, error) {
-	if d, ok := dialectOf[flavor]; ok {
-		return d, nil
+	if facts, ok := config.Flavor(flavor).Facts(); ok && facts.PerplexityDialect != "" {
+		if !slices.Contains(Dialects, facts.PerplexityDialect) {
+			// TestFlavorsAgree keeps this from happening.
+			return "", fail(ReasonUnsupported, 0, "the %s flavor's perplexity dialect %q is not one this version speaks (%v)", flavor, facts.PerplexityDialect, Dialects)
+		}
+		return facts.PerplexityDialect, nil
 	}
 	_, why := config.PerplexityCapable(config.Flavor(flavor))
 	return "", fail(ReasonUnsupported, 0, "the %s API cannot return prompt log-probabilities: %s", flavor, why)
