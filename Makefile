@@ -1,4 +1,5 @@
-# The README's two commands are `make demo` and `make test`.
+# The README's two commands are `go run ./cmd/infer_exporter --demo` (also
+# `make demo`) and `make test`.
 GO ?= go
 BIN := infer_exporter
 VERSION ?= $(shell git describe --tags --always --dirty 2>/dev/null || echo dev)

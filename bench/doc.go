@@ -19,6 +19,5 @@
 // rank.go (the composite score and its intervals), baseline.go (the
 // regression gate), gpu.go (GPU sampling), info.go (engine info),
 // report.go, html.go, svg.go and report.html.tmpl (outputs), command.go (the
-// kingpin command). README.md's "Benchmark reports" section defines every
-// figure.
+// kingpin command). docs/bench.md defines every figure.
 package bench

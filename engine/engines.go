@@ -9,7 +9,7 @@ import (
 
 // This file is the mapping from each engine's own metric names to the
 // normalised infer_server_* series. Every source was checked against the
-// engine's documentation or source (README "Server metrics" lists them with
+// engine's documentation or source (docs/metrics.md "Server metrics" lists them with
 // their units). Each ratio below is already 0..1 at the source, whatever its
 // name says ("perc", "usage", "utilization"): vLLM's kv_cache_usage_perc and
 // gpu_cache_usage_perc ("1 means 100 percent usage"), SGLang's token_usage

@@ -255,7 +255,7 @@ func serve(ctx context.Context, f *flags, logger *slog.Logger) int {
 	// tracker whether the server is up and ready, and its process start.
 	starts := coldstart.New(logger.With("component", "coldstart"))
 	reg.MustRegister(starts)
-	serverMetrics := engine.NewScraper(logger.With("collector", "server"), engine.WithPollObserver(starts))
+	serverMetrics := engine.NewScraper(logger.With("component", "engine_scraper"), engine.WithPollObserver(starts))
 	defer serverMetrics.Close()
 	reg.MustRegister(serverMetrics)
 	// The quality probe: each target's perplexity over the reference text,
