@@ -202,6 +202,9 @@ var columns = func() []column {
 		stat("in_flight_expected", unitNumber, mergePooled, func(s *Stats) float64 { return s.InFlightExpected }),
 		count("in_flight_at_start", mergeCounts, func(s *Stats) int { return s.InFlightAtStart }),
 		flagged(flag("draining", func(s *Stats) bool { return s.Draining }), "draining", true),
+		// The percentiles come from a reservoir sample of the requests
+		// (more than max_samples_per_repeat); the counts stay exact.
+		stat("sampled", unitBool, mergePooled, func(s *Stats) float64 { return b2f(s.Sampled) }),
 	)
 	return cols
 }()

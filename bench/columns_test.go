@@ -23,7 +23,6 @@ var notInCSV = map[string]string{
 	"summary.*_seconds.count":        "the number of values behind a distribution: report.json",
 	"summary.*_seconds.min":          "the distributions' minima: report.json",
 	"summary.schedule_lag_seconds.*": "the client's own delay: its p99 is a column (degraded judges it), the rest is in report.json",
-	"summary.sampled":                "whether the percentiles come from a reservoir sample: report.json",
 	"ci.*":                           "the other figures' intervals: report.json (the ranking and the baseline gate read them)",
 }
 
@@ -197,9 +196,9 @@ func TestColumnsMergeAsOneProcess(t *testing.T) {
 				t.Errorf("%s (exact): merged %q, one process %q", col.name, b, a)
 			}
 		case mergePooled:
-			x, _ := strconv.ParseFloat(a, 64)
-			y, _ := strconv.ParseFloat(b, 64)
-			if (a == "") != (b == "") || math.Abs(x-y) > 1e-9*math.Max(1, math.Abs(x)) {
+			x, errA := strconv.ParseFloat(a, 64)
+			y, errB := strconv.ParseFloat(b, 64)
+			if (errA != nil || errB != nil) && a != b || math.Abs(x-y) > 1e-9*math.Max(1, math.Abs(x)) {
 				t.Errorf("%s (pooled records): merged %q, one process %q", col.name, b, a)
 			}
 		case mergeBootstrap:
@@ -243,6 +242,35 @@ func TestMedianStatsEveryField(t *testing.T) {
 	for _, all := range [][]Stats{{s}, {s, s, s}, {s, {Outcomes: map[string]int{}}, s}} {
 		if got := medianStats(all); !reflect.DeepEqual(got, s) {
 			t.Errorf("median of %d repeats:\n got %+v\nwant %+v", len(all), got, s)
+		}
+	}
+}
+
+// TestCSVSampledColumn: the sampled column says when a cell's percentiles
+// come from a reservoir sample (the worked example of CONTRIBUTING.md's
+// "Adding a report column").
+func TestCSVSampledColumn(t *testing.T) {
+	w0 := time.Unix(1000, 0)
+	rows := func(maxRecs int) []string {
+		rec := newRecorderAt(w0, time.Second, config.SLO{}, maxRecs, DefaultMaxITLSamples, 1)
+		for _, o := range goldenRequests(1, 40, 1) {
+			rec.observe(o)
+		}
+		st, _ := rec.finish(3, 0)
+		var b bytes.Buffer
+		if err := WriteCSV(&b, &Report{Cells: []CellResult{{Key: "k", Summary: st}}}); err != nil {
+			t.Fatal(err)
+		}
+		return strings.Split(strings.TrimSpace(b.String()), "\n")
+	}
+	for _, tc := range []struct {
+		maxRecs int
+		want    string
+	}{{10, "true"}, {1000, "false"}} {
+		r := rows(tc.maxRecs)
+		if !strings.HasSuffix(r[0], ",draining,sampled") || !strings.HasSuffix(r[1], ","+tc.want) {
+			t.Errorf("a reservoir of %d records: header ...%s, row ...%s; want sampled last, %s",
+				tc.maxRecs, r[0][len(r[0])-20:], r[1][len(r[1])-12:], tc.want)
 		}
 	}
 }
