@@ -27,14 +27,6 @@ func mdRate(v float64) string { return strconv.FormatFloat(v, 'f', 2, 64) }
 
 func mdRatio(v float64) string { return strconv.FormatFloat(v, 'f', 3, 64) }
 
-// mdDist is a distribution's quantile in ms, "–" without values.
-func mdDist(d Dist, q func(Dist) float64) string {
-	if d.Count == 0 {
-		return "–"
-	}
-	return mdMillis(q(d))
-}
-
 // mdCell escapes what would break a table cell.
 func mdCell(s string) string {
 	return strings.NewReplacer("|", `\|`, "\n", " ").Replace(s)
@@ -89,29 +81,18 @@ func WriteMarkdown(w io.Writer, r *Report) error {
 	}
 
 	b.WriteString("## Cells\n\nMedian over repeats. Latencies in ms from the scheduled instant; rates per second over the measured windows.\n\n")
-	b.WriteString("| cell | requests | successes | req/s | output tokens/s | goodput | TTFT p50 | TTFT p99 | TPOT p50 | TPOT p99 | E2E p50 | E2E p99 | flags |\n")
-	b.WriteString("| --- | --- | --- | --- | --- | --- | --- | --- | --- | --- | --- | --- | --- |\n")
-	for _, c := range r.Cells {
-		s := &c.Summary
-		var flags []string
-		if !c.Stable {
-			flags = append(flags, "unstable")
+	b.WriteString("| cell |")
+	for _, c := range mdColumns {
+		b.WriteString(" " + c.md + " |")
+	}
+	b.WriteString(" flags |\n|" + strings.Repeat(" --- |", len(mdColumns)+2) + "\n")
+	for i := range r.Cells {
+		c := &r.Cells[i]
+		b.WriteString("| " + mdCell(c.Key) + " |")
+		for _, col := range mdColumns {
+			b.WriteString(" " + col.markdown(c) + " |")
 		}
-		if c.Degraded {
-			flags = append(flags, "client degraded")
-		}
-		if s.Overloaded {
-			flags = append(flags, "overloaded")
-		}
-		if s.Draining {
-			flags = append(flags, "draining")
-		}
-		p50 := func(d Dist) float64 { return d.P50 }
-		p99 := func(d Dist) float64 { return d.P99 }
-		fmt.Fprintf(&b, "| %s | %d | %d | %s | %s | %s | %s | %s | %s | %s | %s | %s | %s |\n",
-			mdCell(c.Key), s.Requests, s.Successes, mdRate(s.RequestsPerSecond), mdRate(s.OutputTokensPerSecond), mdRatio(s.GoodputRatio),
-			mdDist(s.TTFT, p50), mdDist(s.TTFT, p99), mdDist(s.TPOT, p50), mdDist(s.TPOT, p99), mdDist(s.E2E, p50), mdDist(s.E2E, p99),
-			strings.Join(flags, ", "))
+		b.WriteString(" " + strings.Join(mdFlags(c), ", ") + " |\n")
 	}
 	b.WriteString("\n")
 

@@ -341,7 +341,7 @@ func checkState(st *RecorderState, maxK, maxRecs int) error {
 // within MaxShardSeconds (the schedule instant and the lag may be
 // negative: a warm-up request, a send a little early), its windows within
 // MaxShardWindows.
-func checkRecord(r *RecordState) error {
+func checkRecord(r *Record) error {
 	if !(math.Abs(r.Sched) <= MaxShardSeconds) {
 		return fmt.Errorf("s: %v is not in [-%g, %g]", r.Sched, MaxShardSeconds, MaxShardSeconds)
 	}

@@ -81,7 +81,7 @@ func TestReportCSVReasoningColumns(t *testing.T) {
 	// Added columns go after the existing ones, which keep their places.
 	if col["ttfa_mean_seconds"] != col["e2e_p99_ci_hi"]+1 || col["reasoning_requests"] != col["reasoning_tokens"]+1 ||
 		col["offered_per_second"] != col["reasoning_requests"]+1 || col["in_flight_at_end"] != col["overloaded"]+1 ||
-		col["in_flight_expected"] != col["in_flight_at_end"]+1 || col["draining"] != len(rows[0])-1 {
+		col["in_flight_expected"] != col["in_flight_at_end"]+1 || col["draining"] != col["in_flight_at_start"]+1 {
 		t.Errorf("header %v", rows[0])
 	}
 	for name, want := range map[string]string{

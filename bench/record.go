@@ -39,19 +39,22 @@ import (
 //   - goodput ratio: measured requests that succeeded and met every SLO
 //     threshold, over measured requests (dropped and failed included).
 
-// record is one request, as kept for percentiles and the bootstrap.
-type record struct {
-	sched    float64 // seconds from warmupEnd; negative for warm-up requests
-	ttft     float64 // seconds; NaN when undefined or not measured
-	ttfa     float64
-	tpot     float64
-	e2e      float64
-	lag      float64
-	measured bool
-	goodput  bool
-	// winTokens[k] are the output tokens delivered in window firstWin+k.
-	firstWin  int32
-	winTokens []float32
+// Record is one request, in the one shape the bench keeps it: the
+// recorder's sample for the percentiles and the bootstrap, and, as is, a
+// shard report's records (RecorderState.Records), which the merge pools.
+// Seconds; a latency is NaN (null in JSON) when undefined or not measured.
+type Record struct {
+	Sched    float64 `json:"s"` // seconds from warmupEnd; negative for warm-up requests
+	TTFT     Num     `json:"ttft"`
+	TTFA     Num     `json:"ttfa"`
+	TPOT     Num     `json:"tpot"`
+	E2E      Num     `json:"e2e"`
+	Lag      Num     `json:"lag"`
+	Measured bool    `json:"m"`
+	Goodput  bool    `json:"g"`
+	// WinTokens[k] are the output tokens delivered in window FirstWin+k.
+	FirstWin  int32     `json:"w"`
+	WinTokens []float32 `json:"t,omitempty"`
 }
 
 // recorder collects a repeat's observations. OnResult runs on the runner's
@@ -80,7 +83,7 @@ type recorder struct {
 
 	mu       sync.Mutex
 	rng      *rand.Rand
-	recs     []record
+	recs     []Record
 	recsSeen int
 	itl      []float64
 	itlSeen  int
@@ -215,30 +218,30 @@ func (rc *recorder) observe(obs *observation.Request) {
 func (rc *recorder) record(obs *observation.Request) {
 	measured := !obs.Scheduled.Before(rc.warmupEnd)
 	success := obs.Outcome == observation.Success
-	rec := record{
-		sched: obs.Scheduled.Sub(rc.warmupEnd).Seconds(),
-		ttft:  math.NaN(), ttfa: math.NaN(), tpot: math.NaN(), e2e: math.NaN(), lag: math.NaN(),
-		measured: measured,
+	rec := Record{
+		Sched: obs.Scheduled.Sub(rc.warmupEnd).Seconds(),
+		TTFT:  NaN(), TTFA: NaN(), TPOT: NaN(), E2E: NaN(), Lag: NaN(),
+		Measured: measured,
 	}
 	if measured {
 		if d, ok := obs.TTFT(); ok {
-			rec.ttft = d.Seconds()
+			rec.TTFT = Num(d.Seconds())
 		}
 		if d, ok := obs.TTFA(); ok {
-			rec.ttfa = d.Seconds()
+			rec.TTFA = Num(d.Seconds())
 		}
 		if d, ok := obs.ScheduleLag(); ok {
-			rec.lag = d.Seconds()
+			rec.Lag = Num(d.Seconds())
 		}
 		if success {
 			if d, ok := obs.TPOT(); ok {
-				rec.tpot = d.Seconds()
+				rec.TPOT = Num(d.Seconds())
 			}
 			if d, ok := obs.E2E(); ok {
-				rec.e2e = d.Seconds()
+				rec.E2E = Num(d.Seconds())
 			}
 		}
-		rec.goodput = slo.Met(obs, rc.slo)
+		rec.Goodput = slo.Met(obs, rc.slo)
 	}
 	// Tokens delivered per window, for successful requests.
 	if success && len(obs.TokenTimes) > 0 {
@@ -252,11 +255,11 @@ func (rc *recorder) record(obs *observation.Request) {
 			if first < 0 {
 				first = 0
 			}
-			rec.firstWin = int32(first)
-			rec.winTokens = make([]float32, last-first+1)
+			rec.FirstWin = int32(first)
+			rec.WinTokens = make([]float32, last-first+1)
 			for _, t := range obs.TokenTimes {
 				if w := rc.winOf(t); w >= first {
-					rec.winTokens[w-first] += float32(weight)
+					rec.WinTokens[w-first] += float32(weight)
 				}
 			}
 		}
@@ -267,7 +270,7 @@ func (rc *recorder) record(obs *observation.Request) {
 	if measured {
 		rc.measured++
 		rc.outcomes[obs.Outcome]++
-		if rec.goodput {
+		if rec.Goodput {
 			rc.goodput++
 		}
 		if success {
@@ -304,8 +307,8 @@ func (rc *recorder) record(obs *observation.Request) {
 			rc.winDropped[w]++
 		}
 	}
-	for k, tok := range rec.winTokens {
-		w := int(rec.firstWin) + k
+	for k, tok := range rec.WinTokens {
+		w := int(rec.FirstWin) + k
 		rc.winTokens = grow(rc.winTokens, w+1)
 		rc.winTokens[w] += float64(tok)
 	}
@@ -321,11 +324,11 @@ func (rc *recorder) record(obs *observation.Request) {
 			rc.winSuccesses[w]++
 			rc.winE2E = grow(rc.winE2E, w+1)
 			if len(rc.winE2E[w]) < rc.windowCap {
-				rc.winE2E[w] = append(rc.winE2E[w], rec.e2e)
+				rc.winE2E[w] = append(rc.winE2E[w], float64(rec.E2E))
 			}
 		}
 	}
-	if !measured && rec.winTokens == nil {
+	if !measured && rec.WinTokens == nil {
 		return // a warm-up request that delivered nothing in the windows
 	}
 	// Algorithm R: a uniform sample of at most maxRecs requests.
@@ -508,19 +511,19 @@ func (rc *recorder) finish(k int, span time.Duration) (Stats, *sample) {
 	s.measured = make([]bool, n)
 	s.goodput = make([]bool, n)
 	for i, r := range rc.recs {
-		cols[latTTFT][i], cols[latTPOT][i], cols[latE2E][i] = r.ttft, r.tpot, r.e2e
-		for j, tok := range r.winTokens {
-			if int(r.firstWin)+j < k {
+		cols[latTTFT][i], cols[latTPOT][i], cols[latE2E][i] = float64(r.TTFT), float64(r.TPOT), float64(r.E2E)
+		for j, tok := range r.WinTokens {
+			if int(r.FirstWin)+j < k {
 				s.tokens[i] += float64(tok)
 			}
 		}
-		s.measured[i], s.goodput[i] = r.measured, r.goodput
+		s.measured[i], s.goodput[i] = r.Measured, r.Goodput
 		for _, x := range []struct {
-			v   float64
+			v   Num
 			dst *[]float64
-		}{{r.ttft, &ttft}, {r.ttfa, &ttfa}, {r.tpot, &tpot}, {r.e2e, &e2e}, {r.lag, &lag}} {
-			if !math.IsNaN(x.v) {
-				*x.dst = append(*x.dst, x.v)
+		}{{r.TTFT, &ttft}, {r.TTFA, &ttfa}, {r.TPOT, &tpot}, {r.E2E, &e2e}, {r.Lag, &lag}} {
+			if !math.IsNaN(float64(x.v)) {
+				*x.dst = append(*x.dst, float64(x.v))
 			}
 		}
 	}
@@ -535,12 +538,12 @@ func (rc *recorder) finish(k int, span time.Duration) (Stats, *sample) {
 
 // meanOf is the mean E2E of the measured successes among recs (0 when
 // none).
-func meanOf(recs []record) float64 {
+func meanOf(recs []Record) float64 {
 	var sum float64
 	var n int
 	for _, r := range recs {
-		if r.measured && !math.IsNaN(r.e2e) {
-			sum += r.e2e
+		if r.Measured && !math.IsNaN(float64(r.E2E)) {
+			sum += float64(r.E2E)
 			n++
 		}
 	}

@@ -5,10 +5,12 @@ import (
 	"encoding/json"
 	"fmt"
 	"io"
+	"maps"
 	"math"
 	"os"
 	"path/filepath"
-	"sort"
+	"reflect"
+	"slices"
 	"strconv"
 	"time"
 )
@@ -378,67 +380,17 @@ func WriteJSON(w io.Writer, r *Report) error {
 	return enc.Encode(r)
 }
 
-// distColumns are the CSV columns of one distribution, in Dist's terms.
-var distColumns = []string{"mean", "p50", "p90", "p95", "p99", "p99_9", "max"}
-
-// CSVHeader is the CSV report's header: one row per cell, the medians over
-// repeats; latencies in seconds.
-var CSVHeader = func() []string {
-	h := []string{"cell", "target", "load_kind", "load", "shape", "repeats", "stable", "degraded",
-		"requests", "successes", "goodput", "goodput_ratio", "window_seconds",
-		"requests_per_second", "output_tokens_per_second", "goodput_per_second"}
-	for _, d := range []string{"ttft", "tpot", "itl", "e2e"} {
-		for _, q := range distColumns {
-			h = append(h, d+"_"+q+"_seconds")
-		}
-	}
-	h = append(h, "schedule_lag_p99_seconds", "output_tokens_per_second_ci_lo", "output_tokens_per_second_ci_hi",
-		"e2e_p99_ci_lo", "e2e_p99_ci_hi")
-	// Added after the columns above, which keep their places.
-	for _, q := range distColumns {
-		h = append(h, "ttfa_"+q+"_seconds")
-	}
-	h = append(h, "reasoning_tokens", "reasoning_requests")
-	h = append(h, "offered_per_second", "sent_per_second", "dropped_per_second", "overloaded", "in_flight_at_end", "in_flight_expected", "in_flight_at_start", "draining")
-	return h
-}()
-
-// WriteCSV writes one row per cell.
+// WriteCSV writes one row per cell, a field per column (columns.go).
 func WriteCSV(w io.Writer, r *Report) error {
 	cw := csv.NewWriter(w)
 	if err := cw.Write(CSVHeader); err != nil {
 		return err
 	}
-	for _, c := range r.Cells {
-		s := &c.Summary
-		row := []string{c.Key, c.Target, c.Load.Kind, fmtF(c.Load.Value), c.Shape, strconv.Itoa(len(c.Repeats)),
-			strconv.FormatBool(c.Stable), strconv.FormatBool(c.Degraded),
-			strconv.Itoa(s.Requests), strconv.Itoa(s.Successes), strconv.Itoa(s.Goodput), fmtF(s.GoodputRatio),
-			fmtF(s.WindowSeconds), fmtF(s.RequestsPerSecond), fmtF(s.OutputTokensPerSecond), fmtF(s.GoodputPerSecond)}
-		dist := func(d Dist) {
-			for _, v := range []float64{d.Mean, d.P50, d.P90, d.P95, d.P99, d.P999, d.Max} {
-				if d.Count == 0 {
-					row = append(row, "")
-				} else {
-					row = append(row, fmtF(v))
-				}
-			}
+	row := make([]string, len(columns))
+	for i := range r.Cells {
+		for j := range columns {
+			row[j] = columns[j].csv(&r.Cells[i])
 		}
-		for _, d := range []Dist{s.TTFT, s.TPOT, s.ITL, s.E2E} {
-			dist(d)
-		}
-		row = append(row, fmtF(s.ScheduleLag.P99))
-		for _, name := range []string{"output_tokens_per_second", "e2e_p99"} {
-			if ci, ok := c.CI[name]; ok {
-				row = append(row, fmtF(ci.Lo), fmtF(ci.Hi))
-			} else {
-				row = append(row, "", "")
-			}
-		}
-		dist(s.TTFA)
-		row = append(row, strconv.Itoa(s.ReasoningTokens), strconv.Itoa(s.ReasoningRequests))
-		row = append(row, fmtF(s.OfferedPerSecond), fmtF(s.SentPerSecond), fmtF(s.DroppedPerSecond), strconv.FormatBool(s.Overloaded),
-			strconv.Itoa(s.InFlightAtEnd), fmtF(s.InFlightExpected), strconv.Itoa(s.InFlightAtStart), strconv.FormatBool(s.Draining))
 		if err := cw.Write(row); err != nil {
 			return err
 		}
@@ -450,11 +402,17 @@ func WriteCSV(w io.Writer, r *Report) error {
 // fmtF writes a float exactly as JSON does (shortest round-trip form).
 func fmtF(f float64) string { return strconv.FormatFloat(f, 'g', -1, 64) }
 
-// medianStats is the figure-by-figure median of repeats' stats. Counts are
-// medians too (rounded down for an even number of repeats).
+// medianStats is the figure-by-figure median of repeats' stats, field by
+// field of Stats, by its type: a float64 is the median (0 when no repeat
+// has one), an int the median rounded down; a Dist is the median of each
+// of its figures over the repeats that have values (Count > 0); a bool is
+// true when any repeat's is, a string (the note of a flag) the first
+// repeat's that is set; Outcomes is each outcome's median count. A field
+// of Stats needs nothing here (TestMedianStatsEveryField).
 func medianStats(all []Stats) Stats {
+	out := Stats{Outcomes: map[string]int{}}
 	if len(all) == 0 {
-		return Stats{Outcomes: map[string]int{}}
+		return out
 	}
 	col := func(f func(*Stats) float64) float64 {
 		v := make([]float64, len(all))
@@ -470,81 +428,76 @@ func medianStats(all []Stats) Stats {
 	icol := func(f func(*Stats) int) int {
 		return int(math.Floor(col(func(s *Stats) float64 { return float64(f(s)) })))
 	}
-	dist := func(f func(*Stats) *Dist) Dist {
-		// Repeats without values (Count 0) do not vote.
-		var have []Stats
-		for i := range all {
-			if f(&all[i]).Count > 0 {
-				have = append(have, all[i])
+	ov := reflect.ValueOf(&out).Elem()
+	for i := 0; i < ov.NumField(); i++ {
+		field := func(s *Stats) reflect.Value { return reflect.ValueOf(s).Elem().Field(i) }
+		switch dst := ov.Field(i); dst.Interface().(type) {
+		case float64:
+			dst.SetFloat(col(func(s *Stats) float64 { return field(s).Float() }))
+		case int:
+			dst.SetInt(int64(icol(func(s *Stats) int { return int(field(s).Int()) })))
+		case bool:
+			for j := range all {
+				if field(&all[j]).Bool() {
+					dst.SetBool(true)
+					break
+				}
 			}
-		}
-		if len(have) == 0 {
-			return Dist{}
-		}
-		dcol := func(g func(*Dist) float64) float64 {
-			v := make([]float64, len(have))
-			for i := range have {
-				v[i] = g(f(&have[i]))
+		case string:
+			for j := range all {
+				if v := field(&all[j]).String(); v != "" {
+					dst.SetString(v)
+					break
+				}
 			}
-			return median(v)
+		case Dist:
+			dst.Set(reflect.ValueOf(medianDist(all, func(s *Stats) *Dist { return field(s).Addr().Interface().(*Dist) })))
+		case map[string]int:
+			keys := map[string]bool{}
+			for _, s := range all {
+				for k := range field(&s).Interface().(map[string]int) {
+					keys[k] = true
+				}
+			}
+			m := dst.Interface().(map[string]int)
+			for _, k := range slices.Sorted(maps.Keys(keys)) {
+				m[k] = icol(func(s *Stats) int { return field(s).Interface().(map[string]int)[k] })
+			}
+		default:
+			panic("medianStats: no rule for Stats." + ov.Type().Field(i).Name)
 		}
-		return Dist{
-			Count: int(math.Floor(dcol(func(d *Dist) float64 { return float64(d.Count) }))),
-			Mean:  dcol(func(d *Dist) float64 { return d.Mean }),
-			Min:   dcol(func(d *Dist) float64 { return d.Min }),
-			P50:   dcol(func(d *Dist) float64 { return d.P50 }),
-			P90:   dcol(func(d *Dist) float64 { return d.P90 }),
-			P95:   dcol(func(d *Dist) float64 { return d.P95 }),
-			P99:   dcol(func(d *Dist) float64 { return d.P99 }),
-			P999:  dcol(func(d *Dist) float64 { return d.P999 }),
-			Max:   dcol(func(d *Dist) float64 { return d.Max }),
-		}
-	}
-	out := Stats{
-		Requests:              icol(func(s *Stats) int { return s.Requests }),
-		Successes:             icol(func(s *Stats) int { return s.Successes }),
-		Goodput:               icol(func(s *Stats) int { return s.Goodput }),
-		GoodputRatio:          col(func(s *Stats) float64 { return s.GoodputRatio }),
-		WindowSeconds:         col(func(s *Stats) float64 { return s.WindowSeconds }),
-		RequestsPerSecond:     col(func(s *Stats) float64 { return s.RequestsPerSecond }),
-		OutputTokensPerSecond: col(func(s *Stats) float64 { return s.OutputTokensPerSecond }),
-		GoodputPerSecond:      col(func(s *Stats) float64 { return s.GoodputPerSecond }),
-		OfferedPerSecond:      col(func(s *Stats) float64 { return s.OfferedPerSecond }),
-		SentPerSecond:         col(func(s *Stats) float64 { return s.SentPerSecond }),
-		DroppedPerSecond:      col(func(s *Stats) float64 { return s.DroppedPerSecond }),
-		InFlightAtEnd:         icol(func(s *Stats) int { return s.InFlightAtEnd }),
-		InFlightExpected:      col(func(s *Stats) float64 { return s.InFlightExpected }),
-		InFlightAtStart:       icol(func(s *Stats) int { return s.InFlightAtStart }),
-		TTFT:                  dist(func(s *Stats) *Dist { return &s.TTFT }),
-		TTFA:                  dist(func(s *Stats) *Dist { return &s.TTFA }),
-		TPOT:                  dist(func(s *Stats) *Dist { return &s.TPOT }),
-		ITL:                   dist(func(s *Stats) *Dist { return &s.ITL }),
-		E2E:                   dist(func(s *Stats) *Dist { return &s.E2E }),
-		ScheduleLag:           dist(func(s *Stats) *Dist { return &s.ScheduleLag }),
-		ReasoningTokens:       icol(func(s *Stats) int { return s.ReasoningTokens }),
-		ReasoningRequests:     icol(func(s *Stats) int { return s.ReasoningRequests }),
-		Outcomes:              map[string]int{},
-	}
-	keys := map[string]bool{}
-	for _, s := range all {
-		for k := range s.Outcomes {
-			keys[k] = true
-		}
-		out.Sampled = out.Sampled || s.Sampled
-		if s.Overloaded && !out.Overloaded {
-			out.Overloaded, out.OverloadNote = true, s.OverloadNote
-		}
-		if s.Draining && !out.Draining {
-			out.Draining, out.DrainingNote = true, s.DrainingNote
-		}
-	}
-	names := make([]string, 0, len(keys))
-	for k := range keys {
-		names = append(names, k)
-	}
-	sort.Strings(names)
-	for _, k := range names {
-		out.Outcomes[k] = icol(func(s *Stats) int { return s.Outcomes[k] })
 	}
 	return out
+}
+
+// medianDist is the median of each figure of one distribution over the
+// repeats that have values (repeats without values, Count 0, do not vote).
+func medianDist(all []Stats, f func(*Stats) *Dist) Dist {
+	var have []*Dist
+	for i := range all {
+		if d := f(&all[i]); d.Count > 0 {
+			have = append(have, d)
+		}
+	}
+	if len(have) == 0 {
+		return Dist{}
+	}
+	dcol := func(g func(*Dist) float64) float64 {
+		v := make([]float64, len(have))
+		for i, d := range have {
+			v[i] = g(d)
+		}
+		return median(v)
+	}
+	return Dist{
+		Count: int(math.Floor(dcol(func(d *Dist) float64 { return float64(d.Count) }))),
+		Mean:  dcol(func(d *Dist) float64 { return d.Mean }),
+		Min:   dcol(func(d *Dist) float64 { return d.Min }),
+		P50:   dcol(func(d *Dist) float64 { return d.P50 }),
+		P90:   dcol(func(d *Dist) float64 { return d.P90 }),
+		P95:   dcol(func(d *Dist) float64 { return d.P95 }),
+		P99:   dcol(func(d *Dist) float64 { return d.P99 }),
+		P999:  dcol(func(d *Dist) float64 { return d.P999 }),
+		Max:   dcol(func(d *Dist) float64 { return d.Max }),
+	}
 }

@@ -115,24 +115,10 @@ type RecorderState struct {
 	WinSent           []int          `json:"win_sent"`
 	WinEnded          []int          `json:"win_ended"`
 	WinE2E            [][]float64    `json:"win_e2e"`
-	Records           []RecordState  `json:"records"`
+	Records           []Record       `json:"records"`
 	RecordsSeen       int            `json:"records_seen"`
 	ITL               []float64      `json:"itl"`
 	ITLSeen           int            `json:"itl_seen"`
-}
-
-// RecordState is one request record: seconds, null when undefined.
-type RecordState struct {
-	Sched     float64   `json:"s"`
-	TTFT      Num       `json:"ttft"`
-	TTFA      Num       `json:"ttfa"`
-	TPOT      Num       `json:"tpot"`
-	E2E       Num       `json:"e2e"`
-	Lag       Num       `json:"lag"`
-	Measured  bool      `json:"m"`
-	Goodput   bool      `json:"g"`
-	FirstWin  int32     `json:"w"`
-	WinTokens []float32 `json:"t,omitempty"`
 }
 
 // export serialises the recorder as finish(k, span) saw it.
@@ -151,10 +137,7 @@ func (rc *recorder) export(k int, span time.Duration) RecorderState {
 	for o, n := range rc.outcomes {
 		st.Outcomes[string(o)] = n
 	}
-	for _, r := range rc.recs {
-		st.Records = append(st.Records, RecordState{Sched: r.sched, TTFT: Num(r.ttft), TTFA: Num(r.ttfa), TPOT: Num(r.tpot),
-			E2E: Num(r.e2e), Lag: Num(r.lag), Measured: r.measured, Goodput: r.goodput, FirstWin: r.firstWin, WinTokens: r.winTokens})
-	}
+	st.Records = append(st.Records, rc.recs...)
 	return st
 }
 
@@ -214,10 +197,7 @@ func mergeStates(parts []RecorderState, maxRecs, maxITL int) (*recorder, int, ti
 		if p.RecordsSeen > 0 {
 			take = min(take, int(math.Round(fracRec*float64(p.RecordsSeen))))
 		}
-		for _, r := range p.Records[:take] {
-			rc.recs = append(rc.recs, record{sched: r.Sched, ttft: float64(r.TTFT), ttfa: float64(r.TTFA), tpot: float64(r.TPOT),
-				e2e: float64(r.E2E), lag: float64(r.Lag), measured: r.Measured, goodput: r.Goodput, firstWin: r.FirstWin, winTokens: r.WinTokens})
-		}
+		rc.recs = append(rc.recs, p.Records[:take]...)
 		rc.recsSeen += p.RecordsSeen
 		takeITL := len(p.ITL)
 		if p.ITLSeen > 0 {

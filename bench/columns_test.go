@@ -1,0 +1,276 @@
+package bench
+
+import (
+	"bytes"
+	"context"
+	"math"
+	pathpkg "path"
+	"reflect"
+	"strconv"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/infer-exporter/infer_exporter/internal/config"
+)
+
+// notInCSV are the cell's report.json fields that no column shows, each
+// with its reason (path.Match patterns over the fields' JSON paths).
+var notInCSV = map[string]string{
+	"summary.outcomes":               "one count per outcome, a set that varies: report.json",
+	"summary.overload_note":          "a sentence for people: the command's summary, the HTML report",
+	"summary.draining_note":          "a sentence for people: the command's summary, the HTML report",
+	"summary.*_seconds.count":        "the number of values behind a distribution: report.json",
+	"summary.*_seconds.min":          "the distributions' minima: report.json",
+	"summary.schedule_lag_seconds.*": "the client's own delay: its p99 is a column (degraded judges it), the rest is in report.json",
+	"ci.*":                           "the other figures' intervals: report.json (the ranking and the baseline gate read them)",
+}
+
+// jsonLeaves are the JSON paths of t's fields (a struct), below prefix: a
+// struct's fields are walked into, a map or a slice is one leaf.
+func jsonLeaves(t reflect.Type, prefix string) []string {
+	var out []string
+	for i := 0; i < t.NumField(); i++ {
+		f := t.Field(i)
+		name, _, _ := strings.Cut(f.Tag.Get("json"), ",")
+		if !f.IsExported() || name == "-" || name == "" {
+			continue
+		}
+		if f.Type.Kind() == reflect.Struct && f.Type != reflect.TypeOf(time.Time{}) {
+			out = append(out, jsonLeaves(f.Type, prefix+name+".")...)
+			continue
+		}
+		out = append(out, prefix+name)
+	}
+	return out
+}
+
+// TestColumnsComplete: the column table is whole. Every figure of a cell
+// in report.json (CellResult, its Summary, its intervals) has a column or
+// a reason in notInCSV; every column names a field that exists, has a
+// unit, a getter and a merge rule; the names are unique, the Markdown
+// positions are 1..n, flags are on flags.
+func TestColumnsComplete(t *testing.T) {
+	var leaves []string
+	for _, l := range jsonLeaves(reflect.TypeOf(CellResult{}), "") {
+		switch l {
+		case "ci":
+			for _, f := range FigureNames {
+				leaves = append(leaves, "ci."+f+".lo", "ci."+f+".hi")
+			}
+		default:
+			leaves = append(leaves, l)
+		}
+	}
+	isLeaf := map[string]bool{}
+	for _, l := range leaves {
+		isLeaf[l] = true
+	}
+	shown := map[string]string{}
+	names := map[string]bool{}
+	at := map[int]string{}
+	for _, c := range columns {
+		switch {
+		case names[c.name]:
+			t.Errorf("column %s: twice", c.name)
+		case !isLeaf[c.json]:
+			t.Errorf("column %s: shows %q, not a field of a cell in report.json", c.name, c.json)
+		case c.unit == 0:
+			t.Errorf("column %s: no unit", c.name)
+		case c.merge == 0:
+			t.Errorf("column %s: no merge rule (how bench merge obtains it)", c.name)
+		case (c.text == nil) == (c.num == nil) || (c.text != nil) != (c.unit == unitText):
+			t.Errorf("column %s: want a text getter for a text column, a number getter otherwise", c.name)
+		case c.flag != "" && c.unit != unitBool:
+			t.Errorf("column %s: a flag on a column that is not one", c.name)
+		}
+		names[c.name] = true
+		shown[c.json] = c.name
+		if c.md != "" {
+			if prev, ok := at[c.mdAt]; ok {
+				t.Errorf("columns %s and %s: both at Markdown position %d", prev, c.name, c.mdAt)
+			}
+			at[c.mdAt] = c.name
+		}
+	}
+	for i := 1; i <= len(at); i++ {
+		if _, ok := at[i]; !ok {
+			t.Errorf("no column at Markdown position %d of %d", i, len(at))
+		}
+	}
+	used := map[string]bool{}
+	for _, l := range leaves {
+		if _, ok := shown[l]; ok {
+			continue
+		}
+		excused := false
+		for pat := range notInCSV {
+			if ok, _ := pathpkg.Match(pat, l); ok {
+				excused, used[pat] = true, true
+			}
+		}
+		if !excused && l != "summary" && l != "repeats" {
+			t.Errorf("report.json's %s has no column (columns.go) and no reason in notInCSV", l)
+		}
+	}
+	for pat := range notInCSV {
+		if !used[pat] {
+			t.Errorf("notInCSV %q excuses nothing: remove it", pat)
+		}
+	}
+}
+
+// oneAndMerged builds, from the same synthetic requests, the report of one
+// process and the merge of two shards' reports (round-tripped through
+// JSON, as bench merge reads them).
+func oneAndMerged(t *testing.T, requests int) (one, merged *Report) {
+	t.Helper()
+	cfg, err := Parse([]byte(testShardConfig), "b.yml")
+	if err != nil {
+		t.Fatal(err)
+	}
+	spec := &cfg.Bench
+	w0 := time.Unix(1000, 0)
+	load := Load{LoadRate, 10}
+	key := CellKey("a", load, "s")
+	newRec := func() *recorder {
+		return newRecorderAt(w0, spec.Duration, config.SLO{E2E: 200 * time.Millisecond}, spec.MaxSamplesPerRepeat, DefaultMaxITLSamples, 1)
+	}
+	single, shards := newRec(), [2]*recorder{newRec(), newRec()}
+	for i, o := range goldenRequests(5, requests, 1) {
+		single.observe(o)
+		shards[i%2].observe(o)
+	}
+	env := Environment{Config: cfg.EffectiveYAML(), ConfigSHA256: cfg.SHA256, Seed: spec.Seed,
+		MaxSamplesRepeat: spec.MaxSamplesPerRepeat, Started: w0, Finished: w0.Add(time.Minute)}
+	report := func(rec *recorder) (*Report, RecorderState) {
+		st := rec.export(1, 0)
+		stats, smp := rec.finish(1, 0)
+		acc := [][]cellAcc{{{repeats: []RepeatResult{{Stats: stats, Stability: StabilityResult{Spread: NaN()}}}, samples: []*sample{smp}}}}
+		groups := []group{{name: "s", load: load}}
+		cells, reps := assembleCells(context.Background(), spec, []string{"a"}, groups, acc)
+		r := &Report{Schema: Schema, Environment: env, Cells: cells}
+		b := &run{cfg: cfg, spec: spec}
+		r.Ranking = rank(b.rankInput([]config.Target{{Name: "a"}}, groups, reps, r))
+		return r, st
+	}
+	one, _ = report(single)
+	var files []ShardFile
+	for i, rec := range shards {
+		r, st := report(rec)
+		r.Shard = &ShardPart{Index: i, Count: 2, Cells: []ShardCells{{Key: key, Repeats: []RecorderState{st}}}}
+		var b bytes.Buffer
+		if err := WriteJSON(&b, r); err != nil {
+			t.Fatal(err)
+		}
+		d, err := decodeReport(b.Bytes())
+		if err != nil {
+			t.Fatal(err)
+		}
+		files = append(files, ShardFile{File: "shard-" + strconv.Itoa(i) + ".json", Report: d})
+	}
+	merged, err = Merge(context.Background(), files)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return one, merged
+}
+
+// TestColumnsMergeAsOneProcess holds every column to its merge rule: the
+// merge of two shards' reports gives, column by column, what one process
+// gives of the same requests. A column whose figure the shard report does
+// not carry (a recorder field missing from RecorderState) fails here,
+// named.
+func TestColumnsMergeAsOneProcess(t *testing.T) {
+	one, merged := oneAndMerged(t, 400)
+	c1, cm := &one.Cells[0], &merged.Cells[0]
+	if c1.Summary.Requests < 300 || c1.Summary.Successes == c1.Summary.Requests || c1.Summary.Goodput == c1.Summary.Successes ||
+		c1.Summary.ReasoningRequests == 0 || c1.Summary.TTFA.Count == 0 {
+		t.Fatalf("the requests do not exercise the columns: %+v", c1.Summary)
+	}
+	for _, col := range columns {
+		a, b := col.csv(c1), col.csv(cm)
+		switch col.merge {
+		case mergeSame, mergeCounts, mergeRepeats:
+			if a != b {
+				t.Errorf("%s (exact): merged %q, one process %q", col.name, b, a)
+			}
+		case mergePooled:
+			x, errA := strconv.ParseFloat(a, 64)
+			y, errB := strconv.ParseFloat(b, 64)
+			if (errA != nil || errB != nil) && a != b || math.Abs(x-y) > 1e-9*math.Max(1, math.Abs(x)) {
+				t.Errorf("%s (pooled records): merged %q, one process %q", col.name, b, a)
+			}
+		case mergeBootstrap:
+			fig := strings.TrimSuffix(strings.TrimSuffix(col.name, "_ci_lo"), "_ci_hi")
+			ci := c1.CI[fig]
+			x, _ := strconv.ParseFloat(a, 64)
+			y, _ := strconv.ParseFloat(b, 64)
+			if (a == "") != (b == "") || math.Abs(x-y) > ci.Hi-ci.Lo+1e-9 {
+				t.Errorf("%s (bootstrap): merged %q, one process %q (interval %+v)", col.name, b, a, ci)
+			}
+		default:
+			t.Errorf("%s: merge rule %d has no test", col.name, col.merge)
+		}
+	}
+}
+
+// TestMedianStatsEveryField: the summary of repeats that agree on every
+// figure is that figure, whatever the field (a repeat without values in
+// between does not change it): a field added to Stats has its median.
+func TestMedianStatsEveryField(t *testing.T) {
+	var s Stats
+	v := reflect.ValueOf(&s).Elem()
+	for i := 0; i < v.NumField(); i++ {
+		switch f := v.Field(i); f.Kind() {
+		case reflect.Float64:
+			f.SetFloat(float64(i) + 0.5)
+		case reflect.Int:
+			f.SetInt(int64(i) + 1)
+		case reflect.Bool:
+			f.SetBool(true)
+		case reflect.String:
+			f.SetString("note " + v.Type().Field(i).Name)
+		case reflect.Map:
+			f.Set(reflect.ValueOf(map[string]int{"success": i + 1}))
+		case reflect.Struct:
+			f.Set(reflect.ValueOf(Dist{Count: i + 1, Mean: 0.1, Min: 0.01, P50: 0.2, P90: 0.3, P95: 0.4, P99: 0.5, P999: 0.6, Max: 0.7}))
+		default:
+			t.Fatalf("Stats.%s: a %s, which the test does not fill", v.Type().Field(i).Name, f.Kind())
+		}
+	}
+	for _, all := range [][]Stats{{s}, {s, s, s}, {s, {Outcomes: map[string]int{}}, s}} {
+		if got := medianStats(all); !reflect.DeepEqual(got, s) {
+			t.Errorf("median of %d repeats:\n got %+v\nwant %+v", len(all), got, s)
+		}
+	}
+}
+
+// TestCSVSampledColumn: the sampled column says when a cell's percentiles
+// come from a reservoir sample (the worked example of CONTRIBUTING.md's
+// "Adding a report column").
+func TestCSVSampledColumn(t *testing.T) {
+	w0 := time.Unix(1000, 0)
+	rows := func(maxRecs int) []string {
+		rec := newRecorderAt(w0, time.Second, config.SLO{}, maxRecs, DefaultMaxITLSamples, 1)
+		for _, o := range goldenRequests(1, 40, 1) {
+			rec.observe(o)
+		}
+		st, _ := rec.finish(3, 0)
+		var b bytes.Buffer
+		if err := WriteCSV(&b, &Report{Cells: []CellResult{{Key: "k", Summary: st}}}); err != nil {
+			t.Fatal(err)
+		}
+		return strings.Split(strings.TrimSpace(b.String()), "\n")
+	}
+	for _, tc := range []struct {
+		maxRecs int
+		want    string
+	}{{10, "true"}, {1000, "false"}} {
+		r := rows(tc.maxRecs)
+		if !strings.HasSuffix(r[0], ",draining,sampled") || !strings.HasSuffix(r[1], ","+tc.want) {
+			t.Errorf("a reservoir of %d records: header ...%s, row ...%s; want sampled last, %s",
+				tc.maxRecs, r[0][len(r[0])-20:], r[1][len(r[1])-12:], tc.want)
+		}
+	}
+}
