@@ -335,8 +335,8 @@ func (b *run) runRepeat(ctx context.Context, p repeatPlan) (RepeatResult, *sampl
 	}
 
 	var sched workload.Schedule
-	var ceiling workload.Ceiling
 	var prompts workload.Prompts
+	var rows workload.Requests // a replay's: they belong to its instants
 	var cursor *PromptCursor
 	var closed *closedLoop
 	var replayRec *replayRecorder
@@ -352,7 +352,7 @@ func (b *run) runRepeat(ctx context.Context, p repeatPlan) (RepeatResult, *sampl
 		if err != nil {
 			return RepeatResult{}, nil, fmt.Errorf("cell %s: %w", p.cell, err)
 		}
-		sched, ceiling, maxRate = ol.Schedule, ol.Ceiling, ol.MaxRate
+		sched, maxRate = ol.Schedule, ol.MaxRate
 	case LoadConcurrency:
 		clients := int(load.Value)
 		if b.opts.Shard.On() {
@@ -371,8 +371,7 @@ func (b *run) runRepeat(ctx context.Context, p repeatPlan) (RepeatResult, *sampl
 		if err != nil {
 			return RepeatResult{}, nil, fmt.Errorf("cell %s: %w", p.cell, err)
 		}
-		sched, prompts, maxRate = src.Schedule(), src.Prompts(), src.MaxRate()
-		ceiling = plan.ReplayCeiling(maxRate, degradedLag, src.Burst())
+		sched, rows, maxRate = src.Schedule(), src.Prompts(), src.MaxRate()
 		burst = src.Burst()
 		looping = r.Loop
 		replayRes = &ReplayResult{Rows: int(float64(src.Records())*r.Sample + 0.5), WindowSeconds: src.Window().Seconds(),
@@ -387,7 +386,7 @@ func (b *run) runRepeat(ctx context.Context, p repeatPlan) (RepeatResult, *sampl
 	default:
 		return RepeatResult{}, nil, fmt.Errorf("cell %s: unknown load kind %q", p.cell, load.Kind)
 	}
-	if prompts == nil {
+	if rows == nil {
 		cursor = b.prompts.Cursor(p.target.Name, p.group.name)
 		prompts = cursor
 	}
@@ -466,12 +465,18 @@ func (b *run) runRepeat(ctx context.Context, p repeatPlan) (RepeatResult, *sampl
 		live, monitor = b.opts.Live(p.target, p.cell)
 		observers = append(observers, live)
 	}
-	runner := &workload.Runner{
-		Name: "bench", Target: p.ct, Schedule: stop, Ceiling: ceiling, Prompts: prompts,
-		Client: cl, Observer: observers, Monitor: monitor, MaxInFlight: maxInFlight, MaxRate: maxRate, Burst: burst,
-		Sampling: spec.Sampling, Timeout: p.target.Timeout, Logger: b.logger,
-		DegradedLag: degradedLag, Saturation: b.sched,
+	var source workload.Source = workload.OpenLoop{Schedule: stop, Prompts: prompts}
+	if rows != nil {
+		source = workload.Lockstep{Schedule: stop, Requests: rows}
 	}
+	// The wire ceiling is the plan's: the open loop's, or the replay's with
+	// room for its largest group; a closed loop (no max rate) has none.
+	runner := workload.Plan{
+		Name: "bench", Target: p.ct, Source: source, Client: cl, Observer: observers, Monitor: monitor,
+		Template: plan.Template{Sampling: spec.Sampling, Timeout: p.target.Timeout},
+		Limits:   workload.Limits{MaxInFlight: maxInFlight, MaxRate: maxRate, Burst: burst, DegradedLag: degradedLag},
+		Logger:   b.logger, Saturation: b.sched,
+	}.Runner()
 	res.Started = t0
 	runner.Run(ctx)
 	end := time.Now()

@@ -18,6 +18,7 @@ import (
 	"github.com/infer-exporter/infer_exporter/internal/simulator/simulatortest"
 	"github.com/infer-exporter/infer_exporter/probe/client"
 	"github.com/infer-exporter/infer_exporter/probe/observation"
+	"github.com/infer-exporter/infer_exporter/probe/plan"
 	"github.com/infer-exporter/infer_exporter/probe/prompt"
 )
 
@@ -80,14 +81,13 @@ func measureAccuracy(t *testing.T, streams, requests, tokens int) accuracy {
 		}
 	}
 	reg := prometheus.NewRegistry()
-	r := &Runner{
+	r := Plan{
 		Name: "accuracy", Target: &client.Target{Name: "sim", BaseURL: baseURL, Model: cfg.Model, Flavor: client.OpenAIChat},
-		Schedule: &listSchedule{offsets: offsets}, Client: doer, MaxInFlight: streams,
-		Prompts:  prompt.New(config.Distribution{Dist: "fixed", Mean: 64}, config.Distribution{Dist: "fixed", Mean: float64(tokens)}, 1),
+		Source: OpenLoop{&listSchedule{offsets: offsets}, prompt.New(config.Distribution{Dist: "fixed", Mean: 64}, config.Distribution{Dist: "fixed", Mean: float64(tokens)}, 1)},
+		Client: doer, Limits: Limits{MaxInFlight: streams},
 		Monitor:  NewMetrics(reg).Series("sim", cfg.Model, "accuracy", config.SLO{}),
-		Sampling: config.Sampling{IgnoreEOS: true},
-		Timeout:  time.Minute,
-	}
+		Template: plan.Template{Sampling: config.Sampling{IgnoreEOS: true}, Timeout: time.Minute},
+	}.Runner()
 	r.Observer = r.series()
 	r.Run(context.Background())
 

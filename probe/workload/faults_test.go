@@ -15,6 +15,7 @@ import (
 	"github.com/infer-exporter/infer_exporter/internal/simulator/simulatortest"
 	"github.com/infer-exporter/infer_exporter/probe/client"
 	"github.com/infer-exporter/infer_exporter/probe/observation"
+	"github.com/infer-exporter/infer_exporter/probe/plan"
 	"github.com/infer-exporter/infer_exporter/probe/prompt"
 )
 
@@ -73,14 +74,13 @@ func TestFaultsCountedByOutcome(t *testing.T) {
 				mu      sync.Mutex
 				results []observation.Request
 			)
-			r := &Runner{
+			r := Plan{
 				Name: "faults", Target: &client.Target{Name: "sim", BaseURL: baseURL, Model: cfg.Model, Flavor: client.OpenAIChat},
-				Schedule: &listSchedule{offsets: offsets}, Client: cl, MaxInFlight: n,
-				Prompts:  prompt.New(config.Distribution{Dist: "fixed", Mean: 16}, config.Distribution{Dist: "fixed", Mean: 12}, 1),
+				Source: OpenLoop{&listSchedule{offsets: offsets}, prompt.New(config.Distribution{Dist: "fixed", Mean: 16}, config.Distribution{Dist: "fixed", Mean: 12}, 1)},
+				Client: cl, Limits: Limits{MaxInFlight: n},
 				Monitor:  NewMetrics(reg).Series("sim", cfg.Model, "faults", config.SLO{}),
-				Sampling: config.Sampling{IgnoreEOS: true},
-				Timeout:  tc.timeout,
-			}
+				Template: plan.Template{Sampling: config.Sampling{IgnoreEOS: true}, Timeout: tc.timeout},
+			}.Runner()
 			r.Observer = r.series()
 			r.onResult(func(o *observation.Request) {
 				mu.Lock()

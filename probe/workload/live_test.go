@@ -26,13 +26,12 @@ func liveRunner(t *testing.T, cfg simulator.Config, reg *prometheus.Registry, sc
 	cl := client.New(client.Options{MaxConnsPerHost: 64})
 	t.Cleanup(cl.Close)
 	s := NewMetrics(reg).Series("sim", cfg.Model, "live", config.SLO{})
-	return &Runner{
+	return Plan{
 		Name: "live", Target: &client.Target{Name: "sim", BaseURL: baseURL, Model: cfg.Model, Flavor: client.OpenAIChat},
-		Schedule: sched, Client: cl, MaxInFlight: 64, Observer: s, Monitor: s,
-		Prompts:  prompt.New(config.Distribution{Dist: "fixed", Mean: float64(in)}, config.Distribution{Dist: "fixed", Mean: float64(out)}, 1),
-		Sampling: config.Sampling{IgnoreEOS: true},
-		Timeout:  timeout,
-	}, s
+		Source: OpenLoop{sched, prompt.New(config.Distribution{Dist: "fixed", Mean: float64(in)}, config.Distribution{Dist: "fixed", Mean: float64(out)}, 1)},
+		Client: cl, Limits: Limits{MaxInFlight: 64}, Observer: s, Monitor: s,
+		Template: plan.Template{Sampling: config.Sampling{IgnoreEOS: true}, Timeout: timeout},
+	}.Runner(), s
 }
 
 func histCount(t *testing.T, o prometheus.Observer) uint64 {

@@ -78,13 +78,12 @@ func Build(ctx context.Context, c *config.Config, metrics *Metrics, opts Options
 			return runners, clients, fmt.Errorf("workload %q: %w", w.Name, err)
 		}
 		var (
-			sched      Schedule
-			prompts    Prompts
+			source     Source
 			maxRate    float64
 			saturation interface{ P99() float64 } = opts.Saturation
 			replayed   *replayRecorder
 			sess       *sessions // a sessions workload's (sessions.go)
-			prepare    func(context.Context) (Prompts, error)
+			prepare    func(context.Context) (Source, error)
 			burst      = 1 // sends at one instant the ceiling must allow
 		)
 		if w.Replay != nil {
@@ -92,21 +91,21 @@ func Build(ctx context.Context, c *config.Config, metrics *Metrics, opts Options
 			if err != nil {
 				return runners, clients, fmt.Errorf("workload %q: %w", w.Name, err)
 			}
-			sched, prompts, maxRate, replayed, burst = src.Schedule(), src.Prompts(), src.MaxRate(), rec, src.Burst()
+			source, maxRate, replayed, burst = Lockstep{src.Schedule(), src.Prompts()}, src.MaxRate(), rec, src.Burst()
 			saturation = maxP99{opts.Saturation, rec}
 		} else if w.Sessions != nil {
 			sess, err = newSessions(w, t, target.Flavor != nil && target.Flavor.Chat(), metrics, opts, logger)
 			if err != nil {
 				return runners, clients, fmt.Errorf("workload %q: %w", w.Name, err)
 			}
-			prepare = func(ctx context.Context) (Prompts, error) {
+			prepare = func(ctx context.Context) (Source, error) {
 				p, err := sess.prepare(ctx)
 				if err != nil {
 					return nil, fmt.Errorf("workload %q: %w", w.Name, err)
 				}
 				return p, nil
 			}
-			sched, maxRate = sess.schedule(), sess.maxRate
+			maxRate = sess.maxRate
 		} else {
 			ol, err := plan.Open(w.Arrival, w.Prompt.Seed, opts.DegradedLag)
 			if err != nil {
@@ -116,14 +115,14 @@ func Build(ctx context.Context, c *config.Config, metrics *Metrics, opts Options
 			// tokenizer endpoint where it has one, when the runner starts:
 			// a stalled tokenizer delays its own workload only, never the
 			// others, the listener or a reload.
-			prepare = func(ctx context.Context) (Prompts, error) {
+			prepare = func(ctx context.Context) (Source, error) {
 				p, err := metrics.prompts.Prompts(ctx, t, w, logger)
 				if err != nil {
 					return nil, fmt.Errorf("workload %q: %w", w.Name, err)
 				}
-				return p, nil
+				return OpenLoop{ol.Schedule, p}, nil
 			}
-			sched, maxRate = ol.Schedule, ol.MaxRate
+			maxRate = ol.MaxRate
 		}
 		series := metrics.Series(t.Name, t.Model, w.Name, w.SLO)
 		if replayed != nil {
@@ -146,38 +145,34 @@ func Build(ctx context.Context, c *config.Config, metrics *Metrics, opts Options
 		// workload's in-flight cap.
 		cl := client.New(client.Options{MaxConnsPerHost: w.MaxInFlight})
 		clients = append(clients, cl)
-		ceiling := plan.ReplayCeiling(maxRate, opts.DegradedLag, burst)
-		if sess != nil {
-			// The ceiling is the session arrivals' (sessions.go); turns
-			// follow replies, not the arrival process.
-			ceiling = nil
-		}
-		runners = append(runners, &Runner{
-			Name:           w.Name,
-			Target:         target,
-			Schedule:       sched,
-			Ceiling:        ceiling,
-			Prompts:        prompts,
-			Prepare:        prepare,
-			Client:         cl,
-			Observer:       observer,
-			Monitor:        monitor,
-			MaxInFlight:    w.MaxInFlight,
-			MaxRate:        maxRate,
-			Burst:          burst,
-			Duration:       w.Duration,
-			StallThreshold: w.StallThreshold,
-			Sampling:       w.Sampling,
-			Timeout:        t.Timeout,
-			Checks:         w.Checks,
-			DegradedLag:    opts.DegradedLag,
-			DegradedWindow: opts.DegradedWindow,
-			Logger:         logger,
-			Saturation:     saturation,
-			// The live series, the OTLP push and the stall scan read
-			// each gap as it closes: the last two instants.
-			TokenWindow: 2,
-		})
+		runners = append(runners, Plan{
+			Name:       w.Name,
+			Target:     target,
+			Source:     source,
+			Prepare:    prepare,
+			Client:     cl,
+			Observer:   observer,
+			Monitor:    monitor,
+			Template:   plan.Template{Sampling: w.Sampling, Timeout: t.Timeout},
+			Checks:     w.Checks,
+			Saturation: saturation,
+			Logger:     logger,
+			Limits: Limits{
+				MaxInFlight: w.MaxInFlight,
+				MaxRate:     maxRate,
+				Burst:       burst,
+				// The ceiling is the session arrivals' (sessions.go); turns
+				// follow replies, not the arrival process.
+				Unceiled:       sess != nil,
+				Duration:       w.Duration,
+				StallThreshold: w.StallThreshold,
+				DegradedLag:    opts.DegradedLag,
+				DegradedWindow: opts.DegradedWindow,
+				// The live series, the OTLP push and the stall scan read
+				// each gap as it closes: the last two instants.
+				TokenWindow: 2,
+			},
+		}.Runner())
 	}
 	return runners, clients, nil
 }

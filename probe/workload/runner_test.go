@@ -86,13 +86,13 @@ func (d *fakeDoer) Do(ctx context.Context, _ *client.Target, r *client.Request, 
 func newTestRunner(t *testing.T, reg *prometheus.Registry, sched Schedule, doer Doer, maxInFlight int) *Runner {
 	t.Helper()
 	s := NewMetrics(reg).Series("t", "m", "w", config.SLO{TTFT: time.Second})
-	return &Runner{
+	return Plan{
 		Name: "w", Target: &client.Target{Name: "t", Model: "m"},
-		Schedule: sched, Client: doer, MaxInFlight: maxInFlight,
-		Prompts:  prompt.New(config.Distribution{Dist: "fixed", Mean: 4}, config.Distribution{Dist: "fixed", Mean: 3}, 1),
+		Source: OpenLoop{sched, prompt.New(config.Distribution{Dist: "fixed", Mean: 4}, config.Distribution{Dist: "fixed", Mean: 3}, 1)},
+		Client: doer, Limits: Limits{MaxInFlight: maxInFlight},
 		Observer: s, Monitor: s,
 		Logger: slog.New(slog.NewTextHandler(io.Discard, nil)),
-	}
+	}.Runner()
 }
 
 func TestRunnerCountsOutcomesAndDrops(t *testing.T) {

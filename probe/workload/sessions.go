@@ -210,8 +210,8 @@ func newSessions(w *config.Workload, t *config.Target, chat bool, metrics *Metri
 func (s *sessions) bind(ss *sessionSeries) { s.series = ss }
 
 // prepare is the runner's Prepare: it builds the user messages' generator
-// and returns the sessions as the runner's prompt source.
-func (s *sessions) prepare(ctx context.Context) (Prompts, error) {
+// and returns the sessions as the runner's source.
+func (s *sessions) prepare(ctx context.Context) (Source, error) {
 	gen, contextLen, err := s.build(ctx)
 	if err != nil {
 		return nil, err
@@ -231,11 +231,8 @@ func (s *sessions) prepare(ctx context.Context) (Prompts, error) {
 	context.AfterFunc(ctx, s.finish)
 	s.drawerDone = make(chan struct{})
 	go s.drawer()
-	return sessionPrompts{s}, nil
+	return Lockstep{sessionSchedule{s}, sessionPrompts{s}}, nil
 }
-
-// schedule is the runner's Schedule.
-func (s *sessions) schedule() Schedule { return sessionSchedule{s} }
 
 // sessionSchedule is the sessions as the runner's Schedule.
 type sessionSchedule struct{ s *sessions }

@@ -79,7 +79,7 @@ workloads:
 	if st := r.Status(); st.State != StateFinished {
 		t.Fatalf("workload %s: %s", st.State, st.Reason)
 	}
-	s := r.Schedule.(sessionSchedule).s
+	s := r.Source.(Lockstep).Schedule.(sessionSchedule).s
 	select {
 	case <-s.drawerDone:
 	case <-time.After(5 * time.Second):
