@@ -84,7 +84,7 @@ func Run(ctx context.Context, cfg *Config, opts Options) (*Report, error) {
 	targets := cfg.RunTargets()
 	cts := make([]*client.Target, len(targets))
 	for i := range targets {
-		ct, err := workload.ClientTarget(&targets[i])
+		ct, err := client.TargetOf(&targets[i])
 		if err != nil {
 			return nil, fmt.Errorf("target %q: %w", targets[i].Name, err)
 		}

@@ -1,8 +1,9 @@
-// Package workload runs the continuous probe: an open-loop dispatcher sends
-// each request at the instant its arrival process scheduled, whatever the
-// server does, and records what the client observed as Prometheus metrics.
+// Package workload runs a load: a dispatcher sends each request of a Source
+// at the instant it is due, whatever the server does, and tells its
+// observers what the client observed. The live exporter (probe/live), the
+// bench and the load harness run it, each from a Plan.
 //
-// The flow is one way: schedule -> prompt -> client -> observation -> metrics.
+// The flow is one way: source -> prompt -> client -> observation -> observers.
 package workload
 
 import (

@@ -1,4 +1,4 @@
-package workload
+package live
 
 import (
 	"context"
@@ -20,6 +20,7 @@ import (
 	"github.com/infer-exporter/infer_exporter/internal/simulator"
 	"github.com/infer-exporter/infer_exporter/internal/simulator/simulatortest"
 	"github.com/infer-exporter/infer_exporter/probe/observation"
+	"github.com/infer-exporter/infer_exporter/probe/workload"
 )
 
 // sessionRun is what one sessions workload did: every request's
@@ -34,7 +35,7 @@ type sessionRun struct {
 // runSessions builds the one sessions workload of a configuration (its
 // workload block is workload, after "target: t") against a simulator with
 // cfg, as the exporter does, and runs it until it ends or stop returns.
-func runSessions(t *testing.T, cfg simulator.Config, flavor, workload string, stop func(ctx context.Context, cancel context.CancelFunc)) sessionRun {
+func runSessions(t *testing.T, cfg simulator.Config, flavor, block string, stop func(ctx context.Context, cancel context.CancelFunc)) sessionRun {
 	t.Helper()
 	url, sim := simulatortest.StartTest(t, cfg)
 	c, err := config.Parse([]byte(fmt.Sprintf(`
@@ -43,7 +44,7 @@ targets:
 workloads:
   - name: chat
     target: t
-%s`, url, flavor, workload)), filepath.Join(t.TempDir(), "c.yml"))
+%s`, url, flavor, block)), filepath.Join(t.TempDir(), "c.yml"))
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -63,7 +64,7 @@ workloads:
 	r := runners[0]
 	var mu sync.Mutex
 	obs := map[uint64]observation.Request{}
-	r.onResult(func(o *observation.Request) {
+	onResult(r, func(o *observation.Request) {
 		mu.Lock()
 		obs[o.Seq] = *o
 		mu.Unlock()
@@ -76,10 +77,10 @@ workloads:
 		stop(ctx, cancel)
 	}
 	<-done
-	if st := r.Status(); st.State != StateFinished {
+	if st := r.Status(); st.State != workload.StateFinished {
 		t.Fatalf("workload %s: %s", st.State, st.Reason)
 	}
-	s := r.Source.(Lockstep).Schedule.(sessionSchedule).s
+	s := r.Source.(workload.Lockstep).Schedule.(sessionSchedule).s
 	select {
 	case <-s.drawerDone:
 	case <-time.After(5 * time.Second):
@@ -87,7 +88,7 @@ workloads:
 	}
 	mu.Lock()
 	defer mu.Unlock()
-	return sessionRun{obs: obs, sim: sim, s: s, ser: r.series()}
+	return sessionRun{obs: obs, sim: sim, s: s, ser: liveSeries(r)}
 }
 
 // ended is the sessions ended by reason, and started those started.

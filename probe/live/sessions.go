@@ -1,4 +1,4 @@
-package workload
+package live
 
 import (
 	"container/heap"
@@ -15,6 +15,7 @@ import (
 	"github.com/infer-exporter/infer_exporter/probe/observation"
 	"github.com/infer-exporter/infer_exporter/probe/plan"
 	"github.com/infer-exporter/infer_exporter/probe/prompt"
+	"github.com/infer-exporter/infer_exporter/probe/workload"
 )
 
 // Multi-turn sessions (config.Sessions). Sessions arrive open-loop, by the
@@ -135,11 +136,11 @@ type sessions struct {
 	logger   *slog.Logger
 	// build makes the user-message generator and says the target's
 	// context length (0: unknown), at the start of Run.
-	build func(ctx context.Context) (Prompts, int, error)
+	build func(ctx context.Context) (workload.Prompts, int, error)
 
 	// Set by prepare, before the runner's goroutines start.
 	ctx      context.Context
-	gen      Prompts
+	gen      workload.Prompts
 	limit    int // tokens: max_conversation_tokens, or max_model_len when lower
 	maxBytes int
 	startEst time.Time
@@ -169,7 +170,7 @@ type sessions struct {
 	limitSeen  bool // the first session ended at the limit was logged
 	// The waiter's descriptor belongs to next's goroutine: it is closed by
 	// next or, when next is not running, by finish.
-	wait    waiter
+	wait    workload.Waiter
 	inNext  bool
 	waitOff bool
 }
@@ -192,7 +193,7 @@ func newSessions(w *config.Workload, t *config.Target, chat bool, metrics *Metri
 	// output_tokens: calibrated the same way, with the same info metric.
 	shadow := *w
 	shadow.Prompt = config.Prompt{InputTokens: w.Sessions.UserTokens, OutputTokens: w.Sessions.OutputTokens, Seed: w.Sessions.Seed}
-	s.build = func(ctx context.Context) (Prompts, int, error) {
+	s.build = func(ctx context.Context) (workload.Prompts, int, error) {
 		gen, err := metrics.prompts.Prompts(ctx, t, &shadow, logger)
 		if err != nil {
 			return nil, 0, err
@@ -211,7 +212,7 @@ func (s *sessions) bind(ss *sessionSeries) { s.series = ss }
 
 // prepare is the runner's Prepare: it builds the user messages' generator
 // and returns the sessions as the runner's source.
-func (s *sessions) prepare(ctx context.Context) (Source, error) {
+func (s *sessions) prepare(ctx context.Context) (workload.Source, error) {
 	gen, contextLen, err := s.build(ctx)
 	if err != nil {
 		return nil, err
@@ -222,16 +223,16 @@ func (s *sessions) prepare(ctx context.Context) (Source, error) {
 		s.limit = contextLen
 	}
 	s.maxBytes = config.SessionBytesPerToken * s.cfg.MaxConversationTokens
-	s.wait = newWaiter()
+	s.wait = workload.NewWaiter()
 	// The runner starts its clock ReplayLead after now (lockstep).
-	s.startEst = time.Now().Add(ReplayLead)
+	s.startEst = time.Now().Add(workload.ReplayLead)
 	// The run's context ends when Run returns (after its requests), or
 	// when the workload is stopped: every session still alive then is
 	// stopped.
 	context.AfterFunc(ctx, s.finish)
 	s.drawerDone = make(chan struct{})
 	go s.drawer()
-	return Lockstep{sessionSchedule{s}, sessionPrompts{s}}, nil
+	return workload.Lockstep{Schedule: sessionSchedule{s}, Requests: sessionPrompts{s}}, nil
 }
 
 // sessionSchedule is the sessions as the runner's Schedule.
@@ -251,7 +252,7 @@ func (sc sessionSchedule) Clamped() uint64 { return sc.s.arrivals.Clamped() }
 // observer.
 type sessionPrompts struct{ s *sessions }
 
-var _ Requests = sessionPrompts{}
+var _ workload.Requests = sessionPrompts{}
 
 // Next implements Prompts: the user message of the turn the schedule just
 // returned.
@@ -457,7 +458,7 @@ func (s *sessions) finish() {
 	s.wakeLocked()
 	if !s.inNext && !s.waitOff {
 		s.waitOff = true
-		s.wait.close()
+		s.wait.Close()
 	}
 }
 
@@ -467,7 +468,7 @@ func (s *sessions) leaveNextLocked() {
 	s.inNext = false
 	if s.closed && !s.waitOff {
 		s.waitOff = true
-		s.wait.close()
+		s.wait.Close()
 	}
 }
 
@@ -551,7 +552,7 @@ func (s *sessions) nextDue() (time.Duration, bool) {
 		if due.IsZero() {
 			<-wctx.Done()
 		} else {
-			s.wait.waitUntil(wctx, due)
+			s.wait.WaitUntil(wctx, due)
 		}
 		cancel()
 		s.mu.Lock()
