@@ -10,6 +10,7 @@ import (
 	"github.com/infer-exporter/infer_exporter/internal/config"
 	"github.com/infer-exporter/infer_exporter/probe/client"
 	"github.com/infer-exporter/infer_exporter/probe/plan"
+	"github.com/infer-exporter/infer_exporter/probe/sessions"
 	"github.com/infer-exporter/infer_exporter/probe/workload"
 )
 
@@ -83,7 +84,7 @@ func Build(ctx context.Context, c *config.Config, metrics *Metrics, opts Options
 			maxRate    float64
 			saturation interface{ P99() float64 } = opts.Saturation
 			replayed   *replayRecorder
-			sess       *sessions // a sessions workload's (sessions.go)
+			sess       *sessions.Sessions // a sessions workload's
 			prepare    func(context.Context) (workload.Source, error)
 			burst      = 1 // sends at one instant the ceiling must allow
 		)
@@ -100,13 +101,13 @@ func Build(ctx context.Context, c *config.Config, metrics *Metrics, opts Options
 				return runners, clients, fmt.Errorf("workload %q: %w", w.Name, err)
 			}
 			prepare = func(ctx context.Context) (workload.Source, error) {
-				p, err := sess.prepare(ctx)
+				p, err := sess.Prepare(ctx)
 				if err != nil {
 					return nil, fmt.Errorf("workload %q: %w", w.Name, err)
 				}
 				return p, nil
 			}
-			maxRate = sess.maxRate
+			maxRate = sess.MaxRate()
 		} else {
 			ol, err := plan.Open(w.Arrival, w.Prompt.Seed, opts.DegradedLag)
 			if err != nil {
@@ -130,7 +131,7 @@ func Build(ctx context.Context, c *config.Config, metrics *Metrics, opts Options
 			replayed.bind(series)
 		}
 		if sess != nil {
-			sess.bind(metrics.sessions.series(series.lv))
+			sess.Bind(metrics.sessions.series(series.lv))
 		}
 		var observer workload.Observer = series
 		var monitor workload.Monitor = series
@@ -162,7 +163,7 @@ func Build(ctx context.Context, c *config.Config, metrics *Metrics, opts Options
 				MaxInFlight: w.MaxInFlight,
 				MaxRate:     maxRate,
 				Burst:       burst,
-				// The ceiling is the session arrivals' (sessions.go); turns
+				// The ceiling is the session arrivals' (probe/sessions); turns
 				// follow replies, not the arrival process.
 				Unceiled:       sess != nil,
 				Duration:       w.Duration,
@@ -279,4 +280,28 @@ func (m *Manager) stopLocked() {
 		c.Close()
 	}
 	m.cancel, m.done, m.clients, m.runners = nil, nil, nil, nil
+}
+
+// newSessions builds the sessions of workload w against target t (its
+// flavor says whether turns are chat messages). Their user messages are a
+// workload's prompts of user_tokens and output_tokens, calibrated the same
+// way, with the same info metric, when the runner starts.
+func newSessions(w *config.Workload, t *config.Target, chat bool, metrics *Metrics, opts Options, logger *slog.Logger) (*sessions.Sessions, error) {
+	shadow := *w
+	shadow.Prompt = config.Prompt{InputTokens: w.Sessions.UserTokens, OutputTokens: w.Sessions.OutputTokens, Seed: w.Sessions.Seed}
+	return sessions.New(sessions.Options{
+		Config: *w.Sessions, Arrival: w.Arrival, Duration: w.Duration, Chat: chat, DegradedLag: opts.DegradedLag,
+		Logger: logger.With("workload", w.Name),
+		Build: func(ctx context.Context) (workload.Prompts, int, error) {
+			gen, err := metrics.prompts.Prompts(ctx, t, &shadow, logger)
+			if err != nil {
+				return nil, 0, err
+			}
+			n, err := contextLength(ctx, t)
+			if err != nil {
+				n = 0 // unknown: max_conversation_tokens alone bounds a session
+			}
+			return gen, n, nil
+		},
+	})
 }
