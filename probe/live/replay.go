@@ -186,9 +186,10 @@ func newReplay(ctx context.Context, r *config.Replay, t *config.Target, opts Opt
 	if err != nil {
 		return nil, nil, fmt.Errorf("replay: %w", err)
 	}
+	// The drift's window is the schedule lag's.
 	window := opts.DegradedWindow
 	if window <= 0 {
-		window = 30 * time.Second
+		window = workload.DefaultDegradedWindow
 	}
 	rec := &replayRecorder{window: workload.NewWindow(window), logger: logger}
 	src, err := replay.NewSource(tr, replay.Options{

@@ -165,6 +165,18 @@ func (p *Plan) ceiling() Ceiling {
 	return plan.ReplayCeiling(p.MaxRate, p.DegradedLag, max(1, p.Burst))
 }
 
+// DefaultDegradedWindow is the window of the lag p99 when Limits (or
+// probe/live.Options) say none.
+const DefaultDegradedWindow = 30 * time.Second
+
+// degradedWindow is DegradedWindow, or its default.
+func (l Limits) degradedWindow() time.Duration {
+	if l.DegradedWindow <= 0 {
+		return DefaultDegradedWindow
+	}
+	return l.DegradedWindow
+}
+
 // Runner drives one workload against one target: Plan.Runner builds it.
 type Runner struct {
 	Plan
@@ -294,11 +306,7 @@ type dispatcher struct {
 
 // dispatch starts a run: its clock, its monitor, and its preparation.
 func (r *Runner) dispatch(ctx context.Context, cancel context.CancelFunc) *dispatcher {
-	window := r.DegradedWindow
-	if window <= 0 {
-		window = 30 * time.Second
-	}
-	d := &dispatcher{r: r, lags: newLagWindow(window, 10), cancel: cancel, ceiling: r.ceiling()}
+	d := &dispatcher{r: r, lags: newLagWindow(r.degradedWindow(), 10), cancel: cancel, ceiling: r.ceiling()}
 	bound := r.Source.Bound()
 	d.start = time.Now()
 	if bound {
