@@ -28,19 +28,21 @@ type ahead struct {
 	done     chan struct{}
 }
 
-// startAhead starts f's preparation with room for n prepared requests.
-// Requests are built ahead of their instants, in a goroutine of their own,
-// so that building a prompt never delays a send and arrivals due at the
-// same instant go out together.
-func startAhead(ctx context.Context, f feed, n int) *ahead {
-	a := &ahead{out: make(chan preparedRequest, n), budget: newByteBudget(lookaheadBytes), done: make(chan struct{})}
+// newAhead returns a preparation with room for n prepared requests.
+func newAhead(n int) *ahead {
+	return &ahead{out: make(chan preparedRequest, n), budget: newByteBudget(lookaheadBytes), done: make(chan struct{})}
+}
+
+// start starts f's preparation. Requests are built ahead of their
+// instants, in a goroutine of their own, so that building a prompt never
+// delays a send and arrivals due at the same instant go out together.
+func (a *ahead) start(ctx context.Context, f feed) {
 	prepCtx, stopPrep := context.WithCancel(ctx)
 	a.stopPrep = stopPrep
 	go func() {
 		defer close(a.done)
 		f.prepare(prepCtx, a.out)
 	}()
-	return a
 }
 
 // stop ends the preparation and waits for it.

@@ -353,7 +353,8 @@ func (r *Runner) dispatch(ctx context.Context, cancel context.CancelFunc) *dispa
 		d.feed = &pacedFeed{d: d}
 	}
 	d.sends = &sendWindow{}
-	d.ahead = startAhead(ctx, d.feed, r.lookahead(bound))
+	d.ahead = newAhead(r.lookahead(bound))
+	d.ahead.start(ctx, d.feed)
 	return d
 }
 
