@@ -16,21 +16,22 @@ import (
 	"github.com/prometheus/client_golang/prometheus/promhttp"
 
 	"github.com/infer-exporter/infer_exporter/internal/config"
+	"github.com/infer-exporter/infer_exporter/probe/live"
 	"github.com/infer-exporter/infer_exporter/probe/workload"
 )
 
 // serveLive serves, while the bench runs, the live infer_probe_* series
 // of its repeats on addr at /metrics: the same series as the exporter's
-// workloads (probe/workload.Series), labelled by target, model and, as the
+// workloads (probe/live.Series), labelled by target, model and, as the
 // workload, the cell's load and shape. A shard of a split run on
 // Kubernetes is scraped through a PodMonitor, so the fleet sees the test
 // live. It sets opts.Live and returns the function that stops the server.
 func serveLive(ctx context.Context, addr string, opts *Options, logger *slog.Logger) (func(), error) {
 	reg := prometheus.NewRegistry()
 	reg.MustRegister(collectors.NewGoCollector(), collectors.NewProcessCollector(collectors.ProcessCollectorOpts{}))
-	metrics := workload.NewMetrics(reg)
+	metrics := live.NewMetrics(reg)
 	var mu sync.Mutex
-	series := map[string]*workload.Series{}
+	series := map[string]*live.Series{}
 	opts.Live = func(t *config.Target, cell string) (workload.Observer, workload.Monitor) {
 		// The cell key is target/load/shape; the workload label is the
 		// load and shape (bounded by the matrix).

@@ -84,7 +84,7 @@ func Run(ctx context.Context, cfg *Config, opts Options) (*Report, error) {
 	targets := cfg.RunTargets()
 	cts := make([]*client.Target, len(targets))
 	for i := range targets {
-		ct, err := workload.ClientTarget(&targets[i])
+		ct, err := client.TargetOf(&targets[i])
 		if err != nil {
 			return nil, fmt.Errorf("target %q: %w", targets[i].Name, err)
 		}
@@ -338,8 +338,8 @@ func (b *run) runRepeat(ctx context.Context, p repeatPlan) (RepeatResult, *sampl
 	}
 
 	var sched workload.Schedule
-	var ceiling workload.Ceiling
 	var prompts workload.Prompts
+	var rows workload.Requests // a replay's: they belong to its instants
 	var cursor *PromptCursor
 	var closed *closedLoop
 	var replayRec *replayRecorder
@@ -355,7 +355,7 @@ func (b *run) runRepeat(ctx context.Context, p repeatPlan) (RepeatResult, *sampl
 		if err != nil {
 			return RepeatResult{}, nil, fmt.Errorf("cell %s: %w", p.cell, err)
 		}
-		sched, ceiling, maxRate = ol.Schedule, ol.Ceiling, ol.MaxRate
+		sched, maxRate = ol.Schedule, ol.MaxRate
 	case LoadConcurrency:
 		clients := int(load.Value)
 		if b.opts.Shard.On() {
@@ -374,8 +374,7 @@ func (b *run) runRepeat(ctx context.Context, p repeatPlan) (RepeatResult, *sampl
 		if err != nil {
 			return RepeatResult{}, nil, fmt.Errorf("cell %s: %w", p.cell, err)
 		}
-		sched, prompts, maxRate = src.Schedule(), src.Prompts(), src.MaxRate()
-		ceiling = plan.ReplayCeiling(maxRate, degradedLag, src.Burst())
+		sched, rows, maxRate = src.Schedule(), src.Prompts(), src.MaxRate()
 		burst = src.Burst()
 		looping = r.Loop
 		replayRes = &ReplayResult{Rows: int(float64(src.Records())*r.Sample + 0.5), WindowSeconds: src.Window().Seconds(),
@@ -390,7 +389,7 @@ func (b *run) runRepeat(ctx context.Context, p repeatPlan) (RepeatResult, *sampl
 	default:
 		return RepeatResult{}, nil, fmt.Errorf("cell %s: unknown load kind %q", p.cell, load.Kind)
 	}
-	if prompts == nil {
+	if rows == nil {
 		cursor = b.prompts.Cursor(p.target.Name, p.group.name)
 		prompts = cursor
 	}
@@ -469,12 +468,18 @@ func (b *run) runRepeat(ctx context.Context, p repeatPlan) (RepeatResult, *sampl
 		live, monitor = b.opts.Live(p.target, p.cell)
 		observers = append(observers, live)
 	}
-	runner := &workload.Runner{
-		Name: "bench", Target: p.ct, Schedule: stop, Ceiling: ceiling, Prompts: prompts,
-		Client: cl, Observer: observers, Monitor: monitor, MaxInFlight: maxInFlight, MaxRate: maxRate, Burst: burst,
-		Sampling: spec.Sampling, Timeout: p.target.Timeout, Logger: b.logger,
-		DegradedLag: degradedLag, Saturation: b.sched,
+	var source workload.Source = workload.OpenLoop{Schedule: stop, Prompts: prompts}
+	if rows != nil {
+		source = workload.Lockstep{Schedule: stop, Requests: rows}
 	}
+	// The wire ceiling is the plan's: the open loop's, or the replay's with
+	// room for its largest group; a closed loop (no max rate) has none.
+	runner := workload.Plan{
+		Name: "bench", Target: p.ct, Source: source, Client: cl, Observer: observers, Monitor: monitor,
+		Template: plan.Template{Sampling: spec.Sampling, Timeout: p.target.Timeout},
+		Limits:   workload.Limits{MaxInFlight: maxInFlight, MaxRate: maxRate, Burst: burst, DegradedLag: degradedLag},
+		Logger:   b.logger, Saturation: b.sched,
+	}.Runner()
 	res.Started = t0
 	runner.Run(ctx)
 	end := time.Now()

@@ -11,15 +11,15 @@ import (
 
 	"github.com/infer-exporter/infer_exporter/collector"
 	"github.com/infer-exporter/infer_exporter/internal/shadow"
+	"github.com/infer-exporter/infer_exporter/probe/live"
 	"github.com/infer-exporter/infer_exporter/probe/prober"
-	"github.com/infer-exporter/infer_exporter/probe/workload"
 )
 
 // landingPage serves the exporter-toolkit landing page, with the collectors'
 // and workloads' state below the links.
 // workloadLister lists the running configuration's workloads and their state.
 type workloadLister interface {
-	Workloads() []workload.WorkloadStatus
+	Workloads() []live.WorkloadStatus
 }
 
 func landingPage(f *flags, cols *collector.Set, workloads workloadLister, history *prober.History) (http.Handler, error) {

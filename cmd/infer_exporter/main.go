@@ -35,6 +35,7 @@ import (
 	"github.com/infer-exporter/infer_exporter/internal/shadow"
 	"github.com/infer-exporter/infer_exporter/internal/simulator"
 	"github.com/infer-exporter/infer_exporter/probe/coldstart"
+	"github.com/infer-exporter/infer_exporter/probe/live"
 	"github.com/infer-exporter/infer_exporter/probe/otlp"
 	"github.com/infer-exporter/infer_exporter/probe/plan"
 	"github.com/infer-exporter/infer_exporter/probe/prober"
@@ -266,7 +267,7 @@ func serve(ctx context.Context, f *flags, logger *slog.Logger) int {
 
 	saturation := workload.NewSchedulingLatency(reg, f.degradedWindow)
 	go saturation.Run(ctx)
-	opts := workload.Options{DegradedLag: f.degradedLag, DegradedWindow: f.degradedWindow, Saturation: saturation}
+	opts := live.Options{DegradedLag: f.degradedLag, DegradedWindow: f.degradedWindow, Saturation: saturation}
 	if otlp.Enabled(f.otlpEndpoint, os.Getenv) {
 		// The same observations, pushed as OTLP metrics beside /metrics.
 		pusher, err := otlp.New(ctx, otlp.Options{
@@ -288,7 +289,7 @@ func serve(ctx context.Context, f *flags, logger *slog.Logger) int {
 	// Every workload's requests tell the tracker of the first token served
 	// after a start, beside the OTLP push when there is one.
 	opts.Observe = starts.Observe(opts.Observe)
-	manager := workload.NewManager(workload.NewMetrics(reg), opts, logger)
+	manager := live.NewManager(live.NewMetrics(reg), opts, logger)
 	defer manager.Stop()
 
 	load := func() (*config.Config, error) {

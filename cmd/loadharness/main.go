@@ -287,20 +287,22 @@ func measure(url string, r run) result {
 	if r.observer != nil {
 		observer = workload.Observers{observer, r.observer}
 	}
-	runner := &workload.Runner{
+	// The wire ceiling is the plan's, of r.rate.
+	runner := workload.Plan{
 		Name: "harness", Target: &client.Target{Name: "sim", BaseURL: url, Model: "sim-model", Flavor: client.OpenAIChat},
-		Schedule: sched, Client: doer, MaxInFlight: streams, MaxRate: r.rate,
-		Ceiling:  plan.Ceiling(r.rate, plan.DefaultDegradedLag),
-		Prompts:  prompt.New(config.Distribution{Dist: "fixed", Mean: 64}, config.Distribution{Dist: "fixed", Mean: float64(r.tokens)}, 1),
+		Source: workload.OpenLoop{Schedule: sched,
+			Prompts: prompt.New(config.Distribution{Dist: "fixed", Mean: 64}, config.Distribution{Dist: "fixed", Mean: float64(r.tokens)}, 1)},
+		Client:   doer,
 		Monitor:  mon,
-		Sampling: config.Sampling{IgnoreEOS: true},
-		Duration: r.duration,
-		Timeout:  time.Minute,
-		// The window covers the whole run, so the gauge read at the end is
-		// the run's p99.
-		DegradedLag: plan.DefaultDegradedLag, DegradedWindow: r.duration + 10*time.Second,
+		Template: plan.Template{Sampling: config.Sampling{IgnoreEOS: true}, Timeout: time.Minute},
+		Limits: workload.Limits{
+			MaxInFlight: streams, MaxRate: r.rate, Duration: r.duration,
+			// The window covers the whole run, so the gauge read at the end
+			// is the run's p99.
+			DegradedLag: plan.DefaultDegradedLag, DegradedWindow: r.duration + 10*time.Second,
+		},
 		Observer: observer,
-	}
+	}.Runner()
 	runtime.GC()
 	cpu0, wall0 := cpuTime(), time.Now()
 	runner.Run(context.Background())

@@ -8,7 +8,7 @@ package main
 //	-scenario=fleet        series and scrape bytes of one exporter, and what
 //	                       a fleet of them asks of Prometheus
 //
-// The first three run the exporter's own workload path (workload.Build: the
+// The first three run the exporter's own workload path (live.Build: the
 // live infer_probe_* series, the stall scan, the scheduling-latency check)
 // in a child process pinned to its cores, against the reference server
 // (scaling_server.go) in another child pinned to the remaining cores, so

@@ -20,6 +20,7 @@ import (
 	"github.com/prometheus/client_golang/prometheus"
 
 	"github.com/infer-exporter/infer_exporter/internal/config"
+	"github.com/infer-exporter/infer_exporter/probe/live"
 	"github.com/infer-exporter/infer_exporter/probe/observation"
 	"github.com/infer-exporter/infer_exporter/probe/plan"
 	"github.com/infer-exporter/infer_exporter/probe/workload"
@@ -296,7 +297,7 @@ func degraded(lagP99, schedP99 float64) bool {
 	return lagP99 > limit || schedP99 > limit
 }
 
-// setup is one run's runners, built by the exporter's own workload.Build
+// setup is one run's runners, built by the exporter's own live.Build
 // from a configuration, so that the client, the live series, the stall
 // scan and the saturation check are the ones the exporter runs.
 type setup struct {
@@ -333,7 +334,7 @@ func (j *clientJob) build(ctx context.Context, rate float64, tokens int, duratio
 	}
 	reg := prometheus.NewRegistry()
 	sat := workload.NewSchedulingLatency(nil, satWindow)
-	runners, clients, err := workload.Build(ctx, cfg, workload.NewMetrics(reg), workload.Options{
+	runners, clients, err := live.Build(ctx, cfg, live.NewMetrics(reg), live.Options{
 		DegradedLag: plan.DefaultDegradedLag, DegradedWindow: duration + 10*time.Second, Saturation: sat,
 	}, slog.New(slog.DiscardHandler))
 	closeAll := func() {

@@ -62,6 +62,26 @@ func violations(rules map[string][]string, graph map[string][]string) []string {
 	return out
 }
 
+// unused lists every import rules allow that its package does not make:
+// an allowance nothing uses says less than the block seems to, and is
+// dropped (the block says what the packages import, not what they might).
+func unused(rules map[string][]string, graph map[string][]string) []string {
+	var out []string
+	for pkg, allowed := range rules {
+		imports, ok := graph[pkg]
+		if !ok {
+			continue // reported as not a package of the module
+		}
+		for _, imp := range allowed {
+			if !slices.Contains(imports, imp) {
+				out = append(out, fmt.Sprintf("ARCHITECTURE.md allows %s to import %s, which it does not", pkg, imp))
+			}
+		}
+	}
+	sort.Strings(out)
+	return out
+}
+
 // moduleGraph runs go list over the module: each package's non-test
 // imports of this module.
 func moduleGraph(t *testing.T, root string) map[string][]string {
@@ -100,6 +120,9 @@ func TestLayers(t *testing.T) {
 	for _, v := range violations(r, g) {
 		t.Error(v)
 	}
+	for _, u := range unused(r, g) {
+		t.Error(u)
+	}
 	if imps := g["internal/config"]; len(imps) != 0 {
 		t.Errorf("internal/config imports %v: the configuration is a leaf", imps)
 	}
@@ -126,5 +149,11 @@ func TestViolationsFound(t *testing.T) {
 	}
 	if !slices.Equal(got, want) {
 		t.Errorf("violations = %q, want %q", got, want)
+	}
+	r["probe/arrival"] = append(r["probe/arrival"], "probe/observation")
+	got = unused(r, g)
+	want = []string{"ARCHITECTURE.md allows probe/arrival to import probe/observation, which it does not"}
+	if !slices.Equal(got, want) {
+		t.Errorf("unused = %q, want %q", got, want)
 	}
 }

@@ -10,7 +10,7 @@ import (
 	"strings"
 
 	"github.com/infer-exporter/infer_exporter/internal/hashmix"
-	"github.com/infer-exporter/infer_exporter/probe/replay"
+	"github.com/infer-exporter/infer_exporter/internal/words"
 )
 
 // redactor replaces the text of a request with filler of the same token
@@ -37,9 +37,6 @@ import (
 type redactor struct {
 	key uint64
 }
-
-// fillerVocab is how a chained hash becomes a word.
-var fillerVocab = replay.WordTokenizer{}
 
 // errNotObject is the reason a body that is not a JSON object cannot be
 // redacted (and is not stored).
@@ -148,7 +145,7 @@ func (c *chain) text(s string) string {
 			b.WriteByte(' ')
 		}
 		first = false
-		b.WriteString(fillerVocab.Word(c.h))
+		b.WriteString(words.Word(c.h)) // the chained hash becomes a word
 	}
 	return b.String()
 }

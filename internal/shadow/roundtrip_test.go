@@ -18,6 +18,7 @@ import (
 	"github.com/infer-exporter/infer_exporter/internal/shadow"
 	"github.com/infer-exporter/infer_exporter/internal/simulator"
 	"github.com/infer-exporter/infer_exporter/probe/client"
+	"github.com/infer-exporter/infer_exporter/probe/live"
 	"github.com/infer-exporter/infer_exporter/probe/observation"
 	"github.com/infer-exporter/infer_exporter/probe/workload"
 )
@@ -166,7 +167,7 @@ func runReplay(t *testing.T, yml string) []observation.Request {
 	if err != nil {
 		t.Fatal(err)
 	}
-	runners, clients, err := workload.Build(context.Background(), c, workload.NewMetrics(prometheus.NewRegistry()), workload.Options{}, discard)
+	runners, clients, err := live.Build(context.Background(), c, live.NewMetrics(prometheus.NewRegistry()), live.Options{}, discard)
 	if err != nil {
 		t.Fatal(err)
 	}

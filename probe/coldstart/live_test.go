@@ -14,7 +14,7 @@ import (
 	"github.com/infer-exporter/infer_exporter/engine"
 	"github.com/infer-exporter/infer_exporter/internal/config"
 	"github.com/infer-exporter/infer_exporter/internal/simulator"
-	"github.com/infer-exporter/infer_exporter/probe/workload"
+	"github.com/infer-exporter/infer_exporter/probe/live"
 )
 
 // The load delay of the live tests, and how late the exporter may see what
@@ -180,8 +180,8 @@ workloads:
 			testStart := time.Now()
 			scraper := engine.NewScraper(nil, engine.WithPollObserver(polls))
 			defer scraper.Close()
-			manager := workload.NewManager(workload.NewMetrics(prometheus.NewRegistry()),
-				workload.Options{Observe: tracker.Observe(nil)}, slog.New(slog.DiscardHandler))
+			manager := live.NewManager(live.NewMetrics(prometheus.NewRegistry()),
+				live.Options{Observe: tracker.Observe(nil)}, slog.New(slog.DiscardHandler))
 			defer manager.Stop()
 			ctx := context.Background()
 			for _, a := range []config.Applier{scraper, manager, tracker} {

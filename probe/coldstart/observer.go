@@ -38,7 +38,7 @@ func (o *Observer) Done(r *observation.Request) {
 // of the server.
 func (o *Observer) Dropped(*observation.Request) {}
 
-// Observe wraps a workload.Options.Observe hook (nil: none) so that every
+// Observe wraps a live.Options.Observe hook (nil: none) so that every
 // workload's requests also reach the tracker, through the observer of the
 // workload's target, beside what next returns. An observer of next's that
 // hears stall scans (Stalls) still does.

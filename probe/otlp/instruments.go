@@ -24,7 +24,7 @@ const (
 
 // Explicit bucket boundaries, for Explicit. The conventions advise the
 // first two lists (gen-ai-metrics.md); TPOT and schedule lag take the
-// exporter's Prometheus buckets (probe/workload/metrics.go), whose range
+// exporter's Prometheus buckets (probe/live/metrics.go), whose range
 // fits them: milliseconds per token, microseconds of lag.
 var (
 	conventionSeconds = []float64{0.01, 0.02, 0.04, 0.08, 0.16, 0.32, 0.64, 1.28, 2.56, 5.12, 10.24, 20.48, 40.96, 81.92}

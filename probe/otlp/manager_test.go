@@ -14,6 +14,7 @@ import (
 	"github.com/infer-exporter/infer_exporter/internal/config"
 	"github.com/infer-exporter/infer_exporter/internal/simulator"
 	"github.com/infer-exporter/infer_exporter/internal/simulator/simulatortest"
+	"github.com/infer-exporter/infer_exporter/probe/live"
 	"github.com/infer-exporter/infer_exporter/probe/workload"
 )
 
@@ -51,7 +52,7 @@ workloads:
 	p, reader := newTestPusher(t, Exponential)
 	reg := prometheus.NewRegistry()
 	ctx := context.Background()
-	runners, clients, err := workload.Build(ctx, c, workload.NewMetrics(reg), workload.Options{
+	runners, clients, err := live.Build(ctx, c, live.NewMetrics(reg), live.Options{
 		Observe: func(t *config.Target, w *config.Workload) workload.Observer { return p.Workload(t, w) },
 	}, slog.New(slog.DiscardHandler))
 	for _, cl := range clients {

@@ -178,7 +178,7 @@ func (o *Observer) Token(r *observation.Request) {
 }
 
 // Done implements workload.Observer: what is known at the end, with the
-// Prometheus side's rules (workload.Series.Observe): the duration of every
+// Prometheus side's rules (live.Series.Observe): the duration of every
 // request that was sent (error.type set when it failed, where the
 // Prometheus side keeps successes only and counts the rest by outcome),
 // the schedule lag of every one, and for a success its TPOT, tokens and

@@ -14,6 +14,7 @@ import (
 	"go.opentelemetry.io/otel/sdk/metric/metricdata"
 
 	"github.com/infer-exporter/infer_exporter/internal/config"
+	"github.com/infer-exporter/infer_exporter/probe/live"
 	"github.com/infer-exporter/infer_exporter/probe/observation"
 	"github.com/infer-exporter/infer_exporter/probe/workload"
 )
@@ -221,7 +222,7 @@ func label(k, v string) func(map[string]string) bool {
 // and the counts the requests above imply.
 func TestAgreesWithPrometheus(t *testing.T) {
 	reg := prometheus.NewRegistry()
-	series := workload.NewMetrics(reg).Series(testTarget.Name, testTarget.Model, testWorkload.Name, testWorkload.SLO)
+	series := live.NewMetrics(reg).Series(testTarget.Name, testTarget.Model, testWorkload.Name, testWorkload.SLO)
 	p, reader := newTestPusher(t, Exponential)
 	obs := p.Workload(&testTarget, &testWorkload)
 	both := workload.Observers{series, obs}

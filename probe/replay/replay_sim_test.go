@@ -25,6 +25,7 @@ import (
 	"github.com/infer-exporter/infer_exporter/internal/simulator"
 	"github.com/infer-exporter/infer_exporter/internal/simulator/simulatortest"
 	"github.com/infer-exporter/infer_exporter/probe/client"
+	"github.com/infer-exporter/infer_exporter/probe/live"
 	"github.com/infer-exporter/infer_exporter/probe/observation"
 	"github.com/infer-exporter/infer_exporter/probe/replay"
 	"github.com/infer-exporter/infer_exporter/probe/workload"
@@ -44,7 +45,7 @@ const (
 	mooncakeSlice = "testdata/mooncake_fast25_slice.jsonl"
 )
 
-// run builds the configuration's one workload with workload.Build, exactly
+// run builds the configuration's one workload with live.Build, exactly
 // as the exporter does, runs it to the end of its trace and returns every
 // observation (dropped arrivals included) in schedule order, and the
 // registry of its metrics.
@@ -55,7 +56,7 @@ func run(t *testing.T, yml string) ([]observation.Request, *prometheus.Registry)
 		t.Fatal(err)
 	}
 	reg := prometheus.NewRegistry()
-	runners, clients, err := workload.Build(context.Background(), c, workload.NewMetrics(reg), workload.Options{}, slog.New(slog.DiscardHandler))
+	runners, clients, err := live.Build(context.Background(), c, live.NewMetrics(reg), live.Options{}, slog.New(slog.DiscardHandler))
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -554,7 +555,7 @@ workloads:
 	if err != nil {
 		t.Fatal(err)
 	}
-	_, _, err = workload.Build(context.Background(), c, workload.NewMetrics(prometheus.NewRegistry()), workload.Options{}, slog.New(slog.DiscardHandler))
+	_, _, err = live.Build(context.Background(), c, live.NewMetrics(prometheus.NewRegistry()), live.Options{}, slog.New(slog.DiscardHandler))
 	if err == nil || !strings.Contains(err.Error(), trace+":2:") {
 		t.Errorf("refuse: %v, want %s:2", err, trace)
 	}

@@ -1,11 +1,10 @@
 package replay
 
 import (
-	"slices"
 	"strings"
 
 	"github.com/infer-exporter/infer_exporter/internal/hashmix"
-	"github.com/infer-exporter/infer_exporter/probe/prompt"
+	"github.com/infer-exporter/infer_exporter/internal/words"
 )
 
 // WordTokenizer is the embedded simulator's tokenizer (see
@@ -20,9 +19,7 @@ type WordTokenizer struct{}
 // Word returns the word of key: one of a fixed vocabulary of short common
 // English words, each one token in the simulator, also after another word
 // and a space. The same key always gives the same word.
-func (WordTokenizer) Word(key uint64) string {
-	return vocabulary[key%uint64(len(vocabulary))]
-}
+func (WordTokenizer) Word(key uint64) string { return words.Word(key) }
 
 // TemplateTokens is how many tokens the simulator's chat template adds
 // before and after the content of a single user message (the generation
@@ -88,14 +85,7 @@ func (s *synthesizer) prompt(rec *Record, pass int) string {
 	return s.buf.String()
 }
 
-// vocabulary is the words of synthesised prompts: prompt.Vocabulary, in
-// its order, less the words of leftOut.
-var vocabulary = slices.DeleteFunc(prompt.Vocabulary(), func(w string) bool { return leftOut[w] })
-
-// leftOut are the words of prompt.Vocabulary that replay synthesis does not
-// use. Synthesised prompts, and the fillers of shadow captures (drawn through
-// WordTokenizer), index what remains, so changing the set changes them all.
-var leftOut = map[string]bool{
-	"sentence": true, "differ": true, "numeral": true, "vowel": true, "govern": true,
-	"oh": true, "multiply": true, "stead": true, "equate": true,
-}
+// vocabulary is the words of synthesised prompts (internal/words.Replay):
+// prompt.Vocabulary, in its order, less the words of a few left out.
+// Synthesised prompts, and the fillers of shadow captures, index it.
+var vocabulary = words.Replay()

@@ -55,7 +55,7 @@ func (s *checkSchedule) sent(i int, at time.Time) {
 // KnownAnswer: greedy unless the workload sets a temperature, no length
 // extensions).
 func (r *Runner) checkRequest(c *config.Check) *client.Request {
-	return r.template().KnownAnswer(c.Prompt, c.MaxTokens)
+	return r.Template.KnownAnswer(c.Prompt, c.MaxTokens)
 }
 
 // judgeCheck classifies a finished check (plan.Judge): pass when a

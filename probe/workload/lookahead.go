@@ -89,10 +89,10 @@ func (w *sendWindow) standAside(ctx context.Context) {
 	}
 }
 
-// preparedRequest is one arrival's request, built ahead. For a source that
-// completes its requests (a replay), the arrival's offset comes with it; for
-// synthetic prompts the dispatcher reads the schedule itself (off unused),
-// so that an arrival that carries a known-answer check draws no prompt.
+// preparedRequest is one arrival's request, built ahead. For a bound source
+// (a replay), the arrival's offset comes with it; for an open loop the
+// dispatcher reads the schedule itself (off unused), so that an arrival that
+// carries a known-answer check draws no prompt.
 type preparedRequest struct {
 	off time.Duration
 	seq uint64
@@ -140,56 +140,6 @@ func (b *byteBudget) close() {
 	b.ended = true
 	b.mu.Unlock()
 	b.cond.Broadcast()
-}
-
-// prepare runs in its own goroutine and fills out with the workload's
-// requests, built ahead, until the schedule ends (then out is closed) or ctx
-// is done. lockstep: the prompt source completes each request from the
-// arrival the schedule returned (a replay), so schedule and prompts advance
-// together here; otherwise only prompts are built here.
-func (r *Runner) prepare(ctx context.Context, start time.Time, lockstep bool, out chan<- preparedRequest, budget *byteBudget, window *sendWindow, clamped func()) {
-	defer close(out)
-	rs, _ := r.Prompts.(Requests)
-	var seq uint64
-	for {
-		p := preparedRequest{}
-		if lockstep {
-			off, ok := r.Schedule.Next()
-			clamped()
-			if !ok || (r.Duration > 0 && off >= r.Duration) {
-				return
-			}
-			// A replay knows its instants: prepare no more than
-			// lookaheadTime before each.
-			if d := time.Until(start.Add(off - lookaheadTime)); d > 0 {
-				t := time.NewTimer(d)
-				select {
-				case <-ctx.Done():
-					t.Stop()
-					return
-				case <-t.C:
-				}
-			}
-			p.off, p.seq = off, seq
-			window.standAside(ctx)
-			p.req = r.request(r.Prompts.Next())
-			rs.Request(seq, p.req)
-			seq++
-		} else {
-			p.req = r.request(r.Prompts.Next())
-		}
-		// The body too is encoded here, not at the send.
-		window.standAside(ctx)
-		client.Prepare(r.Target, p.req)
-		if !budget.take(requestBytes(p.req), lookaheadBytes) {
-			return
-		}
-		select {
-		case out <- p:
-		case <-ctx.Done():
-			return
-		}
-	}
 }
 
 // requestBytes is what a prepared request holds in memory.

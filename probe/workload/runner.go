@@ -1,8 +1,9 @@
-// Package workload runs the continuous probe: an open-loop dispatcher sends
-// each request at the instant its arrival process scheduled, whatever the
-// server does, and records what the client observed as Prometheus metrics.
+// Package workload runs a load: a dispatcher sends each request of a Source
+// at the instant it is due, whatever the server does, and tells its
+// observers what the client observed. The live exporter (probe/live), the
+// bench and the load harness run it, each from a Plan.
 //
-// The flow is one way: schedule -> prompt -> client -> observation -> metrics.
+// The flow is one way: source -> prompt -> client -> observation -> observers.
 package workload
 
 import (
@@ -52,14 +53,16 @@ type Prompts interface {
 	Next() prompt.Prompt
 }
 
-// Requests is implemented by a Prompts source that completes and follows
-// the requests it feeds (a replay: it sends recorded bodies, forces output
-// lengths, and measures each send's drift from its trace time). Request is
-// called in the dispatcher right after Next, with the arrival's sequence
-// number and the request built from that prompt, and may change it. Such a
-// source is an Observer too: the runner adds it to its observers, and it
-// finds each request again by its sequence number (observation.Seq).
+// Requests is a prompt source that completes and follows the requests it
+// feeds (a replay: it sends recorded bodies, forces output lengths, and
+// measures each send's drift from its trace time), the prompts of a
+// Lockstep source. Request is called in the preparation right after Next,
+// with the arrival's sequence number and the request built from that
+// prompt, and may change it. It is an Observer too: the runner adds it to
+// its observers (Source.Follower), and it finds each request again by its
+// sequence number (observation.Seq).
 type Requests interface {
+	Prompts
 	Request(seq uint64, req *client.Request)
 	Observer
 }
@@ -74,62 +77,109 @@ type warmer interface {
 	Warm(ctx context.Context, t *client.Target, n int) int
 }
 
-// Runner drives one workload against one target.
-type Runner struct {
-	Name     string
-	Target   *client.Target
-	Schedule Schedule
-	Ceiling  Ceiling // may be nil
-	Prompts  Prompts
-	Client   Doer
+// Plan is a runnable workload: its load (Source), where it goes (Target,
+// through Client), who hears of it (Observer, Monitor) and its limits.
+// Plan.Runner is the one constructor of a Runner; the live exporter
+// (Build), the bench and the load harness each fill a Plan, and what they
+// would otherwise each choose (the wire ceiling, the defaults) is chosen
+// here, from the plan.
+type Plan struct {
+	Name   string
+	Target *client.Target
+	// Source is the load: when its requests are due, what they are, and
+	// who follows them (source.go). Nil: Prepare builds it when Run starts.
+	Source Source
+	// Prepare, when Source is nil, builds it at the start of Run (the
+	// prompt calibration against the server's /tokenize, which can take
+	// long when the tokenizer stalls): the workload is "calibrating"
+	// meanwhile, and "failed" if it returns an error. Workloads calibrate
+	// concurrently, each starting as soon as its own prompts are ready.
+	Prepare func(ctx context.Context) (Source, error)
+	Client  Doer
 	// Observer hears of every request as it happens (the live metrics, a
 	// bench recorder, a fan-out of several); nil: none.
 	Observer Observer
 	// Monitor hears of the workload's own state (Series); nil: none.
-	Monitor     Monitor
+	Monitor Monitor
+	// Template turns the source's prompts into requests: the sampling
+	// parameters and each request's timeout.
+	Template plan.Template
+	// Checks are known-answer checks that some arrivals of an open loop
+	// carry instead of a synthetic prompt (checks.go).
+	Checks []config.Check
+	Limits
+	// Saturation, when set, is the process's goroutine scheduling latency:
+	// its p99 above DegradedLag also marks the measurement degraded.
+	Saturation interface{ P99() float64 }
+	Logger     *slog.Logger
+}
+
+// Limits bound a workload: what it may have in flight and send, for how
+// long, and when its measurement is stalled or degraded.
+type Limits struct {
 	MaxInFlight int
-	MaxRate     float64
+	// MaxRate is the schedule's highest rate: the wire ceiling's rate, and
+	// how far ahead an open loop prepares its prompts.
+	MaxRate float64
+	// Burst is the most requests the schedule puts on one instant (a
+	// replay's largest group of rows). Before a replay's clock starts, Run
+	// opens that many connections (at most MaxInFlight) through a Client
+	// that can (client.Client.Warm), so that the first group does not dial
+	// them all at its instant; the wire ceiling has room for them.
+	Burst int
+	// Ceiling guards the wire (arrival.NewWireCeiling); nil: the one of
+	// MaxRate, DegradedLag and Burst (plan.ReplayCeiling), or none when
+	// MaxRate is 0 or Unceiled.
+	Ceiling Ceiling
+	// Unceiled: the requests follow replies, not an arrival process (a
+	// sessions workload's turns, whose ceiling is the session arrivals').
+	Unceiled bool
 	// Duration ends the run after that long; 0 runs until ctx is done.
 	Duration time.Duration
 	// StallThreshold: a request in flight that has received nothing for
 	// longer is stalled (Monitor.Stalls); 0 takes
 	// config.DefaultStallThreshold.
 	StallThreshold time.Duration
-	Sampling       config.Sampling
-	// Timeout bounds each request.
-	Timeout time.Duration
+	// The client is degraded when the schedule lag's p99 over DegradedWindow
+	// exceeds DegradedLag.
+	DegradedLag    time.Duration
+	DegradedWindow time.Duration
 	// TokenWindow is the client's client.Request.TokenWindow for the
 	// workload's synthetic requests: how many of each request's last
 	// token instants its observers need (0: all of them, as a bench
 	// record keeps).
 	TokenWindow int
-	// Checks are known-answer checks that some arrivals carry instead of a
-	// synthetic prompt (checks.go).
-	Checks []config.Check
+}
 
-	// The client is degraded when the schedule lag's p99 over DegradedWindow
-	// exceeds DegradedLag.
-	DegradedLag    time.Duration
-	DegradedWindow time.Duration
-	// Saturation, when set, is the process's goroutine scheduling latency:
-	// its p99 above DegradedLag also marks the measurement degraded.
-	Saturation interface{ P99() float64 }
+// Runner returns the runner of the plan.
+func (p Plan) Runner() *Runner { return &Runner{Plan: p} }
 
-	// Burst is the most requests the schedule puts on one instant (a
-	// replay's largest group of rows). Before a replay's clock starts, Run
-	// opens that many connections (at most MaxInFlight) through a Client
-	// that can (client.Client.Warm), so that the first group does not dial
-	// them all at its instant.
-	Burst int
+// ceiling is the wire ceiling of the plan (Limits.Ceiling).
+func (p *Plan) ceiling() Ceiling {
+	switch {
+	case p.Ceiling != nil:
+		return p.Ceiling
+	case p.Unceiled || p.MaxRate <= 0:
+		return nil
+	}
+	return plan.ReplayCeiling(p.MaxRate, p.DegradedLag, max(1, p.Burst))
+}
 
-	// Prepare, when set, builds Prompts at the start of Run (the prompt
-	// calibration against the server's /tokenize, which can take long when
-	// the tokenizer stalls): the workload is "calibrating" meanwhile, and
-	// "failed" if it returns an error. Workloads calibrate concurrently, each
-	// starting as soon as its own prompts are ready.
-	Prepare func(ctx context.Context) (Prompts, error)
+// DefaultDegradedWindow is the window of the lag p99 when Limits (or
+// probe/live.Options) say none.
+const DefaultDegradedWindow = 30 * time.Second
 
-	Logger *slog.Logger
+// degradedWindow is DegradedWindow, or its default.
+func (l Limits) degradedWindow() time.Duration {
+	if l.DegradedWindow <= 0 {
+		return DefaultDegradedWindow
+	}
+	return l.DegradedWindow
+}
+
+// Runner drives one workload against one target: Plan.Runner builds it.
+type Runner struct {
+	Plan
 
 	status atomic.Pointer[Status]
 }
@@ -156,27 +206,17 @@ func (r *Runner) setStatus(state, reason string) {
 	}
 }
 
-// Run sends requests until the schedule ends, Duration passes or ctx is done,
-// then waits for the requests in flight. Cancelling ctx cancels them.
+// Run sends requests until the source ends, Duration passes or ctx is
+// done, then waits for the requests in flight. Cancelling ctx cancels them.
+// Every source goes through this one loop: its feed (feed.go) hands it the
+// next group of requests due at one instant; the group's senders start and
+// wait at a gate; at the instant each request is admitted or dropped, and
+// the gate opens.
 func (r *Runner) Run(ctx context.Context) {
 	ctx, cancel := context.WithCancel(ctx)
 	defer cancel()
-	if r.Prepare != nil && r.Prompts == nil {
-		r.setStatus(StateCalibrating, "")
-		p, err := r.Prepare(ctx)
-		if err != nil {
-			if ctx.Err() != nil {
-				// Stopped (a reload, a shutdown) while calibrating.
-				r.setStatus(StateFinished, "stopped while calibrating")
-				return
-			}
-			r.setStatus(StateFailed, err.Error())
-			if r.Logger != nil {
-				r.Logger.Error("workload not started: its prompts could not be built", "workload", r.Name, "err", err)
-			}
-			return
-		}
-		r.Prompts = p
+	if !r.prepareSource(ctx) {
+		return
 	}
 	r.setStatus(StateRunning, "")
 	defer func() {
@@ -184,257 +224,230 @@ func (r *Runner) Run(ctx context.Context) {
 			r.setStatus(StateFinished, "")
 		}
 	}()
-	window := r.DegradedWindow
-	if window <= 0 {
-		window = 30 * time.Second
-	}
-	lags := newLagWindow(window, 10)
-	_, lockstep := r.Prompts.(Requests)
-	start := time.Now()
-	if lockstep {
-		// A replay's first rows often share an instant, each with a long
-		// prompt: its clock starts ReplayLead from now, so that they are
-		// prepared before it and go out together on time.
-		start = start.Add(ReplayLead)
-	}
-	mon := r.Monitor
-	if mon == nil {
-		mon = noMonitor{}
-	}
-	mon.Limits(r.MaxInFlight, r.MaxRate, len(r.Checks) > 0)
-	mon.Rate(r.Schedule.Rate(0))
-	checks := newCheckSchedule(r.Checks)
-	observer := r.Observer
-	if rs, ok := r.Prompts.(Requests); ok {
-		observer = Observers{observer, rs}
-		if r.Observer == nil {
-			observer = rs
+	d := r.dispatch(ctx, cancel)
+	defer d.stop()
+	for {
+		off, group, ok := d.feed.next(ctx)
+		if !ok {
+			return
 		}
-	}
-	if observer == nil {
-		observer = Observers{}
-	}
-	inFlightSet := newFlights()
-	var seq uint64
-
-	var inFlight atomic.Int64
-	// The schedule belongs to this goroutine; the monitor reads its clamp
-	// count through this copy.
-	var clamped atomic.Uint64
-	var wg sync.WaitGroup
-	if w, ok := r.Client.(warmer); ok && lockstep && r.Burst > 1 {
-		// In the replay's lead, while its first rows are prepared.
-		wg.Add(1)
-		go func() {
-			defer wg.Done()
-			w.Warm(ctx, r.Target, min(r.Burst, r.MaxInFlight))
-		}()
-	}
-	monitorDone := make(chan struct{})
-	go func() {
-		defer close(monitorDone)
-		r.monitor(ctx, mon, start, lags, &clamped, inFlightSet)
-	}()
-	defer func() {
-		wg.Wait()
-		cancel()
-		<-monitorDone
-	}()
-
-	wait := newWaiter()
-	defer wait.close()
-	// Requests are built ahead of their instants by prepare, in a goroutine
-	// of their own, so that building a prompt never delays a send and
-	// arrivals due at the same instant go out together.
-	prepared := make(chan preparedRequest, r.lookahead(lockstep))
-	budget := newByteBudget(lookaheadBytes)
-	sends := &sendWindow{}
-	prepCtx, stopPrep := context.WithCancel(ctx)
-	prepDone := make(chan struct{})
-	go func() {
-		defer close(prepDone)
-		r.prepare(prepCtx, start, lockstep, prepared, budget, sends, func() { clamped.Store(r.Schedule.Clamped()) })
-	}()
-	defer func() {
-		stopPrep()
-		budget.close()
-		<-prepDone
-	}()
-	next := func() (*client.Request, bool) {
-		select {
-		case p, ok := <-prepared:
-			if ok {
-				budget.give(requestBytes(p.req))
-			}
-			return p.req, ok
-		case <-ctx.Done():
-			return nil, false
-		}
-	}
-	// A replay row received while collecting a group but not of it: the
-	// first of the next group.
-	var (
-		pending    *preparedRequest
-		replayDone bool
-	)
-	nextRow := func() (preparedRequest, bool) {
-		if pending != nil {
-			p := *pending
-			pending = nil
-			return p, true
-		}
-		select {
-		case p, ok := <-prepared:
-			if ok {
-				budget.give(requestBytes(p.req))
-			}
-			return p, ok
-		case <-ctx.Done():
-			return preparedRequest{}, false
-		}
-	}
-	for !replayDone {
-		// A new slice for each group: its senders keep pointers into it.
-		group := make([]dueRequest, 0, 1)
-		var off time.Duration
-		if lockstep {
-			// A replay: the schedule advanced with its prompts in prepare.
-			p, ok := nextRow()
-			if !ok {
-				return
-			}
-			off = p.off
-			group = append(group, dueRequest{n: p.seq, req: p.req, check: -1})
-			// The rows of the trace that share this instant and are
-			// prepared already go out with it, as one group.
-		collect:
-			for len(group) < lookaheadItems {
-				select {
-				case q, ok := <-prepared:
-					if !ok {
-						replayDone = true
-						break collect
-					}
-					budget.give(requestBytes(q.req))
-					if q.off != off {
-						pending = &q
-						break collect
-					}
-					group = append(group, dueRequest{n: q.seq, req: q.req, check: -1})
-				default:
-					break collect
-				}
-			}
-			seq = group[len(group)-1].n + 1
-		} else {
-			var ok bool
-			off, ok = r.Schedule.Next()
-			clamped.Store(r.Schedule.Clamped())
-			if !ok || (r.Duration > 0 && off >= r.Duration) {
-				return
-			}
-			a := dueRequest{n: seq, check: -1}
-			seq++
-			// An arrival that carries a check draws no prompt, so the
-			// synthetic prompts keep their order.
-			if a.check = checks.arrive(start.Add(off)); a.check >= 0 {
-				a.req = r.checkRequest(&r.Checks[a.check])
-			} else if a.req, ok = next(); !ok {
-				return
-			}
-			group = append(group, a)
-		}
-		at := start.Add(off)
+		at := d.start.Add(off)
 		// The group's senders start before its instant and wait for it
 		// at a gate: at the instant only the admission of each row is
 		// left between one send and the next, not a goroutine's start.
 		gate := make(chan struct{})
 		for i := range group {
-			a := &group[i]
-			wg.Add(1)
-			go func(a *dueRequest) {
-				defer wg.Done()
-				<-gate
-				if a.fl == nil {
-					return // dropped, or the run stopped before its instant
-				}
-				obs := &observation.Request{Seq: a.n, Scheduled: at}
-				r.Client.Do(ctx, r.Target, a.req, obs)
-				if a.window != nil && obs.Sent.IsZero() {
-					a.window.sent() // never sent (its request could not be built)
-				}
-				inFlightSet.remove(a.fl)
-				inFlight.Add(-1)
-				mon.InFlight(-1)
-				if lag, ok := obs.ScheduleLag(); ok {
-					lags.observe(obs.Sent, lag)
-				}
-				if ctx.Err() != nil && obs.Outcome != observation.Success && errors.Is(obs.Err, context.Canceled) {
-					// The run was stopped (a reload, a shutdown) while this
-					// request was in flight: the server did nothing wrong,
-					// so it is not counted as a failure.
-					return
-				}
-				if a.check >= 0 {
-					r.observeCheck(ctx, mon, a.check, obs)
-					return
-				}
-				observer.Done(obs)
-				if obs.Outcome != observation.Success && r.Logger != nil && ctx.Err() == nil {
-					r.Logger.Debug("request failed", "workload", r.Name, "request_id", a.req.RequestID, "outcome", obs.Outcome, "status", obs.HTTPStatus, "err", obs.Err)
-				}
-			}(a)
+			d.wg.Add(1)
+			go d.send(ctx, &group[i], at, gate)
 		}
-		sends.waitFor(at, len(group))
-		if !wait.waitUntil(ctx, at) {
+		d.sends.waitFor(at, len(group))
+		if !d.wait.waitUntil(ctx, at) {
 			close(gate)
 			return
 		}
-		var dropped []int
-		// Only a group's senders tell the preparation of their sends.
-		var window *sendWindow
-		if len(group) > 1 {
-			window = sends
-		}
-		for i := range group {
-			a := &group[i]
-			reason := ""
-			switch {
-			case inFlight.Load() >= int64(r.MaxInFlight):
-				reason = DropInFlightCap
-			case r.Ceiling != nil && !r.Ceiling.Allow():
-				reason = DropRateCeiling
-			}
-			if reason != "" {
-				a.dropReason = reason
-				dropped = append(dropped, i)
-				continue
-			}
-			inFlight.Add(1)
-			mon.InFlight(1)
-			a.fl = inFlightSet.add(at)
-			a.window = window
-			// Its id, for the server's logs: the workload and the
-			// arrival's sequence number.
-			a.req.RequestID = r.Name + "-" + strconv.FormatUint(a.n, 10)
-			if a.check >= 0 {
-				a.req.Events = &requestEvents{o: Observers{}, f: a.fl, w: window}
-				checks.sent(a.check, at)
-			} else {
-				a.req.Events = &requestEvents{o: observer, f: a.fl, w: window}
-				a.req.TokenWindow = r.TokenWindow
-			}
-		}
-		if len(group) > 1 {
-			sends.release(len(group) - len(dropped))
-		}
+		dropped := d.admit(group, at)
 		close(gate)
 		for _, i := range dropped {
 			// A dropped check is counted as a dropped arrival, as before:
 			// it held an arrival's place.
-			observer.Dropped(&observation.Request{Seq: group[i].n, Scheduled: at, Outcome: observation.Dropped, DropReason: group[i].dropReason})
+			d.observer.Dropped(&observation.Request{Seq: group[i].n, Scheduled: at, Outcome: observation.Dropped, DropReason: group[i].dropReason})
 		}
 	}
+}
+
+// prepareSource builds the source with Prepare when there is none yet;
+// false: the workload does not start (stopped or failed meanwhile).
+func (r *Runner) prepareSource(ctx context.Context) bool {
+	if r.Prepare == nil || r.Source != nil {
+		return true
+	}
+	r.setStatus(StateCalibrating, "")
+	src, err := r.Prepare(ctx)
+	if err != nil {
+		if ctx.Err() != nil {
+			// Stopped (a reload, a shutdown) while calibrating.
+			r.setStatus(StateFinished, "stopped while calibrating")
+			return false
+		}
+		r.setStatus(StateFailed, err.Error())
+		if r.Logger != nil {
+			r.Logger.Error("workload not started: its prompts could not be built", "workload", r.Name, "err", err)
+		}
+		return false
+	}
+	r.Source = src
+	return true
+}
+
+// dispatcher is one Run's state: what its loop, its senders, its
+// preparation and its monitor share.
+type dispatcher struct {
+	r        *Runner
+	start    time.Time // the run's clock: offsets count from it
+	mon      Monitor
+	observer Observer
+	ceiling  Ceiling
+	checks   *checkSchedule
+	flights  *flights
+	lags     *lagWindow
+	inFlight atomic.Int64
+	// The schedule belongs to the feed's goroutine; the monitor reads its
+	// clamp count through this copy.
+	clamped atomic.Uint64
+	wg      sync.WaitGroup
+	wait    waiter
+	sends   *sendWindow
+	feed    feed
+	ahead   *ahead
+	cancel  context.CancelFunc
+	// monitorDone is closed when the monitor returns.
+	monitorDone chan struct{}
+}
+
+// dispatch starts a run: its clock, its monitor, and its preparation.
+func (r *Runner) dispatch(ctx context.Context, cancel context.CancelFunc) *dispatcher {
+	d := &dispatcher{r: r, lags: newLagWindow(r.degradedWindow(), 10), cancel: cancel, ceiling: r.ceiling()}
+	bound := r.Source.Bound()
+	d.start = time.Now()
+	if bound {
+		// A replay's first rows often share an instant, each with a long
+		// prompt: its clock starts ReplayLead from now, so that they are
+		// prepared before it and go out together on time.
+		d.start = d.start.Add(ReplayLead)
+	}
+	d.mon = r.Monitor
+	if d.mon == nil {
+		d.mon = noMonitor{}
+	}
+	d.mon.Limits(r.MaxInFlight, r.MaxRate, len(r.Checks) > 0)
+	d.mon.Rate(r.Source.Rate(0))
+	d.checks = newCheckSchedule(r.Checks)
+	d.observer = r.Observer
+	if f := r.Source.Follower(); f != nil {
+		d.observer = Observers{d.observer, f}
+		if r.Observer == nil {
+			d.observer = f
+		}
+	}
+	if d.observer == nil {
+		d.observer = Observers{}
+	}
+	d.flights = newFlights()
+	if w, ok := r.Client.(warmer); ok && bound && r.Burst > 1 {
+		// In the replay's lead, while its first rows are prepared.
+		d.wg.Add(1)
+		go func() {
+			defer d.wg.Done()
+			w.Warm(ctx, r.Target, min(r.Burst, r.MaxInFlight))
+		}()
+	}
+	d.monitorDone = make(chan struct{})
+	go func() {
+		defer close(d.monitorDone)
+		r.monitor(ctx, d)
+	}()
+	d.wait = newWaiter()
+	if bound {
+		d.feed = &lockstepFeed{d: d}
+	} else {
+		d.feed = &pacedFeed{d: d}
+	}
+	d.sends = &sendWindow{}
+	d.ahead = newAhead(r.lookahead(bound))
+	d.ahead.start(ctx, d.feed)
+	return d
+}
+
+// stop ends the preparation, waits for the requests in flight, and ends
+// the monitor.
+func (d *dispatcher) stop() {
+	d.ahead.stop()
+	d.wait.close()
+	d.wg.Wait()
+	d.cancel()
+	<-d.monitorDone
+}
+
+// send is one request's goroutine: it waits at the gate of its group, and
+// sends the request if it was admitted.
+func (d *dispatcher) send(ctx context.Context, a *dueRequest, at time.Time, gate <-chan struct{}) {
+	defer d.wg.Done()
+	<-gate
+	if a.fl == nil {
+		return // dropped, or the run stopped before its instant
+	}
+	r := d.r
+	obs := &observation.Request{Seq: a.n, Scheduled: at}
+	r.Client.Do(ctx, r.Target, a.req, obs)
+	if a.window != nil && obs.Sent.IsZero() {
+		a.window.sent() // never sent (its request could not be built)
+	}
+	d.flights.remove(a.fl)
+	d.inFlight.Add(-1)
+	d.mon.InFlight(-1)
+	if lag, ok := obs.ScheduleLag(); ok {
+		d.lags.observe(obs.Sent, lag)
+	}
+	if ctx.Err() != nil && obs.Outcome != observation.Success && errors.Is(obs.Err, context.Canceled) {
+		// The run was stopped (a reload, a shutdown) while this
+		// request was in flight: the server did nothing wrong,
+		// so it is not counted as a failure.
+		return
+	}
+	if a.check >= 0 {
+		r.observeCheck(ctx, d.mon, a.check, obs)
+		return
+	}
+	d.observer.Done(obs)
+	if obs.Outcome != observation.Success && r.Logger != nil && ctx.Err() == nil {
+		r.Logger.Debug("request failed", "workload", r.Name, "request_id", a.req.RequestID, "outcome", obs.Outcome, "status", obs.HTTPStatus, "err", obs.Err)
+	}
+}
+
+// admit asks, at the group's instant, the in-flight cap and the wire
+// ceiling for each of its requests, and readies those admitted; it returns
+// the indexes of those dropped.
+func (d *dispatcher) admit(group []dueRequest, at time.Time) []int {
+	r := d.r
+	var dropped []int
+	// Only a group's senders tell the preparation of their sends.
+	var window *sendWindow
+	if len(group) > 1 {
+		window = d.sends
+	}
+	for i := range group {
+		a := &group[i]
+		reason := ""
+		switch {
+		case d.inFlight.Load() >= int64(r.MaxInFlight):
+			reason = DropInFlightCap
+		case d.ceiling != nil && !d.ceiling.Allow():
+			reason = DropRateCeiling
+		}
+		if reason != "" {
+			a.dropReason = reason
+			dropped = append(dropped, i)
+			continue
+		}
+		d.inFlight.Add(1)
+		d.mon.InFlight(1)
+		a.fl = d.flights.add(at)
+		a.window = window
+		// Its id, for the server's logs: the workload and the
+		// arrival's sequence number.
+		a.req.RequestID = r.Name + "-" + strconv.FormatUint(a.n, 10)
+		if a.check >= 0 {
+			a.req.Events = &requestEvents{o: Observers{}, f: a.fl, w: window}
+			d.checks.sent(a.check, at)
+		} else {
+			a.req.Events = &requestEvents{o: d.observer, f: a.fl, w: window}
+			a.req.TokenWindow = r.TokenWindow
+		}
+	}
+	if len(group) > 1 {
+		d.sends.release(len(group) - len(dropped))
+	}
+	return dropped
 }
 
 // dueRequest is one request of a group due at one instant, from its
@@ -454,24 +467,16 @@ type dueRequest struct {
 // bounded in time by prepare itself; synthetic prompts, which may each cost
 // /tokenize calls, are drawn about lookaheadTime ahead at the workload's
 // rate ceiling, so the server sees no burst of calibration at the start.
-func (r *Runner) lookahead(lockstep bool) int {
-	if lockstep {
+func (r *Runner) lookahead(bound bool) int {
+	if bound {
 		return lookaheadItems
 	}
 	return min(lookaheadItems, max(2, int(math.Ceil(r.MaxRate*lookaheadTime.Seconds()))))
 }
 
-func (r *Runner) request(p prompt.Prompt) *client.Request {
-	return r.template().Request(p)
-}
-
-// template is the workload's request template: its sampling and timeout.
-func (r *Runner) template() plan.Template {
-	return plan.Template{Sampling: r.Sampling, Timeout: r.Timeout}
-}
-
 // monitor refreshes the rate, ceiling and degradation gauges once a second.
-func (r *Runner) monitor(ctx context.Context, mon Monitor, start time.Time, lags *lagWindow, clampedSeen *atomic.Uint64, fl *flights) {
+func (r *Runner) monitor(ctx context.Context, d *dispatcher) {
+	mon, start, lags, clampedSeen, fl := d.mon, d.start, d.lags, &d.clamped, d.flights
 	tick := time.NewTicker(time.Second)
 	defer tick.Stop()
 	// Stalls are scanned four times per threshold (at most once a second),
@@ -494,7 +499,7 @@ func (r *Runner) monitor(ctx context.Context, mon Monitor, start time.Time, lags
 		case now := <-stallTick.C:
 			mon.Stalls(fl.scan(now, stallAfter))
 		case now := <-tick.C:
-			mon.Rate(r.Schedule.Rate(now.Sub(start)))
+			mon.Rate(r.Source.Rate(now.Sub(start)))
 			if c := clampedSeen.Load(); c > clamped {
 				mon.Clamped(c - clamped)
 				clamped = c

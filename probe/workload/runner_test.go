@@ -1,170 +1,25 @@
 package workload
 
 import (
-	"context"
-	"errors"
-	"io"
-	"log/slog"
+	//DELETEME
+	//DELETEME
+	//DELETEME
+	//DELETEME
 	"math"
-	"slices"
-	"strings"
-	"sync"
+	//DELETEME
+	//DELETEME
+	//DELETEME
 	"testing"
 	"time"
 
 	"github.com/prometheus/client_golang/prometheus"
-	"github.com/prometheus/client_golang/prometheus/testutil"
-
-	"github.com/infer-exporter/infer_exporter/internal/config"
-	"github.com/infer-exporter/infer_exporter/probe/arrival"
-	"github.com/infer-exporter/infer_exporter/probe/client"
-	"github.com/infer-exporter/infer_exporter/probe/observation"
-	"github.com/infer-exporter/infer_exporter/probe/prompt"
+	//DELETEME
+	//DELETEME
+	//DELETEME
+	//DELETEME
+	//DELETEME
+	//DELETEME
 )
-
-// listSchedule replays fixed offsets.
-type listSchedule struct {
-	offsets []time.Duration
-	i       int
-}
-
-func (s *listSchedule) Next() (time.Duration, bool) {
-	if s.i >= len(s.offsets) {
-		return 0, false
-	}
-	s.i++
-	return s.offsets[s.i-1], true
-}
-func (s *listSchedule) Rate(time.Duration) float64 { return 1 }
-func (s *listSchedule) Clamped() uint64            { return 0 }
-
-// fakeDoer answers after a fixed delay with a scripted outcome, and blocks
-// while gate is closed.
-type fakeDoer struct {
-	delay   time.Duration
-	outcome observation.Outcome
-	gate    chan struct{}
-	mu      sync.Mutex
-	prompts []string
-	ids     []string
-}
-
-// Do fills the observation as the client does, events included.
-func (d *fakeDoer) Do(ctx context.Context, _ *client.Target, r *client.Request, o *observation.Request) {
-	d.mu.Lock()
-	d.prompts = append(d.prompts, r.Prompt)
-	d.ids = append(d.ids, r.RequestID)
-	d.mu.Unlock()
-	o.Sent = time.Now()
-	if r.Events != nil {
-		r.Events.Sent(o)
-	}
-	if d.gate != nil {
-		select {
-		case <-d.gate:
-		case <-ctx.Done():
-		}
-	}
-	time.Sleep(d.delay)
-	now := time.Now()
-	o.FirstToken, o.FirstAnswer = now, now
-	for i := range 3 {
-		o.TokenTimes = append(o.TokenTimes, now.Add(time.Duration(i)*time.Millisecond))
-		o.ContentEvents++
-		if r.Events != nil {
-			r.Events.Content(o)
-		}
-	}
-	o.End = now.Add(2 * time.Millisecond)
-	o.Outcome = d.outcome
-	o.OutputTokens, o.PromptTokens, o.TokenSource = 3, 10, observation.TokensFromUsage
-	if d.outcome != observation.Success {
-		o.Err = errors.New("scripted failure")
-	}
-}
-
-func newTestRunner(t *testing.T, reg *prometheus.Registry, sched Schedule, doer Doer, maxInFlight int) *Runner {
-	t.Helper()
-	s := NewMetrics(reg).Series("t", "m", "w", config.SLO{TTFT: time.Second})
-	return &Runner{
-		Name: "w", Target: &client.Target{Name: "t", Model: "m"},
-		Schedule: sched, Client: doer, MaxInFlight: maxInFlight,
-		Prompts:  prompt.New(config.Distribution{Dist: "fixed", Mean: 4}, config.Distribution{Dist: "fixed", Mean: 3}, 1),
-		Observer: s, Monitor: s,
-		Logger: slog.New(slog.NewTextHandler(io.Discard, nil)),
-	}
-}
-
-func TestRunnerCountsOutcomesAndDrops(t *testing.T) {
-	reg := prometheus.NewRegistry()
-	gate := make(chan struct{})
-	doer := &fakeDoer{outcome: observation.Success, gate: gate}
-	// Five arrivals at once with a cap of two: two are sent, three dropped.
-	sched := &listSchedule{offsets: []time.Duration{0, 0, 0, 0, 0}}
-	r := newTestRunner(t, reg, sched, doer, 2)
-	var got []observation.Outcome
-	var mu sync.Mutex
-	r.onResult(func(o *observation.Request) {
-		mu.Lock()
-		got = append(got, o.Outcome)
-		mu.Unlock()
-	})
-	done := make(chan struct{})
-	go func() { r.Run(context.Background()); close(done) }()
-	// The dispatcher finishes its schedule only once the cap released its
-	// slots; release them after all five arrivals were considered.
-	for {
-		mu.Lock()
-		n := len(got)
-		mu.Unlock()
-		if n == 3 {
-			break
-		}
-		time.Sleep(time.Millisecond)
-	}
-	close(gate)
-	<-done
-	want := map[string]float64{"success": 2, "dropped": 3, "timeout": 0}
-	for outcome, n := range want {
-		if v := testutil.ToFloat64(r.series().m.requests.WithLabelValues("t", "m", "w", outcome)); v != n {
-			t.Errorf("requests_total{outcome=%q} = %v, want %v", outcome, v, n)
-		}
-	}
-	if v := testutil.ToFloat64(r.series().m.dropped.WithLabelValues("t", "m", "w", DropInFlightCap)); v != 3 {
-		t.Errorf("dropped{reason=in_flight_cap} = %v, want 3", v)
-	}
-	if v := testutil.ToFloat64(r.series().m.completionTokens.WithLabelValues("t", "m", "w")); v != 6 {
-		t.Errorf("completion tokens = %v, want 6", v)
-	}
-	if v := testutil.ToFloat64(r.series().m.inFlight.WithLabelValues("t", "m", "w")); v != 0 {
-		t.Errorf("in flight after run = %v, want 0", v)
-	}
-}
-
-// TestRunnerLatencyFromSchedule shows that latency starts at the scheduled
-// instant: a request whose dispatch is late still counts the lateness.
-func TestRunnerLatencyFromSchedule(t *testing.T) {
-	reg := prometheus.NewRegistry()
-	doer := &fakeDoer{outcome: observation.Success, delay: 20 * time.Millisecond}
-	r := newTestRunner(t, reg, &listSchedule{offsets: []time.Duration{0}}, doer, 1)
-	var obs observation.Request
-	r.onResult(func(o *observation.Request) { obs = *o })
-	r.Run(context.Background())
-	ttft, ok := obs.TTFT()
-	if !ok || ttft < 20*time.Millisecond {
-		t.Fatalf("TTFT = %v, want at least the 20ms the server took", ttft)
-	}
-	if lag, _ := obs.ScheduleLag(); lag < 0 {
-		t.Fatalf("negative schedule lag %v", lag)
-	}
-	if n := testutil.CollectAndCount(reg, "infer_probe_time_to_first_token_seconds"); n != 1 {
-		t.Fatalf("ttft series = %d", n)
-	}
-	// The SLO (TTFT 1s) was met.
-	if v := testutil.ToFloat64(r.series().goodput); v != 1 {
-		t.Errorf("goodput = %v, want 1", v)
-	}
-}
 
 func TestLagWindowQuantile(t *testing.T) {
 	w := newLagWindow(10*time.Second, 10)
@@ -192,24 +47,6 @@ func TestLagWindowQuantile(t *testing.T) {
 	}
 }
 
-func TestMetricsHelpText(t *testing.T) {
-	reg := prometheus.NewRegistry()
-	m := NewMetrics(reg)
-	m.Series("t", "m", "w", config.SLO{})
-	mfs, err := reg.Gather()
-	if err != nil {
-		t.Fatal(err)
-	}
-	for _, mf := range mfs {
-		if strings.TrimSpace(mf.GetHelp()) == "" {
-			t.Errorf("%s has no help", mf.GetName())
-		}
-		if !strings.HasPrefix(mf.GetName(), "infer_probe_") {
-			t.Errorf("%s lacks the infer_probe_ prefix", mf.GetName())
-		}
-	}
-}
-
 func TestHistogramQuantile(t *testing.T) {
 	buckets := []float64{0, 1e-6, 1e-5, 1e-4, 1e-3, math.Inf(1)}
 	before := []uint64{0, 10, 0, 0, 0}
@@ -234,93 +71,5 @@ func TestHistogramQuantile(t *testing.T) {
 	s.add(t0.Add(6*time.Second), after, buckets)
 	if s.P99() != 0 {
 		t.Errorf("P99 after the window passed = %g", s.P99())
-	}
-}
-
-// TestRunnerRateCeilingDropsOverdue: arrivals that are all overdue at once
-// (a stalled dispatcher) are not fired in a burst above max_rate: the wire
-// ceiling lets WireBurst go and the rest are dropped with their reason.
-func TestRunnerRateCeilingDropsOverdue(t *testing.T) {
-	reg := prometheus.NewRegistry()
-	doer := &fakeDoer{outcome: observation.Success}
-	r := newTestRunner(t, reg, &listSchedule{offsets: make([]time.Duration, 10)}, doer, 100)
-	r.Ceiling = arrival.NewWireCeiling(1, 0) // one request per second
-	r.Run(context.Background())
-	if v := testutil.ToFloat64(r.series().m.dropped.WithLabelValues("t", "m", "w", DropRateCeiling)); v != 10-arrival.WireBurst {
-		t.Errorf("dropped{reason=rate_ceiling} = %v, want %d", v, 10-arrival.WireBurst)
-	}
-	if v := testutil.ToFloat64(r.series().requests[observation.Success]); v != arrival.WireBurst {
-		t.Errorf("sent = %v, want %d", v, arrival.WireBurst)
-	}
-}
-
-// TestRefusedApplyLeavesNoSeries: a configuration whose second workload
-// cannot be built is refused, and the series Build had made for its first
-// (new) workload are removed; the running workload's series stay.
-func TestRefusedApplyLeavesNoSeries(t *testing.T) {
-	reg := prometheus.NewRegistry()
-	m := NewManager(NewMetrics(reg), Options{}, slog.New(slog.DiscardHandler))
-	defer m.Stop()
-	good, err := config.Parse([]byte(`targets:
-  - {name: t, url: "http://127.0.0.1:9", model: m}
-workloads:
-  - {name: running, target: t, arrival: {process: constant, rate: 1}}
-`), "good.yml")
-	if err != nil {
-		t.Fatal(err)
-	}
-	if err := m.Apply(context.Background(), good); err != nil {
-		t.Fatal(err)
-	}
-	bad, err := config.Parse([]byte(`targets:
-  - {name: t, url: "http://127.0.0.1:9", model: m}
-workloads:
-  - {name: fresh, target: t, arrival: {process: constant, rate: 1}}
-  - {name: broken, target: t, arrival: {process: constant, rate: 1}}
-`), "bad.yml")
-	if err != nil {
-		t.Fatal(err)
-	}
-	// Break the second workload after validation, as a trace that vanished
-	// between the check and the build would.
-	bad.Workloads[1].Target = "nowhere"
-	if err := m.Apply(context.Background(), bad); err == nil {
-		t.Fatal("a configuration that cannot be built was applied")
-	}
-	mfs, err := reg.Gather()
-	if err != nil {
-		t.Fatal(err)
-	}
-	seen := map[string]bool{}
-	for _, mf := range mfs {
-		for _, mt := range mf.GetMetric() {
-			for _, l := range mt.GetLabel() {
-				if l.GetName() == "workload" {
-					seen[l.GetValue()] = true
-				}
-			}
-		}
-	}
-	if seen["fresh"] {
-		t.Error("series of the refused configuration's workload remain")
-	}
-	if !seen["running"] {
-		t.Error("the running workload's series were removed")
-	}
-}
-
-// TestRequestIDs: every request carries its workload's name and its
-// arrival's sequence number, for the server's logs.
-func TestRequestIDs(t *testing.T) {
-	doer := &fakeDoer{outcome: observation.Success}
-	r := newTestRunner(t, prometheus.NewRegistry(), &listSchedule{offsets: make([]time.Duration, 4)}, doer, 10)
-	r.Run(context.Background())
-	slices.Sort(doer.ids)
-	if want := []string{"w-0", "w-1", "w-2", "w-3"}; !slices.Equal(doer.ids, want) {
-		t.Errorf("request ids %q, want %q", doer.ids, want)
-	}
-	// TTFT was observed live, once per request, through the client's events.
-	if n := histCount(t, r.series().ttft); n != 4 {
-		t.Errorf("%d TTFT observations, want 4", n)
 	}
 }

@@ -1,4 +1,4 @@
-package workload
+package live
 
 import (
 	"context"
@@ -17,22 +17,22 @@ import (
 	"github.com/infer-exporter/infer_exporter/probe/observation"
 	"github.com/infer-exporter/infer_exporter/probe/plan"
 	"github.com/infer-exporter/infer_exporter/probe/prompt"
+	"github.com/infer-exporter/infer_exporter/probe/workload"
 )
 
 // liveRunner is a chat workload against the simulator, with the live series.
-func liveRunner(t *testing.T, cfg simulator.Config, reg *prometheus.Registry, sched Schedule, in, out int, timeout time.Duration) (*Runner, *Series) {
+func liveRunner(t *testing.T, cfg simulator.Config, reg *prometheus.Registry, sched workload.Schedule, in, out int, timeout time.Duration) (*workload.Runner, *Series) {
 	t.Helper()
 	baseURL, _ := simulatortest.StartTest(t, cfg)
 	cl := client.New(client.Options{MaxConnsPerHost: 64})
 	t.Cleanup(cl.Close)
 	s := NewMetrics(reg).Series("sim", cfg.Model, "live", config.SLO{})
-	return &Runner{
+	return workload.Plan{
 		Name: "live", Target: &client.Target{Name: "sim", BaseURL: baseURL, Model: cfg.Model, Flavor: client.OpenAIChat},
-		Schedule: sched, Client: cl, MaxInFlight: 64, Observer: s, Monitor: s,
-		Prompts:  prompt.New(config.Distribution{Dist: "fixed", Mean: float64(in)}, config.Distribution{Dist: "fixed", Mean: float64(out)}, 1),
-		Sampling: config.Sampling{IgnoreEOS: true},
-		Timeout:  timeout,
-	}, s
+		Source: workload.OpenLoop{Schedule: sched, Prompts: prompt.New(config.Distribution{Dist: "fixed", Mean: float64(in)}, config.Distribution{Dist: "fixed", Mean: float64(out)}, 1)},
+		Client: cl, Limits: workload.Limits{MaxInFlight: 64}, Observer: s, Monitor: s,
+		Template: plan.Template{Sampling: config.Sampling{IgnoreEOS: true}, Timeout: timeout},
+	}.Runner(), s
 }
 
 func histCount(t *testing.T, o prometheus.Observer) uint64 {
@@ -105,7 +105,7 @@ func TestStreamedTokensMatchUsage(t *testing.T) {
 	r, s := liveRunner(t, cfg, reg, &listSchedule{offsets: offsets}, 32, 60, time.Minute)
 	var mu sync.Mutex
 	var obs []observation.Request
-	r.onResult(func(o *observation.Request) {
+	onResult(r, func(o *observation.Request) {
 		mu.Lock()
 		obs = append(obs, *o)
 		mu.Unlock()

@@ -1,4 +1,4 @@
-package workload
+package live
 
 import (
 	"context"
@@ -13,6 +13,7 @@ import (
 	"github.com/infer-exporter/infer_exporter/probe/observation"
 	"github.com/infer-exporter/infer_exporter/probe/plan"
 	"github.com/infer-exporter/infer_exporter/probe/prompt"
+	"github.com/infer-exporter/infer_exporter/probe/workload"
 )
 
 // PromptMetrics describe the prompt set each workload sends:
@@ -35,7 +36,7 @@ func NewPromptMetrics(reg prometheus.Registerer) *PromptMetrics {
 			Buckets: prometheus.ExponentialBuckets(1, 2, 18)}, labels),
 	}
 	pm.failures = prometheus.NewCounterVec(prometheus.CounterOpts{Namespace: namespace, Name: "prompt_calibration_failures_total",
-		Help: "Prompts sent as estimates because their calibration against the server's /tokenize failed during the run."}, labels)
+		Help: "workload.Prompts sent as estimates because their calibration against the server's /tokenize failed during the run."}, labels)
 	reg.MustRegister(pm.info, pm.tokens, pm.failures)
 	return pm
 }
@@ -49,7 +50,7 @@ const calibrationTimeout = time.Minute
 // work (lengths at or below the template overhead, a failing tokenizer) is
 // an error for the workload. ctx bounds the tokenizer calls of the whole
 // run.
-func (pm *PromptMetrics) Prompts(ctx context.Context, t *config.Target, w *config.Workload, logger *slog.Logger) (Prompts, error) {
+func (pm *PromptMetrics) Prompts(ctx context.Context, t *config.Target, w *config.Workload, logger *slog.Logger) (workload.Prompts, error) {
 	startCtx, cancel := context.WithTimeout(ctx, calibrationTimeout)
 	defer cancel()
 	tok, err := plan.Tokenizer(startCtx, t)

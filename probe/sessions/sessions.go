@@ -1,23 +1,4 @@
-package workload
-
-import (
-	"container/heap"
-	"context"
-	"log/slog"
-	"math"
-	"math/rand/v2"
-	"sync"
-	"time"
-
-	"github.com/infer-exporter/infer_exporter/internal/config"
-	"github.com/infer-exporter/infer_exporter/probe/arrival"
-	"github.com/infer-exporter/infer_exporter/probe/client"
-	"github.com/infer-exporter/infer_exporter/probe/observation"
-	"github.com/infer-exporter/infer_exporter/probe/plan"
-	"github.com/infer-exporter/infer_exporter/probe/prompt"
-)
-
-// Multi-turn sessions (config.Sessions). Sessions arrive open-loop, by the
+// Package sessions is the multi-turn sessions source (config.Sessions). Sessions arrive open-loop, by the
 // workload's arrival process; within a session the turns are closed-loop:
 // turn k+1 is due when turn k's reply has ended (its observation's End) plus
 // a drawn think time. Each turn's prompt is the conversation so far, every
@@ -48,43 +29,92 @@ import (
 // they are asked for, so which session gets which message depends on how
 // the replies went; each session's turn count and think times come from
 // its own seeded stream.
+package sessions
+
+import (
+	"container/heap"
+	"context"
+	"log/slog"
+	"math"
+	"math/rand/v2"
+	"sync"
+	"time"
+
+	"github.com/infer-exporter/infer_exporter/internal/config"
+	"github.com/infer-exporter/infer_exporter/probe/arrival"
+	"github.com/infer-exporter/infer_exporter/probe/client"
+	"github.com/infer-exporter/infer_exporter/probe/observation"
+	"github.com/infer-exporter/infer_exporter/probe/plan"
+	"github.com/infer-exporter/infer_exporter/probe/prompt"
+	"github.com/infer-exporter/infer_exporter/probe/workload"
+)
 
 // Session end reasons, the values of infer_probe_sessions_ended_total's
 // reason label.
 const (
-	// SessionCompleted: every drawn turn was answered.
-	SessionCompleted = "completed"
-	// SessionContextLimit: the next turn (the conversation, the new user
+	// Completed: every drawn turn was answered.
+	Completed = "completed"
+	// ContextLimit: the next turn (the conversation, the new user
 	// message and its max_tokens) would exceed max_conversation_tokens or
 	// the target's max_model_len, or the conversation's text its byte
 	// bound (config.SessionBytesPerToken per token).
-	SessionContextLimit = "context_limit"
-	// SessionTurnFailed: a turn ended without success; the conversation
+	ContextLimit = "context_limit"
+	// TurnFailed: a turn ended without success; the conversation
 	// cannot go on without its reply.
-	SessionTurnFailed = "turn_failed"
-	// SessionTurnDropped: a turn was never sent (the workload's in-flight
+	TurnFailed = "turn_failed"
+	// TurnDropped: a turn was never sent (the workload's in-flight
 	// cap was full at its instant).
-	SessionTurnDropped = "turn_dropped"
-	// SessionStopped: the workload ended (its duration, a reload, a
+	TurnDropped = "turn_dropped"
+	// Stopped: the workload ended (its duration, a reload, a
 	// shutdown) before the session's last turn.
-	SessionStopped = "stopped"
+	Stopped = "stopped"
 )
 
-// SessionEndReasons lists every session end reason.
-var SessionEndReasons = []string{SessionCompleted, SessionContextLimit, SessionTurnFailed, SessionTurnDropped, SessionStopped}
+// EndReasons lists every session end reason.
+var EndReasons = []string{Completed, ContextLimit, TurnFailed, TurnDropped, Stopped}
 
 // Reasons a session arrival is dropped, infer_probe_sessions_dropped_total's
 // reason label.
 const (
-	// SessionDropCap: max_active sessions were alive at its instant.
-	SessionDropCap = "session_cap"
-	// SessionDropRateCeiling: the dispatcher was late and starting the
+	// DropCap: max_active sessions were alive at its instant.
+	DropCap = "session_cap"
+	// DropRateCeiling: the dispatcher was late and starting the
 	// overdue session would exceed the arrival process's max_rate.
-	SessionDropRateCeiling = "rate_ceiling"
+	DropRateCeiling = "rate_ceiling"
 )
 
-// SessionDropReasons lists every session drop reason.
-var SessionDropReasons = []string{SessionDropCap, SessionDropRateCeiling}
+// DropReasons lists every session drop reason.
+var DropReasons = []string{DropCap, DropRateCeiling}
+
+// Recorder hears what the sessions do, as they do it (probe/live's series
+// is one). Its methods may be called under the sessions' lock: they must
+// not block nor call back.
+type Recorder interface {
+	// Started: a session started; active are alive now.
+	Started(active int)
+	// Dropped: a session arrival was never started, for reason (one of
+	// DropReasons).
+	Dropped(reason string)
+	// Ended: a session ended for reason (one of EndReasons) after turns
+	// successful turns; active are alive now.
+	Ended(reason string, turns, active int)
+	// Think: a think time was drawn.
+	Think(d time.Duration)
+	// FirstToken: a turn's first token came d after its instant.
+	FirstToken(turn int, d time.Duration)
+	// TurnDone: a turn (1-based) ended successfully.
+	TurnDone(turn int, o *observation.Request)
+}
+
+// noRecorder is the Recorder of sessions that were given none.
+type noRecorder struct{}
+
+func (noRecorder) Started(int)                        {}
+func (noRecorder) Dropped(string)                     {}
+func (noRecorder) Ended(string, int, int)             {}
+func (noRecorder) Think(time.Duration)                {}
+func (noRecorder) FirstToken(int, time.Duration)      {}
+func (noRecorder) TurnDone(int, *observation.Request) {}
 
 // session is one conversation.
 type session struct {
@@ -123,23 +153,24 @@ type turnRef struct {
 	est  int
 }
 
-// sessions is a sessions workload's schedule and prompt source.
-type sessions struct {
+// Sessions is a sessions workload's schedule and prompt source: Prepare
+// returns them as the runner's source.
+type Sessions struct {
 	cfg      config.Sessions
 	chat     bool
 	duration time.Duration
 	arrivals *arrival.Schedule
 	ceiling  interface{ Allow() bool }
 	maxRate  float64
-	series   *sessionSeries
+	rec      Recorder
 	logger   *slog.Logger
 	// build makes the user-message generator and says the target's
 	// context length (0: unknown), at the start of Run.
-	build func(ctx context.Context) (Prompts, int, error)
+	build func(ctx context.Context) (workload.Prompts, int, error)
 
 	// Set by prepare, before the runner's goroutines start.
 	ctx      context.Context
-	gen      Prompts
+	gen      workload.Prompts
 	limit    int // tokens: max_conversation_tokens, or max_model_len when lower
 	maxBytes int
 	startEst time.Time
@@ -169,49 +200,54 @@ type sessions struct {
 	limitSeen  bool // the first session ended at the limit was logged
 	// The waiter's descriptor belongs to next's goroutine: it is closed by
 	// next or, when next is not running, by finish.
-	wait    waiter
+	wait    workload.Waiter
 	inNext  bool
 	waitOff bool
 }
 
-// newSessions builds the sessions of workload w against target t (its
-// flavor says whether turns are chat messages). The prompts are built in
-// prepare, when the runner starts.
-func newSessions(w *config.Workload, t *config.Target, chat bool, metrics *Metrics, opts Options, logger *slog.Logger) (*sessions, error) {
-	ol, err := plan.Open(w.Arrival, w.Sessions.Seed, opts.DegradedLag)
+// Options are what a sessions workload is built from.
+type Options struct {
+	Config   config.Sessions
+	Arrival  config.Arrival // the sessions' arrival process
+	Duration time.Duration  // 0: until the run is stopped
+	// Chat: the target's flavor takes chat messages (each turn appends to
+	// them); otherwise the conversation is one growing prompt.
+	Chat bool
+	// DegradedLag is the slack of the session arrivals' wire ceiling
+	// (plan.Open).
+	DegradedLag time.Duration
+	// Build makes the user-message generator and says the target's context
+	// length (0: unknown), when the run starts (Prepare).
+	Build  func(ctx context.Context) (workload.Prompts, int, error)
+	Logger *slog.Logger
+}
+
+// New builds the sessions of a workload. Their prompts are built in
+// Prepare, when the runner starts; their events go to the Recorder given
+// to Bind.
+func New(o Options) (*Sessions, error) {
+	ol, err := plan.Open(o.Arrival, o.Config.Seed, o.DegradedLag)
 	if err != nil {
 		return nil, err
 	}
-	s := &sessions{
-		cfg: *w.Sessions, chat: chat, duration: w.Duration,
+	s := &Sessions{
+		cfg: o.Config, chat: o.Chat, duration: o.Duration,
 		arrivals: ol.Schedule, ceiling: ol.Ceiling, maxRate: ol.MaxRate,
-		logger: logger.With("workload", w.Name), flights: map[uint64]*turnRef{},
+		logger: o.Logger, flights: map[uint64]*turnRef{}, build: o.Build, rec: noRecorder{},
 	}
 	s.drawReady = sync.NewCond(&s.mu)
-	// The user messages are a workload's prompts of user_tokens and
-	// output_tokens: calibrated the same way, with the same info metric.
-	shadow := *w
-	shadow.Prompt = config.Prompt{InputTokens: w.Sessions.UserTokens, OutputTokens: w.Sessions.OutputTokens, Seed: w.Sessions.Seed}
-	s.build = func(ctx context.Context) (Prompts, int, error) {
-		gen, err := metrics.prompts.Prompts(ctx, t, &shadow, logger)
-		if err != nil {
-			return nil, 0, err
-		}
-		n, err := contextLength(ctx, t)
-		if err != nil {
-			n = 0 // unknown: max_conversation_tokens alone bounds a session
-		}
-		return gen, n, nil
-	}
 	return s, nil
 }
 
-// bind gives the sessions their series.
-func (s *sessions) bind(ss *sessionSeries) { s.series = ss }
+// Bind gives the sessions their recorder (probe/live's series).
+func (s *Sessions) Bind(r Recorder) { s.rec = r }
 
-// prepare is the runner's Prepare: it builds the user messages' generator
-// and returns the sessions as the runner's prompt source.
-func (s *sessions) prepare(ctx context.Context) (Prompts, error) {
+// MaxRate is the session arrival process's highest rate.
+func (s *Sessions) MaxRate() float64 { return s.maxRate }
+
+// Prepare is the runner's Prepare: it builds the user messages' generator
+// and returns the sessions as the runner's source.
+func (s *Sessions) Prepare(ctx context.Context) (workload.Source, error) {
 	gen, contextLen, err := s.build(ctx)
 	if err != nil {
 		return nil, err
@@ -222,23 +258,20 @@ func (s *sessions) prepare(ctx context.Context) (Prompts, error) {
 		s.limit = contextLen
 	}
 	s.maxBytes = config.SessionBytesPerToken * s.cfg.MaxConversationTokens
-	s.wait = newWaiter()
+	s.wait = workload.NewWaiter()
 	// The runner starts its clock ReplayLead after now (lockstep).
-	s.startEst = time.Now().Add(ReplayLead)
+	s.startEst = time.Now().Add(workload.ReplayLead)
 	// The run's context ends when Run returns (after its requests), or
 	// when the workload is stopped: every session still alive then is
 	// stopped.
 	context.AfterFunc(ctx, s.finish)
 	s.drawerDone = make(chan struct{})
 	go s.drawer()
-	return sessionPrompts{s}, nil
+	return workload.Lockstep{Schedule: sessionSchedule{s}, Requests: sessionPrompts{s}}, nil
 }
 
-// schedule is the runner's Schedule.
-func (s *sessions) schedule() Schedule { return sessionSchedule{s} }
-
 // sessionSchedule is the sessions as the runner's Schedule.
-type sessionSchedule struct{ s *sessions }
+type sessionSchedule struct{ s *Sessions }
 
 // Next implements Schedule: the next due instant, a session's arrival or
 // a turn's.
@@ -250,11 +283,14 @@ func (sc sessionSchedule) Rate(elapsed time.Duration) float64 { return sc.s.arri
 // Clamped implements Schedule: session arrivals the ceiling moved later.
 func (sc sessionSchedule) Clamped() uint64 { return sc.s.arrivals.Clamped() }
 
+// DrawerDone is closed when the drawer goroutine returns (tests).
+func (sc sessionSchedule) DrawerDone() <-chan struct{} { return sc.s.drawerDone }
+
 // sessionPrompts is the sessions as the runner's prompt source and
 // observer.
-type sessionPrompts struct{ s *sessions }
+type sessionPrompts struct{ s *Sessions }
 
-var _ Requests = sessionPrompts{}
+var _ workload.Requests = sessionPrompts{}
 
 // Next implements Prompts: the user message of the turn the schedule just
 // returned.
@@ -327,7 +363,7 @@ func (p sessionPrompts) FirstToken(o *observation.Request) {
 	ref := s.flights[o.Seq]
 	s.mu.Unlock()
 	if d, ok := o.TTFT(); ok && ref != nil {
-		s.series.firstToken(ref.turn, d)
+		s.rec.FirstToken(ref.turn, d)
 	}
 }
 
@@ -352,7 +388,7 @@ func (p sessionPrompts) Done(o *observation.Request) {
 	}
 	defer s.wakeLocked()
 	if o.Outcome != observation.Success {
-		s.endLocked(ss, SessionTurnFailed)
+		s.endLocked(ss, TurnFailed)
 		return
 	}
 	ss.done++
@@ -360,7 +396,7 @@ func (p sessionPrompts) Done(o *observation.Request) {
 	if ss.prompt <= 0 {
 		ss.prompt = ref.est
 	}
-	s.series.turnDone(ref.turn, o)
+	s.rec.TurnDone(ref.turn, o)
 	if s.chat {
 		ss.history = append(ss.history, map[string]string{"role": "assistant", "content": o.Text})
 	} else {
@@ -369,12 +405,12 @@ func (p sessionPrompts) Done(o *observation.Request) {
 	ss.bytes += len(o.Text)
 	switch {
 	case ss.done >= ss.turns:
-		s.endLocked(ss, SessionCompleted)
+		s.endLocked(ss, Completed)
 	case s.closed:
-		s.endLocked(ss, SessionStopped)
+		s.endLocked(ss, Stopped)
 	default:
 		think := s.think(ss.rng)
-		s.series.thinkTime(think)
+		s.rec.Think(think)
 		ss.at = o.End.Add(think)
 		heap.Push(&s.heap, ss)
 	}
@@ -391,18 +427,18 @@ func (p sessionPrompts) Dropped(o *observation.Request) {
 	}
 	delete(s.flights, o.Seq)
 	s.learnStart(ref, o)
-	s.endLocked(ref.s, SessionTurnDropped)
+	s.endLocked(ref.s, TurnDropped)
 	s.wakeLocked()
 }
 
 // learnStart fixes the runner's start from a request's scheduled instant.
-func (s *sessions) learnStart(ref *turnRef, o *observation.Request) {
+func (s *Sessions) learnStart(ref *turnRef, o *observation.Request) {
 	if !s.startKnown && !o.Scheduled.IsZero() {
 		s.start, s.startKnown = o.Scheduled.Add(-ref.off), true
 	}
 }
 
-func (s *sessions) startLocked() time.Time {
+func (s *Sessions) startLocked() time.Time {
 	if s.startKnown {
 		return s.start
 	}
@@ -410,7 +446,7 @@ func (s *sessions) startLocked() time.Time {
 }
 
 // wakeLocked ends next's wait: what is due may have changed.
-func (s *sessions) wakeLocked() {
+func (s *Sessions) wakeLocked() {
 	if s.wake != nil {
 		s.wake()
 		s.wake = nil
@@ -418,7 +454,7 @@ func (s *sessions) wakeLocked() {
 }
 
 // endLocked ends a started session and frees its conversation.
-func (s *sessions) endLocked(ss *session, reason string) {
+func (s *Sessions) endLocked(ss *session, reason string) {
 	if ss.ended {
 		return
 	}
@@ -427,18 +463,18 @@ func (s *sessions) endLocked(ss *session, reason string) {
 		heap.Remove(&s.heap, ss.idx)
 	}
 	s.active--
-	s.series.end(reason, ss.done, s.active)
+	s.rec.Ended(reason, ss.done, s.active)
 	ss.history, ss.text, ss.msg = nil, "", nil
 }
 
 // closeLocked ends the sessions: no turn is handed out any more; those
 // waiting for their next turn are stopped now, those with a turn in flight
 // when it ends.
-func (s *sessions) closeLocked() {
+func (s *Sessions) closeLocked() {
 	s.closed = true
 	s.next = nil
 	for s.heap.Len() > 0 {
-		s.endLocked(s.heap[0], SessionStopped)
+		s.endLocked(s.heap[0], Stopped)
 	}
 	s.needDraw = nil
 	s.drawReady.Broadcast()
@@ -446,31 +482,31 @@ func (s *sessions) closeLocked() {
 
 // finish runs when the run's context ends: every session still alive is
 // stopped (its turn was cancelled, or never sent).
-func (s *sessions) finish() {
+func (s *Sessions) finish() {
 	s.mu.Lock()
 	defer s.mu.Unlock()
 	s.closeLocked()
 	for seq, ref := range s.flights {
-		s.endLocked(ref.s, SessionStopped)
+		s.endLocked(ref.s, Stopped)
 		delete(s.flights, seq)
 	}
 	if s.curSession != nil && !s.curSession.ended {
-		s.endLocked(s.curSession, SessionStopped)
+		s.endLocked(s.curSession, Stopped)
 	}
 	s.wakeLocked()
 	if !s.inNext && !s.waitOff {
 		s.waitOff = true
-		s.wait.close()
+		s.wait.Close()
 	}
 }
 
 // leaveNext marks next's goroutine gone, closing the waiter once the
 // sessions are closed (no later call will wait).
-func (s *sessions) leaveNextLocked() {
+func (s *Sessions) leaveNextLocked() {
 	s.inNext = false
 	if s.closed && !s.waitOff {
 		s.waitOff = true
-		s.wait.close()
+		s.wait.Close()
 	}
 }
 
@@ -478,7 +514,7 @@ func (s *sessions) leaveNextLocked() {
 // false when there will be none: the arrival process ended and every
 // session did, or the run's context is done. At the end of Duration it
 // returns Duration itself, which ends the runner's schedule.
-func (s *sessions) nextDue() (time.Duration, bool) {
+func (s *Sessions) nextDue() (time.Duration, bool) {
 	s.mu.Lock()
 	s.inNext = true
 	defer func() {
@@ -539,7 +575,7 @@ func (s *sessions) nextDue() (time.Duration, bool) {
 						"turn", item.sent+1, "prompt_tokens", est, "max_tokens", item.msg.OutputTokens, "limit_tokens", s.limit,
 						"conversation_bytes", item.bytes+len(item.msg.Text), "limit_bytes", s.maxBytes)
 				}
-				s.endLocked(item, SessionContextLimit)
+				s.endLocked(item, ContextLimit)
 				continue
 			}
 			s.cur = &turnRef{s: item, turn: item.sent + 1, off: off, est: est}
@@ -554,7 +590,7 @@ func (s *sessions) nextDue() (time.Duration, bool) {
 		if due.IsZero() {
 			<-wctx.Done()
 		} else {
-			s.wait.waitUntil(wctx, due)
+			s.wait.WaitUntil(wctx, due)
 		}
 		cancel()
 		s.mu.Lock()
@@ -566,7 +602,7 @@ func (s *sessions) nextDue() (time.Duration, bool) {
 // next arriving session (its instant, turns and first message) whenever
 // there is none, then the next message of each session under way, in the
 // order they were asked for.
-func (s *sessions) drawer() {
+func (s *Sessions) drawer() {
 	defer close(s.drawerDone)
 	s.mu.Lock()
 	defer s.mu.Unlock()
@@ -598,7 +634,7 @@ func (s *sessions) drawer() {
 // arriveLocked draws the next arriving session: its instant, its turns and
 // its first message. It unlocks s.mu while it draws (the generator may ask
 // the server's /tokenize).
-func (s *sessions) arriveLocked() {
+func (s *Sessions) arriveLocked() {
 	i := s.index
 	s.index++
 	s.mu.Unlock()
@@ -623,24 +659,24 @@ func (s *sessions) arriveLocked() {
 }
 
 // admitLocked starts the arriving session now due, or drops it (counted).
-func (s *sessions) admitLocked() bool {
+func (s *Sessions) admitLocked() bool {
 	switch {
 	case s.active >= s.cfg.MaxActive:
-		s.series.drop(SessionDropCap)
+		s.rec.Dropped(DropCap)
 		return false
 	case !s.ceiling.Allow():
-		s.series.drop(SessionDropRateCeiling)
+		s.rec.Dropped(DropRateCeiling)
 		return false
 	}
 	s.active++
-	s.series.start(s.active)
+	s.rec.Started(s.active)
 	return true
 }
 
 // fitsLocked estimates the prompt tokens of ss's next turn, the last
 // turn's prompt and reply and the new message, and says whether it and its
 // max_tokens fit the conversation's bounds.
-func (s *sessions) fitsLocked(ss *session) (int, bool) {
+func (s *Sessions) fitsLocked(ss *session) (int, bool) {
 	est := ss.msg.InputTokens
 	if ss.sent > 0 {
 		est += ss.prompt + ss.output
@@ -652,7 +688,7 @@ func (s *sessions) fitsLocked(ss *session) (int, bool) {
 }
 
 // think draws a think time.
-func (s *sessions) think(rng *rand.Rand) time.Duration {
+func (s *Sessions) think(rng *rand.Rand) time.Duration {
 	d := s.cfg.ThinkTime
 	var x float64
 	switch d.Dist {

@@ -1,4 +1,4 @@
-package workload
+package live
 
 import (
 	"bytes"
@@ -22,6 +22,7 @@ import (
 	"github.com/infer-exporter/infer_exporter/internal/simulator/simulatortest"
 	"github.com/infer-exporter/infer_exporter/probe/client"
 	"github.com/infer-exporter/infer_exporter/probe/observation"
+	"github.com/infer-exporter/infer_exporter/probe/workload"
 )
 
 // logBuffer is a slog destination that tests can read while request
@@ -100,7 +101,7 @@ workloads:
 	}
 	var mu sync.Mutex
 	var obs []observation.Request
-	runners[0].Observer = Observers{runners[0].Observer, Results(func(o *observation.Request) {
+	runners[0].Observer = workload.Observers{runners[0].Observer, workload.Results(func(o *observation.Request) {
 		mu.Lock()
 		obs = append(obs, *o)
 		mu.Unlock()

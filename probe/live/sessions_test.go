@@ -1,4 +1,4 @@
-package workload
+package live
 
 import (
 	"context"
@@ -20,21 +20,23 @@ import (
 	"github.com/infer-exporter/infer_exporter/internal/simulator"
 	"github.com/infer-exporter/infer_exporter/internal/simulator/simulatortest"
 	"github.com/infer-exporter/infer_exporter/probe/observation"
+	"github.com/infer-exporter/infer_exporter/probe/sessions"
+	"github.com/infer-exporter/infer_exporter/probe/workload"
 )
 
 // sessionRun is what one sessions workload did: every request's
-// observation by sequence number, the simulator, and the sessions.
+// observation by sequence number, the simulator, and the series.
 type sessionRun struct {
-	obs map[uint64]observation.Request
-	sim *simulator.Simulator
-	s   *sessions
-	ser *Series // the workload's live series
+	obs      map[uint64]observation.Request
+	sim      *simulator.Simulator
+	sessions *sessionSeries // the workload's session series
+	ser      *Series        // the workload's live series
 }
 
 // runSessions builds the one sessions workload of a configuration (its
 // workload block is workload, after "target: t") against a simulator with
 // cfg, as the exporter does, and runs it until it ends or stop returns.
-func runSessions(t *testing.T, cfg simulator.Config, flavor, workload string, stop func(ctx context.Context, cancel context.CancelFunc)) sessionRun {
+func runSessions(t *testing.T, cfg simulator.Config, flavor, block string, stop func(ctx context.Context, cancel context.CancelFunc)) sessionRun {
 	t.Helper()
 	url, sim := simulatortest.StartTest(t, cfg)
 	c, err := config.Parse([]byte(fmt.Sprintf(`
@@ -43,7 +45,7 @@ targets:
 workloads:
   - name: chat
     target: t
-%s`, url, flavor, workload)), filepath.Join(t.TempDir(), "c.yml"))
+%s`, url, flavor, block)), filepath.Join(t.TempDir(), "c.yml"))
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -51,7 +53,8 @@ workloads:
 	// A second of tolerance for the session arrivals' wire ceiling: these
 	// tests are not about a client late under the race detector on a
 	// shared machine, which would have its overdue sessions refused.
-	runners, clients, err := Build(context.Background(), c, NewMetrics(reg), Options{DegradedLag: time.Second}, slog.New(slog.DiscardHandler))
+	metrics := NewMetrics(reg)
+	runners, clients, err := Build(context.Background(), c, metrics, Options{DegradedLag: time.Second}, slog.New(slog.DiscardHandler))
 	t.Cleanup(func() {
 		for _, cl := range clients {
 			cl.Close()
@@ -63,7 +66,7 @@ workloads:
 	r := runners[0]
 	var mu sync.Mutex
 	obs := map[uint64]observation.Request{}
-	r.onResult(func(o *observation.Request) {
+	onResult(r, func(o *observation.Request) {
 		mu.Lock()
 		obs[o.Seq] = *o
 		mu.Unlock()
@@ -76,34 +79,37 @@ workloads:
 		stop(ctx, cancel)
 	}
 	<-done
-	if st := r.Status(); st.State != StateFinished {
+	if st := r.Status(); st.State != workload.StateFinished {
 		t.Fatalf("workload %s: %s", st.State, st.Reason)
 	}
-	s := r.Schedule.(sessionSchedule).s
+	drawer := r.Source.(workload.Lockstep).Schedule.(interface{ DrawerDone() <-chan struct{} })
 	select {
-	case <-s.drawerDone:
+	case <-drawer.DrawerDone():
 	case <-time.After(5 * time.Second):
 		t.Fatal("the drawer goroutine outlived its run by 5 s")
 	}
 	mu.Lock()
 	defer mu.Unlock()
-	return sessionRun{obs: obs, sim: sim, s: s, ser: r.series()}
+	ser := liveSeries(r)
+	// The same series as the sessions' recorder: WithLabelValues finds
+	// the children Build created.
+	return sessionRun{obs: obs, sim: sim, sessions: metrics.sessions.series(ser.lv), ser: ser}
 }
 
 // ended is the sessions ended by reason, and started those started.
 func (sr sessionRun) ended() (started float64, by map[string]float64) {
 	by = map[string]float64{}
-	for _, r := range SessionEndReasons {
-		by[r] = testutil.ToFloat64(sr.s.series.ended[r])
+	for _, r := range sessions.EndReasons {
+		by[r] = testutil.ToFloat64(sr.sessions.ended[r])
 	}
-	return testutil.ToFloat64(sr.s.series.started), by
+	return testutil.ToFloat64(sr.sessions.started), by
 }
 
 // turnCounts is the session_turns histogram: its count and sum.
 func (sr sessionRun) turnCounts(t *testing.T) (uint64, float64) {
 	t.Helper()
 	var m dto.Metric
-	if err := sr.s.series.turns.(prometheus.Metric).Write(&m); err != nil {
+	if err := sr.sessions.turns.(prometheus.Metric).Write(&m); err != nil {
 		t.Fatal(err)
 	}
 	return m.GetHistogram().GetSampleCount(), m.GetHistogram().GetSampleSum()
@@ -196,7 +202,7 @@ func TestSessionsGroundTruth(t *testing.T) {
 `, float64(time.Second/spacing), sessionsN*spacing, turns, think, user, out), nil)
 
 			started, ended := sr.ended()
-			if started != sessionsN || ended[SessionCompleted] != sessionsN {
+			if started != sessionsN || ended[sessions.Completed] != sessionsN {
 				t.Fatalf("started %v, ended %v; want %d completed", started, ended, sessionsN)
 			}
 			if n, sum := sr.turnCounts(t); n != sessionsN || sum != sessionsN*turns {
@@ -266,17 +272,17 @@ func TestSessionsGroundTruth(t *testing.T) {
 				t.Errorf("the workload's TTFT has %d observations, want %d", n, sessionsN*turns)
 			}
 			for k := 1; k <= turns; k++ {
-				if n := histCount(t, sr.s.series.ttft[turnIndex(k)]); n != sessionsN {
+				if n := histCount(t, sr.sessions.ttft[turnIndex(k)]); n != sessionsN {
 					t.Errorf("turn %d: %d TTFT observations, want %d", k, n, sessionsN)
 				}
-				if n := histCount(t, sr.s.series.prompt[turnIndex(k)]); n != sessionsN {
+				if n := histCount(t, sr.sessions.prompt[turnIndex(k)]); n != sessionsN {
 					t.Errorf("turn %d: %d prompt-token observations, want %d", k, n, sessionsN)
 				}
 			}
-			if n := histCount(t, sr.s.series.think); n != sessionsN*(turns-1) {
+			if n := histCount(t, sr.sessions.think); n != sessionsN*(turns-1) {
 				t.Errorf("%d think times observed, want %d", n, sessionsN*(turns-1))
 			}
-			if v := testutil.ToFloat64(sr.s.series.active); v != 0 {
+			if v := testutil.ToFloat64(sr.sessions.active); v != 0 {
 				t.Errorf("%v sessions active after the run", v)
 			}
 		})
@@ -306,13 +312,13 @@ func TestSessionsEndEarly(t *testing.T) {
 			// turn 3: 106 + 24 + 40 + 24 > 150.
 			name:     "max_conversation_tokens",
 			workload: "    arrival: {process: constant, stages: [{rate: 20, duration: 100ms}]}\n" + common + "      turns: {dist: fixed, mean: 6}\n      think_time: {dist: fixed, mean: 1ms}\n      max_conversation_tokens: 150\n",
-			want:     map[string]float64{SessionContextLimit: 2}, turns: 4,
+			want:     map[string]float64{sessions.ContextLimit: 2}, turns: 4,
 		},
 		{
 			name:     "max_model_len",
 			sim:      func(c *simulator.Config) { c.MaxModelLen = 150 },
 			workload: "    arrival: {process: constant, stages: [{rate: 20, duration: 100ms}]}\n" + common + "      turns: {dist: fixed, mean: 6}\n      think_time: {dist: fixed, mean: 1ms}\n",
-			want:     map[string]float64{SessionContextLimit: 2}, turns: 4,
+			want:     map[string]float64{sessions.ContextLimit: 2}, turns: 4,
 		},
 		{
 			name: "turn_failed",
@@ -320,7 +326,7 @@ func TestSessionsEndEarly(t *testing.T) {
 				c.Faults.ErrorRate, c.Faults.ErrorStatus = 1, 503
 			},
 			workload: "    arrival: {process: constant, stages: [{rate: 20, duration: 150ms}]}\n" + common + "      turns: {dist: uniform, min: 2, max: 6}\n",
-			want:     map[string]float64{SessionTurnFailed: 3}, turns: 0,
+			want:     map[string]float64{sessions.TurnFailed: 3}, turns: 0,
 		},
 		{
 			// One request in flight at a time, and a turn lasts 24
@@ -329,20 +335,20 @@ func TestSessionsEndEarly(t *testing.T) {
 			name:     "turn_dropped",
 			sim:      func(c *simulator.Config) { c.TimeScale = 1 },
 			workload: "    max_in_flight: 1\n    arrival: {process: constant, stages: [{rate: 20, duration: 100ms}]}\n" + common + "      turns: {dist: fixed, mean: 1}\n      max_active: 2\n",
-			want:     map[string]float64{SessionCompleted: 1, SessionTurnDropped: 1}, turns: 1,
+			want:     map[string]float64{sessions.Completed: 1, sessions.TurnDropped: 1}, turns: 1,
 		},
 		{
 			// One session alive at a time, each thinking 1 s after its
 			// first reply: the next two arrivals are dropped.
 			name:     "session_cap",
 			workload: "    arrival: {process: constant, stages: [{rate: 20, duration: 150ms}]}\n" + common + "      turns: {dist: fixed, mean: 2}\n      think_time: {dist: fixed, mean: 300ms}\n      max_active: 1\n",
-			want:     map[string]float64{SessionCompleted: 1, "dropped:" + SessionDropCap: 2}, turns: 2,
+			want:     map[string]float64{sessions.Completed: 1, "dropped:" + sessions.DropCap: 2}, turns: 2,
 		},
 		{
 			// The workload's duration ends while both sessions think.
 			name:     "duration",
 			workload: "    duration: 300ms\n    arrival: {process: constant, rate: 10}\n" + common + "      turns: {dist: fixed, mean: 6}\n      think_time: {dist: fixed, mean: 10s}\n",
-			want:     map[string]float64{SessionStopped: 2}, turns: 2,
+			want:     map[string]float64{sessions.Stopped: 2}, turns: 2,
 		},
 		{
 			// The run is stopped (a reload) with the first session's turn
@@ -370,7 +376,7 @@ func TestSessionsEndEarly(t *testing.T) {
 				if started < 1 {
 					t.Fatal("no session started")
 				}
-				tc.want = map[string]float64{SessionStopped: started}
+				tc.want = map[string]float64{sessions.Stopped: started}
 			}
 			sum := 0.0
 			for r, n := range ended {
@@ -379,8 +385,8 @@ func TestSessionsEndEarly(t *testing.T) {
 					t.Errorf("ended %s: %v, want %v", r, n, want)
 				}
 			}
-			for _, r := range SessionDropReasons {
-				if got, want := testutil.ToFloat64(sr.s.series.dropped[r]), tc.want["dropped:"+r]; got != want {
+			for _, r := range sessions.DropReasons {
+				if got, want := testutil.ToFloat64(sr.sessions.dropped[r]), tc.want["dropped:"+r]; got != want {
 					t.Errorf("dropped %s: %v, want %v", r, got, want)
 				}
 			}
@@ -390,7 +396,7 @@ func TestSessionsEndEarly(t *testing.T) {
 			if _, turns := sr.turnCounts(t); turns != tc.turns {
 				t.Errorf("%v successful turns counted, want %v", turns, tc.turns)
 			}
-			if v := testutil.ToFloat64(sr.s.series.active); v != 0 {
+			if v := testutil.ToFloat64(sr.sessions.active); v != 0 {
 				t.Errorf("%v sessions active after the run", v)
 			}
 		})

@@ -1,4 +1,4 @@
-package workload
+package live
 
 import (
 	"context"
@@ -17,6 +17,7 @@ import (
 	"github.com/infer-exporter/infer_exporter/internal/memwatch"
 	"github.com/infer-exporter/infer_exporter/internal/simulator/simulatortest"
 	"github.com/infer-exporter/infer_exporter/probe/observation"
+	"github.com/infer-exporter/infer_exporter/probe/workload"
 )
 
 // TestOversizedAnswersBounded: workloads that keep answer text (known-answer
@@ -34,7 +35,7 @@ func TestOversizedAnswersBounded(t *testing.T) {
 		workload string
 		// check reads the run's outcome, given the observations of the
 		// measured requests.
-		check func(t *testing.T, r *Runner, obs []observation.Request)
+		check func(t *testing.T, r *workload.Runner, obs []observation.Request)
 	}{
 		{
 			name: "checks",
@@ -48,9 +49,9 @@ func TestOversizedAnswersBounded(t *testing.T) {
         max_tokens: 512
         every: 2
 `,
-			check: func(t *testing.T, r *Runner, _ []observation.Request) {
-				errs := testutil.ToFloat64(r.series().m.checks.WithLabelValues("t", "sim-model", "w", CheckError))
-				pass := testutil.ToFloat64(r.series().m.checks.WithLabelValues("t", "sim-model", "w", CheckPass))
+			check: func(t *testing.T, r *workload.Runner, _ []observation.Request) {
+				errs := testutil.ToFloat64(liveSeries(r).m.checks.WithLabelValues("t", "sim-model", "w", workload.CheckError))
+				pass := testutil.ToFloat64(liveSeries(r).m.checks.WithLabelValues("t", "sim-model", "w", workload.CheckPass))
 				if errs < 1 || pass != 0 {
 					t.Errorf("checks: %v error, %v pass; want every check an error", errs, pass)
 				}
@@ -67,7 +68,7 @@ func TestOversizedAnswersBounded(t *testing.T) {
       output_tokens: {dist: fixed, mean: 64}
       think_time: {dist: fixed, mean: 1ms}
 `,
-			check: func(t *testing.T, _ *Runner, obs []observation.Request) {
+			check: func(t *testing.T, _ *workload.Runner, obs []observation.Request) {
 				if len(obs) == 0 {
 					t.Fatal("no turn was sent")
 				}
@@ -108,7 +109,7 @@ workloads:
 			r := runners[0]
 			var mu sync.Mutex
 			var obs []observation.Request
-			r.onResult(func(o *observation.Request) {
+			onResult(r, func(o *observation.Request) {
 				mu.Lock()
 				obs = append(obs, *o)
 				mu.Unlock()

@@ -1,4 +1,4 @@
-package workload
+package live
 
 import (
 	"time"
@@ -7,8 +7,8 @@ import (
 
 	"github.com/infer-exporter/infer_exporter/internal/config"
 	"github.com/infer-exporter/infer_exporter/probe/observation"
-	"github.com/infer-exporter/infer_exporter/probe/plan"
 	"github.com/infer-exporter/infer_exporter/probe/slo"
+	"github.com/infer-exporter/infer_exporter/probe/workload"
 )
 
 const namespace = "infer_probe"
@@ -90,7 +90,7 @@ func NewMetrics(reg prometheus.Registerer) *Metrics {
 		completionTokens: prometheus.NewCounterVec(prometheus.CounterOpts{Namespace: namespace, Name: "completion_tokens_total",
 			Help: "Output tokens of successful requests: the server's usage count, else the number of content events (see infer_probe_token_count_source_total)."}, labels),
 		requests: prometheus.NewCounterVec(prometheus.CounterOpts{Namespace: namespace, Name: "requests_total",
-			Help: "Requests by outcome: success, http_4xx, http_5xx, timeout, stream_error, disconnected, or dropped (never sent)."}, with("outcome")),
+			Help: "workload.Requests by outcome: success, http_4xx, http_5xx, timeout, stream_error, disconnected, or dropped (never sent)."}, with("outcome")),
 		dropped: prometheus.NewCounterVec(prometheus.CounterOpts{Namespace: namespace, Name: "dropped_requests_total",
 			Help: "Arrivals never sent, by reason: in_flight_cap (the cap was full) or rate_ceiling (sending a late arrival would exceed max_rate)."}, with("reason")),
 		goodput: prometheus.NewCounterVec(prometheus.CounterOpts{Namespace: namespace, Name: "goodput_requests_total",
@@ -102,7 +102,7 @@ func NewMetrics(reg prometheus.Registerer) *Metrics {
 		clamped: prometheus.NewCounterVec(prometheus.CounterOpts{Namespace: namespace, Name: "arrivals_clamped_total",
 			Help: "Arrivals the rate ceiling moved later because the arrival process came faster than max_rate."}, labels),
 		inFlight: prometheus.NewGaugeVec(prometheus.GaugeOpts{Namespace: namespace, Name: "in_flight_requests",
-			Help: "Requests sent and not yet finished."}, labels),
+			Help: "workload.Requests sent and not yet finished."}, labels),
 		maxInFlight: prometheus.NewGaugeVec(prometheus.GaugeOpts{Namespace: namespace, Name: "max_in_flight_requests",
 			Help: "The workload's in-flight cap."}, labels),
 		rate: prometheus.NewGaugeVec(prometheus.GaugeOpts{Namespace: namespace, Name: "configured_rate_requests_per_second",
@@ -116,9 +116,9 @@ func NewMetrics(reg prometheus.Registerer) *Metrics {
 		streamed: prometheus.NewCounterVec(prometheus.CounterOpts{Namespace: namespace, Name: "streamed_tokens_total",
 			Help: "Content events as they arrive, by kind (reasoning, answer); completion_tokens_total has the usage count at the end."}, with("kind")),
 		stalls: prometheus.NewCounterVec(prometheus.CounterOpts{Namespace: namespace, Name: "stalls_total",
-			Help: "Requests in flight that received nothing for longer than the workload's stall_threshold (each stall counted once)."}, labels),
+			Help: "workload.Requests in flight that received nothing for longer than the workload's stall_threshold (each stall counted once)."}, labels),
 		stalled: prometheus.NewGaugeVec(prometheus.GaugeOpts{Namespace: namespace, Name: "stalled_requests",
-			Help: "Requests in flight that have received nothing for longer than the workload's stall_threshold."}, labels),
+			Help: "workload.Requests in flight that have received nothing for longer than the workload's stall_threshold."}, labels),
 		oldestAge: prometheus.NewGaugeVec(prometheus.GaugeOpts{Namespace: namespace, Name: "oldest_request_age_seconds",
 			Help: "Age of the oldest request in flight, from its scheduled instant; 0 with none in flight."}, labels),
 		state: prometheus.NewGaugeVec(prometheus.GaugeOpts{Namespace: namespace, Name: "workload_state",
@@ -155,8 +155,8 @@ type Series struct {
 
 // Series binds the labels of one workload. Every outcome's counter is
 // created at zero, so rate() works from the first scrape.
-func (m *Metrics) Series(target, model, workload string, slo config.SLO) *Series {
-	lv := []string{target, model, workload}
+func (m *Metrics) Series(target, model, name string, slo config.SLO) *Series {
+	lv := []string{target, model, name}
 	s := &Series{
 		m: m, lv: lv, slo: slo,
 		ttft: m.ttft.WithLabelValues(lv...), tpot: m.tpot.WithLabelValues(lv...),
@@ -188,7 +188,7 @@ func (m *Metrics) Series(target, model, workload string, slo config.SLO) *Series
 	for _, src := range []observation.TokenSource{observation.TokensFromUsage, observation.TokensFromEvents} {
 		s.tokenSource[src] = m.tokenSource.WithLabelValues(append(lv[:3:3], string(src))...)
 	}
-	for _, reason := range DropReasons {
+	for _, reason := range workload.DropReasons {
 		m.dropped.WithLabelValues(append(lv[:3:3], reason)...)
 	}
 	return s
@@ -210,25 +210,9 @@ func (s *Series) Delete() {
 	s.m.prompts.Delete(s.lv[0], s.lv[1], s.lv[2])
 }
 
-// Workload states, the values of infer_probe_workload_state's state label.
-const (
-	// StateCalibrating: the workload is building its prompts (calibrating
-	// them against the server's /tokenize); it sends nothing yet.
-	StateCalibrating = "calibrating"
-	// StateRunning: the workload is sending its schedule.
-	StateRunning = "running"
-	// StateFinished: the schedule or the duration ended.
-	StateFinished = "finished"
-	// StateFailed: the workload could not start (its calibration failed).
-	StateFailed = "failed"
-)
-
-// States lists every workload state.
-var States = []string{StateCalibrating, StateRunning, StateFinished, StateFailed}
-
 // SetState marks the workload's current state (1) and every other (0).
 func (s *Series) SetState(state string) {
-	for _, st := range States {
+	for _, st := range workload.States {
 		v := 0.0
 		if st == state {
 			v = 1
@@ -237,19 +221,12 @@ func (s *Series) SetState(state string) {
 	}
 }
 
-// Results of a known-answer check, the values of the result label.
-const (
-	CheckPass  = plan.Pass
-	CheckFail  = plan.Fail
-	CheckError = plan.Error
-)
-
 // InitChecks creates the known-answer check counters at zero. Only workloads
 // with checks have them, so that a pass ratio is never 0/0 for a workload
 // that checks nothing.
 func (s *Series) InitChecks() {
 	s.checks = map[string]prometheus.Counter{}
-	for _, r := range []string{CheckPass, CheckFail, CheckError} {
+	for _, r := range []string{workload.CheckPass, workload.CheckFail, workload.CheckError} {
 		s.checks[r] = s.m.checks.WithLabelValues(append(s.lv[:3:3], r)...)
 	}
 }
@@ -270,8 +247,8 @@ func (s *Series) Drop(reason string) {
 
 // Series is the Observer and the Monitor of a live workload.
 var (
-	_ Observer = (*Series)(nil)
-	_ Monitor  = (*Series)(nil)
+	_ workload.Observer = (*Series)(nil)
+	_ workload.Monitor  = (*Series)(nil)
 )
 
 // Sent implements Observer.
@@ -310,7 +287,7 @@ func (s *Series) Token(o *observation.Request) {
 func (s *Series) Done(o *observation.Request) { s.Observe(o) }
 
 // Stalls implements Monitor.
-func (s *Series) Stalls(sc StallScan) {
+func (s *Series) Stalls(sc workload.StallScan) {
 	s.stalled.Set(float64(sc.Stalled))
 	s.oldestAge.Set(sc.OldestAge.Seconds())
 	s.stalls.Add(float64(sc.New))

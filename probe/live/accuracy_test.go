@@ -1,4 +1,4 @@
-package workload
+package live
 
 import (
 	"bytes"
@@ -18,7 +18,9 @@ import (
 	"github.com/infer-exporter/infer_exporter/internal/simulator/simulatortest"
 	"github.com/infer-exporter/infer_exporter/probe/client"
 	"github.com/infer-exporter/infer_exporter/probe/observation"
+	"github.com/infer-exporter/infer_exporter/probe/plan"
 	"github.com/infer-exporter/infer_exporter/probe/prompt"
+	"github.com/infer-exporter/infer_exporter/probe/workload"
 )
 
 // The timing-accuracy tests compare what the client measured with the
@@ -80,15 +82,14 @@ func measureAccuracy(t *testing.T, streams, requests, tokens int) accuracy {
 		}
 	}
 	reg := prometheus.NewRegistry()
-	r := &Runner{
+	r := workload.Plan{
 		Name: "accuracy", Target: &client.Target{Name: "sim", BaseURL: baseURL, Model: cfg.Model, Flavor: client.OpenAIChat},
-		Schedule: &listSchedule{offsets: offsets}, Client: doer, MaxInFlight: streams,
-		Prompts:  prompt.New(config.Distribution{Dist: "fixed", Mean: 64}, config.Distribution{Dist: "fixed", Mean: float64(tokens)}, 1),
+		Source: workload.OpenLoop{Schedule: &listSchedule{offsets: offsets}, Prompts: prompt.New(config.Distribution{Dist: "fixed", Mean: 64}, config.Distribution{Dist: "fixed", Mean: float64(tokens)}, 1)},
+		Client: doer, Limits: workload.Limits{MaxInFlight: streams},
 		Monitor:  NewMetrics(reg).Series("sim", cfg.Model, "accuracy", config.SLO{}),
-		Sampling: config.Sampling{IgnoreEOS: true},
-		Timeout:  time.Minute,
-	}
-	r.Observer = r.series()
+		Template: plan.Template{Sampling: config.Sampling{IgnoreEOS: true}, Timeout: time.Minute},
+	}.Runner()
+	r.Observer = liveSeries(r)
 	r.Run(context.Background())
 
 	var a accuracy

@@ -1,4 +1,4 @@
-package workload
+package live
 
 import (
 	"strconv"
@@ -7,6 +7,7 @@ import (
 	"github.com/prometheus/client_golang/prometheus"
 
 	"github.com/infer-exporter/infer_exporter/probe/observation"
+	"github.com/infer-exporter/infer_exporter/probe/sessions"
 )
 
 // Turn labels. A session's turns are labelled "1" to "8" and "9+": the
@@ -98,7 +99,7 @@ func (m *sessionMetrics) delete(match prometheus.Labels) {
 }
 
 // sessionSeries is one sessions workload's view of the session metrics,
-// every series created at zero.
+// every series created at zero: its sessions.Recorder.
 type sessionSeries struct {
 	started                prometheus.Counter
 	active                 prometheus.Gauge
@@ -118,10 +119,10 @@ func (m *sessionMetrics) series(lv []string) *sessionSeries {
 		turns:   m.turns.WithLabelValues(lv...),
 		think:   m.think.WithLabelValues(lv...),
 	}
-	for _, r := range SessionDropReasons {
+	for _, r := range sessions.DropReasons {
 		s.dropped[r] = m.dropped.WithLabelValues(with(r)...)
 	}
-	for _, r := range SessionEndReasons {
+	for _, r := range sessions.EndReasons {
 		s.ended[r] = m.ended.WithLabelValues(with(r)...)
 	}
 	for _, t := range TurnLabels {
@@ -132,28 +133,33 @@ func (m *sessionMetrics) series(lv []string) *sessionSeries {
 	return s
 }
 
-func (s *sessionSeries) start(active int) {
+// Started implements sessions.Recorder.
+func (s *sessionSeries) Started(active int) {
 	s.started.Inc()
 	s.active.Set(float64(active))
 }
 
-func (s *sessionSeries) drop(reason string) { s.dropped[reason].Inc() }
+// Dropped implements sessions.Recorder.
+func (s *sessionSeries) Dropped(reason string) { s.dropped[reason].Inc() }
 
-func (s *sessionSeries) end(reason string, turns, active int) {
+// Ended implements sessions.Recorder.
+func (s *sessionSeries) Ended(reason string, turns, active int) {
 	s.ended[reason].Inc()
 	s.turns.Observe(float64(turns))
 	s.active.Set(float64(active))
 }
 
-func (s *sessionSeries) thinkTime(d time.Duration) { s.think.Observe(d.Seconds()) }
+// Think implements sessions.Recorder.
+func (s *sessionSeries) Think(d time.Duration) { s.think.Observe(d.Seconds()) }
 
-func (s *sessionSeries) firstToken(turn int, d time.Duration) {
+// FirstToken implements sessions.Recorder.
+func (s *sessionSeries) FirstToken(turn int, d time.Duration) {
 	s.ttft[turnIndex(turn)].Observe(d.Seconds())
 }
 
-// turnDone records a successful turn's prompt length and TTFT per prompt
-// token, when the server reported its prompt tokens.
-func (s *sessionSeries) turnDone(turn int, o *observation.Request) {
+// TurnDone implements sessions.Recorder: a successful turn's prompt length
+// and TTFT per prompt token, when the server reported its prompt tokens.
+func (s *sessionSeries) TurnDone(turn int, o *observation.Request) {
 	if o.PromptTokens <= 0 {
 		return
 	}

@@ -1,4 +1,4 @@
-package workload
+package live
 
 import (
 	"context"
@@ -10,31 +10,33 @@ import (
 	"github.com/infer-exporter/infer_exporter/internal/config"
 	"github.com/infer-exporter/infer_exporter/probe/client"
 	"github.com/infer-exporter/infer_exporter/probe/plan"
+	"github.com/infer-exporter/infer_exporter/probe/sessions"
+	"github.com/infer-exporter/infer_exporter/probe/workload"
 )
 
 // Options are the exporter-wide settings for every workload.
 type Options struct {
 	DegradedLag    time.Duration
 	DegradedWindow time.Duration
-	Saturation     *SchedulingLatency // may be nil
+	Saturation     *workload.SchedulingLatency // may be nil
 	// Observe, when set, gives each workload an observer beside its live
 	// metrics (the OTLP push, probe/otlp), told every request as the
 	// series is; one that also has Stalls(StallScan) hears the stall
 	// scans. It may return nil.
-	Observe func(t *config.Target, w *config.Workload) Observer
+	Observe func(t *config.Target, w *config.Workload) workload.Observer
 }
 
 // stallsTee is the Monitor of a workload whose extra observer counts
 // stalls too: the series hears everything, the observer the stall scans.
 type stallsTee struct {
 	*Series
-	extra interface{ Stalls(StallScan) }
+	extra interface{ Stalls(workload.StallScan) }
 }
 
-func (m stallsTee) Stalls(s StallScan) { m.Series.Stalls(s); m.extra.Stalls(s) }
+func (m stallsTee) Stalls(s workload.StallScan) { m.Series.Stalls(s); m.extra.Stalls(s) }
 
 // seriesOf is the live series behind a runner's Monitor.
-func seriesOf(m Monitor) *Series {
+func seriesOf(m workload.Monitor) *Series {
 	if t, ok := m.(stallsTee); ok {
 		return t.Series
 	}
@@ -53,7 +55,7 @@ type Manager struct {
 	done    chan struct{}
 	series  map[string]*Series // by workload name
 	clients []*client.Client
-	runners []*Runner
+	runners []*workload.Runner
 }
 
 // NewManager returns a manager that records into metrics.
@@ -64,8 +66,8 @@ func NewManager(metrics *Metrics, opts Options, logger *slog.Logger) *Manager {
 // Build turns a configuration into runners without starting them, so that a
 // configuration that cannot run is refused before the old one stops. On
 // error it also returns what it had built, for the caller to discard.
-func Build(ctx context.Context, c *config.Config, metrics *Metrics, opts Options, logger *slog.Logger) ([]*Runner, []*client.Client, error) {
-	var runners []*Runner
+func Build(ctx context.Context, c *config.Config, metrics *Metrics, opts Options, logger *slog.Logger) ([]*workload.Runner, []*client.Client, error) {
+	var runners []*workload.Runner
 	var clients []*client.Client
 	for i := range c.Workloads {
 		w := &c.Workloads[i]
@@ -73,18 +75,17 @@ func Build(ctx context.Context, c *config.Config, metrics *Metrics, opts Options
 		if !ok {
 			return runners, clients, fmt.Errorf("workload %q: unknown target %q", w.Name, w.Target)
 		}
-		target, err := ClientTarget(t)
+		target, err := client.TargetOf(t)
 		if err != nil {
 			return runners, clients, fmt.Errorf("workload %q: %w", w.Name, err)
 		}
 		var (
-			sched      Schedule
-			prompts    Prompts
+			source     workload.Source
 			maxRate    float64
 			saturation interface{ P99() float64 } = opts.Saturation
 			replayed   *replayRecorder
-			sess       *sessions // a sessions workload's (sessions.go)
-			prepare    func(context.Context) (Prompts, error)
+			sess       *sessions.Sessions // a sessions workload's
+			prepare    func(context.Context) (workload.Source, error)
 			burst      = 1 // sends at one instant the ceiling must allow
 		)
 		if w.Replay != nil {
@@ -92,21 +93,21 @@ func Build(ctx context.Context, c *config.Config, metrics *Metrics, opts Options
 			if err != nil {
 				return runners, clients, fmt.Errorf("workload %q: %w", w.Name, err)
 			}
-			sched, prompts, maxRate, replayed, burst = src.Schedule(), src.Prompts(), src.MaxRate(), rec, src.Burst()
+			source, maxRate, replayed, burst = workload.Lockstep{Schedule: src.Schedule(), Requests: src.Prompts()}, src.MaxRate(), rec, src.Burst()
 			saturation = maxP99{opts.Saturation, rec}
 		} else if w.Sessions != nil {
 			sess, err = newSessions(w, t, target.Flavor != nil && target.Flavor.Chat(), metrics, opts, logger)
 			if err != nil {
 				return runners, clients, fmt.Errorf("workload %q: %w", w.Name, err)
 			}
-			prepare = func(ctx context.Context) (Prompts, error) {
-				p, err := sess.prepare(ctx)
+			prepare = func(ctx context.Context) (workload.Source, error) {
+				p, err := sess.Prepare(ctx)
 				if err != nil {
 					return nil, fmt.Errorf("workload %q: %w", w.Name, err)
 				}
 				return p, nil
 			}
-			sched, maxRate = sess.schedule(), sess.maxRate
+			maxRate = sess.MaxRate()
 		} else {
 			ol, err := plan.Open(w.Arrival, w.Prompt.Seed, opts.DegradedLag)
 			if err != nil {
@@ -116,28 +117,28 @@ func Build(ctx context.Context, c *config.Config, metrics *Metrics, opts Options
 			// tokenizer endpoint where it has one, when the runner starts:
 			// a stalled tokenizer delays its own workload only, never the
 			// others, the listener or a reload.
-			prepare = func(ctx context.Context) (Prompts, error) {
+			prepare = func(ctx context.Context) (workload.Source, error) {
 				p, err := metrics.prompts.Prompts(ctx, t, w, logger)
 				if err != nil {
 					return nil, fmt.Errorf("workload %q: %w", w.Name, err)
 				}
-				return p, nil
+				return workload.OpenLoop{Schedule: ol.Schedule, Prompts: p}, nil
 			}
-			sched, maxRate = ol.Schedule, ol.MaxRate
+			maxRate = ol.MaxRate
 		}
 		series := metrics.Series(t.Name, t.Model, w.Name, w.SLO)
 		if replayed != nil {
 			replayed.bind(series)
 		}
 		if sess != nil {
-			sess.bind(metrics.sessions.series(series.lv))
+			sess.Bind(metrics.sessions.series(series.lv))
 		}
-		var observer Observer = series
-		var monitor Monitor = series
+		var observer workload.Observer = series
+		var monitor workload.Monitor = series
 		if opts.Observe != nil {
 			if extra := opts.Observe(t, w); extra != nil {
-				observer = Observers{series, extra}
-				if s, ok := extra.(interface{ Stalls(StallScan) }); ok {
+				observer = workload.Observers{series, extra}
+				if s, ok := extra.(interface{ Stalls(workload.StallScan) }); ok {
 					monitor = stallsTee{series, s}
 				}
 			}
@@ -146,56 +147,36 @@ func Build(ctx context.Context, c *config.Config, metrics *Metrics, opts Options
 		// workload's in-flight cap.
 		cl := client.New(client.Options{MaxConnsPerHost: w.MaxInFlight})
 		clients = append(clients, cl)
-		ceiling := plan.ReplayCeiling(maxRate, opts.DegradedLag, burst)
-		if sess != nil {
-			// The ceiling is the session arrivals' (sessions.go); turns
-			// follow replies, not the arrival process.
-			ceiling = nil
-		}
-		runners = append(runners, &Runner{
-			Name:           w.Name,
-			Target:         target,
-			Schedule:       sched,
-			Ceiling:        ceiling,
-			Prompts:        prompts,
-			Prepare:        prepare,
-			Client:         cl,
-			Observer:       observer,
-			Monitor:        monitor,
-			MaxInFlight:    w.MaxInFlight,
-			MaxRate:        maxRate,
-			Burst:          burst,
-			Duration:       w.Duration,
-			StallThreshold: w.StallThreshold,
-			Sampling:       w.Sampling,
-			Timeout:        t.Timeout,
-			Checks:         w.Checks,
-			DegradedLag:    opts.DegradedLag,
-			DegradedWindow: opts.DegradedWindow,
-			Logger:         logger,
-			Saturation:     saturation,
-			// The live series, the OTLP push and the stall scan read
-			// each gap as it closes: the last two instants.
-			TokenWindow: 2,
-		})
+		runners = append(runners, workload.Plan{
+			Name:       w.Name,
+			Target:     target,
+			Source:     source,
+			Prepare:    prepare,
+			Client:     cl,
+			Observer:   observer,
+			Monitor:    monitor,
+			Template:   plan.Template{Sampling: w.Sampling, Timeout: t.Timeout},
+			Checks:     w.Checks,
+			Saturation: saturation,
+			Logger:     logger,
+			Limits: workload.Limits{
+				MaxInFlight: w.MaxInFlight,
+				MaxRate:     maxRate,
+				Burst:       burst,
+				// The ceiling is the session arrivals' (probe/sessions); turns
+				// follow replies, not the arrival process.
+				Unceiled:       sess != nil,
+				Duration:       w.Duration,
+				StallThreshold: w.StallThreshold,
+				DegradedLag:    opts.DegradedLag,
+				DegradedWindow: opts.DegradedWindow,
+				// The live series, the OTLP push and the stall scan read
+				// each gap as it closes: the last two instants.
+				TokenWindow: 2,
+			},
+		}.Runner())
 	}
 	return runners, clients, nil
-}
-
-// ClientTarget converts a configured target into the client's view of it.
-func ClientTarget(t *config.Target) (*client.Target, error) {
-	flavor, err := client.ParseFlavor(string(t.Flavor))
-	if err != nil {
-		return nil, err
-	}
-	return &client.Target{
-		Name:        t.Name,
-		BaseURL:     t.URL,
-		Model:       t.Model,
-		Flavor:      flavor,
-		BearerToken: string(t.BearerToken),
-		Headers:     t.Headers,
-	}, nil
 }
 
 // Apply stops the running workloads, waits for their requests, and starts
@@ -224,7 +205,7 @@ func (m *Manager) Apply(ctx context.Context, c *config.Config) error {
 	var wg sync.WaitGroup
 	for _, r := range runners {
 		series := seriesOf(r.Monitor)
-		series.SetState(StateCalibrating)
+		series.SetState(workload.StateCalibrating)
 		if old, ok := m.series[r.Name]; ok && old.lv[0] != series.lv[0] || ok && old.lv[1] != series.lv[1] {
 			old.Delete()
 		}
@@ -246,7 +227,7 @@ func (m *Manager) Apply(ctx context.Context, c *config.Config) error {
 type WorkloadStatus struct {
 	Name                       string
 	Target, URL, Model, Flavor string
-	Status
+	workload.Status
 }
 
 // Workloads returns the state of the workloads of the configuration in
@@ -265,7 +246,7 @@ func (m *Manager) Workloads() []WorkloadStatus {
 // discard undoes what a Build that failed had made: the clients, and the
 // series of workloads that are not running (a refused configuration leaves
 // no zero series behind).
-func (m *Manager) discard(runners []*Runner, clients []*client.Client) {
+func (m *Manager) discard(runners []*workload.Runner, clients []*client.Client) {
 	for _, c := range clients {
 		c.Close()
 	}
@@ -299,4 +280,28 @@ func (m *Manager) stopLocked() {
 		c.Close()
 	}
 	m.cancel, m.done, m.clients, m.runners = nil, nil, nil, nil
+}
+
+// newSessions builds the sessions of workload w against target t (its
+// flavor says whether turns are chat messages). Their user messages are a
+// workload's prompts of user_tokens and output_tokens, calibrated the same
+// way, with the same info metric, when the runner starts.
+func newSessions(w *config.Workload, t *config.Target, chat bool, metrics *Metrics, opts Options, logger *slog.Logger) (*sessions.Sessions, error) {
+	shadow := *w
+	shadow.Prompt = config.Prompt{InputTokens: w.Sessions.UserTokens, OutputTokens: w.Sessions.OutputTokens, Seed: w.Sessions.Seed}
+	return sessions.New(sessions.Options{
+		Config: *w.Sessions, Arrival: w.Arrival, Duration: w.Duration, Chat: chat, DegradedLag: opts.DegradedLag,
+		Logger: logger.With("workload", w.Name),
+		Build: func(ctx context.Context) (workload.Prompts, int, error) {
+			gen, err := metrics.prompts.Prompts(ctx, t, &shadow, logger)
+			if err != nil {
+				return nil, 0, err
+			}
+			n, err := contextLength(ctx, t)
+			if err != nil {
+				n = 0 // unknown: max_conversation_tokens alone bounds a session
+			}
+			return gen, n, nil
+		},
+	})
 }

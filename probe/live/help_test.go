@@ -1,4 +1,4 @@
-package workload
+package live
 
 import (
 	"regexp"
@@ -6,6 +6,8 @@ import (
 	"time"
 
 	"github.com/prometheus/client_golang/prometheus"
+
+	"github.com/infer-exporter/infer_exporter/probe/workload"
 )
 
 // describing is a Registerer that keeps what is registered with it.
@@ -22,7 +24,7 @@ func (d *describing) Unregister(prometheus.Collector) bool { return true }
 func TestHelpIsShort(t *testing.T) {
 	reg := &describing{}
 	NewMetrics(reg)
-	NewSchedulingLatency(reg, time.Second)
+	workload.NewSchedulingLatency(reg, time.Second)
 	help := regexp.MustCompile(`fqName: "([^"]+)", help: "((?:[^"\\]|\\.)*)"`)
 	ch := make(chan *prometheus.Desc, 256)
 	n := 0

@@ -1,4 +1,4 @@
-package workload
+package sessions
 
 import (
 	"math"
@@ -8,21 +8,6 @@ import (
 
 	"github.com/infer-exporter/infer_exporter/internal/config"
 )
-
-// TestTurnLabel: turns 1 to 8 have their own label, the rest share "9+".
-func TestTurnLabel(t *testing.T) {
-	for _, tc := range []struct {
-		turn int
-		want string
-	}{{0, "1"}, {1, "1"}, {2, "2"}, {8, "8"}, {9, "9+"}, {config.MaxSessionTurns, "9+"}} {
-		if got := TurnLabel(tc.turn); got != tc.want {
-			t.Errorf("TurnLabel(%d) = %q, want %q", tc.turn, got, tc.want)
-		}
-	}
-	if len(TurnLabels) != 9 {
-		t.Errorf("%d turn labels, want 9", len(TurnLabels))
-	}
-}
 
 // TestSessionDraws: turn counts and think times stay within their bounds
 // and have the configured mean (20,000 draws: the standard error of a
@@ -70,7 +55,7 @@ func TestSessionDraws(t *testing.T) {
 		{"exponential clamped", config.ThinkTime{Dist: "exponential", Mean: time.Second, Min: 500 * time.Millisecond, Max: 600 * time.Millisecond}, 500 * time.Millisecond, 600 * time.Millisecond, 0},
 	} {
 		t.Run("think "+tc.name, func(t *testing.T) {
-			s := &sessions{cfg: config.Sessions{ThinkTime: tc.d}}
+			s := &Sessions{cfg: config.Sessions{ThinkTime: tc.d}}
 			rng := rand.New(rand.NewPCG(3, 4))
 			var sum time.Duration
 			for range n {

@@ -1,4 +1,4 @@
-package workload
+package live
 
 import (
 	"context"
@@ -15,7 +15,9 @@ import (
 	"github.com/infer-exporter/infer_exporter/internal/simulator/simulatortest"
 	"github.com/infer-exporter/infer_exporter/probe/client"
 	"github.com/infer-exporter/infer_exporter/probe/observation"
+	"github.com/infer-exporter/infer_exporter/probe/plan"
 	"github.com/infer-exporter/infer_exporter/probe/prompt"
+	"github.com/infer-exporter/infer_exporter/probe/workload"
 )
 
 // TestMain fails the package if any test leaves a goroutine behind: the
@@ -73,22 +75,21 @@ func TestFaultsCountedByOutcome(t *testing.T) {
 				mu      sync.Mutex
 				results []observation.Request
 			)
-			r := &Runner{
+			r := workload.Plan{
 				Name: "faults", Target: &client.Target{Name: "sim", BaseURL: baseURL, Model: cfg.Model, Flavor: client.OpenAIChat},
-				Schedule: &listSchedule{offsets: offsets}, Client: cl, MaxInFlight: n,
-				Prompts:  prompt.New(config.Distribution{Dist: "fixed", Mean: 16}, config.Distribution{Dist: "fixed", Mean: 12}, 1),
+				Source: workload.OpenLoop{Schedule: &listSchedule{offsets: offsets}, Prompts: prompt.New(config.Distribution{Dist: "fixed", Mean: 16}, config.Distribution{Dist: "fixed", Mean: 12}, 1)},
+				Client: cl, Limits: workload.Limits{MaxInFlight: n},
 				Monitor:  NewMetrics(reg).Series("sim", cfg.Model, "faults", config.SLO{}),
-				Sampling: config.Sampling{IgnoreEOS: true},
-				Timeout:  tc.timeout,
-			}
-			r.Observer = r.series()
-			r.onResult(func(o *observation.Request) {
+				Template: plan.Template{Sampling: config.Sampling{IgnoreEOS: true}, Timeout: tc.timeout},
+			}.Runner()
+			r.Observer = liveSeries(r)
+			onResult(r, func(o *observation.Request) {
 				mu.Lock()
 				results = append(results, *o)
 				mu.Unlock()
 			})
 			r.Run(context.Background())
-			if got := testutil.ToFloat64(r.series().requests[tc.want]); got != n {
+			if got := testutil.ToFloat64(liveSeries(r).requests[tc.want]); got != n {
 				for _, o := range results {
 					t.Logf("outcome %s status %d err %v", o.Outcome, o.HTTPStatus, o.Err)
 				}
@@ -105,7 +106,7 @@ func TestFaultsCountedByOutcome(t *testing.T) {
 				t.Errorf("%d of %d requests had a first token (series %d), want all: %v", ttftCount, n, ttfts, tc.firstToken)
 			}
 			if tc.want == observation.Success {
-				if got := testutil.ToFloat64(r.series().completionTokens); got != 12*n {
+				if got := testutil.ToFloat64(liveSeries(r).completionTokens); got != 12*n {
 					t.Errorf("completion tokens = %v, want %d", got, 12*n)
 				}
 			}

@@ -1,4 +1,4 @@
-package workload
+package live
 
 import (
 	"context"
@@ -19,6 +19,7 @@ import (
 	"github.com/infer-exporter/infer_exporter/probe/observation"
 	"github.com/infer-exporter/infer_exporter/probe/plan"
 	"github.com/infer-exporter/infer_exporter/probe/replay"
+	"github.com/infer-exporter/infer_exporter/probe/workload"
 )
 
 // Drift runs from microseconds (the client's own lag) to minutes (a ceiling
@@ -59,7 +60,7 @@ func (m *replayMetrics) delete(match prometheus.Labels) {
 // replayRecorder is a replay's replay.Recorder: its metrics, and a window of
 // drift whose p99 marks the measurement degraded like the schedule lag's.
 type replayRecorder struct {
-	window   *lagWindow
+	window   *workload.Window
 	drift    prometheus.Observer
 	progress prometheus.Gauge
 	requests prometheus.Counter
@@ -136,7 +137,7 @@ func serverMessage(err error) string {
 
 func (r *replayRecorder) Drift(at time.Time, d time.Duration) {
 	r.drift.Observe(d.Seconds())
-	r.window.observe(at, d)
+	r.window.Observe(at, d)
 }
 
 func (r *replayRecorder) Replayed(progress float64) {
@@ -148,12 +149,11 @@ func (r *replayRecorder) Replayed(progress float64) {
 // that cannot keep up with its trace (the client is late, or the ceiling
 // holds it back) is a degraded measurement.
 func (r *replayRecorder) P99() float64 {
-	p, _ := r.window.quantile(time.Now(), 0.99)
-	return p
+	return r.window.P99(time.Now())
 }
 
 // A replay's prompt source completes and follows its requests.
-var _ Requests = (*replay.Prompts)(nil)
+var _ workload.Requests = (*replay.Prompts)(nil)
 
 // maxP99 is the largest of several p99s.
 type maxP99 []interface{ P99() float64 }
@@ -186,11 +186,12 @@ func newReplay(ctx context.Context, r *config.Replay, t *config.Target, opts Opt
 	if err != nil {
 		return nil, nil, fmt.Errorf("replay: %w", err)
 	}
+	// The drift's window is the schedule lag's.
 	window := opts.DegradedWindow
 	if window <= 0 {
-		window = 30 * time.Second
+		window = workload.DefaultDegradedWindow
 	}
-	rec := &replayRecorder{window: newLagWindow(window, 10), logger: logger}
+	rec := &replayRecorder{window: workload.NewWindow(window), logger: logger}
 	src, err := replay.NewSource(tr, replay.Options{
 		Speed:             r.Speed,
 		Start:             r.Start,
