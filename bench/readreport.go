@@ -307,18 +307,8 @@ func (s *costScanner) array(t reflect.Type, depth int) error {
 		if err := s.value(elem, depth+1); err != nil {
 			return err
 		}
-		s.skipSpace()
-		if s.i >= len(s.b) {
-			return errSyntax
-		}
-		switch s.b[s.i] {
-		case ',':
-			s.i++
-		case ']':
-			s.i++
-			return nil
-		default:
-			return errSyntax
+		if done, err := s.separator(']'); done || err != nil {
+			return err
 		}
 	}
 }
@@ -374,18 +364,8 @@ func (s *costScanner) object(t reflect.Type, depth int) error {
 		if err := s.value(vt, depth+1); err != nil {
 			return err
 		}
-		s.skipSpace()
-		if s.i >= len(s.b) {
-			return errSyntax
-		}
-		switch s.b[s.i] {
-		case ',':
-			s.i++
-		case '}':
-			s.i++
-			return nil
-		default:
-			return errSyntax
+		if done, err := s.separator('}'); done || err != nil {
+			return err
 		}
 	}
 }
@@ -443,4 +423,22 @@ func jsonFields(t reflect.Type) map[string]reflect.Type {
 	}
 	walk(t, 0)
 	return m
+}
+
+// separator reads what follows an element of a list or an object: a comma
+// (more follow) or its closing byte (done).
+func (s *costScanner) separator(closing byte) (bool, error) {
+	s.skipSpace()
+	if s.i >= len(s.b) {
+		return false, errSyntax
+	}
+	switch s.b[s.i] {
+	case ',':
+		s.i++
+		return false, nil
+	case closing:
+		s.i++
+		return true, nil
+	}
+	return false, errSyntax
 }
