@@ -63,7 +63,7 @@
       errorObjective: 0.99,
       // Latency SLO: the fraction of requests whose TTFT is at most the
       // threshold. It must be a bucket boundary of
-      // infer_probe_time_to_first_token_seconds (probe/workload/metrics.go:
+      // infer_probe_time_to_first_token_seconds (probe/live/metrics.go:
       // ..., 0.3, 0.5, 0.75, 1, 1.5, 2, ...); with native histograms any
       // power of two is exact too.
       latencyObjective: 0.99,

@@ -3,7 +3,7 @@ package client
 import "github.com/infer-exporter/infer_exporter/internal/config"
 
 // TargetOf converts a configured target into the client's view of it: the
-// one conversion, for the live workloads (probe/live) and the bench.
+// one conversion, for the live workloads (probe/live), the quality probe and the bench.
 func TargetOf(t *config.Target) (*Target, error) {
 	flavor, err := ParseFlavor(string(t.Flavor))
 	if err != nil {

@@ -106,10 +106,11 @@ func (m *Monitor) Apply(ctx context.Context, c *config.Config) error {
 		if t.Quality == nil {
 			continue
 		}
-		flavor, err := client.ParseFlavor(string(t.Flavor))
+		ct, err := client.TargetOf(t)
 		if err != nil {
 			return fmt.Errorf("target %q: %w", t.Name, err)
 		}
+		flavor := ct.Flavor
 		if _, err := DialectFor(flavor.Name()); err != nil {
 			return fmt.Errorf("target %q: %w", t.Name, err)
 		}
@@ -121,8 +122,7 @@ func (m *Monitor) Apply(ctx context.Context, c *config.Config) error {
 		if s.timeout <= 0 || s.timeout > s.interval {
 			s.timeout = min(config.DefaultQualityTimeout, s.interval)
 		}
-		want[t.Name] = &loop{s: s, ct: &client.Target{Name: t.Name, BaseURL: t.URL, Model: t.Model, Flavor: flavor,
-			BearerToken: string(t.BearerToken), Headers: t.Headers}}
+		want[t.Name] = &loop{s: s, ct: ct}
 	}
 	m.mu.Lock()
 	defer m.mu.Unlock()
