@@ -57,7 +57,7 @@ type Record struct {
 	WinTokens []float32 `json:"t,omitempty"`
 }
 
-// recorder collects a repeat's observations. OnResult runs on the runner's
+// recorder collects a repeat's observations. Done (it is the runner's Observer) runs on the runner's
 // request goroutines, so it locks.
 type recorder struct {
 	// The warm-up lasts at least minWarmup from t0, and until the pipeline
