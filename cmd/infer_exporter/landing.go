@@ -5,14 +5,18 @@ import (
 	"html"
 	"net/http"
 	"strings"
+	"time"
 
+	"github.com/prometheus/client_golang/prometheus"
 	"github.com/prometheus/common/version"
 	"github.com/prometheus/exporter-toolkit/web"
 
 	"github.com/infer-exporter/infer_exporter/collector"
+	"github.com/infer-exporter/infer_exporter/engine"
 	"github.com/infer-exporter/infer_exporter/internal/shadow"
 	"github.com/infer-exporter/infer_exporter/probe/live"
 	"github.com/infer-exporter/infer_exporter/probe/prober"
+	"github.com/infer-exporter/infer_exporter/probe/workload"
 )
 
 // landingPage serves the exporter-toolkit landing page, with the collectors'
@@ -22,7 +26,16 @@ type workloadLister interface {
 	Workloads() []live.WorkloadStatus
 }
 
-func landingPage(f *flags, cols *collector.Set, workloads workloadLister, history *prober.History) (http.Handler, error) {
+// landingSources is what the landing page reads besides the workloads:
+// their last minute, the live series (for the degraded flag) and the
+// engine scraper's last readings of each target.
+type landingSources struct {
+	recent  *recentStats
+	gather  prometheus.Gatherer
+	servers interface{ Snapshots() []engine.Info }
+}
+
+func landingPage(f *flags, cols *collector.Set, workloads workloadLister, history *prober.History, src landingSources) (http.Handler, error) {
 	status := func() string {
 		var b strings.Builder
 		b.WriteString("<h2>Collectors</h2><p>" + html.EscapeString(buildNote()) + "</p><ul>")
@@ -36,22 +49,9 @@ func landingPage(f *flags, cols *collector.Set, workloads workloadLister, histor
 			}
 			fmt.Fprintf(&b, "<li>%s: %s</li>", html.EscapeString(s.Name), html.EscapeString(state))
 		}
-		b.WriteString("</ul><h2>Workloads</h2><ul>")
-		ws := workloads.Workloads()
-		for _, w := range ws {
-			state := w.State
-			if w.Reason != "" {
-				state += ": " + w.Reason
-			}
-			// A target URL holds no credentials (the config refuses them),
-			// so it can be shown.
-			fmt.Fprintf(&b, "<li>%s &rarr; %s <code>%s</code> (%s, model %s): <b>%s</b></li>", html.EscapeString(w.Name),
-				html.EscapeString(w.Target), html.EscapeString(w.URL), html.EscapeString(w.Flavor), html.EscapeString(w.Model), html.EscapeString(state))
-		}
-		if len(ws) == 0 {
-			b.WriteString("<li>none (no configuration loaded yet, or it has no workloads)</li>")
-		}
 		b.WriteString("</ul>")
+		writeWorkloads(&b, workloads.Workloads(), src)
+		writeTargets(&b, src)
 		b.WriteString(history.HTML()) // with its own heading
 		return b.String()
 	}
@@ -120,4 +120,134 @@ func shadowLanding(w http.ResponseWriter, metricsPath string, c *shadow.Config) 
 </body></html>
 `, exporterName, html.EscapeString(c.ListenAddress), html.EscapeString(c.Upstream), html.EscapeString(c.StoreDir),
 		c.Sample, redact, html.EscapeString(metricsPath))
+}
+
+// landingStyle colours a state: a person scanning the page sees at once
+// which workload needs them.
+const landingStyle = `<style>.ok{color:#1a7f37}.warn{color:#9a6700}.bad{color:#cf222e}
+table.status td,table.status th{padding:2px 8px;text-align:left}</style>`
+
+// writeWorkloads renders each workload's state as a person should read it,
+// with its last minute.
+func writeWorkloads(b *strings.Builder, ws []live.WorkloadStatus, src landingSources) {
+	b.WriteString(landingStyle + "<h2>Workloads</h2>")
+	if len(ws) == 0 {
+		b.WriteString("<p>None (no configuration loaded yet, or it has no workloads).</p>")
+		return
+	}
+	degraded := degradedWorkloads(src.gather)
+	b.WriteString(`<table class="status"><tr><th>Workload</th><th>Target</th><th>State</th><th>Offered / achieved req/s</th><th>Success</th><th>TTFT p50 / p99</th><th>Last error</th></tr>`)
+	for _, w := range ws {
+		r := src.recent.summary(w.Name)
+		state, class := verdict(w.Status, degraded[w.Name], r)
+		// A target URL holds no credentials (the config refuses them),
+		// so it can be shown.
+		fmt.Fprintf(b, `<tr class="workload" data-workload="%s"><td>%s</td><td>%s <code>%s</code> (%s, model %s)</td><td class="%s"><b>%s</b></td>`,
+			html.EscapeString(w.Name), html.EscapeString(w.Name), html.EscapeString(w.Target), html.EscapeString(w.URL),
+			html.EscapeString(w.Flavor), html.EscapeString(w.Model), class, html.EscapeString(state))
+		if r.Span > 0 {
+			fmt.Fprintf(b, "<td>%.2f / %.2f</td>", r.OfferedPerSecond, r.AchievedPerSecond)
+		} else {
+			b.WriteString("<td>&mdash;</td>")
+		}
+		if r.HasRatio {
+			fmt.Fprintf(b, "<td>%.1f%% of %d</td>", 100*r.SuccessRatio, r.Ended)
+		} else {
+			b.WriteString("<td>&mdash;</td>")
+		}
+		if r.TTFTp50 > 0 {
+			fmt.Fprintf(b, "<td>%s / %s</td>", r.TTFTp50.Round(time.Millisecond), r.TTFTp99.Round(time.Millisecond))
+		} else {
+			b.WriteString("<td>&mdash;</td>")
+		}
+		if r.LastError != "" {
+			fmt.Fprintf(b, "<td>%s <small>(%s ago)</small></td>", html.EscapeString(r.LastError), time.Since(r.LastErrorAt).Round(time.Second))
+		} else {
+			b.WriteString("<td>none</td>")
+		}
+		b.WriteString("</tr>")
+	}
+	b.WriteString("</table><p><small>Rates, success and TTFT over the last minute of each workload's requests.</small></p>")
+}
+
+// verdict is the state a person should read: the runner's state, and for a
+// running workload what its last minute and the degraded flag say. A
+// workload that sends but whose requests fail is failing, not running.
+func verdict(st workload.Status, degraded bool, r recentSummary) (string, string) {
+	if st.State != workload.StateRunning {
+		label, class := st.State, "warn"
+		switch st.State {
+		case workload.StateFailed:
+			class = "bad"
+		case workload.StateFinished:
+			class = "ok"
+		}
+		if st.Reason != "" {
+			label += ": " + st.Reason
+		}
+		return label, class
+	}
+	switch {
+	case r.HasRatio && r.Failed > 0 && r.SuccessRatio < 0.5:
+		return fmt.Sprintf("failing: %d of %d requests failed in the last minute (%.0f%% errors)", r.Failed, r.Ended, 100*(1-r.SuccessRatio)), "bad"
+	case degraded:
+		return "degraded: the client is behind its schedule (schedule lag or scheduling latency p99 above --probe.degraded-lag); its latencies are not to be trusted", "warn"
+	case r.Failed > 0:
+		return fmt.Sprintf("running, with errors: %d of %d requests failed in the last minute", r.Failed, r.Ended), "warn"
+	}
+	return "running", "ok"
+}
+
+// degradedWorkloads reads infer_probe_measurement_degraded from the live
+// series: the page says what /metrics says.
+func degradedWorkloads(g prometheus.Gatherer) map[string]bool {
+	out := map[string]bool{}
+	if g == nil {
+		return out
+	}
+	mfs, err := g.Gather()
+	if err != nil {
+		return out
+	}
+	for _, mf := range mfs {
+		if mf.GetName() != "infer_probe_measurement_degraded" {
+			continue
+		}
+		for _, m := range mf.GetMetric() {
+			for _, l := range m.GetLabel() {
+				if l.GetName() == "workload" && m.GetGauge().GetValue() == 1 {
+					out[l.GetValue()] = true
+				}
+			}
+		}
+	}
+	return out
+}
+
+// writeTargets renders each target's engine metrics as the scraper last
+// read them.
+func writeTargets(b *strings.Builder, src landingSources) {
+	if src.servers == nil {
+		return
+	}
+	infos := src.servers.Snapshots()
+	b.WriteString("<h2>Targets</h2>")
+	if len(infos) == 0 {
+		b.WriteString("<p>None.</p>")
+		return
+	}
+	b.WriteString(`<table class="status"><tr><th>Target</th><th>Engine metrics</th><th>Engine</th><th>Last scrape</th></tr>`)
+	for _, in := range infos {
+		up, class := "down", "bad"
+		if in.Up {
+			up, class = "up", "ok"
+		}
+		last := "never"
+		if !in.At.IsZero() {
+			last = time.Since(in.At).Round(time.Second).String() + " ago"
+		}
+		fmt.Fprintf(b, `<tr class="target"><td>%s</td><td class="%s">%s</td><td>%s</td><td>%s</td></tr>`,
+			html.EscapeString(in.Target), class, up, html.EscapeString(in.Engine), html.EscapeString(last))
+	}
+	b.WriteString("</table>")
 }

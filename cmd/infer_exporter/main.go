@@ -289,6 +289,9 @@ func serve(ctx context.Context, f *flags, logger *slog.Logger) int {
 	// Every workload's requests tell the tracker of the first token served
 	// after a start, beside the OTLP push when there is one.
 	opts.Observe = starts.Observe(opts.Observe)
+	// And the landing page's last minute of each workload.
+	recent := newRecentStats()
+	opts.Observe = recent.Observe(opts.Observe)
 	manager := live.NewManager(live.NewMetrics(reg), opts, logger)
 	defer manager.Stop()
 
@@ -379,7 +382,7 @@ func serve(ctx context.Context, f *flags, logger *slog.Logger) int {
 		History:       history,
 	}))
 	mux.Handle(prober.LogsPath, history)
-	landing, err := landingPage(f, cols, manager, history)
+	landing, err := landingPage(f, cols, manager, history, landingSources{recent: recent, gather: reg, servers: serverMetrics})
 	if err != nil {
 		logger.Error("landing page", "err", err)
 		return 1

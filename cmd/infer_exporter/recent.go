@@ -1,0 +1,212 @@
+package main
+
+import (
+	"slices"
+	"strconv"
+	"sync"
+	"time"
+
+	"github.com/infer-exporter/infer_exporter/internal/config"
+	"github.com/infer-exporter/infer_exporter/internal/textcut"
+	"github.com/infer-exporter/infer_exporter/probe/observation"
+	"github.com/infer-exporter/infer_exporter/probe/workload"
+)
+
+// The landing page says what each workload did in the last minute: a
+// person who opens it wants "is it working now", which cumulative counters
+// cannot say. recentStats hears every request (an Observe hook beside the
+// OTLP push and the cold-start tracker) and keeps, per workload, the last
+// recentWindow of them, at most recentMax: a fixed bound whatever the rate.
+const (
+	recentWindow = time.Minute
+	// recentMax bounds the requests kept per workload: at 100 req/s a
+	// minute, past it the oldest go early (the page then covers less than
+	// a minute, and says how much).
+	recentMax = 6000
+	// recentErrBytes bounds the last error shown.
+	recentErrBytes = 300
+)
+
+// recentReq is what the page needs of one ended or dropped request.
+type recentReq struct {
+	at      time.Time // when it ended (or was dropped)
+	outcome observation.Outcome
+	ttft    time.Duration // 0: none
+}
+
+type recentRing struct {
+	since   time.Time   // the first request heard: the figures cover no more
+	reqs    []recentReq // in order of their end
+	lastErr string      // the last failure: its outcome and error
+	lastAt  time.Time
+}
+
+// recentStats holds every workload's ring, by workload name.
+type recentStats struct {
+	now func() time.Time
+	mu  sync.Mutex
+	by  map[string]*recentRing
+}
+
+func newRecentStats() *recentStats {
+	return &recentStats{now: time.Now, by: map[string]*recentRing{}}
+}
+
+// Observe chains the stats' observer after next's, as the other Observe
+// hooks do (the OTLP push, the cold-start tracker): an observer that hears
+// the stall scans keeps hearing them.
+func (s *recentStats) Observe(next func(*config.Target, *config.Workload) workload.Observer) func(*config.Target, *config.Workload) workload.Observer {
+	return func(t *config.Target, w *config.Workload) workload.Observer {
+		mine := recentObserver{s: s, workload: w.Name}
+		if next == nil {
+			return mine
+		}
+		other := next(t, w)
+		if other == nil {
+			return mine
+		}
+		both := workload.Observers{other, mine}
+		if st, ok := other.(interface{ Stalls(workload.StallScan) }); ok {
+			return recentWithStalls{both, st}
+		}
+		return both
+	}
+}
+
+type recentWithStalls struct {
+	workload.Observers
+	st interface{ Stalls(workload.StallScan) }
+}
+
+func (r recentWithStalls) Stalls(s workload.StallScan) { r.st.Stalls(s) }
+
+type recentObserver struct {
+	s        *recentStats
+	workload string
+}
+
+func (recentObserver) Sent(*observation.Request)       {}
+func (recentObserver) FirstToken(*observation.Request) {}
+func (recentObserver) Token(*observation.Request)      {}
+
+func (r recentObserver) Done(o *observation.Request) {
+	var ttft time.Duration
+	if d, ok := o.TTFT(); ok && o.Outcome == observation.Success {
+		ttft = d
+	}
+	r.s.add(r.workload, o.End, o, ttft)
+}
+
+func (r recentObserver) Dropped(o *observation.Request) {
+	r.s.add(r.workload, o.Scheduled, o, 0)
+}
+
+func (s *recentStats) add(name string, at time.Time, o *observation.Request, ttft time.Duration) {
+	if at.IsZero() {
+		at = s.now()
+	}
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	ring := s.by[name]
+	if ring == nil {
+		ring = &recentRing{since: s.now()}
+		s.by[name] = ring
+	}
+	ring.prune(s.now())
+	if len(ring.reqs) >= recentMax {
+		ring.reqs = slices.Delete(ring.reqs, 0, len(ring.reqs)-recentMax+1)
+	}
+	ring.reqs = append(ring.reqs, recentReq{at: at, outcome: o.Outcome, ttft: ttft})
+	if o.Outcome != observation.Success && o.Outcome != observation.Dropped {
+		msg := string(o.Outcome)
+		if o.HTTPStatus != 0 {
+			msg += " (HTTP " + strconv.Itoa(o.HTTPStatus) + ")"
+		}
+		if o.Err != nil {
+			msg += ": " + o.Err.Error()
+		}
+		ring.lastErr, ring.lastAt = textcut.Cut(msg, recentErrBytes), at
+	}
+}
+
+func (r *recentRing) prune(now time.Time) {
+	cut := now.Add(-recentWindow)
+	i := 0
+	for i < len(r.reqs) && r.reqs[i].at.Before(cut) {
+		i++
+	}
+	if i > 0 {
+		r.reqs = slices.Delete(r.reqs, 0, i)
+	}
+}
+
+// recentSummary is one workload's last minute.
+type recentSummary struct {
+	Span              time.Duration // what the figures cover (a minute, or less)
+	Ended, Successes  int           // requests that ended; of them successful
+	Failed, Dropped   int           // ended unsuccessfully; never sent
+	TTFTp50, TTFTp99  time.Duration // over the successes; 0 when none
+	LastError         string
+	LastErrorAt       time.Time
+	OfferedPerSecond  float64 // arrivals (ended and dropped) a second
+	AchievedPerSecond float64 // successes a second
+	SuccessRatio      float64 // successes over those that ended, when HasRatio
+	HasRatio          bool
+}
+
+// summary is the last minute of workload name.
+func (s *recentStats) summary(name string) recentSummary {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	now := s.now()
+	var out recentSummary
+	ring := s.by[name]
+	if ring == nil {
+		return out
+	}
+	ring.prune(now)
+	out.LastError, out.LastErrorAt = ring.lastErr, ring.lastAt
+	if len(ring.reqs) == 0 {
+		return out
+	}
+	// A workload younger than the window is measured over its life, not
+	// as if it had been idle before.
+	out.Span = min(recentWindow, now.Sub(ring.since))
+	if len(ring.reqs) >= recentMax {
+		out.Span = min(out.Span, now.Sub(ring.reqs[0].at))
+	}
+	var ttfts []time.Duration
+	for _, r := range ring.reqs {
+		switch r.outcome {
+		case observation.Dropped:
+			out.Dropped++
+			continue
+		case observation.Success:
+			out.Successes++
+			if r.ttft > 0 {
+				ttfts = append(ttfts, r.ttft)
+			}
+		default:
+			out.Failed++
+		}
+		out.Ended++
+	}
+	if out.Ended > 0 {
+		out.SuccessRatio, out.HasRatio = float64(out.Successes)/float64(out.Ended), true
+	}
+	if secs := out.Span.Seconds(); secs > 0 {
+		out.OfferedPerSecond = float64(out.Ended+out.Dropped) / secs
+		out.AchievedPerSecond = float64(out.Successes) / secs
+	}
+	if len(ttfts) > 0 {
+		slices.Sort(ttfts)
+		out.TTFTp50, out.TTFTp99 = rank(ttfts, 0.50), rank(ttfts, 0.99)
+	}
+	return out
+}
+
+// rank is the nearest-rank quantile q of sorted d.
+func rank(d []time.Duration, q float64) time.Duration {
+	i := int(float64(len(d))*q+0.999999) - 1
+	return d[min(max(i, 0), len(d)-1)]
+}

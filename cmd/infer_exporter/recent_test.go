@@ -1,0 +1,58 @@
+package main
+
+import (
+	"errors"
+	"testing"
+	"time"
+
+	"github.com/infer-exporter/infer_exporter/probe/observation"
+)
+
+// TestRecentStats: the last minute of a workload, by a fake clock: rates
+// over the workload's life while it is younger than the window, old
+// requests forgotten, the count bounded, TTFT from successes only.
+func TestRecentStats(t *testing.T) {
+	now := time.Unix(1000, 0)
+	s := newRecentStats()
+	s.now = func() time.Time { return now }
+	add := func(at time.Duration, oc observation.Outcome, ttft time.Duration) {
+		o := &observation.Request{Outcome: oc, Scheduled: now.Add(at), Sent: now.Add(at), End: now.Add(at + time.Second)}
+		if ttft > 0 {
+			o.FirstToken = o.Sent.Add(ttft)
+		}
+		if oc == observation.Disconnected {
+			o.Err = errors.New("connection refused")
+		}
+		if oc == observation.Dropped {
+			recentObserver{s, "w"}.Dropped(o)
+			return
+		}
+		recentObserver{s, "w"}.Done(o)
+	}
+	for i := range 8 {
+		add(time.Duration(i)*time.Millisecond, observation.Success, time.Duration(10+i)*time.Millisecond)
+	}
+	add(0, observation.Disconnected, 0)
+	add(0, observation.Dropped, 0)
+	now = now.Add(2 * time.Second)
+	r := s.summary("w")
+	if r.Span != 2*time.Second || r.Ended != 9 || r.Successes != 8 || r.Failed != 1 || r.Dropped != 1 {
+		t.Fatalf("summary %+v", r)
+	}
+	if r.OfferedPerSecond != 5 || r.AchievedPerSecond != 4 || r.TTFTp50 != 13*time.Millisecond || r.TTFTp99 != 17*time.Millisecond {
+		t.Errorf("rates %.2f / %.2f, ttft %v / %v; want 5 / 4, 13ms / 17ms", r.OfferedPerSecond, r.AchievedPerSecond, r.TTFTp50, r.TTFTp99)
+	}
+	if r.LastError != "disconnected: connection refused" {
+		t.Errorf("last error %q", r.LastError)
+	}
+	now = now.Add(2 * time.Minute)
+	if r := s.summary("w"); r.Ended != 0 || r.Span != 0 || r.LastError == "" {
+		t.Errorf("after two minutes: %+v; want nothing but the last error", r)
+	}
+	for range recentMax + 10 {
+		add(0, observation.Success, time.Millisecond)
+	}
+	if n := len(s.by["w"].reqs); n != recentMax {
+		t.Errorf("%d requests kept, want at most %d", n, recentMax)
+	}
+}
