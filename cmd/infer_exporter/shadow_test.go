@@ -30,7 +30,15 @@ func TestShadowSafeByDefault(t *testing.T) {
 		go func() { done <- run(ctx, args) }()
 		client := &http.Client{Timeout: 2 * time.Second}
 		var page string
-		for deadline := time.Now().Add(10 * time.Second); time.Now().Before(deadline); time.Sleep(20 * time.Millisecond) {
+		exited, code := false, 0
+	wait:
+		for deadline := time.Now().Add(30 * time.Second); time.Now().Before(deadline); time.Sleep(20 * time.Millisecond) {
+			select {
+			case code = <-done:
+				exited = true
+				break wait
+			default:
+			}
 			resp, err := client.Get("http://" + web + "/")
 			if err != nil {
 				continue
@@ -40,6 +48,9 @@ func TestShadowSafeByDefault(t *testing.T) {
 			break
 		}
 		cancel()
+		if exited {
+			t.Fatalf("shadow %v exited %d before its landing page answered", tc.flags, code)
+		}
 		<-done
 		if !strings.Contains(page, tc.want) || !strings.Contains(page, `href="/metrics"`) {
 			t.Errorf("shadow %v: landing page lacks %q:\n%s", tc.flags, tc.want, page)
