@@ -205,6 +205,10 @@ var columns = func() []column {
 		// The percentiles come from a reservoir sample of the requests
 		// (more than max_samples_per_repeat); the counts stay exact.
 		stat("sampled", unitBool, mergePooled, func(s *Stats) float64 { return b2f(s.Sampled) }),
+		// Requests answered 429 (rate limited), apart from the other
+		// failures (summary.http_errors has every code of the set).
+		column{name: "http_429", json: "summary.http_errors", unit: unitCount, merge: mergeCounts,
+			num: func(c *CellResult) float64 { return float64(c.Summary.HTTPErrors["429"]) }},
 	)
 	return cols
 }()

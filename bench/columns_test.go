@@ -6,12 +6,14 @@ import (
 	"math"
 	pathpkg "path"
 	"reflect"
+	"slices"
 	"strconv"
 	"strings"
 	"testing"
 	"time"
 
 	"github.com/infer-exporter/infer_exporter/internal/config"
+	"github.com/infer-exporter/infer_exporter/probe/observation"
 )
 
 // notInCSV are the cell's report.json fields that no column shows, each
@@ -185,7 +187,7 @@ func TestColumnsMergeAsOneProcess(t *testing.T) {
 	one, merged := oneAndMerged(t, 400)
 	c1, cm := &one.Cells[0], &merged.Cells[0]
 	if c1.Summary.Requests < 300 || c1.Summary.Successes == c1.Summary.Requests || c1.Summary.Goodput == c1.Summary.Successes ||
-		c1.Summary.ReasoningRequests == 0 || c1.Summary.TTFA.Count == 0 {
+		c1.Summary.ReasoningRequests == 0 || c1.Summary.TTFA.Count == 0 || c1.Summary.HTTPErrors["429"] == 0 {
 		t.Fatalf("the requests do not exercise the columns: %+v", c1.Summary)
 	}
 	for _, col := range columns {
@@ -246,7 +248,7 @@ func TestMedianStatsEveryField(t *testing.T) {
 	}
 }
 
-// TestCSVSampledColumn: the sampled column says when a cell's percentiles
+// TestCSVSampledColumn: the sampled column, after draining, says when a cell's percentiles
 // come from a reservoir sample (the worked example of CONTRIBUTING.md's
 // "Adding a report column").
 func TestCSVSampledColumn(t *testing.T) {
@@ -268,9 +270,45 @@ func TestCSVSampledColumn(t *testing.T) {
 		want    string
 	}{{10, "true"}, {1000, "false"}} {
 		r := rows(tc.maxRecs)
-		if !strings.HasSuffix(r[0], ",draining,sampled") || !strings.HasSuffix(r[1], ","+tc.want) {
-			t.Errorf("a reservoir of %d records: header ...%s, row ...%s; want sampled last, %s",
-				tc.maxRecs, r[0][len(r[0])-20:], r[1][len(r[1])-12:], tc.want)
+		// sampled follows draining (later columns come after it).
+		h, row := strings.Split(r[0], ","), strings.Split(r[1], ",")
+		i := slices.Index(h, "sampled")
+		if i < 1 || h[i-1] != "draining" || len(row) != len(h) || row[i] != tc.want {
+			t.Errorf("a reservoir of %d records: header %v, row %v; want sampled after draining, %s", tc.maxRecs, h, row, tc.want)
 		}
+	}
+}
+
+// TestCSVHTTP429Column (issue 25): the http_429 column is last and counts
+// the measured requests answered 429, apart from the other failures;
+// summary.http_errors has every code seen.
+func TestCSVHTTP429Column(t *testing.T) {
+	w0 := time.Unix(1000, 0)
+	rec := newRecorderAt(w0, time.Second, config.SLO{}, 100, DefaultMaxITLSamples, 1)
+	at := func(s float64) time.Time { return w0.Add(time.Duration(s * float64(time.Second))) }
+	for i, f := range []struct {
+		outcome observation.Outcome
+		status  int
+	}{
+		{observation.HTTP4xx, 429}, {observation.HTTP4xx, 429}, {observation.HTTP5xx, 503},
+		{observation.HTTP4xx, 401}, {observation.HTTP4xx, 418}, {observation.Disconnected, 0},
+	} {
+		rec.observe(&observation.Request{Seq: uint64(i), Scheduled: at(0.1 * float64(i)), Sent: at(0.1 * float64(i)),
+			End: at(0.1*float64(i) + 0.01), Outcome: f.outcome, HTTPStatus: f.status})
+	}
+	st, _ := rec.finish(1, 0)
+	if want := map[string]int{"429": 2, "503": 1, "401": 1, "other": 1}; !reflect.DeepEqual(st.HTTPErrors, want) {
+		t.Errorf("http_errors %v, want %v", st.HTTPErrors, want)
+	}
+	cell := &CellResult{Summary: st}
+	last := &columns[len(columns)-1]
+	if last.name != "http_429" || last.csv(cell) != "2" {
+		t.Errorf("last column %s = %q, want http_429 = 2", last.name, last.csv(cell))
+	}
+	// A cell without failures has 0 and no http_errors in report.json.
+	clean := newRecorderAt(w0, time.Second, config.SLO{}, 100, DefaultMaxITLSamples, 1)
+	st, _ = clean.finish(1, 0)
+	if st.HTTPErrors != nil || last.csv(&CellResult{Summary: st}) != "0" {
+		t.Errorf("no failures: http_errors %v, column %q", st.HTTPErrors, last.csv(&CellResult{Summary: st}))
 	}
 }

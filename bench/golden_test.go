@@ -52,7 +52,12 @@ func goldenRequests(seed uint64, n int, slow float64) []*observation.Request {
 			reqs = append(reqs, o)
 			continue
 		case 1:
+			// Every other failure is a 429 (rate limited), which counts
+			// under its own code (issue 25).
 			o.Outcome, o.HTTPStatus = observation.HTTP5xx, 503
+			if i%2 == 1 {
+				o.Outcome, o.HTTPStatus = observation.HTTP4xx, 429
+			}
 			o.End = at(sched + 0.01)
 			reqs = append(reqs, o)
 			continue

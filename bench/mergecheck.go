@@ -41,6 +41,15 @@ var outcomeNames = func() map[string]bool {
 	return m
 }()
 
+// statusCodeNames is the closed set of status codes a shard may count.
+var statusCodeNames = func() map[string]bool {
+	m := map[string]bool{}
+	for _, c := range observation.StatusCodes {
+		m[c] = true
+	}
+	return m
+}()
+
 // validateShards checks the shard reports of one merge against each other
 // and against their embedded configuration, which it parses and validates
 // as the bench validates its own (offline: the files it names are not
@@ -286,6 +295,19 @@ func checkState(st *RecorderState, maxK, maxRecs int) error {
 		if err := count("outcomes."+o, n); err != nil {
 			return err
 		}
+	}
+	failed := 0
+	for code, n := range st.HTTPErrors {
+		if !statusCodeNames[code] {
+			return fmt.Errorf("http_errors: %.64q is not a status code of the set (%v)", code, observation.StatusCodes)
+		}
+		if err := count("http_errors."+code, n); err != nil {
+			return err
+		}
+		failed += n
+	}
+	if nHTTP := st.Outcomes[string(observation.HTTP4xx)] + st.Outcomes[string(observation.HTTP5xx)]; failed > nHTTP {
+		return fmt.Errorf("http_errors: %d, above the %d requests of outcome http_4xx or http_5xx", failed, nHTTP)
 	}
 	for _, l := range []struct {
 		field string

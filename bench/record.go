@@ -2,6 +2,7 @@ package bench
 
 import (
 	"fmt"
+	"maps"
 	"math"
 	"math/rand/v2"
 	"sync"
@@ -90,6 +91,11 @@ type recorder struct {
 	outcomes map[observation.Outcome]int
 	measured int
 	goodput  int
+
+	// httpErrors counts the measured requests answered with a non-2xx
+	// status, by observation.StatusCode.
+	httpErrors map[string]int
+
 	// Reasoning of measured successful requests, exact whatever the
 	// sampling: tokens, and requests that reasoned.
 	reasoningTokens   int
@@ -132,8 +138,9 @@ func newRecorder(t0 time.Time, minWarmup, maxWarmup, window time.Duration, slo c
 	return &recorder{
 		t0: t0, minWarmup: minWarmup, maxWarmup: max(minWarmup, maxWarmup), window: window, slo: slo,
 		maxRecs: maxRecs, maxITL: maxITL, windowCap: windowE2ECap,
-		rng:      rand.New(rand.NewPCG(seed, 0x5bd1e995)),
-		outcomes: map[observation.Outcome]int{},
+		rng:        rand.New(rand.NewPCG(seed, 0x5bd1e995)),
+		outcomes:   map[observation.Outcome]int{},
+		httpErrors: map[string]int{},
 	}
 }
 
@@ -270,6 +277,9 @@ func (rc *recorder) record(obs *observation.Request) {
 	if measured {
 		rc.measured++
 		rc.outcomes[obs.Outcome]++
+		if code := obs.ErrorCode(); code != "" {
+			rc.httpErrors[code]++
+		}
 		if rec.Goodput {
 			rc.goodput++
 		}
@@ -442,6 +452,9 @@ func (rc *recorder) finish(k int, span time.Duration) (Stats, *sample) {
 		st.Outcomes[string(o)] = n
 	}
 	st.Successes = rc.outcomes[observation.Success]
+	if len(rc.httpErrors) > 0 {
+		st.HTTPErrors = maps.Clone(rc.httpErrors)
+	}
 	st.ReasoningTokens, st.ReasoningRequests = rc.reasoningTokens, rc.reasoningRequests
 	var tokens float64
 	var completions, offered, dropped int

@@ -151,6 +151,10 @@ type Stats struct {
 	Requests  int            `json:"requests"`
 	Outcomes  map[string]int `json:"outcomes"`
 	Successes int            `json:"successes"`
+	// HTTPErrors counts the measured requests answered with a non-2xx
+	// status (outcomes http_4xx and http_5xx) by code, on the bounded set
+	// observation.StatusCodes (400 ... 504, other); absent without any.
+	HTTPErrors map[string]int `json:"http_errors,omitempty"`
 	// Goodput: measured requests that succeeded and met every SLO
 	// threshold; GoodputRatio is Goodput / Requests.
 	Goodput               int     `json:"goodput"`
@@ -458,6 +462,12 @@ func medianStats(all []Stats) Stats {
 				for k := range field(&s).Interface().(map[string]int) {
 					keys[k] = true
 				}
+			}
+			if len(keys) == 0 {
+				break
+			}
+			if dst.IsNil() {
+				dst.Set(reflect.ValueOf(map[string]int{}))
 			}
 			m := dst.Interface().(map[string]int)
 			for _, k := range slices.Sorted(maps.Keys(keys)) {

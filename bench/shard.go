@@ -2,6 +2,7 @@ package bench
 
 import (
 	"fmt"
+	"maps"
 	"math"
 	"strconv"
 	"strings"
@@ -119,6 +120,10 @@ type RecorderState struct {
 	RecordsSeen       int            `json:"records_seen"`
 	ITL               []float64      `json:"itl"`
 	ITLSeen           int            `json:"itl_seen"`
+
+	// HTTPErrors are the measured requests answered with a non-2xx status,
+	// by code (observation.StatusCodes); absent without any.
+	HTTPErrors map[string]int `json:"http_errors,omitempty"`
 }
 
 // export serialises the recorder as finish(k, span) saw it.
@@ -136,6 +141,9 @@ func (rc *recorder) export(k int, span time.Duration) RecorderState {
 	}
 	for o, n := range rc.outcomes {
 		st.Outcomes[string(o)] = n
+	}
+	if len(rc.httpErrors) > 0 {
+		st.HTTPErrors = maps.Clone(rc.httpErrors)
 	}
 	st.Records = append(st.Records, rc.recs...)
 	return st
@@ -178,6 +186,9 @@ func mergeStates(parts []RecorderState, maxRecs, maxITL int) (*recorder, int, ti
 		rc.reasoningRequests += p.ReasoningRequests
 		for o, n := range p.Outcomes {
 			rc.outcomes[observation.Outcome(o)] += n
+		}
+		for code, n := range p.HTTPErrors {
+			rc.httpErrors[code] += n
 		}
 		rc.winTokens = grow(rc.winTokens, len(p.WinTokens))
 		for i, v := range p.WinTokens {

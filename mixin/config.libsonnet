@@ -86,6 +86,13 @@
     // their workload's stall_threshold (the exporter's configuration,
     // default 30s), with at least one stalled this long.
     requestsStalledFor: '2m',
+    // Rate limited: the fraction of requests sent that were answered 429
+    // (infer_probe_http_errors_total{code="429"}) over rateLimitedWindow,
+    // above rateLimitedRatio for rateLimitedFor. 429s count against the
+    // error SLO too (they are failed requests); this warning says why.
+    rateLimitedRatio: 0.05,
+    rateLimitedWindow: '10m',
+    rateLimitedFor: '10m',
     // A workload in state failed (its prompts could not be built, so it
     // sends nothing) this long.
     workloadFailedFor: '5m',

@@ -139,6 +139,25 @@ local names = import '../rules/names.libsonnet';
             },
           },
           {
+            // 429s apart from the other errors: the server (or its
+            // gateway) is shedding load, not failing. They stay in the
+            // error ratio (a request rate limited is a request failed), so
+            // the budget burns too; this warning names the cause.
+            alert: 'InferProbeRateLimited',
+            expr: |||
+              sum by (%(wl)s) (rate(infer_probe_http_errors_total%(limited)s[%(w)s]))
+              /
+              (sum by (%(wl)s) (rate(infer_probe_requests_total%(sent)s[%(w)s])) > 0)
+              > %(ratio)s
+            ||| % { wl: wl, limited: p.selector(c.probeSelector, 'code="429"'), sent: p.selector(c.probeSelector, 'outcome!="dropped"'), w: c.rateLimitedWindow, ratio: p.num(c.rateLimitedRatio) },
+            'for': c.rateLimitedFor,
+            labels: { severity: 'warning' },
+            annotations: {
+              summary: 'An inference server is rate limiting the probe (HTTP 429).',
+              description: '{{ $value | humanizePercentage }} of the requests sent to %s over the last %s were answered 429 Too Many Requests, for %s: the server or its gateway is shedding load (a rate limit or a full queue), not failing. infer_probe_http_errors_total{code} has the other codes.' % [stream, c.rateLimitedWindow, c.rateLimitedFor],
+            },
+          },
+          {
             alert: 'InferProbeWorkloadFailed',
             expr: 'max by (%s) (infer_probe_workload_state%s) == 1' % [wl, p.selector(c.probeSelector, 'state="failed"')],
             'for': c.workloadFailedFor,

@@ -50,6 +50,7 @@ type Metrics struct {
 
 	promptTokens, completionTokens *prometheus.CounterVec
 	requests, dropped, goodput     *prometheus.CounterVec
+	httpErrors                     *prometheus.CounterVec
 	tokenSource, clamped           *prometheus.CounterVec
 	checks                         *prometheus.CounterVec
 	inFlight, rate, maxRate        *prometheus.GaugeVec
@@ -91,6 +92,8 @@ func NewMetrics(reg prometheus.Registerer) *Metrics {
 			Help: "Output tokens of successful requests: the server's usage count, else the number of content events (see infer_probe_token_count_source_total)."}, labels),
 		requests: prometheus.NewCounterVec(prometheus.CounterOpts{Namespace: namespace, Name: "requests_total",
 			Help: "workload.Requests by outcome: success, http_4xx, http_5xx, timeout, stream_error, disconnected, or dropped (never sent)."}, with("outcome")),
+		httpErrors: prometheus.NewCounterVec(prometheus.CounterOpts{Namespace: namespace, Name: "http_errors_total",
+			Help: "Requests answered with a non-2xx status (http_4xx, http_5xx), by code: 400, 401, 403, 404, 408, 413, 422, 429, 500, 502, 503, 504 or other."}, with("code")),
 		dropped: prometheus.NewCounterVec(prometheus.CounterOpts{Namespace: namespace, Name: "dropped_requests_total",
 			Help: "Arrivals never sent, by reason: in_flight_cap (the cap was full) or rate_ceiling (sending a late arrival would exceed max_rate)."}, with("reason")),
 		goodput: prometheus.NewCounterVec(prometheus.CounterOpts{Namespace: namespace, Name: "goodput_requests_total",
@@ -127,7 +130,7 @@ func NewMetrics(reg prometheus.Registerer) *Metrics {
 	reg.MustRegister(m.ttft, m.tpot, m.itl, m.e2e, m.lag,
 		m.promptTokens, m.completionTokens, m.requests, m.dropped, m.goodput, m.tokenSource, m.clamped, m.checks,
 		m.inFlight, m.maxInFlight, m.rate, m.maxRate, m.lagP99, m.degraded, m.state,
-		m.streamed, m.stalls, m.stalled, m.oldestAge, m.ttfa, m.reasoningTokens)
+		m.streamed, m.stalls, m.stalled, m.oldestAge, m.ttfa, m.reasoningTokens, m.httpErrors)
 	m.replay = newReplayMetrics(reg)
 	m.sessions = newSessionMetrics(reg)
 	m.prompts = NewPromptMetrics(reg)
@@ -142,6 +145,7 @@ type Series struct {
 	promptTokens, completionTokens prometheus.Counter
 	goodput, clamped               prometheus.Counter
 	requests                       map[observation.Outcome]prometheus.Counter
+	httpErrors                     map[string]prometheus.Counter // by observation.StatusCodes
 	tokenSource                    map[observation.TokenSource]prometheus.Counter
 	checks                         map[string]prometheus.Counter // by result; nil without checks
 	inFlight, rate, maxRate        prometheus.Gauge
@@ -153,8 +157,9 @@ type Series struct {
 	slo                            config.SLO
 }
 
-// Series binds the labels of one workload. Every outcome's counter is
-// created at zero, so rate() works from the first scrape.
+// Series binds the labels of one workload. Every outcome's counter, and
+// every code's of http_errors_total, is created at zero, so rate() works
+// from the first scrape.
 func (m *Metrics) Series(target, model, name string, slo config.SLO) *Series {
 	lv := []string{target, model, name}
 	s := &Series{
@@ -167,6 +172,7 @@ func (m *Metrics) Series(target, model, name string, slo config.SLO) *Series {
 		goodput:          m.goodput.WithLabelValues(lv...),
 		clamped:          m.clamped.WithLabelValues(lv...),
 		requests:         map[observation.Outcome]prometheus.Counter{},
+		httpErrors:       map[string]prometheus.Counter{},
 		tokenSource:      map[observation.TokenSource]prometheus.Counter{},
 		inFlight:         m.inFlight.WithLabelValues(lv...),
 		maxInFlight:      m.maxInFlight.WithLabelValues(lv...),
@@ -185,6 +191,9 @@ func (m *Metrics) Series(target, model, name string, slo config.SLO) *Series {
 	for _, o := range observation.Outcomes {
 		s.requests[o] = m.requests.WithLabelValues(append(lv[:3:3], string(o))...)
 	}
+	for _, code := range observation.StatusCodes {
+		s.httpErrors[code] = m.httpErrors.WithLabelValues(append(lv[:3:3], code)...)
+	}
 	for _, src := range []observation.TokenSource{observation.TokensFromUsage, observation.TokensFromEvents} {
 		s.tokenSource[src] = m.tokenSource.WithLabelValues(append(lv[:3:3], string(src))...)
 	}
@@ -201,7 +210,7 @@ func (s *Series) Delete() {
 		s.m.ttft, s.m.tpot, s.m.itl, s.m.e2e, s.m.lag, s.m.promptTokens, s.m.completionTokens,
 		s.m.requests, s.m.dropped, s.m.goodput, s.m.tokenSource, s.m.clamped, s.m.checks, s.m.inFlight,
 		s.m.maxInFlight, s.m.rate, s.m.maxRate, s.m.degraded, s.m.lagP99, s.m.state,
-		s.m.streamed, s.m.stalls, s.m.stalled, s.m.oldestAge, s.m.ttfa, s.m.reasoningTokens,
+		s.m.streamed, s.m.stalls, s.m.stalled, s.m.oldestAge, s.m.ttfa, s.m.reasoningTokens, s.m.httpErrors,
 	} {
 		v.DeletePartialMatch(match)
 	}
@@ -334,6 +343,9 @@ func (s *Series) State(state string) { s.SetState(state) }
 // outcome, schedule lag, and for a success its E2E, TPOT, tokens and goodput.
 func (s *Series) Observe(o *observation.Request) {
 	s.requests[o.Outcome].Inc()
+	if code := o.ErrorCode(); code != "" {
+		s.httpErrors[code].Inc()
+	}
 	if d, ok := o.ScheduleLag(); ok {
 		s.lag.Observe(d.Seconds())
 	}

@@ -29,9 +29,11 @@
 // probe_timeout_seconds, probe_failed_due_to{reason} (1 for the reason of a
 // failure, 0 for the others; reasons in Reasons), probe_http_status_code,
 // probe_requests{outcome} (every outcome of package observation, summing to
-// the module's request count), probe_goodput_requests (succeeded and met the
-// SLO), probe_output_tokens and probe_reasoning_tokens. When the values
-// exist:
+// the module's request count), probe_http_errors{code} (the requests
+// answered with a non-2xx status by code, every code of
+// observation.StatusCodes: 400 ... 504 and other), probe_goodput_requests
+// (succeeded and met the SLO), probe_output_tokens and
+// probe_reasoning_tokens. When the values exist:
 //
 //   - summaries over the probe's requests, with exact nearest-rank
 //     quantiles 0.5, 0.9, 0.99 and 1 (the maximum), _sum and _count:

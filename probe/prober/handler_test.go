@@ -197,6 +197,17 @@ func TestProbeFailureOutcomes(t *testing.T) {
 			if got := m.must(t, "probe_http_status_code"); got != tc.status {
 				t.Errorf("status code = %v, want %v", got, tc.status)
 			}
+			// Issue 25: the failure's code, on the bounded set; every
+			// code of the set is present, at 0 but the failure's.
+			for _, code := range observation.StatusCodes {
+				want := 0.0
+				if code == observation.StatusCode(int(tc.status)) && (tc.outcome == observation.HTTP4xx || tc.outcome == observation.HTTP5xx) {
+					want = 1
+				}
+				if got := m.must(t, fmt.Sprintf("probe_http_errors{code=%q}", code)); got != want {
+					t.Errorf("probe_http_errors{code=%q} = %v, want %v", code, got, want)
+				}
+			}
 			if tc.outcome == observation.Timeout {
 				// The deadline is 1.5s - 0.5s: the probe cannot end before it.
 				if d := m.must(t, "probe_duration_seconds"); d < 1 {

@@ -98,8 +98,8 @@ func (res *result) throughput() (tokens int, perSecond float64, ok bool) {
 	return tokens, float64(tokens) / span.Seconds(), true
 }
 
-// Descriptors of the probe_* metrics. Labels: reason, outcome, request and
-// check take values from closed sets or bounded indexes (request < 100,
+// Descriptors of the probe_* metrics. Labels: reason, outcome, code, request
+// and check take values from closed sets or bounded indexes (request < 100,
 // check < 20).
 var (
 	descSuccess  = prometheus.NewDesc("probe_success", "1 if the probe succeeded: every request succeeded, met the SLO and matched its known answer (perplexity modules: scored, within max); else 0.", nil, nil)
@@ -108,6 +108,7 @@ var (
 	descFailed   = prometheus.NewDesc("probe_failed_due_to", "1 for the reason the probe failed, else 0 (bad_target, not_allowed, *_ceiling, request_failed, slo_missed, wrong_answer, perplexity_exceeded).", []string{"reason"}, nil)
 	descStatus   = prometheus.NewDesc("probe_http_status_code", "HTTP status of the first request that failed, else of the last request; 0 when it got no response.", nil, nil)
 	descRequests = prometheus.NewDesc("probe_requests", "The module's requests in this probe, by outcome (dropped: never sent); they sum to the module's request count.", []string{"outcome"}, nil)
+	descHTTPErrs = prometheus.NewDesc("probe_http_errors", "The module's requests answered with a non-2xx status, by code: 400, 401, 403, 404, 408, 413, 422, 429, 500, 502, 503, 504 or other.", []string{"code"}, nil)
 	descGood     = prometheus.NewDesc("probe_goodput_requests", "The module's requests that succeeded and met every SLO threshold of the module.", nil, nil)
 	descTokens   = prometheus.NewDesc("probe_output_tokens", "Output tokens of the successful requests (the server's usage count, else content events).", nil, nil)
 	descReason   = prometheus.NewDesc("probe_reasoning_tokens", "Reasoning tokens of the successful requests: the server's usage count (reasoning_tokens), else content events of reasoning only.", nil, nil)
@@ -154,12 +155,14 @@ func (c resultCollector) Collect(ch chan<- prometheus.Metric) {
 	}
 
 	counts := map[observation.Outcome]int{}
+	codes := map[string]int{}
 	good := 0
 	var ttft, ttfa, tpot, e2e, itl []float64
 	reasoning := 0
 	for i := range res.requests {
 		o := &res.requests[i]
 		counts[o.Outcome]++
+		codes[o.ErrorCode()]++
 		idx := strconv.Itoa(i)
 		gauge(descReqSuccess, b2f(o.Outcome == observation.Success), idx)
 		if d, ok := o.TTFT(); ok {
@@ -192,6 +195,9 @@ func (c resultCollector) Collect(ch chan<- prometheus.Metric) {
 	}
 	for _, oc := range observation.Outcomes {
 		gauge(descRequests, float64(counts[oc]), string(oc))
+	}
+	for _, code := range observation.StatusCodes {
+		gauge(descHTTPErrs, float64(codes[code]), code)
 	}
 	gauge(descGood, float64(good))
 	tokens, tps, ok := res.throughput()
