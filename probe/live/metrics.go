@@ -90,7 +90,7 @@ func NewMetrics(reg prometheus.Registerer) *Metrics {
 		completionTokens: prometheus.NewCounterVec(prometheus.CounterOpts{Namespace: namespace, Name: "completion_tokens_total",
 			Help: "Output tokens of successful requests: the server's usage count, else the number of content events (see infer_probe_token_count_source_total)."}, labels),
 		requests: prometheus.NewCounterVec(prometheus.CounterOpts{Namespace: namespace, Name: "requests_total",
-			Help: "workload.Requests by outcome: success, http_4xx, http_5xx, timeout, stream_error, disconnected, or dropped (never sent)."}, with("outcome")),
+			Help: "workload.Requests by outcome: success, http_4xx, http_5xx, timeout, stream_error, disconnected, dropped (never sent), cancelled (cut by a drain)."}, with("outcome")),
 		dropped: prometheus.NewCounterVec(prometheus.CounterOpts{Namespace: namespace, Name: "dropped_requests_total",
 			Help: "Arrivals never sent, by reason: in_flight_cap (the cap was full) or rate_ceiling (sending a late arrival would exceed max_rate)."}, with("reason")),
 		goodput: prometheus.NewCounterVec(prometheus.CounterOpts{Namespace: namespace, Name: "goodput_requests_total",

@@ -182,6 +182,41 @@ type Runner struct {
 	Plan
 
 	status atomic.Pointer[Status]
+
+	// drain is closed by Drain; grace is its grace period.
+	drainOnce sync.Once
+	drainMu   sync.Mutex
+	drainCh   chan struct{}
+	grace     atomic.Int64
+
+	inFlight atomic.Int64 // requests sent and not yet ended
+}
+
+// InFlight is the number of the workload's requests sent and not yet ended.
+func (r *Runner) InFlight() int { return int(r.inFlight.Load()) }
+
+// draining is the channel Drain closes.
+func (r *Runner) draining() chan struct{} {
+	r.drainMu.Lock()
+	defer r.drainMu.Unlock()
+	if r.drainCh == nil {
+		r.drainCh = make(chan struct{})
+	}
+	return r.drainCh
+}
+
+// Drain asks Run to stop: it sends no arrival due after this (none is
+// counted as dropped: the schedule ends), lets the requests in flight run
+// on for at most grace, then cancels those still running and reports them
+// with the outcome observation.Cancelled, so that every request sent ends
+// in a counted outcome. Run returns once they all have. A workload still
+// preparing its source stops at once. Drain may be called before Run,
+// during it or after it, and more than once (the first grace counts).
+func (r *Runner) Drain(grace time.Duration) {
+	r.drainOnce.Do(func() {
+		r.grace.Store(int64(max(grace, 0)))
+		close(r.draining())
+	})
 }
 
 // Status is a workload's state and, when it failed, why.
@@ -212,9 +247,36 @@ func (r *Runner) setStatus(state, reason string) {
 // next group of requests due at one instant; the group's senders start and
 // wait at a gate; at the instant each request is admitted or dropped, and
 // the gate opens.
+//
+// Cancelling ctx ends the run at once and cancels the requests in flight;
+// Drain ends it gracefully. Either way a request the exporter cut short is
+// reported with the outcome observation.Cancelled.
 func (r *Runner) Run(ctx context.Context) {
-	ctx, cancel := context.WithCancel(ctx)
+	// reqCtx bounds the requests in flight; loopCtx, the schedule and the
+	// preparation, which a drain ends first.
+	reqCtx, cancel := context.WithCancel(ctx)
 	defer cancel()
+	loopCtx, stopLoop := context.WithCancel(reqCtx)
+	defer stopLoop()
+	drain := r.draining()
+	runDone := make(chan struct{})
+	defer close(runDone)
+	go func() {
+		select {
+		case <-runDone:
+			return
+		case <-drain:
+		}
+		stopLoop()
+		timer := time.NewTimer(time.Duration(r.grace.Load()))
+		defer timer.Stop()
+		select {
+		case <-runDone:
+		case <-timer.C:
+			cancel()
+		}
+	}()
+	ctx = loopCtx
 	if !r.prepareSource(ctx) {
 		return
 	}
@@ -224,7 +286,7 @@ func (r *Runner) Run(ctx context.Context) {
 			r.setStatus(StateFinished, "")
 		}
 	}()
-	d := r.dispatch(ctx, cancel)
+	d := r.dispatch(reqCtx, ctx, cancel)
 	defer d.stop()
 	for {
 		off, group, ok := d.feed.next(ctx)
@@ -238,7 +300,7 @@ func (r *Runner) Run(ctx context.Context) {
 		gate := make(chan struct{})
 		for i := range group {
 			d.wg.Add(1)
-			go d.send(ctx, &group[i], at, gate)
+			go d.send(reqCtx, &group[i], at, gate)
 		}
 		d.sends.waitFor(at, len(group))
 		if !d.wait.waitUntil(ctx, at) {
@@ -290,7 +352,7 @@ type dispatcher struct {
 	checks   *checkSchedule
 	flights  *flights
 	lags     *lagWindow
-	inFlight atomic.Int64
+	inFlight *atomic.Int64 // the runner's
 	// The schedule belongs to the feed's goroutine; the monitor reads its
 	// clamp count through this copy.
 	clamped atomic.Uint64
@@ -305,8 +367,10 @@ type dispatcher struct {
 }
 
 // dispatch starts a run: its clock, its monitor, and its preparation.
-func (r *Runner) dispatch(ctx context.Context, cancel context.CancelFunc) *dispatcher {
-	d := &dispatcher{r: r, lags: newLagWindow(r.degradedWindow(), 10), cancel: cancel, ceiling: r.ceiling()}
+//
+// ctx bounds the requests and the monitor, loopCtx the preparation.
+func (r *Runner) dispatch(ctx, loopCtx context.Context, cancel context.CancelFunc) *dispatcher {
+	d := &dispatcher{r: r, inFlight: &r.inFlight, lags: newLagWindow(r.degradedWindow(), 10), cancel: cancel, ceiling: r.ceiling()}
 	bound := r.Source.Bound()
 	d.start = time.Now()
 	if bound {
@@ -354,7 +418,7 @@ func (r *Runner) dispatch(ctx context.Context, cancel context.CancelFunc) *dispa
 	}
 	d.sends = &sendWindow{}
 	d.ahead = newAhead(r.lookahead(bound))
-	d.ahead.start(ctx, d.feed)
+	d.ahead.start(loopCtx, d.feed)
 	return d
 }
 
@@ -390,9 +454,13 @@ func (d *dispatcher) send(ctx context.Context, a *dueRequest, at time.Time, gate
 	}
 	if ctx.Err() != nil && obs.Outcome != observation.Success && errors.Is(obs.Err, context.Canceled) {
 		// The run was stopped (a reload, a shutdown) while this
-		// request was in flight: the server did nothing wrong,
-		// so it is not counted as a failure.
-		return
+		// request was in flight, and its drain's grace ran out: the
+		// server did nothing wrong, so it is not a failure, but it
+		// was sent, so it is counted, as cancelled.
+		obs.Outcome = observation.Cancelled
+		if a.check >= 0 {
+			return // a check cut short has no result
+		}
 	}
 	if a.check >= 0 {
 		r.observeCheck(ctx, d.mon, a.check, obs)
