@@ -294,6 +294,9 @@ func serve(ctx context.Context, f *flags, logger *slog.Logger) int {
 	// Every workload's requests tell the tracker of the first token served
 	// after a start, beside the OTLP push when there is one.
 	opts.Observe = starts.Observe(opts.Observe)
+	// A target's workloads send only while its server is ready, as the
+	// engine scraper's polls find it (docs/lifecycle.md).
+	opts.Ready = starts.Ready
 	manager := live.NewManager(live.NewMetrics(reg), opts, logger)
 	defer manager.Stop()
 

@@ -31,6 +31,11 @@ type Options struct {
 	// are cancelled and counted as cancelled; 0 takes DefaultDrainTimeout,
 	// a negative value cancels them at once.
 	DrainTimeout time.Duration
+	// Ready, when set, says whether a target's server is ready (the
+	// cold-start tracker's view of the engine scraper's polls,
+	// coldstart.Tracker.Ready): the workloads of a target whose metrics
+	// are scraped skip their arrivals while it is not. Nil: never gated.
+	Ready func(target string) bool
 }
 
 // DefaultDrainTimeout is the drain's grace period when Options give none
@@ -203,6 +208,12 @@ func build(ctx context.Context, c *config.Config, metrics *Metrics, opts Options
 		// workload's in-flight cap.
 		cl := client.New(client.Options{MaxConnsPerHost: w.MaxInFlight})
 		clients = append(clients, cl)
+		var ready func() bool
+		if opts.Ready != nil && t.Metrics.Engine != config.ServerEngineNone {
+			// Only a target the engine scraper polls has a readiness.
+			name := t.Name
+			ready = func() bool { return opts.Ready(name) }
+		}
 		runners = append(runners, workload.Plan{
 			Name:       w.Name,
 			Target:     target,
@@ -215,6 +226,7 @@ func build(ctx context.Context, c *config.Config, metrics *Metrics, opts Options
 			Checks:     w.Checks,
 			Saturation: saturation,
 			Logger:     logger,
+			Ready:      ready,
 			Limits: workload.Limits{
 				MaxInFlight: w.MaxInFlight,
 				MaxRate:     maxRate,

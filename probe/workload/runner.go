@@ -30,10 +30,15 @@ const (
 	// DropRateCeiling: the dispatcher was late and the wire ceiling refused
 	// to send the overdue arrival in a burst above max_rate.
 	DropRateCeiling = "rate_ceiling"
+	// DropTargetNotReady: the target's server was not ready (loading its
+	// model, restarting: Plan.Ready) at the scheduled instant. Such an
+	// arrival says nothing of the server's service: it is counted as
+	// skipped, in no outcome, latency or SLO figure.
+	DropTargetNotReady = "target_not_ready"
 )
 
 // DropReasons lists every drop reason, for pre-initialised counters.
-var DropReasons = []string{DropInFlightCap, DropRateCeiling}
+var DropReasons = []string{DropInFlightCap, DropRateCeiling, DropTargetNotReady}
 
 // Schedule yields the offsets of arrivals from the start of the run.
 type Schedule interface {
@@ -112,6 +117,11 @@ type Plan struct {
 	// its p99 above DegradedLag also marks the measurement degraded.
 	Saturation interface{ P99() float64 }
 	Logger     *slog.Logger
+	// Ready, when set, says at each arrival's instant whether the target
+	// is ready: an arrival due while it is not is skipped (dropped with
+	// DropTargetNotReady), and the schedule keeps its clock, so that no
+	// burst follows the return of readiness. Nil: always ready.
+	Ready func() bool
 }
 
 // Limits bound a workload: what it may have in flight and send, for how
@@ -487,6 +497,8 @@ func (d *dispatcher) admit(group []dueRequest, at time.Time) []int {
 		a := &group[i]
 		reason := ""
 		switch {
+		case r.Ready != nil && !r.Ready():
+			reason = DropTargetNotReady
 		case d.inFlight.Load() >= int64(r.MaxInFlight):
 			reason = DropInFlightCap
 		case d.ceiling != nil && !d.ceiling.Allow():
