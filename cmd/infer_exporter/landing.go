@@ -188,6 +188,8 @@ func verdict(st workload.Status, degraded bool, r recentSummary) (string, string
 		return label, class
 	}
 	switch {
+	case r.Skipped > 0 && r.Ended == 0:
+		return fmt.Sprintf("waiting for the target to be ready: %d arrivals skipped in the last minute, none sent", r.Skipped), "warn"
 	case r.HasRatio && r.Failed > 0 && r.SuccessRatio < 0.5:
 		return fmt.Sprintf("failing: %d of %d requests failed in the last minute (%.0f%% errors)", r.Failed, r.Ended, 100*(1-r.SuccessRatio)), "bad"
 	case degraded:

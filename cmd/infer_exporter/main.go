@@ -56,6 +56,7 @@ type flags struct {
 	timeoutOffset  float64
 	degradedLag    time.Duration
 	degradedWindow time.Duration
+	drainTimeout   time.Duration
 	otlpEndpoint   string
 	otlpHistograms string
 	web            *web.FlagConfig
@@ -95,6 +96,7 @@ func run(ctx context.Context, args []string) int {
 	serveCmd.Flag("timeout-offset", "Seconds subtracted from Prometheus' scrape timeout (X-Prometheus-Scrape-Timeout-Seconds) to give a /probe its deadline.").Default("0.5").Float64Var(&f.timeoutOffset)
 	serveCmd.Flag("probe.degraded-lag", "Schedule lag p99, or goroutine scheduling latency p99, above which the measurement is flagged as degraded (the client is falling behind or CPU-saturated).").Default(plan.DefaultDegradedLag.String()).DurationVar(&f.degradedLag)
 	serveCmd.Flag("probe.degraded-window", "Window over which the schedule lag p99 is computed.").Default("30s").DurationVar(&f.degradedWindow)
+	serveCmd.Flag("workload.drain-timeout", "How long a workload that a reload changes or removes, or that a shutdown stops, lets its requests in flight finish before it cancels them (counted as outcome=\"cancelled\"). Unchanged workloads keep running through a reload.").Default(live.DefaultDrainTimeout.String()).DurationVar(&f.drainTimeout)
 	serveCmd.Flag("otlp.endpoint", "Also push the probe's observations as OTLP metrics (GenAI semantic conventions) to this OTLP/HTTP URL, e.g. http://collector:4318; OTEL_EXPORTER_OTLP_ENDPOINT does the same. Pull on /metrics is unchanged.").PlaceHolder("URL").StringVar(&f.otlpEndpoint)
 	serveCmd.Flag("otlp.histograms", "OTLP histogram aggregation: exponential or explicit (the conventions' buckets). Default: OTEL_EXPORTER_OTLP_METRICS_DEFAULT_HISTOGRAM_AGGREGATION, else exponential.").PlaceHolder("exponential").EnumVar(&f.otlpHistograms, string(otlp.Exponential), string(otlp.Explicit))
 	f.web = kingpinflag.AddFlags(serveCmd, DefaultListenAddress)
@@ -267,7 +269,10 @@ func serve(ctx context.Context, f *flags, logger *slog.Logger) int {
 
 	saturation := workload.NewSchedulingLatency(reg, f.degradedWindow)
 	go saturation.Run(ctx)
-	opts := live.Options{DegradedLag: f.degradedLag, DegradedWindow: f.degradedWindow, Saturation: saturation}
+	opts := live.Options{DegradedLag: f.degradedLag, DegradedWindow: f.degradedWindow, Saturation: saturation, DrainTimeout: f.drainTimeout}
+	if f.drainTimeout == 0 {
+		opts.DrainTimeout = -1 // 0 on the command line: cancel at once
+	}
 	if otlp.Enabled(f.otlpEndpoint, os.Getenv) {
 		// The same observations, pushed as OTLP metrics beside /metrics.
 		pusher, err := otlp.New(ctx, otlp.Options{
@@ -289,6 +294,9 @@ func serve(ctx context.Context, f *flags, logger *slog.Logger) int {
 	// Every workload's requests tell the tracker of the first token served
 	// after a start, beside the OTLP push when there is one.
 	opts.Observe = starts.Observe(opts.Observe)
+	// A target's workloads send only while its server is ready, as the
+	// engine scraper's polls find it (docs/lifecycle.md).
+	opts.Ready = starts.Ready
 	// And the landing page's last minute of each workload.
 	recent := newRecentStats()
 	opts.Observe = recent.Observe(opts.Observe)
@@ -409,6 +417,10 @@ func serve(ctx context.Context, f *flags, logger *slog.Logger) int {
 		}
 	}
 	logger.Info("shutting down")
+	// The workloads drain first, while /metrics still serves: their
+	// requests in flight end, or are cancelled and counted, within
+	// --workload.drain-timeout.
+	manager.Stop()
 	shutdownCtx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
 	defer cancel()
 	_ = srv.Shutdown(shutdownCtx)

@@ -169,7 +169,8 @@ func TestLandingAndHealth(t *testing.T) {
 func TestReloadKeepsOldConfig(t *testing.T) {
 	dir := t.TempDir()
 	file := filepath.Join(dir, "c.yml")
-	// A target nobody listens on: the workload runs and counts disconnects.
+	// A target nobody listens on: it never becomes ready, so the
+	// workload runs and counts its arrivals as skipped (target_not_ready).
 	good := fmt.Sprintf(`targets:
   - {name: t, url: "http://%s", model: m, timeout: 1s}
 workloads:
@@ -195,10 +196,10 @@ workloads:
 	if v := mfs["infer_exporter_config_last_reload_successful"].GetMetric()[0].GetGauge().GetValue(); v != 0 {
 		t.Errorf("last_reload_successful = %v after a bad reload", v)
 	}
-	// The old workload still runs: its request counter keeps rising.
-	before := sumCounter(mfs["infer_probe_requests_total"])
+	// The old workload still runs: its skipped arrivals keep rising.
+	before := sumCounter(mfs["infer_probe_dropped_requests_total"])
 	time.Sleep(300 * time.Millisecond)
-	if after := sumCounter(scrape(t, base+"/metrics")["infer_probe_requests_total"]); after <= before {
+	if after := sumCounter(scrape(t, base+"/metrics")["infer_probe_dropped_requests_total"]); after <= before {
 		t.Errorf("old workload stopped: requests %v -> %v", before, after)
 	}
 	if err := os.WriteFile(file, []byte(strings.Replace(good, "name: w,", "name: w3,", 1)), 0o600); err != nil {

@@ -31,6 +31,7 @@ const (
 type recentReq struct {
 	at      time.Time // when it ended (or was dropped)
 	outcome observation.Outcome
+	skipped bool          // dropped because the target was not ready
 	ttft    time.Duration // 0: none
 }
 
@@ -116,8 +117,10 @@ func (s *recentStats) add(name string, at time.Time, o *observation.Request, ttf
 	if len(ring.reqs) >= recentMax {
 		ring.reqs = slices.Delete(ring.reqs, 0, len(ring.reqs)-recentMax+1)
 	}
-	ring.reqs = append(ring.reqs, recentReq{at: at, outcome: o.Outcome, ttft: ttft})
-	if o.Outcome != observation.Success && o.Outcome != observation.Dropped {
+	ring.reqs = append(ring.reqs, recentReq{at: at, outcome: o.Outcome, ttft: ttft,
+		skipped: o.Outcome == observation.Dropped && o.DropReason == workload.DropTargetNotReady})
+	// A drain's cancellation is not the server's failure.
+	if o.Outcome != observation.Success && o.Outcome != observation.Dropped && o.Outcome != observation.Cancelled {
 		msg := string(o.Outcome)
 		if o.HTTPStatus != 0 {
 			msg += " (HTTP " + strconv.Itoa(o.HTTPStatus) + ")"
@@ -144,7 +147,8 @@ func (r *recentRing) prune(now time.Time) {
 type recentSummary struct {
 	Span              time.Duration // what the figures cover (a minute, or less)
 	Ended, Successes  int           // requests that ended; of them successful
-	Failed, Dropped   int           // ended unsuccessfully; never sent
+	Failed, Dropped   int           // ended unsuccessfully (a drain's cancellations aside); never sent
+	Skipped           int           // of the dropped: the target was not ready
 	TTFTp50, TTFTp99  time.Duration // over the successes; 0 when none
 	LastError         string
 	LastErrorAt       time.Time
@@ -180,6 +184,11 @@ func (s *recentStats) summary(name string) recentSummary {
 		switch r.outcome {
 		case observation.Dropped:
 			out.Dropped++
+			if r.skipped {
+				out.Skipped++
+			}
+			continue
+		case observation.Cancelled:
 			continue
 		case observation.Success:
 			out.Successes++

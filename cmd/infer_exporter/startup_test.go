@@ -279,10 +279,12 @@ func TestReloadRefusesUnboundedLengths(t *testing.T) {
 	if !strings.Contains(body, "Ready") {
 		t.Errorf("/-/ready after a refused reload: %q", body)
 	}
-	before := sumCounter(scrape(t, base+"/metrics")["infer_probe_requests_total"])
+	// Its target never answers, so never becomes ready: the old workload
+	// runs on, skipping its arrivals (target_not_ready).
+	before := sumCounter(scrape(t, base+"/metrics")["infer_probe_dropped_requests_total"])
 	time.Sleep(300 * time.Millisecond)
-	if after := sumCounter(scrape(t, base+"/metrics")["infer_probe_requests_total"]); after <= before {
-		t.Errorf("old workload stopped: requests %v -> %v", before, after)
+	if after := sumCounter(scrape(t, base+"/metrics")["infer_probe_dropped_requests_total"]); after <= before {
+		t.Errorf("old workload stopped: skipped arrivals %v -> %v", before, after)
 	}
 }
 

@@ -105,7 +105,7 @@ local names = import 'names.libsonnet';
             // Failed over sent; 0, not nothing, when nothing failed.
             record: n.errorRatio,
             expr: '(\n  %s\n  or\n  0 * %s\n)\n/\n(%s > 0)\n' % [
-              sumRate('infer_probe_requests_total', probe('outcome!~"success|dropped"')),
+              sumRate('infer_probe_requests_total', probe('outcome!~"success|dropped|cancelled"')),
               sumRate('infer_probe_requests_total', sent),
               sumRate('infer_probe_requests_total', sent),
             ],

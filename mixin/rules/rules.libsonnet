@@ -114,7 +114,7 @@ local names = import 'names.libsonnet';
               )
               /
               (sum by (%(by)s) (rate(infer_probe_requests_total%(sent)s[%(w)s])) > 0)
-            ||| % { by: by, failed: probe('outcome!~"success|dropped"'), sent: sent, w: win },
+            ||| % { by: by, failed: probe('outcome!~"success|dropped|cancelled"'), sent: sent, w: win },
           }
           for win in sloWindows
         ] + [

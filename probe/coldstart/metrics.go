@@ -26,6 +26,7 @@ func newHistogram() *prometheus.HistogramVec {
 
 type descs struct {
 	starts, lastStart, lastCold *prometheus.Desc
+	ready                       *prometheus.Desc
 }
 
 func newDescs() descs {
@@ -39,6 +40,9 @@ func newDescs() descs {
 		lastCold: prometheus.NewDesc("infer_server_last_cold_start_seconds",
 			"Seconds from the latest server start to its readiness (phase=ready) or its first served token (phase=first_token).",
 			[]string{"target", "phase", "from"}, nil),
+		ready: prometheus.NewDesc("infer_probe_target_ready",
+			"1 while the target's server is ready and its workloads send; 0 before its first readiness and while it restarts (arrivals skipped).",
+			[]string{"target"}, nil),
 	}
 }
 
@@ -47,6 +51,7 @@ func (t *Tracker) Describe(ch chan<- *prometheus.Desc) {
 	ch <- t.descs.starts
 	ch <- t.descs.lastStart
 	ch <- t.descs.lastCold
+	ch <- t.descs.ready
 	t.hist.Describe(ch)
 }
 
@@ -69,6 +74,11 @@ func (t *Tracker) Collect(ch chan<- prometheus.Metric) {
 	for _, name := range names {
 		s := t.targets[name]
 		ch <- prometheus.MustNewConstMetric(d.starts, prometheus.CounterValue, float64(s.starts), name)
+		ready := 0.0
+		if s.ready {
+			ready = 1
+		}
+		ch <- prometheus.MustNewConstMetric(d.ready, prometheus.GaugeValue, ready, name)
 		c := s.cur
 		if c == nil {
 			continue

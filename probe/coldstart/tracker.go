@@ -90,7 +90,14 @@ type Tracker struct {
 // state is one target's: the latest start, and what the next start decision
 // needs to remember.
 type state struct {
-	polled bool   // a poll came: the target's series exist
+	polled bool // a poll came: the target's series exist
+	// ready: the workloads may send (Ready). It turns true at the first
+	// poll that finds the server serving, and false again when a poll
+	// finds it answering but not ready (a restart loading its model); a
+	// poll that cannot connect leaves it as it was: before the first
+	// readiness the server is loading, after it the server is down, an
+	// outage the workloads must measure.
+	ready  bool
 	starts uint64 // starts seen
 	cur    *Start // the latest start; nil before the first
 	// settled: since cur opened, a poll found the server serving, so its
@@ -154,6 +161,16 @@ func (t *Tracker) Polled(p engine.Poll) {
 		for _, ph := range []string{PhaseReady, PhaseFirstToken} {
 			t.hist.WithLabelValues(p.Target, ph)
 		}
+	}
+	switch {
+	case p.Readiness.Serving():
+		if !s.ready {
+			t.logger.Info("target ready: its workloads send", "target", p.Target, "readiness", p.Readiness)
+		}
+		s.ready = true
+	case p.Readiness == engine.Unready && s.ready:
+		s.ready = false
+		t.logger.Info("target not ready (restarting): its workloads skip their arrivals", "target", p.Target)
 	}
 	switch p.Readiness {
 	case engine.Unreachable, engine.Unready:
@@ -272,6 +289,18 @@ func (t *Tracker) Latest(target string) (Start, uint64, bool) {
 		return Start{}, 0, false
 	}
 	return *s.cur, s.starts, true
+}
+
+// Ready reports whether the target's server is ready for its workloads to
+// send: false until a poll of the engine scraper finds it serving, and
+// while a restart loads its model (see the state's ready field). Only
+// targets the engine scraper polls have a readiness; the caller gates
+// only those.
+func (t *Tracker) Ready(target string) bool {
+	t.mu.Lock()
+	defer t.mu.Unlock()
+	s := t.targets[target]
+	return s != nil && s.ready
 }
 
 // Apply forgets the targets that c no longer has (config.Applier), so

@@ -2,8 +2,10 @@ package live
 
 import (
 	"context"
+	"errors"
 	"fmt"
 	"log/slog"
+	"reflect"
 	"sync"
 	"time"
 
@@ -24,6 +26,31 @@ type Options struct {
 	// series is; one that also has Stalls(StallScan) hears the stall
 	// scans. It may return nil.
 	Observe func(t *config.Target, w *config.Workload) workload.Observer
+	// DrainTimeout is how long a stopped workload's requests in flight
+	// may run on (a reload that changed or removed it, Stop) before they
+	// are cancelled and counted as cancelled; 0 takes DefaultDrainTimeout,
+	// a negative value cancels them at once.
+	DrainTimeout time.Duration
+	// Ready, when set, says whether a target's server is ready (the
+	// cold-start tracker's view of the engine scraper's polls,
+	// coldstart.Tracker.Ready): the workloads of a target whose metrics
+	// are scraped skip their arrivals while it is not. Nil: never gated.
+	Ready func(target string) bool
+}
+
+// DefaultDrainTimeout is the drain's grace period when Options give none
+// (--workload.drain-timeout).
+const DefaultDrainTimeout = 30 * time.Second
+
+// drainTimeout is DrainTimeout, or its default.
+func (o Options) drainTimeout() time.Duration {
+	switch {
+	case o.DrainTimeout < 0:
+		return 0
+	case o.DrainTimeout == 0:
+		return DefaultDrainTimeout
+	}
+	return o.DrainTimeout
 }
 
 // stallsTee is the Monitor of a workload whose extra observer counts
@@ -43,19 +70,45 @@ func seriesOf(m workload.Monitor) *Series {
 	return m.(*Series)
 }
 
-// Manager runs the workloads of the current configuration and replaces them
-// when the configuration is reloaded.
+// Manager runs the workloads of the current configuration. A reload keeps
+// running every workload whose effective configuration (its own and its
+// target's) did not change, series and schedule intact; it drains the
+// workloads it changes or removes (Runner.Drain, Options.DrainTimeout)
+// before their successors start.
 type Manager struct {
 	opts    Options
 	metrics *Metrics
 	logger  *slog.Logger
 
 	mu      sync.Mutex
-	cancel  context.CancelFunc
-	done    chan struct{}
+	running []*running         // in configuration order
 	series  map[string]*Series // by workload name
-	clients []*client.Client
-	runners []*workload.Runner
+	stopped bool               // Stop was called: Apply starts nothing
+}
+
+// running is one workload the manager runs.
+type running struct {
+	r      *workload.Runner
+	client *client.Client
+	// Its effective configuration, to compare on reload.
+	w config.Workload
+	t config.Target
+	// cancel ends its run at once; done is closed when Run returns.
+	cancel context.CancelFunc
+	done   chan struct{}
+}
+
+// same reports whether workload w on target t is what x runs.
+func (x *running) same(w *config.Workload, t *config.Target) bool {
+	return reflect.DeepEqual(x.w, *w) && reflect.DeepEqual(x.t, *t)
+}
+
+// drain stops x gracefully and waits for it.
+func (x *running) drain(grace time.Duration) {
+	x.r.Drain(grace)
+	<-x.done
+	x.cancel()
+	x.client.Close()
 }
 
 // NewManager returns a manager that records into metrics.
@@ -67,10 +120,18 @@ func NewManager(metrics *Metrics, opts Options, logger *slog.Logger) *Manager {
 // configuration that cannot run is refused before the old one stops. On
 // error it also returns what it had built, for the caller to discard.
 func Build(ctx context.Context, c *config.Config, metrics *Metrics, opts Options, logger *slog.Logger) ([]*workload.Runner, []*client.Client, error) {
+	return build(ctx, c, metrics, opts, logger, nil)
+}
+
+// build is Build of the workloads that skip does not name (nil: all).
+func build(ctx context.Context, c *config.Config, metrics *Metrics, opts Options, logger *slog.Logger, skip map[string]bool) ([]*workload.Runner, []*client.Client, error) {
 	var runners []*workload.Runner
 	var clients []*client.Client
 	for i := range c.Workloads {
 		w := &c.Workloads[i]
+		if skip[w.Name] {
+			continue
+		}
 		t, ok := c.Target(w.Target)
 		if !ok {
 			return runners, clients, fmt.Errorf("workload %q: unknown target %q", w.Name, w.Target)
@@ -147,6 +208,12 @@ func Build(ctx context.Context, c *config.Config, metrics *Metrics, opts Options
 		// workload's in-flight cap.
 		cl := client.New(client.Options{MaxConnsPerHost: w.MaxInFlight})
 		clients = append(clients, cl)
+		var ready func() bool
+		if opts.Ready != nil && t.Metrics.Engine != config.ServerEngineNone {
+			// Only a target the engine scraper polls has a readiness.
+			name := t.Name
+			ready = func() bool { return opts.Ready(name) }
+		}
 		runners = append(runners, workload.Plan{
 			Name:       w.Name,
 			Target:     target,
@@ -159,6 +226,7 @@ func Build(ctx context.Context, c *config.Config, metrics *Metrics, opts Options
 			Checks:     w.Checks,
 			Saturation: saturation,
 			Logger:     logger,
+			Ready:      ready,
 			Limits: workload.Limits{
 				MaxInFlight: w.MaxInFlight,
 				MaxRate:     maxRate,
@@ -179,48 +247,141 @@ func Build(ctx context.Context, c *config.Config, metrics *Metrics, opts Options
 	return runners, clients, nil
 }
 
-// Apply stops the running workloads, waits for their requests, and starts
-// those of c. If c cannot be built, the old workloads keep running.
+// Apply makes c's workloads the running ones. A workload whose effective
+// configuration (its own and its target's) is unchanged keeps running, its
+// runner, series and schedule untouched. The others are built first: if
+// one cannot be, c is refused and everything keeps running. Then the
+// workloads changed or removed drain (their requests in flight end within
+// the drain timeout, or are cancelled and counted as cancelled), and the
+// changed and new ones start.
 func (m *Manager) Apply(ctx context.Context, c *config.Config) error {
-	runners, clients, err := Build(ctx, c, m.metrics, m.opts, m.logger)
+	// The runs outlive the reload's context: a shutdown drains them
+	// (Stop) rather than cutting them off.
+	ctx = context.WithoutCancel(ctx)
+	m.mu.Lock()
+	old, stopped := m.running, m.stopped
+	m.mu.Unlock()
+	if stopped {
+		return errors.New("the exporter is shutting down")
+	}
+	kept := map[string]*running{}
+	for i := range c.Workloads {
+		w := &c.Workloads[i]
+		t, ok := c.Target(w.Target)
+		if !ok {
+			continue // Build refuses it
+		}
+		for _, x := range old {
+			// A workload that failed (its calibration) is retried, and
+			// one whose prompts are estimates because its tokenizer did
+			// not answer is calibrated again.
+			if x.r.Name == w.Name && x.same(w, t) && x.r.Status().State != workload.StateFailed &&
+				!m.metrics.prompts.Unreached(t.Name, t.Model, w.Name) {
+				kept[w.Name] = x
+			}
+		}
+	}
+	skip := map[string]bool{}
+	for name := range kept {
+		skip[name] = true
+	}
+	runners, clients, err := build(ctx, c, m.metrics, m.opts, m.logger, skip)
 	if err != nil {
 		m.discard(runners, clients)
 		return err
 	}
+	var stopping []*running
+	for _, x := range old {
+		if kept[x.r.Name] != x {
+			stopping = append(stopping, x)
+		}
+	}
+	m.drainAll(stopping, "reload")
+
 	m.mu.Lock()
 	defer m.mu.Unlock()
-	m.stopLocked()
-	keep := map[string]bool{}
-	for _, r := range runners {
-		keep[r.Name] = true
+	if m.stopped {
+		// Stop came while the old workloads drained.
+		for _, cl := range clients {
+			cl.Close()
+		}
+		return errors.New("the exporter is shutting down")
+	}
+	names := map[string]bool{}
+	for i := range c.Workloads {
+		names[c.Workloads[i].Name] = true
 	}
 	for name, s := range m.series {
-		if !keep[name] {
+		if !names[name] {
 			s.Delete()
 			delete(m.series, name)
 		}
 	}
-	runCtx, cancel := context.WithCancel(ctx)
-	done := make(chan struct{})
-	var wg sync.WaitGroup
-	for _, r := range runners {
+	fresh := map[string]*running{}
+	for i, r := range runners {
 		series := seriesOf(r.Monitor)
 		series.SetState(workload.StateCalibrating)
-		if old, ok := m.series[r.Name]; ok && old.lv[0] != series.lv[0] || ok && old.lv[1] != series.lv[1] {
-			old.Delete()
+		if o, ok := m.series[r.Name]; ok && o.lv[0] != series.lv[0] || ok && o.lv[1] != series.lv[1] {
+			o.Delete()
 		}
 		m.series[r.Name] = series
-		wg.Add(1)
+		w := workloadNamed(c, r.Name)
+		t, _ := c.Target(w.Target)
+		runCtx, cancel := context.WithCancel(ctx)
+		x := &running{r: r, client: clients[i], w: *w, t: *t, cancel: cancel, done: make(chan struct{})}
 		go func() {
-			defer wg.Done()
+			defer close(x.done)
 			r.Run(runCtx)
 			m.logger.Info("workload finished", "workload", r.Name)
 		}()
+		fresh[r.Name] = x
 	}
-	go func() { wg.Wait(); close(done) }()
-	m.cancel, m.done, m.clients, m.runners = cancel, done, clients, runners
-	m.logger.Info("workloads started", "count", len(runners))
+	m.running = m.running[:0:0]
+	for i := range c.Workloads {
+		name := c.Workloads[i].Name
+		if x := kept[name]; x != nil {
+			m.running = append(m.running, x)
+		} else if x := fresh[name]; x != nil {
+			m.running = append(m.running, x)
+		}
+	}
+	if len(runners) > 0 {
+		m.logger.Info("workloads started", "count", len(runners), "kept", len(kept))
+	} else if len(kept) > 0 {
+		m.logger.Info("workloads unchanged", "kept", len(kept))
+	}
 	return nil
+}
+
+// workloadNamed is c's workload of that name.
+func workloadNamed(c *config.Config, name string) *config.Workload {
+	for i := range c.Workloads {
+		if c.Workloads[i].Name == name {
+			return &c.Workloads[i]
+		}
+	}
+	return nil
+}
+
+// drainAll drains the workloads concurrently and waits for them all.
+func (m *Manager) drainAll(xs []*running, why string) {
+	if len(xs) == 0 {
+		return
+	}
+	grace := m.opts.drainTimeout()
+	var wg sync.WaitGroup
+	for _, x := range xs {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			inFlight := x.r.InFlight()
+			begin := time.Now()
+			x.drain(grace)
+			m.logger.Info("workload drained", "workload", x.r.Name, "why", why, "in_flight", inFlight,
+				"took", time.Since(begin).Round(time.Millisecond), "grace", grace)
+		}()
+	}
+	wg.Wait()
 }
 
 // WorkloadStatus is one running workload's state, for the landing page.
@@ -235,8 +396,9 @@ type WorkloadStatus struct {
 func (m *Manager) Workloads() []WorkloadStatus {
 	m.mu.Lock()
 	defer m.mu.Unlock()
-	out := make([]WorkloadStatus, 0, len(m.runners))
-	for _, r := range m.runners {
+	out := make([]WorkloadStatus, 0, len(m.running))
+	for _, x := range m.running {
+		r := x.r
 		out = append(out, WorkloadStatus{Name: r.Name, Target: r.Target.Name, URL: r.Target.BaseURL,
 			Model: r.Target.Model, Flavor: r.Target.Flavor.Name(), Status: r.Status()})
 	}
@@ -263,23 +425,15 @@ func (m *Manager) discard(runners []*workload.Runner, clients []*client.Client) 
 	}
 }
 
-// Stop ends every workload and waits for it.
+// Stop drains every workload (its requests in flight end within the
+// drain timeout, or are cancelled and counted as cancelled) and waits for
+// them: the shutdown's path.
 func (m *Manager) Stop() {
 	m.mu.Lock()
-	defer m.mu.Unlock()
-	m.stopLocked()
-}
-
-func (m *Manager) stopLocked() {
-	if m.cancel == nil {
-		return
-	}
-	m.cancel()
-	<-m.done
-	for _, c := range m.clients {
-		c.Close()
-	}
-	m.cancel, m.done, m.clients, m.runners = nil, nil, nil, nil
+	xs := m.running
+	m.running, m.stopped = nil, true
+	m.mu.Unlock()
+	m.drainAll(xs, "shutdown")
 }
 
 // newSessions builds the sessions of workload w against target t (its

@@ -91,11 +91,11 @@ func NewMetrics(reg prometheus.Registerer) *Metrics {
 		completionTokens: prometheus.NewCounterVec(prometheus.CounterOpts{Namespace: namespace, Name: "completion_tokens_total",
 			Help: "Output tokens of successful requests: the server's usage count, else the number of content events (see infer_probe_token_count_source_total)."}, labels),
 		requests: prometheus.NewCounterVec(prometheus.CounterOpts{Namespace: namespace, Name: "requests_total",
-			Help: "workload.Requests by outcome: success, http_4xx, http_5xx, timeout, stream_error, disconnected, or dropped (never sent)."}, with("outcome")),
+			Help: "workload.Requests by outcome: success, http_4xx, http_5xx, timeout, stream_error, disconnected, dropped (never sent), cancelled (cut by a drain)."}, with("outcome")),
 		httpErrors: prometheus.NewCounterVec(prometheus.CounterOpts{Namespace: namespace, Name: "http_errors_total",
 			Help: "Requests answered with a non-2xx status (http_4xx, http_5xx), by code: 400, 401, 403, 404, 408, 413, 422, 429, 500, 502, 503, 504 or other."}, with("code")),
 		dropped: prometheus.NewCounterVec(prometheus.CounterOpts{Namespace: namespace, Name: "dropped_requests_total",
-			Help: "Arrivals never sent, by reason: in_flight_cap (the cap was full) or rate_ceiling (sending a late arrival would exceed max_rate)."}, with("reason")),
+			Help: "Arrivals never sent, by reason: in_flight_cap, rate_ceiling (a late arrival over max_rate), target_not_ready (skipped)."}, with("reason")),
 		goodput: prometheus.NewCounterVec(prometheus.CounterOpts{Namespace: namespace, Name: "goodput_requests_total",
 			Help: "Successful requests that met every SLO threshold configured for the workload."}, labels),
 		tokenSource: prometheus.NewCounterVec(prometheus.CounterOpts{Namespace: namespace, Name: "token_count_source_total",
@@ -250,7 +250,10 @@ func (s *Series) ObserveCheck(result string) {
 
 // Drop counts an arrival that was never sent.
 func (s *Series) Drop(reason string) {
-	s.requests[observation.Dropped].Inc()
+	if reason != workload.DropTargetNotReady {
+		// A skipped arrival (the target not ready) is in no outcome.
+		s.requests[observation.Dropped].Inc()
+	}
 	s.m.dropped.WithLabelValues(append(s.lv[:3:3], reason)...).Inc()
 }
 

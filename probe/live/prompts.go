@@ -5,6 +5,7 @@ import (
 	"errors"
 	"fmt"
 	"log/slog"
+	"sync"
 	"time"
 
 	"github.com/prometheus/client_golang/prometheus"
@@ -23,6 +24,34 @@ type PromptMetrics struct {
 	info     *prometheus.GaugeVec
 	tokens   *prometheus.HistogramVec
 	failures *prometheus.CounterVec
+
+	mu sync.Mutex
+	// unreached: the workloads (target, model, workload) whose prompts
+	// are estimates because the tokenizer did not answer; a reload
+	// rebuilds them even when their configuration is unchanged.
+	unreached map[[3]string]bool
+}
+
+// Unreached reports whether the workload's prompts are estimates because
+// its target's /tokenize did not answer when they were built.
+func (pm *PromptMetrics) Unreached(target, model, workload string) bool {
+	pm.mu.Lock()
+	defer pm.mu.Unlock()
+	return pm.unreached[[3]string{target, model, workload}]
+}
+
+func (pm *PromptMetrics) setUnreached(target, model, workload string, v bool) {
+	pm.mu.Lock()
+	defer pm.mu.Unlock()
+	if pm.unreached == nil {
+		pm.unreached = map[[3]string]bool{}
+	}
+	k := [3]string{target, model, workload}
+	if v {
+		pm.unreached[k] = true
+	} else {
+		delete(pm.unreached, k)
+	}
 }
 
 // NewPromptMetrics creates and registers the prompt metrics.
@@ -54,6 +83,7 @@ func (pm *PromptMetrics) Prompts(ctx context.Context, t *config.Target, w *confi
 	startCtx, cancel := context.WithTimeout(ctx, calibrationTimeout)
 	defer cancel()
 	tok, err := plan.Tokenizer(startCtx, t)
+	pm.setUnreached(t.Name, t.Model, w.Name, errors.Is(err, prompt.ErrTokenizerUnreachable))
 	if errors.Is(err, prompt.ErrTokenizerUnreachable) {
 		// A sidecar often starts before its server has loaded its model.
 		// The workload runs on estimated lengths rather than not at all,

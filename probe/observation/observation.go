@@ -32,11 +32,17 @@ const (
 	// Dropped: the request was never sent (for example the in-flight cap was
 	// full at its scheduled instant). DropReason says why.
 	Dropped Outcome = "dropped"
+	// Cancelled: the request was sent, and the exporter itself ended it
+	// before the server did: its workload was stopped (a reload that
+	// changed or removed it, a shutdown) and the request was still in
+	// flight when the drain's grace period (--workload.drain-timeout)
+	// ran out. The server did nothing wrong: it is not an error.
+	Cancelled Outcome = "cancelled"
 )
 
 // Outcomes lists every outcome, for pre-initialising counters so that a
 // series exists at zero before its first event.
-var Outcomes = []Outcome{Success, HTTP4xx, HTTP5xx, Timeout, StreamError, Disconnected, Dropped}
+var Outcomes = []Outcome{Success, HTTP4xx, HTTP5xx, Timeout, StreamError, Disconnected, Dropped, Cancelled}
 
 // TokenSource says where OutputTokens came from.
 type TokenSource string

@@ -387,6 +387,12 @@ func (p sessionPrompts) Done(o *observation.Request) {
 		return
 	}
 	defer s.wakeLocked()
+	if o.Outcome == observation.Cancelled {
+		// The workload was stopped with the turn in flight: the
+		// session is stopped, not failed.
+		s.endLocked(ss, Stopped)
+		return
+	}
 	if o.Outcome != observation.Success {
 		s.endLocked(ss, TurnFailed)
 		return

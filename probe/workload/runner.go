@@ -30,10 +30,15 @@ const (
 	// DropRateCeiling: the dispatcher was late and the wire ceiling refused
 	// to send the overdue arrival in a burst above max_rate.
 	DropRateCeiling = "rate_ceiling"
+	// DropTargetNotReady: the target's server was not ready (loading its
+	// model, restarting: Plan.Ready) at the scheduled instant. Such an
+	// arrival says nothing of the server's service: it is counted as
+	// skipped, in no outcome, latency or SLO figure.
+	DropTargetNotReady = "target_not_ready"
 )
 
 // DropReasons lists every drop reason, for pre-initialised counters.
-var DropReasons = []string{DropInFlightCap, DropRateCeiling}
+var DropReasons = []string{DropInFlightCap, DropRateCeiling, DropTargetNotReady}
 
 // Schedule yields the offsets of arrivals from the start of the run.
 type Schedule interface {
@@ -112,6 +117,11 @@ type Plan struct {
 	// its p99 above DegradedLag also marks the measurement degraded.
 	Saturation interface{ P99() float64 }
 	Logger     *slog.Logger
+	// Ready, when set, says at each arrival's instant whether the target
+	// is ready: an arrival due while it is not is skipped (dropped with
+	// DropTargetNotReady), and the schedule keeps its clock, so that no
+	// burst follows the return of readiness. Nil: always ready.
+	Ready func() bool
 }
 
 // Limits bound a workload: what it may have in flight and send, for how
@@ -182,6 +192,41 @@ type Runner struct {
 	Plan
 
 	status atomic.Pointer[Status]
+
+	// drain is closed by Drain; grace is its grace period.
+	drainOnce sync.Once
+	drainMu   sync.Mutex
+	drainCh   chan struct{}
+	grace     atomic.Int64
+
+	inFlight atomic.Int64 // requests sent and not yet ended
+}
+
+// InFlight is the number of the workload's requests sent and not yet ended.
+func (r *Runner) InFlight() int { return int(r.inFlight.Load()) }
+
+// draining is the channel Drain closes.
+func (r *Runner) draining() chan struct{} {
+	r.drainMu.Lock()
+	defer r.drainMu.Unlock()
+	if r.drainCh == nil {
+		r.drainCh = make(chan struct{})
+	}
+	return r.drainCh
+}
+
+// Drain asks Run to stop: it sends no arrival due after this (none is
+// counted as dropped: the schedule ends), lets the requests in flight run
+// on for at most grace, then cancels those still running and reports them
+// with the outcome observation.Cancelled, so that every request sent ends
+// in a counted outcome. Run returns once they all have. A workload still
+// preparing its source stops at once. Drain may be called before Run,
+// during it or after it, and more than once (the first grace counts).
+func (r *Runner) Drain(grace time.Duration) {
+	r.drainOnce.Do(func() {
+		r.grace.Store(int64(max(grace, 0)))
+		close(r.draining())
+	})
 }
 
 // Status is a workload's state and, when it failed, why.
@@ -212,9 +257,36 @@ func (r *Runner) setStatus(state, reason string) {
 // next group of requests due at one instant; the group's senders start and
 // wait at a gate; at the instant each request is admitted or dropped, and
 // the gate opens.
+//
+// Cancelling ctx ends the run at once and cancels the requests in flight;
+// Drain ends it gracefully. Either way a request the exporter cut short is
+// reported with the outcome observation.Cancelled.
 func (r *Runner) Run(ctx context.Context) {
-	ctx, cancel := context.WithCancel(ctx)
+	// reqCtx bounds the requests in flight; loopCtx, the schedule and the
+	// preparation, which a drain ends first.
+	reqCtx, cancel := context.WithCancel(ctx)
 	defer cancel()
+	loopCtx, stopLoop := context.WithCancel(reqCtx)
+	defer stopLoop()
+	drain := r.draining()
+	runDone := make(chan struct{})
+	defer close(runDone)
+	go func() {
+		select {
+		case <-runDone:
+			return
+		case <-drain:
+		}
+		stopLoop()
+		timer := time.NewTimer(time.Duration(r.grace.Load()))
+		defer timer.Stop()
+		select {
+		case <-runDone:
+		case <-timer.C:
+			cancel()
+		}
+	}()
+	ctx = loopCtx
 	if !r.prepareSource(ctx) {
 		return
 	}
@@ -224,7 +296,7 @@ func (r *Runner) Run(ctx context.Context) {
 			r.setStatus(StateFinished, "")
 		}
 	}()
-	d := r.dispatch(ctx, cancel)
+	d := r.dispatch(reqCtx, ctx, cancel)
 	defer d.stop()
 	for {
 		off, group, ok := d.feed.next(ctx)
@@ -238,7 +310,7 @@ func (r *Runner) Run(ctx context.Context) {
 		gate := make(chan struct{})
 		for i := range group {
 			d.wg.Add(1)
-			go d.send(ctx, &group[i], at, gate)
+			go d.send(reqCtx, &group[i], at, gate)
 		}
 		d.sends.waitFor(at, len(group))
 		if !d.wait.waitUntil(ctx, at) {
@@ -290,7 +362,7 @@ type dispatcher struct {
 	checks   *checkSchedule
 	flights  *flights
 	lags     *lagWindow
-	inFlight atomic.Int64
+	inFlight *atomic.Int64 // the runner's
 	// The schedule belongs to the feed's goroutine; the monitor reads its
 	// clamp count through this copy.
 	clamped atomic.Uint64
@@ -305,8 +377,10 @@ type dispatcher struct {
 }
 
 // dispatch starts a run: its clock, its monitor, and its preparation.
-func (r *Runner) dispatch(ctx context.Context, cancel context.CancelFunc) *dispatcher {
-	d := &dispatcher{r: r, lags: newLagWindow(r.degradedWindow(), 10), cancel: cancel, ceiling: r.ceiling()}
+//
+// ctx bounds the requests and the monitor, loopCtx the preparation.
+func (r *Runner) dispatch(ctx, loopCtx context.Context, cancel context.CancelFunc) *dispatcher {
+	d := &dispatcher{r: r, inFlight: &r.inFlight, lags: newLagWindow(r.degradedWindow(), 10), cancel: cancel, ceiling: r.ceiling()}
 	bound := r.Source.Bound()
 	d.start = time.Now()
 	if bound {
@@ -354,7 +428,7 @@ func (r *Runner) dispatch(ctx context.Context, cancel context.CancelFunc) *dispa
 	}
 	d.sends = &sendWindow{}
 	d.ahead = newAhead(r.lookahead(bound))
-	d.ahead.start(ctx, d.feed)
+	d.ahead.start(loopCtx, d.feed)
 	return d
 }
 
@@ -390,9 +464,13 @@ func (d *dispatcher) send(ctx context.Context, a *dueRequest, at time.Time, gate
 	}
 	if ctx.Err() != nil && obs.Outcome != observation.Success && errors.Is(obs.Err, context.Canceled) {
 		// The run was stopped (a reload, a shutdown) while this
-		// request was in flight: the server did nothing wrong,
-		// so it is not counted as a failure.
-		return
+		// request was in flight, and its drain's grace ran out: the
+		// server did nothing wrong, so it is not a failure, but it
+		// was sent, so it is counted, as cancelled.
+		obs.Outcome = observation.Cancelled
+		if a.check >= 0 {
+			return // a check cut short has no result
+		}
 	}
 	if a.check >= 0 {
 		r.observeCheck(ctx, d.mon, a.check, obs)
@@ -419,6 +497,8 @@ func (d *dispatcher) admit(group []dueRequest, at time.Time) []int {
 		a := &group[i]
 		reason := ""
 		switch {
+		case r.Ready != nil && !r.Ready():
+			reason = DropTargetNotReady
 		case d.inFlight.Load() >= int64(r.MaxInFlight):
 			reason = DropInFlightCap
 		case d.ceiling != nil && !d.ceiling.Allow():
