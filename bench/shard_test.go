@@ -195,7 +195,14 @@ bench:
 		if s0.Cells[i].Summary.Requests >= sa.Requests && c.Load.Kind != LoadConcurrency {
 			t.Errorf("%s: shard 0 alone sent %d of %d", c.Key, s0.Cells[i].Summary.Requests, sa.Requests)
 		}
-		if math.Abs(sm.E2E.P50-sa.E2E.P50) > 0.15*sa.E2E.P50 {
+		// 15%, and at least 10 ms: the two shards run at once beside the
+		// simulator, and on a 2-core machine one of them is sometimes a
+		// scheduling slice late; over a replay cell's 11 requests that
+		// moved the p50 from 42 to 48-51 ms in 1 run of 5, on the commit
+		// before this wave too (4be3ba9). The merge's arithmetic is exact
+		// (TestMergeStatesExact, TestColumnsMergeAsOneProcess); this test
+		// is about the shards sending what one process sends.
+		if math.Abs(sm.E2E.P50-sa.E2E.P50) > max(0.15*sa.E2E.P50, 0.010) {
 			t.Errorf("%s: e2e p50 %.4f merged, %.4f single", c.Key, sm.E2E.P50, sa.E2E.P50)
 		}
 	}
