@@ -83,7 +83,7 @@ type Tracker struct {
 	descs  descs
 	hist   *prometheus.HistogramVec // infer_server_cold_start_seconds
 
-	mu      sync.Mutex
+	mu      sync.RWMutex // Ready reads it on every arrival of every workload
 	targets map[string]*state
 }
 
@@ -297,8 +297,8 @@ func (t *Tracker) Latest(target string) (Start, uint64, bool) {
 // targets the engine scraper polls have a readiness; the caller gates
 // only those.
 func (t *Tracker) Ready(target string) bool {
-	t.mu.Lock()
-	defer t.mu.Unlock()
+	t.mu.RLock()
+	defer t.mu.RUnlock()
 	s := t.targets[target]
 	return s != nil && s.ready
 }
