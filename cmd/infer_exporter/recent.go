@@ -37,8 +37,9 @@ type recentReq struct {
 
 type recentRing struct {
 	since   time.Time   // the first request heard: the figures cover no more
-	reqs    []recentReq // in order of their end
-	lastErr string      // the last failure: its outcome and error
+	reqs    []recentReq // in order of their end; those before start are gone
+	start   int
+	lastErr string // the last failure: its outcome and error
 	lastAt  time.Time
 }
 
@@ -114,9 +115,10 @@ func (s *recentStats) add(name string, at time.Time, o *observation.Request, ttf
 		s.by[name] = ring
 	}
 	ring.prune(s.now())
-	if len(ring.reqs) >= recentMax {
-		ring.reqs = slices.Delete(ring.reqs, 0, len(ring.reqs)-recentMax+1)
+	if len(ring.live()) >= recentMax {
+		ring.start++
 	}
+	ring.compact()
 	ring.reqs = append(ring.reqs, recentReq{at: at, outcome: o.Outcome, ttft: ttft,
 		skipped: o.Outcome == observation.Dropped && o.DropReason == workload.DropTargetNotReady})
 	// A drain's cancellation is not the server's failure.
@@ -134,12 +136,21 @@ func (s *recentStats) add(name string, at time.Time, o *observation.Request, ttf
 
 func (r *recentRing) prune(now time.Time) {
 	cut := now.Add(-recentWindow)
-	i := 0
-	for i < len(r.reqs) && r.reqs[i].at.Before(cut) {
-		i++
+	for r.start < len(r.reqs) && r.reqs[r.start].at.Before(cut) {
+		r.start++
 	}
-	if i > 0 {
-		r.reqs = slices.Delete(r.reqs, 0, i)
+}
+
+// live is the requests of the window.
+func (r *recentRing) live() []recentReq { return r.reqs[r.start:] }
+
+// compact moves the live requests to the front once the gone ones are as
+// many: each request is copied a bounded number of times, not once per
+// request that follows it (this runs on every request's end).
+func (r *recentRing) compact() {
+	if r.start > 0 && r.start >= len(r.reqs)-r.start {
+		r.reqs = append(r.reqs[:0], r.reqs[r.start:]...)
+		r.start = 0
 	}
 }
 
@@ -170,17 +181,17 @@ func (s *recentStats) summary(name string) recentSummary {
 	}
 	ring.prune(now)
 	out.LastError, out.LastErrorAt = ring.lastErr, ring.lastAt
-	if len(ring.reqs) == 0 {
+	if len(ring.live()) == 0 {
 		return out
 	}
 	// A workload younger than the window is measured over its life, not
 	// as if it had been idle before.
 	out.Span = min(recentWindow, now.Sub(ring.since))
-	if len(ring.reqs) >= recentMax {
-		out.Span = min(out.Span, now.Sub(ring.reqs[0].at))
+	if len(ring.live()) >= recentMax {
+		out.Span = min(out.Span, now.Sub(ring.live()[0].at))
 	}
 	var ttfts []time.Duration
-	for _, r := range ring.reqs {
+	for _, r := range ring.live() {
 		switch r.outcome {
 		case observation.Dropped:
 			out.Dropped++

@@ -52,7 +52,7 @@ func TestRecentStats(t *testing.T) {
 	for range recentMax + 10 {
 		add(0, observation.Success, time.Millisecond)
 	}
-	if n := len(s.by["w"].reqs); n != recentMax {
+	if n := len(s.by["w"].live()); n != recentMax {
 		t.Errorf("%d requests kept, want at most %d", n, recentMax)
 	}
 }
