@@ -11,9 +11,13 @@ import (
 	"bytes"
 	"context"
 	"encoding/json"
+	"fmt"
 	"io"
 	"net/http"
+	"net/http/httptest"
+	"strconv"
 	"strings"
+	"time"
 )
 
 type captureKey struct{}
@@ -72,4 +76,61 @@ func ContentEmits(body []byte) []int64 {
 		}
 	}
 	return out
+}
+
+// ReadFloor measures the machine's floor under the same comparison: a
+// server in this process writes events lines, one every gap, each carrying
+// its write instant, and a bare reader (bufio over the response body, no
+// client, no parsing beyond the number) takes each line's read instant. It
+// returns read instant minus write instant per event: what loopback, the
+// kernel and the Go scheduler cost on this machine now, which no client
+// can beat. Tests measure it in the same run as the client, so that a
+// noisy machine moves both.
+func ReadFloor(ctx context.Context, events int, gap time.Duration) ([]time.Duration, error) {
+	srv := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		f, _ := w.(http.Flusher)
+		w.Header().Set("Content-Type", "text/plain")
+		t := time.NewTicker(gap)
+		defer t.Stop()
+		for range events {
+			select {
+			case <-r.Context().Done():
+				return
+			case <-t.C:
+			}
+			fmt.Fprintf(w, "%d\n", time.Now().UnixNano())
+			if f != nil {
+				f.Flush()
+			}
+		}
+	}))
+	defer srv.Close()
+	req, err := http.NewRequestWithContext(ctx, http.MethodGet, srv.URL, nil)
+	if err != nil {
+		return nil, err
+	}
+	tr := &http.Transport{}
+	defer tr.CloseIdleConnections()
+	resp, err := tr.RoundTrip(req)
+	if err != nil {
+		return nil, err
+	}
+	defer resp.Body.Close()
+	out := make([]time.Duration, 0, events)
+	br := bufio.NewReader(resp.Body)
+	for {
+		line, err := br.ReadSlice('\n')
+		now := time.Now().UnixNano()
+		if err != nil {
+			if err == io.EOF {
+				return out, nil
+			}
+			return out, err
+		}
+		sent, perr := strconv.ParseInt(string(bytes.TrimSpace(line)), 10, 64)
+		if perr != nil {
+			return out, perr
+		}
+		out = append(out, time.Duration(now-sent))
+	}
 }
