@@ -2,9 +2,11 @@ package main
 
 import (
 	"fmt"
+	"net/http"
 	"net/http/httptest"
 	"os"
 	"path/filepath"
+	"sync/atomic"
 	"testing"
 	"time"
 
@@ -89,5 +91,146 @@ workloads:
 		if v := labelled(mfs["infer_probe_requests_total"], "outcome", o); v != 0 {
 			t.Errorf("%v requests with outcome %s across the server's load", v, o)
 		}
+	}
+}
+
+// restartable serves the current simulator's handler: a restart replaces
+// the simulator (a new process start, a new load) on the same address.
+// It counts each life's /tokenize requests.
+type restartable struct {
+	h        atomic.Pointer[http.Handler]
+	tokenize atomic.Int64 // of the current life
+}
+
+func (r *restartable) serve(sim *simulator.Simulator) {
+	h := sim.Handler()
+	r.tokenize.Store(0)
+	r.h.Store(&h)
+}
+
+func (r *restartable) ServeHTTP(w http.ResponseWriter, req *http.Request) {
+	if req.URL.Path == "/tokenize" {
+		r.tokenize.Add(1)
+	}
+	(*r.h.Load()).ServeHTTP(w, req)
+}
+
+// metricWith is the value of mf's metric whose labels include all of want.
+func metricWith(mf *dto.MetricFamily, want map[string]string) float64 {
+	var s float64
+	for _, m := range mf.GetMetric() {
+		n := 0
+		for _, l := range m.GetLabel() {
+			if v, ok := want[l.GetName()]; ok && v == l.GetValue() {
+				n++
+			}
+		}
+		if n == len(want) {
+			s += m.GetCounter().GetValue() + m.GetGauge().GetValue()
+		}
+	}
+	return s
+}
+
+// TestCalibrationFollowsTheServer: the exporter starts while its server
+// loads (2 s, 503 as llama.cpp answers). Both workloads send estimates
+// meanwhile. Once the server is ready, one workload's prompts are
+// calibrated by the server's /tokenize within 3 s, without a reload; the
+// other's, too long for the server's 1024-token context, is refused and
+// stops. The server then restarts (a new process, another load, a context
+// of 32768): the target turns not ready, the prompts are calibrated again
+// against the new server's /tokenize, and the refused workload is retried
+// and succeeds.
+func TestCalibrationFollowsTheServer(t *testing.T) {
+	if testing.Short() {
+		t.Skip("runs seconds of real time")
+	}
+	newSim := func(maxModelLen int) *simulator.Simulator {
+		cfg := simulator.DefaultConfig()
+		cfg.LoadDelay, cfg.LoadMode, cfg.MaxModelLen = 2*time.Second, simulator.LoadUnready, maxModelLen
+		sim, err := simulator.New(cfg, nil)
+		if err != nil {
+			t.Fatal(err)
+		}
+		t.Cleanup(func() { sim.Close() })
+		return sim
+	}
+	var front restartable
+	first := newSim(1024)
+	front.serve(first)
+	srv := httptest.NewServer(&front)
+	t.Cleanup(srv.Close)
+	file := filepath.Join(t.TempDir(), "c.yml")
+	if err := os.WriteFile(file, []byte(fmt.Sprintf(`targets:
+  - {name: sim, url: "%s/v1", model: sim-model, metrics: {interval: 1s}}
+workloads:
+  - name: fits
+    target: sim
+    arrival: {process: constant, rate: 10}
+    prompt: {input_tokens: {dist: fixed, mean: 64}, output_tokens: {dist: fixed, mean: 4}}
+  - name: long
+    target: sim
+    arrival: {process: constant, rate: 2}
+    prompt: {input_tokens: {dist: fixed, mean: 2000}, output_tokens: {dist: fixed, mean: 8}}
+`, srv.URL)), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	base := startExporter(t, "--config.file="+file)
+	info := func(mfs map[string]*dto.MetricFamily, workload, tokenizer string) float64 {
+		return metricWith(mfs["infer_probe_prompt_info"], map[string]string{"workload": workload, "tokenizer": tokenizer})
+	}
+	waitFor := func(what string, limit time.Duration, cond func(map[string]*dto.MetricFamily) bool) (map[string]*dto.MetricFamily, time.Time) {
+		t.Helper()
+		deadline := time.Now().Add(limit)
+		for {
+			mfs := scrape(t, base+"/metrics")
+			if cond(mfs) {
+				return mfs, time.Now()
+			}
+			if time.Now().After(deadline) {
+				t.Fatalf("%s: not within %v", what, limit)
+			}
+			time.Sleep(100 * time.Millisecond)
+		}
+	}
+	mfs := scrape(t, base+"/metrics")
+	if time.Now().Before(first.ReadyAt()) {
+		if info(mfs, "fits", "estimate") != 1 || info(mfs, "long", "estimate") != 1 {
+			t.Errorf("while the server loads, want both workloads on estimates: %v", mfs["infer_probe_prompt_info"])
+		}
+	}
+	_, at := waitFor("the server's calibration after ready", 10*time.Second, func(m map[string]*dto.MetricFamily) bool {
+		return info(m, "fits", "server") == 1
+	})
+	t.Logf("calibrated by the server %v after it was ready", at.Sub(first.ReadyAt()).Round(10*time.Millisecond))
+	if d := at.Sub(first.ReadyAt()); d > 3*time.Second {
+		t.Errorf("calibrated %v after ready, want within 3 s", d)
+	}
+	waitFor("the long workload refused for the context length", 10*time.Second, func(m map[string]*dto.MetricFamily) bool {
+		return metricWith(m["infer_probe_workload_state"], map[string]string{"workload": "long", "state": "failed"}) == 1
+	})
+
+	// The restart.
+	second := newSim(32768)
+	front.serve(second)
+	waitFor("not ready during the restart's load", 2*time.Second, func(m map[string]*dto.MetricFamily) bool {
+		return labelled(m["infer_probe_target_ready"], "target", "sim") == 0
+	})
+	mfs, at = waitFor("the long workload's success on the restarted server", 20*time.Second, func(m map[string]*dto.MetricFamily) bool {
+		return metricWith(m["infer_probe_requests_total"], map[string]string{"workload": "long", "outcome": "success"}) > 0
+	})
+	t.Logf("the refused workload succeeded %v after the restart's ready; /tokenize asked %d times of the new server",
+		at.Sub(second.ReadyAt()).Round(10*time.Millisecond), front.tokenize.Load())
+	if front.tokenize.Load() == 0 {
+		t.Error("the restarted server's /tokenize was never asked: no calibration after the restart")
+	}
+	if info(mfs, "fits", "server") != 1 {
+		t.Errorf("fits is not on the server's calibration after the restart: %v", mfs["infer_probe_prompt_info"])
+	}
+	// Between the restart and the poll that found it loading (1 s
+	// interval), the fits workload met 503s: at most its rate times the
+	// interval, plus one.
+	if v := metricWith(mfs["infer_probe_requests_total"], map[string]string{"workload": "fits", "outcome": "http_5xx"}); v > 12 {
+		t.Errorf("%v failures of fits across the restart, want at most a poll interval's", v)
 	}
 }

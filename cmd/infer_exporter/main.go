@@ -297,6 +297,7 @@ func serve(ctx context.Context, f *flags, logger *slog.Logger) int {
 	// A target's workloads send only while its server is ready, as the
 	// engine scraper's polls find it (docs/lifecycle.md).
 	opts.Ready = starts.Ready
+	opts.Epoch = starts.Epoch
 	// And the landing page's last minute of each workload.
 	recent := newRecentStats()
 	opts.Observe = recent.Observe(opts.Observe)

@@ -97,9 +97,20 @@ type state struct {
 	// poll that cannot connect leaves it as it was: before the first
 	// readiness the server is loading, after it the server is down, an
 	// outage the workloads must measure.
-	ready  bool
-	starts uint64 // starts seen
-	cur    *Start // the latest start; nil before the first
+	ready bool
+	// epoch counts the times the server was found newly serving: its
+	// first readiness, each readiness after not-ready polls, and each
+	// start seen while the tracker held it ready (a restart behind
+	// refused connections, or between two polls). What was learnt of the
+	// server before (its tokenizer, its context length) belongs to an
+	// older epoch (Epoch).
+	epoch uint64
+	// epochAt is the poll that moved the epoch last: a start opened while
+	// ready from before it (the first process start read after the
+	// readiness it belongs to) is the same server, not a new epoch.
+	epochAt time.Time
+	starts  uint64 // starts seen
+	cur     *Start // the latest start; nil before the first
 	// settled: since cur opened, a poll found the server serving, so its
 	// readiness is decided (a server without a health endpoint has no ready
 	// phase, and a later one must not be taken for it).
@@ -155,6 +166,12 @@ func (t *Tracker) Polled(p engine.Poll) {
 	t.mu.Lock()
 	defer t.mu.Unlock()
 	s := t.state(p.Target)
+	wasReady, startsBefore := s.ready, s.starts
+	defer func() {
+		if (!wasReady && s.ready) || (wasReady && s.ready && s.starts != startsBefore && s.cur.At.After(s.epochAt)) {
+			s.epoch, s.epochAt = s.epoch+1, p.At
+		}
+	}()
 	if !s.polled {
 		s.polled = true
 		// The histogram's series exist from the first poll, at zero.
@@ -301,6 +318,20 @@ func (t *Tracker) Ready(target string) bool {
 	defer t.mu.RUnlock()
 	s := t.targets[target]
 	return s != nil && s.ready
+}
+
+// Epoch counts the times the target's server was found newly serving (see
+// the state's epoch field): 0 before its first readiness. A change says
+// that the server may not be the one seen before (a restart may have
+// loaded another model), so that what was calibrated against it is
+// calibrated again.
+func (t *Tracker) Epoch(target string) uint64 {
+	t.mu.RLock()
+	defer t.mu.RUnlock()
+	if s := t.targets[target]; s != nil {
+		return s.epoch
+	}
+	return 0
 }
 
 // Apply forgets the targets that c no longer has (config.Applier), so

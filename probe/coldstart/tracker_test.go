@@ -68,53 +68,62 @@ func TestTrackerRules(t *testing.T) {
 		events []event
 		starts uint64
 		want   Start // when starts > 0
+		// epoch: the server epoch after the events (Tracker.Epoch), the
+		// times the server was found newly serving.
+		epoch uint64
 	}{
-		{"already serving when first seen", []event{scrape(10, ready, at(0)), ok(11)}, 0, Start{}},
-		{"already serving, no process start", []event{scrape(10, ready, none), ok(11)}, 0, Start{}},
+		{"already serving when first seen", []event{scrape(10, ready, at(0)), ok(11)}, 0, Start{}, 1},
+		{"already serving, no process start", []event{scrape(10, ready, none), ok(11)}, 0, Start{}, 1},
 		{"a sidecar beside a loading vLLM", []event{
 			scrape(1, unreachable, none), poll(2, unreachable), poll(30, ready), scrape(31, ready, at(0.5)), ok(32), ok(33),
-		}, 1, Start{From: FromProcessStart, At: at(0.5), Ready: at(30), FirstToken: at(32)}},
+		}, 1, Start{From: FromProcessStart, At: at(0.5), Ready: at(30), FirstToken: at(32)}, 1},
 		{"first token before the scrape that reads the start", []event{
 			scrape(1, unreachable, none), poll(30, ready), ok(30.5), scrape(31, ready, at(0.5)),
-		}, 1, Start{From: FromProcessStart, At: at(0.5), Ready: at(30), FirstToken: at(30.5)}},
+		}, 1, Start{From: FromProcessStart, At: at(0.5), Ready: at(30), FirstToken: at(30.5)}, 1},
 		{"a restart between two scrapes", []event{
 			scrape(1, ready, at(0)), ok(2), fail(), ok(50), scrape(60, ready, at(40)),
-		}, 1, Start{From: FromProcessStart, At: at(40), Ready: at(60), FirstToken: at(50)}},
+		}, 1, Start{From: FromProcessStart, At: at(40), Ready: at(60), FirstToken: at(50)}, 2},
 		{"a restart between two scrapes, idle: the next success", []event{
 			scrape(1, ready, at(0)), ok(2), scrape(60, ready, at(40)), ok(70),
-		}, 1, Start{From: FromProcessStart, At: at(40), Ready: at(60), FirstToken: at(70)}},
+		}, 1, Start{From: FromProcessStart, At: at(40), Ready: at(60), FirstToken: at(70)}, 2},
 		{"down and back with the same process: no start", []event{
 			scrape(1, ready, at(0)), scrape(2, unreachable, none), poll(3, ready), scrape(4, ready, at(0)), ok(5),
-		}, 0, Start{}},
+		}, 0, Start{}, 1},
 		{"no process start: from the first refusal", []event{
 			scrape(1, ready, none), scrape(5, unreachable, none), poll(6, unreachable), poll(20, ready), scrape(21, ready, none), ok(22),
-		}, 1, Start{From: FromRefusal, At: at(5), Ready: at(20), FirstToken: at(22)}},
+		}, 1, Start{From: FromRefusal, At: at(5), Ready: at(20), FirstToken: at(22)}, 2},
 		{"no process start, seen loading: from the first unready", []event{
 			scrape(1, unready, none), poll(2, unready), poll(10, ready), scrape(11, ready, none), ok(12),
-		}, 1, Start{From: FromUnready, At: at(1), Ready: at(10), FirstToken: at(12)}},
+		}, 1, Start{From: FromUnready, At: at(1), Ready: at(10), FirstToken: at(12)}, 1},
 		{"unready with a process start opens at once", []event{
 			scrape(1, unready, at(0)), poll(2, unready),
-		}, 1, Start{From: FromProcessStart, At: at(0)}},
+		}, 1, Start{From: FromProcessStart, At: at(0)}, 0},
 		{"unready with a process start, then ready", []event{
 			scrape(1, unready, at(0)), poll(10, ready), scrape(11, ready, at(0)), ok(12),
-		}, 1, Start{From: FromProcessStart, At: at(0), Ready: at(10), FirstToken: at(12)}},
+		}, 1, Start{From: FromProcessStart, At: at(0), Ready: at(10), FirstToken: at(12)}, 1},
 		{"no health endpoint: no ready phase, even later", []event{
 			scrape(1, unreachable, none), scrape(5, answering, none), ok(6), scrape(20, ready, none),
-		}, 1, Start{From: FromRefusal, At: at(1), FirstToken: at(6)}},
+		}, 1, Start{From: FromRefusal, At: at(1), FirstToken: at(6)}, 1},
 		{"the first success after the start gives the first token, once", []event{
 			scrape(1, unreachable, none), scrape(5, ready, at(0.5)), ok(0.4), ok(8), ok(7),
-		}, 1, Start{From: FromProcessStart, At: at(0.5), Ready: at(5), FirstToken: at(8)}},
+		}, 1, Start{From: FromProcessStart, At: at(0.5), Ready: at(5), FirstToken: at(8)}, 1},
 		{"a success before a down poll is not the next start's", []event{
 			scrape(1, ready, none), scrape(2, unreachable, none), ok(1.5), poll(3, unreachable), poll(9, ready), scrape(10, ready, none),
-		}, 1, Start{From: FromRefusal, At: at(2), Ready: at(9)}},
+		}, 1, Start{From: FromRefusal, At: at(2), Ready: at(9)}, 2},
 		{"two restarts", []event{
 			scrape(1, unreachable, none), scrape(5, ready, at(0)), ok(6),
 			scrape(20, unreachable, none), poll(40, ready), scrape(41, ready, at(25)), ok(42),
-		}, 2, Start{From: FromProcessStart, At: at(25), Ready: at(40), FirstToken: at(42)}},
+		}, 2, Start{From: FromProcessStart, At: at(25), Ready: at(40), FirstToken: at(42)}, 2},
+		{"a restart seen loading (503) after serving", []event{
+			scrape(1, ready, at(0)), ok(2), scrape(20, unready, at(15)), poll(25, unready), poll(30, ready), ok(31),
+		}, 1, Start{From: FromProcessStart, At: at(15), Ready: at(30), FirstToken: at(31)}, 2},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			tr := New(nil)
 			feed(tr, tc.events)
+			if e := tr.Epoch("t"); e != tc.epoch {
+				t.Errorf("epoch %d, want %d", e, tc.epoch)
+			}
 			got, n, found := tr.Latest("t")
 			if n != tc.starts || found != (tc.starts > 0) {
 				t.Fatalf("%d starts (found %v), want %d", n, found, tc.starts)

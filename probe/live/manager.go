@@ -36,6 +36,21 @@ type Options struct {
 	// coldstart.Tracker.Ready): the workloads of a target whose metrics
 	// are scraped skip their arrivals while it is not. Nil: never gated.
 	Ready func(target string) bool
+	// Epoch, when set, counts a target's server becoming newly serving
+	// (coldstart.Tracker.Epoch): its prompts are calibrated again at each
+	// change, and a workload that failed (its calibration: a context
+	// length too short, a tokenizer that refused) is started again.
+	Epoch func(target string) uint64
+}
+
+// epochOf is the epoch function of target t, nil where the engine scraper
+// does not poll it (no readiness, no epoch).
+func (o Options) epochOf(t *config.Target) func() uint64 {
+	if o.Epoch == nil || t.Metrics.Engine == config.ServerEngineNone {
+		return nil
+	}
+	name := t.Name
+	return func() uint64 { return o.Epoch(name) }
 }
 
 // DefaultDrainTimeout is the drain's grace period when Options give none
@@ -84,6 +99,11 @@ type Manager struct {
 	running []*running         // in configuration order
 	series  map[string]*Series // by workload name
 	stopped bool               // Stop was called: Apply starts nothing
+	// config is the configuration last applied, which retryFailed
+	// applies again; following is set once the follower runs.
+	config     *config.Config
+	following  bool
+	stopFollow chan struct{}
 }
 
 // running is one workload the manager runs.
@@ -96,6 +116,9 @@ type running struct {
 	// cancel ends its run at once; done is closed when Run returns.
 	cancel context.CancelFunc
 	done   chan struct{}
+	// epoch is its target's server epoch when it was built: a workload
+	// that failed is started again once the epoch moves.
+	epoch uint64
 }
 
 // same reports whether workload w on target t is what x runs.
@@ -113,7 +136,43 @@ func (x *running) drain(grace time.Duration) {
 
 // NewManager returns a manager that records into metrics.
 func NewManager(metrics *Metrics, opts Options, logger *slog.Logger) *Manager {
-	return &Manager{opts: opts, metrics: metrics, logger: logger, series: map[string]*Series{}}
+	return &Manager{opts: opts, metrics: metrics, logger: logger, series: map[string]*Series{}, stopFollow: make(chan struct{})}
+}
+
+// failedRetryInterval is how often the manager looks for failed workloads
+// whose server has changed since (Options.Epoch).
+const failedRetryInterval = time.Second
+
+// follow applies the last configuration again whenever a workload that
+// failed has a target whose server epoch moved since it was built: a
+// workload refused for its context length, or whose tokenizer refused,
+// while its server loaded or before a restart, is retried against the
+// server that is up now. Apply keeps every other workload running.
+func (m *Manager) follow() {
+	tick := time.NewTicker(failedRetryInterval)
+	defer tick.Stop()
+	for {
+		select {
+		case <-m.stopFollow:
+			return
+		case <-tick.C:
+		}
+		m.mu.Lock()
+		c, retry := m.config, false
+		for _, x := range m.running {
+			failedBefore := x.r.Status().State == workload.StateFailed && m.opts.epochOf(&x.t) != nil && m.opts.Epoch(x.t.Name) != x.epoch
+			if failedBefore || m.metrics.prompts.Refused(x.t.Name, x.t.Model, x.r.Name) {
+				retry = true
+			}
+		}
+		m.mu.Unlock()
+		if retry && c != nil {
+			m.logger.Info("server changed: retrying the workloads that failed")
+			if err := m.Apply(context.Background(), c); err != nil {
+				m.logger.Warn("retrying the failed workloads", "err", err)
+			}
+		}
+	}
 }
 
 // Build turns a configuration into runners without starting them, so that a
@@ -179,7 +238,7 @@ func build(ctx context.Context, c *config.Config, metrics *Metrics, opts Options
 			// a stalled tokenizer delays its own workload only, never the
 			// others, the listener or a reload.
 			prepare = func(ctx context.Context) (workload.Source, error) {
-				p, err := metrics.prompts.Prompts(ctx, t, w, logger)
+				p, err := metrics.prompts.Prompts(ctx, t, w, logger, opts.epochOf(t))
 				if err != nil {
 					return nil, fmt.Errorf("workload %q: %w", w.Name, err)
 				}
@@ -276,7 +335,7 @@ func (m *Manager) Apply(ctx context.Context, c *config.Config) error {
 			// one whose prompts are estimates because its tokenizer did
 			// not answer is calibrated again.
 			if x.r.Name == w.Name && x.same(w, t) && x.r.Status().State != workload.StateFailed &&
-				!m.metrics.prompts.Unreached(t.Name, t.Model, w.Name) {
+				!m.metrics.prompts.Unreached(t.Name, t.Model, w.Name) && !m.metrics.prompts.Refused(t.Name, t.Model, w.Name) {
 				kept[w.Name] = x
 			}
 		}
@@ -329,12 +388,22 @@ func (m *Manager) Apply(ctx context.Context, c *config.Config) error {
 		t, _ := c.Target(w.Target)
 		runCtx, cancel := context.WithCancel(ctx)
 		x := &running{r: r, client: clients[i], w: *w, t: *t, cancel: cancel, done: make(chan struct{})}
+		if e := m.opts.epochOf(t); e != nil {
+			x.epoch = e()
+		}
 		go func() {
 			defer close(x.done)
+			// The run's context ends with it: its prompts' follower too.
+			defer cancel()
 			r.Run(runCtx)
 			m.logger.Info("workload finished", "workload", r.Name)
 		}()
 		fresh[r.Name] = x
+	}
+	m.config = c
+	if !m.following && m.opts.Epoch != nil {
+		m.following = true
+		go m.follow()
 	}
 	m.running = m.running[:0:0]
 	for i := range c.Workloads {
@@ -432,6 +501,10 @@ func (m *Manager) Stop() {
 	m.mu.Lock()
 	xs := m.running
 	m.running, m.stopped = nil, true
+	if m.following {
+		m.following = false
+		close(m.stopFollow)
+	}
 	m.mu.Unlock()
 	m.drainAll(xs, "shutdown")
 }
@@ -447,7 +520,7 @@ func newSessions(w *config.Workload, t *config.Target, chat bool, metrics *Metri
 		Config: *w.Sessions, Arrival: w.Arrival, Duration: w.Duration, Chat: chat, DegradedLag: opts.DegradedLag,
 		Logger: logger.With("workload", w.Name),
 		Build: func(ctx context.Context) (workload.Prompts, int, error) {
-			gen, err := metrics.prompts.Prompts(ctx, t, &shadow, logger)
+			gen, err := metrics.prompts.Prompts(ctx, t, &shadow, logger, opts.epochOf(t))
 			if err != nil {
 				return nil, 0, err
 			}

@@ -1,7 +1,6 @@
 package live
 
 import (
-	"context"
 	"fmt"
 	"strings"
 	"testing"
@@ -34,7 +33,7 @@ func TestPromptMetricsCalibrates(t *testing.T) {
 		tg := &config.Target{Name: "t", URL: url, Model: cfg.Model, Flavor: config.Flavor(tc.flavor)}
 		w := &config.Workload{Name: "w", Prompt: config.Prompt{Seed: 1,
 			InputTokens: config.Distribution{Dist: "fixed", Mean: tc.in}, OutputTokens: config.Distribution{Dist: "fixed", Mean: 8}}}
-		ps, err := pm.Prompts(context.Background(), tg, w, nil)
+		ps, err := pm.Prompts(t.Context(), tg, w, nil, nil)
 		if tc.wantErr != "" {
 			if err == nil || !strings.Contains(err.Error(), tc.wantErr) {
 				t.Errorf("%s: err %v, want %q", tc.engine, err, tc.wantErr)
@@ -89,7 +88,7 @@ workloads:
 			t.Fatal(err)
 		}
 		pm := NewPromptMetrics(prometheus.NewRegistry())
-		_, err = pm.Prompts(context.Background(), &c.Targets[0], &c.Workloads[0], nil)
+		_, err = pm.Prompts(t.Context(), &c.Targets[0], &c.Workloads[0], nil, nil)
 		if (err != nil) != tc.wantErr {
 			t.Errorf("in %v out %v: err %v, want error %v", tc.in, tc.out, err, tc.wantErr)
 		}

@@ -105,6 +105,12 @@ func DetectTokenizer(ctx context.Context, ep Endpoint) (*ServerTokenizer, error)
 			if se.status == http.StatusNotFound {
 				return nil, nil
 			}
+			if se.status >= 500 {
+				// A server loading its model answers 503 to everything
+				// (llama.cpp, the simulator's unready load): it has not
+				// answered yet, which says nothing of its tokenizer.
+				last = err
+			}
 			continue // this dialect's body was refused; try the next
 		}
 		if ctx.Err() != nil {
@@ -113,7 +119,7 @@ func DetectTokenizer(ctx context.Context, ep Endpoint) (*ServerTokenizer, error)
 		last = err
 	}
 	if last != nil {
-		// No answer at all (connection refused, timeout): the server may
+		// No answer (connection refused, timeout, a 5xx): the server may
 		// not be up yet, which is not the same as having no tokenizer.
 		return nil, fmt.Errorf("%w: %v", ErrTokenizerUnreachable, last)
 	}
