@@ -178,6 +178,18 @@ func (p *Process) Stop() {
 	}
 }
 
+// Kill ends the process at once with SIGKILL, as a crash or an OOM kill
+// would, and waits for it.
+func (p *Process) Kill() {
+	select {
+	case <-p.done:
+		return
+	default:
+	}
+	_ = p.cmd.Process.Kill()
+	<-p.done
+}
+
 // Exited reports whether the process has ended, and how.
 func (p *Process) Exited() (bool, error) {
 	select {
