@@ -303,6 +303,7 @@ func (rc *recorder) record(obs *observation.Request) {
 		if end.IsZero() {
 			end = obs.Sent
 		}
+
 		ws, we := max(rc.winOf(obs.Sent), -1)+1, max(rc.winOf(end), -1)+1
 		rc.winSent = grow(rc.winSent, ws+1)
 		rc.winSent[ws]++
@@ -486,31 +487,31 @@ func (rc *recorder) finish(k int, span time.Duration) (Stats, *sample) {
 		st.DroppedPerSecond = float64(dropped) / windowSec
 		st.SentPerSecond = float64(offered-dropped) / windowSec
 	}
-	// Overload: in steady state a server completes what it is sent; one
-	// that completes under 90% of it lets requests pile up in flight.
-	// A replay cut by its trace's end is not judged: its last requests end
-	// after the windows by construction.
-	if sent := offered - dropped; span == 0 && sent >= 10 && float64(completions) < 0.9*float64(sent) {
-		st.Overloaded = true
-		st.OverloadNote = fmt.Sprintf("overloaded: %d requests completed in the windows against %d sent (%.0f%%); the rest waited in flight, so requests/s is the server's capacity, not the offered rate",
-			completions, sent, 100*float64(completions)/float64(sent))
-	}
-	// The other way round: windows that begin with a backlog (a server
-	// slow at first, whose first completions set the warm-up) complete
-	// more than they are sent while it drains.
-	if sent := offered - dropped; span == 0 && sent >= 10 && float64(completions) > 1.1*float64(sent) {
-		st.Draining = true
-		st.DrainingNote = fmt.Sprintf("not in steady state: %d requests completed in the windows against %d sent (%.0f%%) while the warm-up's backlog drained (%d in flight at the start of the windows, %d at the end), so the rates overstate the steady state: lengthen the warm-up",
-			completions, sent, 100*float64(completions)/float64(sent), st.InFlightAtStart, st.InFlightAtEnd)
-	}
-	if rc.measured > 0 {
-		st.GoodputRatio = float64(rc.goodput) / float64(rc.measured)
+	// Overload and draining are judged on the requests in flight, against
+	// what Poisson arrivals allow (steadyState).
+	sentIn, endedIn := 0, 0
+	for i := 1; i <= k; i++ {
+		sentIn += at(rc.winSent, i)
+		endedIn += at(rc.winEnded, i)
 	}
 	if e2e := meanOf(rc.recs); e2e > 0 {
 		st.InFlightExpected = st.SentPerSecond * e2e
 	}
-	if st.Overloaded {
-		st.OverloadNote += fmt.Sprintf("; %d in flight at the end against %.1f by Little's law", st.InFlightAtEnd, st.InFlightExpected)
+	verdict := steadyState(sentIn, endedIn, st.InFlightAtStart, st.InFlightAtEnd)
+	// A replay cut by its trace's end is not judged: its last requests
+	// end after the windows by construction.
+	if span == 0 && verdict == growing {
+		st.Overloaded = true
+		st.OverloadNote = fmt.Sprintf("overloaded: %d requests ended in the windows (successes and failures) against %d sent (%.0f%%), and the requests in flight grew from %d at the start of the windows to %d in flight at the end, beyond what Poisson arrivals allow (%.1f by Little's law at the mean E2E); the rest waited in flight, so requests/s is the server's capacity, not the offered rate",
+			endedIn, sentIn, 100*float64(endedIn)/float64(max(sentIn, 1)), st.InFlightAtStart, st.InFlightAtEnd, st.InFlightExpected)
+	}
+	if span == 0 && verdict == drainingBacklog {
+		st.Draining = true
+		st.DrainingNote = fmt.Sprintf("not in steady state: %d requests ended in the windows against %d sent (%.0f%%) while the warm-up's backlog drained (%d in flight at the start of the windows, %d at the end, beyond what Poisson arrivals allow), so the rates overstate the steady state: lengthen the warm-up",
+			endedIn, sentIn, 100*float64(endedIn)/float64(max(sentIn, 1)), st.InFlightAtStart, st.InFlightAtEnd)
+	}
+	if rc.measured > 0 {
+		st.GoodputRatio = float64(rc.goodput) / float64(rc.measured)
 	}
 
 	s := &sample{window: windowSec, scale: 1}
@@ -548,6 +549,51 @@ func (rc *recorder) finish(k int, span time.Duration) (Stats, *sample) {
 	st.ITL = summarize(append([]float64(nil), rc.itl...))
 	return st, s
 }
+
+// The verdicts of steadyState.
+const (
+	steady = iota
+	growing
+	drainingBacklog
+)
+
+// steadyState judges the windows from the requests in flight at their
+// start and end. With Poisson arrivals and a server that keeps up (M/G/∞),
+// the number in flight at an instant is Poisson around its mean L, so two
+// such counts a cell apart differ by about sqrt(2L) (one standard
+// deviation): a short cell's noise alone moves them by a few requests. L
+// is estimated by the smaller of the two counts: in steady state both are
+// draws around L; a queue that grows starts from the steady count, and a
+// backlog that drains ends at it (Little's law from the E2E would not do:
+// a queue's waits inflate it). Growth (or shrinkage) is called only past
+// flightSigmas of those standard deviations plus flightSlack requests, and
+// only where what ended differs from what was sent by more than 10% (sent
+// at least 10): a queue that grows at the rate of the excess arrivals
+// passes both within seconds, noise does not
+// (TestSteadyStateFalsePositives measures the rate over seeded cells). A
+// request that ended, success or failure, has left the server: a server
+// that fails fast is not overloaded.
+func steadyState(sent, ended, startInFlight, endInFlight int) int {
+	if sent < 10 {
+		return steady
+	}
+	l := float64(max(min(startInFlight, endInFlight), 1))
+	noise := flightSigmas*math.Sqrt(2*l) + flightSlack
+	growth := float64(endInFlight - startInFlight)
+	switch {
+	case float64(ended) < 0.9*float64(sent) && growth > noise:
+		return growing
+	case float64(ended) > 1.1*float64(sent) && -growth > noise:
+		return drainingBacklog
+	}
+	return steady
+}
+
+// The noise bound of steadyState: standard deviations, and requests.
+const (
+	flightSigmas = 3
+	flightSlack  = 2
+)
 
 // meanOf is the mean E2E of the measured successes among recs (0 when
 // none).

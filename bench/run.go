@@ -504,7 +504,7 @@ func (b *run) runRepeat(ctx context.Context, p repeatPlan) (RepeatResult, *sampl
 	case cut:
 		res.WarmupNote = fmt.Sprintf("no request completed within the warm-up bound of %s: the measured windows may start before the pipeline is full", used)
 	case used > p.warmup:
-		res.WarmupNote = fmt.Sprintf("warm-up extended from %s to %s, until the pipeline was full (1.25 x the first completion's E2E)", p.warmup, used.Round(time.Millisecond))
+		res.WarmupNote = fmt.Sprintf("warm-up extended from %s to %s, until the pipeline was full (the first completion's scheduled instant plus 1.25 x its E2E)", p.warmup, used.Round(time.Millisecond))
 	}
 	if e2e := float64(stats.E2E.P50); !math.IsNaN(e2e) && e2e > (time.Duration(k)*window).Seconds() {
 		res.WarmupNote = strings.TrimSpace(res.WarmupNote + fmt.Sprintf(" measured windows (%s) shorter than the E2E p50 (%.3gs): too short for this cell", time.Duration(k)*window, e2e))
