@@ -313,7 +313,7 @@ func checkState(st *RecorderState, maxK, maxRecs int) error {
 		field string
 		v     []int
 	}{
-		{"win_successes", st.WinSuccesses}, {"win_completions", st.WinCompletions}, {"win_offered", st.WinOffered},
+		{"win_successes", st.WinSuccesses}, {"win_completions", st.WinCompletions}, {"win_input_tokens", st.WinInputTokens}, {"win_offered", st.WinOffered},
 		{"win_dropped", st.WinDropped}, {"win_sent", st.WinSent}, {"win_ended", st.WinEnded},
 	} {
 		if len(l.v) > MaxShardWindows+1 {
