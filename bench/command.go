@@ -255,8 +255,10 @@ func gpuSource(ctx context.Context, s *collector.Settings, logger *slog.Logger) 
 	return nil, "no nvml collector in this build", func() {}
 }
 
-// writeSummary prints the leaderboard and where the reports are.
+// writeSummary prints each cell's result block, the leaderboard and where
+// the reports are.
 func writeSummary(w io.Writer, r *Report, dir string) {
+	WriteResultBlocks(w, r)
 	fmt.Fprintf(w, "leaderboard (%s, %d resamples, %.0f%% intervals):\n", r.Ranking.LatencyFigure, r.Ranking.Resamples, r.Ranking.Confidence*100)
 	for _, e := range r.Ranking.Entries {
 		tie := " "
@@ -264,17 +266,6 @@ func writeSummary(w io.Writer, r *Report, dir string) {
 			tie = "="
 		}
 		fmt.Fprintf(w, "  %s%d  %-24s score %.4f [%.4f, %.4f]  rank %d-%d\n", tie, e.Rank, e.Target, e.Score, e.ScoreCI.Lo, e.ScoreCI.Hi, e.RankLo, e.RankHi)
-	}
-	for _, c := range r.Cells {
-		if !c.Stable || c.Degraded {
-			fmt.Fprintf(w, "note: cell %s: stable %v, client degraded %v\n", c.Key, c.Stable, c.Degraded)
-		}
-		if c.Summary.Draining {
-			fmt.Fprintf(w, "note: cell %s: %s\n", c.Key, c.Summary.DrainingNote)
-		}
-		if c.Summary.Overloaded {
-			fmt.Fprintf(w, "note: cell %s: %s\n", c.Key, c.Summary.OverloadNote)
-		}
 	}
 	names := []string{JSONFile, CSVFile, HTMLFile, MarkdownFile}
 	if r.ColdStart != nil {

@@ -40,6 +40,10 @@ type Report struct {
 	// says how many shards it combines.
 	Shard        *ShardPart `json:"shard,omitempty"`
 	MergedShards int        `json:"merged_shards,omitempty"`
+	// Interrupted says the run was stopped (SIGINT, SIGTERM) before its
+	// end: the report holds the cells that finished, every repeat of
+	// them, and nothing of the cell that was running.
+	Interrupted bool `json:"interrupted,omitempty"`
 }
 
 // Environment records what the numbers were measured on.
