@@ -64,7 +64,7 @@ func addCommand(app *kingpin.Application, withCollectors bool, stdout, stderr io
 	runCmd.Flag("output.dir", "Directory for report.json, report.csv and report.html (created if missing).").PlaceHolder("DIR").StringVar(&f.outputDir)
 	runCmd.Flag("baseline", "A previous report.json: compare every cell with it and exit 3 when a gated figure regressed beyond the threshold and noise.").PlaceHolder("OLD.json").StringVar(&f.baseline)
 	runCmd.Flag("baseline.threshold", "Relative growth of a gated figure that counts as a regression (0: bench.regression.threshold, default 0.05).").Default("0").Float64Var(&f.threshold)
-	runCmd.Flag("progress", "Progress bar on stderr: auto (when stderr is a terminal), always or never.").Default("auto").EnumVar(&f.progress, "auto", "always", "never")
+	runCmd.Flag("progress", "Progress on stderr: auto (a bar when stderr is a terminal, else a line per repeat as it ends), always (the bar) or never.").Default("auto").EnumVar(&f.progress, "auto", "always", "never")
 	runCmd.Flag("shard", "Run shard i of N (0 <= i < N, as a Kubernetes Indexed Job's completion index): this process sends arrival n of the shared seeded schedule when n mod N = i; `bench merge` combines the shard reports.").PlaceHolder("i/N").StringVar(&f.shard)
 	runCmd.Flag("web.listen-address", "While the bench runs, serve its live infer_probe_* metrics on this address at /metrics (empty: none).").PlaceHolder(":9750").StringVar(&f.listen)
 	verifyCmd := cmd.Command("verify", "Hash again the inputs a report.json recorded (the exporter binary, the configuration, the traces) and say which match; exit 1 when one changed or is missing.")
@@ -200,8 +200,12 @@ func runCommand(ctx context.Context, logger *slog.Logger, configFile string, col
 	} else {
 		opts.GPUNote = "GPU collectors not configured"
 	}
+	// A bar on a terminal; a plain line per repeat elsewhere (a CI log),
+	// unless --progress=never.
 	if file, ok := stderr.(*os.File); f.progress == "always" || (f.progress == "auto" && ok && IsTerminal(file)) {
 		opts.Progress = stderr
+	} else if f.progress == "auto" {
+		opts.ProgressLines = stderr
 	}
 	logger.Info("bench starting", "config", configFile, "sha256", cfg.SHA256, "output", f.outputDir)
 	rep, err := Run(ctx, cfg, opts)
@@ -221,6 +225,10 @@ func runCommand(ctx context.Context, logger *slog.Logger, configFile string, col
 		return ExitError
 	}
 	writeSummary(stdout, rep, f.outputDir)
+	if rep.Interrupted {
+		fmt.Fprintf(stderr, "bench: interrupted: the report in %s holds the %d cells that finished\n", f.outputDir, len(rep.Cells))
+		return ExitError
+	}
 	if rep.Baseline != nil {
 		rep.Baseline.WriteText(stdout)
 		if len(rep.Baseline.Regressions) > 0 {
