@@ -193,7 +193,11 @@ matrix:
 			for ti := range targets {
 				key := CellKey(targets[ti].Name, g.load, g.name)
 				name := CellName(targets[ti].Name, targets[ti].Model, g.load, g.name)
-				watch := b.progress.begin(fmt.Sprintf("%s repeat %d/%d", name, r+1, spec.Repeats), b.planned(g))
+				label := name
+				if spec.Repeats > 1 {
+					label = fmt.Sprintf("%s repeat %d/%d", name, r+1, spec.Repeats)
+				}
+				watch := b.progress.begin(label, b.planned(g))
 				res, smp, err := b.runRepeat(ctx, repeatPlan{
 					target: &targets[ti], ct: cts[ti], group: g, index: r,
 					warmup: spec.Warmup, duration: spec.Duration, stability: true, cell: key, watch: watch,
