@@ -469,7 +469,7 @@ bench:
 			t.Errorf("window medians do not grow: %v", s.Medians)
 		}
 	}
-	if !strings.Contains(stdout, "stable false") {
+	if !regexp.MustCompile(`(?m)^Stable: +false$`).MatchString(stdout) {
 		t.Errorf("summary does not flag the cell:\n%s", stdout)
 	}
 }

@@ -82,6 +82,11 @@ type column struct {
 	// the (unitBool) column's value is flagIf.
 	flag   string
 	flagIf bool
+	// word, when set and it says something of a cell, is written in place
+	// of the value by every output (CSV, Markdown, HTML, the console), and
+	// as "<name>: <word>" in the flags: a figure that was not judged says
+	// so rather than show a value it never had.
+	word func(*CellResult) string
 }
 
 // columns are the cell's figures, in the CSV report's order. A column is
@@ -106,6 +111,10 @@ var columns = func() []column {
 	}
 	flagged := func(c column, flag string, when bool) column {
 		c.flag, c.flagIf = flag, when
+		return c
+	}
+	worded := func(c column, word func(*CellResult) string) column {
+		c.word = word
 		return c
 	}
 	// dist is the columns of one latency distribution, <name>_<q>_seconds;
@@ -168,7 +177,15 @@ var columns = func() []column {
 		{name: "load", json: "load.value", unit: unitNumber, merge: mergeSame, num: func(c *CellResult) float64 { return c.Load.Value }},
 		text("shape", "shape", func(c *CellResult) string { return c.Shape }),
 		{name: "repeats", json: "repeats", unit: unitCount, merge: mergeSame, num: func(c *CellResult) float64 { return float64(len(c.Repeats)) }},
-		flagged(column{name: "stable", json: "stable", unit: unitBool, merge: mergeRepeats, num: func(c *CellResult) float64 { return b2f(c.Stable) }}, "unstable", false),
+		// A cell none of whose repeats was judged (stability: {enabled:
+		// false}, a replay too short) is not stable: it is not checked.
+		worded(flagged(column{name: "stable", json: "stable", unit: unitBool, merge: mergeRepeats, num: func(c *CellResult) float64 { return b2f(c.Stable) }}, "unstable", false),
+			func(c *CellResult) string {
+				if !c.StabilityChecked() {
+					return notChecked
+				}
+				return ""
+			}),
 		flagged(column{name: "degraded", json: "degraded", unit: unitBool, merge: mergeRepeats, num: func(c *CellResult) float64 { return b2f(c.Degraded) }}, "client degraded", true),
 		md(count("requests", mergeCounts, func(s *Stats) int { return s.Requests }), "requests", 1),
 		md(count("successes", mergeCounts, func(s *Stats) int { return s.Successes }), "successes", 2),
@@ -209,6 +226,11 @@ var columns = func() []column {
 		// failures (summary.http_errors has every code of the set).
 		column{name: "http_429", json: "summary.http_errors", unit: unitCount, merge: mergeCounts,
 			num: func(c *CellResult) float64 { return float64(c.Summary.HTTPErrors["429"]) }},
+		// The totals behind the throughputs (the result block's), and
+		// input and output tokens together per second.
+		count("input_tokens", mergeCounts, func(s *Stats) int { return s.InputTokens }),
+		stat("output_tokens", unitNumber, mergeCounts, func(s *Stats) float64 { return s.OutputTokens }),
+		stat("total_tokens_per_second", unitPerSecond, mergeCounts, func(s *Stats) float64 { return s.TotalTokensPerSecond }),
 	)
 	return cols
 }()
@@ -223,9 +245,23 @@ var CSVHeader = func() []string {
 	return h
 }()
 
+// notChecked is the word of a figure that was not judged.
+const notChecked = "not checked"
+
+// wordOf is the column's word for the cell ("" when it has none).
+func (c *column) wordOf(cell *CellResult) string {
+	if c.word == nil {
+		return ""
+	}
+	return c.word(cell)
+}
+
 // csv is the column's value in the CSV report: as JSON writes a number,
 // empty when the cell has none.
 func (c *column) csv(cell *CellResult) string {
+	if w := c.wordOf(cell); w != "" {
+		return w
+	}
 	if c.unit == unitText {
 		return c.text(cell)
 	}
@@ -243,6 +279,9 @@ func (c *column) csv(cell *CellResult) string {
 
 // markdown is the column's value in the Markdown cells table.
 func (c *column) markdown(cell *CellResult) string {
+	if w := c.wordOf(cell); w != "" {
+		return w
+	}
 	if c.unit == unitText {
 		return mdCell(c.text(cell))
 	}
@@ -275,15 +314,38 @@ var mdColumns = func() []*column {
 	return out
 }()
 
-// mdFlags is what the Markdown table's flags column says of a cell.
-func mdFlags(cell *CellResult) []string {
-	var flags []string
+// cellFlag is one thing the flags say of a cell: a flag set (Raised: a
+// warning), or a column's word ("stable: not checked").
+type cellFlag struct {
+	Text   string
+	Raised bool
+}
+
+// cellFlags is what the Markdown table's flags column, the HTML report's
+// cell headings and the console's result blocks say of a cell, in the
+// columns' order.
+func cellFlags(cell *CellResult) []cellFlag {
+	var flags []cellFlag
 	for i := range columns {
-		if c := &columns[i]; c.flag != "" && (c.num(cell) != 0) == c.flagIf {
-			flags = append(flags, c.flag)
+		c := &columns[i]
+		if w := c.wordOf(cell); w != "" {
+			flags = append(flags, cellFlag{Text: c.name + ": " + w})
+			continue
+		}
+		if c.flag != "" && (c.num(cell) != 0) == c.flagIf {
+			flags = append(flags, cellFlag{Text: c.flag, Raised: true})
 		}
 	}
 	return flags
+}
+
+// mdFlags is the texts of cellFlags.
+func mdFlags(cell *CellResult) []string {
+	var out []string
+	for _, f := range cellFlags(cell) {
+		out = append(out, f.Text)
+	}
+	return out
 }
 
 func b2f(b bool) float64 {

@@ -279,9 +279,9 @@ func TestCSVSampledColumn(t *testing.T) {
 	}
 }
 
-// TestCSVHTTP429Column (issue 25): the http_429 column is last and counts
-// the measured requests answered 429, apart from the other failures;
-// summary.http_errors has every code seen.
+// TestCSVHTTP429Column (issue 25): the http_429 column follows sampled (it
+// was last when added) and counts the measured requests answered 429,
+// apart from the other failures; summary.http_errors has every code seen.
 func TestCSVHTTP429Column(t *testing.T) {
 	w0 := time.Unix(1000, 0)
 	rec := newRecorderAt(w0, time.Second, config.SLO{}, 100, DefaultMaxITLSamples, 1)
@@ -301,14 +301,74 @@ func TestCSVHTTP429Column(t *testing.T) {
 		t.Errorf("http_errors %v, want %v", st.HTTPErrors, want)
 	}
 	cell := &CellResult{Summary: st}
-	last := &columns[len(columns)-1]
-	if last.name != "http_429" || last.csv(cell) != "2" {
-		t.Errorf("last column %s = %q, want http_429 = 2", last.name, last.csv(cell))
+	i := slices.IndexFunc(columns, func(c column) bool { return c.name == "http_429" })
+	if i < 1 || columns[i-1].name != "sampled" {
+		t.Fatalf("http_429 at %d, not after sampled", i)
+	}
+	last := &columns[i]
+	if last.csv(cell) != "2" {
+		t.Errorf("column %s = %q, want 2", last.name, last.csv(cell))
 	}
 	// A cell without failures has 0 and no http_errors in report.json.
 	clean := newRecorderAt(w0, time.Second, config.SLO{}, 100, DefaultMaxITLSamples, 1)
 	st, _ = clean.finish(1, 0)
 	if st.HTTPErrors != nil || last.csv(&CellResult{Summary: st}) != "0" {
 		t.Errorf("no failures: http_errors %v, column %q", st.HTTPErrors, last.csv(&CellResult{Summary: st}))
+	}
+}
+
+// TestCSVTokenTotalsColumns: input_tokens, output_tokens and
+// total_tokens_per_second follow http_429 (they were last when added);
+// the output total is output_tokens_per_second's numerator, and the input
+// total the server's prompt counts of the successes that ended within the
+// windows (the requests_per_second rule), so each total over the windows'
+// length is its rate.
+func TestCSVTokenTotalsColumns(t *testing.T) {
+	w0 := time.Unix(1000, 0)
+	at := func(s float64) time.Time { return w0.Add(time.Duration(s * float64(time.Second))) }
+	rec := newRecorderAt(w0, time.Second, config.SLO{}, 100, DefaultMaxITLSamples, 1)
+	for i, r := range []struct {
+		sched, end float64
+		prompt     int
+		outcome    observation.Outcome
+	}{
+		{0.1, 0.5, 100, observation.Success},  // counted
+		{0.2, 1.5, 200, observation.Success},  // ends in window 1: counted over 2 windows
+		{-0.5, 0.3, 50, observation.Success},  // a warm-up request that ends in the windows: counted, as in req/s
+		{0.4, 0.6, 70, observation.HTTP5xx},   // failed: not counted
+		{1.5, 2.5, 300, observation.Success},  // ends after window 1: not counted over 2 windows
+		{-0.9, -0.1, 40, observation.Success}, // ends in the warm-up: not counted
+	} {
+		o := &observation.Request{Seq: uint64(i), Scheduled: at(r.sched), Sent: at(r.sched), End: at(r.end),
+			Outcome: r.outcome, PromptTokens: r.prompt}
+		if r.outcome == observation.Success {
+			o.FirstToken = at(r.end - 0.1)
+			o.TokenTimes = []time.Time{o.FirstToken, o.End}
+			o.ContentEvents, o.OutputTokens = 2, 4
+		}
+		rec.observe(o)
+	}
+	st, _ := rec.finish(2, 0)
+	if st.InputTokens != 350 {
+		t.Errorf("input_tokens %d, want 350 (100 + 200 + 50)", st.InputTokens)
+	}
+	// Output: 4 tokens each for the three counted successes, and the one
+	// ending at 2.5 s delivers nothing within [0, 2 s).
+	if st.OutputTokens != 12 || st.OutputTokensPerSecond != 6 {
+		t.Errorf("output_tokens %v (%v/s), want 12 (6/s)", st.OutputTokens, st.OutputTokensPerSecond)
+	}
+	if want := (350.0 + 12) / 2; st.TotalTokensPerSecond != want {
+		t.Errorf("total_tokens_per_second %v, want %v", st.TotalTokensPerSecond, want)
+	}
+	i := slices.IndexFunc(columns, func(c column) bool { return c.name == "input_tokens" })
+	if i < 1 || columns[i-1].name != "http_429" || i+2 >= len(columns) ||
+		columns[i+1].name != "output_tokens" || columns[i+2].name != "total_tokens_per_second" {
+		t.Fatalf("input_tokens at %d: not http_429, input_tokens, output_tokens, total_tokens_per_second", i)
+	}
+	cell := &CellResult{Summary: st}
+	for j, want := range []string{"350", "12", "181"} {
+		if got := columns[i+j].csv(cell); got != want {
+			t.Errorf("column %s = %q, want %s", columns[i+j].name, got, want)
+		}
 	}
 }

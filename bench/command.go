@@ -11,6 +11,7 @@ import (
 	"github.com/alecthomas/kingpin/v2"
 
 	"github.com/infer-exporter/infer_exporter/collector"
+	"github.com/infer-exporter/infer_exporter/internal/config"
 )
 
 // Exit codes of the bench command.
@@ -42,6 +43,7 @@ type commandFlags struct {
 	baseline    string
 	threshold   float64
 	progress    string
+	quick       quickFlags
 }
 
 // addCommand registers bench; withCollectors false leaves the GPU
@@ -64,8 +66,15 @@ func addCommand(app *kingpin.Application, withCollectors bool, stdout, stderr io
 	runCmd.Flag("output.dir", "Directory for report.json, report.csv and report.html (created if missing).").PlaceHolder("DIR").StringVar(&f.outputDir)
 	runCmd.Flag("baseline", "A previous report.json: compare every cell with it and exit 3 when a gated figure regressed beyond the threshold and noise.").PlaceHolder("OLD.json").StringVar(&f.baseline)
 	runCmd.Flag("baseline.threshold", "Relative growth of a gated figure that counts as a regression (0: bench.regression.threshold, default 0.05).").Default("0").Float64Var(&f.threshold)
-	runCmd.Flag("progress", "Progress bar on stderr: auto (when stderr is a terminal), always or never.").Default("auto").EnumVar(&f.progress, "auto", "always", "never")
+	runCmd.Flag("progress", "Progress on stderr: auto (a bar when stderr is a terminal, else a line per repeat as it ends), always (the bar) or never.").Default("auto").EnumVar(&f.progress, "auto", "always", "never")
 	runCmd.Flag("shard", "Run shard i of N (0 <= i < N, as a Kubernetes Indexed Job's completion index): this process sends arrival n of the shared seeded schedule when n mod N = i; `bench merge` combines the shard reports.").PlaceHolder("i/N").StringVar(&f.shard)
+	// The quick start: one cell from flags, without a configuration file.
+	runCmd.Flag("target.url", "Quick start, without --config.file: the server's base URL (OpenAI chat API); one cell of --rate, --input-tokens, --output-tokens for --duration.").PlaceHolder("URL").StringVar(&f.quick.url)
+	runCmd.Flag("model", "Quick start: the model to ask for (default: the one model the server's /v1/models lists).").StringVar(&f.quick.model)
+	runCmd.Flag("rate", "Quick start: open-loop (Poisson) arrivals, requests/s (default 1).").Float64Var(&f.quick.rate)
+	runCmd.Flag("input-tokens", fmt.Sprintf("Quick start: prompt length in tokens (default %d).", config.DefaultInputTokens)).IntVar(&f.quick.inputTokens)
+	runCmd.Flag("output-tokens", fmt.Sprintf("Quick start: output tokens asked, max_tokens (default %d).", config.DefaultOutputTokens)).IntVar(&f.quick.outputTokens)
+	runCmd.Flag("duration", fmt.Sprintf("Quick start: measured time (default %s), after a warm-up of a quarter of it (at most %s).", DefaultDuration, DefaultWarmup)).DurationVar(&f.quick.duration)
 	runCmd.Flag("web.listen-address", "While the bench runs, serve its live infer_probe_* metrics on this address at /metrics (empty: none).").PlaceHolder(":9750").StringVar(&f.listen)
 	verifyCmd := cmd.Command("verify", "Hash again the inputs a report.json recorded (the exporter binary, the configuration, the traces) and say which match; exit 1 when one changed or is missing.")
 	verifyFile := verifyCmd.Arg("report", "A report.json.").Required().String()
@@ -147,16 +156,37 @@ func verifyCommand(ctx context.Context, file string, stdout, stderr io.Writer) i
 }
 
 func runCommand(ctx context.Context, logger *slog.Logger, configFile string, collectors *collector.Settings, f *commandFlags, stdout, stderr io.Writer) int {
-	if configFile == "" {
-		fmt.Fprintln(stderr, "bench needs --config.file")
+	quick := f.quick.set()
+	switch {
+	case configFile != "" && quick:
+		fmt.Fprintf(stderr, "bench: --config.file and the quick-start flags (%s) exclude each other: put the target and the load in the file, or give no file\n", quickFlagNames)
 		return ExitUsage
-	}
-	if !f.configCheck && f.outputDir == "" {
+	case configFile == "" && !quick:
+		fmt.Fprintf(stderr, "bench needs --config.file, or the quick-start flags (%s)\n", quickFlagNames)
+		return ExitUsage
+	case quick && f.quick.url == "":
+		fmt.Fprintln(stderr, "bench: the quick start needs --target.url (or give a --config.file)")
+		return ExitUsage
+	case quick && f.configCheck:
+		fmt.Fprintln(stderr, "bench: --config.check checks a --config.file")
+		return ExitUsage
+	case quick && f.outputDir == "":
+		f.outputDir = DefaultQuickOutputDir
+	case !f.configCheck && f.outputDir == "":
 		fmt.Fprintln(stderr, "bench needs --output.dir")
 		return ExitUsage
 	}
-	cfg, err := LoadFileContext(ctx, configFile)
+	var cfg *Config
+	var err error
+	if quick {
+		cfg, err = loadQuick(ctx, &f.quick)
+	} else {
+		cfg, err = LoadFileContext(ctx, configFile)
+	}
 	if err != nil {
+		if quick {
+			fmt.Fprint(stderr, "bench: ")
+		}
 		fmt.Fprintln(stderr, err)
 		return ExitError
 	}
@@ -200,8 +230,12 @@ func runCommand(ctx context.Context, logger *slog.Logger, configFile string, col
 	} else {
 		opts.GPUNote = "GPU collectors not configured"
 	}
+	// A bar on a terminal; a plain line per repeat elsewhere (a CI log),
+	// unless --progress=never.
 	if file, ok := stderr.(*os.File); f.progress == "always" || (f.progress == "auto" && ok && IsTerminal(file)) {
 		opts.Progress = stderr
+	} else if f.progress == "auto" {
+		opts.ProgressLines = stderr
 	}
 	logger.Info("bench starting", "config", configFile, "sha256", cfg.SHA256, "output", f.outputDir)
 	rep, err := Run(ctx, cfg, opts)
@@ -221,6 +255,10 @@ func runCommand(ctx context.Context, logger *slog.Logger, configFile string, col
 		return ExitError
 	}
 	writeSummary(stdout, rep, f.outputDir)
+	if rep.Interrupted {
+		fmt.Fprintf(stderr, "bench: interrupted: the report in %s holds the %d cells that finished\n", f.outputDir, len(rep.Cells))
+		return ExitError
+	}
 	if rep.Baseline != nil {
 		rep.Baseline.WriteText(stdout)
 		if len(rep.Baseline.Regressions) > 0 {
@@ -255,8 +293,10 @@ func gpuSource(ctx context.Context, s *collector.Settings, logger *slog.Logger) 
 	return nil, "no nvml collector in this build", func() {}
 }
 
-// writeSummary prints the leaderboard and where the reports are.
+// writeSummary prints each cell's result block, the leaderboard and where
+// the reports are.
 func writeSummary(w io.Writer, r *Report, dir string) {
+	WriteResultBlocks(w, r)
 	fmt.Fprintf(w, "leaderboard (%s, %d resamples, %.0f%% intervals):\n", r.Ranking.LatencyFigure, r.Ranking.Resamples, r.Ranking.Confidence*100)
 	for _, e := range r.Ranking.Entries {
 		tie := " "
@@ -264,17 +304,6 @@ func writeSummary(w io.Writer, r *Report, dir string) {
 			tie = "="
 		}
 		fmt.Fprintf(w, "  %s%d  %-24s score %.4f [%.4f, %.4f]  rank %d-%d\n", tie, e.Rank, e.Target, e.Score, e.ScoreCI.Lo, e.ScoreCI.Hi, e.RankLo, e.RankHi)
-	}
-	for _, c := range r.Cells {
-		if !c.Stable || c.Degraded {
-			fmt.Fprintf(w, "note: cell %s: stable %v, client degraded %v\n", c.Key, c.Stable, c.Degraded)
-		}
-		if c.Summary.Draining {
-			fmt.Fprintf(w, "note: cell %s: %s\n", c.Key, c.Summary.DrainingNote)
-		}
-		if c.Summary.Overloaded {
-			fmt.Fprintf(w, "note: cell %s: %s\n", c.Key, c.Summary.OverloadNote)
-		}
 	}
 	names := []string{JSONFile, CSVFile, HTMLFile, MarkdownFile}
 	if r.ColdStart != nil {

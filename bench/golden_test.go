@@ -83,6 +83,9 @@ func goldenRequests(seed uint64, n int, slow float64) []*observation.Request {
 			}
 		}
 		o.ContentEvents, o.OutputTokens = events, events+rng.IntN(3)
+		// The server's prompt count, without a draw of rng: the golden
+		// figures drawn before it keep their values.
+		o.PromptTokens = 16 + i%5
 		reqs = append(reqs, o)
 	}
 	return reqs

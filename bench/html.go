@@ -90,6 +90,9 @@ var templateFuncs = template.FuncMap{
 	"pctNum": func(v Num) string { return fmt.Sprintf("%+.1f%%", float64(v)*100) },
 	"add":    func(a, b int) int { return a + b },
 	"f64":    func(i int) float64 { return float64(i) },
+	// flags are the cell's flags as the Markdown table says them (the
+	// columns table's).
+	"flags": func(c CellResult) []cellFlag { return cellFlags(&c) },
 }
 
 type namedDist struct {

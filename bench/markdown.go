@@ -40,6 +40,9 @@ func WriteMarkdown(w io.Writer, r *Report) error {
 	fmt.Fprintf(&b, "Run %s to %s (UTC), infer_exporter %s (revision %s), %s/%s, %d CPUs. Configuration `%s`, SHA-256 `%s`.\n\n",
 		env.Started.UTC().Format(time.RFC3339), env.Finished.UTC().Format(time.RFC3339), env.ExporterVersion, env.ExporterRevision,
 		env.OS, env.Arch, env.CPUs, mdCell(env.ConfigFile), env.ConfigSHA256)
+	if r.Interrupted {
+		fmt.Fprintf(&b, "**INTERRUPTED**: the run was stopped before its end; this report holds the %d cells that finished, every repeat of them.\n\n", len(r.Cells))
+	}
 
 	if bl := r.Baseline; bl != nil {
 		b.WriteString("## Against the baseline\n\n")

@@ -121,6 +121,8 @@ func TestMergeRefusesCraftedShards(t *testing.T) {
 		{"shard count 0", false, func(r *Report) { r.Shard.Count = 0 }, "shard-1.json: shard.count: 0"},
 		{"shard index repeated", false, func(r *Report) { r.Shard.Index = 0 }, "shard.index: shards of 2: shard 1 is missing or repeated"},
 		{"not a shard", false, func(r *Report) { r.Shard = nil }, "shard-1.json: shard: absent"},
+		{"interrupted shard", false, func(r *Report) { r.Interrupted = true }, "shard-1.json: interrupted: this shard was stopped"},
+		{"negative input tokens", false, state(func(s *RecorderState) { s.WinInputTokens = []int{-1} }), "shard-1.json: shard.cells[0].repeats[0].win_input_tokens[0]: -1"},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			r0, r1 := read(t, legit[0]), read(t, legit[1])

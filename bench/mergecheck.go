@@ -69,6 +69,10 @@ func validateShards(ctx context.Context, shards []ShardFile) ([]ShardFile, *Conf
 			return nil, nil, fmt.Errorf("%s: shard.count: %d is not in [1, %d]", name(sf, i), r.Shard.Count, MaxShards)
 		case r.Shard.Index < 0 || r.Shard.Index >= r.Shard.Count:
 			return nil, nil, fmt.Errorf("%s: shard.index: %d is not in [0, %d)", name(sf, i), r.Shard.Index, r.Shard.Count)
+		case r.Interrupted:
+			// Its cells stop where it was stopped, the others' do not: a
+			// merge would add up different requests.
+			return nil, nil, fmt.Errorf("%s: interrupted: this shard was stopped before its end; run it again", name(sf, i))
 		}
 		if n == 0 {
 			n = r.Shard.Count
@@ -313,7 +317,7 @@ func checkState(st *RecorderState, maxK, maxRecs int) error {
 		field string
 		v     []int
 	}{
-		{"win_successes", st.WinSuccesses}, {"win_completions", st.WinCompletions}, {"win_offered", st.WinOffered},
+		{"win_successes", st.WinSuccesses}, {"win_completions", st.WinCompletions}, {"win_input_tokens", st.WinInputTokens}, {"win_offered", st.WinOffered},
 		{"win_dropped", st.WinDropped}, {"win_sent", st.WinSent}, {"win_ended", st.WinEnded},
 	} {
 		if len(l.v) > MaxShardWindows+1 {

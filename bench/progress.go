@@ -3,10 +3,15 @@ package bench
 import (
 	"fmt"
 	"io"
+	"math"
 	"os"
+	"slices"
 	"strings"
 	"sync"
 	"time"
+
+	"github.com/infer-exporter/infer_exporter/probe/observation"
+	"github.com/infer-exporter/infer_exporter/probe/workload"
 )
 
 // IsTerminal reports whether f is a character device (a terminal), where a
@@ -16,25 +21,38 @@ func IsTerminal(f *os.File) bool {
 	return err == nil && st.Mode()&os.ModeCharDevice != 0
 }
 
-// progress draws a one-line progress bar, redrawn in place. A nil *progress
-// draws nothing.
+// progress follows the matrix's repeats (its units): on a terminal as a
+// one-line bar redrawn in place, with the running repeat's own figures
+// (elapsed of planned, sent, completed, req/s and TTFT p50 so far) and an
+// estimate of the time left from the planned durations; elsewhere as one
+// plain line per repeat when it ends. A nil *progress says nothing.
 type progress struct {
-	w     io.Writer
-	total int
+	bar   io.Writer // a terminal, or nil
+	lines io.Writer // plain lines, or nil
+	// plans is each unit's planned duration, in the order they run.
+	plans []time.Duration
 	start time.Time
 
 	mu    sync.Mutex
 	done  int
 	label string
+	cur   *liveRepeat
 	quit  chan struct{}
 	wg    sync.WaitGroup
 }
 
-func newProgress(w io.Writer, total int) *progress {
-	if w == nil {
+// newProgress follows units of the planned durations: a bar on bar, or
+// plain lines on lines (bar wins); nil when both are nil.
+func newProgress(bar, lines io.Writer, plans []time.Duration) *progress {
+	if bar == nil && lines == nil {
 		return nil
 	}
-	p := &progress{w: w, total: total, start: time.Now(), quit: make(chan struct{})}
+	p := &progress{plans: plans, start: time.Now()}
+	if bar == nil {
+		p.lines = lines
+		return p
+	}
+	p.bar, p.quit = bar, make(chan struct{})
 	p.wg.Add(1)
 	go func() {
 		defer p.wg.Done()
@@ -52,53 +70,183 @@ func newProgress(w io.Writer, total int) *progress {
 	return p
 }
 
-// begin names the work in progress.
-func (p *progress) begin(label string) {
+// begin names the work in progress (a repeat planned to last planned, 0
+// when not known) and returns the observer of its requests, for the bar's
+// figures; nil without a bar.
+func (p *progress) begin(label string, planned time.Duration) workload.Observer {
 	if p == nil {
-		return
+		return nil
+	}
+	var live *liveRepeat
+	if p.bar != nil {
+		live = &liveRepeat{start: time.Now(), planned: planned}
 	}
 	p.mu.Lock()
-	p.label = label
+	p.label, p.cur = label, live
 	p.mu.Unlock()
-	p.draw()
+	if p.bar != nil {
+		p.draw()
+		return live
+	}
+	return nil
 }
 
-// step counts one unit of the total done.
-func (p *progress) step() {
+// step counts one unit done; line, when set, is its plain line.
+func (p *progress) step(line string) {
 	if p == nil {
 		return
 	}
 	p.mu.Lock()
 	p.done++
+	p.cur = nil
 	p.mu.Unlock()
-	p.draw()
+	if p.lines != nil && line != "" {
+		fmt.Fprintln(p.lines, line)
+	}
+	if p.bar != nil {
+		p.draw()
+	}
+}
+
+// etaOf is the time left when done units have ended and the next has run
+// for elapsed: what remains of its plan (nothing once overdue) and the
+// plans of the units after it. It counts time, not units: a matrix of
+// unequal cells (a long replay after short rates) is estimated by their
+// durations.
+func etaOf(plans []time.Duration, done int, elapsed time.Duration) time.Duration {
+	if done >= len(plans) {
+		return 0
+	}
+	left := max(0, plans[done]-elapsed)
+	for _, d := range plans[done+1:] {
+		left += d
+	}
+	return left
 }
 
 func (p *progress) draw() {
 	p.mu.Lock()
 	defer p.mu.Unlock()
 	const width = 30
-	done := min(p.done, p.total)
+	total := len(p.plans)
+	done := min(p.done, total)
 	filled := 0
-	if p.total > 0 {
-		filled = width * done / p.total
+	if total > 0 {
+		filled = width * done / total
+	}
+	var inCell time.Duration
+	cell := ""
+	if p.cur != nil {
+		inCell = time.Since(p.cur.start)
+		cell = "  " + p.cur.figures(inCell)
 	}
 	elapsed := time.Since(p.start).Truncate(time.Second)
-	eta := "?"
-	if done > 0 && done < p.total {
-		eta = (elapsed / time.Duration(done) * time.Duration(p.total-done)).Truncate(time.Second).String()
-	}
-	fmt.Fprintf(p.w, "\r\033[K[%s%s] %d/%d  %s elapsed, eta %s  %s",
-		strings.Repeat("#", filled), strings.Repeat(".", width-filled), done, p.total, elapsed, eta, p.label)
+	eta := etaOf(p.plans, done, inCell).Truncate(time.Second)
+	fmt.Fprintf(p.bar, "\r\033[K[%s%s] %d/%d  %s elapsed, eta %s  %s%s",
+		strings.Repeat("#", filled), strings.Repeat(".", width-filled), done, total, elapsed, eta, p.label, cell)
 }
 
-// close stops redrawing and ends the line.
+// close stops redrawing and ends the bar's line.
 func (p *progress) close() {
-	if p == nil {
+	if p == nil || p.bar == nil {
 		return
 	}
 	close(p.quit)
 	p.wg.Wait()
 	p.draw()
-	fmt.Fprintln(p.w)
+	fmt.Fprintln(p.bar)
+}
+
+// progressLine is a repeat's plain line when it ends: the cell's place in
+// the matrix (i of n) and its repeat when there are several, its name, and
+// the repeat's own figures from its Stats (report.json's repeat): measured
+// requests sent (not dropped), their successes, completions per second,
+// TTFT p50, and the repeat's wall time, warm-up included.
+func progressLine(i, n, repeat, repeats int, name string, st *Stats, wall time.Duration) string {
+	rep := ""
+	if repeats > 1 {
+		rep = fmt.Sprintf(" repeat %d/%d", repeat, repeats)
+	}
+	ttft := "-"
+	if st.TTFT.Count > 0 {
+		ttft = fmt.Sprintf("%.0f ms", st.TTFT.P50*1000)
+	}
+	sent := st.Requests - st.Outcomes[string(observation.Dropped)]
+	return fmt.Sprintf("cell %d/%d%s %s: %d sent, %d ok, %.2f req/s, TTFT p50 %s (%.1f s)",
+		i, n, rep, name, sent, st.Successes, st.RequestsPerSecond, ttft, wall.Seconds())
+}
+
+// liveRepeat counts the running repeat's requests for the bar, as they
+// happen (warm-up included: the bar says what the server is doing now).
+type liveRepeat struct {
+	start   time.Time
+	planned time.Duration
+
+	mu        sync.Mutex
+	sent      int
+	completed int
+	ttft      []float64 // the first maxLiveTTFT, then a ring of the latest
+	next      int
+}
+
+// maxLiveTTFT bounds the TTFTs the bar keeps for its p50.
+const maxLiveTTFT = 4096
+
+var _ workload.Observer = (*liveRepeat)(nil)
+
+// Sent implements workload.Observer.
+func (l *liveRepeat) Sent(*observation.Request) {
+	l.mu.Lock()
+	l.sent++
+	l.mu.Unlock()
+}
+
+// FirstToken implements workload.Observer.
+func (l *liveRepeat) FirstToken(o *observation.Request) {
+	d, ok := o.TTFT()
+	if !ok {
+		return
+	}
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	if len(l.ttft) < maxLiveTTFT {
+		l.ttft = append(l.ttft, d.Seconds())
+		return
+	}
+	l.ttft[l.next] = d.Seconds()
+	l.next = (l.next + 1) % maxLiveTTFT
+}
+
+// Token implements workload.Observer.
+func (l *liveRepeat) Token(*observation.Request) {}
+
+// Done implements workload.Observer.
+func (l *liveRepeat) Done(*observation.Request) {
+	l.mu.Lock()
+	l.completed++
+	l.mu.Unlock()
+}
+
+// Dropped implements workload.Observer.
+func (l *liveRepeat) Dropped(*observation.Request) {}
+
+// figures is the bar's text for the repeat, elapsed into it.
+func (l *liveRepeat) figures(elapsed time.Duration) string {
+	l.mu.Lock()
+	sent, completed := l.sent, l.completed
+	ttft := slices.Clone(l.ttft)
+	l.mu.Unlock()
+	plan := "?"
+	if l.planned > 0 {
+		plan = fmt.Sprintf("%.0f", l.planned.Seconds())
+	}
+	rate := 0.0
+	if elapsed > 0 {
+		rate = float64(completed) / elapsed.Seconds()
+	}
+	p50 := "-"
+	if m := median(ttft); !math.IsNaN(m) {
+		p50 = fmt.Sprintf("%.0f ms", m*1000)
+	}
+	return fmt.Sprintf("%.0f/%s s, %d sent, %d done, %.2f req/s, TTFT p50 %s", elapsed.Seconds(), plan, sent, completed, rate, p50)
 }

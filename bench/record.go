@@ -107,6 +107,9 @@ type recorder struct {
 	// window, warm-up requests included: the same rule as winTokens, so
 	// that requests/s and tokens/s describe the same deliveries.
 	winCompletions []int
+	// winInputTokens are the prompt tokens (the server's usage count) of
+	// those same completions.
+	winInputTokens []int
 	// Arrivals by the window of their scheduled instant: all of them, and
 	// those dropped.
 	winOffered, winDropped []int
@@ -327,6 +330,8 @@ func (rc *recorder) record(obs *observation.Request) {
 		if w := rc.winOf(obs.End); w >= 0 {
 			rc.winCompletions = grow(rc.winCompletions, w+1)
 			rc.winCompletions[w]++
+			rc.winInputTokens = grow(rc.winInputTokens, w+1)
+			rc.winInputTokens[w] += obs.PromptTokens
 		}
 	}
 	if success && measured {
@@ -458,7 +463,7 @@ func (rc *recorder) finish(k int, span time.Duration) (Stats, *sample) {
 	}
 	st.ReasoningTokens, st.ReasoningRequests = rc.reasoningTokens, rc.reasoningRequests
 	var tokens float64
-	var completions, offered, dropped int
+	var completions, offered, dropped, input int
 	at := func(a []int, w int) int {
 		if w < len(a) {
 			return a[w]
@@ -470,6 +475,7 @@ func (rc *recorder) finish(k int, span time.Duration) (Stats, *sample) {
 			tokens += rc.winTokens[w]
 		}
 		completions += at(rc.winCompletions, w)
+		input += at(rc.winInputTokens, w)
 		offered += at(rc.winOffered, w)
 		dropped += at(rc.winDropped, w)
 	}
@@ -479,8 +485,10 @@ func (rc *recorder) finish(k int, span time.Duration) (Stats, *sample) {
 		st.InFlightAtEnd += at(rc.winSent, i) - at(rc.winEnded, i)
 	}
 	st.InFlightAtStart = at(rc.winSent, 0) - at(rc.winEnded, 0)
+	st.InputTokens, st.OutputTokens = input, tokens
 	if windowSec > 0 {
 		st.OutputTokensPerSecond = tokens / windowSec
+		st.TotalTokensPerSecond = (float64(input) + tokens) / windowSec
 		st.RequestsPerSecond = float64(completions) / windowSec
 		st.GoodputPerSecond = float64(rc.goodput) / windowSec
 		st.OfferedPerSecond = float64(offered) / windowSec

@@ -40,6 +40,10 @@ type Report struct {
 	// says how many shards it combines.
 	Shard        *ShardPart `json:"shard,omitempty"`
 	MergedShards int        `json:"merged_shards,omitempty"`
+	// Interrupted says the run was stopped (SIGINT, SIGTERM) before its
+	// end: the report holds the cells that finished, every repeat of
+	// them, and nothing of the cell that was running.
+	Interrupted bool `json:"interrupted,omitempty"`
 }
 
 // Environment records what the numbers were measured on.
@@ -144,6 +148,18 @@ type CellResult struct {
 	Repeats  []RepeatResult `json:"repeats"`
 }
 
+// StabilityChecked reports whether any repeat's stability was judged: a
+// cell none of whose repeats was (stability: {enabled: false}, a replay
+// too short to judge) is Stable by default, which says nothing.
+func (c *CellResult) StabilityChecked() bool {
+	for i := range c.Repeats {
+		if c.Repeats[i].Stability.Checked {
+			return true
+		}
+	}
+	return false
+}
+
 // Stats are one repeat's figures (or their medians over repeats).
 // Latencies are in seconds.
 type Stats struct {
@@ -163,6 +179,17 @@ type Stats struct {
 	RequestsPerSecond     float64 `json:"requests_per_second"`
 	OutputTokensPerSecond float64 `json:"output_tokens_per_second"`
 	GoodputPerSecond      float64 `json:"goodput_per_second"`
+	// The token totals behind the throughputs, by the same rules, so that
+	// a total over WindowSeconds is its rate: OutputTokens are the output
+	// tokens delivered within the windows (OutputTokensPerSecond's
+	// numerator, weighted per content event, so not always whole);
+	// InputTokens the prompt tokens, as the server's usage counted them (0
+	// where it reports none), of the successful requests that ended within
+	// the windows (RequestsPerSecond's); TotalTokensPerSecond is their sum
+	// over the windows' length.
+	InputTokens          int     `json:"input_tokens"`
+	OutputTokens         float64 `json:"output_tokens"`
+	TotalTokensPerSecond float64 `json:"total_tokens_per_second"`
 	// The load side by side over the same windows: arrivals the schedule
 	// offered, those sent and those dropped (by the in-flight cap or the
 	// rate ceiling), per second, beside the completions of

@@ -6,6 +6,7 @@ import (
 	"hash/fnv"
 	"io"
 	"log/slog"
+	"maps"
 	"math"
 	"runtime"
 	"strings"
@@ -32,8 +33,10 @@ type Options struct {
 	GPUNote string
 	// Info reads the targets' engine, version and model; nil: ServerInfo.
 	Info InfoSource
-	// Progress, when set, receives a progress bar (give it a terminal).
-	Progress io.Writer
+	// Progress, when set, receives a progress bar (give it a terminal);
+	// else ProgressLines, when set, a plain line per repeat as it ends.
+	Progress      io.Writer
+	ProgressLines io.Writer
 	// Shard, when On, runs this process's share of a split run.
 	Shard Shard
 	// Live, when set, gets every repeat's requests as they happen, and the
@@ -165,26 +168,51 @@ func Run(ctx context.Context, cfg *Config, opts Options) (*Report, error) {
 		r := &spec.Matrix.Replays[i]
 		groups = append(groups, group{name: r.Name, load: Load{LoadReplay, r.Speed}, replay: r})
 	}
-	b.progress = newProgress(opts.Progress, len(targets)*len(groups)*spec.Repeats)
+	// Each unit of the progress is one repeat, in the order they run.
+	var plans []time.Duration
+	for _, g := range groups {
+		for r := 0; r < spec.Repeats; r++ {
+			for range targets {
+				plans = append(plans, b.planned(g))
+			}
+		}
+	}
+	b.progress = newProgress(opts.Progress, opts.ProgressLines, plans)
 	defer b.progress.close()
 
 	acc := make([][]cellAcc, len(groups))
-	for gi, g := range groups {
+	for gi := range groups {
 		acc[gi] = make([]cellAcc, len(targets))
+	}
+	// An interrupt (ctx cancelled: SIGINT, SIGTERM) stops the repeat that
+	// runs; the report then holds the cells whose every repeat finished.
+	interrupted := false
+matrix:
+	for gi, g := range groups {
 		for r := 0; r < spec.Repeats; r++ {
 			for ti := range targets {
 				key := CellKey(targets[ti].Name, g.load, g.name)
-				b.progress.begin(fmt.Sprintf("%s repeat %d/%d", key, r+1, spec.Repeats))
+				name := CellName(targets[ti].Name, targets[ti].Model, g.load, g.name)
+				label := name
+				if spec.Repeats > 1 {
+					label = fmt.Sprintf("%s repeat %d/%d", name, r+1, spec.Repeats)
+				}
+				watch := b.progress.begin(label, b.planned(g))
 				res, smp, err := b.runRepeat(ctx, repeatPlan{
 					target: &targets[ti], ct: cts[ti], group: g, index: r,
-					warmup: spec.Warmup, duration: spec.Duration, stability: true, cell: key,
+					warmup: spec.Warmup, duration: spec.Duration, stability: true, cell: key, watch: watch,
 				})
+				if err != nil && ctx.Err() != nil {
+					interrupted = true
+					break matrix
+				}
 				if err != nil {
 					return nil, err
 				}
 				acc[gi][ti].repeats = append(acc[gi][ti].repeats, res)
 				acc[gi][ti].samples = append(acc[gi][ti].samples, smp)
-				b.progress.step()
+				b.progress.step(progressLine(gi*len(targets)+ti+1, len(groups)*len(targets), r+1, spec.Repeats, name,
+					&res.Stats, time.Since(res.Started)))
 			}
 		}
 	}
@@ -196,16 +224,35 @@ func Run(ctx context.Context, cfg *Config, opts Options) (*Report, error) {
 	if opts.Shard.On() {
 		rep.Shard = shardPart(opts.Shard, names, groups, acc)
 	}
-	cells, reps := assembleCells(ctx, spec, names, groups, acc)
-	if err := ctx.Err(); err != nil {
-		return nil, fmt.Errorf("interrupted: %w", err) // the bootstrap stopped early
+	var cells []CellResult
+	var reps map[string][numFigures][]float64
+	rankGroups := groups
+	if interrupted {
+		// What finished is computed to its end: the bootstrap of the
+		// finished cells runs on past the interrupt (a second signal ends
+		// the process).
+		cells, reps, rankGroups = finishedCells(context.WithoutCancel(ctx), spec, names, groups, acc)
+		rep.Interrupted = true
+		b.logger.Warn("bench interrupted: reporting the finished cells", "cells", len(cells))
+	} else {
+		cells, reps = assembleCells(ctx, spec, names, groups, acc)
+		if err := ctx.Err(); err != nil {
+			return nil, fmt.Errorf("interrupted: %w", err) // the bootstrap stopped early
+		}
 	}
 	rep.Cells = cells
 
-	if sw := spec.Sweep; sw != nil {
+	if sw := spec.Sweep; sw != nil && !interrupted {
+	sweeps:
 		for ti := range targets {
 			for i := range spec.Matrix.Shapes {
 				res, err := b.sweep(ctx, &targets[ti], cts[ti], &spec.Matrix.Shapes[i])
+				if err != nil && ctx.Err() != nil {
+					// The sweeps that finished stay; the one that ran is
+					// left out.
+					rep.Interrupted = true
+					break sweeps
+				}
 				if err != nil {
 					return nil, err
 				}
@@ -229,9 +276,44 @@ func Run(ctx context.Context, cfg *Config, opts Options) (*Report, error) {
 	rep.Environment.GPUNote = rep.GPU.Note
 	rep.Timeline = b.timeline
 
-	rep.Ranking = rank(b.rankInput(targets, groups, reps, rep))
+	rep.Ranking = rank(b.rankInput(targets, rankGroups, reps, rep))
+	if len(rankGroups) == 0 && len(groups) > 0 {
+		// Nothing to compare the targets on: no scores of 0 tied.
+		rep.Ranking.Entries = nil
+		rep.Ranking.Note = strings.TrimPrefix(rep.Ranking.Note+"; not ranked: interrupted before every target finished one load and shape", "; ")
+	}
 	rep.Environment.Finished = time.Now().UTC()
 	return rep, nil
+}
+
+// finishedCells assembles, after an interrupt, the cells whose every
+// repeat ran, in assembleCells' order, and returns with them the groups
+// that every target finished (the ranking compares targets within a
+// group, so a group that some target did not finish is not ranked).
+func finishedCells(ctx context.Context, spec *Spec, targets []string, groups []group, acc [][]cellAcc) ([]CellResult, map[string][numFigures][]float64, []group) {
+	var cells []CellResult
+	reps := map[string][numFigures][]float64{}
+	for ti, target := range targets {
+		for gi, g := range groups {
+			if len(acc[gi][ti].repeats) < spec.Repeats {
+				continue
+			}
+			cs, rs := assembleCells(ctx, spec, []string{target}, []group{g}, [][]cellAcc{{acc[gi][ti]}})
+			cells = append(cells, cs...)
+			maps.Copy(reps, rs)
+		}
+	}
+	var whole []group
+	for gi, g := range groups {
+		all := true
+		for ti := range targets {
+			all = all && len(acc[gi][ti].repeats) == spec.Repeats
+		}
+		if all {
+			whole = append(whole, g)
+		}
+	}
+	return cells, reps, whole
 }
 
 // cellAcc gathers a cell's repeats: acc[group][target].
@@ -311,8 +393,31 @@ func (b *run) environment(ctx context.Context, targets []config.Target) Environm
 	return env
 }
 
+// planned is how long a repeat of a group is planned to last, for the
+// progress's estimate: its warm-up and measured duration (a stability
+// extension or a longer warm-up comes on top), or a replay's warm-up and
+// window of the trace at its speed (a looping one is cut at the duration).
+func (b *run) planned(g group) time.Duration {
+	d := b.spec.Warmup + b.spec.Duration
+	if r := g.replay; r != nil && !r.Loop {
+		recs := b.traces[r.Name].Records
+		if len(recs) == 0 {
+			return b.spec.Warmup
+		}
+		end := recs[len(recs)-1].Offset
+		if r.End > 0 {
+			end = min(end, r.End)
+		}
+		d = b.spec.Warmup + time.Duration(float64(max(0, end-r.Start))/r.Speed)
+	}
+	return d
+}
+
 // repeatPlan is one repeat to run.
 type repeatPlan struct {
+	// watch, when set, follows the repeat's requests too (the progress
+	// bar's figures).
+	watch  workload.Observer
 	target *config.Target
 	ct     *client.Target
 	group  group
@@ -461,6 +566,9 @@ func (b *run) runRepeat(ctx context.Context, p repeatPlan) (RepeatResult, *sampl
 	observers := workload.Observers{rec}
 	if closed != nil {
 		observers = append(observers, closed)
+	}
+	if p.watch != nil {
+		observers = append(observers, p.watch)
 	}
 	var monitor workload.Monitor
 	if b.opts.Live != nil {
@@ -615,9 +723,9 @@ func (b *run) sweep(ctx context.Context, t *config.Target, ct *client.Target, sh
 	try := func(rate float64) (SweepPoint, error) {
 		l := Load{LoadRate, rate}
 		key := "sweep/" + CellKey(t.Name, l, sh.Name)
-		b.progress.begin(key)
+		watch := b.progress.begin("sweep "+CellName(t.Name, t.Model, l, sh.Name), sw.Warmup+sw.Duration)
 		r, _, err := b.runRepeat(ctx, repeatPlan{target: t, ct: ct, group: group{name: sh.Name, load: l, shape: sh}, cell: key,
-			warmup: sw.Warmup, duration: sw.Duration})
+			warmup: sw.Warmup, duration: sw.Duration, watch: watch})
 		if err != nil {
 			return SweepPoint{}, err
 		}

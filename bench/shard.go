@@ -111,6 +111,7 @@ type RecorderState struct {
 	WinTokens         []float64      `json:"win_tokens"`
 	WinSuccesses      []int          `json:"win_successes"`
 	WinCompletions    []int          `json:"win_completions"`
+	WinInputTokens    []int          `json:"win_input_tokens,omitempty"`
 	WinOffered        []int          `json:"win_offered"`
 	WinDropped        []int          `json:"win_dropped"`
 	WinSent           []int          `json:"win_sent"`
@@ -135,7 +136,7 @@ func (rc *recorder) export(k int, span time.Duration) RecorderState {
 		WindowSeconds: rc.window.Seconds(), Windows: k, SpanSeconds: span.Seconds(),
 		Measured: rc.measured, Goodput: rc.goodput, ReasoningTokens: rc.reasoningTokens, ReasoningRequests: rc.reasoningRequests,
 		Outcomes:  map[string]int{},
-		WinTokens: rc.winTokens, WinSuccesses: rc.winSuccesses, WinCompletions: rc.winCompletions,
+		WinTokens: rc.winTokens, WinSuccesses: rc.winSuccesses, WinCompletions: rc.winCompletions, WinInputTokens: rc.winInputTokens,
 		WinOffered: rc.winOffered, WinDropped: rc.winDropped, WinSent: rc.winSent, WinEnded: rc.winEnded, WinE2E: rc.winE2E,
 		RecordsSeen: rc.recsSeen, ITL: rc.itl, ITLSeen: rc.itlSeen,
 	}
@@ -196,6 +197,7 @@ func mergeStates(parts []RecorderState, maxRecs, maxITL int) (*recorder, int, ti
 		}
 		addInts(&rc.winSuccesses, p.WinSuccesses)
 		addInts(&rc.winCompletions, p.WinCompletions)
+		addInts(&rc.winInputTokens, p.WinInputTokens)
 		addInts(&rc.winOffered, p.WinOffered)
 		addInts(&rc.winDropped, p.WinDropped)
 		addInts(&rc.winSent, p.WinSent)

@@ -71,6 +71,10 @@ func main() {
 		version.Version = "dev"
 	}
 	ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt, syscall.SIGTERM)
+	// The first signal stops the work and lets it finish what it must (the
+	// exporter's drain, the bench's report of its finished cells); a
+	// second one ends the process at once, as Go's default handling does.
+	go func() { <-ctx.Done(); stop() }()
 	code := run(ctx, os.Args[1:])
 	stop()
 	os.Exit(code)

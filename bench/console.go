@@ -1,0 +1,201 @@
+package bench
+
+import (
+	"fmt"
+	"io"
+	"maps"
+	"math"
+	"slices"
+	"strconv"
+	"strings"
+
+	"github.com/infer-exporter/infer_exporter/probe/observation"
+)
+
+// The console's result block: one per cell at the end of a run, on stdout,
+// in the spirit of `vllm bench serve`'s, for a CI log: plain text, labels
+// of a fixed width, no terminal escapes. Every figure is a column of
+// columns.go, read by the column's own getter, so that the block says
+// report.json's numbers (at its printed precision) and cannot drift from
+// the CSV; TestResultBlockIsTheReport reads the blocks back.
+
+// blockLabelWidth is the width of a block's labels: the values start in
+// one column.
+const blockLabelWidth = 40
+
+// blockRule is a block's rule line, as wide as a label and a value.
+const blockRule = "=================================================="
+
+// blockFigure is one line of figures: its label, the column it shows, and
+// how it is printed.
+type blockFigure struct {
+	label  string
+	column string
+	format func(float64) string
+}
+
+func blockInt(v float64) string      { return strconv.FormatFloat(v, 'f', 0, 64) }
+func blockFixed2(v float64) string   { return strconv.FormatFloat(v, 'f', 2, 64) }
+func blockMillis(sec float64) string { return blockFixed2(sec * 1000) }
+
+// blockTotals are the block's first figures, after the requests.
+var blockTotals = []blockFigure{
+	{"Measured duration (s):", "window_seconds", blockFixed2},
+	{"Total input tokens:", "input_tokens", blockInt},
+	{"Total generated tokens:", "output_tokens", blockInt},
+	{"Request throughput (req/s):", "requests_per_second", blockFixed2},
+	{"Output token throughput (tok/s):", "output_tokens_per_second", blockFixed2},
+	{"Total token throughput (tok/s):", "total_tokens_per_second", blockFixed2},
+}
+
+// blockLatencies are the distributions the block shows, each with its
+// mean, median and p99 in milliseconds.
+var blockLatencies = []struct{ title, short, prefix string }{
+	{"Time to First Token", "TTFT", "ttft"},
+	{"Time per Output Token (excl. 1st token)", "TPOT", "tpot"},
+	{"Inter-token Latency", "ITL", "itl"},
+	{"End-to-end Latency", "E2E", "e2e"},
+}
+
+// blockFlags are the flag columns the block states, whatever their value.
+var blockFlags = []struct{ label, column string }{
+	{"Stable:", "stable"},
+	{"Client degraded:", "degraded"},
+	{"Overloaded:", "overloaded"},
+	{"Draining:", "draining"},
+	{"Sampled:", "sampled"},
+}
+
+// columnNamed is the column of that name; a name of the block that is no
+// column is a programming error, caught by every test that prints one.
+func columnNamed(name string) *column {
+	for i := range columns {
+		if columns[i].name == name {
+			return &columns[i]
+		}
+	}
+	panic("bench: no column " + name)
+}
+
+// CellName is a cell for people: target/model/shape and its load, e.g.
+// "vllm/meta-llama/Llama-3.1-8B/chat rate 4" (the progress lines' and the
+// result blocks' heading; CellKey is its identity in the reports).
+func CellName(target, model string, l Load, shape string) string {
+	name := target
+	if model != "" {
+		name += "/" + model
+	}
+	v := strconv.FormatFloat(l.Value, 'g', -1, 64)
+	if l.Kind == LoadReplay {
+		v = "x" + v
+	}
+	return name + "/" + shape + " " + l.Kind + " " + v
+}
+
+// modelOf is the model a report's environment records for a target.
+func modelOf(r *Report, target string) string {
+	for _, t := range r.Environment.Targets {
+		if t.Name == target {
+			return t.ConfiguredModel
+		}
+	}
+	return ""
+}
+
+// WriteResultBlocks writes one result block per cell of r.
+func WriteResultBlocks(w io.Writer, r *Report) {
+	if r.Interrupted {
+		fmt.Fprintf(w, "INTERRUPTED: the run was stopped; the report holds the %d cells that finished\n", len(r.Cells))
+	}
+	for i := range r.Cells {
+		writeResultBlock(w, &r.Cells[i], modelOf(r, r.Cells[i].Target))
+	}
+}
+
+func blockLine(w io.Writer, label, value string) {
+	fmt.Fprintf(w, "%-*s %s\n", blockLabelWidth, label, value)
+}
+
+// blockHeading centres a title in a rule line.
+func blockHeading(fill, title string) string {
+	title = " " + title + " "
+	left := max(3, (len(blockRule)-len(title))/2)
+	right := max(3, len(blockRule)-len(title)-left)
+	return strings.Repeat(fill, left) + title + strings.Repeat(fill, right)
+}
+
+func writeResultBlock(w io.Writer, c *CellResult, model string) {
+	fmt.Fprintln(w, blockHeading("=", CellName(c.Target, model, c.Load, c.Shape)))
+	blockLine(w, "Cell:", c.Key)
+	blockLine(w, "Successful requests:", columnNamed("successes").csv(c))
+	// Failed: every measured request of another outcome, by outcome
+	// (summary.outcomes: the median count of each over the repeats).
+	failed, byOutcome := 0, []string{}
+	for _, o := range slices.Sorted(maps.Keys(c.Summary.Outcomes)) {
+		if n := c.Summary.Outcomes[o]; o != string(observation.Success) && n > 0 {
+			failed += n
+			byOutcome = append(byOutcome, fmt.Sprintf("%s %d", o, n))
+		}
+	}
+	blockLine(w, "Failed requests:", strconv.Itoa(failed))
+	if len(byOutcome) > 0 {
+		blockLine(w, "Failed by outcome:", strings.Join(byOutcome, ", "))
+	}
+	for _, f := range blockTotals {
+		blockLine(w, f.label, f.format(columnNamed(f.column).num(c)))
+	}
+	for _, d := range blockLatencies {
+		fmt.Fprintln(w, blockHeading("-", d.title))
+		for _, q := range []struct{ label, suffix string }{{"Mean", "mean"}, {"Median", "p50"}, {"P99", "p99"}} {
+			v := columnNamed(d.prefix + "_" + q.suffix + "_seconds").num(c)
+			value := "-" // no values (no request got that far)
+			if !math.IsNaN(v) {
+				value = blockMillis(v)
+			}
+			blockLine(w, q.label+" "+d.short+" (ms):", value)
+		}
+	}
+	fmt.Fprintln(w, blockHeading("-", "Flags and notes"))
+	for _, f := range blockFlags {
+		blockLine(w, f.label, columnNamed(f.column).csv(c))
+	}
+	for _, note := range cellNotes(c) {
+		blockLine(w, "Note:", note)
+	}
+	fmt.Fprintln(w, blockRule)
+}
+
+// cellNotes are the sentences a cell's report carries for people: its
+// overload and draining notes, and each repeat's warm-up, stability and
+// replay notes.
+func cellNotes(c *CellResult) []string {
+	var notes []string
+	for _, n := range []string{c.Summary.OverloadNote, c.Summary.DrainingNote} {
+		if n != "" {
+			notes = append(notes, n)
+		}
+	}
+	for i := range c.Repeats {
+		r := &c.Repeats[i]
+		prefix := ""
+		if len(c.Repeats) > 1 {
+			prefix = fmt.Sprintf("repeat %d: ", r.Index+1)
+		}
+		if r.WarmupNote != "" {
+			notes = append(notes, prefix+r.WarmupNote)
+		}
+		if r.Stability.Note != "" {
+			notes = append(notes, prefix+"stability: "+r.Stability.Note)
+		}
+		if rp := r.Replay; rp != nil {
+			notes = append(notes, fmt.Sprintf("%sreplay: %d of %d rows replayed, %d dropped, %d clamped by the rate ceiling", prefix, rp.Replayed, rp.Rows, rp.Dropped, rp.Clamped))
+			if rp.Cut != "" {
+				notes = append(notes, prefix+"replay: "+rp.Cut)
+			}
+			if rp.Degraded {
+				notes = append(notes, prefix+"replay: drift p99 above 10 ms (degraded)")
+			}
+		}
+	}
+	return notes
+}

@@ -1,0 +1,199 @@
+package bench
+
+import (
+	"context"
+	"fmt"
+	"maps"
+	"path/filepath"
+	"slices"
+	"strconv"
+	"strings"
+	"testing"
+	"time"
+)
+
+// parseBlocks reads the result blocks back from a command's stdout: per
+// cell key, every "label: value" line of its block, by label.
+func parseBlocks(t *testing.T, stdout string) map[string]map[string][]string {
+	t.Helper()
+	blocks := map[string]map[string][]string{}
+	var cur map[string][]string
+	for _, line := range strings.Split(stdout, "\n") {
+		switch {
+		case strings.HasPrefix(line, "==") && strings.HasSuffix(line, "=="):
+			if len(line) != len(blockRule) {
+				t.Errorf("rule %q: not %d wide", line, len(blockRule))
+			}
+			cur = nil // a heading or the closing rule
+			if strings.Trim(line, "=") != "" {
+				cur = map[string][]string{"heading": {strings.Trim(line, "= ")}}
+			}
+			continue
+		case cur == nil || strings.HasPrefix(line, "--"):
+			continue
+		}
+		label, value, ok := strings.Cut(line, ":")
+		if !ok {
+			t.Fatalf("block line without a label: %q", line)
+		}
+		if len(label)+1 > blockLabelWidth || line[blockLabelWidth] != ' ' {
+			t.Errorf("line %q: its value does not start at column %d", line, blockLabelWidth+1)
+		}
+		cur[label] = append(cur[label], strings.TrimSpace(value))
+		if label == "Cell" {
+			blocks[strings.TrimSpace(value)] = cur
+		}
+	}
+	return blocks
+}
+
+// TestResultBlockIsTheReport: a bench against the simulator prints one
+// result block per cell whose every figure, read back, is report.json's
+// (the file's, as written) at the block's printed precision; the block is
+// plain text (no terminal escapes).
+func TestResultBlockIsTheReport(t *testing.T) {
+	sim := startSim(t, 10*time.Millisecond, 1, 0)
+	dir := t.TempDir()
+	yml := targetsYAML([]string{"sim"}, []*simTarget{sim}) + `
+bench:
+  matrix:
+    process: constant
+    rates: [20]
+    concurrencies: [2]
+    shapes: [{name: s, input_tokens: 24, output_tokens: 8}]
+  warmup: 200ms
+  duration: 1s
+  repeats: 1
+  max_in_flight: 1         # the open loop drops arrivals: failures by outcome
+  prompt_set_size: 20
+  stability: {enabled: false}
+  sampling: {ignore_eos: true}
+  ranking: {resamples: 100}
+`
+	out := filepath.Join(dir, "out")
+	code, stdout, stderr := runCLI(t, context.Background(), "bench", "--config.file="+writeTestFile(t, dir, "b.yml", yml), "--output.dir="+out)
+	if code != ExitOK {
+		t.Fatalf("exit %d\n%s\n%s", code, stdout, stderr)
+	}
+	if strings.Contains(stdout, "\x1b") {
+		t.Errorf("stdout holds terminal escapes:\n%q", stdout)
+	}
+	r := readReport(t, out)
+	blocks := parseBlocks(t, stdout)
+	if len(r.Cells) != 2 || len(blocks) != 2 {
+		t.Fatalf("%d cells, %d blocks:\n%s", len(r.Cells), len(blocks), stdout)
+	}
+	ms := func(d Dist, v float64) string {
+		if d.Count == 0 {
+			return "-"
+		}
+		return strconv.FormatFloat(v*1000, 'f', 2, 64)
+	}
+	f2 := func(v float64) string { return strconv.FormatFloat(v, 'f', 2, 64) }
+	for _, c := range r.Cells {
+		b := blocks[c.Key]
+		if b == nil {
+			t.Fatalf("no block for %s:\n%s", c.Key, stdout)
+		}
+		s := c.Summary
+		if s.Successes == 0 || s.InputTokens == 0 || s.OutputTokens == 0 {
+			t.Errorf("%s: a cell without successes or tokens (%+v) tests nothing", c.Key, s)
+		}
+		failed, by := 0, []string{}
+		for _, o := range slices.Sorted(maps.Keys(s.Outcomes)) {
+			if o != "success" && s.Outcomes[o] > 0 {
+				failed += s.Outcomes[o]
+				by = append(by, fmt.Sprintf("%s %d", o, s.Outcomes[o]))
+			}
+		}
+		want := map[string]string{
+			"heading":                         "sim/sim-model/s " + c.Load.Kind + " " + strconv.FormatFloat(c.Load.Value, 'g', -1, 64),
+			"Successful requests":             strconv.Itoa(s.Successes),
+			"Failed requests":                 strconv.Itoa(failed),
+			"Measured duration (s)":           f2(s.WindowSeconds),
+			"Total input tokens":              strconv.Itoa(s.InputTokens),
+			"Total generated tokens":          strconv.FormatFloat(s.OutputTokens, 'f', 0, 64),
+			"Request throughput (req/s)":      f2(s.RequestsPerSecond),
+			"Output token throughput (tok/s)": f2(s.OutputTokensPerSecond),
+			"Total token throughput (tok/s)":  f2(s.TotalTokensPerSecond),
+			"Stable":                          "not checked", // stability: {enabled: false}
+			"Client degraded":                 strconv.FormatBool(c.Degraded),
+			"Overloaded":                      strconv.FormatBool(s.Overloaded),
+			"Draining":                        strconv.FormatBool(s.Draining),
+			"Sampled":                         strconv.FormatBool(s.Sampled),
+		}
+		if c.Load.Kind == LoadRate && failed == 0 {
+			t.Errorf("%s: no drops at 20 req/s of 80 ms requests one at a time: the outcomes line is not tested", c.Key)
+		}
+		if len(by) > 0 {
+			want["Failed by outcome"] = strings.Join(by, ", ")
+		}
+		for _, d := range []struct {
+			name string
+			d    Dist
+		}{{"TTFT", s.TTFT}, {"TPOT", s.TPOT}, {"ITL", s.ITL}, {"E2E", s.E2E}} {
+			want["Mean "+d.name+" (ms)"] = ms(d.d, d.d.Mean)
+			want["Median "+d.name+" (ms)"] = ms(d.d, d.d.P50)
+			want["P99 "+d.name+" (ms)"] = ms(d.d, d.d.P99)
+		}
+		for label, w := range want {
+			if got := b[label]; len(got) != 1 || got[0] != w {
+				t.Errorf("%s: %q says %q, report.json %q", c.Key, label, got, w)
+			}
+		}
+		// Every note the report carries, and nothing else.
+		if notes := cellNotes(&c); !slices.Equal(b["Note"], notes) {
+			t.Errorf("%s: notes %q, want %q", c.Key, b["Note"], notes)
+		}
+		for label := range b {
+			if _, ok := want[label]; !ok && label != "Cell" && label != "Note" {
+				t.Errorf("%s: a line %q the test does not check", c.Key, label)
+			}
+		}
+	}
+}
+
+// TestStableNotChecked: a cell none of whose repeats judged its stability
+// says "not checked" in every output (the stable column's word), not true;
+// one that was judged says true or false.
+func TestStableNotChecked(t *testing.T) {
+	for _, tc := range []struct {
+		name     string
+		checked  []bool // each repeat's
+		stable   bool
+		csv      string
+		flag     string // in the Markdown flags ("" none)
+		htmlSpan string
+	}{
+		{"stability off", []bool{false, false}, true, "not checked", "stable: not checked", `<span class="note">stable: not checked</span>`},
+		{"one repeat judged stable", []bool{false, true}, true, "true", "", ""},
+		{"judged unstable", []bool{true}, false, "false", "unstable", `<span class="bad">unstable</span>`},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			c := CellResult{Key: "a/rate=1/s", Target: "a", Load: Load{LoadRate, 1}, Shape: "s", Stable: tc.stable,
+				Summary: Stats{Outcomes: map[string]int{}}}
+			for i, ch := range tc.checked {
+				c.Repeats = append(c.Repeats, RepeatResult{Index: i, Stability: StabilityResult{Checked: ch, Stable: tc.stable, Spread: NaN()}})
+			}
+			col := columnNamed("stable")
+			if got := col.csv(&c); got != tc.csv {
+				t.Errorf("CSV %q, want %q", got, tc.csv)
+			}
+			if got := strings.Join(mdFlags(&c), ", "); got != tc.flag {
+				t.Errorf("Markdown flags %q, want %q", got, tc.flag)
+			}
+			r := &Report{Cells: []CellResult{c}}
+			var html, console strings.Builder
+			if err := WriteHTML(&html, r); err != nil {
+				t.Fatal(err)
+			}
+			if tc.htmlSpan != "" && !strings.Contains(html.String(), tc.htmlSpan) {
+				t.Errorf("HTML heading without %s", tc.htmlSpan)
+			}
+			WriteResultBlocks(&console, r)
+			if b := parseBlocks(t, console.String())[c.Key]; len(b["Stable"]) != 1 || b["Stable"][0] != tc.csv {
+				t.Errorf("console says stable %q, want %q", b["Stable"], tc.csv)
+			}
+		})
+	}
+}

@@ -1,0 +1,149 @@
+package bench
+
+import (
+	"bytes"
+	"context"
+	"log/slog"
+	"net/http"
+	"net/http/httptest"
+	"os"
+	"path/filepath"
+	"strconv"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/alecthomas/kingpin/v2"
+)
+
+// TestQuickStart: `bench --target.url=... --rate --input-tokens
+// --output-tokens --duration` runs one cell against the simulator without
+// a configuration file, asks /v1/models for the model it was not given,
+// writes the report in --output.dir and prints the cell's result block.
+func TestQuickStart(t *testing.T) {
+	sim := startSim(t, 10*time.Millisecond, 1, 0)
+	out := filepath.Join(t.TempDir(), "out")
+	code, stdout, stderr := runCLI(t, context.Background(), "bench", "--target.url="+sim.URL, "--rate=4",
+		"--input-tokens=32", "--output-tokens=8", "--duration=2s", "--output.dir="+out)
+	if code != ExitOK {
+		t.Fatalf("exit %d\n%s\n%s", code, stdout, stderr)
+	}
+	r := readReport(t, out)
+	if len(r.Cells) != 1 || r.Cells[0].Key != "target/rate=4/in32-out8" {
+		t.Fatalf("cells %+v", r.Cells)
+	}
+	c := r.Cells[0]
+	if len(c.Repeats) != 1 || c.Summary.Successes == 0 || c.Summary.WindowSeconds != 2 {
+		t.Errorf("one repeat of 2 s with successes: %d repeats, %d successes, %v s", len(c.Repeats), c.Summary.Successes, c.Summary.WindowSeconds)
+	}
+	if r.Environment.Targets[0].ConfiguredModel != "sim-model" || r.Environment.Targets[0].Flavor != "openai-chat" {
+		t.Errorf("target %+v: want the model /v1/models lists, flavor openai-chat", r.Environment.Targets[0])
+	}
+	if r.Environment.ConfigFile != "" || !strings.Contains(r.Environment.Config, "rates:\n") {
+		t.Errorf("config file %q; embedded config:\n%s", r.Environment.ConfigFile, r.Environment.Config)
+	}
+	b := parseBlocks(t, stdout)[c.Key]
+	if b == nil || b["heading"][0] != "target/sim-model/in32-out8 rate 4" || b["Stable"][0] != "not checked" {
+		t.Errorf("result block %v:\n%s", b, stdout)
+	}
+	if _, err := os.Stat(filepath.Join(out, MarkdownFile)); err != nil {
+		t.Error(err)
+	}
+}
+
+// TestQuickStartRefused: a configuration file with the quick-start flags,
+// or the flags without a URL, are refused before anything runs.
+func TestQuickStartRefused(t *testing.T) {
+	dir := t.TempDir()
+	file := writeTestFile(t, dir, "b.yml", "targets: [{name: a, url: 'http://127.0.0.1:1', model: m}]\n")
+	for _, tc := range []struct {
+		name string
+		args []string
+		want string
+	}{
+		{"file and flags", []string{"--config.file=" + file, "--rate=2"}, "--config.file and the quick-start flags"},
+		{"file and URL", []string{"--config.file=" + file, "--target.url=http://127.0.0.1:1", "--output.dir=" + dir}, "exclude each other"},
+		{"flags without a URL", []string{"--rate=2", "--duration=2s"}, "needs --target.url"},
+		{"neither", []string{"--output.dir=" + dir}, "needs --config.file, or the quick-start flags"},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			code, stdout, stderr := runCLI(t, context.Background(), append([]string{"bench"}, tc.args...)...)
+			if code != ExitUsage || !strings.Contains(stderr, tc.want) {
+				t.Errorf("exit %d, stderr %q; want %d and %q\n%s", code, stderr, ExitUsage, tc.want, stdout)
+			}
+		})
+	}
+}
+
+// TestServedModel: without --model, the one model /v1/models lists; a
+// server that lists none or several asks for --model.
+func TestServedModel(t *testing.T) {
+	for _, tc := range []struct {
+		name, body string
+		status     int
+		want, err  string
+	}{
+		{"one", `{"object":"list","data":[{"id":"m1","object":"model"}]}`, 200, "m1", ""},
+		{"two", `{"data":[{"id":"m1"},{"id":"m2"}]}`, 200, "", "lists 2 models (m1, m2): name one with --model"},
+		{"none", `{"data":[]}`, 200, "", "lists 0 models"},
+		{"not found", `nope`, 404, "", "answered 404"},
+		{"not JSON", `<html>`, 200, "", "no --model"},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			srv := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+				if r.URL.Path != "/v1/models" {
+					http.NotFound(w, r)
+					return
+				}
+				w.WriteHeader(tc.status)
+				w.Write([]byte(tc.body))
+			}))
+			defer srv.Close()
+			got, err := servedModel(context.Background(), srv.URL+"/")
+			if got != tc.want || (err == nil) != (tc.err == "") || (err != nil && !strings.Contains(err.Error(), tc.err)) {
+				t.Errorf("servedModel = %q, %v; want %q, %q", got, err, tc.want, tc.err)
+			}
+		})
+	}
+}
+
+// TestTwoBenchesSideBySide: two benches in one process at once, against
+// one server, share nothing (no fixed port, path or global state; the
+// live listener opens only with --web.listen-address): both end well,
+// each with its own report.
+func TestTwoBenchesSideBySide(t *testing.T) {
+	sim := startSim(t, 10*time.Millisecond, 1, 0)
+	dir := t.TempDir()
+	type result struct {
+		code           int
+		stdout, stderr string
+	}
+	results := make([]result, 2)
+	done := make(chan int)
+	for i := range results {
+		go func() {
+			app := kingpin.New("infer_exporter", "")
+			var stdout, stderr bytes.Buffer
+			_, run := addCommand(app, false, &stdout, &stderr)
+			args := []string{"bench", "--target.url=" + sim.URL, "--model=sim-model", "--rate=4", "--input-tokens=16",
+				"--output-tokens=4", "--duration=1s", "--output.dir=" + filepath.Join(dir, strconv.Itoa(i))}
+			results[i].code = ExitUsage
+			if _, err := app.Parse(args); err == nil {
+				results[i].code = run(context.Background(), slog.New(slog.DiscardHandler))
+			}
+			results[i].stdout, results[i].stderr = stdout.String(), stderr.String()
+			done <- i
+		}()
+	}
+	<-done
+	<-done
+	for i, r := range results {
+		if r.code != ExitOK {
+			t.Fatalf("bench %d: exit %d\n%s\n%s", i, r.code, r.stdout, r.stderr)
+		}
+		rep := readReport(t, filepath.Join(dir, strconv.Itoa(i)))
+		if len(rep.Cells) != 1 || rep.Cells[0].Summary.Successes == 0 {
+			t.Errorf("bench %d: cells %+v", i, rep.Cells)
+		}
+	}
+}
