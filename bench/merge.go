@@ -138,14 +138,17 @@ func Merge(ctx context.Context, shards []ShardFile) (*Report, error) {
 }
 
 // mergeReplays combines the shards' views of one replay repeat: the rows
-// add up; drift is the worst shard's (its distribution is not pooled).
+// sent and dropped add up (each shard sends and drops its own); clamped is
+// counted once, since every shard computes the whole seeded schedule and
+// clamps the same rows (the largest, should one differ); drift is the
+// worst shard's (its distribution is not pooled).
 func mergeReplays(rs []*ReplayResult) *ReplayResult {
 	out := *rs[0]
 	out.Replayed, out.Dropped, out.Clamped = 0, 0, 0
 	for _, r := range rs {
 		out.Replayed += r.Replayed
 		out.Dropped += r.Dropped
-		out.Clamped += r.Clamped
+		out.Clamped = max(out.Clamped, r.Clamped)
 		if r.Drift.P99 > out.Drift.P99 {
 			out.Drift = r.Drift
 		}

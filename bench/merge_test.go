@@ -122,10 +122,18 @@ func TestMergeRefusesCraftedShards(t *testing.T) {
 		{"shard index repeated", false, func(r *Report) { r.Shard.Index = 0 }, "shard.index: shards of 2: shard 1 is missing or repeated"},
 		{"not a shard", false, func(r *Report) { r.Shard = nil }, "shard-1.json: shard: absent"},
 		{"interrupted shard", false, func(r *Report) { r.Interrupted = true }, "shard-1.json: interrupted: this shard was stopped"},
+		{"another exporter binary", false, func(r *Report) { r.Environment.Inputs[0].SHA256 = strings.Repeat("ab", 32) }, "shard-1.json: environment.inputs: exporter has sha256 abababababab"},
+		{"a trace shard 0 did not read", false, func(r *Report) {
+			r.Environment.Inputs = append(r.Environment.Inputs, Input{Kind: InputTrace, Name: "mc", SHA256: strings.Repeat("cd", 32)})
+		}, "shard-1.json: environment.inputs: trace mc is not among shard-0.json's inputs"},
+		{"an input missing", false, func(r *Report) { r.Environment.Inputs = r.Environment.Inputs[1:] }, "shard-1.json: environment.inputs: exporter of shard-0.json is missing"},
 		{"negative input tokens", false, state(func(s *RecorderState) { s.WinInputTokens = []int{-1} }), "shard-1.json: shard.cells[0].repeats[0].win_input_tokens[0]: -1"},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			r0, r1 := read(t, legit[0]), read(t, legit[1])
+			for _, r := range []*Report{r0, r1} {
+				r.Environment.Inputs = []Input{{Kind: InputExporter, SHA256: strings.Repeat("01", 32)}, {Kind: InputConfig, SHA256: strings.Repeat("02", 32)}}
+			}
 			tc.craft(r1)
 			if tc.both {
 				tc.craft(r0)

@@ -5,6 +5,7 @@ import (
 	"fmt"
 	"math"
 	"slices"
+	"strings"
 
 	"github.com/infer-exporter/infer_exporter/probe/observation"
 )
@@ -89,7 +90,12 @@ func validateShards(ctx context.Context, shards []ShardFile) ([]ShardFile, *Conf
 		}
 	}
 	if len(byIndex) != n {
-		return nil, nil, fmt.Errorf("shards of %d: %d reports", n, len(byIndex))
+		var missing []string
+		for i := len(byIndex); i < n; i++ {
+			missing = append(missing, fmt.Sprint(i))
+		}
+		return nil, nil, fmt.Errorf("shards of %d: %d reports given, shard %s missing (%s says --shard=%d/%d); give every shard's report",
+			n, len(byIndex), strings.Join(missing, ", "), name(shards[0], 0), shards[0].Report.Shard.Index, n)
 	}
 
 	first := byIndex[0]
@@ -124,6 +130,9 @@ func validateShards(ctx context.Context, shards []ShardFile) ([]ShardFile, *Conf
 		case e.MaxSamplesRepeat != env.MaxSamplesRepeat:
 			return nil, nil, fmt.Errorf("%s: environment.max_samples_per_repeat: %d, %s has %d", sf.File, e.MaxSamplesRepeat, first.File, env.MaxSamplesRepeat)
 		}
+		if err := sameInputs(sf, first); err != nil {
+			return nil, nil, err
+		}
 	}
 	for _, sf := range byIndex {
 		if err := ctx.Err(); err != nil {
@@ -134,6 +143,36 @@ func validateShards(ctx context.Context, shards []ShardFile) ([]ShardFile, *Conf
 		}
 	}
 	return byIndex, cfg, nil
+}
+
+// sameInputs refuses a shard whose audited inputs (the exporter binary,
+// the configuration, every trace, every prompt set) are not shard 0's:
+// shards that replayed different trace contents, ran another build, or
+// sent other prompts did not measure one run.
+func sameInputs(sf, first ShardFile) error {
+	key := func(in Input) string { return in.Kind + " " + in.Name }
+	want := map[string]string{}
+	for _, in := range first.Report.Environment.Inputs {
+		want[key(in)] = in.SHA256
+	}
+	got := map[string]bool{}
+	for _, in := range sf.Report.Environment.Inputs {
+		k := key(in)
+		got[k] = true
+		w, ok := want[k]
+		switch {
+		case !ok:
+			return fmt.Errorf("%s: environment.inputs: %s is not among %s's inputs", sf.File, strings.TrimSpace(k), first.File)
+		case w != in.SHA256:
+			return fmt.Errorf("%s: environment.inputs: %s has sha256 %s, %s's has %s: the shards did not run the same inputs", sf.File, strings.TrimSpace(k), short(in.SHA256), first.File, short(w))
+		}
+	}
+	for _, in := range first.Report.Environment.Inputs {
+		if !got[key(in)] {
+			return fmt.Errorf("%s: environment.inputs: %s of %s is missing", sf.File, strings.TrimSpace(key(in)), first.File)
+		}
+	}
+	return nil
 }
 
 func name(sf ShardFile, i int) string {
