@@ -117,6 +117,15 @@ type recorder struct {
 	// one: index 0 holds the warm-up's.
 	winSent, winEnded []int
 	winE2E            [][]float64
+	// droppedAll counts every dropped request, measured or not.
+	droppedAll int
+}
+
+// droppedRows is the number of requests dropped, warm-up included.
+func (rc *recorder) droppedRows() int {
+	rc.mu.Lock()
+	defer rc.mu.Unlock()
+	return rc.droppedAll
 }
 
 // recorder is a workload.Observer of the ends of requests.
@@ -300,6 +309,9 @@ func (rc *recorder) record(obs *observation.Request) {
 				rc.itl[j] = d.Seconds()
 			}
 		})
+	}
+	if obs.Outcome == observation.Dropped {
+		rc.droppedAll++
 	}
 	if obs.Outcome != observation.Dropped && !obs.Sent.IsZero() {
 		end := obs.End

@@ -270,3 +270,81 @@ bench:
 		}
 	}
 }
+
+// unevenTrace is a Mooncake trace of rows at the given offsets (ms), each
+// of in prompt tokens and out output tokens.
+func unevenTrace(offsets []int, in, out int) string {
+	var b strings.Builder
+	for i, ms := range offsets {
+		fmt.Fprintf(&b, `{"timestamp": %d, "input_length": %d, "output_length": %d, "hash_ids": [%d]}`+"\n", ms, in, out, i)
+	}
+	return b.String()
+}
+
+// TestReplayWholeReplayFigures: a replay cell's figures cover every window
+// its trace filled, not the first. After a 500 ms warm-up (5 rows), the
+// trace's first second holds 5 rows and the next three 30 (8 output tokens
+// each): 35 rows over 4 s. The cell's req/s and output tokens/s equal the
+// trace's 8.75 rows/s and 70 tokens/s within 2% (the first window alone
+// says 5 and 40),
+// stability is judged over the 4 windows of 1 s the trace filled, and the
+// warm-up is reported as it was. A looping replay is cut at warm-up +
+// duration (15 rows of 100 ms in 500 ms + 1 s), not at the duration.
+// (The old cell measured the first window only, judged none, reported a
+// warm-up of 0 and cut a loop at its duration.)
+func TestReplayWholeReplayFigures(t *testing.T) {
+	var offsets []int
+	for ms := 0; ms < 500; ms += 100 {
+		offsets = append(offsets, ms) // the warm-up
+	}
+	for ms := 500; ms < 1500; ms += 200 {
+		offsets = append(offsets, ms)
+	}
+	for ms := 1500; ms < 4500; ms += 100 {
+		offsets = append(offsets, ms)
+	}
+	r, bodies, _ := replayBench(t, unevenTrace(offsets, 100, 8), `
+bench:
+  matrix:
+    replays: [{name: mc, source: mooncake, path: trace.jsonl}]
+  warmup: 500ms
+  duration: 1s
+  repeats: 1
+  stability: {window: 1s, windows: 3, min_requests: 2, tolerance: 0.5}
+  ranking: {resamples: 100}
+`, "a")
+	c := r.Cells[0]
+	rep := c.Repeats[0]
+	const rowsPerSecond, tokensPerRow = 35.0 / 4, 8
+	t.Logf("req/s %.3f, tokens/s %.2f over %.2f s; stability %+v; %d rows received", c.Summary.RequestsPerSecond,
+		c.Summary.OutputTokensPerSecond, c.Summary.WindowSeconds, rep.Stability, len(bodies[0]))
+	if got := c.Summary.RequestsPerSecond; got < rowsPerSecond*0.98 || got > rowsPerSecond*1.02 {
+		t.Errorf("req/s %.3f, want %.1f within 2%%", got, rowsPerSecond)
+	}
+	if got := c.Summary.OutputTokensPerSecond; got < rowsPerSecond*tokensPerRow*0.98 || got > rowsPerSecond*tokensPerRow*1.02 {
+		t.Errorf("output tokens/s %.2f, want %.1f within 2%%", got, rowsPerSecond*tokensPerRow)
+	}
+	if rep.Stability.Windows != 4 || !rep.Stability.Checked {
+		t.Errorf("stability over %d windows, checked %v (%s): want judged over the 4 the trace filled", rep.Stability.Windows, rep.Stability.Checked, rep.Stability.Note)
+	}
+	if rep.WarmupSeconds != 0.5 {
+		t.Errorf("warm-up %v s reported, want 0.5", rep.WarmupSeconds)
+	}
+
+	r, bodies, _ = replayBench(t, mooncakeTrace(10, 100*time.Millisecond, 100, 2), `
+bench:
+  matrix:
+    replays: [{name: mc, source: mooncake, path: trace.jsonl, loop: true}]
+  warmup: 500ms
+  duration: 1s
+  repeats: 1
+  stability: {enabled: false}
+  ranking: {resamples: 100}
+`, "a")
+	if n := len(bodies[0]); n < 14 || n > 16 {
+		t.Errorf("a looping replay sent %d rows, want 15 (warm-up + duration)", n)
+	}
+	if rr := r.Cells[0].Repeats[0].Replay; rr == nil || rr.Replayed < 14 {
+		t.Errorf("replay result %+v", rr)
+	}
+}

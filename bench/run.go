@@ -437,6 +437,8 @@ func (b *run) runRepeat(ctx context.Context, p repeatPlan) (RepeatResult, *sampl
 	check := p.stability && st.On()
 	window, kBase, kMax := p.duration, 1, 1
 	if check {
+		// A replay's windows are the stability windows too: it is judged
+		// afterwards, over every window its trace filled.
 		window = st.Window
 		kBase = int(math.Ceil(float64(p.duration) / float64(window)))
 		kMax = max(kBase, int(st.MaxDuration/window))
@@ -489,8 +491,8 @@ func (b *run) runRepeat(ctx context.Context, p repeatPlan) (RepeatResult, *sampl
 		}
 		// A replay sends its whole window, the same rows to every target,
 		// and its stability is judged afterwards on the windows the trace
-		// filled; only a looping one is cut.
-		check = false
+		// filled; only a looping one is cut, at warm-up + duration.
+		check, kMax = false, kBase
 	default:
 		return RepeatResult{}, nil, fmt.Errorf("cell %s: unknown load kind %q", p.cell, load.Kind)
 	}
@@ -526,15 +528,18 @@ func (b *run) runRepeat(ctx context.Context, p repeatPlan) (RepeatResult, *sampl
 	}
 	k := kBase
 	var tooFew bool
-	if replayRes != nil && !looping {
-		kBase = 1
-		k = 1
+	// lead is the part of the warm-up the recorder's clock does not hold:
+	// a replay's recorder starts at the warm-up's end, its schedule at the
+	// trace's clock.
+	var lead time.Duration
+	if replayRes != nil {
+		lead = p.warmup
 	}
 	stop := &stopSchedule{
 		inner: sched, ctx: ctx, t0: clock,
 		resolve: func() (time.Duration, bool) {
 			w, ok := rec.warmup(time.Now())
-			return w + time.Duration(k)*window, ok
+			return lead + w + time.Duration(k)*window, ok
 		},
 		decide: func() (time.Duration, bool) {
 			if !check {
@@ -596,9 +601,10 @@ func (b *run) runRepeat(ctx context.Context, p repeatPlan) (RepeatResult, *sampl
 	}
 	var span time.Duration
 	if stop.ended {
-		// The trace ran out: the measured time ends with the run.
+		// The trace ran out: the measured time ends with the run (its
+		// last request's end), over every window it reached.
 		span = max(end.Sub(rec.warmupEndAt()), time.Millisecond)
-		k = min(k, max(1, int(math.Ceil(float64(span)/float64(window)))))
+		k = max(1, int(math.Ceil(float64(span)/float64(window))))
 	}
 	stats, smp := rec.finish(k, span)
 	res.Stats = stats
@@ -607,6 +613,10 @@ func (b *run) runRepeat(ctx context.Context, p repeatPlan) (RepeatResult, *sampl
 		res.state = &st
 	}
 	used, cut := rec.warmupUsed()
+	if replayRes != nil {
+		// A replay's warm-up is the configured one, on the trace's clock.
+		used, cut = p.warmup, false
+	}
 	res.WarmupSeconds = used.Seconds()
 	switch {
 	case cut:
@@ -629,7 +639,9 @@ func (b *run) runRepeat(ctx context.Context, p repeatPlan) (RepeatResult, *sampl
 	if replayRes != nil {
 		replayRec.result(replayRes)
 		replayRes.Clamped = stop.Clamped()
-		replayRes.Dropped = stats.Outcomes[string(observation.Dropped)]
+		// Every row dropped, the warm-up's too: a row not sent is lost to
+		// the replay wherever it fell.
+		replayRes.Dropped = rec.droppedRows()
 		if looping {
 			replayRes.Cut = replayCut(time.Duration(res.WarmupSeconds*float64(time.Second)).Round(time.Millisecond), time.Duration(k)*window)
 		}
