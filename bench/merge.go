@@ -3,6 +3,7 @@ package bench
 import (
 	"context"
 	"fmt"
+	"math"
 
 	"github.com/infer-exporter/infer_exporter/internal/config"
 )
@@ -98,9 +99,25 @@ func Merge(ctx context.Context, shards []ShardFile) (*Report, error) {
 			stats, smp := rc.finish(k, span)
 			res.Stats = stats
 			res.Stability.Medians = nil
-			med, _ := rc.windowMedians(k)
+			med, cnt := rc.windowMedians(k)
 			for _, m := range med {
 				res.Stability.Medians = append(res.Stability.Medians, Num(m))
+			}
+			if st := spec.Stability; res.Stability.Checked && st.On() {
+				// The shards ran the same windows, unextended: the
+				// stability is the pooled windows', judged as one process
+				// judges its own.
+				ok, spread := stable(med, cnt, st.Windows, st.MinRequests, st.Tolerance)
+				res.Stability.Stable, res.Stability.Spread, res.Stability.Windows, res.Stability.Note = ok, Num(spread), k, ""
+				switch {
+				case math.IsNaN(spread):
+					res.Stability.Checked, res.Stability.Spread = false, NaN()
+					res.Stability.Note = fmt.Sprintf("not judged: the merged windows had fewer than %d windows of at least %d successes (%d windows of %s)",
+						st.Windows, st.MinRequests, k, st.Window)
+				case !ok:
+					res.Stability.Note = fmt.Sprintf("the merged windows did not agree within %.0f%% (spread %.1f%%, %d windows of %s); sharded runs are not extended: lengthen duration",
+						st.Tolerance*100, spread*100, k, st.Window)
+				}
 			}
 			if len(replays) > 0 {
 				res.Replay = mergeReplays(replays)

@@ -442,6 +442,12 @@ func (b *run) runRepeat(ctx context.Context, p repeatPlan) (RepeatResult, *sampl
 		window = st.Window
 		kBase = int(math.Ceil(float64(p.duration) / float64(window)))
 		kMax = max(kBase, int(st.MaxDuration/window))
+		if b.opts.Shard.On() {
+			// Every shard of a run measures the same windows: none
+			// extends on its own share, and bench merge judges the
+			// stability on the pooled windows (docs/bench.md).
+			kMax = kBase
+		}
 	}
 
 	var sched workload.Schedule

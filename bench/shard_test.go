@@ -2,6 +2,7 @@ package bench
 
 import (
 	"context"
+	"fmt"
 	"io"
 	"math"
 	"math/rand/v2"
@@ -249,5 +250,85 @@ bench:
 	}
 	if code := <-done; code != ExitOK {
 		t.Errorf("exit %d", code)
+	}
+}
+
+// TestShardsWithStabilityMeasureOneRun: with the stability check on (its
+// defaults), every shard of a run measures the same windows, unextended,
+// and bench merge judges the stability on the pooled windows; so the
+// merged open-loop cell counts exactly the requests of one process over
+// those windows (run here with the check off, the same seeded schedule),
+// for 2 and for 3 shards. (Each shard used to extend on its own share: a
+// poisson 8 req/s cell of 6 s measured 18 s in one shard and 14 s in the
+// other.)
+func TestShardsWithStabilityMeasureOneRun(t *testing.T) {
+	if testing.Short() {
+		t.Skip("real time: about 15 s")
+	}
+	st := startSim(t, 10*time.Millisecond, 1, 0)
+	dir := t.TempDir()
+	bench := func(stability string) string {
+		return targetsYAML([]string{"sim"}, []*simTarget{st}) + `
+bench:
+  seed: 11
+  matrix:
+    process: poisson
+    rates: [16]
+    shapes: [{name: s, input_tokens: 16, output_tokens: 4}]
+  warmup: 500ms
+  duration: 3s
+  repeats: 1
+  prompt_set_size: 20
+  sampling: {ignore_eos: true}
+  ranking: {resamples: 100}
+` + stability
+	}
+	on := writeTestFile(t, dir, "on.yml", bench(""))
+	off := writeTestFile(t, dir, "off.yml", bench("  stability: {enabled: false}\n"))
+	one := filepath.Join(dir, "one")
+	if code, so, se := runCLI(t, context.Background(), "bench", "--config.file="+off, "--output.dir="+one); code != ExitOK {
+		t.Fatalf("one process: exit %d\n%s\n%s", code, so, se)
+	}
+	single := readReport(t, one).Cells[0].Summary.Requests
+	for _, n := range []int{2, 3} {
+		t.Run(fmt.Sprintf("shards=%d", n), func(t *testing.T) {
+			var wg sync.WaitGroup
+			codes := make([]int, n)
+			var files []string
+			for i := range n {
+				out := filepath.Join(dir, fmt.Sprintf("n%d-shard-%d", n, i))
+				files = append(files, filepath.Join(out, JSONFile))
+				wg.Add(1)
+				go func() {
+					defer wg.Done()
+					codes[i], _, _ = runCLI(t, context.Background(), "bench", "--config.file="+on, fmt.Sprintf("--shard=%d/%d", i, n), "--output.dir="+out)
+				}()
+			}
+			wg.Wait()
+			for i, c := range codes {
+				if c != ExitOK {
+					t.Fatalf("shard %d exited %d", i, c)
+				}
+			}
+			for i, f := range files {
+				rep := readReport(t, filepath.Dir(f)).Cells[0].Repeats[0]
+				if rep.Stability.Extended != 0 || rep.Stability.Windows != 3 {
+					t.Errorf("shard %d: %d windows, extended %d: a shard must not extend on its own share", i, rep.Stability.Windows, rep.Stability.Extended)
+				}
+			}
+			merged := filepath.Join(dir, fmt.Sprintf("merged-%d", n))
+			if code, so, se := runCLI(t, context.Background(), append([]string{"bench", "merge", "--output.dir=" + merged}, files...)...); code != ExitOK {
+				t.Fatalf("merge: exit %d\n%s\n%s", code, so, se)
+			}
+			mc := readReport(t, merged).Cells[0]
+			ms := mc.Repeats[0].Stability
+			t.Logf("%d shards: %d requests merged, %d in one process; merged stability %+v", n, mc.Summary.Requests, single, ms)
+			if mc.Summary.Requests != single {
+				t.Errorf("%d requests merged, %d in one process over the same windows", mc.Summary.Requests, single)
+			}
+			if ms.Windows != 3 || !ms.Checked {
+				t.Errorf("merged stability %+v: want judged on the 3 pooled windows", ms)
+			}
+		})
 	}
 }
