@@ -73,13 +73,23 @@ bench:
 	if len(r.Cells) != 2 {
 		t.Fatalf("%d cells", len(r.Cells))
 	}
+	sameRows := true
 	for i, c := range r.Cells {
 		rr := c.Repeats[0].Replay
 		if rr == nil {
 			t.Fatalf("cell %s: no replay result", c.Key)
 		}
-		if rr.Rows != rows || rr.Replayed != rows || rr.Cut != "" || len(bodies[i]) != rows {
-			t.Errorf("cell %s: %d rows, %d replayed, %d received, cut %q: want the whole window of %d", c.Key, rr.Rows, rr.Replayed, len(bodies[i]), rr.Cut, rows)
+		// Under the race detector on a loaded 2-core machine the
+		// dispatcher can fall a row's gap behind, and the wire ceiling
+		// then drops the rows that would exceed the trace's rate
+		// (counted as dropped, never sent late): the window is the rows
+		// sent and the rows dropped.
+		if rr.Dropped > 0 {
+			t.Logf("cell %s: %d rows dropped by the ceiling (a loaded machine)", c.Key, rr.Dropped)
+			sameRows = false
+		}
+		if rr.Rows != rows || rr.Cut != "" || len(bodies[i])+rr.Dropped != rows {
+			t.Errorf("cell %s: %d rows, %d replayed, %d received, %d dropped, cut %q: want the whole window of %d", c.Key, rr.Rows, rr.Replayed, len(bodies[i]), rr.Dropped, rr.Cut, rows)
 		}
 		// The rows after the configured warm-up are measured: 25 of 30.
 		if c.Summary.Requests != rows-5 {
@@ -88,14 +98,14 @@ bench:
 		if want := 2.9; rr.WindowSeconds < want-0.01 || rr.WindowSeconds > want+0.01 {
 			t.Errorf("cell %s: window %v s, want %v", c.Key, rr.WindowSeconds, want)
 		}
-		if rr.Clamped != 0 || rr.Drift.Count != rows || rr.Words != WordsPerRepeat {
+		if rr.Clamped != 0 || rr.Drift.Count != rows-rr.Dropped || rr.Words != WordsPerRepeat {
 			t.Errorf("cell %s: clamped %d, %d drifts, words %q", c.Key, rr.Clamped, rr.Drift.Count, rr.Words)
 		}
 	}
 	a, b := slices.Clone(bodies[0]), slices.Clone(bodies[1])
 	slices.Sort(a)
 	slices.Sort(b)
-	if !slices.Equal(a, b) {
+	if sameRows && !slices.Equal(a, b) {
 		t.Error("the two targets were not sent the same rows")
 	}
 }
