@@ -341,6 +341,13 @@ type SweepPoint struct {
 	Requests     int     `json:"requests"`
 	SuccessRatio float64 `json:"success_ratio"`
 	Pass         bool    `json:"pass"`
+	// Overloaded and Degraded say that the point was not in steady state
+	// (the cells' rules): a point whose queue grows, or whose client fell
+	// behind, fails whatever its ratio, since its ratio holds only until
+	// the backlog reaches the timeout. Note says why a point failed.
+	Overloaded bool   `json:"overloaded,omitempty"`
+	Degraded   bool   `json:"degraded,omitempty"`
+	Note       string `json:"note,omitempty"`
 }
 
 // AccuracyCheck is the known-answer checks of one target.

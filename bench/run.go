@@ -427,6 +427,11 @@ type repeatPlan struct {
 	// duration is the measured time before any stability extension.
 	duration  time.Duration
 	stability bool
+	// trendWindows, when set and the stability check is not, splits the
+	// measured time into that many windows, unextended, so that the
+	// repeat's window medians show whether its latency grew (a sweep
+	// point's steady state).
+	trendWindows int
 }
 
 // runRepeat runs one repeat through the exporter's own open-loop runner and
@@ -448,6 +453,8 @@ func (b *run) runRepeat(ctx context.Context, p repeatPlan) (RepeatResult, *sampl
 			// stability on the pooled windows (docs/bench.md).
 			kMax = kBase
 		}
+	} else if p.trendWindows > 0 {
+		window, kBase, kMax = p.duration/time.Duration(p.trendWindows), p.trendWindows, p.trendWindows
 	}
 
 	var sched workload.Schedule
@@ -743,7 +750,7 @@ func (b *run) sweep(ctx context.Context, t *config.Target, ct *client.Target, sh
 		key := "sweep/" + CellKey(t.Name, l, sh.Name)
 		watch := b.progress.begin("sweep "+CellName(t.Name, t.Model, l, sh.Name), sw.Warmup+sw.Duration)
 		r, _, err := b.runRepeat(ctx, repeatPlan{target: t, ct: ct, group: group{name: sh.Name, load: l, shape: sh}, cell: key,
-			warmup: sw.Warmup, duration: sw.Duration, watch: watch})
+			warmup: sw.Warmup, duration: sw.Duration, watch: watch, trendWindows: sweepTrendWindows})
 		if err != nil {
 			return SweepPoint{}, err
 		}
@@ -757,6 +764,21 @@ func (b *run) sweep(ctx context.Context, t *config.Target, ct *client.Target, sh
 			pt.Pass = s.Requests > 0 && pt.SuccessRatio >= sw.MinSuccess
 		} else {
 			pt.Pass = s.Requests > 0 && s.GoodputRatio >= sw.MinGoodput
+		}
+		// Capacity is what the server sustains: a point passes only in
+		// steady state, for either rule.
+		pt.Overloaded = s.Overloaded
+		pt.Degraded = s.ScheduleLag.Count > 0 && s.ScheduleLag.P99 > degradedLag.Seconds() || r.SchedulingLatencyP99 > degradedLag.Seconds()
+		growth, grew := latencyGrowth(r.Stability.Medians, b.spec.Stability.Tolerance)
+		switch {
+		case pt.Pass && pt.Overloaded:
+			pt.Pass, pt.Note = false, "failed for growth: "+s.OverloadNote
+		case pt.Pass && grew:
+			pt.Pass, pt.Note = false, fmt.Sprintf("failed for growth: the median E2E rose %.0f%% from the point's first window to its last (%d windows), so a queue was building: the server does not sustain this rate", growth*100, len(r.Stability.Medians))
+		case pt.Pass && pt.Degraded:
+			pt.Pass, pt.Note = false, "failed: the client was degraded (schedule lag or scheduling latency p99 above 10 ms), so the point measured the client"
+		case !pt.Pass:
+			pt.Note = "failed " + res.Rule
 		}
 		if s.E2E.Count > 0 {
 			pt.E2EP99 = Num(s.E2E.P99)
@@ -807,6 +829,33 @@ func (b *run) sweep(ctx context.Context, t *config.Target, ct *client.Target, sh
 			passPt.Requests, sw.MinSuccess, need))
 	}
 	return res, nil
+}
+
+// sweepTrendWindows is how many windows a sweep point's measured time is
+// split into to see its latency's trend.
+const sweepTrendWindows = 3
+
+// latencyGrowth reports how much the median E2E rose from the first window
+// to the last, and whether that is a queue building: every window's median
+// at least the one before, and the last above the first by more than tol
+// (the stability tolerance). A rate above the server's capacity builds its
+// queue at the excess rate, so the waits, and the E2E with them, grow
+// steadily over the point, long before the backlog reaches the timeout; a
+// rate the server sustains leaves them flat, up to noise.
+func latencyGrowth(medians []Num, tol float64) (float64, bool) {
+	if len(medians) < 2 {
+		return 0, false
+	}
+	first, last := float64(medians[0]), float64(medians[len(medians)-1])
+	if math.IsNaN(first) || math.IsNaN(last) || first <= 0 {
+		return 0, false
+	}
+	for i := 1; i < len(medians); i++ {
+		if math.IsNaN(float64(medians[i])) || medians[i] < medians[i-1] {
+			return last/first - 1, false
+		}
+	}
+	return last/first - 1, last > first*(1+tol)
 }
 
 // rankInput gathers what the ranking needs from the cells.
