@@ -300,7 +300,9 @@ func (b *run) coldStartRepeat(ctx context.Context, index int, poller *http.Clien
 		}
 		if ready {
 			obs := &observation.Request{Scheduled: time.Now()}
-			cl.Do(rctx, ct, tmpl.KnownAnswer(coldStartPrompt, coldStartMaxTokens), obs)
+			req := tmpl.KnownAnswer(coldStartPrompt, coldStartMaxTokens)
+			req.RequestID = fmt.Sprintf("cold-start/%s-%d", ct.Name, r.Requests)
+			cl.Do(rctx, ct, req, obs)
 			r.Requests++
 			if obs.Outcome == observation.Success {
 				first := obs.FirstToken

@@ -44,6 +44,8 @@ type commandFlags struct {
 	threshold   float64
 	progress    string
 	quick       quickFlags
+	requests    string
+	requestsMax int
 }
 
 // addCommand registers bench; withCollectors false leaves the GPU
@@ -64,6 +66,8 @@ func addCommand(app *kingpin.Application, withCollectors bool, stdout, stderr io
 	}
 	// Not Required(): --config.check needs none.
 	runCmd.Flag("output.dir", "Directory for report.json, report.csv and report.html (created if missing).").PlaceHolder("DIR").StringVar(&f.outputDir)
+	runCmd.Flag("output.requests", "Also write one JSON line per request (id as sent in X-Request-Id, cell, repeat, instants, TTFT, TPOT, E2E, tokens, outcome, HTTP status) to this file; gzip-compressed when it ends in .gz.").PlaceHolder("FILE").StringVar(&f.requests)
+	runCmd.Flag("output.requests.max", "At most this many request records; the rest are counted in report.json's request_records.left_out.").Default(fmt.Sprint(DefaultMaxRequestRecords)).IntVar(&f.requestsMax)
 	runCmd.Flag("baseline", "A previous report.json: compare every cell with it and exit 3 when a gated figure regressed beyond the threshold and noise.").PlaceHolder("OLD.json").StringVar(&f.baseline)
 	runCmd.Flag("baseline.threshold", "Relative growth of a gated figure that counts as a regression (0: bench.regression.threshold, default 0.05).").Default("0").Float64Var(&f.threshold)
 	runCmd.Flag("progress", "Progress on stderr: auto (a bar when stderr is a terminal, else a line per repeat as it ends), always (the bar) or never.").Default("auto").EnumVar(&f.progress, "auto", "always", "never")
@@ -202,7 +206,7 @@ func runCommand(ctx context.Context, logger *slog.Logger, configFile string, col
 			return ExitError
 		}
 	}
-	opts := Options{Logger: logger}
+	opts := Options{Logger: logger, RequestsPath: f.requests, RequestsMax: max(f.requestsMax, 1)}
 	if f.shard != "" {
 		sh, err := ParseShard(f.shard)
 		if err != nil {

@@ -28,6 +28,7 @@ type simTarget struct {
 
 	mu      sync.Mutex
 	prompts []string // completions bodies received, in arrival order
+	ids     []string // their X-Request-Id
 }
 
 // startSim starts a simulator whose engine step costs step (in simulated
@@ -59,6 +60,7 @@ func wrapSim(t testing.TB, sim *simulator.Simulator) *simTarget {
 			b, _ := io.ReadAll(r.Body)
 			st.mu.Lock()
 			st.prompts = append(st.prompts, string(b))
+			st.ids = append(st.ids, r.Header.Get("X-Request-Id"))
 			st.mu.Unlock()
 			r.Body = io.NopCloser(bytes.NewReader(b))
 		}
@@ -68,6 +70,13 @@ func wrapSim(t testing.TB, sim *simulator.Simulator) *simTarget {
 	t.Cleanup(func() { sim.Close() })
 	st.URL = srv.URL
 	return st
+}
+
+// requestIDs are the X-Request-Id of every completion request received.
+func (s *simTarget) requestIDs() []string {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	return append([]string(nil), s.ids...)
 }
 
 func (s *simTarget) bodies() []string {

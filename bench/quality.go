@@ -121,12 +121,13 @@ func scoreTarget(ctx context.Context, d quality.Doer, ct *client.Target, text qu
 	r := PerplexityResult{Target: ct.Name, Repeats: repeats, Text: text.Name, TextSHA256: text.SHA256,
 		Perplexity: NaN(), Min: NaN(), Max: NaN(), MeanLogprob: NaN()}
 	var ppl []float64
-	for range repeats {
+	for i := range repeats {
 		if ctx.Err() != nil {
 			break
 		}
 		sctx, cancel := context.WithTimeout(ctx, timeout)
-		sc, err := quality.ScoreText(sctx, d, ct, text)
+		// Every request of the bench carries its id, for the server's log.
+		sc, err := quality.ScoreText(sctx, idDoer{d, fmt.Sprintf("perplexity/%s-%d", ct.Name, i)}, ct, text)
 		cancel()
 		if err != nil {
 			reason := quality.ReasonConnection
@@ -151,6 +152,17 @@ func scoreTarget(ctx context.Context, d quality.Doer, ct *client.Target, text qu
 		r.Perplexity, r.Min, r.Max, r.MeanLogprob = Num(m), Num(ppl[0]), Num(ppl[len(ppl)-1]), Num(-math.Log(m))
 	}
 	return r
+}
+
+// idDoer sends each request with X-Request-Id id.
+type idDoer struct {
+	quality.Doer
+	id string
+}
+
+func (d idDoer) Do(req *http.Request) (*http.Response, error) {
+	req.Header.Set("X-Request-Id", d.id)
+	return d.Doer.Do(req)
 }
 
 // perplexityInput is the ranking's input: each run target's perplexity

@@ -30,6 +30,9 @@ type Report struct {
 	Perplexity []PerplexityResult `json:"perplexity,omitempty"`
 	Ranking    RankingResult      `json:"ranking"`
 	GPU        GPUReport          `json:"gpu"`
+	// RequestRecords, with --output.requests, says where every request's
+	// record went.
+	RequestRecords *RequestRecords `json:"request_records,omitempty"`
 	// Timeline holds when each repeat ran, in seconds since the start.
 	Timeline []Span      `json:"timeline"`
 	Baseline *Comparison `json:"baseline,omitempty"`
@@ -330,6 +333,15 @@ type SweepResult struct {
 }
 
 // SweepPoint is one rate of a sweep.
+// RequestRecords says where the run's per-request records went
+// (--output.requests) and how many: Written, and LeftOut beyond the bound.
+type RequestRecords struct {
+	Path    string `json:"path"`
+	Written int    `json:"written"`
+	LeftOut int    `json:"left_out"`
+	Error   string `json:"error,omitempty"`
+}
+
 type SweepPoint struct {
 	Rate                  float64 `json:"rate"`
 	GoodputRatio          float64 `json:"goodput_ratio"`

@@ -1,6 +1,7 @@
 package bench
 
 import (
+	"cmp"
 	"context"
 	"fmt"
 	"hash/fnv"
@@ -43,6 +44,11 @@ type Options struct {
 	// repeat's state (the live infer_probe_* series of a shard on
 	// --web.listen-address).
 	Live func(target *config.Target, cell string) (workload.Observer, workload.Monitor)
+	// RequestsPath, when set, is where every request's record goes, one
+	// JSON line each (gzip-compressed when it ends in .gz), at most
+	// RequestsMax of them (0: DefaultMaxRequestRecords).
+	RequestsPath string
+	RequestsMax  int
 }
 
 // degradedLag is the schedule lag p99 above which a repeat is flagged
@@ -60,6 +66,7 @@ type run struct {
 	start    time.Time
 	progress *progress
 	timeline []Span
+	requests *requestLog // nil without Options.RequestsPath
 }
 
 // group is one column of the matrix: a load and a shape, or a replay.
@@ -84,6 +91,14 @@ func Run(ctx context.Context, cfg *Config, opts Options) (*Report, error) {
 	}
 	spec := &cfg.Bench
 	b := &run{cfg: cfg, spec: spec, opts: opts, logger: opts.Logger, start: time.Now().UTC()}
+	if opts.RequestsPath != "" {
+		l, err := openRequestLog(opts.RequestsPath, cmp.Or(opts.RequestsMax, DefaultMaxRequestRecords))
+		if err != nil {
+			return nil, err
+		}
+		b.requests = l
+		defer l.Close() // the normal end closes it first, to report its counts
+	}
 	targets := cfg.RunTargets()
 	cts := make([]*client.Target, len(targets))
 	for i := range targets {
@@ -283,6 +298,14 @@ matrix:
 		rep.Ranking.Note = strings.TrimPrefix(rep.Ranking.Note+"; not ranked: interrupted before every target finished one load and shape", "; ")
 	}
 	rep.Environment.Finished = time.Now().UTC()
+	if l := b.requests; l != nil {
+		err := l.Close()
+		written, left := l.counts()
+		rep.RequestRecords = &RequestRecords{Path: opts.RequestsPath, Written: written, LeftOut: left}
+		if err != nil {
+			rep.RequestRecords.Error = err.Error()
+		}
+	}
 	return rep, nil
 }
 
@@ -588,6 +611,18 @@ func (b *run) runRepeat(ctx context.Context, p repeatPlan) (RepeatResult, *sampl
 	if p.watch != nil {
 		observers = append(observers, p.watch)
 	}
+	// The runner names each request prefix-n (its X-Request-Id): the cell,
+	// the repeat and the shard make it unique in the run, and in the
+	// merged run of every shard.
+	prefix := fmt.Sprintf("%s#%d", p.cell, p.index)
+	if sh := b.opts.Shard; sh.On() {
+		prefix += fmt.Sprintf("@%d", sh.Index)
+	}
+	var requests *requestRecorder
+	if b.requests != nil {
+		requests = b.requests.observer(p.cell, p.index, prefix)
+		observers = append(observers, requests)
+	}
 	var monitor workload.Monitor
 	if b.opts.Live != nil {
 		var live workload.Observer
@@ -601,7 +636,7 @@ func (b *run) runRepeat(ctx context.Context, p repeatPlan) (RepeatResult, *sampl
 	// The wire ceiling is the plan's: the open loop's, or the replay's with
 	// room for its largest group; a closed loop (no max rate) has none.
 	runner := workload.Plan{
-		Name: "bench", Target: p.ct, Source: source, Client: cl, Observer: observers, Monitor: monitor,
+		Name: prefix, Target: p.ct, Source: source, Client: cl, Observer: observers, Monitor: monitor,
 		Template: plan.Template{Sampling: spec.Sampling, Timeout: p.target.Timeout},
 		Limits:   workload.Limits{MaxInFlight: maxInFlight, MaxRate: maxRate, Burst: burst, DegradedLag: degradedLag},
 		Logger:   b.logger, Saturation: b.sched,
@@ -621,6 +656,9 @@ func (b *run) runRepeat(ctx context.Context, p repeatPlan) (RepeatResult, *sampl
 	}
 	stats, smp := rec.finish(k, span)
 	res.Stats = stats
+	if requests != nil {
+		requests.flush(rec.warmupEndAt())
+	}
 	if b.opts.Shard.On() {
 		st := rec.export(k, span)
 		res.state = &st
@@ -708,7 +746,9 @@ func (b *run) knownAnswers(ctx context.Context, t *config.Target, ct *client.Tar
 	tmpl := plan.Template{Sampling: b.spec.Sampling, Timeout: t.Timeout}
 	for _, ka := range b.spec.KnownAnswers {
 		obs := &observation.Request{Scheduled: time.Now()}
-		cl.Do(ctx, ct, tmpl.KnownAnswer(ka.Prompt, ka.MaxTokens), obs)
+		req := tmpl.KnownAnswer(ka.Prompt, ka.MaxTokens)
+		req.RequestID = fmt.Sprintf("known-answer/%s-%d", t.Name, out.Total)
+		cl.Do(ctx, ct, req, obs)
 		r := CheckResult{Prompt: ka.Prompt, Expect: ka.Expect, Answer: textcut.Cut(obs.Text, 500)}
 		if obs.Outcome != observation.Success {
 			r.Error = fmt.Sprintf("%s: %v", obs.Outcome, obs.Err)

@@ -1,0 +1,121 @@
+package bench
+
+import (
+	"bufio"
+	"compress/gzip"
+	"context"
+	"encoding/json"
+	"os"
+	"path/filepath"
+	"slices"
+	"testing"
+	"time"
+)
+
+// TestRequestRecords: --output.requests writes one record per request of
+// the run, gzip-compressed for a .gz name: as many measured records as
+// each cell's measured requests, every record's id the X-Request-Id the
+// server received (unique over the run: cell, repeat, arrival), latencies
+// that agree with the record's own instants, and the bound: with
+// --output.requests.max=5 five are written and the rest counted as left
+// out in report.json.
+func TestRequestRecords(t *testing.T) {
+	st := startSim(t, 5*time.Millisecond, 1, 0)
+	dir := t.TempDir()
+	cfg := writeTestFile(t, dir, "b.yml", targetsYAML([]string{"sim"}, []*simTarget{st})+`
+bench:
+  matrix:
+    process: constant
+    rates: [10, 20]
+    shapes: [{name: s, input_tokens: 16, output_tokens: 4}]
+  warmup: 300ms
+  duration: 1s
+  repeats: 2
+  prompt_set_size: 20
+  stability: {enabled: false}
+  sampling: {ignore_eos: true}
+  ranking: {resamples: 100}
+`)
+	out := filepath.Join(dir, "out")
+	file := filepath.Join(dir, "requests.jsonl.gz")
+	if code, so, se := runCLI(t, context.Background(), "bench", "--config.file="+cfg, "--output.dir="+out, "--output.requests="+file); code != ExitOK {
+		t.Fatalf("exit %d\n%s\n%s", code, so, se)
+	}
+	f, err := os.Open(file)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer f.Close()
+	zr, err := gzip.NewReader(f)
+	if err != nil {
+		t.Fatalf("not gzip: %v", err)
+	}
+	var recs []RequestRecord
+	sc := bufio.NewScanner(zr)
+	for sc.Scan() {
+		var r RequestRecord
+		if err := json.Unmarshal(sc.Bytes(), &r); err != nil {
+			t.Fatalf("record %q: %v", sc.Text(), err)
+		}
+		recs = append(recs, r)
+	}
+	rep := readReport(t, out)
+	measured := map[string]int{}
+	var ids []string
+	for _, r := range recs {
+		if r.Measured {
+			measured[r.Cell]++
+		}
+		if r.ID != "" {
+			ids = append(ids, r.ID)
+		}
+		if r.E2E != nil && r.End != nil && (*r.E2E-(*r.End-r.Scheduled)) > 1e-6 {
+			t.Errorf("record %s: e2e %v, end - scheduled %v", r.ID, *r.E2E, *r.End-r.Scheduled)
+		}
+		if r.Outcome == "success" && (r.TTFT == nil || r.TPOT == nil || r.OutputTokens != 4) {
+			t.Errorf("record %+v: a success without its latencies or tokens", r)
+		}
+	}
+	for _, c := range rep.Cells {
+		want := 0
+		for _, rr := range c.Repeats {
+			want += rr.Stats.Requests
+		}
+		if measured[c.Key] != want {
+			t.Errorf("cell %s: %d measured records, the repeats measured %d requests", c.Key, measured[c.Key], want)
+		}
+	}
+	got := st.requestIDs()
+	slices.Sort(ids)
+	slices.Sort(got)
+	if len(slices.Compact(slices.Clone(ids))) != len(ids) {
+		t.Error("request ids repeat within the run")
+	}
+	if !slices.Equal(ids, got) {
+		t.Errorf("%d record ids, the server received %d X-Request-Id; first %v vs %v", len(ids), len(got), ids[:min(3, len(ids))], got[:min(3, len(got))])
+	}
+	if rr := rep.RequestRecords; rr == nil || rr.Written != len(recs) || rr.LeftOut != 0 {
+		t.Errorf("report request_records %+v, %d records in the file", rr, len(recs))
+	}
+	t.Logf("%d records, %d ids; %v measured per cell", len(recs), len(ids), measured)
+
+	// The bound.
+	out2 := filepath.Join(dir, "out2")
+	file2 := filepath.Join(dir, "requests.jsonl")
+	if code, so, se := runCLI(t, context.Background(), "bench", "--config.file="+cfg, "--output.dir="+out2, "--output.requests="+file2, "--output.requests.max=5"); code != ExitOK {
+		t.Fatalf("exit %d\n%s\n%s", code, so, se)
+	}
+	b, err := os.ReadFile(file2)
+	if err != nil {
+		t.Fatal(err)
+	}
+	lines := 0
+	for _, c := range b {
+		if c == '\n' {
+			lines++
+		}
+	}
+	if rr := readReport(t, out2).RequestRecords; lines != 5 || rr == nil || rr.Written != 5 || rr.LeftOut != len(recs)-5 {
+		t.Errorf("bound 5: %d lines, report %+v, want 5 written and %d left out", lines, rr, len(recs)-5)
+	}
+}
