@@ -2,8 +2,11 @@ package bench
 
 import (
 	"fmt"
+	"github.com/infer-exporter/infer_exporter/probe/observation"
 	"io"
+	"maps"
 	"math"
+	"slices"
 	"strconv"
 	"strings"
 	"time"
@@ -108,6 +111,8 @@ func WriteMarkdown(w io.Writer, r *Report) error {
 		b.WriteString("\n")
 	}
 
+	writeMarkdownSections(&b, r)
+
 	if len(env.Inputs) > 0 {
 		b.WriteString("## Inputs\n\nThe audit chain: `infer_exporter bench verify report.json` hashes the files again.\n\n| kind | name | SHA-256 |\n| --- | --- | --- |\n")
 		for _, in := range env.Inputs {
@@ -120,4 +125,134 @@ func WriteMarkdown(w io.Writer, r *Report) error {
 	}
 	_, err := io.WriteString(w, b.String())
 	return err
+}
+
+// mdNum writes a figure that may be null (NaN) as "–".
+func mdNum(v Num, digits int) string {
+	if math.IsNaN(float64(v)) {
+		return "–"
+	}
+	return strconv.FormatFloat(float64(v), 'f', digits, 64)
+}
+
+// writeMarkdownSections writes the sections beside the cells: failures by
+// reason, the replays, the known answers (with why an accuracy is what it
+// is), the perplexity and the cold start, each only when the run has it.
+func writeMarkdownSections(b *strings.Builder, r *Report) {
+	// Failures are summed over the repeats: exact counts, where a median
+	// of each outcome would not add up.
+	type failures struct {
+		key                string
+		requests, failed   int
+		outcomes, statuses map[string]int
+	}
+	var failed []failures
+	for i := range r.Cells {
+		c := &r.Cells[i]
+		f := failures{key: c.Key, outcomes: map[string]int{}, statuses: map[string]int{}}
+		for _, rep := range c.Repeats {
+			f.requests += rep.Stats.Requests
+			f.failed += rep.Stats.Requests - rep.Stats.Successes
+			for k, n := range rep.Stats.Outcomes {
+				f.outcomes[k] += n
+			}
+			for k, n := range rep.Stats.HTTPErrors {
+				f.statuses[k] += n
+			}
+		}
+		if f.failed > 0 {
+			failed = append(failed, f)
+		}
+	}
+	if len(failed) > 0 {
+		b.WriteString("## Failures\n\nMeasured requests that did not succeed, by outcome and by HTTP status, over every repeat.\n\n| cell | requests | not successful | by outcome | by HTTP status |\n| --- | --- | --- | --- | --- |\n")
+		for _, f := range failed {
+			fmt.Fprintf(b, "| %s | %d | %d | %s | %s |\n", mdCell(f.key), f.requests, f.failed,
+				mdCounts(f.outcomes, string(observation.Success)), mdCounts(f.statuses, ""))
+		}
+		b.WriteString("\n")
+	}
+
+	var replays []*CellResult
+	for i := range r.Cells {
+		if r.Cells[i].Load.Kind == LoadReplay {
+			replays = append(replays, &r.Cells[i])
+		}
+	}
+	if len(replays) > 0 {
+		b.WriteString("## Replays\n\nPer repeat: the window's rows, those replayed (sent or dropped) and dropped, those the rate ceiling clamped, the drift of the sends from the trace's instants (ms), and the stability over the windows the trace filled.\n\n| cell | repeat | rows | replayed | dropped | clamped | drift p50 | drift p99 | drift max | degraded | stability |\n| --- | --- | --- | --- | --- | --- | --- | --- | --- | --- | --- |\n")
+		for _, c := range replays {
+			for _, rep := range c.Repeats {
+				rr := rep.Replay
+				if rr == nil {
+					continue
+				}
+				fmt.Fprintf(b, "| %s | %d | %d | %d | %d | %d | %s | %s | %s | %t | %s |\n", mdCell(c.Key), rep.Index+1, rr.Rows, rr.Replayed, rr.Dropped, rr.Clamped,
+					mdMillis(rr.Drift.P50), mdMillis(rr.Drift.P99), mdMillis(rr.Drift.Max), rr.Degraded, mdCell(mdStability(rep.Stability)))
+			}
+		}
+		b.WriteString("\n")
+	}
+
+	if len(r.Accuracy) > 0 {
+		b.WriteString("## Known answers\n\nEach target's known-answer checks: the ranking's accuracy is the fraction passed (with the perplexity's score where both are set).\n\n| target | passed | of | failing checks |\n| --- | --- | --- | --- |\n")
+		for _, a := range r.Accuracy {
+			var why []string
+			for _, c := range a.Checks {
+				if !c.Passed {
+					reason := c.Error
+					if reason == "" {
+						reason = fmt.Sprintf("answered %q, expected %q", c.Answer, c.Expect)
+					}
+					why = append(why, fmt.Sprintf("%q: %s", c.Prompt, reason))
+				}
+			}
+			fmt.Fprintf(b, "| %s | %d | %d | %s |\n", mdCell(a.Target), a.Passed, a.Total, mdCell(strings.Join(why, "; ")))
+		}
+		b.WriteString("\n")
+	}
+
+	if len(r.Perplexity) > 0 {
+		b.WriteString("## Perplexity\n\nThe median over the repeats of each target's perplexity over the reference text (compare only equal text hashes).\n\n| target | perplexity | min | max | tokens | scored | failures |\n| --- | --- | --- | --- | --- | --- | --- |\n")
+		for _, p := range r.Perplexity {
+			fail := mdCounts(p.Failures, "")
+			if p.Error != "" {
+				fail = strings.TrimSpace(fail + " (" + p.Error + ")")
+			}
+			fmt.Fprintf(b, "| %s | %s | %s | %s | %d | %d of %d | %s |\n", mdCell(p.Target), mdNum(p.Perplexity, 3), mdNum(p.Min, 3), mdNum(p.Max, 3),
+				p.Tokens, p.Scores, p.Repeats, mdCell(fail))
+		}
+		b.WriteString("\n")
+	}
+
+	if cs := r.ColdStart; cs != nil {
+		b.WriteString("## Cold start\n\nSeconds from the server's start to its readiness, to the first token of the first successful request, and that request's own TTFT (median over the starts).\n\n")
+		fmt.Fprintf(b, "| target | ready | first token | first request TTFT | starts | failed |\n| --- | --- | --- | --- | --- | --- |\n| %s | %s | %s | %s | %d | %d |\n\n",
+			mdCell(cs.Target), mdNum(cs.ReadySeconds, 3), mdNum(cs.FirstTokenSeconds, 3), mdNum(cs.FirstRequestTTFTSeconds, 3), len(cs.Repeats), cs.Failed)
+	}
+}
+
+// mdCounts writes counts as "key n, key n" in key order, leaving skip out.
+func mdCounts(m map[string]int, skip string) string {
+	keys := slices.Sorted(maps.Keys(m))
+	var parts []string
+	for _, k := range keys {
+		if k != skip && m[k] > 0 {
+			parts = append(parts, fmt.Sprintf("%s %d", k, m[k]))
+		}
+	}
+	return strings.Join(parts, ", ")
+}
+
+// mdStability says how a repeat's stability was judged.
+func mdStability(st StabilityResult) string {
+	switch {
+	case !st.Checked && st.Note != "":
+		return st.Note
+	case !st.Checked:
+		return "not checked"
+	case st.Stable:
+		return fmt.Sprintf("stable over %d windows (spread %s%%)", st.Windows, mdNum(Num(float64(st.Spread)*100), 1))
+	}
+	return "unstable: " + st.Note
 }
