@@ -180,5 +180,11 @@
     dashboardTimezone: 'utc',
     dashboardRefresh: '30s',
     dashboardUIDPrefix: 'infer-',
+    // A template variable over this label on every dashboard, matched by
+    // every query, for a Prometheus (or a Thanos or Mimir in front of
+    // several) that holds more than one cluster, told apart by an external
+    // label. "All" matches series without the label too, so a single
+    // cluster needs nothing. null: no variable.
+    dashboardClusterLabel: 'cluster',
   },
 }

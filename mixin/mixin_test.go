@@ -824,3 +824,79 @@ func TestRunbookURLPattern(t *testing.T) {
 		}
 	}
 }
+
+var selectorBody = regexp.MustCompile(`\{[^{}]*\}`)
+
+// TestClusterVariable: every dashboard has the cluster variable
+// (dashboardClusterLabel) right after the data source, reading the label's
+// values from the exporter's scrape health, and every selector of every
+// panel query and of every other variable matches it, so that choosing a
+// cluster narrows every panel.
+func TestClusterVariable(t *testing.T) {
+	const matcher = `cluster=~"$cluster"`
+	for name, d := range loadDashboards(t) {
+		vars := d.Templating.List
+		if len(vars) < 2 || vars[1].Name != "cluster" || vars[1].Type != "query" {
+			t.Errorf("%s: variables %v: want cluster second, after datasource", name, vars)
+			continue
+		}
+		if q, _ := vars[1].Query.(map[string]any)["query"].(string); q != `label_values(up{job="infer-exporter"}, cluster)` {
+			t.Errorf("%s: cluster variable query %q", name, q)
+		}
+		var exprs []string
+		for _, p := range d.Panels {
+			for _, q := range p.Targets {
+				exprs = append(exprs, q.Expr)
+			}
+		}
+		for _, v := range vars[2:] {
+			if q, ok := v.Query.(map[string]any)["query"].(string); ok {
+				exprs = append(exprs, q)
+			}
+		}
+		for _, e := range exprs {
+			sels := selectorBody.FindAllString(e, -1)
+			if len(sels) == 0 {
+				t.Errorf("%s: %q has no selector to hold the cluster matcher", name, e)
+			}
+			for _, s := range sels {
+				if strings.HasPrefix(s, "{{") {
+					continue
+				}
+				if n := strings.Count(s, matcher); n != 1 {
+					t.Errorf("%s: selector %s of %q holds %s %d times, want once", name, s, e, matcher, n)
+				}
+			}
+		}
+	}
+}
+
+// TestOverviewStatusRow: the overview opens with a Status row whose table
+// has, per target, the engine's metrics up, readiness, the success ratio,
+// the error budget left and the degraded flag, each from the series that
+// says it.
+func TestOverviewStatusRow(t *testing.T) {
+	d := loadDashboards(t)["infer-overview.json"]
+	if len(d.Panels) < 2 || d.Panels[0].Type != "row" || d.Panels[0].Title != "Status" || d.Panels[1].Type != "table" {
+		t.Fatalf("the overview's first panels are not a Status row and its table")
+	}
+	table := d.Panels[1]
+	want := []string{
+		"min by (target) (infer_server_up{",
+		"min by (target) (infer_probe_target_ready{",
+		"1 - max by (target) (target_model_workload:infer_probe_requests:error_ratio_rate5m{",
+		"1 - max by (target) (target_model_workload:infer_probe_requests:error_ratio_rate3d{",
+		"max by (target) (infer_probe_measurement_degraded{",
+	}
+	if len(table.Targets) != len(want) {
+		t.Fatalf("status table: %d queries, want %d", len(table.Targets), len(want))
+	}
+	for i, q := range table.Targets {
+		if !strings.HasPrefix(q.Expr, want[i]) {
+			t.Errorf("status query %s: %q, want it to start %q", q.RefID, q.Expr, want[i])
+		}
+	}
+	if !strings.HasSuffix(table.Targets[3].Expr, ") / 0.01") {
+		t.Errorf("error budget left %q: want the 3d error ratio over the budget, 1 - 0.99", table.Targets[3].Expr)
+	}
+}
