@@ -58,6 +58,9 @@ tools:
 	$(GO) -C tools/otelcol tool -n otelcol >/dev/null
 	$(GO) tool -modfile=tools/kubeconform/go.mod -n kubeconform >/dev/null
 	$(GO) tool -modfile=tools/kustomize/go.mod -n kustomize >/dev/null
+# The Pod Security Standards check of deploy/ (e2e/podsecurity_test.go): our
+# main over k8s.io/pod-security-admission, a module of its own.
+	$(GO) -C tools/podsecurity tool -n podsecurity >/dev/null
 # The modules that kubeconform's schemas are converted from, into Go's module
 # cache (18 MB and 5 MB of zips; e2e/kubeconform_test.go checks their hashes).
 	$(GO) mod download $$(awk '!/^#/ && NF {print $$1 "@" $$2}' tools/kubeconform/schema-modules.txt)

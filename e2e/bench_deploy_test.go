@@ -187,12 +187,14 @@ func TestBenchManifests(t *testing.T) {
 	mps := podSpec(merge)
 	mergeMain := byName(containers(mps, "containers"), "merge")
 	wait := byName(containers(mps, "initContainers"), "wait-for-shards")
-	wantMerge := []string{"bench", "merge", "--output.dir=/results/merged"}
-	for i := range n {
-		wantMerge = append(wantMerge, fmt.Sprintf("/results/shard-%d/report.json", i))
-	}
+	// The merge reads its N reports from the list the wait writes beside
+	// its mark (TestBenchScripts runs it).
+	wantMerge := []string{"bench", "merge", "--output.dir=/results/merged", "@/results/.merge/$(JOB_UID).args"}
 	if !slices.Equal(mergeMain.args, wantMerge) || mergeMain.image != main.image {
 		t.Errorf("merge: image %s args %q, want %s %q", mergeMain.image, mergeMain.args, main.image, wantMerge)
+	}
+	if mergeMain.env["JOB_UID"] != wait.env["JOB_UID"] || wait.env["JOB_UID"] != "fieldRef:metadata.labels['batch.kubernetes.io/controller-uid']" {
+		t.Errorf("merge JOB_UID %q, wait's %q: want both the Job's uid label", mergeMain.env["JOB_UID"], wait.env["JOB_UID"])
 	}
 	if wait.env["SHARDS"] != strconv.Itoa(n) || wait.env["RESULTS_DIR"] != wait.mounts["results"] || mergeMain.mounts["results"] != "/results" {
 		t.Errorf("merge wait env %v mounts %v, merge mounts %v: want SHARDS=%d, RESULTS_DIR its results mount, /results", wait.env, wait.mounts, mergeMain.mounts, n)
@@ -389,6 +391,17 @@ func TestBenchScripts(t *testing.T) {
 		for i := range n {
 			stale[i] = writeReport(t, dir, i, hourAgo)
 		}
+		// Every format of an earlier run's report, not report.json alone.
+		var staleOthers []string
+		for _, ext := range []string{"csv", "html", "md"} {
+			for i := range n - 1 {
+				f := filepath.Join(dir, fmt.Sprintf("shard-%d", i), "report."+ext)
+				if err := os.WriteFile(f, []byte("old"), 0o644); err != nil {
+					t.Fatal(err)
+				}
+				staleOthers = append(staleOthers, f)
+			}
+		}
 		merge := startScript(t, ctx, wait, dir, map[string]string{"JOB_UID": "merge-run"})
 		var procs []*shellProc
 		for i := range n - 1 {
@@ -408,6 +421,11 @@ func TestBenchScripts(t *testing.T) {
 		}
 		if !exists(stale[n-1]) {
 			t.Errorf("shard %d's stale report was removed before its pod arrived", n-1)
+		}
+		for _, f := range staleOthers {
+			if exists(f) {
+				t.Errorf("the barrier left an earlier run's %s", f)
+			}
 		}
 		// Longer than the barrier's poll (1 s): a barrier that let a shard
 		// through would have ended by now.
@@ -438,6 +456,15 @@ func TestBenchScripts(t *testing.T) {
 		}
 		if err := merge.wait(t, 20*time.Second); err != nil {
 			t.Errorf("merge wait: %v\n%s", err, merge.out)
+		}
+		// It lists the N reports for the merge's @FILE argument.
+		var want []string
+		for i := range n {
+			want = append(want, filepath.Join(dir, fmt.Sprintf("shard-%d", i), "report.json"))
+		}
+		b, err := os.ReadFile(filepath.Join(dir, ".merge", "merge-run.args"))
+		if got := strings.Fields(string(b)); err != nil || !slices.Equal(got, want) {
+			t.Errorf("the merge's arguments file: %q (%v), want %q", got, err, want)
 		}
 		// A restart of the same merge pod keeps its first mark, so the
 		// reports still count.
@@ -501,15 +528,92 @@ func TestBenchCommandLines(t *testing.T) {
 		t.Errorf("infer_exporter %s --config.check: %v\n%s", strings.Join(args, " "), err, out)
 	}
 
+	// The merge's reports come from the arguments file the wait writes (one
+	// path a line), here of reports that were never written.
 	merge := byName(containers(podSpec(benchDoc(t, "merge-job.yaml")), "containers"), "merge")
 	dir := t.TempDir()
+	n := dig(shards, "spec", "completions").(int)
+	var list strings.Builder
+	for i := range n {
+		fmt.Fprintf(&list, "%s/shard-%d/report.json\n", dir, i)
+	}
+	must := func(err error) {
+		if err != nil {
+			t.Fatal(err)
+		}
+	}
+	must(os.MkdirAll(filepath.Join(dir, ".merge"), 0o755))
+	must(os.WriteFile(filepath.Join(dir, ".merge", "uid.args"), []byte(list.String()), 0o644))
 	var margs []string
 	for _, a := range merge.args {
-		margs = append(margs, strings.ReplaceAll(a, "/results", dir))
+		margs = append(margs, strings.ReplaceAll(strings.ReplaceAll(a, "/results", dir), "$(JOB_UID)", "uid"))
 	}
 	out, err = exec.Command(bin, margs...).CombinedOutput()
 	var ee *exec.ExitError
-	if !errors.As(err, &ee) || ee.ExitCode() != 1 {
-		t.Errorf("infer_exporter %s: %v, want exit 1 (the reports are missing)\n%s", strings.Join(margs, " "), err, out)
+	if !errors.As(err, &ee) || ee.ExitCode() != 1 || !strings.Contains(string(out), dir+"/shard-0/report.json") {
+		t.Errorf("infer_exporter %s: %v, want exit 1 on the first report of the file, missing\n%s", strings.Join(margs, " "), err, out)
+	}
+}
+
+// TestBenchShardCountSetOnce: N, the number of shards, is set in one place
+// (the shards' Job's completions) and kustomize's replacements carry it
+// everywhere else: built with another N, the shards' parallelism, their
+// barrier's SHARDS, their --shard argument and the merge's SHARDS all say
+// it. Takes a second once kustomize is built.
+func TestBenchShardCountSetOnce(t *testing.T) {
+	root := realstack.RepoRoot(t)
+	kustomize := realstack.Tool(t, kustomizeModfile, "kustomize")
+	dir := filepath.Join(t.TempDir(), "bench")
+	if err := os.CopyFS(dir, os.DirFS(filepath.Join(root, benchDir))); err != nil {
+		t.Fatal(err)
+	}
+	completions := regexp.MustCompile(`(?m)^  completions: \d+`)
+	for _, n := range []int{4, 7} {
+		f := filepath.Join(dir, "shards-job.yaml")
+		b, err := os.ReadFile(f)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if len(completions.FindAll(b, -1)) != 1 {
+			t.Fatalf("shards-job.yaml: want one line 'completions: N'")
+		}
+		if err := os.WriteFile(f, completions.ReplaceAll(b, []byte(fmt.Sprintf("  completions: %d", n))), 0o644); err != nil {
+			t.Fatal(err)
+		}
+		out, err := exec.Command(kustomize, "build", dir).Output()
+		if err != nil {
+			t.Fatalf("kustomize build: %v", err)
+		}
+		built := filepath.Join(t.TempDir(), "built.yaml")
+		if err := os.WriteFile(built, out, 0o644); err != nil {
+			t.Fatal(err)
+		}
+		jobs := map[string]map[string]any{}
+		for _, d := range yamlDocs(t, built) {
+			if d["kind"] == "Job" {
+				jobs[fmt.Sprint(dig(d, "metadata", "name"))] = d
+			}
+		}
+		shards, merge := jobs["infer-bench-shards"], jobs["infer-bench-merge"]
+		if shards == nil || merge == nil {
+			t.Fatalf("N=%d: the build lacks a Job: %v", n, jobs)
+		}
+		ps := podSpec(shards)
+		got := map[string]string{
+			"completions":    fmt.Sprint(dig(shards, "spec", "completions")),
+			"parallelism":    fmt.Sprint(dig(shards, "spec", "parallelism")),
+			"barrier SHARDS": byName(containers(ps, "initContainers"), "barrier").env["SHARDS"],
+			"merge SHARDS":   byName(containers(podSpec(merge), "initContainers"), "wait-for-shards").env["SHARDS"],
+		}
+		for _, a := range byName(containers(ps, "containers"), "bench").args {
+			if v, ok := strings.CutPrefix(a, "--shard=$(JOB_COMPLETION_INDEX)/"); ok {
+				got["--shard"] = v
+			}
+		}
+		for _, k := range []string{"completions", "parallelism", "barrier SHARDS", "merge SHARDS", "--shard"} {
+			if got[k] != strconv.Itoa(n) {
+				t.Errorf("N=%d: %s is %q", n, k, got[k])
+			}
+		}
 	}
 }

@@ -440,7 +440,7 @@ func checkDashboards(t *testing.T, ctx context.Context, api *promAPI, dir string
 	if len(files) == 0 {
 		t.Fatal("no rendered dashboards")
 	}
-	vars := strings.NewReplacer("$__rate_interval", "15s", "$target", ".*", "$model", ".*", "$workload", ".*", "$instance", ".*", "$gpu", ".*", "$engine", ".*")
+	vars := strings.NewReplacer("$__rate_interval", "15s", "$cluster", ".*", "$target", ".*", "$model", ".*", "$workload", ".*", "$instance", ".*", "$gpu", ".*", "$engine", ".*")
 	queries := 0
 	for _, f := range files {
 		b, err := os.ReadFile(f)

@@ -68,6 +68,13 @@
       // power of two is exact too.
       latencyObjective: 0.99,
       ttftThreshold: '0.5',
+      // TPOT latency SLO: the fraction of requests (with 2 output tokens or
+      // more) whose time per output token is at most this, against
+      // latencyObjective too. A bucket boundary of
+      // infer_probe_time_per_output_token_seconds (..., 0.05, 0.075, 0.1,
+      // 0.15, ...); with native histograms the fraction is interpolated
+      // unless it is a power of two.
+      tpotThreshold: '0.1',
       // Multi-window, multi-burn-rate alerts (the SRE workbook, chapter 5):
       // fire when both windows burn the budget faster than factor.
       burnRates: [
@@ -78,9 +85,35 @@
       ],
     },
 
+    // Every alert's runbook_url annotation: this pattern with the alert's
+    // name in lower case (the anchor of its section in docs/runbooks.md),
+    // as kubernetes-mixin's runbookURLPattern. Point it at your own copy
+    // (a wiki, a fork); null or '' leaves the annotation out.
+    runbookURLPattern: 'https://github.com/infer-exporter/infer_exporter/blob/main/docs/runbooks.md#%s',
+
     // Other alerts.
     probeFailingFor: '5m',
     exporterDownFor: '5m',
+    // The exporter cannot read an engine's /metrics (infer_server_up 0),
+    // this long: longer than most model loads, which take the server's
+    // metrics down with it.
+    serverMetricsDownFor: '10m',
+    // The last configuration reload failed (the previous one runs on).
+    configReloadFailedFor: '5m',
+    // A target not ready (infer_probe_target_ready 0: its workloads send
+    // nothing) this long: longer than a model load should take.
+    targetNotReadyFor: '15m',
+    // Known-answer checks: fire when the fraction of answered checks that
+    // matched, over accuracyWindow, is under this, with at least
+    // knownAnswerMinChecks answered in the window, for the duration.
+    knownAnswerMinPassRatio: 0.9,
+    knownAnswerMinChecks: 5,
+    knownAnswerFailingFor: '15m',
+    // OTLP push (--otlp.endpoint): fire when more than this fraction of
+    // pushes failed over the window, for the duration.
+    otlpFailureRatio: 0.1,
+    otlpFailureWindow: '15m',
+    otlpFailingFor: '15m',
     measurementDegradedFor: '5m',
     // Stalled requests: in flight and nothing received for longer than
     // their workload's stall_threshold (the exporter's configuration,
@@ -147,5 +180,11 @@
     dashboardTimezone: 'utc',
     dashboardRefresh: '30s',
     dashboardUIDPrefix: 'infer-',
+    // A template variable over this label on every dashboard, matched by
+    // every query, for a Prometheus (or a Thanos or Mimir in front of
+    // several) that holds more than one cluster, told apart by an external
+    // label. "All" matches series without the label too, so a single
+    // cluster needs nothing. null: no variable.
+    dashboardClusterLabel: 'cluster',
   },
 }

@@ -11,3 +11,5 @@
 // (with its own knobs, _config.fleet).
 + (import 'rules/fleet.libsonnet')
 + (import 'dashboards/fleet.libsonnet')
+// Last: a runbook_url on every alert above (_config.runbookURLPattern).
++ (import 'alerts/runbooks.libsonnet')

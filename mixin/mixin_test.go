@@ -417,6 +417,9 @@ func queries(t *testing.T) map[string]string {
 			out[strings.TrimSpace(r.Expr)] = f + " " + r.Record + r.Alert
 		}
 	}
+	for _, q := range runbookQueries(t) {
+		out[q.expr] = "docs/runbooks.md " + q.section
+	}
 	labelValues := regexp.MustCompile(`^label_values\((.*),\s*\w+\)$`)
 	for name, d := range loadDashboards(t) {
 		for _, p := range d.Panels {
@@ -498,6 +501,12 @@ func parseQueries(t *testing.T, exprs []string) []parsedQuery {
 // names come from the page captured from a real H200
 // (collector/testdata/h200/metrics_under_load.prom) and the NVML collector's
 // golden file with every series (collector/testdata/nvml_full.prom).
+// --otlp.endpoint points at a port where nothing listens, so that the OTLP
+// push's counters are exposed too.
+//
+// The PromQL of docs/runbooks.md is checked the same way (runbookQueries):
+// what an on-call engineer pastes into Prometheus must parse and read
+// series that exist.
 func TestQueriesReadExposedMetrics(t *testing.T) {
 	all := queries(t)
 	exprs := make([]string, 0, len(all))
@@ -520,7 +529,7 @@ func TestQueriesReadExposedMetrics(t *testing.T) {
 	}
 	scrapeDemo(t, exposed)
 
-	for _, want := range []string{"infer_probe_known_answer_checks_total", "infer_server_kv_cache_usage_ratio", "probe_known_answer_success", "infer_gpu_xid_errors_total"} {
+	for _, want := range []string{"infer_probe_known_answer_checks_total", "infer_server_kv_cache_usage_ratio", "probe_known_answer_success", "infer_gpu_xid_errors_total", "infer_exporter_otlp_export_failures_total", "infer_exporter_config_last_reload_successful", "infer_probe_target_ready", "infer_server_up"} {
 		if _, ok := exposed[want]; !ok {
 			t.Errorf("the sources of truth lack %s: the test would not see it", want)
 		}
@@ -574,7 +583,8 @@ func scrapeDemo(t *testing.T, names map[string]string) {
 	t.Helper()
 	bin := realstack.BuildExporter(t)
 	addr := realstack.FreeAddr(t)
-	p := realstack.Start(t, "exporter-demo", "", bin, "--demo", "--web.listen-address="+addr, "--no-collector.nvml", "--log.level=warn")
+	p := realstack.Start(t, "exporter-demo", "", bin, "--demo", "--web.listen-address="+addr, "--no-collector.nvml", "--log.level=error",
+		"--otlp.endpoint=http://"+realstack.FreeAddr(t))
 	base := "http://" + addr
 	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
 	defer cancel()
@@ -631,5 +641,262 @@ func TestRecordingRuleNamesAreValid(t *testing.T) {
 			t.Errorf("%s with labels %v is recorded twice:\n%s\n%s", r.Record, r.Labels, prev, r.Expr)
 		}
 		seen[key] = r.Expr
+	}
+}
+
+// runbooksURL is where the default runbookURLPattern points: docs/runbooks.md
+// in the repository, the anchor being the alert's name in lower case.
+const runbooksURL = "https://github.com/infer-exporter/infer_exporter/blob/main/docs/runbooks.md#"
+
+// runbookSection is one heading of docs/runbooks.md and the text under it,
+// up to the next heading.
+type runbookSection struct {
+	level         int
+	title, anchor string
+	body          string
+}
+
+var headingLine = regexp.MustCompile(`^(#{1,6})\s+(.+?)\s*$`)
+
+// githubAnchor is the anchor GitHub gives a heading: lower case, every
+// character but letters, digits, spaces, hyphens and underscores removed,
+// spaces turned into hyphens.
+func githubAnchor(title string) string {
+	var b strings.Builder
+	for _, r := range strings.ToLower(title) {
+		switch {
+		case r >= 'a' && r <= 'z', r >= '0' && r <= '9', r == '-', r == '_':
+			b.WriteRune(r)
+		case r == ' ':
+			b.WriteRune('-')
+		}
+	}
+	return b.String()
+}
+
+// runbookSections reads docs/runbooks.md's headings (outside code blocks).
+func runbookSections(t *testing.T) []runbookSection {
+	t.Helper()
+	b, err := os.ReadFile(repoPath(t, "docs/runbooks.md"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	var out []runbookSection
+	var body strings.Builder
+	inCode := false
+	flush := func() {
+		if len(out) > 0 {
+			out[len(out)-1].body = body.String()
+		}
+		body.Reset()
+	}
+	for _, l := range strings.Split(string(b), "\n") {
+		if strings.HasPrefix(l, "```") {
+			inCode = !inCode
+		}
+		if m := headingLine.FindStringSubmatch(l); m != nil && !inCode {
+			flush()
+			out = append(out, runbookSection{level: len(m[1]), title: m[2], anchor: githubAnchor(m[2])})
+			continue
+		}
+		body.WriteString(l + "\n")
+	}
+	flush()
+	return out
+}
+
+// runbookQuery is one PromQL expression of a ```promql block of
+// docs/runbooks.md.
+type runbookQuery struct {
+	section, expr string
+}
+
+var promqlBlock = regexp.MustCompile("(?s)```promql\n(.*?)```")
+
+// runbookQueries returns every expression of the runbooks' promql blocks:
+// one a line, an indented line continuing the one before; $target (the
+// alert's label, to fill in) replaced by a value.
+func runbookQueries(t *testing.T) []runbookQuery {
+	t.Helper()
+	var out []runbookQuery
+	for _, s := range runbookSections(t) {
+		for _, m := range promqlBlock.FindAllStringSubmatch(s.body, -1) {
+			var exprs []string
+			for _, l := range strings.Split(m[1], "\n") {
+				switch {
+				case strings.TrimSpace(l) == "":
+				case (strings.HasPrefix(l, " ") || strings.HasPrefix(l, "\t")) && len(exprs) > 0:
+					exprs[len(exprs)-1] += " " + strings.TrimSpace(l)
+				default:
+					exprs = append(exprs, strings.TrimSpace(l))
+				}
+			}
+			for _, e := range exprs {
+				out = append(out, runbookQuery{section: s.title, expr: strings.ReplaceAll(e, "$target", "t")})
+			}
+		}
+	}
+	return out
+}
+
+// TestEveryAlertHasARunbook: every alert carries a runbook_url from the
+// default runbookURLPattern whose anchor is a section of docs/runbooks.md;
+// each such section says what the alert means, its impact, how to diagnose
+// it (with PromQL) and what to do; no section is left for an alert that no
+// longer exists; and the runbooks' own links to sections resolve.
+func TestEveryAlertHasARunbook(t *testing.T) {
+	sections := map[string]runbookSection{}
+	for _, s := range runbookSections(t) {
+		sections[s.anchor] = s
+	}
+	alerts := map[string]bool{}
+	for _, a := range loadRules(t, repoPath(t, "mixin/generated/alerts.yaml")) {
+		if alerts[a.Alert] {
+			continue // one rule per window pair: the same name, the same section
+		}
+		alerts[a.Alert] = true
+		u := a.Annotations["runbook_url"]
+		anchor, ok := strings.CutPrefix(u, runbooksURL)
+		if !ok {
+			t.Errorf("alert %s: runbook_url %q, want %s<anchor>", a.Alert, u, runbooksURL)
+			continue
+		}
+		if anchor != strings.ToLower(a.Alert) {
+			t.Errorf("alert %s: runbook_url anchor %q, want the name in lower case, %q", a.Alert, anchor, strings.ToLower(a.Alert))
+		}
+		s, ok := sections[anchor]
+		if !ok {
+			t.Errorf("alert %s: docs/runbooks.md has no section #%s", a.Alert, anchor)
+			continue
+		}
+		for _, part := range []string{"**Meaning.**", "**Impact.**", "**Diagnosis.**", "**Mitigation.**", "```promql\n"} {
+			if !strings.Contains(s.body, part) {
+				t.Errorf("docs/runbooks.md#%s: no %s", anchor, strings.TrimSpace(part))
+			}
+		}
+	}
+	for _, s := range runbookSections(t) {
+		if s.level == 3 && camelCase.MatchString(s.title) && !alerts[s.title] {
+			t.Errorf("docs/runbooks.md: section %q is for no alert of the mixin", s.title)
+		}
+	}
+	b, err := os.ReadFile(repoPath(t, "docs/runbooks.md"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, m := range regexp.MustCompile(`\]\(#([^)]+)\)`).FindAllStringSubmatch(string(b), -1) {
+		if _, ok := sections[m[1]]; !ok {
+			t.Errorf("docs/runbooks.md links to #%s, which is no section", m[1])
+		}
+	}
+	if len(runbookQueries(t)) < len(alerts) {
+		t.Errorf("docs/runbooks.md holds %d queries for %d alerts: want one at least for each", len(runbookQueries(t)), len(alerts))
+	}
+}
+
+// TestRunbookURLPattern: runbookURLPattern is the one source of every
+// runbook_url (another pattern moves them all), and an empty one leaves
+// the annotation out.
+func TestRunbookURLPattern(t *testing.T) {
+	jsonnet := realstack.Tool(t, realstack.PrometheusModfile, "jsonnet")
+	for _, tc := range []struct{ pattern, want string }{
+		{`"https://wiki.example.com/runbooks/%s"`, "https://wiki.example.com/runbooks/"},
+		{`""`, ""},
+		{`null`, ""},
+	} {
+		dir := t.TempDir()
+		if out, err := realstack.Run(t, jsonnet, "-c", "-m", dir, "-S", "mixin/build.jsonnet", "--tla-code", "config={runbookURLPattern: "+tc.pattern+"}"); err != nil {
+			t.Fatalf("jsonnet: %v\n%s", err, out)
+		}
+		alerts := loadRules(t, filepath.Join(dir, "alerts.yaml"))
+		if len(alerts) == 0 {
+			t.Fatal("no alerts")
+		}
+		for _, a := range alerts {
+			u, ok := a.Annotations["runbook_url"]
+			if tc.want == "" {
+				if ok {
+					t.Errorf("pattern %s: alert %s has runbook_url %q, want none", tc.pattern, a.Alert, u)
+				}
+			} else if u != tc.want+strings.ToLower(a.Alert) {
+				t.Errorf("pattern %s: alert %s has runbook_url %q, want %s%s", tc.pattern, a.Alert, u, tc.want, strings.ToLower(a.Alert))
+			}
+		}
+	}
+}
+
+var selectorBody = regexp.MustCompile(`\{[^{}]*\}`)
+
+// TestClusterVariable: every dashboard has the cluster variable
+// (dashboardClusterLabel) right after the data source, reading the label's
+// values from the exporter's scrape health, and every selector of every
+// panel query and of every other variable matches it, so that choosing a
+// cluster narrows every panel.
+func TestClusterVariable(t *testing.T) {
+	const matcher = `cluster=~"$cluster"`
+	for name, d := range loadDashboards(t) {
+		vars := d.Templating.List
+		if len(vars) < 2 || vars[1].Name != "cluster" || vars[1].Type != "query" {
+			t.Errorf("%s: variables %v: want cluster second, after datasource", name, vars)
+			continue
+		}
+		if q, _ := vars[1].Query.(map[string]any)["query"].(string); q != `label_values(up{job="infer-exporter"}, cluster)` {
+			t.Errorf("%s: cluster variable query %q", name, q)
+		}
+		var exprs []string
+		for _, p := range d.Panels {
+			for _, q := range p.Targets {
+				exprs = append(exprs, q.Expr)
+			}
+		}
+		for _, v := range vars[2:] {
+			if q, ok := v.Query.(map[string]any)["query"].(string); ok {
+				exprs = append(exprs, q)
+			}
+		}
+		for _, e := range exprs {
+			sels := selectorBody.FindAllString(e, -1)
+			if len(sels) == 0 {
+				t.Errorf("%s: %q has no selector to hold the cluster matcher", name, e)
+			}
+			for _, s := range sels {
+				if strings.HasPrefix(s, "{{") {
+					continue
+				}
+				if n := strings.Count(s, matcher); n != 1 {
+					t.Errorf("%s: selector %s of %q holds %s %d times, want once", name, s, e, matcher, n)
+				}
+			}
+		}
+	}
+}
+
+// TestOverviewStatusRow: the overview opens with a Status row whose table
+// has, per target, the engine's metrics up, readiness, the success ratio,
+// the error budget left and the degraded flag, each from the series that
+// says it.
+func TestOverviewStatusRow(t *testing.T) {
+	d := loadDashboards(t)["infer-overview.json"]
+	if len(d.Panels) < 2 || d.Panels[0].Type != "row" || d.Panels[0].Title != "Status" || d.Panels[1].Type != "table" {
+		t.Fatalf("the overview's first panels are not a Status row and its table")
+	}
+	table := d.Panels[1]
+	want := []string{
+		"min by (target) (infer_server_up{",
+		"min by (target) (infer_probe_target_ready{",
+		"1 - max by (target) (target_model_workload:infer_probe_requests:error_ratio_rate5m{",
+		"1 - max by (target) (target_model_workload:infer_probe_requests:error_ratio_rate3d{",
+		"max by (target) (infer_probe_measurement_degraded{",
+	}
+	if len(table.Targets) != len(want) {
+		t.Fatalf("status table: %d queries, want %d", len(table.Targets), len(want))
+	}
+	for i, q := range table.Targets {
+		if !strings.HasPrefix(q.Expr, want[i]) {
+			t.Errorf("status query %s: %q, want it to start %q", q.RefID, q.Expr, want[i])
+		}
+	}
+	if !strings.HasSuffix(table.Targets[3].Expr, ") / 0.01") {
+		t.Errorf("error budget left %q: want the 3d error ratio over the budget, 1 - 0.99", table.Targets[3].Expr)
 	}
 }

@@ -97,6 +97,7 @@ local names = import '../rules/names.libsonnet';
           regressionAlert('InferProbeTPOTRegression', 'tpot', 'time per output token'),
         ] + burnAlerts('InferProbeErrorBudgetBurn', 'The error ratio', n.errorRatio, c.slo.errorObjective)
         + burnAlerts('InferProbeTTFTBudgetBurn', 'The ratio of requests over the %ss TTFT threshold' % c.slo.ttftThreshold, n.ttftSlowRatio, c.slo.latencyObjective)
+        + burnAlerts('InferProbeTPOTBudgetBurn', 'The ratio of requests over the %ss TPOT threshold' % c.slo.tpotThreshold, n.tpotSlowRatio, c.slo.latencyObjective)
         + [
           {
             alert: 'InferProbeFailing',
@@ -116,6 +117,64 @@ local names = import '../rules/names.libsonnet';
             annotations: {
               summary: 'infer_exporter cannot be scraped.',
               description: 'Prometheus has failed to scrape infer_exporter at {{ $labels.instance }} (job {{ $labels.job }}) for %s: no probe, server or GPU metrics come from it.' % c.exporterDownFor,
+            },
+          },
+          {
+            // The exporter's own configuration: a reload (SIGHUP, POST
+            // /-/reload) that failed leaves the previous configuration
+            // running, so nothing else says the edit did not take.
+            alert: 'InferExporterConfigReloadFailed',
+            expr: 'infer_exporter_config_last_reload_successful%s == 0' % p.selector(c.exporterSelector),
+            'for': c.configReloadFailedFor,
+            labels: { severity: 'warning' },
+            annotations: {
+              summary: 'infer_exporter failed to reload its configuration.',
+              description: 'The last configuration reload of infer_exporter at {{ $labels.instance }} (job {{ $labels.job }}) failed, %s ago or more: it runs on with the previous configuration, and the edit has not taken. The exporter\'s log (configuration not loaded) says why; `infer_exporter --config.check --config.file=...` checks a file before it is loaded.' % c.configReloadFailedFor,
+            },
+          },
+          {
+            // Not the server's fault: the OTLP receiver (a collector, a
+            // vendor's endpoint) refuses or cannot be reached. /metrics is
+            // unaffected.
+            alert: 'InferExporterOTLPExportFailing',
+            expr: |||
+              rate(infer_exporter_otlp_export_failures_total%(sel)s[%(w)s])
+              /
+              (rate(infer_exporter_otlp_exports_total%(sel)s[%(w)s]) > 0)
+              > %(ratio)s
+            ||| % { sel: p.selector(c.exporterSelector), w: c.otlpFailureWindow, ratio: p.num(c.otlpFailureRatio) },
+            'for': c.otlpFailingFor,
+            labels: { severity: 'warning' },
+            annotations: {
+              summary: 'infer_exporter is failing to push OTLP metrics.',
+              description: '{{ $value | humanizePercentage }} of the OTLP pushes of infer_exporter at {{ $labels.instance }} over the last %s failed after their retries, for %s: the OTLP backend misses the probe\'s measurements (the next successful push carries the totals; Prometheus\'s /metrics is unaffected). The exporter\'s log says what the endpoint answered.' % [c.otlpFailureWindow, c.otlpFailingFor],
+            },
+          },
+          {
+            // Readiness gates the workloads: not ready, they send nothing
+            // and so burn no budget. A rollout is minutes; this is longer.
+            alert: 'InferProbeTargetNotReady',
+            expr: 'infer_probe_target_ready%s == 0' % p.selector(c.probeSelector),
+            'for': c.targetNotReadyFor,
+            labels: { severity: 'warning' },
+            annotations: {
+              summary: 'An inference server has not been ready for a long time; its workloads measure nothing.',
+              description: 'Target {{ $labels.target }} seen from {{ $labels.instance }} has not been ready for %s: its health endpoint does not answer 200 (still loading its model, crash-looping, or stuck), so its workloads skip every arrival (infer_probe_dropped_requests_total{reason="target_not_ready"}) and no latency, error or SLO figure is measured.' % c.targetNotReadyFor,
+            },
+          },
+          {
+            // The model answers, fast and without errors, but wrongly.
+            alert: 'InferProbeKnownAnswerChecksFailing',
+            expr: |||
+              %(ratio)s < %(min)s
+              and on (%(wl)s)
+              sum by (%(wl)s) (increase(infer_probe_known_answer_checks_total%(answered)s[%(w)s])) >= %(checks)s
+            ||| % { ratio: n.checkPassRatio, min: p.num(c.knownAnswerMinPassRatio), wl: wl, answered: p.selector(c.probeSelector, 'result=~"pass|fail"'), w: c.accuracyWindow, checks: p.num(c.knownAnswerMinChecks) },
+            'for': c.knownAnswerFailingFor,
+            labels: { severity: 'warning' },
+            annotations: {
+              summary: 'Known-answer checks of an inference server are failing.',
+              description: 'Only {{ $value | humanizePercentage }} of the known-answer checks of %s answered over the last %s matched their expected answer (under %s%%, with %s answered at least), for %s: the server answers, but not what it should. A swapped, quantised or broken model, a changed chat template or tokenizer does this; infer_probe_known_answer_checks_total{result} has the counts.' % [stream, c.accuracyWindow, p.num(c.knownAnswerMinPassRatio * 100), p.num(c.knownAnswerMinChecks), c.knownAnswerFailingFor],
             },
           },
           {
@@ -172,6 +231,19 @@ local names = import '../rules/names.libsonnet';
       {
         name: 'infer-server.alerts',
         rules: [
+          {
+            // The exporter reads the engine's /metrics in the background:
+            // when that fails, infer_server_* (KV cache, queue) are gone,
+            // and so are the alerts on them.
+            alert: 'InferServerMetricsDown',
+            expr: 'infer_server_up%s == 0' % p.selector(c.serverSelector),
+            'for': c.serverMetricsDownFor,
+            labels: { severity: 'warning' },
+            annotations: {
+              summary: 'infer_exporter cannot read an inference server\'s own metrics.',
+              description: 'infer_exporter at {{ $labels.instance }} has failed to read the metrics of target {{ $labels.target }} (engine {{ $labels.engine }}) for %s: the server is down or still loading, its metrics URL is wrong, or its scrape is refused (the exporter\'s log says which). Its infer_server_* series, and the alerts on them, are missing meanwhile.' % c.serverMetricsDownFor,
+            },
+          },
           {
             alert: 'InferServerKVCacheNearFull',
             expr: 'max by (%s) (infer_server_kv_cache_usage_ratio%s) > %s' % [tl, p.selector(c.serverSelector), p.num(c.kvCacheNearFullRatio)],

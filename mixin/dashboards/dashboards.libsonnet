@@ -5,18 +5,37 @@ local p = import '../lib/promql.libsonnet';
 local names = import '../rules/names.libsonnet';
 
 {
-  local c = $._config,
+  // The configuration, with the cluster variable's matcher added to every
+  // selector the dashboards use (recorded series get it through rec, trec
+  // and q99 below).
+  local cfg = $._config,
+  local cl = cfg.dashboardClusterLabel,
+  local clusterMatcher = if cl == null then '' else '%s=~"$%s"' % [cl, cl],
+  local withCluster(sel) = std.join(', ', std.filter(function(s) s != '', [sel, clusterMatcher])),
+  local c = cfg {
+    probeSelector: withCluster(cfg.probeSelector),
+    serverSelector: withCluster(cfg.serverSelector),
+    gpuSelector: withCluster(cfg.gpuSelector),
+    oneShotProbeSelector: withCluster(cfg.oneShotProbeSelector),
+  },
   local n = names.new(c),
   local uid(s) = c.dashboardUIDPrefix + s,
+  // The cluster variable, first on every dashboard: the values of the label
+  // on the exporter's scrape health.
+  local clusterVariables =
+    if cl == null then []
+    else [d.queryVariable(cl, 'Cluster', 'label_values(up%s, %s)' % [p.selector(cfg.exporterSelector), cl])],
   local dash(u, title, description, variables, panels) =
-    d.dashboard(uid(u), title, description, c.dashboardTags, variables, panels, c.dashboardRefresh, c.dashboardTimezone),
+    d.dashboard(uid(u), title, description, c.dashboardTags, clusterVariables + variables, panels, c.dashboardRefresh, c.dashboardTimezone),
 
   // Selectors with the dashboard's variables.
   local wsel = 'target=~"$target", model=~"$model", workload=~"$workload"',
   local tsel = 'target=~"$target", model=~"$model"',
+  // The longest burn-rate window: the error budget left is read over it.
+  local budgetWindow = std.sort(c.slo.burnRates, function(b) p.seconds(b.long))[std.length(c.slo.burnRates) - 1].long,
   local rawProbe = p.selector(c.probeSelector, wsel),
-  local rec = '{' + wsel + '}',
-  local trec = '{' + tsel + '}',
+  local rec = '{' + withCluster(wsel) + '}',
+  local trec = '{' + withCluster(tsel) + '}',
   local stream = '{{target}} / {{workload}}',
 
   local probeVariables = [
@@ -58,6 +77,29 @@ local names = import '../rules/names.libsonnet';
       'What the continuous probe measured, per target, model and workload: latency quantiles, tokens per second, request rates, errors and goodput, and the live streams (stalls, the oldest request in flight, time to first answer token, workload state).',
       probeVariables,
       [
+        d.row('Status'),
+        d.table(
+          'Status per target',
+          'One row per target, worst error budget first: whether the exporter reads the engine\'s metrics (infer_server_up) and the server is ready (infer_probe_target_ready: workloads send only then), the success ratio over %(w)s and the error budget left over %(bw)s (1 - error ratio / (1 - %(o)s)), both of its worst workload, and whether a workload\'s measurement is degraded (the client saturated). docs/runbooks.md says what to do about each.' % { w: c.rateWindow, bw: budgetWindow, o: p.num(c.slo.errorObjective) },
+          [
+            d.target('min by (target) (infer_server_up%s)' % p.selector(c.serverSelector, tsel), '', instant=true, format='table', refId='A'),
+            d.target('min by (target) (infer_probe_target_ready%s)' % p.selector(c.probeSelector, 'target=~"$target"'), '', instant=true, format='table', refId='B'),
+            d.target('1 - max by (target) (%s%s)' % [n.errorRatio(c.rateWindow), rec], '', instant=true, format='table', refId='C'),
+            d.target('1 - max by (target) (%s%s) / %s' % [n.errorRatio(budgetWindow), rec, p.num(1 - c.slo.errorObjective)], '', instant=true, format='table', refId='D'),
+            d.target('max by (target) (infer_probe_measurement_degraded%s)' % rawProbe, '', instant=true, format='table', refId='E'),
+          ],
+          'none',
+          [
+            { ref: 'A', title: 'Engine metrics up', unit: 'bool_yes_no' },
+            { ref: 'B', title: 'Ready', unit: 'bool_yes_no' },
+            { ref: 'C', title: 'Success ratio (%s)' % c.rateWindow, unit: 'percentunit' },
+            { ref: 'D', title: 'Error budget left (%s)' % budgetWindow, unit: 'percentunit' },
+            { ref: 'E', title: 'Degraded', unit: 'bool_yes_no' },
+          ],
+          'Error budget left (%s)' % budgetWindow,
+          height=6,
+          desc=false,
+        ),
         d.row('Latency'),
         quantilePanel('ttft', 'Time to first token', 'From the scheduled instant to the first content token.'),
         quantilePanel('tpot', 'Time per output token', '(last byte - first token) / (output tokens - 1), per successful request.'),
@@ -275,7 +317,7 @@ local names = import '../rules/names.libsonnet';
         p.num(c.ranking.weights.accuracy),
       ],
       probeVariables,
-      local q99 = '{quantile="0.99", %s}' % wsel;
+      local q99 = '{quantile="0.99", %s}' % withCluster(wsel);
       local perWorkload(e) = '(%s%s * 0) + on (%s) group_left () %s' % [n.requestRate, rec, p.labelList(c.targetLabels), e];
       local cols = [
         { ref: 'A', title: 'Score', unit: 'none', decimals: 3, expr: n.score + rec },
@@ -373,7 +415,7 @@ local names = import '../rules/names.libsonnet';
         d.timeseries(
           'Tokens per joule',
           'Output tokens the probe measured per joule the instance\'s GPUs drew (%s).' % n.tokensPerJoule,
-          [d.target(n.tokensPerJoule, '{{target}} / {{model}}')],
+          [d.target(n.tokensPerJoule + p.selector(clusterMatcher), '{{target}} / {{model}}')],
           'suffix: tok/J',
           width=8,
           min=0,

@@ -10,10 +10,15 @@ local fleetNames = import '../rules/fleet_names.libsonnet';
   local f = c.fleet,
   local n = fleetNames.new(c),
   local by = p.labelList(f.labels),
-  local sel = 'model=~"$model", engine=~"$engine"',
+  // The cluster variable (dashboardClusterLabel), as on the other
+  // dashboards: its matcher in every selector.
+  local cl = c.dashboardClusterLabel,
+  local clusterMatcher = if cl == null then '' else '%s=~"$%s"' % [cl, cl],
+  local withCluster(s) = std.join(', ', std.filter(function(x) x != '', [s, clusterMatcher])),
+  local sel = withCluster('model=~"$model", engine=~"$engine"'),
   local rec = '{' + sel + '}',
   local legend = '{{model}} / {{engine}}',
-  local bench(extra='') = p.selector(f.benchSelector, extra),
+  local bench(extra='') = p.selector(withCluster(f.benchSelector), extra),
   local stream = '{{target}} / {{workload}}',
   local workload = 'target, model, workload',
 
@@ -41,9 +46,10 @@ local fleetNames = import '../rules/fleet_names.libsonnet';
       'infer_exporter / Fleet',
       'Every sidecar of the fleet, by the model served and the engine serving it: a leaderboard of (model, engine), latency quantiles, throughput and outcomes over all their sidecars; and a sharded bench live, summed over its shards.',
       c.dashboardTags,
-      [
-        d.queryVariable('model', 'Model', 'label_values(%s, model)' % n.requestRate),
-        d.queryVariable('engine', 'Engine', 'label_values(%s, engine)' % (n.requestRate + '{model=~"$model"}')),
+      (if cl == null then [] else [d.queryVariable(cl, 'Cluster', 'label_values(up%s, %s)' % [p.selector(c.exporterSelector), cl])])
+      + [
+        d.queryVariable('model', 'Model', 'label_values(%s%s, model)' % [n.requestRate, p.selector(clusterMatcher)]),
+        d.queryVariable('engine', 'Engine', 'label_values(%s, engine)' % (n.requestRate + p.selector(withCluster('model=~"$model"')))),
       ],
       local q99 = '{quantile="0.99", %s}' % sel;
       local cols = [

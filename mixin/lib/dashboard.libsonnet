@@ -63,7 +63,7 @@
 
   // A table of instant queries merged on their labels. columns: a list of
   // { ref, title, unit } naming each query's value column.
-  table(title, description, targets, unit, columns, sortBy, width=24, height=10, hide=[]):: {
+  table(title, description, targets, unit, columns, sortBy, width=24, height=10, hide=[], desc=true):: {
     type: 'table',
     title: title,
     description: description,
@@ -81,7 +81,7 @@
         for col in columns
       ],
     },
-    options: { showHeader: true, sortBy: [{ displayName: sortBy, desc: true }], cellHeight: 'sm' },
+    options: { showHeader: true, sortBy: [{ displayName: sortBy, desc: desc }], cellHeight: 'sm' },
     transformations: [
       { id: 'merge', options: {} },
       {
@@ -91,7 +91,7 @@
           renameByName: { ['Value #' + col.ref]: col.title for col in columns },
         },
       },
-      { id: 'sortBy', options: { sort: [{ field: sortBy, desc: true }] } },
+      { id: 'sortBy', options: { sort: [{ field: sortBy, desc: desc }] } },
     ],
     gridWidth:: width,
     gridHeight:: height,

@@ -26,6 +26,7 @@ local p = import '../lib/promql.libsonnet';
     errorRatio(window):: level + ':infer_probe_requests:error_ratio_rate' + window,
     goodputRatio: level + ':infer_probe_goodput_requests:ratio_rate' + w,
     ttftSlowRatio(window):: level + ':infer_probe_time_to_first_token_seconds:slow_ratio_rate' + window,
+    tpotSlowRatio(window):: level + ':infer_probe_time_per_output_token_seconds:slow_ratio_rate' + window,
     ttftJitter: level + ':infer_probe_time_to_first_token_seconds:coefficient_of_variation_rate' + w,
     checkPassRatio: level + ':infer_probe_known_answer_checks:pass_ratio_rate' + c.accuracyWindow,
     oneShotAccuracy: tlevel + ':probe_known_answer_success:avg_over_time' + c.accuracyWindow,

@@ -137,6 +137,25 @@ local names = import 'names.libsonnet';
             ||| % { by: by, m: n.histograms.ttft, le: probe('le="%s"' % threshold), sel: probe(), w: win, t: threshold },
           }
           for win in sloWindows
+        ] + [
+          {
+            // TPOT latency SLO: requests whose time per output token
+            // exceeded slo.tpotThreshold, over requests observed (those
+            // with 2 output tokens or more), as the TTFT one.
+            record: n.tpotSlowRatio(win),
+            expr: |||
+              (
+                1 - (
+                  sum by (%(by)s) (rate(%(m)s_bucket%(le)s[%(w)s]))
+                  /
+                  (sum by (%(by)s) (rate(%(m)s_count%(sel)s[%(w)s])) > 0)
+                )
+              )
+              or
+              (1 - histogram_fraction(0, %(t)s, sum by (%(by)s) (rate(%(m)s%(sel)s[%(w)s]))))
+            ||| % { by: by, m: n.histograms.tpot, le: probe('le="%s"' % c.slo.tpotThreshold), sel: probe(), w: win, t: c.slo.tpotThreshold },
+          }
+          for win in sloWindows
         ],
       },
       {
