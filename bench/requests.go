@@ -8,6 +8,7 @@ import (
 	"fmt"
 	"io"
 	"os"
+	"path/filepath"
 	"strings"
 	"sync"
 	"time"
@@ -65,6 +66,10 @@ type requestLog struct {
 }
 
 func openRequestLog(path string, max int) (*requestLog, error) {
+	// Its folder may be --output.dir, which the reports create later.
+	if err := os.MkdirAll(filepath.Dir(path), 0o755); err != nil {
+		return nil, fmt.Errorf("--output.requests: %w", err)
+	}
 	f, err := os.Create(path)
 	if err != nil {
 		return nil, fmt.Errorf("--output.requests: %w", err)

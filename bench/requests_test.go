@@ -37,7 +37,7 @@ bench:
   ranking: {resamples: 100}
 `)
 	out := filepath.Join(dir, "out")
-	file := filepath.Join(dir, "requests.jsonl.gz")
+	file := filepath.Join(dir, "not-yet", "requests.jsonl.gz") // its folder is made
 	if code, so, se := runCLI(t, context.Background(), "bench", "--config.file="+cfg, "--output.dir="+out, "--output.requests="+file); code != ExitOK {
 		t.Fatalf("exit %d\n%s\n%s", code, so, se)
 	}

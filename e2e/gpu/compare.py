@@ -541,7 +541,48 @@ def bench(raw, reqs, live_wl):
             "warmup_s": warm, "duration_s": duration}
 
 
-def write_summary(out, info, lv, per, bn, meta):
+def join(raw, reqs):
+    """Comparison 4: the bench's per-request records (--output.requests)
+    joined with the server's log by X-Request-Id, request by request."""
+    path = os.path.join(raw, "bench", "requests.jsonl")
+    recs = read_jsonl(path)
+    if not recs:
+        return None
+    by_id = {str(r.get("request_id", "")): r for r in reqs if r.get("request_id")}
+    diffs = {"ttft": [], "tpot": [], "e2e": [], "arrival_minus_sent": []}
+    matched = unmatched = measured = tokens_equal = tokens_compared = 0
+    for rec in recs:
+        if not rec.get("id") or rec.get("outcome") != "success":
+            continue
+        srv = by_id.get(rec["id"])
+        if srv is None:
+            unmatched += 1
+            continue
+        matched += 1
+        measured += 1 if rec.get("measured") else 0
+        g = server_figures(srv)
+        # The client's clock starts at the scheduled instant, the server's
+        # at the request's arrival: the difference is what lies between.
+        for k in ("ttft", "tpot", "e2e"):
+            if rec.get(k) is not None and k in g:
+                diffs[k].append(rec[k] - g[k])
+        if rec.get("sent") is not None and srv.get("arrival_ns"):
+            diffs["arrival_minus_sent"].append(srv["arrival_ns"] / 1e9 - rec["sent"])
+        if srv.get("completion_tokens"):
+            tokens_compared += 1
+            tokens_equal += 1 if srv["completion_tokens"] == rec.get("output_tokens") else 0
+    out = {"what": "bench request records joined with the server log by X-Request-Id: client minus server, seconds",
+           "records": len(recs), "matched": matched, "unmatched_successes": unmatched, "measured_matched": measured,
+           "output_tokens_equal": tokens_equal, "output_tokens_compared": tokens_compared}
+    for k, xs in diffs.items():
+        xs = sorted(xs)
+        out[k] = {"count": len(xs), "p50": quantile(xs, 0.5) if xs else None,
+                  "p99": quantile(xs, 0.99) if xs else None, "max": xs[-1] if xs else None,
+                  "min": xs[0] if xs else None}
+    return out
+
+
+def write_summary(out, info, lv, per, bn, meta, jn=None):
     L = []
     L.append("# infer_exporter against a real GPU engine")
     L.append("")
@@ -655,6 +696,21 @@ def write_summary(out, info, lv, per, bn, meta):
                      f"{num(c.get('sent_per_second'), 2)} | {num(c['requests_per_second'], 2)} | "
                      f"{c.get('in_flight_at_start')} / {c.get('in_flight_at_end')} | {c.get('overloaded')} | {c.get('draining')} |")
         L.append("")
+    if jn:
+        L.append("## 4. Bench, request by request: its records joined with the server's log")
+        L.append("")
+        L.append(f"`--output.requests` wrote {jn['records']} records; {jn['matched']} successes matched a server log "
+                 f"entry by `X-Request-Id` ({jn['unmatched_successes']} did not); output tokens equal on "
+                 f"{jn['output_tokens_equal']} of {jn['output_tokens_compared']}. Client minus server, per request "
+                 "(the client's clock starts at the scheduled instant, the server's at the request's arrival):")
+        L.append("")
+        L.append("| figure [ms] | n | min | p50 | p99 | max |")
+        L.append("|---|---|---|---|---|---|")
+        for k, lab in (("ttft", "TTFT"), ("tpot", "TPOT"), ("e2e", "E2E"), ("arrival_minus_sent", "server arrival − client send")):
+            d = jn.get(k, {})
+            f = ms2 if k in ("tpot", "arrival_minus_sent") else ms
+            L.append(f"| {lab} | {d.get('count', 0)} | {f(d.get('min'))} | {f(d.get('p50'))} | {f(d.get('p99'))} | {f(d.get('max'))} |")
+        L.append("")
     with open(out, "w") as f:
         f.write("\n".join(L))
 
@@ -677,8 +733,9 @@ def main():
     lv = live(a.raw, reqs, a.workload)
     per, rows = nvml(a.raw)
     bn = bench(a.raw, reqs, a.workload)
+    jn = join(a.raw, reqs)
     with open(os.path.join(out, "comparison.json"), "w") as f:
-        json.dump({"server": info, "live": lv, "nvml": per, "bench": bn, "meta": a.meta}, f, indent=1)
+        json.dump({"server": info, "live": lv, "nvml": per, "bench": bn, "join": jn, "meta": a.meta}, f, indent=1)
     with open(os.path.join(out, "gauges.csv"), "w", newline="") as f:
         w = csv.DictWriter(f, fieldnames=["sample", "phase", "t_ns", "smi_timestamp", "sample_age_s", "gauge",
                                           "exporter", "nvidia_smi"])
@@ -695,7 +752,7 @@ def main():
                         r.get("completion_tokens")] +
                        [("%.6f" % g[k]) if k in g else "" for k in ("ttft", "tpot", "e2e", "engine_ttft",
                                                                    "engine_tpot")])
-    write_summary(os.path.join(out, "summary.md"), info, lv, per, bn, a.meta)
+    write_summary(os.path.join(out, "summary.md"), info, lv, per, bn, a.meta, jn)
     print("compare.py: wrote", os.path.join(out, "summary.md"))
 
 

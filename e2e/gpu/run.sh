@@ -143,6 +143,7 @@ wait "$exp_pid" 2>/dev/null || true
 log "infer_exporter bench (rates 2 and 8 req/s)"
 bench_rc=0
 timeout 300 "$bin" bench --config.file="$raw/bench.yml" --output.dir="$raw/bench" --progress=never \
+	--output.requests="$raw/bench/requests.jsonl" \
 	>"$raw/bench.log" 2>&1 || bench_rc=$?
 log "bench exited $bench_rc after $(($(date +%s) - t_start)) s in all"
 [[ $bench_rc == 0 ]] || tail -20 "$raw/bench.log" >&2
@@ -157,6 +158,7 @@ nvidia-smi >"$raw/nvidia-smi-end.txt" 2>&1 || true
 meta="$(date -u +%Y-%m-%dT%H:%M:%SZ), $(nvidia-smi --query-gpu=name,driver_version --format=csv,noheader 2>/dev/null | head -1 || echo 'no GPU'), $(nproc) CPUs, engine $ENGINE, $("$bin" --version 2>&1 | head -1), run.sh wall $(($(date +%s) - t_start)) s"
 $PYTHON "$here/compare.py" "$raw" --out "$out" --meta "$meta" 2>&1 | tee -a "$raw/run.log"
 [[ -f "$raw/bench/report.json" ]] && cp "$raw/bench/report.json" "$out/report.json"
+[[ -f "$raw/bench/requests.jsonl" ]] && gzip -c "$raw/bench/requests.jsonl" >"$out/requests.jsonl.gz"
 log "done in $(($(date +%s) - t_start)) s; summary: $out/summary.md"
 cat "$out/summary.md"
 exit "$bench_rc"

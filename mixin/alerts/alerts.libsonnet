@@ -96,8 +96,8 @@ local names = import '../rules/names.libsonnet';
           regressionAlert('InferProbeTTFTRegression', 'ttft', 'time to first token'),
           regressionAlert('InferProbeTPOTRegression', 'tpot', 'time per output token'),
         ] + burnAlerts('InferProbeErrorBudgetBurn', 'The error ratio', n.errorRatio, c.slo.errorObjective)
-        + burnAlerts('InferProbeTTFTBudgetBurn', 'The ratio of requests over the %ss TTFT threshold' % c.slo.ttftThreshold, n.ttftSlowRatio, c.slo.latencyObjective)
-        + burnAlerts('InferProbeTPOTBudgetBurn', 'The ratio of requests over the %ss TPOT threshold' % c.slo.tpotThreshold, n.tpotSlowRatio, c.slo.latencyObjective)
+        + burnAlerts('InferProbeTTFTBudgetBurn', "The ratio of requests over the TTFT threshold (the workload's slo.ttft, else %ss)" % c.slo.ttftThreshold, n.ttftSlowRatio, c.slo.latencyObjective)
+        + burnAlerts('InferProbeTPOTBudgetBurn', "The ratio of requests over the TPOT threshold (the workload's slo.tpot, else %ss)" % c.slo.tpotThreshold, n.tpotSlowRatio, c.slo.latencyObjective)
         + [
           {
             alert: 'InferProbeFailing',

@@ -124,7 +124,18 @@ local names = import 'names.libsonnet';
             // threshold is exact; so is a native histogram's, when the
             // threshold is a power of two (0.5, 1, 2).
             record: n.ttftSlowRatio(win),
+            // A workload whose slo.ttft is set is judged by the exporter
+            // against its own threshold, request by request
+            // (infer_probe_slo_requests_total): exact, one threshold in
+            // one place. The histogram and slo.ttftThreshold serve the
+            // workloads without one.
             expr: |||
+              (
+                sum by (%(by)s) (rate(infer_probe_slo_requests_total%(missed)s[%(w)s]))
+                /
+                (sum by (%(by)s) (rate(infer_probe_slo_requests_total%(judged)s[%(w)s])) > 0)
+              )
+              or
               (
                 1 - (
                   sum by (%(by)s) (rate(%(m)s_bucket%(le)s[%(w)s]))
@@ -134,7 +145,8 @@ local names = import 'names.libsonnet';
               )
               or
               (1 - histogram_fraction(0, %(t)s, sum by (%(by)s) (rate(%(m)s%(sel)s[%(w)s]))))
-            ||| % { by: by, m: n.histograms.ttft, le: probe('le="%s"' % threshold), sel: probe(), w: win, t: threshold },
+            ||| % { by: by, m: n.histograms.ttft, le: probe('le="%s"' % threshold), sel: probe(), w: win, t: threshold,
+                    missed: probe('slo="ttft",result="missed"'), judged: probe('slo="ttft"') },
           }
           for win in sloWindows
         ] + [
@@ -145,6 +157,12 @@ local names = import 'names.libsonnet';
             record: n.tpotSlowRatio(win),
             expr: |||
               (
+                sum by (%(by)s) (rate(infer_probe_slo_requests_total%(missed)s[%(w)s]))
+                /
+                (sum by (%(by)s) (rate(infer_probe_slo_requests_total%(judged)s[%(w)s])) > 0)
+              )
+              or
+              (
                 1 - (
                   sum by (%(by)s) (rate(%(m)s_bucket%(le)s[%(w)s]))
                   /
@@ -153,7 +171,8 @@ local names = import 'names.libsonnet';
               )
               or
               (1 - histogram_fraction(0, %(t)s, sum by (%(by)s) (rate(%(m)s%(sel)s[%(w)s]))))
-            ||| % { by: by, m: n.histograms.tpot, le: probe('le="%s"' % c.slo.tpotThreshold), sel: probe(), w: win, t: c.slo.tpotThreshold },
+            ||| % { by: by, m: n.histograms.tpot, le: probe('le="%s"' % c.slo.tpotThreshold), sel: probe(), w: win, t: c.slo.tpotThreshold,
+                    missed: probe('slo="tpot",result="missed"'), judged: probe('slo="tpot"') },
           }
           for win in sloWindows
         ],

@@ -58,6 +58,8 @@ type Metrics struct {
 	lagP99                         *prometheus.GaugeVec
 	state                          *prometheus.GaugeVec
 	streamed, stalls               *prometheus.CounterVec
+	sloThreshold                   *prometheus.GaugeVec
+	sloRequests                    *prometheus.CounterVec
 	stalled, oldestAge             *prometheus.GaugeVec
 	replay                         *replayMetrics // replay.go
 
@@ -124,13 +126,18 @@ func NewMetrics(reg prometheus.Registerer) *Metrics {
 			Help: "workload.Requests in flight that have received nothing for longer than the workload's stall_threshold."}, labels),
 		oldestAge: prometheus.NewGaugeVec(prometheus.GaugeOpts{Namespace: namespace, Name: "oldest_request_age_seconds",
 			Help: "Age of the oldest request in flight, from its scheduled instant; 0 with none in flight."}, labels),
+		sloThreshold: prometheus.NewGaugeVec(prometheus.GaugeOpts{Namespace: namespace, Name: "slo_threshold_seconds",
+			Help: "The workload's SLO threshold per metric (slo: ttft, tpot, e2e), as configured; only the thresholds set exist."}, with("slo")),
+		sloRequests: prometheus.NewCounterVec(prometheus.CounterOpts{Namespace: namespace, Name: "slo_requests_total",
+			Help: "Requests judged against each SLO threshold set, by slo (ttft: with a first token; tpot, e2e: successes) and result (met, missed)."}, with("slo", "result")),
 		state: prometheus.NewGaugeVec(prometheus.GaugeOpts{Namespace: namespace, Name: "workload_state",
 			Help: "1 for the workload's current state: calibrating, running, finished or failed; 0 for the others."}, with("state")),
 	}
 	reg.MustRegister(m.ttft, m.tpot, m.itl, m.e2e, m.lag,
 		m.promptTokens, m.completionTokens, m.requests, m.dropped, m.goodput, m.tokenSource, m.clamped, m.checks,
 		m.inFlight, m.maxInFlight, m.rate, m.maxRate, m.lagP99, m.degraded, m.state,
-		m.streamed, m.stalls, m.stalled, m.oldestAge, m.ttfa, m.reasoningTokens, m.httpErrors)
+		m.streamed, m.stalls, m.stalled, m.oldestAge, m.ttfa, m.reasoningTokens, m.httpErrors,
+		m.sloThreshold, m.sloRequests)
 	m.replay = newReplayMetrics(reg)
 	m.sessions = newSessionMetrics(reg)
 	m.prompts = NewPromptMetrics(reg)
@@ -155,7 +162,17 @@ type Series struct {
 	stalled, oldestAge             prometheus.Gauge
 	ttfa                           prometheus.Observer
 	slo                            config.SLO
+	// sloMet and sloMissed count each configured threshold's judgements,
+	// by slo name; absent for a threshold not set.
+	sloMet, sloMissed map[string]prometheus.Counter
 }
+
+// The slo label's values, the metrics an SLO threshold can bound.
+const (
+	sloTTFT = "ttft"
+	sloTPOT = "tpot"
+	sloE2E  = "e2e"
+)
 
 // Series binds the labels of one workload. Every outcome's counter, and
 // every code's of http_errors_total, is created at zero, so rate() works
@@ -200,7 +217,31 @@ func (m *Metrics) Series(target, model, name string, slo config.SLO) *Series {
 	for _, reason := range workload.DropReasons {
 		m.dropped.WithLabelValues(append(lv[:3:3], reason)...)
 	}
+	s.sloMet, s.sloMissed = map[string]prometheus.Counter{}, map[string]prometheus.Counter{}
+	for _, t := range []struct {
+		name string
+		d    time.Duration
+	}{{sloTTFT, slo.TTFT}, {sloTPOT, slo.TPOT}, {sloE2E, slo.E2E}} {
+		if t.d <= 0 {
+			continue
+		}
+		m.sloThreshold.WithLabelValues(append(lv[:3:3], t.name)...).Set(t.d.Seconds())
+		s.sloMet[t.name] = m.sloRequests.WithLabelValues(append(lv[:3:3], t.name, "met")...)
+		s.sloMissed[t.name] = m.sloRequests.WithLabelValues(append(lv[:3:3], t.name, "missed")...)
+	}
 	return s
+}
+
+// judge counts one request against the threshold of slo name, when one is
+// set.
+func (s *Series) judge(name string, d, threshold time.Duration) {
+	if met := s.sloMet[name]; met != nil {
+		if d <= threshold {
+			met.Inc()
+		} else {
+			s.sloMissed[name].Inc()
+		}
+	}
 }
 
 // Delete removes every series of this workload, when a reload drops it.
@@ -211,6 +252,7 @@ func (s *Series) Delete() {
 		s.m.requests, s.m.dropped, s.m.goodput, s.m.tokenSource, s.m.clamped, s.m.checks, s.m.inFlight,
 		s.m.maxInFlight, s.m.rate, s.m.maxRate, s.m.degraded, s.m.lagP99, s.m.state,
 		s.m.streamed, s.m.stalls, s.m.stalled, s.m.oldestAge, s.m.ttfa, s.m.reasoningTokens, s.m.httpErrors,
+		s.m.sloThreshold, s.m.sloRequests,
 	} {
 		v.DeletePartialMatch(match)
 	}
@@ -355,6 +397,9 @@ func (s *Series) Observe(o *observation.Request) {
 	// TTFT and the gaps between tokens were observed as they happened
 	// (FirstToken, Token).
 	s.m.prompts.ObservePrompt(s.lv[0], s.lv[1], s.lv[2], o)
+	if d, ok := o.TTFT(); ok {
+		s.judge(sloTTFT, d, s.slo.TTFT)
+	}
 	if o.Outcome != observation.Success {
 		return
 	}
@@ -362,9 +407,11 @@ func (s *Series) Observe(o *observation.Request) {
 	// cut short would report a shorter latency than the server gives.
 	e2e, _ := o.E2E()
 	s.e2e.Observe(e2e.Seconds())
+	s.judge(sloE2E, e2e, s.slo.E2E)
 	tpot, hasTPOT := o.TPOT()
 	if hasTPOT {
 		s.tpot.Observe(tpot.Seconds())
+		s.judge(sloTPOT, tpot, s.slo.TPOT)
 	}
 	s.promptTokens.Add(float64(o.PromptTokens))
 	s.reasoningTokens.Add(float64(o.ReasoningTokens))
