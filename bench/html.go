@@ -132,14 +132,14 @@ func buildView(r *Report) *view {
 	type fig struct {
 		title, ylabel string
 		get           func(*CellResult) float64
-		yf            func(float64) string
+		yk            axisKind
 	}
 	figs := []fig{
-		{"E2E latency p50", "seconds", func(c *CellResult) float64 { return c.Summary.Figure("e2e_p50") }, fmtSeconds},
-		{"E2E latency p99", "seconds", func(c *CellResult) float64 { return c.Summary.Figure("e2e_p99") }, fmtSeconds},
-		{"TTFT p99", "seconds", func(c *CellResult) float64 { return c.Summary.Figure("ttft_p99") }, fmtSeconds},
-		{"TPOT p50", "seconds", func(c *CellResult) float64 { return c.Summary.Figure("tpot_p50") }, fmtSeconds},
-		{"Output throughput", "tokens/s", func(c *CellResult) float64 { return c.Summary.OutputTokensPerSecond }, fmtNumber},
+		{"E2E latency p50", "latency", func(c *CellResult) float64 { return c.Summary.Figure("e2e_p50") }, axisSeconds},
+		{"E2E latency p99", "latency", func(c *CellResult) float64 { return c.Summary.Figure("e2e_p99") }, axisSeconds},
+		{"TTFT p99", "latency", func(c *CellResult) float64 { return c.Summary.Figure("ttft_p99") }, axisSeconds},
+		{"TPOT p50", "latency", func(c *CellResult) float64 { return c.Summary.Figure("tpot_p50") }, axisSeconds},
+		{"Output throughput", "tokens/s", func(c *CellResult) float64 { return c.Summary.OutputTokensPerSecond }, axisNumber},
 	}
 	for _, sh := range shapes {
 		for _, kind := range []string{LoadRate, LoadConcurrency} {
@@ -158,7 +158,7 @@ func buildView(r *Report) *view {
 				xlabel = "concurrency (clients)"
 			}
 			for _, f := range figs {
-				ch := chart{Title: f.title + " — " + sh, XLabel: xlabel, YLabel: f.ylabel, YFmt: f.yf, YFromZero: true}
+				ch := chart{Title: f.title + " — " + sh, XLabel: xlabel, YLabel: f.ylabel, YKind: f.yk, YFromZero: true}
 				for ti, t := range targets {
 					s := chartSeries{Name: t, Color: colorOf(ti)}
 					for _, c := range cells {
@@ -188,8 +188,8 @@ func buildView(r *Report) *view {
 				s.Labels = append(s.Labels, c.Load.Label()+" "+c.Shape)
 			}
 		}
-		ch := chart{Title: "Latency / throughput — " + t, XLabel: "output tokens/s", YLabel: latFig + " (s)",
-			YFmt: fmtSeconds, Scatter: true, Series: []chartSeries{s}, Frontier: paretoFrontier(s.Points), YFromZero: true}
+		ch := chart{Title: "Latency / throughput — " + t, XLabel: "output tokens/s", YLabel: latFig,
+			YKind: axisSeconds, Scatter: true, Series: []chartSeries{s}, Frontier: paretoFrontier(s.Points), YFromZero: true}
 		v.Pareto = append(v.Pareto, ch.SVG())
 	}
 	// Sweep: goodput ratio against rate.
@@ -202,7 +202,7 @@ func buildView(r *Report) *view {
 		bySweepShape[s.Shape] = append(bySweepShape[s.Shape], s)
 	}
 	for _, sh := range sweepShapes {
-		ch := chart{Title: "Rate sweep: goodput ratio — " + sh, XLabel: "request rate (req/s)", YLabel: "goodput ratio", YFmt: fmtRatio, YFromZero: true}
+		ch := chart{Title: "Rate sweep: goodput ratio — " + sh, XLabel: "request rate (req/s)", YLabel: "goodput ratio", YKind: axisRatio, YFromZero: true}
 		for _, sw := range bySweepShape[sh] {
 			s := chartSeries{Name: sw.Target, Color: colorOf(indexOf(targets, sw.Target))}
 			for _, p := range sw.Points {
@@ -291,8 +291,8 @@ func gpuCharts(r *Report, targets []string) (template.HTML, []template.HTML) {
 	hm := heatmap{Title: "GPU memory used over time (share of total)", Rows: rows, Start: 0, End: end, Cells: cells,
 		Spans: r.Timeline, Targets: targets}
 	charts := []template.HTML{
-		chart{Title: "GPU temperature", XLabel: "seconds since start", YLabel: "°C", Series: temp}.SVG(),
-		chart{Title: "GPU power", XLabel: "seconds since start", YLabel: "watts", Series: power}.SVG(),
+		chart{Title: "GPU temperature", XLabel: "time since start", XKind: axisSeconds, YLabel: "°C", Series: temp}.SVG(),
+		chart{Title: "GPU power", XLabel: "time since start", XKind: axisSeconds, YLabel: "watts", Series: power}.SVG(),
 	}
 	return hm.SVG(), charts
 }
