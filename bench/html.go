@@ -112,6 +112,9 @@ type view struct {
 	Sweep     []template.HTML
 	Heatmap   template.HTML
 	GPUCharts []template.HTML
+	// CellCharts are each cell's own charts, by its key: the latency
+	// CDFs and its windows over time.
+	CellCharts map[string][]template.HTML
 }
 
 func buildView(r *Report) *view {
@@ -216,7 +219,105 @@ func buildView(r *Report) *view {
 	if r.GPU.Available {
 		v.Heatmap, v.GPUCharts = gpuCharts(r, targets)
 	}
+	v.CellCharts = map[string][]template.HTML{}
+	for i := range r.Cells {
+		if ch := cellCharts(&r.Cells[i]); len(ch) > 0 {
+			v.CellCharts[r.Cells[i].Key] = ch
+		}
+	}
 	return v
+}
+
+// The size of a cell's own charts: several side by side.
+const cellChartWidth, cellChartHeight = 300, 210
+
+// cellCharts draws a cell's latency CDFs (one line per repeat) and its
+// windows over time, from the repeats' distribution and windows; nothing
+// for a report written before them.
+func cellCharts(c *CellResult) []template.HTML {
+	var out []template.HTML
+	name := func(r *RepeatResult, what string) string {
+		if len(c.Repeats) == 1 {
+			return what
+		}
+		return strings.TrimSpace(what + " r" + fmt.Sprint(r.Index+1))
+	}
+	for _, l := range []struct {
+		title string
+		get   func(*Distribution) []float64
+	}{
+		{"TTFT", func(d *Distribution) []float64 { return d.TTFT }},
+		{"TPOT", func(d *Distribution) []float64 { return d.TPOT }},
+		{"E2E", func(d *Distribution) []float64 { return d.E2E }},
+	} {
+		ch := chart{Title: l.title + " distribution (CDF)", XLabel: l.title, YLabel: "share of requests", XKind: axisSeconds, YKind: axisRatio,
+			YFromZero: true, Class: "cdf", Width: cellChartWidth, Height: cellChartHeight}
+		for ri := range c.Repeats {
+			r := &c.Repeats[ri]
+			if r.Distribution == nil {
+				continue
+			}
+			q := l.get(r.Distribution)
+			if len(q) < 2 {
+				continue
+			}
+			s := chartSeries{Name: name(r, ""), Color: colorOf(ri)}
+			if s.Name == "" {
+				s.Name = l.title
+			}
+			for i, v := range q {
+				s.Points = append(s.Points, xy{v, float64(i) / float64(len(q)-1)})
+			}
+			ch.Series = append(ch.Series, s)
+		}
+		if len(ch.Series) > 0 {
+			out = append(out, ch.SVG())
+		}
+	}
+	rates := chart{Title: "Sent and ended, per second", XLabel: "time in the measured windows", YLabel: "requests/s", XKind: axisSeconds,
+		YFromZero: true, Class: "timeline", Width: cellChartWidth, Height: cellChartHeight}
+	flight := chart{Title: "In flight at each window's end", XLabel: "time in the measured windows", YLabel: "requests", XKind: axisSeconds,
+		YFromZero: true, Class: "timeline", Width: cellChartWidth, Height: cellChartHeight}
+	lat := chart{Title: "Median latency, by window", XLabel: "time in the measured windows", YLabel: "latency", XKind: axisSeconds, YKind: axisSeconds,
+		YFromZero: true, Class: "timeline", Width: cellChartWidth, Height: cellChartHeight}
+	for ri := range c.Repeats {
+		r := &c.Repeats[ri]
+		rw := r.Windows
+		if rw == nil || rw.WindowSeconds <= 0 || len(rw.Sent) == 0 {
+			continue
+		}
+		ws := rw.WindowSeconds
+		sent := chartSeries{Name: name(r, "sent"), Color: colorOf(2 * ri)}
+		ended := chartSeries{Name: name(r, "ended"), Color: colorOf(2*ri + 1), Dashed: true}
+		fl := chartSeries{Name: name(r, "in flight"), Color: colorOf(ri)}
+		ttft := chartSeries{Name: name(r, "TTFT p50"), Color: colorOf(2 * ri)}
+		e2e := chartSeries{Name: name(r, "E2E p50"), Color: colorOf(2*ri + 1), Dashed: true}
+		for w := range rw.Sent {
+			mid := (float64(w) + 0.5) * ws
+			sent.Points = append(sent.Points, xy{mid, float64(rw.Sent[w]) / ws})
+			if w < len(rw.Ended) {
+				ended.Points = append(ended.Points, xy{mid, float64(rw.Ended[w]) / ws})
+			}
+			if w < len(rw.InFlight) {
+				fl.Points = append(fl.Points, xy{float64(w+1) * ws, float64(rw.InFlight[w])})
+			}
+			if w < len(rw.TTFTP50) {
+				ttft.Points = append(ttft.Points, xy{mid, float64(rw.TTFTP50[w])})
+			}
+			if w < len(r.Stability.Medians) {
+				e2e.Points = append(e2e.Points, xy{mid, float64(r.Stability.Medians[w])})
+			}
+		}
+		// In flight at the start of the first window.
+		fl.Points = append([]xy{{0, float64(r.Stats.InFlightAtStart)}}, fl.Points...)
+		rates.Series = append(rates.Series, sent, ended)
+		flight.Series = append(flight.Series, fl)
+		lat.Series = append(lat.Series, ttft, e2e)
+	}
+	if len(rates.Series) > 0 {
+		out = append(out, rates.SVG(), flight.SVG(), lat.SVG())
+	}
+	return out
 }
 
 func indexOf(list []string, s string) int {

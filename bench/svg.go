@@ -25,6 +25,8 @@ type chartSeries struct {
 	Points []xy
 	// Labels, when set, annotate each point.
 	Labels []string
+	// Dashed draws the line dashed (a second figure of the same colour).
+	Dashed bool
 }
 
 // axisKind says what an axis holds, and so how its ticks are labelled:
@@ -127,7 +129,7 @@ type chart struct {
 }
 
 const (
-	padLeft, padRight, padTop, padBottom = 72, 16, 40, 46
+	padLeft, padRight, padTop, padBottom = 72, 24, 40, 46
 )
 
 // niceTicks returns about n round tick values covering [lo, hi]; with
@@ -225,32 +227,46 @@ func (c chart) SVG() template.HTML {
 		esc(class), w, h, w, h, esc(c.Title))
 	fmt.Fprintf(&b, `<rect x="0" y="0" width="%d" height="%d" fill="#ffffff"/>`, w, h)
 	fmt.Fprintf(&b, `<text x="%d" y="16" class="title">%s</text>`, padLeft, esc(c.Title))
+	// The legend along the top, wrapped onto as many rows as it needs;
+	// the plot starts below it.
+	type entry struct{ x, y int }
+	legend := make([]entry, len(c.Series))
+	lx, ly := padLeft+4, 24
+	for i, s := range c.Series {
+		wd := 24 + 7*len(s.Name)
+		if lx+wd > w-padRight && lx > padLeft+4 {
+			lx, ly = padLeft+4, ly+14
+		}
+		legend[i] = entry{lx, ly}
+		lx += wd
+	}
+	top := padTop + ly - 24
 	x0, x1, y0, y1, xInt, yInt, ok := c.bounds()
 	if !ok {
 		fmt.Fprintf(&b, `<text x="%d" y="%d" class="empty">no data</text></svg>`, w/2-30, h/2)
 		return template.HTML(b.String())
 	}
 	xt := niceTicks(x0, x1, max(2, min(5, (w-padLeft-padRight)/60)), xInt)
-	yt := niceTicks(y0, y1, max(2, min(5, (h-padTop-padBottom)/30)), yInt)
+	yt := niceTicks(y0, y1, max(2, min(5, (h-top-padBottom)/30)), yInt)
 	xl, yl := c.XKind.tickLabels(xt), c.YKind.tickLabels(yt)
 	x0, x1 = xt[0], xt[len(xt)-1]
 	y0, y1 = yt[0], yt[len(yt)-1]
-	pw, ph := float64(w-padLeft-padRight), float64(h-padTop-padBottom)
+	pw, ph := float64(w-padLeft-padRight), float64(h-top-padBottom)
 	px := func(x float64) float64 { return float64(padLeft) + (x-x0)/(x1-x0)*pw }
-	py := func(y float64) float64 { return float64(padTop) + ph - (y-y0)/(y1-y0)*ph }
+	py := func(y float64) float64 { return float64(top) + ph - (y-y0)/(y1-y0)*ph }
 	// Grid and axes.
 	for i, v := range yt {
 		fmt.Fprintf(&b, `<line x1="%d" y1="%.1f" x2="%d" y2="%.1f" class="grid"/>`, padLeft, py(v), w-padRight, py(v))
 		fmt.Fprintf(&b, `<text x="%d" y="%.1f" class="tick" text-anchor="end">%s</text>`, padLeft-6, py(v)+4, esc(yl[i]))
 	}
 	for i, v := range xt {
-		fmt.Fprintf(&b, `<line x1="%.1f" y1="%d" x2="%.1f" y2="%.1f" class="grid"/>`, px(v), padTop, px(v), float64(padTop)+ph)
-		fmt.Fprintf(&b, `<text x="%.1f" y="%.1f" class="tick" text-anchor="middle">%s</text>`, px(v), float64(padTop)+ph+16, esc(xl[i]))
+		fmt.Fprintf(&b, `<line x1="%.1f" y1="%d" x2="%.1f" y2="%.1f" class="grid"/>`, px(v), top, px(v), float64(top)+ph)
+		fmt.Fprintf(&b, `<text x="%.1f" y="%.1f" class="tick" text-anchor="middle">%s</text>`, px(v), float64(top)+ph+16, esc(xl[i]))
 	}
-	fmt.Fprintf(&b, `<rect x="%d" y="%d" width="%.1f" height="%.1f" class="frame"/>`, padLeft, padTop, pw, ph)
+	fmt.Fprintf(&b, `<rect x="%d" y="%d" width="%.1f" height="%.1f" class="frame"/>`, padLeft, top, pw, ph)
 	fmt.Fprintf(&b, `<text x="%.1f" y="%d" class="axis" text-anchor="middle">%s</text>`, float64(padLeft)+pw/2, h-6, esc(c.XLabel))
 	fmt.Fprintf(&b, `<text x="14" y="%.1f" class="axis" text-anchor="middle" transform="rotate(-90 14 %.1f)">%s</text>`,
-		float64(padTop)+ph/2, float64(padTop)+ph/2, esc(c.YLabel))
+		float64(top)+ph/2, float64(top)+ph/2, esc(c.YLabel))
 	if len(c.Frontier) > 1 {
 		var pts []string
 		for _, p := range c.Frontier {
@@ -259,7 +275,6 @@ func (c chart) SVG() template.HTML {
 		fmt.Fprintf(&b, `<polyline points="%s" class="frontier"/>`, strings.Join(pts, " "))
 	}
 	// Series.
-	lx := padLeft + 4
 	for i, s := range c.Series {
 		color := s.Color
 		if color == "" {
@@ -273,7 +288,11 @@ func (c chart) SVG() template.HTML {
 		}
 		fmt.Fprintf(&b, `<g class="series" data-series="%s">`, esc(s.Name))
 		if !c.Scatter && len(pts) > 1 {
-			fmt.Fprintf(&b, `<polyline points="%s" fill="none" stroke="%s" stroke-width="2"/>`, strings.Join(pts, " "), color)
+			dash := ""
+			if s.Dashed {
+				dash = ` stroke-dasharray="5 3"`
+			}
+			fmt.Fprintf(&b, `<polyline points="%s" fill="none" stroke="%s" stroke-width="2"%s/>`, strings.Join(pts, " "), color, dash)
 		}
 		for j, p := range s.Points {
 			// A dense time series is its line; a lone point is a point.
@@ -287,10 +306,9 @@ func (c chart) SVG() template.HTML {
 			}
 		}
 		b.WriteString(`</g>`)
-		// Legend along the top.
-		fmt.Fprintf(&b, `<rect x="%d" y="24" width="10" height="10" fill="%s"/><text x="%d" y="33" class="legend">%s</text>`,
-			lx, color, lx+14, esc(s.Name))
-		lx += 24 + 7*len(s.Name)
+		e := legend[i]
+		fmt.Fprintf(&b, `<rect x="%d" y="%d" width="10" height="10" fill="%s"/><text x="%d" y="%d" class="legend">%s</text>`,
+			e.x, e.y, color, e.x+14, e.y+9, esc(s.Name))
 	}
 	b.WriteString(`</svg>`)
 	return template.HTML(b.String())

@@ -55,8 +55,8 @@ func TestHTMLChartAxes(t *testing.T) {
 		}
 		// The point sits in the middle of the plot.
 		m := regexp.MustCompile(`<circle cx="([0-9.]+)"`).FindStringSubmatch(svg)
-		if m == nil || m[1] != "308.0" { // padLeft + (560-padLeft-padRight)/2
-			t.Errorf("the lone point at x %v, want the plot's centre 308.0", m)
+		if m == nil || m[1] != "304.0" { // padLeft + (560-padLeft-padRight)/2
+			t.Errorf("the lone point at x %v, want the plot's centre 304.0", m)
 		}
 	})
 	t.Run("lone point in a dense series", func(t *testing.T) {
