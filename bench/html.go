@@ -58,6 +58,41 @@ var templateFuncs = template.FuncMap{
 		}
 		return template.HTML(fmt.Sprintf(`<td data-q="%s" data-value="%s">%s</td>`, esc(q), esc(raw), esc(text)))
 	},
+	// tdq renders a quantile of a distribution of count values as td
+	// does, marked with a dagger and a title when count is fewer than
+	// the quantile needs (thinQuantile).
+	"tdq": func(q string, v float64, count int) template.HTML {
+		text, raw := fmtSeconds(v), "null"
+		if finite(v) {
+			raw = fmtF(v)
+		} else {
+			text = "—"
+		}
+		if note := thinQuantile(q, count); note != "" {
+			return template.HTML(fmt.Sprintf(`<td data-q="%s" data-value="%s" class="thin" title="%s">%s<sup>†</sup></td>`, esc(q), esc(raw), esc(note), esc(text)))
+		}
+		return template.HTML(fmt.Sprintf(`<td data-q="%s" data-value="%s">%s</td>`, esc(q), esc(raw), esc(text)))
+	},
+	// thin is the footnote of a cell's table whose quantiles come from
+	// fewer samples than they need: "" when none does.
+	"thin": func(s Stats) string {
+		var parts []string
+		for _, d := range []namedDist{{"ttft", "TTFT", s.TTFT}, {"tpot", "TPOT", s.TPOT}, {"itl", "ITL", s.ITL}, {"e2e", "E2E", s.E2E}, {"lag", "schedule lag", s.ScheduleLag}} {
+			var qs []string
+			for _, q := range []string{"p90", "p95", "p99", "p99_9"} {
+				if thinQuantile(q, d.D.Count) != "" {
+					qs = append(qs, quantileLabel(q))
+				}
+			}
+			if len(qs) > 0 {
+				parts = append(parts, fmt.Sprintf("%s %s from %d samples", d.Name, strings.Join(qs, ", "), d.D.Count))
+			}
+		}
+		if len(parts) == 0 {
+			return ""
+		}
+		return "† from fewer samples than the quantile needs (p90 needs at least 10, p95 20, p99 100, p99.9 1000; below, it is drawn towards the largest value): " + strings.Join(parts, "; ") + "."
+	},
 	"dists": func(s Stats) []namedDist {
 		return []namedDist{{"ttft", "TTFT", s.TTFT}, {"tpot", "TPOT", s.TPOT}, {"itl", "ITL", s.ITL}, {"e2e", "E2E", s.E2E}, {"lag", "schedule lag", s.ScheduleLag}}
 	},
