@@ -134,7 +134,7 @@ const (
 
 // niceTicks returns about n round tick values covering [lo, hi]; with
 // integer set, whole ones only (a step of at least 1). A range of one value
-// v is widened around it, to [0, 2v] (v centred, 0 in view), or [-1, 1]
+// v is widened around it, to [0, 2v] (v centred, 0 in view), or [0, 1]
 // for 0, rather than to a sliver of ±10% that labels 3.60 to 4.40.
 func niceTicks(lo, hi float64, n int, integer bool) []float64 {
 	if !(hi > lo) {
@@ -144,7 +144,7 @@ func niceTicks(lo, hi float64, n int, integer bool) []float64 {
 		case lo < 0:
 			lo, hi = 2*lo, 0
 		default:
-			lo, hi = -1, 1
+			lo, hi = 0, 1 // zero everywhere: a count of none
 		}
 	}
 	raw := (hi - lo) / float64(n)
