@@ -187,7 +187,7 @@ bench:
 var (
 	cellTableRE = regexp.MustCompile(`(?s)<table class="cell" data-cell="([^"]+)">(.*?)</table>`)
 	distRowRE   = regexp.MustCompile(`(?s)<tr data-dist="(\w+)">(.*?)</tr>`)
-	tdRE        = regexp.MustCompile(`<td data-q="(\w+)" data-value="([^"]*)">([^<]*)</td>`)
+	tdRE        = regexp.MustCompile(`<td data-q="(\w+)" data-value="([^"]*)"(?: class="thin" title="([^"]*)")?>([^<]*)(?:<sup>†</sup>)?</td>`)
 	boardRowRE  = regexp.MustCompile(`<tr class="leaderboard-row[^"]*" data-target="([^"]+)" data-rank="(\d+)" data-score="([^"]+)" data-tied="(\w+)">`)
 )
 
@@ -231,8 +231,14 @@ func checkHTMLMatchesJSON(t *testing.T, path string, r *Report) {
 						text = strconv.Itoa(d.Count)
 					}
 				}
-				if td[2] != fmtF(want) || td[3] != esc(text) {
-					t.Errorf("%s %s %s: HTML %s (%q), JSON %s (%q)", c.Key, row[1], td[1], td[2], td[3], fmtF(want), text)
+				if td[2] != fmtF(want) || td[4] != esc(text) {
+					t.Errorf("%s %s %s: HTML %s (%q), JSON %s (%q)", c.Key, row[1], td[1], td[2], td[4], fmtF(want), text)
+				}
+				// A quantile from fewer samples than it needs says so.
+				if row[1] != "throughput" {
+					if note := thinQuantile(td[1], dists[row[1]].Count); td[3] != esc(note) {
+						t.Errorf("%s %s %s: caveat %q, want %q", c.Key, row[1], td[1], td[3], note)
+					}
 				}
 				checked++
 			}

@@ -148,7 +148,8 @@ func oneAndMerged(t *testing.T, requests int) (one, merged *Report) {
 	report := func(rec *recorder) (*Report, RecorderState) {
 		st := rec.export(1, 0)
 		stats, smp := rec.finish(1, 0)
-		acc := [][]cellAcc{{{repeats: []RepeatResult{{Stats: stats, Stability: StabilityResult{Spread: NaN()}}}, samples: []*sample{smp}}}}
+		res := RepeatResult{Stats: stats, Stability: StabilityResult{Spread: NaN()}, Distribution: smp.distribution(), Windows: rec.windows(1)}
+		acc := [][]cellAcc{{{repeats: []RepeatResult{res}, samples: []*sample{smp}}}}
 		groups := []group{{name: "s", load: load}}
 		cells, reps := assembleCells(context.Background(), spec, []string{"a"}, groups, acc)
 		r := &Report{Schema: Schema, Environment: env, Cells: cells}

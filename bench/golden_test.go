@@ -120,7 +120,8 @@ func goldenReport(t testing.TB) *Report {
 				med, _ := rec.windowMedians(3)
 				res := RepeatResult{Index: r, Started: w0.Add(time.Duration(gi*10+r) * time.Second).UTC(), Stats: stats,
 					Stability:    StabilityResult{WindowSeconds: 1, Windows: 3, Spread: NaN()},
-					PromptsDrawn: n, SchedulingLatencyP99: 0.0001, WarmupSeconds: 0.5}
+					PromptsDrawn: n, SchedulingLatencyP99: 0.0001, WarmupSeconds: 0.5,
+					Distribution: smp.distribution(), Windows: rec.windows(3)}
 				if ti == 1 && gi == 1 && r == 1 {
 					res.Stability.Checked, res.Stability.Note = true, "windows never agreed"
 				}

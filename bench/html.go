@@ -58,6 +58,41 @@ var templateFuncs = template.FuncMap{
 		}
 		return template.HTML(fmt.Sprintf(`<td data-q="%s" data-value="%s">%s</td>`, esc(q), esc(raw), esc(text)))
 	},
+	// tdq renders a quantile of a distribution of count values as td
+	// does, marked with a dagger and a title when count is fewer than
+	// the quantile needs (thinQuantile).
+	"tdq": func(q string, v float64, count int) template.HTML {
+		text, raw := fmtSeconds(v), "null"
+		if finite(v) {
+			raw = fmtF(v)
+		} else {
+			text = "—"
+		}
+		if note := thinQuantile(q, count); note != "" {
+			return template.HTML(fmt.Sprintf(`<td data-q="%s" data-value="%s" class="thin" title="%s">%s<sup>†</sup></td>`, esc(q), esc(raw), esc(note), esc(text)))
+		}
+		return template.HTML(fmt.Sprintf(`<td data-q="%s" data-value="%s">%s</td>`, esc(q), esc(raw), esc(text)))
+	},
+	// thin is the footnote of a cell's table whose quantiles come from
+	// fewer samples than they need: "" when none does.
+	"thin": func(s Stats) string {
+		var parts []string
+		for _, d := range []namedDist{{"ttft", "TTFT", s.TTFT}, {"tpot", "TPOT", s.TPOT}, {"itl", "ITL", s.ITL}, {"e2e", "E2E", s.E2E}, {"lag", "schedule lag", s.ScheduleLag}} {
+			var qs []string
+			for _, q := range []string{"p90", "p95", "p99", "p99_9"} {
+				if thinQuantile(q, d.D.Count) != "" {
+					qs = append(qs, quantileLabel(q))
+				}
+			}
+			if len(qs) > 0 {
+				parts = append(parts, fmt.Sprintf("%s %s from %d samples", d.Name, strings.Join(qs, ", "), d.D.Count))
+			}
+		}
+		if len(parts) == 0 {
+			return ""
+		}
+		return "† from fewer samples than the quantile needs (p90 needs at least 10, p95 20, p99 100, p99.9 1000; below, it is drawn towards the largest value): " + strings.Join(parts, "; ") + "."
+	},
 	"dists": func(s Stats) []namedDist {
 		return []namedDist{{"ttft", "TTFT", s.TTFT}, {"tpot", "TPOT", s.TPOT}, {"itl", "ITL", s.ITL}, {"e2e", "E2E", s.E2E}, {"lag", "schedule lag", s.ScheduleLag}}
 	},
@@ -112,6 +147,9 @@ type view struct {
 	Sweep     []template.HTML
 	Heatmap   template.HTML
 	GPUCharts []template.HTML
+	// CellCharts are each cell's own charts, by its key: the latency
+	// CDFs and its windows over time.
+	CellCharts map[string][]template.HTML
 }
 
 func buildView(r *Report) *view {
@@ -132,14 +170,14 @@ func buildView(r *Report) *view {
 	type fig struct {
 		title, ylabel string
 		get           func(*CellResult) float64
-		yf            func(float64) string
+		yk            axisKind
 	}
 	figs := []fig{
-		{"E2E latency p50", "seconds", func(c *CellResult) float64 { return c.Summary.Figure("e2e_p50") }, fmtSeconds},
-		{"E2E latency p99", "seconds", func(c *CellResult) float64 { return c.Summary.Figure("e2e_p99") }, fmtSeconds},
-		{"TTFT p99", "seconds", func(c *CellResult) float64 { return c.Summary.Figure("ttft_p99") }, fmtSeconds},
-		{"TPOT p50", "seconds", func(c *CellResult) float64 { return c.Summary.Figure("tpot_p50") }, fmtSeconds},
-		{"Output throughput", "tokens/s", func(c *CellResult) float64 { return c.Summary.OutputTokensPerSecond }, fmtNumber},
+		{"E2E latency p50", "latency", func(c *CellResult) float64 { return c.Summary.Figure("e2e_p50") }, axisSeconds},
+		{"E2E latency p99", "latency", func(c *CellResult) float64 { return c.Summary.Figure("e2e_p99") }, axisSeconds},
+		{"TTFT p99", "latency", func(c *CellResult) float64 { return c.Summary.Figure("ttft_p99") }, axisSeconds},
+		{"TPOT p50", "latency", func(c *CellResult) float64 { return c.Summary.Figure("tpot_p50") }, axisSeconds},
+		{"Output throughput", "tokens/s", func(c *CellResult) float64 { return c.Summary.OutputTokensPerSecond }, axisNumber},
 	}
 	for _, sh := range shapes {
 		for _, kind := range []string{LoadRate, LoadConcurrency} {
@@ -158,7 +196,7 @@ func buildView(r *Report) *view {
 				xlabel = "concurrency (clients)"
 			}
 			for _, f := range figs {
-				ch := chart{Title: f.title + " — " + sh, XLabel: xlabel, YLabel: f.ylabel, YFmt: f.yf, YFromZero: true}
+				ch := chart{Title: f.title + " — " + sh, XLabel: xlabel, YLabel: f.ylabel, YKind: f.yk, YFromZero: true}
 				for ti, t := range targets {
 					s := chartSeries{Name: t, Color: colorOf(ti)}
 					for _, c := range cells {
@@ -188,8 +226,8 @@ func buildView(r *Report) *view {
 				s.Labels = append(s.Labels, c.Load.Label()+" "+c.Shape)
 			}
 		}
-		ch := chart{Title: "Latency / throughput — " + t, XLabel: "output tokens/s", YLabel: latFig + " (s)",
-			YFmt: fmtSeconds, Scatter: true, Series: []chartSeries{s}, Frontier: paretoFrontier(s.Points), YFromZero: true}
+		ch := chart{Title: "Latency / throughput — " + t, XLabel: "output tokens/s", YLabel: latFig,
+			YKind: axisSeconds, Scatter: true, Series: []chartSeries{s}, Frontier: paretoFrontier(s.Points), YFromZero: true}
 		v.Pareto = append(v.Pareto, ch.SVG())
 	}
 	// Sweep: goodput ratio against rate.
@@ -202,7 +240,7 @@ func buildView(r *Report) *view {
 		bySweepShape[s.Shape] = append(bySweepShape[s.Shape], s)
 	}
 	for _, sh := range sweepShapes {
-		ch := chart{Title: "Rate sweep: goodput ratio — " + sh, XLabel: "request rate (req/s)", YLabel: "goodput ratio", YFmt: fmtRatio, YFromZero: true}
+		ch := chart{Title: "Rate sweep: goodput ratio — " + sh, XLabel: "request rate (req/s)", YLabel: "goodput ratio", YKind: axisRatio, YFromZero: true}
 		for _, sw := range bySweepShape[sh] {
 			s := chartSeries{Name: sw.Target, Color: colorOf(indexOf(targets, sw.Target))}
 			for _, p := range sw.Points {
@@ -216,7 +254,105 @@ func buildView(r *Report) *view {
 	if r.GPU.Available {
 		v.Heatmap, v.GPUCharts = gpuCharts(r, targets)
 	}
+	v.CellCharts = map[string][]template.HTML{}
+	for i := range r.Cells {
+		if ch := cellCharts(&r.Cells[i]); len(ch) > 0 {
+			v.CellCharts[r.Cells[i].Key] = ch
+		}
+	}
 	return v
+}
+
+// The size of a cell's own charts: several side by side.
+const cellChartWidth, cellChartHeight = 300, 210
+
+// cellCharts draws a cell's latency CDFs (one line per repeat) and its
+// windows over time, from the repeats' distribution and windows; nothing
+// for a report written before them.
+func cellCharts(c *CellResult) []template.HTML {
+	var out []template.HTML
+	name := func(r *RepeatResult, what string) string {
+		if len(c.Repeats) == 1 {
+			return what
+		}
+		return strings.TrimSpace(what + " r" + fmt.Sprint(r.Index+1))
+	}
+	for _, l := range []struct {
+		title string
+		get   func(*Distribution) []float64
+	}{
+		{"TTFT", func(d *Distribution) []float64 { return d.TTFT }},
+		{"TPOT", func(d *Distribution) []float64 { return d.TPOT }},
+		{"E2E", func(d *Distribution) []float64 { return d.E2E }},
+	} {
+		ch := chart{Title: l.title + " distribution (CDF)", XLabel: l.title, YLabel: "share of requests", XKind: axisSeconds, YKind: axisRatio,
+			YFromZero: true, Class: "cdf", Width: cellChartWidth, Height: cellChartHeight}
+		for ri := range c.Repeats {
+			r := &c.Repeats[ri]
+			if r.Distribution == nil {
+				continue
+			}
+			q := l.get(r.Distribution)
+			if len(q) < 2 {
+				continue
+			}
+			s := chartSeries{Name: name(r, ""), Color: colorOf(ri)}
+			if s.Name == "" {
+				s.Name = l.title
+			}
+			for i, v := range q {
+				s.Points = append(s.Points, xy{v, float64(i) / float64(len(q)-1)})
+			}
+			ch.Series = append(ch.Series, s)
+		}
+		if len(ch.Series) > 0 {
+			out = append(out, ch.SVG())
+		}
+	}
+	rates := chart{Title: "Sent and ended, per second", XLabel: "time in the measured windows", YLabel: "requests/s", XKind: axisSeconds,
+		YFromZero: true, Class: "timeline", Width: cellChartWidth, Height: cellChartHeight}
+	flight := chart{Title: "In flight at each window's end", XLabel: "time in the measured windows", YLabel: "requests", XKind: axisSeconds,
+		YFromZero: true, Class: "timeline", Width: cellChartWidth, Height: cellChartHeight}
+	lat := chart{Title: "Median latency, by window", XLabel: "time in the measured windows", YLabel: "latency", XKind: axisSeconds, YKind: axisSeconds,
+		YFromZero: true, Class: "timeline", Width: cellChartWidth, Height: cellChartHeight}
+	for ri := range c.Repeats {
+		r := &c.Repeats[ri]
+		rw := r.Windows
+		if rw == nil || rw.WindowSeconds <= 0 || len(rw.Sent) == 0 {
+			continue
+		}
+		ws := rw.WindowSeconds
+		sent := chartSeries{Name: name(r, "sent"), Color: colorOf(2 * ri)}
+		ended := chartSeries{Name: name(r, "ended"), Color: colorOf(2*ri + 1), Dashed: true}
+		fl := chartSeries{Name: name(r, "in flight"), Color: colorOf(ri)}
+		ttft := chartSeries{Name: name(r, "TTFT p50"), Color: colorOf(2 * ri)}
+		e2e := chartSeries{Name: name(r, "E2E p50"), Color: colorOf(2*ri + 1), Dashed: true}
+		for w := range rw.Sent {
+			mid := (float64(w) + 0.5) * ws
+			sent.Points = append(sent.Points, xy{mid, float64(rw.Sent[w]) / ws})
+			if w < len(rw.Ended) {
+				ended.Points = append(ended.Points, xy{mid, float64(rw.Ended[w]) / ws})
+			}
+			if w < len(rw.InFlight) {
+				fl.Points = append(fl.Points, xy{float64(w+1) * ws, float64(rw.InFlight[w])})
+			}
+			if w < len(rw.TTFTP50) {
+				ttft.Points = append(ttft.Points, xy{mid, float64(rw.TTFTP50[w])})
+			}
+			if w < len(r.Stability.Medians) {
+				e2e.Points = append(e2e.Points, xy{mid, float64(r.Stability.Medians[w])})
+			}
+		}
+		// In flight at the start of the first window.
+		fl.Points = append([]xy{{0, float64(r.Stats.InFlightAtStart)}}, fl.Points...)
+		rates.Series = append(rates.Series, sent, ended)
+		flight.Series = append(flight.Series, fl)
+		lat.Series = append(lat.Series, ttft, e2e)
+	}
+	if len(rates.Series) > 0 {
+		out = append(out, rates.SVG(), flight.SVG(), lat.SVG())
+	}
+	return out
 }
 
 func indexOf(list []string, s string) int {
@@ -291,8 +427,8 @@ func gpuCharts(r *Report, targets []string) (template.HTML, []template.HTML) {
 	hm := heatmap{Title: "GPU memory used over time (share of total)", Rows: rows, Start: 0, End: end, Cells: cells,
 		Spans: r.Timeline, Targets: targets}
 	charts := []template.HTML{
-		chart{Title: "GPU temperature", XLabel: "seconds since start", YLabel: "°C", Series: temp}.SVG(),
-		chart{Title: "GPU power", XLabel: "seconds since start", YLabel: "watts", Series: power}.SVG(),
+		chart{Title: "GPU temperature", XLabel: "time since start", XKind: axisSeconds, YLabel: "°C", Series: temp}.SVG(),
+		chart{Title: "GPU power", XLabel: "time since start", XKind: axisSeconds, YLabel: "watts", Series: power}.SVG(),
 	}
 	return hm.SVG(), charts
 }

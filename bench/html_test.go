@@ -4,6 +4,7 @@ import (
 	"bytes"
 	"context"
 	"encoding/json"
+	"flag"
 	"image"
 	"image/png"
 	"os"
@@ -60,16 +61,28 @@ document.getElementById("layout").textContent = JSON.stringify({
   charts: Array.from(document.querySelectorAll("svg.chart")).map(function (e) {
     var r = e.getBoundingClientRect();
     return {x: r.left + window.scrollX, y: r.top + window.scrollY, w: r.width, h: r.height,
-            heatmap: e.classList.contains("heatmap"), title: e.getAttribute("aria-label")};
-  })
+            heatmap: e.classList.contains("heatmap"), cell: e.classList.contains("cdf") || e.classList.contains("timeline"),
+            title: e.getAttribute("aria-label")};
+  }),
+  cell: (function () {
+    var e = document.querySelector("#cells h3");
+    return e ? e.getBoundingClientRect().top + window.scrollY : -1;
+  })()
 });
 </script>`
 
 type chartBox struct {
-	X, Y, W, H float64
-	Heatmap    bool
-	Title      string
+	X, Y, W, H    float64
+	Heatmap, Cell bool
+	Title         string
 }
+
+// updateScreenshots rewrites the report's screenshot in docs/images/ from
+// TestHTMLRendersInChromium: go test -run HTMLRendersInChromium ./bench/ -update-screenshots.
+var updateScreenshots = flag.Bool("update-screenshots", false, "write the HTML report's screenshot into docs/images/")
+
+// screenshotFile is the screenshot of a cell's table and charts in the docs.
+const screenshotFile = "bench-report-cell.png"
 
 // TestHTMLRendersInChromium renders a real report in headless Chromium,
 // offline, and checks that the leaderboard rows are there and that every
@@ -114,12 +127,29 @@ func TestHTMLRendersInChromium(t *testing.T) {
 	var layout struct {
 		Height float64
 		Charts []chartBox
+		Cell   float64
 	}
 	if err := json.Unmarshal([]byte(strings.ReplaceAll(m[1], "&quot;", `"`)), &layout); err != nil {
 		t.Fatalf("layout %q: %v", m[1], err)
 	}
 	if len(layout.Charts) != len(svgs) {
 		t.Errorf("%d chart boxes, %d charts", len(layout.Charts), len(svgs))
+	}
+	// Every cell has its CDFs and its windows: three of each, none empty,
+	// and no figure anywhere reads NaN or Inf.
+	if n := strings.Count(dom, `class="chart cdf"`); n != 3*len(rep.Cells) {
+		t.Errorf("%d CDF charts for %d cells, want 3 each", n, len(rep.Cells))
+	}
+	if n := strings.Count(dom, `class="chart timeline"`); n != 3*len(rep.Cells) {
+		t.Errorf("%d timeline charts for %d cells, want 3 each", n, len(rep.Cells))
+	}
+	for _, s := range svgs {
+		if strings.Contains(s, "no data") && (strings.Contains(s, "(CDF)") || strings.Contains(s, "by window")) {
+			t.Errorf("an empty cell chart: %.200s", s)
+		}
+	}
+	if m := regexp.MustCompile(`.{0,80}\b(NaN|[+-]?Inf)\b.{0,80}`).FindString(dom); m != "" {
+		t.Errorf("the page shows NaN or Inf: %q", m)
 	}
 
 	height := int(min(layout.Height+10, 16000))
@@ -162,6 +192,79 @@ func TestHTMLRendersInChromium(t *testing.T) {
 	}
 	if heatmaps != 1 {
 		t.Errorf("%d heatmaps, want 1", heatmaps)
+	}
+	// The docs' screenshot: the golden report's first cell (two
+	// repeats of synthetic requests, so the same picture every time).
+	cropFirstCell(t, bin, goldenReport(t))
+}
+
+// cropFirstCell renders r in Chromium and crops the screenshot to its first
+// cell: heading, table and charts; with -update-screenshots it writes the
+// crop into docs/images/.
+func cropFirstCell(t *testing.T, bin string, r *Report) {
+	t.Helper()
+	var html bytes.Buffer
+	if err := WriteHTML(&html, r); err != nil {
+		t.Fatal(err)
+	}
+	probe := filepath.Join(t.TempDir(), "cell.html")
+	if err := os.WriteFile(probe, bytes.Replace(html.Bytes(), []byte("</body>"), []byte(layoutProbe+"</body>"), 1), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	dom := string(headless(t, bin, "--window-size=1280,2000", "--dump-dom", "file://"+probe))
+	m := regexp.MustCompile(`(?s)<pre id="layout">(.*?)</pre>`).FindStringSubmatch(dom)
+	if m == nil {
+		t.Fatal("the layout probe did not run")
+	}
+	var layout struct {
+		Height float64
+		Charts []chartBox
+		Cell   float64
+	}
+	if err := json.Unmarshal([]byte(strings.ReplaceAll(m[1], "&quot;", `"`)), &layout); err != nil {
+		t.Fatalf("layout %q: %v", m[1], err)
+	}
+	var last float64
+	n := 0
+	for _, c := range layout.Charts {
+		if c.Cell && n < 6 {
+			last = max(last, c.Y+c.H)
+			n++
+		}
+	}
+	if layout.Cell < 0 || n < 6 {
+		t.Fatalf("the first cell (at %v) has %d charts", layout.Cell, n)
+	}
+	shot := filepath.Join(filepath.Dir(probe), "cell.png")
+	headless(t, bin, "--window-size=1280,"+itoa(int(min(layout.Height+10, 16000))), "--screenshot="+shot, "file://"+probe)
+	f, err := os.Open(shot)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer f.Close()
+	img, err := png.Decode(f)
+	if err != nil {
+		t.Fatal(err)
+	}
+	crop := image.Rect(0, int(layout.Cell)-12, 1280, int(last)+12).Intersect(img.Bounds())
+	if crop.Dy() < 400 || nonWhite(img, crop) < 5000 {
+		t.Fatalf("the first cell's crop %v is blank or cut", crop)
+	}
+	if !*updateScreenshots {
+		return
+	}
+	sub, ok := img.(interface {
+		SubImage(image.Rectangle) image.Image
+	})
+	if !ok {
+		t.Fatalf("%T cannot be cropped", img)
+	}
+	var b bytes.Buffer
+	if err := png.Encode(&b, sub.SubImage(crop)); err != nil {
+		t.Fatal(err)
+	}
+	if err := os.WriteFile(filepath.Join("..", "docs", "images", screenshotFile), b.Bytes(), 0o644); err != nil {
+		t.Fatal(err)
 	}
 }
 

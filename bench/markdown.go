@@ -101,6 +101,9 @@ func WriteMarkdown(w io.Writer, r *Report) error {
 		b.WriteString(" " + strings.Join(mdFlags(c), ", ") + " |\n")
 	}
 	b.WriteString("\n")
+	if thin := mdThin(r); len(thin) > 0 {
+		fmt.Fprintf(&b, "Some p99 above come from fewer than the 100 samples a p99 needs (drawn towards the largest value): %s.\n\n", strings.Join(thin, "; "))
+	}
 
 	if len(r.Sweeps) > 0 {
 		b.WriteString("## Rate sweep\n\n| target | shape | rule | max rate | success ratio there | first failing rate |\n| --- | --- | --- | --- | --- | --- |\n")
@@ -255,4 +258,26 @@ func mdStability(st StabilityResult) string {
 		return fmt.Sprintf("stable over %d windows (spread %s%%)", st.Windows, mdNum(Num(float64(st.Spread)*100), 1))
 	}
 	return "unstable: " + st.Note
+}
+
+// mdThin names the cells whose p99 in the Markdown table come from fewer
+// samples than a p99 needs, with their counts.
+func mdThin(r *Report) []string {
+	var out []string
+	for i := range r.Cells {
+		c := &r.Cells[i]
+		var parts []string
+		for _, d := range []struct {
+			name string
+			n    int
+		}{{"TTFT", c.Summary.TTFT.Count}, {"TPOT", c.Summary.TPOT.Count}, {"E2E", c.Summary.E2E.Count}} {
+			if thinQuantile("p99", d.n) != "" {
+				parts = append(parts, fmt.Sprintf("%s %d", d.name, d.n))
+			}
+		}
+		if len(parts) > 0 {
+			out = append(out, fmt.Sprintf("%s (%s)", mdCell(c.Key), strings.Join(parts, ", ")))
+		}
+	}
+	return out
 }

@@ -98,6 +98,9 @@ func Merge(ctx context.Context, shards []ShardFile) (*Report, error) {
 			rc, k, span := mergeStates(parts, spec.MaxSamplesPerRepeat, DefaultMaxITLSamples)
 			stats, smp := rc.finish(k, span)
 			res.Stats = stats
+			// The pooled records' distribution and the added-up windows,
+			// as one process draws its own.
+			res.Distribution, res.Windows = smp.distribution(), rc.windows(k)
 			res.Stability.Medians = nil
 			med, cnt := rc.windowMedians(k)
 			for _, m := range med {

@@ -323,3 +323,52 @@ func FuzzReadShard(f *testing.F) {
 		}
 	})
 }
+
+// TestMergeDistributionAsOneProcess: the merged report's CDF quantiles and
+// windows are one process's of the same requests (the pooled records, the
+// added-up counts), and they are bounded: 101 quantiles per latency, one
+// entry per window.
+func TestMergeDistributionAsOneProcess(t *testing.T) {
+	one, merged := oneAndMerged(t, 400)
+	r1, rm := one.Cells[0].Repeats[0], merged.Cells[0].Repeats[0]
+	if r1.Distribution == nil || rm.Distribution == nil || r1.Windows == nil || rm.Windows == nil {
+		t.Fatalf("no distribution or windows: one %+v, merged %+v", r1.Distribution, rm.Distribution)
+	}
+	for _, l := range []struct {
+		name      string
+		one, mrg  []float64
+		min, max  float64
+		wantCount int
+	}{
+		{"ttft", r1.Distribution.TTFT, rm.Distribution.TTFT, r1.Stats.TTFT.Min, r1.Stats.TTFT.Max, r1.Stats.TTFT.Count},
+		{"tpot", r1.Distribution.TPOT, rm.Distribution.TPOT, r1.Stats.TPOT.Min, r1.Stats.TPOT.Max, r1.Stats.TPOT.Count},
+		{"e2e", r1.Distribution.E2E, rm.Distribution.E2E, r1.Stats.E2E.Min, r1.Stats.E2E.Max, r1.Stats.E2E.Count},
+	} {
+		if len(l.one) != 101 || len(l.mrg) != 101 || l.wantCount == 0 {
+			t.Fatalf("%s: %d and %d quantiles of %d values, want 101", l.name, len(l.one), len(l.mrg), l.wantCount)
+		}
+		if l.one[0] != l.min || l.one[100] != l.max {
+			t.Errorf("%s: q0 %v q100 %v, want min %v max %v", l.name, l.one[0], l.one[100], l.min, l.max)
+		}
+		for i := range l.one {
+			if math.Abs(l.one[i]-l.mrg[i]) > 1e-12 || i > 0 && l.one[i] < l.one[i-1] {
+				t.Errorf("%s q%d: merged %v, one process %v (or not ascending)", l.name, i, l.mrg[i], l.one[i])
+			}
+		}
+	}
+	if d := r1.Distribution.E2E; math.Abs(d[50]-r1.Stats.E2E.P50) > 1e-12 || math.Abs(d[99]-r1.Stats.E2E.P99) > 1e-12 {
+		t.Errorf("E2E q50 %v q99 %v, the percentiles %v %v", d[50], d[99], r1.Stats.E2E.P50, r1.Stats.E2E.P99)
+	}
+	a, _ := json.Marshal(r1.Windows)
+	b, _ := json.Marshal(rm.Windows)
+	if !bytes.Equal(a, b) {
+		t.Errorf("windows: merged %s, one process %s", b, a)
+	}
+	w := r1.Windows
+	if len(w.Sent) != 1 || w.Sent[0] == 0 || w.Completed[0] == 0 || !w.TTFTP50[0].Valid() {
+		t.Errorf("windows %s", a)
+	}
+	if w.InFlight[0] != r1.Stats.InFlightAtEnd {
+		t.Errorf("in flight at the end of the last window %d, Stats %d", w.InFlight[0], r1.Stats.InFlightAtEnd)
+	}
+}

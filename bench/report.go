@@ -287,6 +287,11 @@ type RepeatResult struct {
 	// Replay is what a replay repeat did with its trace; nil for other
 	// loads.
 	Replay *ReplayResult `json:"replay,omitempty"`
+	// Distribution is the repeat's TTFT, TPOT and E2E quantiles at 1%
+	// steps, for the report's CDF charts; Windows its measured windows over
+	// time. Both are absent from reports written before them.
+	Distribution *Distribution  `json:"distribution,omitempty"`
+	Windows      *RepeatWindows `json:"windows,omitempty"`
 	// state is the repeat's recorder, kept for a shard report.
 	state *RecorderState
 }

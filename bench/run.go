@@ -656,6 +656,7 @@ func (b *run) runRepeat(ctx context.Context, p repeatPlan) (RepeatResult, *sampl
 	}
 	stats, smp := rec.finish(k, span)
 	res.Stats = stats
+	res.Distribution, res.Windows = smp.distribution(), rec.windows(k)
 	if requests != nil {
 		requests.flush(rec.warmupEndAt())
 	}

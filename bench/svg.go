@@ -6,6 +6,7 @@ import (
 	"html/template"
 	"math"
 	"sort"
+	"strconv"
 	"strings"
 )
 
@@ -24,57 +25,169 @@ type chartSeries struct {
 	Points []xy
 	// Labels, when set, annotate each point.
 	Labels []string
+	// Dashed draws the line dashed (a second figure of the same colour).
+	Dashed bool
+}
+
+// axisKind says what an axis holds, and so how its ticks are labelled:
+// every tick of one axis in one unit, with as many decimals as its step
+// needs (a rate axis of 1, 2, 3 req/s reads "1", "2", "3").
+type axisKind int
+
+const (
+	// axisNumber is a plain figure; an axis whose values are all whole
+	// numbers (counts, clients, rates like 2 req/s) gets whole ticks.
+	axisNumber axisKind = iota
+	// axisSeconds is a duration in seconds, labelled in µs, ms or s, the
+	// unit chosen from the axis's largest tick.
+	axisSeconds
+	// axisRatio is a ratio in [0, 1], labelled as a percentage.
+	axisRatio
+)
+
+// value formats one figure of the axis's kind, as a point's tooltip shows it.
+func (k axisKind) value(v float64) string {
+	switch k {
+	case axisSeconds:
+		return fmtSeconds(v)
+	case axisRatio:
+		return fmtRatio(v)
+	}
+	return fmtNumber(v)
+}
+
+// tickLabels labels ticks (ascending, evenly stepped) in one unit.
+func (k axisKind) tickLabels(ticks []float64) []string {
+	step := 1.0
+	if len(ticks) > 1 {
+		step = ticks[1] - ticks[0]
+	}
+	top := 0.0
+	for _, t := range ticks {
+		top = max(top, math.Abs(t))
+	}
+	scale, unit := 1.0, ""
+	switch k {
+	case axisSeconds:
+		switch {
+		case top < 1e-3:
+			scale, unit = 1e6, " µs"
+		case top < 1:
+			scale, unit = 1e3, " ms"
+		default:
+			unit = " s"
+		}
+	case axisRatio:
+		scale, unit = 100, "%"
+	}
+	d := decimals(step*scale, ticks, scale)
+	out := make([]string, len(ticks))
+	for i, t := range ticks {
+		v := t * scale
+		if math.Abs(v) < step*scale*1e-6 {
+			v = 0 // not "-0"
+		}
+		out[i] = strconv.FormatFloat(v, 'f', d, 64) + unit
+	}
+	return out
+}
+
+// decimals is the fewest decimals (at most 6) that write every tick, scaled,
+// exactly enough to tell them apart at step.
+func decimals(step float64, ticks []float64, scale float64) int {
+	for d := 0; d < 6; d++ {
+		p := math.Pow(10, float64(d))
+		ok := true
+		for _, t := range ticks {
+			v := t * scale * p
+			if math.Abs(v-math.Round(v)) > 1e-6*max(1, math.Abs(v)) {
+				ok = false
+				break
+			}
+		}
+		if ok && step*p >= 1-1e-9 {
+			return d
+		}
+	}
+	return 6
 }
 
 // chart is a line or scatter chart with linear axes.
 type chart struct {
 	Title, XLabel, YLabel string
-	XFmt, YFmt            func(float64) string
+	XKind, YKind          axisKind
 	Series                []chartSeries
 	Scatter               bool // points only, no lines
 	// Frontier, when set, is drawn as a dashed line (a Pareto frontier).
 	Frontier []xy
 	// YFromZero makes the y axis start at 0.
 	YFromZero bool
-	Width     int
-	Height    int
+	// CSS class added to the svg element.
+	Class  string
+	Width  int
+	Height int
 }
 
 const (
-	padLeft, padRight, padTop, padBottom = 72, 16, 40, 46
+	padLeft, padRight, padTop, padBottom = 72, 24, 40, 46
 )
 
-// niceTicks returns about n round tick values covering [lo, hi].
-func niceTicks(lo, hi float64, n int) []float64 {
+// niceTicks returns about n round tick values covering [lo, hi]; with
+// integer set, whole ones only (a step of at least 1). A range of one value
+// v is widened around it, to [0, 2v] (v centred, 0 in view), or [0, 1]
+// for 0, rather than to a sliver of ±10% that labels 3.60 to 4.40.
+func niceTicks(lo, hi float64, n int, integer bool) []float64 {
 	if !(hi > lo) {
-		if lo == 0 {
-			hi = 1
-		} else {
-			lo, hi = lo-math.Abs(lo)*0.1, lo+math.Abs(lo)*0.1
+		switch {
+		case lo > 0:
+			lo, hi = 0, 2*lo
+		case lo < 0:
+			lo, hi = 2*lo, 0
+		default:
+			lo, hi = 0, 1 // zero everywhere: a count of none
 		}
 	}
 	raw := (hi - lo) / float64(n)
 	mag := math.Pow(10, math.Floor(math.Log10(raw)))
-	step := mag
+	step := 0.0
 	for _, m := range []float64{1, 2, 2.5, 5, 10} {
-		if m*mag >= raw {
-			step = m * mag
+		s := m * mag
+		if integer && (s < 1 || s != math.Round(s)) {
+			continue
+		}
+		if s >= raw {
+			step = s
 			break
 		}
 	}
+	if step == 0 {
+		step = 10 * mag
+		if integer {
+			step = max(1, math.Round(step))
+		}
+	}
 	var t []float64
-	for v := math.Floor(lo/step) * step; v <= hi+step*1e-9; v += step {
+	start := math.Floor(lo/step+1e-9) * step
+	for i := 0; ; i++ {
+		v := start + float64(i)*step
+		if v > hi+step*1e-9 {
+			break
+		}
 		t = append(t, v)
 	}
 	if len(t) > 0 && t[len(t)-1] < hi {
 		t = append(t, t[len(t)-1]+step)
 	}
+	if len(t) == 1 {
+		t = append(t, t[0]+step)
+	}
 	return t
 }
 
-func (c chart) bounds() (x0, x1, y0, y1 float64, ok bool) {
+func (c chart) bounds() (x0, x1, y0, y1 float64, xInt, yInt, ok bool) {
 	x0, y0 = math.Inf(1), math.Inf(1)
 	x1, y1 = math.Inf(-1), math.Inf(-1)
+	xInt, yInt = c.XKind == axisNumber, c.YKind == axisNumber
 	for _, s := range c.Series {
 		for _, p := range s.Points {
 			if !finite(p.X) || !finite(p.Y) {
@@ -82,6 +195,8 @@ func (c chart) bounds() (x0, x1, y0, y1 float64, ok bool) {
 			}
 			x0, x1 = min(x0, p.X), max(x1, p.X)
 			y0, y1 = min(y0, p.Y), max(y1, p.Y)
+			xInt = xInt && p.X == math.Round(p.X)
+			yInt = yInt && p.Y == math.Round(p.Y)
 			ok = true
 		}
 	}
@@ -102,43 +217,56 @@ func (c chart) SVG() template.HTML {
 	if h == 0 {
 		h = 320
 	}
-	xf, yf := c.XFmt, c.YFmt
-	if xf == nil {
-		xf = fmtNumber
-	}
-	if yf == nil {
-		yf = fmtNumber
-	}
+	xf, yf := c.XKind.value, c.YKind.value
 	var b strings.Builder
-	fmt.Fprintf(&b, `<svg class="chart" xmlns="http://www.w3.org/2000/svg" width="%d" height="%d" viewBox="0 0 %d %d" role="img" aria-label="%s">`,
-		w, h, w, h, esc(c.Title))
+	class := "chart"
+	if c.Class != "" {
+		class += " " + c.Class
+	}
+	fmt.Fprintf(&b, `<svg class="%s" xmlns="http://www.w3.org/2000/svg" width="%d" height="%d" viewBox="0 0 %d %d" role="img" aria-label="%s">`,
+		esc(class), w, h, w, h, esc(c.Title))
 	fmt.Fprintf(&b, `<rect x="0" y="0" width="%d" height="%d" fill="#ffffff"/>`, w, h)
 	fmt.Fprintf(&b, `<text x="%d" y="16" class="title">%s</text>`, padLeft, esc(c.Title))
-	x0, x1, y0, y1, ok := c.bounds()
+	// The legend along the top, wrapped onto as many rows as it needs;
+	// the plot starts below it.
+	type entry struct{ x, y int }
+	legend := make([]entry, len(c.Series))
+	lx, ly := padLeft+4, 24
+	for i, s := range c.Series {
+		wd := 24 + 7*len(s.Name)
+		if lx+wd > w-padRight && lx > padLeft+4 {
+			lx, ly = padLeft+4, ly+14
+		}
+		legend[i] = entry{lx, ly}
+		lx += wd
+	}
+	top := padTop + ly - 24
+	x0, x1, y0, y1, xInt, yInt, ok := c.bounds()
 	if !ok {
 		fmt.Fprintf(&b, `<text x="%d" y="%d" class="empty">no data</text></svg>`, w/2-30, h/2)
 		return template.HTML(b.String())
 	}
-	xt := niceTicks(x0, x1, 5)
-	yt := niceTicks(y0, y1, 5)
+	xt := niceTicks(x0, x1, max(2, min(5, (w-padLeft-padRight)/60)), xInt)
+	yt := niceTicks(y0, y1, max(2, min(5, (h-top-padBottom)/30)), yInt)
+	xl, yl := c.XKind.tickLabels(xt), c.YKind.tickLabels(yt)
 	x0, x1 = xt[0], xt[len(xt)-1]
 	y0, y1 = yt[0], yt[len(yt)-1]
-	pw, ph := float64(w-padLeft-padRight), float64(h-padTop-padBottom)
+	pw, ph := float64(w-padLeft-padRight), float64(h-top-padBottom)
 	px := func(x float64) float64 { return float64(padLeft) + (x-x0)/(x1-x0)*pw }
-	py := func(y float64) float64 { return float64(padTop) + ph - (y-y0)/(y1-y0)*ph }
+	py := func(y float64) float64 { return float64(top) + ph - (y-y0)/(y1-y0)*ph }
 	// Grid and axes.
-	for _, v := range yt {
+	for i, v := range yt {
 		fmt.Fprintf(&b, `<line x1="%d" y1="%.1f" x2="%d" y2="%.1f" class="grid"/>`, padLeft, py(v), w-padRight, py(v))
-		fmt.Fprintf(&b, `<text x="%d" y="%.1f" class="tick" text-anchor="end">%s</text>`, padLeft-6, py(v)+4, esc(yf(v)))
+		fmt.Fprintf(&b, `<text x="%d" y="%.1f" class="tick" text-anchor="end">%s</text>`, padLeft-6, py(v)+4, esc(yl[i]))
 	}
-	for _, v := range xt {
-		fmt.Fprintf(&b, `<line x1="%.1f" y1="%d" x2="%.1f" y2="%.1f" class="grid"/>`, px(v), padTop, px(v), float64(padTop)+ph)
-		fmt.Fprintf(&b, `<text x="%.1f" y="%.1f" class="tick" text-anchor="middle">%s</text>`, px(v), float64(padTop)+ph+16, esc(xf(v)))
+	for i, v := range xt {
+		fmt.Fprintf(&b, `<line x1="%.1f" y1="%d" x2="%.1f" y2="%.1f" class="grid"/>`, px(v), top, px(v), float64(top)+ph)
+		fmt.Fprintf(&b, `<text x="%.1f" y="%.1f" class="tick" text-anchor="middle">%s</text>`, px(v), float64(top)+ph+16, esc(xl[i]))
 	}
-	fmt.Fprintf(&b, `<rect x="%d" y="%d" width="%.1f" height="%.1f" class="frame"/>`, padLeft, padTop, pw, ph)
+	fmt.Fprintf(&b, `<rect x="%d" y="%d" width="%.1f" height="%.1f" class="frame"/>`, padLeft, top, pw, ph)
 	fmt.Fprintf(&b, `<text x="%.1f" y="%d" class="axis" text-anchor="middle">%s</text>`, float64(padLeft)+pw/2, h-6, esc(c.XLabel))
 	fmt.Fprintf(&b, `<text x="14" y="%.1f" class="axis" text-anchor="middle" transform="rotate(-90 14 %.1f)">%s</text>`,
-		float64(padTop)+ph/2, float64(padTop)+ph/2, esc(c.YLabel))
+		float64(top)+ph/2, float64(top)+ph/2, esc(c.YLabel))
 	if len(c.Frontier) > 1 {
 		var pts []string
 		for _, p := range c.Frontier {
@@ -147,7 +275,6 @@ func (c chart) SVG() template.HTML {
 		fmt.Fprintf(&b, `<polyline points="%s" class="frontier"/>`, strings.Join(pts, " "))
 	}
 	// Series.
-	lx := padLeft + 4
 	for i, s := range c.Series {
 		color := s.Color
 		if color == "" {
@@ -161,11 +288,16 @@ func (c chart) SVG() template.HTML {
 		}
 		fmt.Fprintf(&b, `<g class="series" data-series="%s">`, esc(s.Name))
 		if !c.Scatter && len(pts) > 1 {
-			fmt.Fprintf(&b, `<polyline points="%s" fill="none" stroke="%s" stroke-width="2"/>`, strings.Join(pts, " "), color)
+			dash := ""
+			if s.Dashed {
+				dash = ` stroke-dasharray="5 3"`
+			}
+			fmt.Fprintf(&b, `<polyline points="%s" fill="none" stroke="%s" stroke-width="2"%s/>`, strings.Join(pts, " "), color, dash)
 		}
 		for j, p := range s.Points {
-			if !finite(p.X) || !finite(p.Y) || (len(s.Points) > 60 && !c.Scatter) {
-				continue // a dense time series is its line
+			// A dense time series is its line; a lone point is a point.
+			if !finite(p.X) || !finite(p.Y) || (len(s.Points) > 60 && !c.Scatter && len(pts) > 1) {
+				continue
 			}
 			fmt.Fprintf(&b, `<circle cx="%.1f" cy="%.1f" r="4" fill="%s"><title>%s: %s, %s</title></circle>`,
 				px(p.X), py(p.Y), color, esc(s.Name), esc(xf(p.X)), esc(yf(p.Y)))
@@ -174,10 +306,9 @@ func (c chart) SVG() template.HTML {
 			}
 		}
 		b.WriteString(`</g>`)
-		// Legend along the top.
-		fmt.Fprintf(&b, `<rect x="%d" y="24" width="10" height="10" fill="%s"/><text x="%d" y="33" class="legend">%s</text>`,
-			lx, color, lx+14, esc(s.Name))
-		lx += 24 + 7*len(s.Name)
+		e := legend[i]
+		fmt.Fprintf(&b, `<rect x="%d" y="%d" width="10" height="10" fill="%s"/><text x="%d" y="%d" class="legend">%s</text>`,
+			e.x, e.y, color, e.x+14, e.y+9, esc(s.Name))
 	}
 	b.WriteString(`</svg>`)
 	return template.HTML(b.String())
@@ -283,11 +414,13 @@ func (hm heatmap) SVG() template.HTML {
 		}
 	}
 	ya := y0 + spanH*len(hm.Targets) + 16
-	for _, v := range niceTicks(hm.Start, hm.End, 8) {
+	ht := niceTicks(hm.Start, hm.End, 8, false)
+	hl := axisSeconds.tickLabels(ht)
+	for i, v := range ht {
 		if v < hm.Start || v > hm.End {
 			continue
 		}
-		fmt.Fprintf(&b, `<text x="%.1f" y="%d" class="tick" text-anchor="middle">%ss</text>`, px(v), ya, esc(fmtNumber(v)))
+		fmt.Fprintf(&b, `<text x="%.1f" y="%d" class="tick" text-anchor="middle">%s</text>`, px(v), ya, esc(hl[i]))
 	}
 	// Colour scale, top right.
 	x0 := w - padRight - 11*18 - 30

@@ -1,0 +1,147 @@
+package bench
+
+import (
+	"fmt"
+	"math"
+)
+
+// cdfSteps is the number of quantile steps a Distribution keeps: the
+// quantiles at 0%, 1%, ..., 100% (cdfSteps+1 values per latency).
+const cdfSteps = 100
+
+// Distribution is a repeat's latency distributions, each as its quantiles
+// at 0%, 1%, ..., 100% (101 values, seconds; absent without values),
+// computed by Dist's interpolation from the same values as the repeat's
+// percentiles (the kept sample of its measured requests): enough to draw
+// the CDF whatever the number of requests.
+type Distribution struct {
+	TTFT []float64 `json:"ttft,omitempty"`
+	TPOT []float64 `json:"tpot,omitempty"`
+	E2E  []float64 `json:"e2e,omitempty"`
+}
+
+// quantileSteps is the quantiles at 0, 1/cdfSteps, ..., 1 of sorted xs;
+// nil when xs is empty.
+func quantileSteps(xs []float64) []float64 {
+	if len(xs) == 0 {
+		return nil
+	}
+	out := make([]float64, cdfSteps+1)
+	for i := range out {
+		out[i] = quantileSorted(xs, float64(i)/cdfSteps)
+	}
+	return out
+}
+
+// distribution is the sample's latency quantiles: its sorted values are
+// those Stats' TTFT, TPOT and E2E summarise.
+func (s *sample) distribution() *Distribution {
+	d := &Distribution{
+		TTFT: quantileSteps(s.lat[latTTFT].vals),
+		TPOT: quantileSteps(s.lat[latTPOT].vals),
+		E2E:  quantileSteps(s.lat[latE2E].vals),
+	}
+	if d.TTFT == nil && d.TPOT == nil && d.E2E == nil {
+		return nil
+	}
+	return d
+}
+
+// RepeatWindows is a repeat over time: what happened in each measured
+// window, from the recorder's exact per-window counts (so bounded by the
+// windows' number), and the median TTFT of the kept sample by window.
+type RepeatWindows struct {
+	WindowSeconds float64 `json:"window_seconds"`
+	// Sent are the requests sent in each window, warm-up ones before it
+	// excluded; Ended the sent requests (any outcome) that ended in it;
+	// Completed the successful ones that ended in it, warm-up requests
+	// included (RequestsPerSecond's numerator); Dropped the arrivals
+	// scheduled in it and never sent.
+	Sent      []int `json:"sent"`
+	Ended     []int `json:"ended"`
+	Completed []int `json:"completed"`
+	Dropped   []int `json:"dropped"`
+	// InFlight is the number of requests sent and not ended at the end of
+	// each window (warm-up ones included); InFlightAtStart in Stats is the
+	// count at the start of the first.
+	InFlight []int `json:"in_flight"`
+	// TTFTP50 is the median TTFT of the measured requests scheduled in each
+	// window, from the kept sample (null for a window without one); the
+	// E2E medians by window of the end are StabilityResult.Medians.
+	TTFTP50 []Num `json:"ttft_p50"`
+}
+
+// windows is the repeat's windows [0, k) as finish(k, ...) saw them.
+func (rc *recorder) windows(k int) *RepeatWindows {
+	rc.settle()
+	rc.mu.Lock()
+	defer rc.mu.Unlock()
+	if k <= 0 {
+		return nil
+	}
+	at := func(a []int, w int) int {
+		if w >= 0 && w < len(a) {
+			return a[w]
+		}
+		return 0
+	}
+	rw := &RepeatWindows{WindowSeconds: rc.window.Seconds(),
+		Sent: make([]int, k), Ended: make([]int, k), Completed: make([]int, k), Dropped: make([]int, k),
+		InFlight: make([]int, k), TTFTP50: make([]Num, k)}
+	// winSent and winEnded are shifted by one: index 0 is the warm-up's.
+	flight := at(rc.winSent, 0) - at(rc.winEnded, 0)
+	for w := 0; w < k; w++ {
+		rw.Sent[w], rw.Ended[w] = at(rc.winSent, w+1), at(rc.winEnded, w+1)
+		rw.Completed[w], rw.Dropped[w] = at(rc.winCompletions, w), at(rc.winDropped, w)
+		flight += rw.Sent[w] - rw.Ended[w]
+		rw.InFlight[w] = flight
+	}
+	byWin := make([][]float64, k)
+	win := rc.window.Seconds()
+	for _, r := range rc.recs {
+		if !r.Measured || !r.TTFT.Valid() || win <= 0 {
+			continue
+		}
+		if w := int(math.Floor(r.Sched / win)); w >= 0 && w < k {
+			byWin[w] = append(byWin[w], float64(r.TTFT))
+		}
+	}
+	for w := range byWin {
+		rw.TTFTP50[w] = Num(median(byWin[w]))
+	}
+	return rw
+}
+
+// quantileNeeds is the number of samples a quantile needs to be more than
+// the largest of them: the p-quantile of n values is interpolated towards
+// the maximum once n < 1/(1-p) (p99 needs 100, p99.9 1000).
+func quantileNeeds(q string) int {
+	switch q {
+	case "p90":
+		return 10
+	case "p95":
+		return 20
+	case "p99":
+		return 100
+	case "p99_9":
+		return 1000
+	}
+	return 0
+}
+
+// quantileLabel is a quantile's name as the tables head it.
+func quantileLabel(q string) string {
+	if q == "p99_9" {
+		return "p99.9"
+	}
+	return q
+}
+
+// thinQuantile says, for a quantile drawn from fewer samples than it needs,
+// by how many; "" otherwise.
+func thinQuantile(q string, count int) string {
+	if need := quantileNeeds(q); count > 0 && count < need {
+		return fmt.Sprintf("from %d samples: %s needs at least %d", count, quantileLabel(q), need)
+	}
+	return ""
+}
