@@ -125,36 +125,7 @@ func TestEndToEnd(t *testing.T) {
 	must(t, exp.WaitHTTP(ctx, "http://"+expAddr+"/-/ready"))
 
 	// The webhook receiver, the GPU fixture, Alertmanager and Prometheus.
-	hook := newWebhook(t)
-	fixture := httptest.NewServer(gpuFixture(t))
-	t.Cleanup(fixture.Close)
-	amAddr := realstack.FreeAddr(t)
-	amConfig := filepath.Join(dir, "alertmanager.yml")
-	must(t, os.WriteFile(amConfig, []byte(fmt.Sprintf(`route:
-  receiver: webhook
-  group_by: [alertname, target, workload, long]
-  group_wait: 1s
-  group_interval: 1s
-  repeat_interval: 1h
-receivers:
-  - name: webhook
-    webhook_configs:
-      - url: %s/hook
-        send_resolved: true
-`, hook.URL)), 0o644))
-	am := realstack.Start(t, "alertmanager", "", alertmanager,
-		"--config.file="+amConfig, "--storage.path="+filepath.Join(dir, "am-data"),
-		"--web.listen-address="+amAddr, "--cluster.listen-address=", "--log.level=warn")
-	must(t, am.WaitHTTP(ctx, "http://"+amAddr+"/-/ready"))
-
-	promAddr := realstack.FreeAddr(t)
-	promConfig := filepath.Join(dir, "prometheus.yml")
-	must(t, os.WriteFile(promConfig, prometheusConfig(t, rules, amAddr, expAddr, simURL, strings.TrimPrefix(fixture.URL, "http://")), 0o644))
-	prom := realstack.Start(t, "prometheus", "", prometheus,
-		"--config.file="+promConfig, "--storage.tsdb.path="+filepath.Join(dir, "prom-data"),
-		"--web.listen-address="+promAddr, "--log.level=warn")
-	api := &promAPI{base: "http://" + promAddr}
-	must(t, prom.WaitHTTP(ctx, api.base+"/-/ready"))
+	hook, api := startAlerting(t, ctx, tools{prometheus, alertmanager, exporter}, dir, rules, expAddr, simURL)
 	start := time.Now()
 
 	// Every recording rule returns data.

@@ -30,32 +30,25 @@ type PromptMetrics struct {
 	// unreached: the workloads (target, model, workload) whose prompts
 	// are estimates because the tokenizer did not answer; a reload
 	// rebuilds them even when their configuration is unchanged.
-	unreached map[[3]string]bool
+	unreached workloadSet
 	// refused: the workloads whose prompts, calibrated again after a
 	// server change, no longer fit its context length; the manager
 	// rebuilds them (which fails them until the server changes again).
-	refused map[[3]string]bool
+	refused workloadSet
 }
 
-// Refused reports whether the workload's prompts were found not to fit
-// its server's context length when calibrated again after a server change.
-func (pm *PromptMetrics) Refused(target, model, workload string) bool {
-	pm.mu.Lock()
-	defer pm.mu.Unlock()
-	return pm.refused[[3]string{target, model, workload}]
-}
+// workloadSet is a set of workloads by (target, model, workload); the
+// PromptMetrics' mutex guards it.
+type workloadSet map[[3]string]bool
 
-func (pm *PromptMetrics) setRefused(target, model, workload string, v bool) {
-	pm.mu.Lock()
-	defer pm.mu.Unlock()
-	if pm.refused == nil {
-		pm.refused = map[[3]string]bool{}
+func (s *workloadSet) set(target, model, workload string, v bool) {
+	if *s == nil {
+		*s = workloadSet{}
 	}
-	k := [3]string{target, model, workload}
-	if v {
-		pm.refused[k] = true
+	if k := [3]string{target, model, workload}; v {
+		(*s)[k] = true
 	} else {
-		delete(pm.refused, k)
+		delete(*s, k)
 	}
 }
 
@@ -70,15 +63,21 @@ func (pm *PromptMetrics) Unreached(target, model, workload string) bool {
 func (pm *PromptMetrics) setUnreached(target, model, workload string, v bool) {
 	pm.mu.Lock()
 	defer pm.mu.Unlock()
-	if pm.unreached == nil {
-		pm.unreached = map[[3]string]bool{}
-	}
-	k := [3]string{target, model, workload}
-	if v {
-		pm.unreached[k] = true
-	} else {
-		delete(pm.unreached, k)
-	}
+	pm.unreached.set(target, model, workload, v)
+}
+
+// Refused reports whether the workload's prompts were found not to fit
+// its server's context length when calibrated again after a server change.
+func (pm *PromptMetrics) Refused(target, model, workload string) bool {
+	pm.mu.Lock()
+	defer pm.mu.Unlock()
+	return pm.refused[[3]string{target, model, workload}]
+}
+
+func (pm *PromptMetrics) setRefused(target, model, workload string, v bool) {
+	pm.mu.Lock()
+	defer pm.mu.Unlock()
+	pm.refused.set(target, model, workload, v)
 }
 
 // NewPromptMetrics creates and registers the prompt metrics.
