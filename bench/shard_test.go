@@ -139,7 +139,7 @@ bench:
     rates: [20]
     concurrencies: [3]
     shapes: [{name: s, input_tokens: 16, output_tokens: 8}]
-    replays: [{name: mc, source: mooncake, path: trace.jsonl}]
+    replays: [{name: mc, source: mooncake, path: trace.jsonl, max_rate: 15}]
   warmup: 500ms
   duration: 2s
   repeats: 1
@@ -205,6 +205,18 @@ bench:
 		// is about the shards sending what one process sends.
 		if math.Abs(sm.E2E.P50-sa.E2E.P50) > max(0.15*sa.E2E.P50, 0.010) {
 			t.Errorf("%s: e2e p50 %.4f merged, %.4f single", c.Key, sm.E2E.P50, sa.E2E.P50)
+		}
+		// The replay's rows 50 ms apart under a 15 req/s ceiling are
+		// clamped: counted once in the merge (every shard clamps the same
+		// seeded schedule), as one process counts them; its dropped rows
+		// add up to one process's.
+		if ra := c.Repeats[0].Replay; ra != nil {
+			rm := mc.Repeats[0].Replay
+			t.Logf("%s: clamped %d / %d, dropped %d / %d, replayed %d / %d", c.Key, ra.Clamped, rm.Clamped, ra.Dropped, rm.Dropped, ra.Replayed, rm.Replayed)
+			if ra.Clamped == 0 || rm.Clamped != ra.Clamped || rm.Dropped != ra.Dropped || rm.Replayed != ra.Replayed {
+				t.Errorf("%s: clamped %d, dropped %d, replayed %d merged; %d, %d, %d in one process (want some clamped, all equal)",
+					c.Key, rm.Clamped, rm.Dropped, rm.Replayed, ra.Clamped, ra.Dropped, ra.Replayed)
+			}
 		}
 	}
 }
