@@ -460,11 +460,7 @@ bench:
   sampling: {ignore_eos: true}
   ranking: {resamples: 100}
 `
-	out := filepath.Join(dir, "out")
-	code, stdout, stderr := runCLI(t, context.Background(), "bench", "--config.file="+writeTestFile(t, dir, "b.yml", yml), "--output.dir="+out)
-	if code != ExitOK {
-		t.Fatalf("exit %d\n%s\n%s", code, stdout, stderr)
-	}
+	out, stdout := runBenchOK(t, dir, yml)
 	c := readReport(t, out).Cells[0]
 	s := c.Repeats[0].Stability
 	if c.Stable || s.Stable || s.Extended != 2 || s.Windows != 4 || !strings.Contains(s.Note, "never agreed") {
@@ -510,11 +506,7 @@ bench:
   sweep: {start: 5, factor: 2, max_rate: 160, refine: 2, duration: 1s, warmup: 200ms}
   ranking: {resamples: 100}
 `
-	out := filepath.Join(dir, "out")
-	code, stdout, stderr := runCLI(t, context.Background(), "bench", "--config.file="+writeTestFile(t, dir, "b.yml", yml), "--output.dir="+out)
-	if code != ExitOK {
-		t.Fatalf("exit %d\n%s\n%s", code, stdout, stderr)
-	}
+	out, _ := runBenchOK(t, dir, yml)
 	sw := readReport(t, out).Sweeps
 	if len(sw) != 1 {
 		t.Fatalf("sweeps %+v", sw)
@@ -558,11 +550,7 @@ bench:
   stability: {enabled: false}
   ranking: {resamples: 100}
 `
-	out := filepath.Join(dir, "out")
-	code, stdout, stderr := runCLI(t, context.Background(), "bench", "--config.file="+writeTestFile(t, dir, "b.yml", yml), "--output.dir="+out)
-	if code != ExitOK {
-		t.Fatalf("exit %d\n%s\n%s", code, stdout, stderr)
-	}
+	out, _ := runBenchOK(t, dir, yml)
 	r := readReport(t, out)
 	if len(r.Cells) != 1 || r.Cells[0].Key != "sim/replay=2/azure" {
 		t.Fatalf("cells %+v", r.Cells)
@@ -687,11 +675,7 @@ bench:
   sampling: {ignore_eos: true}
   ranking: {resamples: 100}
 `
-	out := filepath.Join(dir, "out")
-	code, stdout, stderr := runCLI(t, context.Background(), "bench", "--config.file="+writeTestFile(t, dir, "b.yml", yml), "--output.dir="+out)
-	if code != ExitOK {
-		t.Fatalf("exit %d\n%s\n%s", code, stdout, stderr)
-	}
+	out, _ := runBenchOK(t, dir, yml)
 	r := readReport(t, out)
 	if len(r.Cells) != 1 || len(r.Cells[0].Repeats) != 1 {
 		t.Fatalf("cells %+v", r.Cells)
@@ -745,11 +729,7 @@ bench:
   sampling: {ignore_eos: true}
   ranking: {resamples: 100}
 `
-	out := filepath.Join(dir, "out")
-	code, stdout, stderr := runCLI(t, context.Background(), "bench", "--config.file="+writeTestFile(t, dir, "b.yml", yml), "--output.dir="+out)
-	if code != ExitOK {
-		t.Fatalf("exit %d\n%s\n%s", code, stdout, stderr)
-	}
+	out, _ := runBenchOK(t, dir, yml)
 	s := readReport(t, out).Cells[0].Summary
 	t.Logf("offered %.2f, sent %.2f, dropped %.2f, completed %.2f req/s, %.1f tokens/s: %s",
 		s.OfferedPerSecond, s.SentPerSecond, s.DroppedPerSecond, s.RequestsPerSecond, s.OutputTokensPerSecond, s.OverloadNote)

@@ -1,10 +1,8 @@
 package bench
 
 import (
-	"context"
 	"fmt"
 	"log/slog"
-	"path/filepath"
 	"strings"
 	"testing"
 	"time"
@@ -55,11 +53,7 @@ bench:
   sweep: {pass: success, start: 4, factor: 2, max_rate: 64, refine: 3, duration: %s, warmup: 500ms}
   ranking: {resamples: 100}
 `, st.URL, point)
-			out := filepath.Join(dir, "out")
-			code, stdout, stderr := runCLI(t, context.Background(), "bench", "--config.file="+writeTestFile(t, dir, "b.yml", yml), "--output.dir="+out)
-			if code != ExitOK {
-				t.Fatalf("exit %d\n%s\n%s", code, stdout, stderr)
-			}
+			out, _ := runBenchOK(t, dir, yml)
 			rep := readReport(t, out)
 			capacity := rep.Cells[0].Summary.RequestsPerSecond
 			sw := rep.Sweeps

@@ -1,10 +1,8 @@
 package bench
 
 import (
-	"context"
 	"fmt"
 	"maps"
-	"path/filepath"
 	"slices"
 	"strconv"
 	"strings"
@@ -70,11 +68,7 @@ bench:
   sampling: {ignore_eos: true}
   ranking: {resamples: 100}
 `
-	out := filepath.Join(dir, "out")
-	code, stdout, stderr := runCLI(t, context.Background(), "bench", "--config.file="+writeTestFile(t, dir, "b.yml", yml), "--output.dir="+out)
-	if code != ExitOK {
-		t.Fatalf("exit %d\n%s\n%s", code, stdout, stderr)
-	}
+	out, stdout := runBenchOK(t, dir, yml)
 	if strings.Contains(stdout, "\x1b") {
 		t.Errorf("stdout holds terminal escapes:\n%q", stdout)
 	}

@@ -105,6 +105,19 @@ func targetsYAML(names []string, sims []*simTarget) string {
 	return b.String()
 }
 
+// runBenchOK runs `bench` on the configuration yml (written to dir/b.yml)
+// with its reports in dir/out, fails the test unless it exits ExitOK, and
+// returns the output folder and the command's stdout.
+func runBenchOK(t testing.TB, dir, yml string) (out, stdout string) {
+	t.Helper()
+	out = filepath.Join(dir, "out")
+	code, stdout, stderr := runCLI(t, context.Background(), "bench", "--config.file="+writeTestFile(t, dir, "b.yml", yml), "--output.dir="+out)
+	if code != ExitOK {
+		t.Fatalf("exit %d\n%s\n%s", code, stdout, stderr)
+	}
+	return out, stdout
+}
+
 // runCLI runs the bench command as the exporter's main wires it, and
 // returns its exit code and output.
 func runCLI(t testing.TB, ctx context.Context, args ...string) (int, string, string) {

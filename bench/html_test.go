@@ -15,24 +15,9 @@ import (
 	"strings"
 	"testing"
 	"time"
-)
 
-// chromium finds Debian's chromium. In CI (CI set, as the other tools'
-// tests read it) it must be there (.ci/run installs it); elsewhere the test
-// skips without it.
-func chromium(t *testing.T) string {
-	t.Helper()
-	for _, name := range []string{"chromium", "chromium-browser"} {
-		if p, err := exec.LookPath(name); err == nil {
-			return p
-		}
-	}
-	if os.Getenv("CI") != "" {
-		t.Fatal("chromium is not installed; .ci/run installs Debian's chromium package")
-	}
-	t.Skip("chromium is not installed (apt-get install chromium); CI runs this test")
-	return ""
-}
+	"github.com/infer-exporter/infer_exporter/internal/realstack"
+)
 
 // headless runs chromium on a local file with no network: the flags turn off
 // every background fetch, and the page itself references nothing.
@@ -89,7 +74,7 @@ const screenshotFile = "bench-report-cell.png"
 // chart drew: its SVG holds marks, and its box in the screenshot holds the
 // series' colours (the heatmap: its colour scale's).
 func TestHTMLRendersInChromium(t *testing.T) {
-	bin := chromium(t)
+	bin := realstack.Chromium(t)
 	gpus := newFakeGPUs()
 	gpus.set("0", 90e9, 55, 350)
 	gpus.set("1", 30e9, 45, 120)

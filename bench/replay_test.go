@@ -1,7 +1,6 @@
 package bench
 
 import (
-	"context"
 	"encoding/json"
 	"fmt"
 	"os"
@@ -41,11 +40,7 @@ func replayBench(t *testing.T, trace, benchYAML string, names ...string) (*Repor
 	dir := t.TempDir()
 	writeTestFile(t, dir, "trace.jsonl", trace)
 	yml := targetsYAML(names, sims) + benchYAML
-	out := filepath.Join(dir, "out")
-	code, stdout, stderr := runCLI(t, context.Background(), "bench", "--config.file="+writeTestFile(t, dir, "b.yml", yml), "--output.dir="+out)
-	if code != ExitOK {
-		t.Fatalf("exit %d\n%s\n%s", code, stdout, stderr)
-	}
+	out, _ := runBenchOK(t, dir, yml)
 	var bodies [][]string
 	for _, s := range sims {
 		bodies = append(bodies, s.bodies())

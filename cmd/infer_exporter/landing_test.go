@@ -13,26 +13,11 @@ import (
 	"testing"
 	"time"
 
+	"github.com/infer-exporter/infer_exporter/internal/realstack"
 	"github.com/infer-exporter/infer_exporter/internal/simulator/simulatortest"
 )
 
 var updateScreenshots = flag.Bool("update-screenshots", false, "write the landing page's screenshots into docs/images/")
-
-// chromiumBin finds Debian's chromium; in CI it must be there (.ci/run
-// installs it), elsewhere the test skips without it.
-func chromiumBin(t *testing.T) string {
-	t.Helper()
-	for _, name := range []string{"chromium", "chromium-browser"} {
-		if p, err := exec.LookPath(name); err == nil {
-			return p
-		}
-	}
-	if os.Getenv("CI") != "" {
-		t.Fatal("chromium is not installed; .ci/run installs Debian's chromium package")
-	}
-	t.Skip("chromium is not installed (apt-get install chromium); CI runs this test")
-	return ""
-}
 
 // browse loads url in headless chromium, offline but for loopback, and
 // returns the DOM; with shot set it also writes a screenshot there.
@@ -65,7 +50,7 @@ func browse(t *testing.T, bin, url, shot string) string {
 // minute's rates and TTFT. Before, all three read "running". The
 // screenshots in docs/images/ are this test's (-update-screenshots).
 func TestLandingPageTellsTheTruth(t *testing.T) {
-	bin := chromiumBin(t)
+	bin := realstack.Chromium(t)
 	simURL, _ := simulatortest.StartTest(t, simulatortest.InstantConfig())
 	dead := "http://" + freeAddr(t) // nothing listens there
 	for _, tc := range []struct {

@@ -178,6 +178,23 @@ func (p *Process) Stop() {
 	}
 }
 
+// Chromium finds Debian's chromium, for the tests that render a page in
+// it. In CI (CI set) it must be there (.ci/run installs it); elsewhere the
+// test skips without it.
+func Chromium(tb testing.TB) string {
+	tb.Helper()
+	for _, name := range []string{"chromium", "chromium-browser"} {
+		if p, err := exec.LookPath(name); err == nil {
+			return p
+		}
+	}
+	if os.Getenv("CI") != "" {
+		tb.Fatal("chromium is not installed; .ci/run installs Debian's chromium package")
+	}
+	tb.Skip("chromium is not installed (apt-get install chromium); CI runs this test")
+	return ""
+}
+
 // Kill ends the process at once with SIGKILL, as a crash or an OOM kill
 // would, and waits for it.
 func (p *Process) Kill() {
