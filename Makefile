@@ -13,7 +13,7 @@ LDFLAGS := -X github.com/prometheus/common/version.Version=$(VERSION) \
 PROMTOOL := $(GO) tool -modfile=tools/prometheus/go.mod promtool
 JSONNET := $(GO) tool -modfile=tools/prometheus/go.mod jsonnet
 
-.PHONY: build demo test test-race test-timing test-e2e tools mixin bench lint
+.PHONY: build demo test test-race test-timing test-e2e tools mixin bench lint lint-mixin
 
 build:
 	$(GO) build -ldflags "$(LDFLAGS)" -o $(BIN) ./cmd/infer_exporter
@@ -29,7 +29,7 @@ demo:
 # its latencies are the simulator's, not a loaded CPU's). `tools` builds the
 # pinned Prometheus, promtool, Alertmanager and jsonnet first (5 minutes
 # on 2 cores when Go's build cache is cold, measured; seconds after).
-test: lint tools test-race test-timing test-e2e
+test: lint tools lint-mixin test-race test-timing test-e2e
 
 lint:
 	@out=$$(gofmt -l $$(git ls-files '*.go')); if [ -n "$$out" ]; then echo "gofmt needed:"; echo "$$out"; exit 1; fi
@@ -61,6 +61,8 @@ tools:
 # The Pod Security Standards check of deploy/ (e2e/podsecurity_test.go): our
 # main over k8s.io/pod-security-admission, a module of its own.
 	$(GO) -C tools/podsecurity tool -n podsecurity >/dev/null
+# The mixin's dashboard lint: Grafana's dashboard schema (tools/dashlint).
+	$(GO) -C tools/dashlint tool -n dashlint >/dev/null
 # The modules that kubeconform's schemas are converted from, into Go's module
 # cache (18 MB and 5 MB of zips; e2e/kubeconform_test.go checks their hashes).
 	$(GO) mod download $$(awk '!/^#/ && NF {print $$1 "@" $$2}' tools/kubeconform/schema-modules.txt)
@@ -71,6 +73,14 @@ mixin:
 	$(JSONNET) -c -m mixin/generated -S mixin/build.jsonnet >/dev/null
 	$(JSONNET) -S mixin/prometheusrule.jsonnet > deploy/kubernetes/prometheusrule.yaml
 	$(PROMTOOL) check rules mixin/generated/rules.yaml mixin/generated/alerts.yaml
+
+# The real linters over the rendered mixin (also a test, mixin.TestLint):
+# promtool's every lint check over the rules and alerts, and Grafana's
+# dashboard schema over the dashboards (tools/dashlint: dashboard-linter
+# and mixtool are not served by the Go module proxy).
+lint-mixin:
+	$(PROMTOOL) check rules --lint=all --lint-fatal mixin/generated/rules.yaml mixin/generated/alerts.yaml
+	$(GO) -C tools/dashlint tool dashlint $(abspath $(wildcard mixin/generated/dashboards/*.json))
 
 bench:
 	$(GO) test -run '^$$' -bench . -benchmem ./...

@@ -92,6 +92,31 @@ func Tool(tb testing.TB, modfile, name string) string {
 	return p
 }
 
+// ModuleTool returns the path of the tool of a module of its own under
+// tools/ whose main package is ours (tools/dashlint, tools/podsecurity):
+// `go -C DIR tool -n NAME`, built into Go's cache if needed.
+func ModuleTool(tb testing.TB, dir, name string) string {
+	tb.Helper()
+	key := dir + " " + name
+	if p, ok := toolPaths.Load(key); ok {
+		return p.(string)
+	}
+	cmd := exec.Command("go", "tool", "-n", name)
+	cmd.Dir = filepath.Join(RepoRoot(tb), dir)
+	var stderr bytes.Buffer
+	cmd.Stderr = &stderr
+	out, err := cmd.Output()
+	if err != nil {
+		unavailable(tb, "go -C %s tool -n %s: %v: %s", dir, name, err, lastLines(stderr.String(), 20))
+	}
+	p := strings.TrimSpace(string(out))
+	if _, err := os.Stat(p); err != nil {
+		unavailable(tb, "go -C %s tool -n %s gave %q: %v", dir, name, p, err)
+	}
+	toolPaths.Store(key, p)
+	return p
+}
+
 // BuildExporter builds ./cmd/infer_exporter into a temporary directory.
 func BuildExporter(tb testing.TB) string {
 	tb.Helper()
