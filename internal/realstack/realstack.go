@@ -155,6 +155,13 @@ type Process struct {
 // and the tail of its log is printed if the test failed.
 func Start(tb testing.TB, name, dir, bin string, args ...string) *Process {
 	tb.Helper()
+	return StartEnv(tb, name, dir, nil, bin, args...)
+}
+
+// StartEnv is Start with env added to the test's environment (a later
+// entry of a name wins, as exec.Cmd takes it).
+func StartEnv(tb testing.TB, name, dir string, env []string, bin string, args ...string) *Process {
+	tb.Helper()
 	if dir == "" {
 		dir = RepoRoot(tb)
 	}
@@ -165,6 +172,9 @@ func Start(tb testing.TB, name, dir, bin string, args ...string) *Process {
 	}
 	cmd := exec.Command(bin, args...)
 	cmd.Dir = dir
+	if env != nil {
+		cmd.Env = append(os.Environ(), env...)
+	}
 	cmd.Stdout, cmd.Stderr = logFile, logFile
 	if err := cmd.Start(); err != nil {
 		logFile.Close()
@@ -231,6 +241,9 @@ func (p *Process) Kill() {
 	_ = p.cmd.Process.Kill()
 	<-p.done
 }
+
+// Pid is the process's id, to find the children it started.
+func (p *Process) Pid() int { return p.cmd.Process.Pid }
 
 // Exited reports whether the process has ended, and how.
 func (p *Process) Exited() (bool, error) {
