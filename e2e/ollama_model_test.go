@@ -29,6 +29,18 @@ import (
 // always positive. Every word's output row is 0 in that column and the
 // other tokens' rows are -1000 there (0 elsewhere): their logits are below
 // -100 whatever the prompt, and greedy or sampled decoding never picks them.
+//
+// Nor does it say one word twice in a row: Ollama ends a stream without
+// its final line when a token repeats more than 30 times in a row (its
+// guard against a looping model, llm/server.go), which greedy decoding of
+// random weights soon does. So the output layer is not random but tied to
+// the embeddings, shifted by one: word t's output row is the embedding of
+// word t-1, and the layers add little (their output projections are drawn
+// with a standard deviation of 0.01), so the logit of the word after the
+// current one is the embedding's squared norm (about 63) against random
+// dot products (a standard deviation of about 8) for the others. The
+// answer walks the words in order, around the 600 of them, from wherever
+// the prompt left it.
 const (
 	tinySeed   = 29
 	tinyWords  = 600
@@ -152,17 +164,25 @@ func writeTinyModel(path string) error {
 	for t := 0; t < vocab; t++ {
 		embd[t*tinyEmbd] = 1
 	}
-	out := normal(tinyEmbd*vocab, 1)
+	out := make([]float32, tinyEmbd*vocab)
 	for t := 0; t < vocab; t++ {
 		row := out[t*tinyEmbd : (t+1)*tinyEmbd]
 		if t < firstWord {
-			clear(row)
 			row[0] = -1000
-		} else {
-			row[0] = 0
+			continue
 		}
+		// Word t's row is the embedding of the word before it (the last
+		// word's for the first), less the constant dimension.
+		pred := t - 1
+		if t == firstWord {
+			pred = vocab - 1
+		}
+		copy(row[1:], embd[pred*tinyEmbd+1:(pred+1)*tinyEmbd])
 	}
 	std := 1 / math.Sqrt(tinyEmbd)
+	// The layers write little into the residual stream, so that what
+	// reaches the output layer is mostly the current token's embedding.
+	const small = 0.01
 	tensors := []ggufTensor{
 		{"token_embd.weight", []uint64{tinyEmbd, uint64(vocab)}, embd},
 		{"output_norm.weight", []uint64{tinyEmbd}, ones(tinyEmbd)},
@@ -175,11 +195,11 @@ func writeTinyModel(path string) error {
 			ggufTensor{p + "attn_q.weight", []uint64{tinyEmbd, tinyEmbd}, normal(tinyEmbd*tinyEmbd, std)},
 			ggufTensor{p + "attn_k.weight", []uint64{tinyEmbd, tinyEmbd}, normal(tinyEmbd*tinyEmbd, std)},
 			ggufTensor{p + "attn_v.weight", []uint64{tinyEmbd, tinyEmbd}, normal(tinyEmbd*tinyEmbd, std)},
-			ggufTensor{p + "attn_output.weight", []uint64{tinyEmbd, tinyEmbd}, zeroFirstRow(normal(tinyEmbd*tinyEmbd, std), tinyEmbd)},
+			ggufTensor{p + "attn_output.weight", []uint64{tinyEmbd, tinyEmbd}, zeroFirstRow(normal(tinyEmbd*tinyEmbd, small), tinyEmbd)},
 			ggufTensor{p + "ffn_norm.weight", []uint64{tinyEmbd}, ones(tinyEmbd)},
 			ggufTensor{p + "ffn_gate.weight", []uint64{tinyEmbd, tinyFF}, normal(tinyEmbd*tinyFF, std)},
 			ggufTensor{p + "ffn_up.weight", []uint64{tinyEmbd, tinyFF}, normal(tinyEmbd*tinyFF, std)},
-			ggufTensor{p + "ffn_down.weight", []uint64{tinyFF, tinyEmbd}, zeroFirstRow(normal(tinyFF*tinyEmbd, 1/math.Sqrt(tinyFF)), tinyFF)},
+			ggufTensor{p + "ffn_down.weight", []uint64{tinyFF, tinyEmbd}, zeroFirstRow(normal(tinyFF*tinyEmbd, small), tinyFF)},
 		)
 	}
 	kvs := []ggufKV{

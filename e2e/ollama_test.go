@@ -290,7 +290,7 @@ func TestOllamaEndToEnd(t *testing.T) {
 		n := promSum(m, "infer_probe_workload_state", map[string]string{"state": "finished", "workload": "w-stall"})
 		return n == 1, "w-stall still running"
 	})
-	checkStall(t, m, proxy)
+	checkStall(t, m, proxy, server)
 
 	// 5. /probe.
 	checkProbe(t, ctx, expURL, proxyURL, proxy)
@@ -576,15 +576,26 @@ func getJSON(t *testing.T, ctx context.Context, url string, v any) {
 // 1.5 s against a 300 ms threshold), then ended as a success with all its
 // tokens; Ollama's eval_duration holds the pause, so the stall was the
 // engine's.
-func checkStall(t *testing.T, m map[string]*dto.MetricFamily, proxy *recordingProxy) {
+func checkStall(t *testing.T, m map[string]*dto.MetricFamily, proxy *recordingProxy, server *realstack.Process) {
 	t.Helper()
+	defer func() {
+		if t.Failed() {
+			for _, s := range m["infer_probe_requests_total"].GetMetric() {
+				if promMatches(s, map[string]string{"workload": "w-stall"}) {
+					t.Logf("w-stall: %s", s.String())
+				}
+			}
+			log := requestLog(t, server)
+			t.Logf("Ollama's last requests: %+v", log[max(0, len(log)-3):])
+		}
+	}()
 	lw := map[string]string{"workload": "w-stall"}
 	recs := proxy.byPrefix("w-stall-")
 	if len(recs) != 1 {
 		t.Fatalf("w-stall: %d requests, want 1", len(recs))
 	}
 	r := recs[0]
-	t.Logf("w-stall: %s: %d tokens, eval_duration %v, done_reason %q", r.ID, r.EvalCount, time.Duration(r.EvalDuration), r.DoneReason)
+	t.Logf("w-stall: %s: status %d, %d lines, %d tokens, eval_duration %v, done_reason %q, error %q", r.ID, r.Status, r.Lines, r.EvalCount, time.Duration(r.EvalDuration), r.DoneReason, r.Error)
 	// At least one: the stop is one, and a loaded machine may pause the
 	// runner past the threshold again on its own.
 	stalls := promSum(m, "infer_probe_stalls_total", lw)
