@@ -522,8 +522,8 @@ func checkColdStarts(t *testing.T, m map[string]*dto.MetricFamily, proxy *record
 // by at most one poll.
 const engineReadyPoll = 250 * time.Millisecond
 
-// checkEngineInfo: infer_server_info against /api/version and /api/ps,
-// asked directly of Ollama.
+// checkEngineInfo: infer_server_info and infer_server_loaded_model_bytes
+// against /api/version and /api/ps, asked directly of Ollama.
 func checkEngineInfo(t *testing.T, ctx context.Context, m map[string]*dto.MetricFamily, ollamaURL string) {
 	t.Helper()
 	var version struct {
@@ -556,6 +556,15 @@ func checkEngineInfo(t *testing.T, ctx context.Context, m map[string]*dto.Metric
 				have = append(have, s.String())
 			}
 			t.Errorf("%s: no infer_server_info %v; have %s", w.target, want, strings.Join(have, "; "))
+		}
+		for memory, want := range map[string]int64{"total": loaded.Size, "vram": loaded.SizeVRAM} {
+			got, ok := gaugeValue(m, "infer_server_loaded_model_bytes", map[string]string{"target": w.target, "loaded_model": loaded.Name, "memory": memory})
+			if !ok || int64(got) != want {
+				t.Errorf("%s: infer_server_loaded_model_bytes{memory=%q} %v (present %v), /api/ps says %d", w.target, memory, got, ok, want)
+			}
+		}
+		if n := len(m["infer_server_loaded_model_bytes"].GetMetric()); n != 2*len(ollamaWorkloads) {
+			t.Errorf("infer_server_loaded_model_bytes: %d series, want 2 (total, vram) for each of the %d targets", n, len(ollamaWorkloads))
 		}
 		if up, _ := gaugeValue(m, "infer_server_up", map[string]string{"target": w.target}); up != 1 {
 			t.Errorf("%s: infer_server_up %v", w.target, up)
