@@ -297,6 +297,31 @@ func TestOllamaEndToEnd(t *testing.T) {
 
 	// 6. The bench, request by request.
 	checkBench(t, ctx, exporter, proxyURL, proxy, server)
+
+	// Every generation the proxy passed is one line of Ollama's request
+	// log, with the same status, and the other way round.
+	checkRequestLog(t, proxy, server)
+}
+
+func checkRequestLog(t *testing.T, proxy *recordingProxy, server *realstack.Process) {
+	t.Helper()
+	type key struct {
+		path   string
+		status int
+	}
+	proxied, logged := map[key]int{}, map[key]int{}
+	for _, r := range proxy.byPrefix("") {
+		proxied[key{r.Path, r.Status}]++
+	}
+	for _, g := range requestLog(t, server) {
+		if isGeneration(g.path) {
+			logged[key{g.path, g.status}]++
+		}
+	}
+	t.Logf("generations by path and status: proxy %v, Ollama's request log %v", proxied, logged)
+	if fmt.Sprint(proxied) != fmt.Sprint(logged) {
+		t.Errorf("the proxy passed %v, Ollama's request log has %v", proxied, logged)
+	}
 }
 
 // ollamaTool is the pinned Ollama's binary: `go tool -n ollama` in
