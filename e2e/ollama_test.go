@@ -540,6 +540,21 @@ func checkColdStarts(t *testing.T, m map[string]*dto.MetricFamily, proxy *record
 			t.Errorf("%s: ready to first token %v, want within [load_duration %v, server TTFT %v + arrival interval %v + path %v + poll %v]",
 				w.target, seen, load, serverTTFT, interval, ollamaPathBound, engineReadyPoll)
 		}
+		// The instant, on the one clock of this host: the start's first
+		// token is that request's first token in Ollama (its arrival at
+		// the proxy, a hop before Ollama's handler, plus Ollama's TTFT,
+		// the load included) plus the way back.
+		at, ok := gaugeValue(m, "infer_server_last_start_time_seconds", map[string]string{"target": w.target, "from": "first_refusal"})
+		if !ok || w.path == "/v1/chat/completions" {
+			continue
+		}
+		exporterFirst := time.Unix(0, int64((at+ft)*1e9))
+		ollamaFirst := firstOK.Recv.Add(serverTTFT)
+		d := exporterFirst.Sub(ollamaFirst)
+		t.Logf("%s: the start's first token %v after Ollama's (its arrival + load_duration %v + the rest of its TTFT %v)", w.target, d, load, serverTTFT-load)
+		if d < -ollamaSlack || d > ollamaPathBound {
+			t.Errorf("%s: the start's first token is %v from Ollama's first token of %s, outside [%v, %v]", w.target, d, firstOK.ID, -ollamaSlack, ollamaPathBound)
+		}
 	}
 }
 
