@@ -179,19 +179,21 @@ bench:
 //     (requests, prompt and output tokens exactly; TTFT and E2E within the
 //     path bound per request); the engine reading equals /api/ps.
 //  4. A reload adds a long generation; the test stops the runner
-//     (SIGSTOP) for 1.5 s while it streams: a real stall, counted once.
+//     (SIGSTOP) for 1.5 s while it streams: a real stall, counted (at
+//     least once: a loaded machine may add one of its own).
 //  5. /probe: a module's requests equal Ollama's, and a module whose model
 //     Ollama does not have fails with its 404.
 //  6. The bench with --output.requests: every record equals its request's
 //     figures in Ollama (the native APIs: TTFT, E2E, tokens; the OpenAI
 //     API, which reports no durations: tokens, and E2E against the
 //     request log's latency).
+//  7. Every generation the proxy passed is in Ollama's request log.
 func TestOllamaEndToEnd(t *testing.T) {
 	if raceEnabled {
 		t.Skip("runs without the race detector, in `make test-e2e`")
 	}
 	if testing.Short() {
-		t.Skip("-short: the Ollama end-to-end test takes a few minutes")
+		t.Skip("-short: the Ollama end-to-end test takes over a minute")
 	}
 	ollama := ollamaTool(t)
 	exporter := realstack.BuildExporter(t)
@@ -298,7 +300,7 @@ func TestOllamaEndToEnd(t *testing.T) {
 	// 6. The bench, request by request.
 	checkBench(t, ctx, exporter, proxyURL, proxy, server)
 
-	// Every generation the proxy passed is one line of Ollama's request
+	// 7. Every generation the proxy passed is one line of Ollama's request
 	// log, with the same status, and the other way round.
 	checkRequestLog(t, proxy, server)
 }
