@@ -45,8 +45,10 @@ func operationName(f config.FlavorFacts) string {
 // allocation.
 type Observer struct {
 	in   *instruments
-	gaps *chunkGaps // the time per output chunk (chunks.go)
+	gaps *chunkGaps // the time per output chunk (chunks.go); nil: metrics are not pushed
 	slo  config.SLO
+	// spans builds the request spans (traces.go); nil: none are pushed.
+	spans *spanRecorder
 
 	// The workload's attribute set, and with error.type per failed outcome
 	// and gen_ai.token.type per token kind.
@@ -82,6 +84,13 @@ var (
 // default; another is a programming error, and panics rather than push
 // made-up names.
 func (p *Pusher) Workload(t *config.Target, w *config.Workload) *Observer {
+	return p.WorkloadWith(t, w)
+}
+
+// WorkloadWith is Workload with attributes of the caller's beside ours on
+// every metric point and span (the bench's cell and repeat), which must
+// come from a bounded set as ours do.
+func (p *Pusher) WorkloadWith(t *config.Target, w *config.Workload, extra ...attribute.KeyValue) *Observer {
 	flavor := t.Flavor
 	if flavor == "" {
 		flavor = config.FlavorOpenAIChat
@@ -100,16 +109,34 @@ func (p *Pusher) Workload(t *config.Target, w *config.Workload) *Observer {
 	if host, port, ok := serverAddress(t.URL); ok {
 		kvs = append(kvs, semconv.ServerAddress(host), semconv.ServerPort(port))
 	}
+	kvs = append(kvs, extra...)
 	with := func(extra ...attribute.KeyValue) attrs {
 		return newAttrs(append(append([]attribute.KeyValue{}, kvs...), extra...)...)
 	}
+	// The spans: the conventions' name, "{gen_ai.operation.name}
+	// {gen_ai.request.model}", the metrics' attributes and the sampling
+	// parameters every request of the workload is sent with.
+	spanAttrs := append(append([]attribute.KeyValue{}, kvs...), semconv.GenAIRequestStream(true))
+	if v := w.Sampling.Temperature; v != nil {
+		spanAttrs = append(spanAttrs, semconv.GenAIRequestTemperature(*v))
+	}
+	if v := w.Sampling.TopP; v != nil {
+		spanAttrs = append(spanAttrs, semconv.GenAIRequestTopP(*v))
+	}
+	if v := w.Sampling.Seed; v != nil {
+		spanAttrs = append(spanAttrs, semconv.GenAIRequestSeed(int(*v)))
+	}
 	o := &Observer{
-		in: &p.inst, slo: w.SLO, gaps: p.chunks.forAttrs(attribute.NewSet(kvs...)),
+		in: &p.inst, slo: w.SLO,
+		spans:   p.spanRecorder(operationName(facts)+" "+t.Model, spanAttrs),
 		base:    with(),
 		input:   with(semconv.GenAITokenTypeInput),
 		output:  with(semconv.GenAITokenTypeOutput),
 		failed:  map[observation.Outcome]attrs{},
 		dropped: map[string]attrs{},
+	}
+	if p.metrics {
+		o.gaps = p.chunks.forAttrs(attribute.NewSet(kvs...))
 	}
 	for _, out := range observation.Outcomes {
 		if out != observation.Success && out != observation.Dropped {
@@ -172,7 +199,7 @@ func (o *Observer) FirstToken(r *observation.Request) {
 // Token implements workload.Observer: each gap between two content events,
 // when it closes (infer_probe_inter_token_latency_seconds's rule).
 func (o *Observer) Token(r *observation.Request) {
-	if n := len(r.TokenTimes); n >= 2 {
+	if n := len(r.TokenTimes); n >= 2 && o.gaps != nil {
 		o.gaps.record(r.TokenTimes[n-1].Sub(r.TokenTimes[n-2]).Seconds())
 	}
 }
@@ -188,6 +215,9 @@ func (o *Observer) Done(r *observation.Request) {
 	if r.Outcome == observation.Dropped {
 		o.Dropped(r)
 		return
+	}
+	if o.spans != nil {
+		o.spans.done(r)
 	}
 	if d, ok := r.ScheduleLag(); ok {
 		o.in.lag.Record(ctx, d.Seconds(), o.base.rec...)
