@@ -144,6 +144,19 @@ func newTraces(ctx context.Context, opts *Options, logger *slog.Logger) (*traces
 	if err != nil {
 		return nil, fmt.Errorf("otlp trace exporter: %w", err)
 	}
+	counted := newCountingSpanExporter(exp, opts.Registerer, logger, ep)
+	// OTEL_BSP_* set the batch processor's queue, batch size and delay.
+	tr, err := newTracesWith(ctx, opts, ratio, sdktrace.WithBatcher(counted))
+	if err != nil {
+		return nil, err
+	}
+	logger.Info("pushing OTLP spans", "endpoint", ep.url, "protocol", ep.protocol, "from", ep.from, "sample_ratio", ratio)
+	return tr, nil
+}
+
+// newTracesWith builds the tracer provider around a span processor (the
+// batcher of the OTLP exporter, or a test's recorder).
+func newTracesWith(ctx context.Context, opts *Options, ratio float64, processor sdktrace.TracerProviderOption) (*traces, error) {
 	res, err := newResource(ctx, opts)
 	if err != nil {
 		return nil, err
@@ -153,7 +166,6 @@ func newTraces(ctx context.Context, opts *Options, logger *slog.Logger) (*traces
 		kept: prometheus.NewCounterVec(prometheus.CounterOpts{Name: "infer_exporter_otlp_spans_total",
 			Help: "Request spans handed to the OTLP trace exporter, by why each was kept (sampled_by: head, failure, stall)."}, []string{"sampled_by"}),
 	}
-	counted := newCountingSpanExporter(exp, opts.Registerer, logger, ep)
 	if opts.Registerer != nil {
 		opts.Registerer.MustRegister(tr.kept)
 	}
@@ -168,11 +180,9 @@ func newTraces(ctx context.Context, opts *Options, logger *slog.Logger) (*traces
 		sdktrace.WithSampler(sdktrace.AlwaysSample()),
 		// Its ids are those the request's traceparent carried.
 		sdktrace.WithIDGenerator(presetIDs{}),
-		// OTEL_BSP_* set the queue, batch size and delay.
-		sdktrace.WithBatcher(counted),
+		processor,
 	)
 	tr.tracer = tr.provider.Tracer(scopeName, trace.WithInstrumentationVersion(opts.Version), trace.WithSchemaURL(semconv.SchemaURL))
-	logger.Info("pushing OTLP spans", "endpoint", ep.url, "protocol", ep.protocol, "from", ep.from, "sample_ratio", ratio)
 	return tr, nil
 }
 
