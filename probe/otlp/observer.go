@@ -24,6 +24,9 @@ const (
 	AttrTarget     = attribute.Key("infer_probe.target")
 	AttrWorkload   = attribute.Key("infer_probe.workload")
 	AttrDropReason = attribute.Key("infer_probe.drop_reason")
+	// The bench's cell and repeat (bench --otlp.endpoint).
+	AttrBenchCell   = attribute.Key("infer_bench.cell")
+	AttrBenchRepeat = attribute.Key("infer_bench.repeat")
 )
 
 // operationName is the conventions' gen_ai.operation.name of a flavor's
