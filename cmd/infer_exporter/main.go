@@ -49,23 +49,23 @@ const exporterName = "infer_exporter"
 const DefaultListenAddress = ":9750"
 
 type flags struct {
-	configFile     string
-	configCheck    bool
-	demo           bool
-	metricsPath    string
-	timeoutOffset  float64
-	degradedLag    time.Duration
-	degradedWindow time.Duration
-	drainTimeout   time.Duration
+	configFile      string
+	configCheck     bool
+	demo            bool
+	metricsPath     string
+	timeoutOffset   float64
+	degradedLag     time.Duration
+	degradedWindow  time.Duration
+	drainTimeout    time.Duration
 	otlpEndpoint    string
 	otlpHistograms  string
 	otlpProtocol    string
 	otlpSampleRatio float64
 	otlpRatioSet    bool
-	web            *web.FlagConfig
-	log            *promslog.Config
-	collectors     *collector.Settings
-	sim            *simulator.Config
+	web             *web.FlagConfig
+	log             *promslog.Config
+	collectors      *collector.Settings
+	sim             *simulator.Config
 }
 
 func main() {
