@@ -282,6 +282,8 @@ func serve(ctx context.Context, f *flags, logger *slog.Logger) int {
 	if f.drainTimeout == 0 {
 		opts.DrainTimeout = -1 // 0 on the command line: cancel at once
 	}
+	// The /probe requests' spans, when spans are pushed.
+	var probeSpans func(*config.Target, string, config.Sampling) prober.Spans
 	if otlp.Enabled(f.otlpEndpoint, os.Getenv) {
 		// The same observations, pushed as OTLP metrics beside /metrics.
 		o := otlp.Options{
@@ -306,6 +308,12 @@ func serve(ctx context.Context, f *flags, logger *slog.Logger) int {
 		// Each request's trace context, sent as traceparent (none when no
 		// spans are pushed).
 		opts.Tracer = pusher.Tracer()
+		probeSpans = func(t *config.Target, module string, sampling config.Sampling) prober.Spans {
+			if ps := pusher.Probe(t, module, sampling); ps != nil {
+				return ps
+			}
+			return nil // no spans: a nil interface, not a nil *ProbeSpans
+		}
 	}
 	// Every workload's requests tell the tracker of the first token served
 	// after a start, beside the OTLP push when there is one.
@@ -405,6 +413,7 @@ func serve(ctx context.Context, f *flags, logger *slog.Logger) int {
 		Registerer:    reg,
 		TimeoutOffset: time.Duration(f.timeoutOffset * float64(time.Second)),
 		History:       history,
+		Spans:         probeSpans,
 	}))
 	mux.Handle(prober.LogsPath, history)
 	landing, err := landingPage(f, cols, manager, history, landingSources{recent: recent, gather: reg, servers: serverMetrics})

@@ -94,44 +94,13 @@ func (p *Pusher) Workload(t *config.Target, w *config.Workload) *Observer {
 // every metric point and span (the bench's cell and repeat), which must
 // come from a bounded set as ours do.
 func (p *Pusher) WorkloadWith(t *config.Target, w *config.Workload, extra ...attribute.KeyValue) *Observer {
-	flavor := t.Flavor
-	if flavor == "" {
-		flavor = config.FlavorOpenAIChat
-	}
-	facts, ok := flavor.Facts()
-	if !ok {
-		panic(fmt.Sprintf("otlp: target %q has flavor %q, which is not one of %v", t.Name, flavor, config.Flavors))
-	}
-	kvs := []attribute.KeyValue{
-		semconv.GenAIOperationNameKey.String(operationName(facts)),
-		semconv.GenAIProviderNameKey.String(facts.Provider),
-		semconv.GenAIRequestModel(t.Model),
-		AttrTarget.String(t.Name),
-		AttrWorkload.String(w.Name),
-	}
-	if host, port, ok := serverAddress(t.URL); ok {
-		kvs = append(kvs, semconv.ServerAddress(host), semconv.ServerPort(port))
-	}
-	kvs = append(kvs, extra...)
+	facts, kvs := targetAttrs(t, AttrWorkload.String(w.Name), extra...)
 	with := func(extra ...attribute.KeyValue) attrs {
 		return newAttrs(append(append([]attribute.KeyValue{}, kvs...), extra...)...)
 	}
-	// The spans: the conventions' name, "{gen_ai.operation.name}
-	// {gen_ai.request.model}", the metrics' attributes and the sampling
-	// parameters every request of the workload is sent with.
-	spanAttrs := append(append([]attribute.KeyValue{}, kvs...), semconv.GenAIRequestStream(true))
-	if v := w.Sampling.Temperature; v != nil {
-		spanAttrs = append(spanAttrs, semconv.GenAIRequestTemperature(*v))
-	}
-	if v := w.Sampling.TopP; v != nil {
-		spanAttrs = append(spanAttrs, semconv.GenAIRequestTopP(*v))
-	}
-	if v := w.Sampling.Seed; v != nil {
-		spanAttrs = append(spanAttrs, semconv.GenAIRequestSeed(int(*v)))
-	}
 	o := &Observer{
 		in: &p.inst, slo: w.SLO,
-		spans:   p.spanRecorder(operationName(facts)+" "+t.Model, spanAttrs),
+		spans:   p.spanRecorder(operationName(facts)+" "+t.Model, spanAttrs(kvs, w.Sampling)),
 		base:    with(),
 		input:   with(semconv.GenAITokenTypeInput),
 		output:  with(semconv.GenAITokenTypeOutput),
@@ -151,6 +120,48 @@ func (p *Pusher) WorkloadWith(t *config.Target, w *config.Workload, extra ...att
 		o.dropped[r] = with(AttrDropReason.String(r))
 	}
 	return o
+}
+
+// targetAttrs are the attributes of every point and span of requests to t:
+// the conventions' (operation, provider, model, server) and ours (the
+// target's name, who sent them: the workload, a probe's module), then
+// extra.
+func targetAttrs(t *config.Target, who attribute.KeyValue, extra ...attribute.KeyValue) (config.FlavorFacts, []attribute.KeyValue) {
+	flavor := t.Flavor
+	if flavor == "" {
+		flavor = config.FlavorOpenAIChat
+	}
+	facts, ok := flavor.Facts()
+	if !ok {
+		panic(fmt.Sprintf("otlp: target %q has flavor %q, which is not one of %v", t.Name, flavor, config.Flavors))
+	}
+	kvs := []attribute.KeyValue{
+		semconv.GenAIOperationNameKey.String(operationName(facts)),
+		semconv.GenAIProviderNameKey.String(facts.Provider),
+		semconv.GenAIRequestModel(t.Model),
+		AttrTarget.String(t.Name),
+		who,
+	}
+	if host, port, ok := serverAddress(t.URL); ok {
+		kvs = append(kvs, semconv.ServerAddress(host), semconv.ServerPort(port))
+	}
+	return facts, append(kvs, extra...)
+}
+
+// spanAttrs are a span's attributes that every request of a workload or
+// probe shares: the points' and the sampling parameters it is sent with.
+func spanAttrs(kvs []attribute.KeyValue, sm config.Sampling) []attribute.KeyValue {
+	out := append(append([]attribute.KeyValue{}, kvs...), semconv.GenAIRequestStream(true))
+	if v := sm.Temperature; v != nil {
+		out = append(out, semconv.GenAIRequestTemperature(*v))
+	}
+	if v := sm.TopP; v != nil {
+		out = append(out, semconv.GenAIRequestTopP(*v))
+	}
+	if v := sm.Seed; v != nil {
+		out = append(out, semconv.GenAIRequestSeed(int(*v)))
+	}
+	return out
 }
 
 // dropBadRequest is the reason the client gives a request it could not

@@ -20,6 +20,7 @@ import (
 	semconv "go.opentelemetry.io/otel/semconv/v1.41.0"
 	"go.opentelemetry.io/otel/trace"
 
+	"github.com/infer-exporter/infer_exporter/internal/config"
 	"github.com/infer-exporter/infer_exporter/probe/observation"
 	"github.com/infer-exporter/infer_exporter/probe/workload"
 )
@@ -50,7 +51,12 @@ const (
 	// KeptStall: not chosen, did not fail, but stalled (the stall scan's
 	// stall_threshold), with the same caveat.
 	KeptStall = "stall"
+	// KeptProbe: a /probe request: every one is sampled, a probe being
+	// rare and asked for by name.
+	KeptProbe = "probe"
 )
+
+var keptReasons = []string{KeptHead, KeptFailure, KeptStall, KeptProbe}
 
 // Our span attributes beside the conventions'.
 const (
@@ -60,6 +66,7 @@ const (
 	AttrSampledBy   = attribute.Key("infer_probe.sampled_by")
 	AttrStalled     = attribute.Key("infer_probe.stalled")
 	AttrOutcome     = attribute.Key("infer_probe.outcome")
+	AttrModule      = attribute.Key("infer_probe.module")
 )
 
 // The span events.
@@ -164,12 +171,12 @@ func newTracesWith(ctx context.Context, opts *Options, ratio float64, processor 
 	tr := &traces{
 		head: newHeadSampler(ratio),
 		kept: prometheus.NewCounterVec(prometheus.CounterOpts{Name: "infer_exporter_otlp_spans_total",
-			Help: "Request spans handed to the OTLP trace exporter, by why each was kept (sampled_by: head, failure, stall)."}, []string{"sampled_by"}),
+			Help: "Request spans handed to the OTLP trace exporter, by why each was kept (sampled_by: head, failure, stall, probe)."}, []string{"sampled_by"}),
 	}
 	if opts.Registerer != nil {
 		opts.Registerer.MustRegister(tr.kept)
 	}
-	for _, k := range []string{KeptHead, KeptFailure, KeptStall} {
+	for _, k := range keptReasons {
 		tr.kept.WithLabelValues(k)
 	}
 	tr.provider = sdktrace.NewTracerProvider(
@@ -265,7 +272,7 @@ func (p *Pusher) spanRecorder(name string, base []attribute.KeyValue) *spanRecor
 		return nil
 	}
 	s := &spanRecorder{tr: p.traces, name: name, base: base, kept: map[string]prometheus.Counter{}}
-	for _, k := range []string{KeptHead, KeptFailure, KeptStall} {
+	for _, k := range keptReasons {
 		s.kept[k] = p.traces.kept.WithLabelValues(k)
 	}
 	return s
@@ -290,12 +297,15 @@ func keptBy(r *observation.Request) string {
 
 // done builds and ends r's span if it is kept.
 func (s *spanRecorder) done(r *observation.Request) {
+	if by := keptBy(r); by != "" {
+		s.record(r, by)
+	}
+}
+
+// record builds and ends r's span, kept for the reason by.
+func (s *spanRecorder) record(r *observation.Request, by string) {
 	if !r.Trace.Valid() || r.Sent.IsZero() {
 		return // never sent, or sent without a trace context
-	}
-	by := keptBy(r)
-	if by == "" {
-		return
 	}
 	end := r.End
 	if end.IsZero() {
@@ -407,3 +417,27 @@ func (c *countingSpanExporter) ExportSpans(ctx context.Context, spans []sdktrace
 	}
 	return nil
 }
+
+// ProbeSpans records the spans of one /probe run's requests: every one is
+// sampled (its traceparent says 01) and kept, as sampled_by=probe. It
+// implements prober.Spans.
+type ProbeSpans struct {
+	s *spanRecorder
+}
+
+// Probe is the span recorder of a probe of the module named module, whose
+// requests are sent with sampling, against t; nil when no spans are
+// pushed.
+func (p *Pusher) Probe(t *config.Target, module string, sampling config.Sampling) *ProbeSpans {
+	if p.traces == nil {
+		return nil
+	}
+	facts, kvs := targetAttrs(t, AttrModule.String(module))
+	return &ProbeSpans{s: p.spanRecorder(operationName(facts)+" "+t.Model, spanAttrs(kvs, sampling))}
+}
+
+// Trace gives a probe's request its trace context, always sampled.
+func (ps *ProbeSpans) Trace() observation.Trace { return headSampler{all: true}.Trace() }
+
+// Done records r's span.
+func (ps *ProbeSpans) Done(r *observation.Request) { ps.s.record(r, KeptProbe) }

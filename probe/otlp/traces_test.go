@@ -12,6 +12,7 @@ import (
 	"go.opentelemetry.io/otel/sdk/trace/tracetest"
 	"go.opentelemetry.io/otel/trace"
 
+	"github.com/infer-exporter/infer_exporter/internal/config"
 	"github.com/infer-exporter/infer_exporter/probe/observation"
 )
 
@@ -225,5 +226,35 @@ func TestNoTracesNoTracer(t *testing.T) {
 	tp, _ := newTestTracingPusher(t, 0.5)
 	if tp.Tracer() == nil {
 		t.Error("no tracer with spans")
+	}
+}
+
+// TestProbeSpansKept: a probe's requests are always sampled, and each has its
+// span, kept as sampled_by=probe with the module's name, a success too.
+func TestProbeSpansKept(t *testing.T) {
+	p, rec := newTestTracingPusher(t, 0)
+	ps := p.Probe(&testTarget, "chat", config.Sampling{})
+	for i := range 3 {
+		tr := ps.Trace()
+		if !tr.Valid() || !tr.Sampled {
+			t.Fatalf("trace %+v: want valid and sampled", tr)
+		}
+		r := requests[0]
+		r.Trace, r.RequestID = tr, "probe-chat-1-"+string(rune('0'+i))
+		ps.Done(&r)
+	}
+	spans := rec.Ended()
+	if len(spans) != 3 {
+		t.Fatalf("%d spans, want 3", len(spans))
+	}
+	for _, s := range spans {
+		a := attrMap(s.Attributes())
+		if a["infer_probe.sampled_by"].AsString() != KeptProbe || a["infer_probe.module"].AsString() != "chat" || s.Name() != "chat sim-model" {
+			t.Errorf("span %q: %v", s.Name(), a)
+		}
+	}
+	np, _ := newTestPusher(t, Exponential)
+	if np.Probe(&testTarget, "chat", config.Sampling{}) != nil {
+		t.Error("probe spans without spans pushed")
 	}
 }
