@@ -258,3 +258,35 @@ func TestProbeSpansKept(t *testing.T) {
 		t.Error("probe spans without spans pushed")
 	}
 }
+
+// discardSpans is a span exporter that drops every batch.
+type discardSpans struct{}
+
+func (discardSpans) ExportSpans(context.Context, []sdktrace.ReadOnlySpan) error { return nil }
+func (discardSpans) Shutdown(context.Context) error                             { return nil }
+
+// BenchmarkSpanDone: what one kept request's span costs, built at its end
+// and handed to the batch processor (whose export is to a discarding
+// exporter, so the OTLP encoding is not counted), and what an unchosen
+// request's end costs the span path (nothing kept).
+func BenchmarkSpanDone(b *testing.B) {
+	for _, sampled := range []bool{true, false} {
+		b.Run(map[bool]string{true: "kept", false: "not kept"}[sampled], func(b *testing.B) {
+			p, _ := newTestPusher(b, Exponential)
+			tr, err := newTracesWith(context.Background(), &Options{Version: "bench", Getenv: env()}, 1, sdktrace.WithBatcher(discardSpans{}))
+			if err != nil {
+				b.Fatal(err)
+			}
+			p.traces = tr
+			s := p.Workload(&testTarget, &testWorkload).spans
+			r := requests[0]
+			r.RequestID = "chat-1"
+			b.ReportAllocs()
+			for b.Loop() {
+				r.Trace = tr.head.Trace()
+				r.Trace.Sampled = sampled
+				s.done(&r)
+			}
+		})
+	}
+}
