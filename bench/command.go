@@ -356,11 +356,11 @@ func startOTLP(ctx context.Context, f *otlpFlags, opts *Options, logger *slog.Lo
 		return nil, err
 	}
 	tracer := pusher.Tracer()
-	opts.OTLP = func(t *config.Target, cell string, repeat int, slo config.SLO) (workload.Observer, workload.Tracer) {
+	opts.OTLP = func(t *config.Target, cell string, repeat int, slo config.SLO, sampling config.Sampling) (workload.Observer, workload.Tracer) {
 		// The cell is the workload, as the live series name it; a
 		// repeat's points stay apart from the others' (a matrix's cells
 		// and repeats are bounded by its file).
-		w := config.Workload{Name: cell, SLO: slo}
+		w := config.Workload{Name: cell, SLO: slo, Sampling: sampling}
 		return pusher.WorkloadWith(t, &w, otlp.AttrBenchCell.String(cell), otlp.AttrBenchRepeat.Int(repeat)), tracer
 	}
 	return func() {

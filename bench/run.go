@@ -48,7 +48,7 @@ type Options struct {
 	// requests as OTLP metrics and spans (probe/otlp, --otlp.endpoint),
 	// with the cell and the repeat as attributes, and the head sampler of
 	// its requests' trace contexts (nil: no traceparent is sent).
-	OTLP func(target *config.Target, cell string, repeat int, slo config.SLO) (workload.Observer, workload.Tracer)
+	OTLP func(target *config.Target, cell string, repeat int, slo config.SLO, sampling config.Sampling) (workload.Observer, workload.Tracer)
 	// RequestsPath, when set, is where every request's record goes, one
 	// JSON line each (gzip-compressed when it ends in .gz), at most
 	// RequestsMax of them (0: DefaultMaxRequestRecords).
@@ -631,7 +631,7 @@ func (b *run) runRepeat(ctx context.Context, p repeatPlan) (RepeatResult, *sampl
 	var tracer workload.Tracer
 	if b.opts.OTLP != nil {
 		var o workload.Observer
-		o, tracer = b.opts.OTLP(p.target, p.cell, p.index, spec.SLO)
+		o, tracer = b.opts.OTLP(p.target, p.cell, p.index, spec.SLO, spec.Sampling)
 		observers = append(observers, o)
 	}
 	var monitor workload.Monitor
