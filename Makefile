@@ -61,6 +61,10 @@ tools:
 # The Pod Security Standards check of deploy/ (e2e/podsecurity_test.go): our
 # main over k8s.io/pod-security-admission, a module of its own.
 	$(GO) -C tools/podsecurity tool -n podsecurity >/dev/null
+# The control plane of e2e/controlplane_test.go: our main over kube-apiserver,
+# four controllers of kube-controller-manager and an embedded etcd
+# (k8s.io/kubernetes v1.35.4, the schemas' release), a module of its own.
+	$(GO) -C tools/kube tool -n kube >/dev/null
 # The modules that kubeconform's schemas are converted from, into Go's module
 # cache (18 MB and 5 MB of zips; e2e/kubeconform_test.go checks their hashes).
 	$(GO) mod download $$(awk '!/^#/ && NF {print $$1 "@" $$2}' tools/kubeconform/schema-modules.txt)
