@@ -212,7 +212,7 @@ func TestControlPlaneEndToEnd(t *testing.T) {
 	crdFiles := operatorCRDFiles(t, root)
 	objs := deployObjects(t, root, kustomize)
 
-	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Minute)
+	ctx, cancel := context.WithTimeout(context.Background(), 8*time.Minute)
 	defer cancel()
 	start := time.Now()
 	api := startControlPlane(ctx, t)
@@ -636,6 +636,13 @@ func checkIndexedShards(ctx context.Context, t *testing.T, api *kubeAPI, objs []
 	}
 	var pods []map[string]any
 	if err := pollAPI(ctx, fmt.Sprintf("the Job controller's %d shard pods", n), func() (bool, error) {
+		// A refused pod is never created: say so now, not at the deadline.
+		events, _ := api.list(ctx, "v1", "Event", ns, "", "involvedObject.name=infer-bench-shards")
+		for _, e := range events {
+			if msg, _ := e["message"].(string); e["reason"] == "FailedCreate" && strings.Contains(msg, "PodSecurity") {
+				t.Fatalf("the Job controller could not create the shards' pods: %s", msg)
+			}
+		}
 		pods, err = api.list(ctx, "v1", "Pod", ns, "batch.kubernetes.io/job-name=infer-bench-shards", "")
 		return len(pods) >= n, err
 	}); err != nil {
