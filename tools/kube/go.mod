@@ -1,3 +1,17 @@
+// The control plane of the deploy files' admission test
+// (e2e/controlplane_test.go), pinned and built with `go -C tools/kube tool
+// -n kube`: our main (main.go) over kube-apiserver and four controllers of
+// k8s.io/kubernetes v1.35.4, the release whose OpenAPI document
+// kubeconform's schemas come from (tools/kubeconform/schema-modules.txt),
+// and an embedded etcd v3.6.5, the version that release requires. A module
+// of its own, so that k8s.io/kubernetes never enters the exporter's go.mod.
+//
+// k8s.io/kubernetes requires its staging modules (k8s.io/api, client-go,
+// apiserver...) at v0.0.0 and replaces them with directories of its own
+// repository; replace directives of a dependency do not apply here, so each
+// is replaced below by the same release's v0.35.4 (TestKubeToolPinned
+// checks both pins). Add one for a new v0.0.0 requirement that `go mod
+// tidy` reports when the release changes.
 module github.com/infer-exporter/infer_exporter/tools/kube
 
 go 1.26.8
