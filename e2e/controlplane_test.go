@@ -2,6 +2,7 @@ package e2e
 
 import (
 	"bytes"
+	"cmp"
 	"context"
 	"encoding/json"
 	"fmt"
@@ -741,7 +742,7 @@ func checkIndexedShards(ctx context.Context, t *testing.T, api *kubeAPI, objs []
 					map[string]any{"status": map[string]any{"phase": phase}})
 			}
 			if err != nil {
-				t.Fatalf("pod %s: %s: %v", name, cmpOr(phase, "binding"), err)
+				t.Fatalf("pod %s: %s: %v", name, cmp.Or(phase, "binding"), err)
 			}
 		}
 	}
@@ -761,13 +762,6 @@ func checkIndexedShards(ctx context.Context, t *testing.T, api *kubeAPI, objs []
 		t.Errorf("the complete Job: completedIndexes %v, succeeded %v: want %s and %d", got, dig(job, "status", "succeeded"), wantIndexes, n)
 	}
 	t.Logf("the shards' Job complete: completedIndexes %v, succeeded %v", dig(job, "status", "completedIndexes"), dig(job, "status", "succeeded"))
-}
-
-func cmpOr(a, b string) string {
-	if a != "" {
-		return a
-	}
-	return b
 }
 
 // checkControllersPods: the merge Job's pod carries its Job's uid (its
