@@ -49,6 +49,7 @@ type Scraper struct {
 	upDesc, kvDesc, runningDesc, waitingDesc *prometheus.Desc
 	hitsDesc, queriesDesc, preemptDesc       *prometheus.Desc
 	infoDesc, durationDesc, ageDesc          *prometheus.Desc
+	loadedDesc                               *prometheus.Desc
 }
 
 // NewScraper returns a scraper with no targets; ApplyConfig starts them.
@@ -82,6 +83,8 @@ func NewScraper(logger *slog.Logger, opts ...Option) *Scraper {
 		preemptDesc: d("preemptions_total", "Requests the engine preempted (SGLang: retracted), cumulative. Reset when the engine restarts.", labels),
 		infoDesc: d("info", "The engine behind the target, as its info endpoints report it; max_context_length is empty when it reports none.",
 			[]string{"target", "engine", "version", "model", "max_context_length"}),
+		loadedDesc: d("loaded_model_bytes", "Memory taken by each model the engine reports loaded (Ollama's /api/ps), in all (memory=total) and on GPUs (memory=vram).",
+			[]string{"target", "engine", "loaded_model", "memory"}),
 		durationDesc: d("scrape_duration_seconds", "How long the last background scrape of the target's metrics took, info and slot endpoints included.",
 			[]string{"target"}),
 		ageDesc: d("scrape_age_seconds", "Time since the last background scrape of the target's metrics finished.",
@@ -96,7 +99,7 @@ func NewScraper(logger *slog.Logger, opts ...Option) *Scraper {
 // Describe sends every descriptor.
 func (s *Scraper) Describe(ch chan<- *prometheus.Desc) {
 	for _, d := range []*prometheus.Desc{s.upDesc, s.kvDesc, s.runningDesc, s.waitingDesc, s.hitsDesc,
-		s.queriesDesc, s.preemptDesc, s.infoDesc, s.durationDesc, s.ageDesc} {
+		s.queriesDesc, s.preemptDesc, s.infoDesc, s.durationDesc, s.ageDesc, s.loadedDesc} {
 		ch <- d
 	}
 }
@@ -140,12 +143,32 @@ type Info struct {
 	ServedModel      string
 	MaxContextLength int
 
+	// LoadedModels are the models the engine reports loaded in memory
+	// (Ollama's /api/ps), at most MaxLoadedModels of them, by name; nil
+	// for an engine that reports none.
+	LoadedModels []LoadedModel
+
 	// The engine's gauges (requests running and waiting, the KV cache
 	// usage ratio 0..1) and counters (prefix-cache hits and queries in the
 	// engine's unit, preemptions), as normalised by engines.go.
 	Running, Waiting, KVCacheUsage                   Reading
 	PrefixCacheHits, PrefixCacheQueries, Preemptions Reading
 }
+
+// LoadedModel is one model an engine reports loaded: Ollama's /api/ps
+// entry.
+type LoadedModel struct {
+	Name string
+	// Bytes is the memory it takes in all (size), VRAMBytes the part of
+	// it in GPU memory (size_vram): 0 for a model on the CPU.
+	Bytes, VRAMBytes int64
+}
+
+// MaxLoadedModels bounds Info.LoadedModels, and so the series of
+// infer_server_loaded_model_bytes a target has: an Ollama keeps a few
+// models loaded (OLLAMA_MAX_LOADED_MODELS, 3 per GPU by default), and a
+// server that lists more is not to be believed past this many.
+const MaxLoadedModels = 64
 
 // export is the snapshot's public form.
 func (snap *serverSnapshot) export() Info {
@@ -159,6 +182,7 @@ func (snap *serverSnapshot) export() Info {
 	if snap.info != nil {
 		i.HasInfo, i.Version, i.ServedModel = true, snap.info.version, snap.info.model
 		i.MaxContextLength = max(snap.info.maxContext, 0)
+		i.LoadedModels = snap.info.loaded
 	}
 	return i
 }
@@ -229,6 +253,10 @@ func (s *Scraper) Collect(ch chan<- prometheus.Metric) {
 				ctxLen = strconv.Itoa(i.MaxContextLength)
 			}
 			ch <- prometheus.MustNewConstMetric(s.infoDesc, prometheus.GaugeValue, 1, i.Target, i.Engine, i.Version, i.ServedModel, ctxLen)
+		}
+		for _, m := range i.LoadedModels {
+			ch <- prometheus.MustNewConstMetric(s.loadedDesc, prometheus.GaugeValue, float64(m.Bytes), i.Target, i.Engine, m.Name, "total")
+			ch <- prometheus.MustNewConstMetric(s.loadedDesc, prometheus.GaugeValue, float64(m.VRAMBytes), i.Target, i.Engine, m.Name, "vram")
 		}
 	}
 }
@@ -320,6 +348,7 @@ type serverSnapshot struct {
 type serverInfo struct {
 	version, model string
 	maxContext     int
+	loaded         []LoadedModel // sorted by name, unique, at most MaxLoadedModels
 }
 
 type targetScraper struct {
@@ -717,15 +746,23 @@ func (sc *targetScraper) readInfo(ctx context.Context, engine string) (*serverIn
 		var ps struct {
 			Models []struct {
 				Name          string `json:"name"`
+				Size          int64  `json:"size"`
+				SizeVRAM      int64  `json:"size_vram"`
 				ContextLength int    `json:"context_length"`
 			} `json:"models"`
 		}
 		if ok && sc.getJSON(ctx, "/api/ps", &ps) {
+			info.loaded = []LoadedModel{}
 			for _, m := range ps.Models {
 				if m.Name == sc.t.model || m.Name == sc.t.model+":latest" || len(ps.Models) == 1 {
 					info.model, info.maxContext = m.Name, m.ContextLength
 				}
+				// One series per name: a name listed twice is counted once.
+				if !slices.ContainsFunc(info.loaded, func(l LoadedModel) bool { return l.Name == m.Name }) && len(info.loaded) < MaxLoadedModels {
+					info.loaded = append(info.loaded, LoadedModel{Name: m.Name, Bytes: max(m.Size, 0), VRAMBytes: max(m.SizeVRAM, 0)})
+				}
 			}
+			slices.SortFunc(info.loaded, func(a, b LoadedModel) int { return strings.Compare(a.Name, b.Name) })
 		}
 	case engineTriton:
 		var v struct {

@@ -218,6 +218,8 @@ func TestServerMetricsRecordedServers(t *testing.T) {
 		{"ollama", "tiny", map[string]string{"/api/version": "ollama_api_version.json", "/api/ps": "ollama_api_ps.json"}, "ollama", 1,
 			map[string]float64{
 				"infer_server_info{engine=ollama,max_context_length=2048,model=tiny:latest,target=ollama,version=0.0.0}": 1,
+				"infer_server_loaded_model_bytes{engine=ollama,loaded_model=tiny:latest,memory=total,target=ollama}":     22293504,
+				"infer_server_loaded_model_bytes{engine=ollama,loaded_model=tiny:latest,memory=vram,target=ollama}":      0,
 			}},
 		// llama.cpp with metrics disabled: detected from /props, running
 		// from /slots (both slots processing); these slots carry no prompt

@@ -12,6 +12,14 @@ import (
 // client sends it for the server's logs (vLLM takes it as its request id).
 const RequestIDHeader = "X-Request-Id"
 
+// TraceparentHeader is the W3C trace context a client sends, logged at
+// debug level for each generation request ("request received"), cut at
+// maxTraceparentBytes (a version-00 value has 55).
+const (
+	TraceparentHeader   = "traceparent"
+	maxTraceparentBytes = 128
+)
+
 // PrefixRecord is the prefix cache's ground truth for one request that
 // carried an X-Request-Id: what the engine found cached when it first
 // admitted the request. A client that sends conversations can be checked

@@ -26,7 +26,38 @@ local names = import '../rules/names.libsonnet';
     if cl == null then []
     else [d.queryVariable(cl, 'Cluster', 'label_values(up%s, %s)' % [p.selector(cfg.exporterSelector), cl])],
   local dash(u, title, description, variables, panels) =
-    d.dashboard(uid(u), title, description, c.dashboardTags, clusterVariables + variables, panels, c.dashboardRefresh, c.dashboardTimezone),
+    d.dashboard(uid(u), title, description, c.dashboardTags, clusterVariables + variables, panels, c.dashboardRefresh, c.dashboardTimezone,
+                annotations=annotations(std.length([v for v in variables if v.name == 'target']) > 0)),
+
+  // Events an on-call engineer lines a change in a graph up with: the
+  // exporter's configuration reloads (a new workload, SLO or rate), failed
+  // reloads (the old configuration runs on), and the servers' starts (a
+  // restart, a model load), as the exporter saw them. Each is an event at
+  // the step (1m) where the counter or timestamp changed.
+  local exporterSel = p.selector(withCluster(cfg.exporterSelector)),
+  local annotations(byTarget) = [
+    d.annotation(
+      'Configuration reloads',
+      'changes(infer_exporter_config_last_reload_success_timestamp_seconds%s[1m]) > 0' % exporterSel,
+      'Configuration reloaded',
+      'infer_exporter on {{instance}} applied a new configuration.',
+      'blue',
+    ) { tagKeys: 'instance' },
+    d.annotation(
+      'Failed reloads',
+      'infer_exporter_config_last_reload_successful%s == 0' % exporterSel,
+      'Configuration reload failed',
+      'infer_exporter on {{instance}} refused its new configuration and runs on the old one (InferExporterConfigReloadFailed).',
+      'red',
+    ) { tagKeys: 'instance' },
+    d.annotation(
+      'Server starts',
+      'increase(infer_server_starts_total%s[1m]) > 0' % (if byTarget then p.selector(c.serverSelector, 'target=~"$target"') else p.selector(c.serverSelector)),
+      'Server start: {{target}}',
+      'The exporter saw {{target}} start (a new process, or serving again after refusing): a cold start follows (the Cold starts row of Server internals).',
+      'orange',
+    ),
+  ],
 
   // Selectors with the dashboard's variables.
   local wsel = 'target=~"$target", model=~"$model", workload=~"$workload"',
