@@ -1,7 +1,6 @@
 package e2e
 
 import (
-	"bytes"
 	"cmp"
 	"context"
 	"encoding/json"
@@ -34,19 +33,7 @@ const kubeToolDir = "tools/kube"
 // it once).
 func kubeTool(t *testing.T) string {
 	t.Helper()
-	cmd := exec.Command("go", "tool", "-n", "kube")
-	cmd.Dir = filepath.Join(realstack.RepoRoot(t), kubeToolDir)
-	var stderr bytes.Buffer
-	cmd.Stderr = &stderr
-	out, err := cmd.Output()
-	p := strings.TrimSpace(string(out))
-	if err == nil {
-		_, err = os.Stat(p)
-	}
-	if err != nil {
-		unavailableTool(t, "go tool -n kube in %s: %v: %s", kubeToolDir, err, stderr.String())
-	}
-	return p
+	return realstack.ModuleTool(t, kubeToolDir, "kube")
 }
 
 // startControlPlane starts tools/kube on loopback ports with certificates

@@ -331,23 +331,7 @@ func checkRequestLog(t *testing.T, proxy *recordingProxy, server *realstack.Proc
 // its llama.cpp is C++ compiled through cgo).
 func ollamaTool(t *testing.T) string {
 	t.Helper()
-	cmd := exec.Command("go", "tool", "-n", "ollama")
-	cmd.Dir = filepath.Join(realstack.RepoRoot(t), "tools", "ollama")
-	var stderr bytes.Buffer
-	cmd.Stderr = &stderr
-	out, err := cmd.Output()
-	p := strings.TrimSpace(string(out))
-	if err == nil {
-		_, err = os.Stat(p)
-	}
-	if err != nil {
-		msg := fmt.Sprintf("go tool -n ollama in tools/ollama: %v: %s", err, stderr.String())
-		if os.Getenv("CI") != "" {
-			t.Fatalf("%s (CI is set: a missing tool is a failure)", msg)
-		}
-		t.Skipf("%s; skipped because CI is not set (run `make tools` first)", msg)
-	}
-	return p
+	return realstack.ModuleTool(t, "tools/ollama", "ollama")
 }
 
 // ollamaEnv keeps Ollama on loopback, in the test's home, on the CPU, one

@@ -9,7 +9,6 @@ import (
 	"net"
 	"net/http"
 	"os"
-	"os/exec"
 	"path/filepath"
 	"strconv"
 	"strings"
@@ -414,23 +413,7 @@ func (c *collector) last(t *testing.T) *colmetrics.ExportMetricsServiceRequest {
 // elsewhere.
 func otelcolTool(t *testing.T) string {
 	t.Helper()
-	cmd := exec.Command("go", "tool", "-n", "otelcol")
-	cmd.Dir = filepath.Join(realstack.RepoRoot(t), "tools", "otelcol")
-	var stderr bytes.Buffer
-	cmd.Stderr = &stderr
-	out, err := cmd.Output()
-	p := strings.TrimSpace(string(out))
-	if err == nil {
-		_, err = os.Stat(p)
-	}
-	if err != nil {
-		msg := fmt.Sprintf("go tool -n otelcol in tools/otelcol: %v: %s", err, stderr.String())
-		if os.Getenv("CI") != "" {
-			t.Fatalf("%s (CI is set: a missing tool is a failure)", msg)
-		}
-		t.Skipf("%s; skipped because CI is not set (run `make tools` first)", msg)
-	}
-	return p
+	return realstack.ModuleTool(t, "tools/otelcol", "otelcol")
 }
 
 // matches says whether kvs have every attribute of want ("" for absent).
