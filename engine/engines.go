@@ -59,17 +59,24 @@ const (
 	numHistQuantities
 )
 
-// Reasons are the normalised values of infer_server_requests_finished_total's
+// reasons are the normalised values of infer_server_requests_finished_total's
 // reason label, in the order the series are exposed: a fixed set, so that
 // an engine's new or misspelt reason never grows the label's values (it is
 // counted as "other").
-var Reasons = [...]string{"stop", "length", "abort", "error", "other"}
+var reasons = [numReasons]string{"stop", "length", "abort", "error", "other"}
 
-const reasonOther = len(Reasons) - 1
+const (
+	numReasons  = 5
+	reasonOther = numReasons - 1
+)
+
+// Reasons returns the normalised finish reasons, in the order of
+// Info.Finished.
+func Reasons() [numReasons]string { return reasons }
 
 // reasonIndex is the index in Reasons of a normalised reason.
 func reasonIndex(r string) int {
-	for i, n := range Reasons {
+	for i, n := range reasons {
 		if n == r {
 			return i
 		}
@@ -309,8 +316,8 @@ type values struct {
 	has [numQuantities]bool
 
 	hist        [numHistQuantities]Histogram
-	finished    [len(Reasons)]float64
-	hasFinished [len(Reasons)]bool
+	finished    [numReasons]float64
+	hasFinished [numReasons]bool
 }
 
 func (vs *values) set(q quantity, v float64) { vs.v[q], vs.has[q] = v, true }

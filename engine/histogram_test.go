@@ -64,7 +64,7 @@ func checkHistograms(t *testing.T, got values, w map[histQuantity]wantHist) {
 // other one absent.
 func checkFinished(t *testing.T, got values, w map[string]float64) {
 	t.Helper()
-	for i, r := range Reasons {
+	for i, r := range reasons {
 		wv, wantOK := w[r]
 		switch {
 		case got.hasFinished[i] != wantOK:

@@ -173,9 +173,9 @@ type Info struct {
 	TTFT, QueueTime, PrefillTime, DecodeTime Histogram
 	PromptTokens, GenerationTokens           Histogram
 	// Finished is the engine's count of finished requests by normalised
-	// reason, indexed as Reasons; a reason the engine did not report is
+	// reason, indexed as Reasons(); a reason the engine did not report is
 	// not OK.
-	Finished [len(Reasons)]Reading
+	Finished [numReasons]Reading
 }
 
 // export is the snapshot's public form.
@@ -190,7 +190,7 @@ func (snap *serverSnapshot) export() Info {
 		PrefillTime: snap.values.hist[hPrefillTime].clone(), DecodeTime: snap.values.hist[hDecodeTime].clone(),
 		PromptTokens: snap.values.hist[hPromptTokens].clone(), GenerationTokens: snap.values.hist[hGenerationTokens].clone(),
 	}
-	for j := range Reasons {
+	for j := range reasons {
 		i.Finished[j] = Reading{Value: snap.values.finished[j], OK: snap.values.hasFinished[j]}
 	}
 	if snap.info != nil {
@@ -282,7 +282,7 @@ func (s *Scraper) Collect(ch chan<- prometheus.Metric) {
 		}
 		for j, r := range i.Finished {
 			if r.OK {
-				ch <- prometheus.MustNewConstMetric(s.finishedDesc, prometheus.CounterValue, r.Value, i.Target, i.Engine, i.Model, Reasons[j])
+				ch <- prometheus.MustNewConstMetric(s.finishedDesc, prometheus.CounterValue, r.Value, i.Target, i.Engine, i.Model, reasons[j])
 			}
 		}
 		if i.HasInfo {
