@@ -50,6 +50,8 @@ type Scraper struct {
 	hitsDesc, queriesDesc, preemptDesc       *prometheus.Desc
 	infoDesc, durationDesc, ageDesc          *prometheus.Desc
 	loadedDesc                               *prometheus.Desc
+	histDesc                                 [numHistQuantities]*prometheus.Desc
+	finishedDesc                             *prometheus.Desc
 }
 
 // NewScraper returns a scraper with no targets; ApplyConfig starts them.
@@ -90,16 +92,35 @@ func NewScraper(logger *slog.Logger, opts ...Option) *Scraper {
 		ageDesc: d("scrape_age_seconds", "Time since the last background scrape of the target's metrics finished.",
 			[]string{"target"}),
 	}
+	for h, nh := range histogramSeries {
+		s.histDesc[h] = d(nh.name, nh.help, labels)
+	}
+	s.finishedDesc = d("requests_finished_total", "Requests the engine finished, by normalised reason (stop, length, abort, error, other), cumulative. Reset when the engine restarts.",
+		[]string{"target", "engine", "model", "reason"})
 	for _, o := range opts {
 		o(s)
 	}
 	return s
 }
 
+// histogramSeries names each normalised histogram and says what it
+// measures (docs/metrics.md gives each engine's source).
+var histogramSeries = [numHistQuantities]struct{ name, help string }{
+	hTTFT:             {"time_to_first_token_seconds", "The engine's own time to first token per request, from its receipt of the request, in the engine's buckets."},
+	hQueueTime:        {"request_queue_time_seconds", "Time each request waited in the engine's queue before it was first scheduled, in the engine's buckets."},
+	hPrefillTime:      {"request_prefill_time_seconds", "Time from a request's first scheduling to its first token (prefill), observed when it finishes, in the engine's buckets."},
+	hDecodeTime:       {"request_decode_time_seconds", "Time from a request's first token to its last (decode), observed when it finishes, in the engine's buckets."},
+	hPromptTokens:     {"request_prompt_tokens", "Prompt tokens per request as the engine counted them, in the engine's buckets."},
+	hGenerationTokens: {"request_generation_tokens", "Generated tokens per request as the engine counted them, in the engine's buckets."},
+}
+
 // Describe sends every descriptor.
 func (s *Scraper) Describe(ch chan<- *prometheus.Desc) {
 	for _, d := range []*prometheus.Desc{s.upDesc, s.kvDesc, s.runningDesc, s.waitingDesc, s.hitsDesc,
-		s.queriesDesc, s.preemptDesc, s.infoDesc, s.durationDesc, s.ageDesc, s.loadedDesc} {
+		s.queriesDesc, s.preemptDesc, s.infoDesc, s.durationDesc, s.ageDesc, s.loadedDesc, s.finishedDesc} {
+		ch <- d
+	}
+	for _, d := range s.histDesc {
 		ch <- d
 	}
 }
@@ -153,6 +174,16 @@ type Info struct {
 	// engine's unit, preemptions), as normalised by engines.go.
 	Running, Waiting, KVCacheUsage                   Reading
 	PrefixCacheHits, PrefixCacheQueries, Preemptions Reading
+
+	// The engine's per-request histograms, its buckets passed through
+	// (engines.go, histogram.go): its own TTFT, queue, prefill and decode
+	// times in seconds, prompt and generated lengths in tokens.
+	TTFT, QueueTime, PrefillTime, DecodeTime Histogram
+	PromptTokens, GenerationTokens           Histogram
+	// Finished is the engine's count of finished requests by normalised
+	// reason, indexed as Reasons(); a reason the engine did not report is
+	// not OK.
+	Finished [numReasons]Reading
 }
 
 // LoadedModel is one model an engine reports loaded: Ollama's /api/ps
@@ -178,6 +209,12 @@ func (snap *serverSnapshot) export() Info {
 		At: snap.at, Duration: snap.duration,
 		Running: r(qRunning), Waiting: r(qWaiting), KVCacheUsage: r(qKVUsage),
 		PrefixCacheHits: r(qPrefixHits), PrefixCacheQueries: r(qPrefixQueries), Preemptions: r(qPreemptions),
+		TTFT: snap.values.hist[hTTFT].clone(), QueueTime: snap.values.hist[hQueueTime].clone(),
+		PrefillTime: snap.values.hist[hPrefillTime].clone(), DecodeTime: snap.values.hist[hDecodeTime].clone(),
+		PromptTokens: snap.values.hist[hPromptTokens].clone(), GenerationTokens: snap.values.hist[hGenerationTokens].clone(),
+	}
+	for j := range reasons {
+		i.Finished[j] = Reading{Value: snap.values.finished[j], OK: snap.values.hasFinished[j]}
 	}
 	if snap.info != nil {
 		i.HasInfo, i.Version, i.ServedModel = true, snap.info.version, snap.info.model
@@ -185,6 +222,21 @@ func (snap *serverSnapshot) export() Info {
 		i.LoadedModels = snap.info.loaded
 	}
 	return i
+}
+
+// histograms lists the snapshot's histograms by histQuantity.
+func (i *Info) histograms() [numHistQuantities]Histogram {
+	return [numHistQuantities]Histogram{hTTFT: i.TTFT, hQueueTime: i.QueueTime, hPrefillTime: i.PrefillTime,
+		hDecodeTime: i.DecodeTime, hPromptTokens: i.PromptTokens, hGenerationTokens: i.GenerationTokens}
+}
+
+// constHistogram renders h as a classic histogram with the engine's bounds.
+func constHistogram(desc *prometheus.Desc, h Histogram, lv []string) prometheus.Metric {
+	buckets := make(map[float64]uint64, len(h.Buckets))
+	for _, b := range h.Buckets {
+		buckets[b.UpperBound] = b.Count
+	}
+	return prometheus.MustNewConstHistogram(desc, h.Count, h.Sum, buckets, lv...)
 }
 
 // Snapshot returns the latest finished scrape of the named target; false
@@ -245,6 +297,16 @@ func (s *Scraper) Collect(ch chan<- prometheus.Metric) {
 		} {
 			if q.r.OK {
 				ch <- prometheus.MustNewConstMetric(q.desc, q.typ, q.r.Value, lv...)
+			}
+		}
+		for h, hv := range i.histograms() {
+			if hv.OK {
+				ch <- constHistogram(s.histDesc[h], hv, lv)
+			}
+		}
+		for j, r := range i.Finished {
+			if r.OK {
+				ch <- prometheus.MustNewConstMetric(s.finishedDesc, prometheus.CounterValue, r.Value, i.Target, i.Engine, i.Model, reasons[j])
 			}
 		}
 		if i.HasInfo {

@@ -617,10 +617,13 @@ func scrapeDemo(t *testing.T, names map[string]string) {
 		t.Fatal(err)
 	}
 	// The server collector reads the simulator in the background, and so
-	// does the quality probe: wait for their first readings.
+	// does the quality probe: wait for their first readings, and for the
+	// workloads' first success (infer_probe_prompt_length_tokens is
+	// observed on success only).
 	for {
 		body := get(t, ctx, base+"/metrics")
-		if strings.Contains(body, "infer_server_up{") && strings.Contains(body, "infer_probe_perplexity{") {
+		if strings.Contains(body, "infer_server_up{") && strings.Contains(body, "infer_probe_perplexity{") &&
+			strings.Contains(body, "infer_probe_prompt_length_tokens_bucket{") {
 			addFamilies(t, names, "--demo /metrics", strings.NewReader(body))
 			break
 		}

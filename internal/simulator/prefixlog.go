@@ -40,6 +40,16 @@ type PrefixRecord struct {
 	// (the end of that step); zero when it did not finish (aborted, or
 	// still running).
 	Finished time.Time
+	// Scheduled is the start of the step that first admitted the request,
+	// FirstToken the end of the step that sampled its first token (zero
+	// until it finished), and GeneratedTokens its output when it finished:
+	// the ground truth of vllm:request_queue_time_seconds (Scheduled -
+	// Arrival), request_prefill_time_seconds (FirstToken - Scheduled),
+	// request_decode_time_seconds (Finished - FirstToken) and
+	// request_generation_tokens.
+	Scheduled       time.Time
+	FirstToken      time.Time
+	GeneratedTokens int
 }
 
 // Bounds of the prefix log: the latest prefixLogSize requests are kept.
@@ -65,7 +75,7 @@ func newPrefixLog() *prefixLog {
 func (l *prefixLog) admitted(q *sequence, hit int) {
 	l.mu.Lock()
 	defer l.mu.Unlock()
-	rec := PrefixRecord{RequestID: q.id, Arrival: q.arrival, PromptTokens: q.promptLen, HitTokens: hit}
+	rec := PrefixRecord{RequestID: q.id, Arrival: q.arrival, PromptTokens: q.promptLen, HitTokens: hit, Scheduled: q.scheduledAt}
 	i := l.next
 	if len(l.ring) < prefixLogSize {
 		l.ring = append(l.ring, rec)
@@ -86,6 +96,8 @@ func (l *prefixLog) finished(q *sequence, at time.Time) {
 	defer l.mu.Unlock()
 	if i, ok := l.byID[q.id]; ok && l.ring[i].Arrival.Equal(q.arrival) {
 		l.ring[i].Finished = at
+		l.ring[i].FirstToken = q.firstTokenAt
+		l.ring[i].GeneratedTokens = q.generated
 	}
 }
 

@@ -168,6 +168,32 @@
     gridHeight:: height,
   },
 
+  // A heatmap of a classic histogram: its targets are bucket counts per
+  // interval with format 'heatmap' and legend '{{le}}', drawn as they are
+  // (calculate off), each bucket a row up to its upper bound.
+  histogramHeatmap(title, description, targets, unit, width=12, height=8):: {
+    type: 'heatmap',
+    title: title,
+    description: description,
+    datasource: ds,
+    targets: refIds([t { format: 'heatmap', legendFormat: '{{le}}' } for t in targets]),
+    fieldConfig: { defaults: { unit: unit }, overrides: [] },
+    options: {
+      calculate: false,
+      cellGap: 1,
+      color: { mode: 'scheme', scheme: 'Spectral', steps: 64, exponent: 0.5, fill: 'dark-orange', reverse: false },
+      yAxis: { axisPlacement: 'left', unit: unit },
+      rowsFrame: { layout: 'le' },
+      tooltip: { mode: 'single', yHistogram: true },
+      legend: { show: true },
+      cellValues: { unit: 'short' },
+      showValue: 'auto',
+      exemplars: { color: 'rgba(255,0,255,0.7)' },
+    },
+    gridWidth:: width,
+    gridHeight:: height,
+  },
+
   row(title):: {
     type: 'row',
     title: title,
