@@ -41,6 +41,10 @@ type Options struct {
 	// change, and a workload that failed (its calibration: a context
 	// length too short, a tokenizer that refused) is started again.
 	Epoch func(target string) uint64
+	// ClientOptions, when set, adjusts the options of each workload's
+	// client before it is built (the load harness chooses its transport
+	// so).
+	ClientOptions func(o *client.Options)
 }
 
 // epochOf is the epoch function of target t, nil where the engine scraper
@@ -265,7 +269,11 @@ func build(ctx context.Context, c *config.Config, metrics *Metrics, opts Options
 		}
 		// One client per workload: its connection pool is sized to the
 		// workload's in-flight cap.
-		cl := client.New(client.Options{MaxConnsPerHost: w.MaxInFlight})
+		copts := client.Options{MaxConnsPerHost: w.MaxInFlight}
+		if opts.ClientOptions != nil {
+			opts.ClientOptions(&copts)
+		}
+		cl := client.New(copts)
 		clients = append(clients, cl)
 		var ready func() bool
 		if opts.Ready != nil && t.Metrics.Engine != config.ServerEngineNone {
