@@ -32,6 +32,8 @@ func validTransport(s string) bool {
 func clientOptions(transport string) func(o *client.Options) {
 	return func(o *client.Options) {
 		switch transport {
+		case transportNetHTTP, "":
+			o.Wire = client.WireNetHTTP
 		case transportH1:
 			o.Wire = client.WireH1
 		case transportFasthttp:

@@ -134,10 +134,16 @@ type Options struct {
 	// settings). When nil, the client builds one tuned for measurement.
 	Transport http.RoundTripper
 	// Wire chooses the client's own transport when Transport is nil:
-	// WireNetHTTP (the default) or WireH1 (probe/client/h1, for the http
-	// and https targets it supports; net/http for anything else).
+	// WireH1 (the default: probe/client/h1 for the http and https
+	// targets it supports, net/http for anything else) or WireNetHTTP
+	// (net/http for every target).
 	Wire string
 }
+
+// defaultWire is Options.Wire's default. A string, so that a build can
+// set it (go test -ldflags=-X=...client.defaultWire=net/http runs a
+// package's tests on net/http alone).
+var defaultWire = WireH1
 
 // The client's own transports, as Options.Wire and Client.TransportName
 // name them.
@@ -173,7 +179,7 @@ const (
 type Client struct {
 	http *http.Client
 	// h1, when set, sends the requests it supports (probe/client/h1);
-	// http sends the others.
+	// http sends the others, and wire names it.
 	h1      *http.Client
 	wire    string
 	maxLine int
@@ -202,8 +208,10 @@ func New(opts Options) *Client {
 		c.stash = &connStash{}
 		rt = newTransport(opts.MaxConnsPerHost, c.dialer)
 		c.wire = WireNetHTTP
+		if opts.Wire == "" {
+			opts.Wire = defaultWire
+		}
 		if opts.Wire == WireH1 {
-			c.wire = WireH1
 			c.h1 = httpClient(h1.New(h1.Options{
 				Dial:           c.rawDialer,
 				MaxIdlePerHost: opts.MaxConnsPerHost,
@@ -328,8 +336,8 @@ func (e *HTTPError) Error() string {
 // and overwrites every other field.
 //
 // Instants, each one clock read:
-//   - Sent: immediately before the request is handed to net/http (whose
-//     RoundTrip writes it). On a cold connection the dial comes after Sent,
+//   - Sent: immediately before the request is handed to the transport
+//     (probe/client/h1 or net/http, whose RoundTrip writes it). On a cold connection the dial comes after Sent,
 //     so it is part of the measured latency, as it is for a real user.
 //   - FirstToken and TokenTimes: the instant the parser completed each
 //     frame carrying non-empty content or reasoning text, before its JSON is

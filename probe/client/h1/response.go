@@ -235,6 +235,13 @@ func frame(resp *http.Response, req *http.Request, c *conn) error {
 			}
 		}
 	}
+	if resp.ProtoMinor == 0 && len(h["Transfer-Encoding"]) > 0 {
+		// HTTP/1.0 has no transfer codings: the field is ignored, as
+		// net/http does, and the connection not reused (RFC 9112,
+		// section 6.1).
+		delete(h, "Transfer-Encoding")
+		keep = false
+	}
 	b := &body{c: c}
 	resp.ContentLength = -1
 	switch {
