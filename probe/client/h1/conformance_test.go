@@ -318,7 +318,7 @@ func TestConformanceContext(t *testing.T) {
 // TLS through crypto/tls: a streamed answer over https, and the
 // connection reused.
 func TestConformanceTLS(t *testing.T) {
-	srv := httptest.NewTLSServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+	srv := httptest.NewUnstartedServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
 		_, _ = io.Copy(io.Discard, r.Body)
 		w.Header().Set("Content-Type", "text/event-stream")
 		for i := range 3 {
@@ -326,15 +326,16 @@ func TestConformanceTLS(t *testing.T) {
 			w.(http.Flusher).Flush()
 		}
 	}))
-	defer srv.Close()
-	pool := x509.NewCertPool()
-	pool.AddCert(srv.Certificate())
 	var conns atomic.Int64
 	srv.Config.ConnState = func(_ net.Conn, s http.ConnState) {
 		if s == http.StateNew {
 			conns.Add(1)
 		}
 	}
+	srv.StartTLS()
+	defer srv.Close()
+	pool := x509.NewCertPool()
+	pool.AddCert(srv.Certificate())
 	for name, rt := range transports(&tls.Config{RootCAs: pool}) {
 		t.Run(name, func(t *testing.T) {
 			conns.Store(0)
@@ -360,13 +361,11 @@ func TestConformanceTLS(t *testing.T) {
 // body and its length, in one write when it is small.
 func TestRequestWritten(t *testing.T) {
 	got := make(chan *http.Request, 1)
-	bodies := make(chan string, 1)
 	srv := newRawServer(t, func(c net.Conn, r *http.Request, _ int) bool {
 		got <- r
 		_, _ = io.WriteString(c, "HTTP/1.1 200 OK\r\nContent-Length: 0\r\n\r\n")
 		return true
 	})
-	_ = bodies
 	rt := New(Options{})
 	defer rt.CloseIdleConnections()
 	body := strings.Repeat("p", 40<<10) // over oneWrite: a vectored write
