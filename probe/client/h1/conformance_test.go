@@ -389,3 +389,39 @@ func TestRequestWritten(t *testing.T) {
 		t.Fatal("a header with a line break was written")
 	}
 }
+
+// Idle connections past the idle timeout are closed when the pool is next
+// used (taken from: newest first; given back to: oldest first), never
+// handed out.
+func TestIdleConnectionsExpire(t *testing.T) {
+	srv := newRawServer(t, func(c net.Conn, _ *http.Request, _ int) bool {
+		_, _ = io.WriteString(c, "HTTP/1.1 200 OK\r\nContent-Length: 2\r\n\r\nok")
+		return true
+	})
+	rt := New(Options{IdleTimeout: 50 * time.Millisecond})
+	defer rt.CloseIdleConnections()
+	// Two requests at once: two connections, both idle after.
+	var wg sync.WaitGroup
+	for range 2 {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			if _, body, err := post(context.Background(), rt, srv.url()); err != nil || body != "ok" {
+				t.Errorf("%q %v", body, err)
+			}
+		}()
+	}
+	wg.Wait()
+	time.Sleep(100 * time.Millisecond)
+	if _, _, err := post(context.Background(), rt, srv.url()); err != nil {
+		t.Fatal(err)
+	}
+	v, _ := rt.pools.Load(poolKey{addr: srv.ln.Addr().String()})
+	p := v.(*pool)
+	p.mu.Lock()
+	n := len(p.idle)
+	p.mu.Unlock()
+	if n != 1 {
+		t.Fatalf("%d idle connections kept, want 1 (the two expired ones closed)", n)
+	}
+}

@@ -223,6 +223,20 @@ func (t *Transport) put(c *conn) {
 	}
 	p := v.(*pool)
 	p.mu.Lock()
+	// The oldest idle connections are first: those idle past the
+	// timeout go, so that a pool a burst filled does not hold its
+	// descriptors (CLOSE_WAIT, once the server gave up on them) for good.
+	var stale []*conn
+	for len(p.idle) > 0 && c.idle.Sub(p.idle[0].idle) >= t.idleTimeout {
+		stale = append(stale, p.idle[0])
+		p.idle[0] = nil
+		p.idle = p.idle[1:]
+	}
+	defer func() {
+		for _, s := range stale {
+			_ = s.Close()
+		}
+	}()
 	if len(p.idle) < t.maxIdle {
 		p.idle = append(p.idle, c)
 		p.mu.Unlock()
