@@ -13,7 +13,7 @@ LDFLAGS := -X github.com/prometheus/common/version.Version=$(VERSION) \
 PROMTOOL := $(GO) tool -modfile=tools/prometheus/go.mod promtool
 JSONNET := $(GO) tool -modfile=tools/prometheus/go.mod jsonnet
 
-.PHONY: build demo test test-race test-timing test-e2e tools mixin bench lint
+.PHONY: build demo test test-race test-timing test-e2e tools mixin bench lint lint-mixin
 
 build:
 	$(GO) build -ldflags "$(LDFLAGS)" -o $(BIN) ./cmd/infer_exporter
@@ -28,8 +28,9 @@ demo:
 # a real Prometheus and Alertmanager (also without -race, and alone, so that
 # its latencies are the simulator's, not a loaded CPU's). `tools` builds the
 # pinned Prometheus, promtool, Alertmanager and jsonnet first (5 minutes
-# on 2 cores when Go's build cache is cold, measured; seconds after).
-test: lint tools test-race test-timing test-e2e
+# on 2 cores when Go's build cache is cold, measured; seconds after), and
+# the other pinned tools, Ollama the slowest (9.7 minutes of CPU).
+test: lint tools lint-mixin test-race test-timing test-e2e
 
 lint:
 	@out=$$(gofmt -l $$(git ls-files '*.go')); if [ -n "$$out" ]; then echo "gofmt needed:"; echo "$$out"; exit 1; fi
@@ -45,24 +46,63 @@ test-timing:
 	$(GO) test -p 1 -count=1 -run 'Accuracy' -timeout 10m ./...
 
 test-e2e:
-	$(GO) test -count=1 -run 'EndToEnd' -timeout 15m -v ./e2e/
+	$(GO) test -count=1 -run 'EndToEnd' -timeout 20m -v ./e2e/
+
+# The pinned tools, built in parallel groups (one per module): most of a cold
+# build is spent where a group uses one core (a big link, and Ollama's C++,
+# whose files cgo compiles one after another), so the groups overlap there.
+# Ollama and the control plane, the two slowest, start first.
+TOOL_GROUPS := tool-ollama tool-kube tool-prometheus tool-alertmanager tool-otelcol tool-deploy schema-modules
+.PHONY: $(TOOL_GROUPS)
 
 tools:
+	$(MAKE) --no-print-directory -j4 $(TOOL_GROUPS)
+
+# The real inference engine of the Ollama end-to-end test: Ollama with its
+# bundled llama.cpp (C++, through cgo: needs g++), a module of its own
+# (tools/ollama/go.mod says why v0.11.4). The slowest tool to build cold:
+# 530 s user and 51 s system CPU, measured with
+# `GOCACHE=$(mktemp -d) /usr/bin/time -v go -C tools/ollama build -o /tmp/ollama github.com/ollama/ollama`
+# (32 minutes of wall time on 2 cores that other builds shared).
+tool-ollama:
+	$(GO) -C tools/ollama tool -n ollama >/dev/null
+
+# The control plane of e2e/controlplane_test.go: our main over kube-apiserver,
+# four controllers of kube-controller-manager and an embedded etcd
+# (k8s.io/kubernetes v1.35.4, the schemas' release), a module of its own.
+# 803 s user and 153 s system CPU cold, measured with
+# `GOCACHE=$(mktemp -d) bash -c 'time go -C tools/kube tool -n kube'`
+# (43 minutes of wall time on 2 cores that other builds shared).
+tool-kube:
+	$(GO) -C tools/kube tool -n kube >/dev/null
+
+tool-prometheus:
 	$(GO) tool -modfile=tools/prometheus/go.mod -n prometheus >/dev/null
 	$(GO) tool -modfile=tools/prometheus/go.mod -n promtool >/dev/null
 	$(GO) tool -modfile=tools/prometheus/go.mod -n jsonnet >/dev/null
+
+tool-alertmanager:
 	$(GO) tool -modfile=tools/alertmanager/go.mod -n alertmanager >/dev/null
+
 # The OpenTelemetry Collector of the OTLP end-to-end test: a module whose
 # main package is ours (tools/otelcol/main.go), so it runs from its own
 # directory (2.5 minutes on 2 cores when Go's build cache is cold).
+tool-otelcol:
 	$(GO) -C tools/otelcol tool -n otelcol >/dev/null
+
+# The checks of deploy/ and of the mixin's dashboards: kubeconform,
+# kustomize, the Pod Security Standards check (our main over
+# k8s.io/pod-security-admission, e2e/podsecurity_test.go) and the dashboard
+# lint (Grafana's dashboard schema, tools/dashlint).
+tool-deploy:
 	$(GO) tool -modfile=tools/kubeconform/go.mod -n kubeconform >/dev/null
 	$(GO) tool -modfile=tools/kustomize/go.mod -n kustomize >/dev/null
-# The Pod Security Standards check of deploy/ (e2e/podsecurity_test.go): our
-# main over k8s.io/pod-security-admission, a module of its own.
 	$(GO) -C tools/podsecurity tool -n podsecurity >/dev/null
+	$(GO) -C tools/dashlint tool -n dashlint >/dev/null
+
 # The modules that kubeconform's schemas are converted from, into Go's module
 # cache (18 MB and 5 MB of zips; e2e/kubeconform_test.go checks their hashes).
+schema-modules:
 	$(GO) mod download $$(awk '!/^#/ && NF {print $$1 "@" $$2}' tools/kubeconform/schema-modules.txt)
 
 # Regenerate the mixin's committed outputs (a test fails when they are stale).
@@ -71,6 +111,14 @@ mixin:
 	$(JSONNET) -c -m mixin/generated -S mixin/build.jsonnet >/dev/null
 	$(JSONNET) -S mixin/prometheusrule.jsonnet > deploy/kubernetes/prometheusrule.yaml
 	$(PROMTOOL) check rules mixin/generated/rules.yaml mixin/generated/alerts.yaml
+
+# The real linters over the rendered mixin (also a test, mixin.TestLint):
+# promtool's every lint check over the rules and alerts, and Grafana's
+# dashboard schema over the dashboards (tools/dashlint: dashboard-linter
+# and mixtool are not served by the Go module proxy).
+lint-mixin:
+	$(PROMTOOL) check rules --lint=all --lint-fatal mixin/generated/rules.yaml mixin/generated/alerts.yaml
+	$(GO) -C tools/dashlint tool dashlint $(abspath $(wildcard mixin/generated/dashboards/*.json))
 
 bench:
 	$(GO) test -run '^$$' -bench . -benchmem ./...

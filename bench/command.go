@@ -7,11 +7,15 @@ import (
 	"log/slog"
 	"os"
 	"path/filepath"
+	"time"
 
 	"github.com/alecthomas/kingpin/v2"
+	"github.com/prometheus/common/version"
 
 	"github.com/infer-exporter/infer_exporter/collector"
 	"github.com/infer-exporter/infer_exporter/internal/config"
+	"github.com/infer-exporter/infer_exporter/probe/otlp"
+	"github.com/infer-exporter/infer_exporter/probe/workload"
 )
 
 // Exit codes of the bench command.
@@ -46,6 +50,14 @@ type commandFlags struct {
 	quick       quickFlags
 	requests    string
 	requestsMax int
+	otlp        otlpFlags
+}
+
+// otlpFlags are the OTLP push's, as the exporter's serve command has them.
+type otlpFlags struct {
+	endpoint, protocol, histograms string
+	ratio                          float64
+	ratioSet                       bool
 }
 
 // addCommand registers bench; withCollectors false leaves the GPU
@@ -79,6 +91,10 @@ func addCommand(app *kingpin.Application, withCollectors bool, stdout, stderr io
 	runCmd.Flag("input-tokens", fmt.Sprintf("Quick start: prompt length in tokens (default %d).", config.DefaultInputTokens)).IntVar(&f.quick.inputTokens)
 	runCmd.Flag("output-tokens", fmt.Sprintf("Quick start: output tokens asked, max_tokens (default %d).", config.DefaultOutputTokens)).IntVar(&f.quick.outputTokens)
 	runCmd.Flag("duration", fmt.Sprintf("Quick start: measured time (default %s), after a warm-up of a quarter of it (at most %s).", DefaultDuration, DefaultWarmup)).DurationVar(&f.quick.duration)
+	runCmd.Flag("otlp.endpoint", "Also push every repeat's requests as OTLP metrics and spans (GenAI semantic conventions), with infer_bench.cell and infer_bench.repeat, to this collector URL, e.g. http://collector:4318; OTEL_EXPORTER_OTLP_ENDPOINT does the same.").PlaceHolder("URL").StringVar(&f.otlp.endpoint)
+	runCmd.Flag("otlp.protocol", "OTLP transport: grpc or http/protobuf. Default: OTEL_EXPORTER_OTLP_PROTOCOL, else http/protobuf.").PlaceHolder("http/protobuf").EnumVar(&f.otlp.protocol, string(otlp.GRPC), string(otlp.HTTPProtobuf))
+	runCmd.Flag("otlp.traces.sample-ratio", "Share of requests whose client spans are pushed and whose traceparent says sampled; failed and stalled requests' spans are pushed whatever it is. Default: OTEL_TRACES_SAMPLER(_ARG), else 0.01.").PlaceHolder("0.01").IsSetByUser(&f.otlp.ratioSet).Float64Var(&f.otlp.ratio)
+	runCmd.Flag("otlp.histograms", "OTLP histogram aggregation: exponential or explicit.").PlaceHolder("exponential").EnumVar(&f.otlp.histograms, string(otlp.Exponential), string(otlp.Explicit))
 	runCmd.Flag("web.listen-address", "While the bench runs, serve its live infer_probe_* metrics on this address at /metrics (empty: none).").PlaceHolder(":9750").StringVar(&f.listen)
 	verifyCmd := cmd.Command("verify", "Hash again the inputs a report.json recorded (the exporter binary, the configuration, the traces) and say which match; exit 1 when one changed or is missing.")
 	verifyFile := verifyCmd.Arg("report", "A report.json.").Required().String()
@@ -227,6 +243,14 @@ func runCommand(ctx context.Context, logger *slog.Logger, configFile string, col
 		}
 		defer stop()
 	}
+	if otlp.Enabled(f.otlp.endpoint, os.Getenv) {
+		stop, err := startOTLP(ctx, &f.otlp, &opts, logger)
+		if err != nil {
+			fmt.Fprintln(stderr, "bench: otlp:", err)
+			return ExitError
+		}
+		defer stop()
+	}
 	if collectors != nil {
 		gpus, note, closeGPUs := gpuSource(ctx, collectors, logger)
 		defer closeGPUs()
@@ -317,4 +341,35 @@ func writeSummary(w io.Writer, r *Report, dir string) {
 	for _, name := range names {
 		fmt.Fprintf(w, "wrote %s\n", filepath.Join(dir, name))
 	}
+}
+
+// startOTLP starts the push of every repeat's requests (Options.OTLP) and
+// returns what pushes the last of them and stops.
+func startOTLP(ctx context.Context, f *otlpFlags, opts *Options, logger *slog.Logger) (func(), error) {
+	o := otlp.Options{Endpoint: f.endpoint, Protocol: otlp.Protocol(f.protocol), Histograms: otlp.Histograms(f.histograms),
+		Version: version.Version, Logger: logger.With("component", "otlp")}
+	if f.ratioSet {
+		o.SampleRatio = &f.ratio
+	}
+	pusher, err := otlp.New(ctx, o)
+	if err != nil {
+		return nil, err
+	}
+	tracer := pusher.Tracer()
+	opts.OTLP = func(t *config.Target, cell string, repeat int, slo config.SLO, sampling config.Sampling) (workload.Observer, workload.Tracer) {
+		// The cell is the workload, as the live series name it; a
+		// repeat's points stay apart from the others' (a matrix's cells
+		// and repeats are bounded by its file).
+		w := config.Workload{Name: cell, SLO: slo, Sampling: sampling}
+		return pusher.WorkloadWith(t, &w, otlp.AttrBenchCell.String(cell), otlp.AttrBenchRepeat.Int(repeat)), tracer
+	}
+	return func() {
+		// The last push: the bench ends here, and the collector has no
+		// later one to wait for.
+		shutdownCtx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
+		defer cancel()
+		if err := pusher.Shutdown(shutdownCtx); err != nil {
+			logger.Warn("OTLP: the last push failed", "err", err)
+		}
+	}, nil
 }

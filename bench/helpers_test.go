@@ -29,6 +29,8 @@ type simTarget struct {
 	mu      sync.Mutex
 	prompts []string // completions bodies received, in arrival order
 	ids     []string // their X-Request-Id
+	// traceparents: their traceparent headers, by X-Request-Id.
+	traceparents map[string]string
 }
 
 // startSim starts a simulator whose engine step costs step (in simulated
@@ -61,6 +63,12 @@ func wrapSim(t testing.TB, sim *simulator.Simulator) *simTarget {
 			st.mu.Lock()
 			st.prompts = append(st.prompts, string(b))
 			st.ids = append(st.ids, r.Header.Get("X-Request-Id"))
+			if tp := r.Header.Get("traceparent"); tp != "" {
+				if st.traceparents == nil {
+					st.traceparents = map[string]string{}
+				}
+				st.traceparents[r.Header.Get("X-Request-Id")] = tp
+			}
 			st.mu.Unlock()
 			r.Body = io.NopCloser(bytes.NewReader(b))
 		}

@@ -44,6 +44,11 @@ type Options struct {
 	// repeat's state (the live infer_probe_* series of a shard on
 	// --web.listen-address).
 	Live func(target *config.Target, cell string) (workload.Observer, workload.Monitor)
+	// OTLP, when set, gives every repeat an observer that pushes its
+	// requests as OTLP metrics and spans (probe/otlp, --otlp.endpoint),
+	// with the cell and the repeat as attributes, and the head sampler of
+	// its requests' trace contexts (nil: no traceparent is sent).
+	OTLP func(target *config.Target, cell string, repeat int, slo config.SLO, sampling config.Sampling) (workload.Observer, workload.Tracer)
 	// RequestsPath, when set, is where every request's record goes, one
 	// JSON line each (gzip-compressed when it ends in .gz), at most
 	// RequestsMax of them (0: DefaultMaxRequestRecords).
@@ -623,6 +628,12 @@ func (b *run) runRepeat(ctx context.Context, p repeatPlan) (RepeatResult, *sampl
 		requests = b.requests.observer(p.cell, p.index, prefix)
 		observers = append(observers, requests)
 	}
+	var tracer workload.Tracer
+	if b.opts.OTLP != nil {
+		var o workload.Observer
+		o, tracer = b.opts.OTLP(p.target, p.cell, p.index, spec.SLO, spec.Sampling)
+		observers = append(observers, o)
+	}
 	var monitor workload.Monitor
 	if b.opts.Live != nil {
 		var live workload.Observer
@@ -636,7 +647,7 @@ func (b *run) runRepeat(ctx context.Context, p repeatPlan) (RepeatResult, *sampl
 	// The wire ceiling is the plan's: the open loop's, or the replay's with
 	// room for its largest group; a closed loop (no max rate) has none.
 	runner := workload.Plan{
-		Name: prefix, Target: p.ct, Source: source, Client: cl, Observer: observers, Monitor: monitor,
+		Name: prefix, Target: p.ct, Source: source, Client: cl, Observer: observers, Monitor: monitor, Tracer: tracer,
 		Template: plan.Template{Sampling: spec.Sampling, Timeout: p.target.Timeout},
 		Limits:   workload.Limits{MaxInFlight: maxInFlight, MaxRate: maxRate, Burst: burst, DegradedLag: degradedLag},
 		Logger:   b.logger, Saturation: b.sched,

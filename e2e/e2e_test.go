@@ -195,6 +195,56 @@ func TestEndToEnd(t *testing.T) {
 	if a := hook.find("InferProbeErrorBudgetBurn", "firing"); a != nil {
 		t.Errorf("the error budget burned although no request failed: %+v", a)
 	}
+
+	checkSLOFollowsTheWorkload(t, ctx, api, hook, cfgFile, simURL, expAddr)
+}
+
+// checkSLOFollowsTheWorkload: the TTFT SLO alert evaluates the threshold of
+// the workload's configuration, not a copy in the mixin. The mixin is
+// rendered once, with its default ttftThreshold (0.5 s), which every request
+// here meets; the workload's slo.ttft is then lowered to 1 ms by a reload of
+// the exporter alone. Prometheus must read the new threshold from /metrics,
+// the recorded slow ratio must rise to every request, and
+// InferProbeTTFTBudgetBurn must reach the webhook: nothing in the mixin
+// changed.
+func checkSLOFollowsTheWorkload(t *testing.T, ctx context.Context, api *promAPI, hook *webhook, cfgFile, simURL, expAddr string) {
+	t.Helper()
+	sel := fmt.Sprintf(`target=%q, workload=%q`, target, workload)
+	slow := fmt.Sprintf(`target_model_workload:infer_probe_time_to_first_token_seconds:slow_ratio_rate15s{%s}`, sel)
+	// The slowdown above may have sent some TTFTs over 500ms: start from a
+	// window where none is, and the alert is not firing.
+	burning := `ALERTS{alertname="InferProbeTTFTBudgetBurn", alertstate="firing"}`
+	waitFor(t, ctx, 90*time.Second, "no TTFT over 500ms in the window, and no TTFT burn", func() (bool, string) {
+		v, err := api.value(ctx, slow)
+		n, err2 := api.count(ctx, burning)
+		return err == nil && err2 == nil && v == 0 && n == 0, fmt.Sprintf("%s = %v, %d firing %v %v", slow, v, n, errOrEmpty(err), errOrEmpty(err2))
+	})
+	cfg := strings.ReplaceAll(exporterConfig, "SIM", simURL)
+	if !strings.Contains(cfg, "slo: {ttft: 500ms,") {
+		t.Fatal("the test's configuration no longer sets slo.ttft: 500ms")
+	}
+	must(t, os.WriteFile(cfgFile, []byte(strings.Replace(cfg, "slo: {ttft: 500ms,", "slo: {ttft: 1ms,", 1)), 0o644))
+	resp, err := http.Post("http://"+expAddr+"/-/reload", "", nil)
+	must(t, err)
+	resp.Body.Close()
+	if resp.StatusCode != http.StatusOK {
+		t.Fatalf("reload: %s", resp.Status)
+	}
+	changed := time.Now()
+	threshold := fmt.Sprintf(`infer_probe_slo_threshold_seconds{job="infer-exporter", %s, slo="ttft"}`, sel)
+	waitFor(t, ctx, 30*time.Second, "Prometheus to hold the new threshold", func() (bool, string) {
+		v, err := api.value(ctx, threshold)
+		return err == nil && v == 0.001, fmt.Sprintf("%s = %v %v", threshold, v, errOrEmpty(err))
+	})
+	waitFor(t, ctx, 90*time.Second, "InferProbeTTFTBudgetBurn to fire at the webhook", func() (bool, string) {
+		return hook.findAfter("InferProbeTTFTBudgetBurn", "firing", changed) != nil, hook.summary()
+	})
+	v, err := api.value(ctx, slow)
+	t.Logf("slo.ttft 500ms -> 1ms by reload: InferProbeTTFTBudgetBurn fired %s later, slow ratio %.3f %s",
+		time.Since(changed).Round(time.Second), v, errOrEmpty(err))
+	if err != nil || v < 0.5 {
+		t.Errorf("%s = %v (%v) after the threshold fell to 1ms: want most requests slow", slow, v, err)
+	}
 }
 
 func errOrEmpty(err error) string {
@@ -519,6 +569,7 @@ type webhook struct {
 
 type hookAlert struct {
 	Status      string            `json:"status"`
+	StartsAt    time.Time         `json:"startsAt"`
 	Labels      map[string]string `json:"labels"`
 	Annotations map[string]string `json:"annotations"`
 }
@@ -540,6 +591,20 @@ func newWebhook(t *testing.T) *webhook {
 	t.Cleanup(srv.Close)
 	h.URL = srv.URL
 	return h
+}
+
+// findAfter returns the first notified alert with that name and status
+// that started after t.
+func (h *webhook) findAfter(name, status string, t time.Time) *hookAlert {
+	h.mu.Lock()
+	defer h.mu.Unlock()
+	for i := range h.alerts {
+		if h.alerts[i].Labels["alertname"] == name && h.alerts[i].Status == status && h.alerts[i].StartsAt.After(t) {
+			a := h.alerts[i]
+			return &a
+		}
+	}
+	return nil
 }
 
 // find returns the first notified alert with that name and status.

@@ -9,7 +9,6 @@ import (
 	"net"
 	"net/http"
 	"os"
-	"os/exec"
 	"path/filepath"
 	"strconv"
 	"strings"
@@ -29,8 +28,10 @@ import (
 
 // otlpExporterConfig: two workloads of a fixed duration on the simulator,
 // one per API (chat, completions), so that they finish and their totals
-// stand still; a stall threshold below the simulator's mid-stream stall,
-// so that every request that reaches it stalls once.
+// stand still. The completions' stall threshold is below the simulator's
+// mid-stream stall, so that every one of its requests that reaches it
+// stalls once (and keeps its span); the chat's is above it, so that its
+// successes keep a span only when the head sampler chose them.
 const otlpExporterConfig = `targets:
   - name: sim
     url: SIM
@@ -48,7 +49,7 @@ workloads:
     arrival: {process: poisson, rate: 8, max_rate: 40}
     max_in_flight: 64
     duration: 6s
-    stall_threshold: 150ms
+    stall_threshold: 2s
     prompt:
       input_tokens: {dist: fixed, mean: 64}
       output_tokens: {dist: fixed, mean: 16}
@@ -68,17 +69,22 @@ workloads:
     sampling: {ignore_eos: true}
 `
 
-// otelcolConfig: the OTLP/HTTP receiver on ADDR, everything written as
-// OTLP JSON lines to FILE; the collector's own metrics off, so that it
-// opens no other port.
+// otelcolConfig: the OTLP receiver, HTTP on ADDR and gRPC on GRPCADDR;
+// the metrics written as OTLP JSON lines to FILE, the spans to TRACES;
+// the collector's own metrics off, so that it opens no other port.
 const otelcolConfig = `receivers:
   otlp:
     protocols:
       http:
         endpoint: ADDR
+      grpc:
+        endpoint: GRPCADDR
 exporters:
   file:
     path: FILE
+    flush_interval: 100ms
+  file/traces:
+    path: TRACES
     flush_interval: 100ms
 service:
   telemetry:
@@ -90,21 +96,31 @@ service:
     metrics:
       receivers: [otlp]
       exporters: [file]
+    traces:
+      receivers: [otlp]
+      exporters: [file/traces]
 `
 
 // TestOTLPEndToEnd: the exporter pushes to a real OpenTelemetry Collector
-// (tools/otelcol) while Prometheus-style /metrics serves the same
-// observations. Once the workloads have finished, the collector's output
-// holds the conventions' names, units and attributes, and every count
-// equals the /metrics side's.
+// (tools/otelcol), over OTLP/HTTP and over gRPC, while Prometheus-style
+// /metrics serves the same observations. Once the workloads have finished,
+// the collector's output holds the conventions' names, units and
+// attributes, and every count equals the /metrics side's; the spans are
+// those of checkSpans.
 func TestOTLPEndToEnd(t *testing.T) {
 	if raceEnabled {
 		t.Skip("runs without the race detector, in `make test-e2e`")
 	}
 	if testing.Short() {
-		t.Skip("-short: the OTLP end-to-end test takes about half a minute")
+		t.Skip("-short: the OTLP end-to-end test takes about a minute")
 	}
 	exporter := realstack.BuildExporter(t)
+	for _, protocol := range []string{"http/protobuf", "grpc"} {
+		t.Run(strings.ReplaceAll(protocol, "/", "_"), func(t *testing.T) { testOTLPEndToEnd(t, exporter, protocol) })
+	}
+}
+
+func testOTLPEndToEnd(t *testing.T, exporter, protocol string) {
 	col := startCollector(t)
 	ctx, cancel := context.WithTimeout(context.Background(), 3*time.Minute)
 	defer cancel()
@@ -113,7 +129,9 @@ func TestOTLPEndToEnd(t *testing.T) {
 	_, simPort, _ := net.SplitHostPort(simAddr)
 	// One request in five fails with a 500; the others pause 400 ms after
 	// their eighth token (a stall beyond the 150 ms threshold).
-	sim := realstack.Start(t, "simulator", "", exporter, "simulate", "--web.listen-address="+simAddr, "--log.level=warn",
+	// At debug level it logs each request's traceparent, as a server
+	// that continues traces takes it.
+	sim := realstack.Start(t, "simulator", "", exporter, "simulate", "--web.listen-address="+simAddr, "--log.level=debug", "--log.format=json",
 		"--fault.error-rate=0.2", "--fault.error-status=500", "--fault.stall-mid-stream=400ms", "--fault.stall-after-tokens=8")
 	simURL := "http://" + simAddr
 	must(t, sim.WaitHTTP(ctx, simURL+"/health"))
@@ -121,10 +139,18 @@ func TestOTLPEndToEnd(t *testing.T) {
 	cfgFile := filepath.Join(t.TempDir(), "exporter.yml")
 	must(t, os.WriteFile(cfgFile, []byte(strings.ReplaceAll(otlpExporterConfig, "SIM", simURL)), 0o644))
 	expAddr := realstack.FreeAddr(t)
-	// Pushed every half second, so the totals arrive soon after the end.
+	// Pushed every half second, so the totals arrive soon after the end;
+	// spans exported every half second too.
 	t.Setenv("OTEL_METRIC_EXPORT_INTERVAL", "500")
+	t.Setenv("OTEL_BSP_SCHEDULE_DELAY", "500")
+	t.Setenv("OTEL_EXPORTER_OTLP_PROTOCOL", protocol)
+	endpoint := "http://" + col.addr
+	if protocol == "grpc" {
+		endpoint = "http://" + col.grpcAddr
+	}
+	// Half the requests chosen by the head sampler: both kinds are many.
 	exp := realstack.Start(t, "exporter", "", exporter, "--config.file="+cfgFile, "--web.listen-address="+expAddr,
-		"--no-collector.nvml", "--log.level=info", "--otlp.endpoint=http://"+col.addr)
+		"--no-collector.nvml", "--log.level=info", "--otlp.endpoint="+endpoint, "--otlp.traces.sample-ratio=0.5")
 	metricsURL := "http://" + expAddr + "/metrics"
 	must(t, exp.WaitHTTP(ctx, "http://"+expAddr+"/-/ready"))
 
@@ -277,6 +303,10 @@ func TestOTLPEndToEnd(t *testing.T) {
 			t.Errorf("%s never arrived", name)
 		}
 	}
+	if b, err := os.ReadFile(exp.Log); err != nil || !bytes.Contains(b, []byte("endpoint="+endpoint)) || !bytes.Contains(b, []byte("protocol="+protocol)) {
+		t.Errorf("the exporter's log does not name the endpoint %s and protocol %s it resolved", endpoint, protocol)
+	}
+	checkSpans(t, ctx, col, sim.Log, metricsURL, operations)
 }
 
 // TestOTLPDemoEndToEnd: `--demo --otlp.endpoint=...` with
@@ -315,8 +345,10 @@ func TestOTLPDemoEndToEnd(t *testing.T) {
 
 // collector is a running tools/otelcol.
 type collector struct {
-	addr string // its OTLP/HTTP receiver
-	file string // where it writes what it receives, one JSON request a line
+	addr     string // its OTLP/HTTP receiver
+	grpcAddr string // its OTLP/gRPC receiver
+	file     string // where it writes the metrics it receives, one JSON request a line
+	traces   string // and the spans
 }
 
 // startCollector runs the pinned collector with the configuration above.
@@ -324,16 +356,19 @@ func startCollector(t *testing.T) *collector {
 	t.Helper()
 	bin := otelcolTool(t)
 	dir := t.TempDir()
-	c := &collector{addr: realstack.FreeAddr(t), file: filepath.Join(dir, "metrics.jsonl")}
+	c := &collector{addr: realstack.FreeAddr(t), grpcAddr: realstack.FreeAddr(t), file: filepath.Join(dir, "metrics.jsonl"), traces: filepath.Join(dir, "traces.jsonl")}
 	cfg := filepath.Join(dir, "otelcol.yaml")
-	must(t, os.WriteFile(cfg, []byte(strings.NewReplacer("ADDR", c.addr, "FILE", c.file).Replace(otelcolConfig)), 0o644))
+	must(t, os.WriteFile(cfg, []byte(strings.NewReplacer("GRPCADDR", c.grpcAddr, "ADDR", c.addr, "TRACES", c.traces, "FILE", c.file).Replace(otelcolConfig)), 0o644))
 	p := realstack.Start(t, "otelcol", dir, bin, "--config="+cfg)
 	// The receiver answers only POSTs: wait until it accepts a connection.
 	deadline := time.Now().Add(30 * time.Second)
 	for {
-		if conn, err := net.DialTimeout("tcp", c.addr, time.Second); err == nil {
+		if conn, err := net.DialTimeout("tcp", c.grpcAddr, time.Second); err == nil {
 			conn.Close()
-			return c
+			if conn, err := net.DialTimeout("tcp", c.addr, time.Second); err == nil {
+				conn.Close()
+				return c
+			}
 		}
 		if exited, err := p.Exited(); exited {
 			t.Fatalf("otelcol exited: %v", err)
@@ -378,23 +413,7 @@ func (c *collector) last(t *testing.T) *colmetrics.ExportMetricsServiceRequest {
 // elsewhere.
 func otelcolTool(t *testing.T) string {
 	t.Helper()
-	cmd := exec.Command("go", "tool", "-n", "otelcol")
-	cmd.Dir = filepath.Join(realstack.RepoRoot(t), "tools", "otelcol")
-	var stderr bytes.Buffer
-	cmd.Stderr = &stderr
-	out, err := cmd.Output()
-	p := strings.TrimSpace(string(out))
-	if err == nil {
-		_, err = os.Stat(p)
-	}
-	if err != nil {
-		msg := fmt.Sprintf("go tool -n otelcol in tools/otelcol: %v: %s", err, stderr.String())
-		if os.Getenv("CI") != "" {
-			t.Fatalf("%s (CI is set: a missing tool is a failure)", msg)
-		}
-		t.Skipf("%s; skipped because CI is not set (run `make tools` first)", msg)
-	}
-	return p
+	return realstack.ModuleTool(t, "tools/otelcol", "otelcol")
 }
 
 // matches says whether kvs have every attribute of want ("" for absent).

@@ -27,19 +27,7 @@ const podSecurityDir = "tools/podsecurity"
 // `make tools` does it once).
 func podSecurityTool(t *testing.T) string {
 	t.Helper()
-	cmd := exec.Command("go", "tool", "-n", "podsecurity")
-	cmd.Dir = filepath.Join(realstack.RepoRoot(t), podSecurityDir)
-	var stderr bytes.Buffer
-	cmd.Stderr = &stderr
-	out, err := cmd.Output()
-	p := strings.TrimSpace(string(out))
-	if err == nil {
-		_, err = os.Stat(p)
-	}
-	if err != nil {
-		unavailableTool(t, "go tool -n podsecurity in %s: %v: %s", podSecurityDir, err, stderr.String())
-	}
-	return p
+	return realstack.ModuleTool(t, podSecurityDir, "podsecurity")
 }
 
 // podTemplateKinds are the kinds whose Pod templates the check evaluates.

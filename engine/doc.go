@@ -1,7 +1,10 @@
 // Package engine reads each target's own /metrics and info endpoints and
 // normalises them to infer_server_*: one schema (requests running and
-// waiting, KV cache usage, prefix-cache hits and queries, preemptions, and
-// the engine's name, version, served model and context length) for vLLM,
+// waiting, KV cache usage, prefix-cache hits and queries, preemptions, the
+// engine's per-request histograms (its TTFT, queue, prefill and decode
+// times, prompt and generation lengths: histogram.go), finished requests by
+// normalised reason, and the engine's name, version, served model and
+// context length) for vLLM,
 // SGLang, TGI, llama.cpp, Ollama, Triton, trtllm-serve and NIM.
 //
 // A Scraper reads every target in the background, one goroutine per target,

@@ -45,6 +45,54 @@ const (
 	numQuantities
 )
 
+// histQuantity is one normalised histogram: the engine's buckets passed
+// through (docs/metrics.md gives each source's clock and unit).
+type histQuantity int
+
+const (
+	hTTFT histQuantity = iota
+	hQueueTime
+	hPrefillTime
+	hDecodeTime
+	hPromptTokens
+	hGenerationTokens
+	numHistQuantities
+)
+
+// reasons are the normalised values of infer_server_requests_finished_total's
+// reason label, in the order the series are exposed: a fixed set, so that
+// an engine's new or misspelt reason never grows the label's values (it is
+// counted as "other").
+var reasons = [numReasons]string{"stop", "length", "abort", "error", "other"}
+
+const (
+	numReasons  = 5
+	reasonOther = numReasons - 1
+)
+
+// Reasons returns the normalised finish reasons, in the order of
+// Info.Finished.
+func Reasons() [numReasons]string { return reasons }
+
+// reasonIndex is the index in Reasons of a normalised reason.
+func reasonIndex(r string) int {
+	for i, n := range reasons {
+		if n == r {
+			return i
+		}
+	}
+	return reasonOther
+}
+
+// reasonSource is a counter of finished requests whose label says why each
+// finished: reasons maps the engine's values to the normalised ones; a
+// value it does not list, or a series without the label, is "other".
+type reasonSource struct {
+	family  string
+	label   string
+	reasons map[string]string
+}
+
 // source is one engine series that gives a quantity: a family, optionally
 // restricted to the series whose labels match.
 type source struct {
@@ -65,6 +113,9 @@ type engineMapping struct {
 	// the server can serve (readiness.go).
 	health  string
 	sources [numQuantities][]source
+	// histograms are tried in order like sources; finished likewise.
+	histograms [numHistQuantities][]source
+	finished   []reasonSource
 }
 
 func src(family string, kv ...string) source {
@@ -93,6 +144,24 @@ var engineMappings = []engineMapping{
 			qPrefixQueries: {src("vllm:prefix_cache_queries_total"), src("vllm:gpu_prefix_cache_queries_total")},
 			qPreemptions:   {src("vllm:num_preemptions_total")},
 		},
+		// The same names in V0 and V1 (vLLM's docs/design/metrics.md lists
+		// them among the v0 metrics, and the V1 fixture carries them). The
+		// request's phases are observed when it finishes: queue = first
+		// scheduled - queued, prefill = first token - first scheduled,
+		// decode = last token - first token.
+		histograms: [numHistQuantities][]source{
+			hTTFT:             {src("vllm:time_to_first_token_seconds")},
+			hQueueTime:        {src("vllm:request_queue_time_seconds")},
+			hPrefillTime:      {src("vllm:request_prefill_time_seconds")},
+			hDecodeTime:       {src("vllm:request_decode_time_seconds")},
+			hPromptTokens:     {src("vllm:request_prompt_tokens")},
+			hGenerationTokens: {src("vllm:request_generation_tokens")},
+		},
+		// vllm/v1/engine/__init__.py FINISH_REASON_STRINGS: stop, length,
+		// abort, error, repetition (the last two in newer versions;
+		// repetition, a detected loop, is counted as other).
+		finished: []reasonSource{{family: "vllm:request_success_total", label: "finished_reason",
+			reasons: map[string]string{"stop": "stop", "length": "length", "abort": "abort", "error": "error"}}},
 	},
 	{
 		name: engineSGLang, prefixes: []string{"sglang:"}, modelLabel: "model_name", health: "/health",
@@ -108,12 +177,33 @@ var engineMappings = []engineMapping{
 			// sglang:num_retracted_reqs is a gauge of the last interval).
 			qPreemptions: {src("sglang:num_retracted_requests_total")},
 		},
+		// sglang/srt/metrics/collector.py: TTFT from the tokenizer
+		// manager's receipt of the request; queue_time_seconds from the
+		// scheduler; the length histograms only with
+		// --collect-tokens-histogram. SGLang counts finished requests
+		// without a reason (num_requests_total, num_aborted_requests_total):
+		// no finish reasons.
+		histograms: [numHistQuantities][]source{
+			hTTFT:             {src("sglang:time_to_first_token_seconds")},
+			hQueueTime:        {src("sglang:queue_time_seconds")},
+			hPromptTokens:     {src("sglang:prompt_tokens_histogram")},
+			hGenerationTokens: {src("sglang:generation_tokens_histogram")},
+		},
 	},
 	{
 		name: engineTGI, prefixes: []string{"tgi_"}, health: "/health",
 		sources: [numQuantities][]source{
 			qRunning: {src("tgi_batch_current_size")},
 			qWaiting: {src("tgi_queue_size")},
+		},
+		// TGI's docs (reference/metrics): queue time in seconds, input and
+		// generated lengths in tokens per request. TGI has no TTFT, no
+		// per-request prefill or decode time, and counts successes and
+		// failures by error kind, not finish reasons.
+		histograms: [numHistQuantities][]source{
+			hQueueTime:        {src("tgi_request_queue_duration")},
+			hPromptTokens:     {src("tgi_request_input_length")},
+			hGenerationTokens: {src("tgi_request_generated_tokens")},
 		},
 	},
 	{
@@ -176,13 +266,24 @@ func engineFamilies(engine string) []string {
 	}
 	var out []string
 	seen := map[string]bool{}
+	add := func(f string) {
+		if !seen[f] {
+			seen[f] = true
+			out = append(out, f)
+		}
+	}
 	for _, srcs := range m.sources {
 		for _, s := range srcs {
-			if !seen[s.family] {
-				seen[s.family] = true
-				out = append(out, s.family)
-			}
+			add(s.family)
 		}
+	}
+	for _, srcs := range m.histograms {
+		for _, s := range srcs {
+			add(s.family)
+		}
+	}
+	for _, r := range m.finished {
+		add(r.family)
 	}
 	return out
 }
@@ -208,10 +309,15 @@ func detectEngine(fams map[string]*dto.MetricFamily) string {
 }
 
 // values are the normalised quantities of one scrape; has says which the
-// engine reported.
+// engine reported. A histogram is reported when its OK is true; a finish
+// reason when hasFinished says so.
 type values struct {
 	v   [numQuantities]float64
 	has [numQuantities]bool
+
+	hist        [numHistQuantities]Histogram
+	finished    [numReasons]float64
+	hasFinished [numReasons]bool
 }
 
 func (vs *values) set(q quantity, v float64) { vs.v[q], vs.has[q] = v, true }
@@ -240,6 +346,36 @@ func normalize(engine string, fams map[string]*dto.MetricFamily, model string) v
 			}
 			break
 		}
+	}
+	for h := histQuantity(0); h < numHistQuantities; h++ {
+		for _, s := range m.histograms[h] {
+			mf := fams[s.family]
+			if mf == nil {
+				continue
+			}
+			vs.hist[h] = aggregateHistogram(mf, pick(mf, s.match, m.modelLabel, model))
+			break
+		}
+	}
+	for _, r := range m.finished {
+		mf := fams[r.family]
+		if mf == nil {
+			continue
+		}
+		for _, s := range pick(mf, nil, m.modelLabel, model) {
+			v, ok := sampleValue(mf, s)
+			if !ok {
+				continue
+			}
+			engineReason, _ := labelValue(s, r.label)
+			i := reasonOther
+			if n, known := r.reasons[engineReason]; known {
+				i = reasonIndex(n)
+			}
+			vs.finished[i] += v
+			vs.hasFinished[i] = true
+		}
+		break
 	}
 	// Hits without queries (or the reverse) give no ratio and would read as
 	// one: expose the pair or neither.
@@ -271,6 +407,27 @@ func sampleValue(mf *dto.MetricFamily, m *dto.Metric) (float64, bool) {
 }
 
 func aggregate(mf *dto.MetricFamily, match map[string]string, modelLabel, model string, mean bool) (float64, bool) {
+	var sum float64
+	n := 0
+	for _, m := range pick(mf, match, modelLabel, model) {
+		if v, ok := sampleValue(mf, m); ok {
+			sum += v
+			n++
+		}
+	}
+	if n == 0 {
+		return 0, false
+	}
+	if mean {
+		return sum / float64(n), true
+	}
+	return sum, true
+}
+
+// pick returns the series of mf that count: those whose labels match,
+// tensor-parallel rank 0 only (or no rank), and, where the engine labels
+// series by model and some are of the target's model, only those.
+func pick(mf *dto.MetricFamily, match map[string]string, modelLabel, model string) []*dto.Metric {
 	var picked []*dto.Metric
 series:
 	for _, m := range mf.GetMetric() {
@@ -295,19 +452,5 @@ series:
 			picked = same
 		}
 	}
-	var sum float64
-	n := 0
-	for _, m := range picked {
-		if v, ok := sampleValue(mf, m); ok {
-			sum += v
-			n++
-		}
-	}
-	if n == 0 {
-		return 0, false
-	}
-	if mean {
-		return sum / float64(n), true
-	}
-	return sum, true
+	return picked
 }

@@ -17,7 +17,7 @@ import (
 	"github.com/prometheus/common/model"
 )
 
-// This file reads a target's metrics body. The mapping reads about thirty
+// This file reads a target's metrics body. The mapping reads about fifty
 // families (engines.go's sources and process_start_time_seconds), but a
 // body may hold 16 MiB of others: an engine with many adapters, or a
 // metrics.url pointed at another exporter. expfmt's parser builds an object

@@ -49,6 +49,9 @@ type Scraper struct {
 	upDesc, kvDesc, runningDesc, waitingDesc *prometheus.Desc
 	hitsDesc, queriesDesc, preemptDesc       *prometheus.Desc
 	infoDesc, durationDesc, ageDesc          *prometheus.Desc
+	loadedDesc                               *prometheus.Desc
+	histDesc                                 [numHistQuantities]*prometheus.Desc
+	finishedDesc                             *prometheus.Desc
 }
 
 // NewScraper returns a scraper with no targets; ApplyConfig starts them.
@@ -82,21 +85,42 @@ func NewScraper(logger *slog.Logger, opts ...Option) *Scraper {
 		preemptDesc: d("preemptions_total", "Requests the engine preempted (SGLang: retracted), cumulative. Reset when the engine restarts.", labels),
 		infoDesc: d("info", "The engine behind the target, as its info endpoints report it; max_context_length is empty when it reports none.",
 			[]string{"target", "engine", "version", "model", "max_context_length"}),
+		loadedDesc: d("loaded_model_bytes", "Memory taken by each model the engine reports loaded (Ollama's /api/ps), in all (memory=total) and on GPUs (memory=vram).",
+			[]string{"target", "engine", "loaded_model", "memory"}),
 		durationDesc: d("scrape_duration_seconds", "How long the last background scrape of the target's metrics took, info and slot endpoints included.",
 			[]string{"target"}),
 		ageDesc: d("scrape_age_seconds", "Time since the last background scrape of the target's metrics finished.",
 			[]string{"target"}),
 	}
+	for h, nh := range histogramSeries {
+		s.histDesc[h] = d(nh.name, nh.help, labels)
+	}
+	s.finishedDesc = d("requests_finished_total", "Requests the engine finished, by normalised reason (stop, length, abort, error, other), cumulative. Reset when the engine restarts.",
+		[]string{"target", "engine", "model", "reason"})
 	for _, o := range opts {
 		o(s)
 	}
 	return s
 }
 
+// histogramSeries names each normalised histogram and says what it
+// measures (docs/metrics.md gives each engine's source).
+var histogramSeries = [numHistQuantities]struct{ name, help string }{
+	hTTFT:             {"time_to_first_token_seconds", "The engine's own time to first token per request, from its receipt of the request, in the engine's buckets."},
+	hQueueTime:        {"request_queue_time_seconds", "Time each request waited in the engine's queue before it was first scheduled, in the engine's buckets."},
+	hPrefillTime:      {"request_prefill_time_seconds", "Time from a request's first scheduling to its first token (prefill), observed when it finishes, in the engine's buckets."},
+	hDecodeTime:       {"request_decode_time_seconds", "Time from a request's first token to its last (decode), observed when it finishes, in the engine's buckets."},
+	hPromptTokens:     {"request_prompt_tokens", "Prompt tokens per request as the engine counted them, in the engine's buckets."},
+	hGenerationTokens: {"request_generation_tokens", "Generated tokens per request as the engine counted them, in the engine's buckets."},
+}
+
 // Describe sends every descriptor.
 func (s *Scraper) Describe(ch chan<- *prometheus.Desc) {
 	for _, d := range []*prometheus.Desc{s.upDesc, s.kvDesc, s.runningDesc, s.waitingDesc, s.hitsDesc,
-		s.queriesDesc, s.preemptDesc, s.infoDesc, s.durationDesc, s.ageDesc} {
+		s.queriesDesc, s.preemptDesc, s.infoDesc, s.durationDesc, s.ageDesc, s.loadedDesc, s.finishedDesc} {
+		ch <- d
+	}
+	for _, d := range s.histDesc {
 		ch <- d
 	}
 }
@@ -140,12 +164,42 @@ type Info struct {
 	ServedModel      string
 	MaxContextLength int
 
+	// LoadedModels are the models the engine reports loaded in memory
+	// (Ollama's /api/ps), at most MaxLoadedModels of them, by name; nil
+	// for an engine that reports none.
+	LoadedModels []LoadedModel
+
 	// The engine's gauges (requests running and waiting, the KV cache
 	// usage ratio 0..1) and counters (prefix-cache hits and queries in the
 	// engine's unit, preemptions), as normalised by engines.go.
 	Running, Waiting, KVCacheUsage                   Reading
 	PrefixCacheHits, PrefixCacheQueries, Preemptions Reading
+
+	// The engine's per-request histograms, its buckets passed through
+	// (engines.go, histogram.go): its own TTFT, queue, prefill and decode
+	// times in seconds, prompt and generated lengths in tokens.
+	TTFT, QueueTime, PrefillTime, DecodeTime Histogram
+	PromptTokens, GenerationTokens           Histogram
+	// Finished is the engine's count of finished requests by normalised
+	// reason, indexed as Reasons(); a reason the engine did not report is
+	// not OK.
+	Finished [numReasons]Reading
 }
+
+// LoadedModel is one model an engine reports loaded: Ollama's /api/ps
+// entry.
+type LoadedModel struct {
+	Name string
+	// Bytes is the memory it takes in all (size), VRAMBytes the part of
+	// it in GPU memory (size_vram): 0 for a model on the CPU.
+	Bytes, VRAMBytes int64
+}
+
+// MaxLoadedModels bounds Info.LoadedModels, and so the series of
+// infer_server_loaded_model_bytes a target has: an Ollama keeps a few
+// models loaded (OLLAMA_MAX_LOADED_MODELS, 3 per GPU by default), and a
+// server that lists more is not to be believed past this many.
+const MaxLoadedModels = 64
 
 // export is the snapshot's public form.
 func (snap *serverSnapshot) export() Info {
@@ -155,12 +209,34 @@ func (snap *serverSnapshot) export() Info {
 		At: snap.at, Duration: snap.duration,
 		Running: r(qRunning), Waiting: r(qWaiting), KVCacheUsage: r(qKVUsage),
 		PrefixCacheHits: r(qPrefixHits), PrefixCacheQueries: r(qPrefixQueries), Preemptions: r(qPreemptions),
+		TTFT: snap.values.hist[hTTFT].clone(), QueueTime: snap.values.hist[hQueueTime].clone(),
+		PrefillTime: snap.values.hist[hPrefillTime].clone(), DecodeTime: snap.values.hist[hDecodeTime].clone(),
+		PromptTokens: snap.values.hist[hPromptTokens].clone(), GenerationTokens: snap.values.hist[hGenerationTokens].clone(),
+	}
+	for j := range reasons {
+		i.Finished[j] = Reading{Value: snap.values.finished[j], OK: snap.values.hasFinished[j]}
 	}
 	if snap.info != nil {
 		i.HasInfo, i.Version, i.ServedModel = true, snap.info.version, snap.info.model
 		i.MaxContextLength = max(snap.info.maxContext, 0)
+		i.LoadedModels = snap.info.loaded
 	}
 	return i
+}
+
+// histograms lists the snapshot's histograms by histQuantity.
+func (i *Info) histograms() [numHistQuantities]Histogram {
+	return [numHistQuantities]Histogram{hTTFT: i.TTFT, hQueueTime: i.QueueTime, hPrefillTime: i.PrefillTime,
+		hDecodeTime: i.DecodeTime, hPromptTokens: i.PromptTokens, hGenerationTokens: i.GenerationTokens}
+}
+
+// constHistogram renders h as a classic histogram with the engine's bounds.
+func constHistogram(desc *prometheus.Desc, h Histogram, lv []string) prometheus.Metric {
+	buckets := make(map[float64]uint64, len(h.Buckets))
+	for _, b := range h.Buckets {
+		buckets[b.UpperBound] = b.Count
+	}
+	return prometheus.MustNewConstHistogram(desc, h.Count, h.Sum, buckets, lv...)
 }
 
 // Snapshot returns the latest finished scrape of the named target; false
@@ -223,12 +299,26 @@ func (s *Scraper) Collect(ch chan<- prometheus.Metric) {
 				ch <- prometheus.MustNewConstMetric(q.desc, q.typ, q.r.Value, lv...)
 			}
 		}
+		for h, hv := range i.histograms() {
+			if hv.OK {
+				ch <- constHistogram(s.histDesc[h], hv, lv)
+			}
+		}
+		for j, r := range i.Finished {
+			if r.OK {
+				ch <- prometheus.MustNewConstMetric(s.finishedDesc, prometheus.CounterValue, r.Value, i.Target, i.Engine, i.Model, reasons[j])
+			}
+		}
 		if i.HasInfo {
 			ctxLen := ""
 			if i.MaxContextLength > 0 {
 				ctxLen = strconv.Itoa(i.MaxContextLength)
 			}
 			ch <- prometheus.MustNewConstMetric(s.infoDesc, prometheus.GaugeValue, 1, i.Target, i.Engine, i.Version, i.ServedModel, ctxLen)
+		}
+		for _, m := range i.LoadedModels {
+			ch <- prometheus.MustNewConstMetric(s.loadedDesc, prometheus.GaugeValue, float64(m.Bytes), i.Target, i.Engine, m.Name, "total")
+			ch <- prometheus.MustNewConstMetric(s.loadedDesc, prometheus.GaugeValue, float64(m.VRAMBytes), i.Target, i.Engine, m.Name, "vram")
 		}
 	}
 }
@@ -320,6 +410,7 @@ type serverSnapshot struct {
 type serverInfo struct {
 	version, model string
 	maxContext     int
+	loaded         []LoadedModel // sorted by name, unique, at most MaxLoadedModels
 }
 
 type targetScraper struct {
@@ -717,15 +808,23 @@ func (sc *targetScraper) readInfo(ctx context.Context, engine string) (*serverIn
 		var ps struct {
 			Models []struct {
 				Name          string `json:"name"`
+				Size          int64  `json:"size"`
+				SizeVRAM      int64  `json:"size_vram"`
 				ContextLength int    `json:"context_length"`
 			} `json:"models"`
 		}
 		if ok && sc.getJSON(ctx, "/api/ps", &ps) {
+			info.loaded = []LoadedModel{}
 			for _, m := range ps.Models {
 				if m.Name == sc.t.model || m.Name == sc.t.model+":latest" || len(ps.Models) == 1 {
 					info.model, info.maxContext = m.Name, m.ContextLength
 				}
+				// One series per name: a name listed twice is counted once.
+				if !slices.ContainsFunc(info.loaded, func(l LoadedModel) bool { return l.Name == m.Name }) && len(info.loaded) < MaxLoadedModels {
+					info.loaded = append(info.loaded, LoadedModel{Name: m.Name, Bytes: max(m.Size, 0), VRAMBytes: max(m.SizeVRAM, 0)})
+				}
 			}
+			slices.SortFunc(info.loaded, func(a, b LoadedModel) int { return strings.Compare(a.Name, b.Name) })
 		}
 	case engineTriton:
 		var v struct {

@@ -218,6 +218,8 @@ func TestServerMetricsRecordedServers(t *testing.T) {
 		{"ollama", "tiny", map[string]string{"/api/version": "ollama_api_version.json", "/api/ps": "ollama_api_ps.json"}, "ollama", 1,
 			map[string]float64{
 				"infer_server_info{engine=ollama,max_context_length=2048,model=tiny:latest,target=ollama,version=0.0.0}": 1,
+				"infer_server_loaded_model_bytes{engine=ollama,loaded_model=tiny:latest,memory=total,target=ollama}":     22293504,
+				"infer_server_loaded_model_bytes{engine=ollama,loaded_model=tiny:latest,memory=vram,target=ollama}":      0,
 			}},
 		// llama.cpp with metrics disabled: detected from /props, running
 		// from /slots (both slots processing); these slots carry no prompt
@@ -367,6 +369,37 @@ func TestServerMetricsSimulator(t *testing.T) {
 				delete(w, qPrefixQueries)
 			}
 			checkValues(t, snap.values, w)
+			// The histograms the engine has, equal to the simulator's own
+			// (in its vLLM names); the others absent.
+			simHist := map[string]*dto.Histogram{}
+			for _, mf := range mfs {
+				if len(mf.Metric) == 1 && mf.Metric[0].Histogram != nil {
+					simHist[mf.GetName()] = mf.Metric[0].Histogram
+				}
+			}
+			histSrc := [numHistQuantities]string{hTTFT: "vllm:time_to_first_token_seconds", hQueueTime: "vllm:request_queue_time_seconds",
+				hPrefillTime: "vllm:request_prefill_time_seconds", hDecodeTime: "vllm:request_decode_time_seconds",
+				hPromptTokens: "vllm:request_prompt_tokens", hGenerationTokens: "vllm:request_generation_tokens"}
+			wh := map[histQuantity]wantHist{}
+			for h := histQuantity(0); h < numHistQuantities; h++ {
+				if m == nil || len(m.histograms[h]) == 0 || engine == simulator.EngineTRTLLMServe {
+					continue
+				}
+				sh := simHist[histSrc[h]]
+				if sh == nil {
+					t.Fatalf("the simulator has no %s", histSrc[h])
+				}
+				wh[h] = wantHist{count: sh.GetSampleCount(), sum: sh.GetSampleSum(), buckets: len(sh.GetBucket())}
+			}
+			checkHistograms(t, snap.values, wh)
+			if snap.values.hist[hGenerationTokens].OK && snap.values.hist[hGenerationTokens].Sum != 6 {
+				t.Errorf("generated tokens %v, want 6", snap.values.hist[hGenerationTokens].Sum)
+			}
+			if wantEngine == engineVLLM {
+				checkFinished(t, snap.values, map[string]float64{"stop": 0, "length": 2, "abort": 0})
+			} else {
+				checkFinished(t, snap.values, nil)
+			}
 			if snap.values.has[qPrefixHits] && snap.values.v[qPrefixHits] == 0 {
 				t.Errorf("no prefix-cache hits after a repeated prompt")
 			}

@@ -12,7 +12,7 @@
     probeSelector: self.exporterSelector,
     serverSelector: self.exporterSelector,
     gpuSelector: self.exporterSelector,
-    oneShotProbeSelector: 'job="infer_probe"',
+    oneShotProbeSelector: 'job="infer-probe"',
 
     // The labels that identify one measured stream. Recording rules keep
     // them and drop the rest (instance, pod), so that a series outlives a

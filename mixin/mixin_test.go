@@ -254,7 +254,14 @@ type dashboard struct {
 	Title         string  `json:"title"`
 	SchemaVersion int     `json:"schemaVersion"`
 	Panels        []panel `json:"panels"`
-	Templating    struct {
+	Annotations   struct {
+		List []struct {
+			Name       string         `json:"name"`
+			Expr       string         `json:"expr"`
+			Datasource map[string]any `json:"datasource"`
+		} `json:"list"`
+	} `json:"annotations"`
+	Templating struct {
 		List []struct {
 			Name       string         `json:"name"`
 			Type       string         `json:"type"`
@@ -343,6 +350,19 @@ func TestDashboardLint(t *testing.T) {
 			if !hasDatasource {
 				t.Error("no $datasource variable of type datasource")
 			}
+			for _, a := range d.Annotations.List {
+				if a.Expr == "" {
+					continue
+				}
+				if a.Datasource["uid"] != "${datasource}" {
+					t.Errorf("annotation %q: data source %v, want ${datasource}", a.Name, a.Datasource)
+				}
+				for _, m := range variableRef.FindAllStringSubmatch(a.Expr, -1) {
+					if !vars[m[1]] {
+						t.Errorf("annotation %q: $%s is not a variable of the dashboard", a.Name, m[1])
+					}
+				}
+			}
 			ids := map[int]bool{}
 			for _, p := range d.Panels {
 				if p.ID <= 0 || ids[p.ID] {
@@ -425,6 +445,11 @@ func queries(t *testing.T) map[string]string {
 		for _, p := range d.Panels {
 			for _, q := range p.Targets {
 				out[strings.ReplaceAll(q.Expr, "$__rate_interval", "5m")] = name + " panel " + p.Title
+			}
+		}
+		for _, a := range d.Annotations.List {
+			if a.Expr != "" {
+				out[a.Expr] = name + " annotation " + a.Name
 			}
 		}
 		for _, v := range d.Templating.List {
@@ -592,10 +617,13 @@ func scrapeDemo(t *testing.T, names map[string]string) {
 		t.Fatal(err)
 	}
 	// The server collector reads the simulator in the background, and so
-	// does the quality probe: wait for their first readings.
+	// does the quality probe: wait for their first readings, and for the
+	// workloads' first success (infer_probe_prompt_length_tokens is
+	// observed on success only).
 	for {
 		body := get(t, ctx, base+"/metrics")
-		if strings.Contains(body, "infer_server_up{") && strings.Contains(body, "infer_probe_perplexity{") {
+		if strings.Contains(body, "infer_server_up{") && strings.Contains(body, "infer_probe_perplexity{") &&
+			strings.Contains(body, "infer_probe_prompt_length_tokens_bucket{") {
 			addFamilies(t, names, "--demo /metrics", strings.NewReader(body))
 			break
 		}
@@ -899,4 +927,121 @@ func TestOverviewStatusRow(t *testing.T) {
 	if !strings.HasSuffix(table.Targets[3].Expr, ") / 0.01") {
 		t.Errorf("error budget left %q: want the 3d error ratio over the budget, 1 - 0.99", table.Targets[3].Expr)
 	}
+}
+
+// TestLint runs the real linters over the rendered mixin, as `make
+// lint-mixin` does: promtool's (every lint check, fatal) over the rules and
+// alerts, and tools/dashlint over the dashboards (Grafana's dashboard
+// schema, strictly: an unknown or mistyped field of a dashboard, a panel's
+// options or its plugin's field config, or a query is refused; a field
+// config's own defaults are only type-checked, as Grafana keeps unknown
+// ones there). A dashboard broken in
+// each of those ways must be refused, so that the lint is known to look.
+func TestLint(t *testing.T) {
+	promtool := realstack.Tool(t, realstack.PrometheusModfile, "promtool")
+	if out, err := realstack.Run(t, promtool, "check", "rules", "--lint=all", "--lint-fatal", "mixin/generated/rules.yaml", "mixin/generated/alerts.yaml"); err != nil {
+		t.Errorf("promtool check rules --lint=all: %v\n%s", err, out)
+	}
+	dashlint := realstack.ModuleTool(t, "tools/dashlint", "dashlint")
+	files, _ := filepath.Glob(repoPath(t, "mixin/generated/dashboards/*.json"))
+	if out, err := exec.Command(dashlint, files...).CombinedOutput(); err != nil {
+		t.Errorf("dashlint: %v\n%s", err, out)
+	}
+
+	overview, err := os.ReadFile(repoPath(t, "mixin/generated/dashboards/infer-overview.json"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, tc := range []struct {
+		name, want string
+		edit       func(d map[string]any)
+	}{
+		{"unknown dashboard field", "refresh_rate", func(d map[string]any) { d["refresh_rate"] = "30s" }},
+		{"mistyped panel option", "options", func(d map[string]any) {
+			panelOfType(d, "timeseries")["options"].(map[string]any)["legend"] = "bottom"
+		}},
+		{"unknown field config field", "lineWidthh", func(d map[string]any) {
+			panelOfType(d, "timeseries")["fieldConfig"].(map[string]any)["defaults"].(map[string]any)["custom"].(map[string]any)["lineWidthh"] = 1
+		}},
+		{"mistyped unit", "unit", func(d map[string]any) {
+			panelOfType(d, "table")["fieldConfig"].(map[string]any)["defaults"].(map[string]any)["unit"] = 5
+		}},
+		{"mistyped query", "expr", func(d map[string]any) {
+			panelOfType(d, "timeseries")["targets"].([]any)[0].(map[string]any)["expr"] = 42
+		}},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			var d map[string]any
+			if err := json.Unmarshal(overview, &d); err != nil {
+				t.Fatal(err)
+			}
+			tc.edit(d)
+			b, _ := json.Marshal(d)
+			f := filepath.Join(t.TempDir(), "broken.json")
+			if err := os.WriteFile(f, b, 0o644); err != nil {
+				t.Fatal(err)
+			}
+			out, err := exec.Command(dashlint, f).CombinedOutput()
+			if err == nil || !strings.Contains(string(out), f+":") || !strings.Contains(string(out), tc.want) {
+				t.Errorf("dashlint on a dashboard with a %s: %v, %q: want it refused, naming the file and %q", tc.name, err, out, tc.want)
+			}
+		})
+	}
+}
+
+// panelOfType is the first panel of that type of a decoded dashboard.
+func panelOfType(d map[string]any, typ string) map[string]any {
+	for _, p := range d["panels"].([]any) {
+		if p := p.(map[string]any); p["type"] == typ {
+			return p
+		}
+	}
+	panic("no panel of type " + typ)
+}
+
+// TestJsonnetExamples renders every ```jsonnet block of mixin/README.md and
+// docs/mixin.md with the pinned jsonnet: the mixin imported from the
+// repository's root ('mixin/mixin.libsonnet') and as jsonnet-bundler vendors
+// it (github.com/infer-exporter/infer_exporter/mixin/...).
+func TestJsonnetExamples(t *testing.T) {
+	jsonnet := realstack.Tool(t, realstack.PrometheusModfile, "jsonnet")
+	root := realstack.RepoRoot(t)
+	vendor := t.TempDir()
+	owner := filepath.Join(vendor, "github.com", "infer-exporter")
+	if err := os.MkdirAll(owner, 0o755); err != nil {
+		t.Fatal(err)
+	}
+	if err := os.Symlink(root, filepath.Join(owner, "infer_exporter")); err != nil {
+		t.Fatal(err)
+	}
+	block := regexp.MustCompile("(?s)```jsonnet\n(.*?)```")
+	n := 0
+	for _, doc := range []string{"mixin/README.md", "docs/mixin.md"} {
+		b, err := os.ReadFile(repoPath(t, doc))
+		if err != nil {
+			t.Fatal(err)
+		}
+		for i, m := range block.FindAllSubmatch(b, -1) {
+			n++
+			f := filepath.Join(t.TempDir(), "example.jsonnet")
+			if err := os.WriteFile(f, m[1], 0o644); err != nil {
+				t.Fatal(err)
+			}
+			out, err := exec.Command(jsonnet, "-J", vendor, "-J", root, f).CombinedOutput()
+			if err != nil || !bytes.Contains(out, []byte("rules.yaml")) {
+				t.Errorf("%s, jsonnet example %d: %v\n%s", doc, i+1, err, lastLines(string(out), 10))
+			}
+		}
+	}
+	if n < 2 {
+		t.Fatalf("found %d jsonnet examples in mixin/README.md and docs/mixin.md: the reader is broken", n)
+	}
+}
+
+func lastLines(s string, n int) string {
+	lines := strings.Split(strings.TrimRight(s, "\n"), "\n")
+	if len(lines) > n {
+		lines = lines[len(lines)-n:]
+	}
+	return strings.Join(lines, "\n")
 }

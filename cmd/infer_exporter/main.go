@@ -49,21 +49,24 @@ const exporterName = "infer_exporter"
 const DefaultListenAddress = ":9750"
 
 type flags struct {
-	configFile     string
-	configCheck    bool
-	demo           bool
-	metricsPath    string
-	timeoutOffset  float64
-	degradedLag    time.Duration
-	degradedWindow time.Duration
-	drainTimeout   time.Duration
-	transport      string
-	otlpEndpoint   string
-	otlpHistograms string
-	web            *web.FlagConfig
-	log            *promslog.Config
-	collectors     *collector.Settings
-	sim            *simulator.Config
+	configFile      string
+	configCheck     bool
+	demo            bool
+	metricsPath     string
+	timeoutOffset   float64
+	degradedLag     time.Duration
+	degradedWindow  time.Duration
+	drainTimeout    time.Duration
+	transport       string
+	otlpEndpoint    string
+	otlpHistograms  string
+	otlpProtocol    string
+	otlpSampleRatio float64
+	otlpRatioSet    bool
+	web             *web.FlagConfig
+	log             *promslog.Config
+	collectors      *collector.Settings
+	sim             *simulator.Config
 }
 
 func main() {
@@ -104,6 +107,8 @@ func run(ctx context.Context, args []string) int {
 	serveCmd.Flag("workload.drain-timeout", "How long a workload that a reload changes or removes, or that a shutdown stops, lets its requests in flight finish before it cancels them (counted as outcome=\"cancelled\"). Unchanged workloads keep running through a reload.").Default(live.DefaultDrainTimeout.String()).DurationVar(&f.drainTimeout)
 	serveCmd.Flag("probe.transport", "HTTP client of the workloads: h1 (a minimal HTTP/1.1 client, one goroutine and some 17 KB a stream, for http and https targets; net/http for anything else) or net/http (for every target).").Default("h1").EnumVar(&f.transport, "h1", "net/http")
 	serveCmd.Flag("otlp.endpoint", "Also push the probe's observations as OTLP metrics (GenAI semantic conventions) to this OTLP/HTTP URL, e.g. http://collector:4318; OTEL_EXPORTER_OTLP_ENDPOINT does the same. Pull on /metrics is unchanged.").PlaceHolder("URL").StringVar(&f.otlpEndpoint)
+	serveCmd.Flag("otlp.protocol", "OTLP transport: grpc (a collector's :4317) or http/protobuf (:4318). Default: OTEL_EXPORTER_OTLP_PROTOCOL (and its per-signal forms), else http/protobuf.").PlaceHolder("http/protobuf").EnumVar(&f.otlpProtocol, string(otlp.GRPC), string(otlp.HTTPProtobuf))
+	serveCmd.Flag("otlp.traces.sample-ratio", "Share of requests whose client spans are pushed and whose traceparent says sampled (0 to 1); failed and stalled requests' spans are pushed whatever it is. Default: OTEL_TRACES_SAMPLER(_ARG), else 0.01. OTEL_TRACES_EXPORTER=none pushes no spans and sends no traceparent.").PlaceHolder("0.01").IsSetByUser(&f.otlpRatioSet).Float64Var(&f.otlpSampleRatio)
 	serveCmd.Flag("otlp.histograms", "OTLP histogram aggregation: exponential or explicit (the conventions' buckets). Default: OTEL_EXPORTER_OTLP_METRICS_DEFAULT_HISTOGRAM_AGGREGATION, else exponential.").PlaceHolder("exponential").EnumVar(&f.otlpHistograms, string(otlp.Exponential), string(otlp.Explicit))
 	f.web = kingpinflag.AddFlags(serveCmd, DefaultListenAddress)
 	f.collectors = collector.AddFlags(serveCmd)
@@ -287,12 +292,18 @@ func serve(ctx context.Context, f *flags, logger *slog.Logger) int {
 	if f.drainTimeout == 0 {
 		opts.DrainTimeout = -1 // 0 on the command line: cancel at once
 	}
+	// The /probe requests' spans, when spans are pushed.
+	var probeSpans func(*config.Target, string, config.Sampling) prober.Spans
 	if otlp.Enabled(f.otlpEndpoint, os.Getenv) {
 		// The same observations, pushed as OTLP metrics beside /metrics.
-		pusher, err := otlp.New(ctx, otlp.Options{
-			Endpoint: f.otlpEndpoint, Histograms: otlp.Histograms(f.otlpHistograms),
+		o := otlp.Options{
+			Endpoint: f.otlpEndpoint, Histograms: otlp.Histograms(f.otlpHistograms), Protocol: otlp.Protocol(f.otlpProtocol),
 			Version: version.Version, Registerer: reg, Logger: logger.With("component", "otlp"),
-		})
+		}
+		if f.otlpRatioSet {
+			o.SampleRatio = &f.otlpSampleRatio
+		}
+		pusher, err := otlp.New(ctx, o)
 		if err != nil {
 			logger.Error("otlp", "err", err)
 			return 1
@@ -304,6 +315,15 @@ func serve(ctx context.Context, f *flags, logger *slog.Logger) int {
 			_ = pusher.Shutdown(shutdownCtx)
 		}()
 		opts.Observe = func(t *config.Target, w *config.Workload) workload.Observer { return pusher.Workload(t, w) }
+		// Each request's trace context, sent as traceparent (none when no
+		// spans are pushed).
+		opts.Tracer = pusher.Tracer()
+		probeSpans = func(t *config.Target, module string, sampling config.Sampling) prober.Spans {
+			if ps := pusher.Probe(t, module, sampling); ps != nil {
+				return ps
+			}
+			return nil // no spans: a nil interface, not a nil *ProbeSpans
+		}
 	}
 	// Every workload's requests tell the tracker of the first token served
 	// after a start, beside the OTLP push when there is one.
@@ -403,6 +423,7 @@ func serve(ctx context.Context, f *flags, logger *slog.Logger) int {
 		Registerer:    reg,
 		TimeoutOffset: time.Duration(f.timeoutOffset * float64(time.Second)),
 		History:       history,
+		Spans:         probeSpans,
 	}))
 	mux.Handle(prober.LogsPath, history)
 	landing, err := landingPage(f, cols, manager, history, landingSources{recent: recent, gather: reg, servers: serverMetrics})

@@ -7,7 +7,7 @@
 //
 //	go run ./cmd/loadharness            # every scenario, about 2 minutes
 //	go run ./cmd/loadharness -scenario=bias
-//	go run ./cmd/loadharness -scenario=otlp   # CPU per chunk with and without the OTLP push
+//	go run ./cmd/loadharness -scenario=otlp   # CPU per chunk without and with the OTLP push (metrics, spans)
 //
 // The figures in the README's benchmark section come from this command.
 package main
@@ -58,7 +58,7 @@ func main() {
 	cpuProfile := flag.String("cpuprofile", "", "write the client's CPU profile to this file")
 	scaling := scalingFlags(flag.CommandLine) // -scenario=scaling | memory | concurrency | fleet: scaling.go
 	flag.IntVar(&sweepTokens, "sweep.tokens", 16, "output tokens per request in the sweep")
-	flag.IntVar(&otlpRepeats, "otlp.repeats", 3, "pairs of runs without and with the OTLP push (1 to 20)")
+	flag.IntVar(&otlpRepeats, "otlp.repeats", 3, "rounds of runs without the OTLP push, with its metrics, and with its spans at the default ratio and at 1.0 (1 to 20)")
 	flag.DurationVar(&otlpInterval, "otlp.interval", time.Second, "interval of the OTLP push in the otlp scenario")
 	flag.Func("sweep.rates", "comma-separated request rates of the sweep", func(v string) error {
 		sweepRates = nil
@@ -198,6 +198,9 @@ type run struct {
 	// observer, when set, hears every request beside the harness's own
 	// results (the OTLP push).
 	observer workload.Observer
+	// tracer, when set, gives each request its trace context (the OTLP
+	// spans' head sampler), sent as traceparent.
+	tracer workload.Tracer
 }
 
 type result struct {
@@ -302,6 +305,7 @@ func measure(url string, r run) result {
 			DegradedLag: plan.DefaultDegradedLag, DegradedWindow: r.duration + 10*time.Second,
 		},
 		Observer: observer,
+		Tracer:   r.tracer,
 	}.Runner()
 	runtime.GC()
 	cpu0, wall0 := cpuTime(), time.Now()

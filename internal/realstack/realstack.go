@@ -92,6 +92,31 @@ func Tool(tb testing.TB, modfile, name string) string {
 	return p
 }
 
+// ModuleTool returns the path of the tool of a module of its own under
+// tools/ whose main package is ours (tools/dashlint, tools/podsecurity):
+// `go -C DIR tool -n NAME`, built into Go's cache if needed.
+func ModuleTool(tb testing.TB, dir, name string) string {
+	tb.Helper()
+	key := dir + " " + name
+	if p, ok := toolPaths.Load(key); ok {
+		return p.(string)
+	}
+	cmd := exec.Command("go", "tool", "-n", name)
+	cmd.Dir = filepath.Join(RepoRoot(tb), dir)
+	var stderr bytes.Buffer
+	cmd.Stderr = &stderr
+	out, err := cmd.Output()
+	if err != nil {
+		unavailable(tb, "go -C %s tool -n %s: %v: %s", dir, name, err, lastLines(stderr.String(), 20))
+	}
+	p := strings.TrimSpace(string(out))
+	if _, err := os.Stat(p); err != nil {
+		unavailable(tb, "go -C %s tool -n %s gave %q: %v", dir, name, p, err)
+	}
+	toolPaths.Store(key, p)
+	return p
+}
+
 // BuildExporter builds ./cmd/infer_exporter into a temporary directory.
 func BuildExporter(tb testing.TB) string {
 	tb.Helper()
@@ -130,6 +155,13 @@ type Process struct {
 // and the tail of its log is printed if the test failed.
 func Start(tb testing.TB, name, dir, bin string, args ...string) *Process {
 	tb.Helper()
+	return StartEnv(tb, name, dir, nil, bin, args...)
+}
+
+// StartEnv is Start with env added to the test's environment (a later
+// entry of a name wins, as exec.Cmd takes it).
+func StartEnv(tb testing.TB, name, dir string, env []string, bin string, args ...string) *Process {
+	tb.Helper()
 	if dir == "" {
 		dir = RepoRoot(tb)
 	}
@@ -140,6 +172,9 @@ func Start(tb testing.TB, name, dir, bin string, args ...string) *Process {
 	}
 	cmd := exec.Command(bin, args...)
 	cmd.Dir = dir
+	if env != nil {
+		cmd.Env = append(os.Environ(), env...)
+	}
 	cmd.Stdout, cmd.Stderr = logFile, logFile
 	if err := cmd.Start(); err != nil {
 		logFile.Close()
@@ -206,6 +241,9 @@ func (p *Process) Kill() {
 	_ = p.cmd.Process.Kill()
 	<-p.done
 }
+
+// Pid is the process's id, to find the children it started.
+func (p *Process) Pid() int { return p.cmd.Process.Pid }
 
 // Exited reports whether the process has ended, and how.
 func (p *Process) Exited() (bool, error) {

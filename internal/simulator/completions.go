@@ -6,12 +6,14 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
+	"log/slog"
 	"net/http"
 	"strconv"
 	"strings"
 	"time"
 
 	"github.com/infer-exporter/infer_exporter/internal/hashmix"
+	"github.com/infer-exporter/infer_exporter/internal/textcut"
 )
 
 // defaultMaxTokens is max_tokens when a request leaves it out (capped so that
@@ -286,6 +288,14 @@ func (s *Simulator) handleGenerate(w http.ResponseWriter, r *http.Request, arriv
 // in an engine's native streaming format.
 func (s *Simulator) serveGenerate(w http.ResponseWriter, r *http.Request, arrival time.Time, p *genParams, native nativeProtocol) {
 	faults := *s.faults.Load() // this request's faults, fixed at arrival
+	if s.logger.Enabled(r.Context(), slog.LevelDebug) {
+		// As a server that continues W3C traces would: vLLM with
+		// --otlp-traces-endpoint makes its request spans children of
+		// the incoming traceparent. A client's traces can be checked
+		// against this line (e2e/otlp_test.go). Before the injected
+		// errors, which a real server would have received too.
+		s.logger.Debug("request received", "request_id", requestID(r), "traceparent", textcut.Cut(r.Header.Get(TraceparentHeader), maxTraceparentBytes))
+	}
 	if s.injectError(&faults) {
 		writeError(w, faults.ErrorStatus, "injected fault: simulated error")
 		return

@@ -149,8 +149,8 @@
 // Per request, the same figures are ground truth: Simulator.PrefixRecord
 // gives, for a request sent with an X-Request-Id, its prompt tokens, the
 // tokens its first admission found cached (hit blocks × BlockSize), its
-// arrival and the instant its last token was sampled (the latest 4096 such
-// requests are kept). Since only prompt blocks are cached, and the chat
+// arrival, first admission, first and last tokens' instants and its
+// generated tokens (the latest 4096 such requests are kept). Since only prompt blocks are cached, and the chat
 // template's generation prompt (<|assistant|>) is not the rendered
 // assistant message's first token (<|im_start|>), a chat turn whose
 // messages extend the previous turn's hits that turn's prompt less its
@@ -170,7 +170,13 @@
 // and the histograms vllm:time_to_first_token_seconds,
 // vllm:inter_token_latency_seconds and vllm:e2e_request_latency_seconds,
 // measured in wall time by the engine at the end of the step that sampled
-// the token (aborted requests observe no e2e). Injected errors and 4xx never
+// the token (aborted requests observe no e2e). When a request finishes
+// (not when it is aborted), vllm:request_queue_time_seconds (arrival to
+// the start of the step that first admitted it), _prefill_time_seconds
+// (that instant to its first token), _decode_time_seconds (first token to
+// last) and vllm:request_prompt_tokens and _generation_tokens (buckets 1,
+// 2, 5, 10, ... up to MaxModelLen, as vLLM's); PrefixRecord holds the
+// same instants per request. Injected errors and 4xx never
 // reach the engine and are not counted.
 //
 // # Faults

@@ -83,6 +83,11 @@ type sequence struct {
 	lastTokenAt time.Time
 	pausedUntil time.Time
 	logged      bool // its first admission is in the prefix log
+	// scheduledAt is the start of the step that first admitted it (a
+	// preempted sequence keeps it); firstTokenAt the end of the step that
+	// sampled its first token.
+	scheduledAt  time.Time
+	firstTokenAt time.Time
 }
 
 // total is the number of tokens whose KV the sequence needs before it can
@@ -324,6 +329,9 @@ func (s *scheduler) admit(now time.Time, budget int) {
 			q.blocks = append(q.blocks, s.pool.allocate())
 		}
 		q.computed, q.registered = hits*bs, hits
+		if q.scheduledAt.IsZero() {
+			q.scheduledAt = now
+		}
 		s.m.prefixQueries.Add(float64(total))
 		s.m.prefixHits.Add(float64(hits * bs))
 		if q.id != "" && !q.logged {
@@ -379,6 +387,7 @@ func (s *scheduler) apply(p *stepPlan, now time.Time) {
 		// that /metrics never lags a response a client has already read.
 		s.m.generationTokens.Inc()
 		if q.generated == 1 {
+			q.firstTokenAt = now
 			s.m.ttft.Observe(now.Sub(q.arrival).Seconds())
 			s.m.promptTokens.Add(float64(q.promptLen))
 		} else {
@@ -391,6 +400,11 @@ func (s *scheduler) apply(p *stepPlan, now time.Time) {
 			q.state = seqDone
 			finished++
 			s.m.e2e.Observe(now.Sub(q.arrival).Seconds())
+			s.m.queue.Observe(q.scheduledAt.Sub(q.arrival).Seconds())
+			s.m.prefill.Observe(q.firstTokenAt.Sub(q.scheduledAt).Seconds())
+			s.m.decode.Observe(now.Sub(q.firstTokenAt).Seconds())
+			s.m.promptLength.Observe(float64(q.promptLen))
+			s.m.generationLength.Observe(float64(q.generated))
 			s.m.success[q.reason].Inc()
 			if q.logged {
 				s.prefixes.finished(q, now)

@@ -68,6 +68,12 @@ var engineRenames = map[string]map[string]string{
 		// token".
 		"vllm:inter_token_latency_seconds": "vllm:time_per_output_token_seconds",
 		"vllm:e2e_request_latency_seconds": "vllm:e2e_request_latency_seconds",
+		// The request-phase and length histograms, the same names in V0.
+		"vllm:request_queue_time_seconds":   "vllm:request_queue_time_seconds",
+		"vllm:request_prefill_time_seconds": "vllm:request_prefill_time_seconds",
+		"vllm:request_decode_time_seconds":  "vllm:request_decode_time_seconds",
+		"vllm:request_prompt_tokens":        "vllm:request_prompt_tokens",
+		"vllm:request_generation_tokens":    "vllm:request_generation_tokens",
 		// The Python server's process collector, as in V1 (load.go).
 		"process_start_time_seconds": "process_start_time_seconds",
 	},
@@ -82,10 +88,19 @@ var engineRenames = map[string]map[string]string{
 		"vllm:time_to_first_token_seconds": "sglang:time_to_first_token_seconds",
 		"vllm:inter_token_latency_seconds": "sglang:inter_token_latency_seconds",
 		"vllm:e2e_request_latency_seconds": "sglang:e2e_request_latency_seconds",
+		// sglang/srt/metrics/collector.py; the length histograms are
+		// SGLang's with --collect-tokens-histogram.
+		"vllm:request_queue_time_seconds": "sglang:queue_time_seconds",
+		"vllm:request_prompt_tokens":      "sglang:prompt_tokens_histogram",
+		"vllm:request_generation_tokens":  "sglang:generation_tokens_histogram",
 	},
 	EngineTGI: {
 		"vllm:num_requests_running": "tgi_batch_current_size",
 		"vllm:num_requests_waiting": "tgi_queue_size",
+		// TGI's docs (reference/metrics).
+		"vllm:request_queue_time_seconds": "tgi_request_queue_duration",
+		"vllm:request_prompt_tokens":      "tgi_request_input_length",
+		"vllm:request_generation_tokens":  "tgi_request_generated_tokens",
 	},
 	EngineLlamaCpp: {
 		"vllm:num_requests_running":    "llamacpp:requests_processing",

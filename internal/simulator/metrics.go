@@ -18,6 +18,12 @@ type metrics struct {
 	promptTokens, generationTokens prometheus.Counter
 	success                        map[string]prometheus.Counter
 	ttft, itl, e2e                 prometheus.Histogram
+	// Observed when a request finishes (not when it is aborted), as
+	// vLLM's finished-request stats: queue = first admission - arrival,
+	// prefill = first token - first admission, decode = last token -
+	// first token; the prompt's and the output's tokens.
+	queue, prefill, decode         prometheus.Histogram
+	promptLength, generationLength prometheus.Histogram
 }
 
 // Bucket boundaries follow vLLM's, so that quantiles computed from the
@@ -31,7 +37,22 @@ var (
 		30.0, 40.0, 50.0, 60.0, 120.0, 240.0, 480.0, 960.0, 1920.0, 7680.0}
 )
 
-func newMetrics(reg prometheus.Registerer, model string) *metrics {
+// tokenBuckets are vLLM's buckets of the per-request token histograms
+// (build_1_2_5_buckets): 1, 2, 5, 10, 20, 50, ... up to the context
+// length.
+func tokenBuckets(maxModelLen int) []float64 {
+	var out []float64
+	for m := 1; ; m *= 10 {
+		for _, k := range []int{1, 2, 5} {
+			if k*m > maxModelLen {
+				return out
+			}
+			out = append(out, float64(k*m))
+		}
+	}
+}
+
+func newMetrics(reg prometheus.Registerer, model string, maxModelLen int) *metrics {
 	labels := prometheus.Labels{"model_name": model}
 	gauge := func(name, help string) prometheus.Gauge {
 		g := prometheus.NewGauge(prometheus.GaugeOpts{Name: name, Help: help, ConstLabels: labels})
@@ -60,6 +81,12 @@ func newMetrics(reg prometheus.Registerer, model string) *metrics {
 		ttft:             histogram("vllm:time_to_first_token_seconds", "Wall time from arrival to the step that sampled the first token, in seconds.", ttftBuckets),
 		itl:              histogram("vllm:inter_token_latency_seconds", "Wall time between consecutive tokens of a request, in seconds.", itlBuckets),
 		e2e:              histogram("vllm:e2e_request_latency_seconds", "Wall time from arrival to the step that sampled the last token, in seconds.", e2eBuckets),
+		// vLLM's request-phase histograms share the e2e buckets.
+		queue:            histogram("vllm:request_queue_time_seconds", "Wall time from arrival to the request's first admission (WAITING), in seconds.", e2eBuckets),
+		prefill:          histogram("vllm:request_prefill_time_seconds", "Wall time from the first admission to the step that sampled the first token (PREFILL), in seconds.", e2eBuckets),
+		decode:           histogram("vllm:request_decode_time_seconds", "Wall time from the first token's step to the last token's (DECODE), in seconds.", e2eBuckets),
+		promptLength:     histogram("vllm:request_prompt_tokens", "Prompt tokens of each finished request.", tokenBuckets(maxModelLen)),
+		generationLength: histogram("vllm:request_generation_tokens", "Generated tokens of each finished request.", tokenBuckets(maxModelLen)),
 		success:          make(map[string]prometheus.Counter),
 	}
 	sv := prometheus.NewCounterVec(prometheus.CounterOpts{

@@ -12,6 +12,14 @@ import (
 // client sends it for the server's logs (vLLM takes it as its request id).
 const RequestIDHeader = "X-Request-Id"
 
+// TraceparentHeader is the W3C trace context a client sends, logged at
+// debug level for each generation request ("request received"), cut at
+// maxTraceparentBytes (a version-00 value has 55).
+const (
+	TraceparentHeader   = "traceparent"
+	maxTraceparentBytes = 128
+)
+
 // PrefixRecord is the prefix cache's ground truth for one request that
 // carried an X-Request-Id: what the engine found cached when it first
 // admitted the request. A client that sends conversations can be checked
@@ -32,6 +40,16 @@ type PrefixRecord struct {
 	// (the end of that step); zero when it did not finish (aborted, or
 	// still running).
 	Finished time.Time
+	// Scheduled is the start of the step that first admitted the request,
+	// FirstToken the end of the step that sampled its first token (zero
+	// until it finished), and GeneratedTokens its output when it finished:
+	// the ground truth of vllm:request_queue_time_seconds (Scheduled -
+	// Arrival), request_prefill_time_seconds (FirstToken - Scheduled),
+	// request_decode_time_seconds (Finished - FirstToken) and
+	// request_generation_tokens.
+	Scheduled       time.Time
+	FirstToken      time.Time
+	GeneratedTokens int
 }
 
 // Bounds of the prefix log: the latest prefixLogSize requests are kept.
@@ -57,7 +75,7 @@ func newPrefixLog() *prefixLog {
 func (l *prefixLog) admitted(q *sequence, hit int) {
 	l.mu.Lock()
 	defer l.mu.Unlock()
-	rec := PrefixRecord{RequestID: q.id, Arrival: q.arrival, PromptTokens: q.promptLen, HitTokens: hit}
+	rec := PrefixRecord{RequestID: q.id, Arrival: q.arrival, PromptTokens: q.promptLen, HitTokens: hit, Scheduled: q.scheduledAt}
 	i := l.next
 	if len(l.ring) < prefixLogSize {
 		l.ring = append(l.ring, rec)
@@ -78,6 +96,8 @@ func (l *prefixLog) finished(q *sequence, at time.Time) {
 	defer l.mu.Unlock()
 	if i, ok := l.byID[q.id]; ok && l.ring[i].Arrival.Equal(q.arrival) {
 		l.ring[i].Finished = at
+		l.ring[i].FirstToken = q.firstTokenAt
+		l.ring[i].GeneratedTokens = q.generated
 	}
 }
 

@@ -39,7 +39,7 @@ var vepoch = time.Unix(1_000_000_000, 0)
 func drive(t *testing.T, cfg Config, reqs []vreq) *vrun {
 	t.Helper()
 	reg := prometheus.NewRegistry()
-	r := &vrun{s: newScheduler(&cfg, newMetrics(reg, cfg.Model)), reg: reg}
+	r := &vrun{s: newScheduler(&cfg, newMetrics(reg, cfg.Model, cfg.MaxModelLen)), reg: reg}
 	r.res = make([]vresult, len(reqs))
 	for i, rq := range reqs {
 		r.res[i] = vresult{first: -1, end: -1, q: &sequence{
@@ -388,7 +388,7 @@ func TestSchedulerChunkedPrefillSharesSteps(t *testing.T) {
 func TestSchedulerAbortFreesBlocks(t *testing.T) {
 	cfg := testConfig()
 	reg := prometheus.NewRegistry()
-	s := newScheduler(&cfg, newMetrics(reg, cfg.Model))
+	s := newScheduler(&cfg, newMetrics(reg, cfg.Model, cfg.MaxModelLen))
 	q := &sequence{st: newStream(), arrival: vepoch, promptLen: 100, blockHashes: blockHashes(ids(100, "a"), 16), target: 50, reason: finishLength}
 	w := &sequence{st: newStream(), arrival: vepoch, promptLen: 100, blockHashes: blockHashes(ids(100, "b"), 16), target: 50, reason: finishLength}
 	s.add(q)
@@ -435,7 +435,7 @@ func TestSchedulerMaxNumSeqs(t *testing.T) {
 func BenchmarkSchedulerStep(b *testing.B) {
 	cfg := DefaultConfig()
 	reg := prometheus.NewRegistry()
-	s := newScheduler(&cfg, newMetrics(reg, cfg.Model))
+	s := newScheduler(&cfg, newMetrics(reg, cfg.Model, cfg.MaxModelLen))
 	add := func() {
 		s.add(&sequence{st: newStream(), arrival: vepoch, promptLen: 64, target: 1 << 30, reason: finishLength})
 	}

@@ -86,7 +86,7 @@ func New(cfg Config, logger *slog.Logger) (*Simulator, error) {
 	}
 	f := cfg.Faults
 	s.faults.Store(&f)
-	m := newMetrics(s.registry, cfg.Model)
+	m := newMetrics(s.registry, cfg.Model, cfg.MaxModelLen)
 	registerProcessStart(s.registry, started)
 	s.engine = newEngine(&s.cfg, m, &s.faults)
 	s.handler = s.loadGate(s.routes())

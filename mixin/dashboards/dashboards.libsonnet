@@ -26,7 +26,38 @@ local names = import '../rules/names.libsonnet';
     if cl == null then []
     else [d.queryVariable(cl, 'Cluster', 'label_values(up%s, %s)' % [p.selector(cfg.exporterSelector), cl])],
   local dash(u, title, description, variables, panels) =
-    d.dashboard(uid(u), title, description, c.dashboardTags, clusterVariables + variables, panels, c.dashboardRefresh, c.dashboardTimezone),
+    d.dashboard(uid(u), title, description, c.dashboardTags, clusterVariables + variables, panels, c.dashboardRefresh, c.dashboardTimezone,
+                annotations=annotations(std.length([v for v in variables if v.name == 'target']) > 0)),
+
+  // Events an on-call engineer lines a change in a graph up with: the
+  // exporter's configuration reloads (a new workload, SLO or rate), failed
+  // reloads (the old configuration runs on), and the servers' starts (a
+  // restart, a model load), as the exporter saw them. Each is an event at
+  // the step (1m) where the counter or timestamp changed.
+  local exporterSel = p.selector(withCluster(cfg.exporterSelector)),
+  local annotations(byTarget) = [
+    d.annotation(
+      'Configuration reloads',
+      'changes(infer_exporter_config_last_reload_success_timestamp_seconds%s[1m]) > 0' % exporterSel,
+      'Configuration reloaded',
+      'infer_exporter on {{instance}} applied a new configuration.',
+      'blue',
+    ) { tagKeys: 'instance' },
+    d.annotation(
+      'Failed reloads',
+      'infer_exporter_config_last_reload_successful%s == 0' % exporterSel,
+      'Configuration reload failed',
+      'infer_exporter on {{instance}} refused its new configuration and runs on the old one (InferExporterConfigReloadFailed).',
+      'red',
+    ) { tagKeys: 'instance' },
+    d.annotation(
+      'Server starts',
+      'increase(infer_server_starts_total%s[1m]) > 0' % (if byTarget then p.selector(c.serverSelector, 'target=~"$target"') else p.selector(c.serverSelector)),
+      'Server start: {{target}}',
+      'The exporter saw {{target}} start (a new process, or serving again after refusing): a cold start follows (the Cold starts row of Server internals).',
+      'orange',
+    ),
+  ],
 
   // Selectors with the dashboard's variables.
   local wsel = 'target=~"$target", model=~"$model", workload=~"$workload"',
@@ -473,7 +504,7 @@ local names = import '../rules/names.libsonnet';
     'infer-server.json': dash(
       'server',
       'infer_exporter / Server internals',
-      'The inference engine\'s own metrics, normalised as infer_server_*: KV cache, running and waiting requests, prefix cache and preemptions.',
+      'The inference engine\'s own metrics, normalised as infer_server_*: KV cache, running and waiting requests, prefix cache and preemptions; the engine\'s own per-request times (TTFT, queue, prefill, decode), finish reasons and prompt and generation lengths, where the engine exposes them; and the client\'s TTFT less the server\'s.',
       [
         d.queryVariable('target', 'Target', 'label_values(infer_server_up%s, target)' % p.selector(c.serverSelector)),
         d.queryVariable('model', 'Model', 'label_values(infer_server_up%s, model)' % p.selector(c.serverSelector, 'target=~"$target"')),
@@ -483,6 +514,22 @@ local names = import '../rules/names.libsonnet';
       // The cold-start series carry target alone (probe/coldstart).
       local cs = p.selector(c.serverSelector, 'target=~"$target"');
       local phase = '{{target}} {{phase}}';
+      // A quantile of an engine histogram per target, from its classic
+      // buckets (the exporter renders the engine's buckets as they are).
+      local serverQuantile(m, q) =
+        'histogram_quantile(%s, sum by (target, engine, le) (rate(%s_bucket%s[$__rate_interval])))' % [p.num(q), m, s];
+      local serverQuantiles(m) = [
+        d.target(serverQuantile(m, q), legend + ' ' + p.quantileName(q))
+        for q in c.quantiles
+      ];
+      local quantileList = std.join(', ', [p.quantileName(q) for q in c.quantiles]);
+      // The client's TTFT for the same targets: native buckets, else
+      // classic, like the recording rules.
+      local ps = p.selector(c.probeSelector, tsel);
+      local clientTTFT(q) =
+        '(histogram_quantile(%(q)s, sum by (target) (rate(infer_probe_time_to_first_token_seconds%(s)s[$__rate_interval]))) or histogram_quantile(%(q)s, sum by (target, le) (rate(infer_probe_time_to_first_token_seconds_bucket%(s)s[$__rate_interval]))))' % { q: p.num(q), s: ps };
+      local serverTTFT(q) =
+        'histogram_quantile(%s, sum by (target, le) (rate(infer_server_time_to_first_token_seconds_bucket%s[$__rate_interval])))' % [p.num(q), s];
       [
         d.timeseries('KV cache usage', 'Fraction of the KV cache in use, as the engine reports it.', [d.target('infer_server_kv_cache_usage_ratio' + s, legend)], 'percentunit', width=12, min=0, max=1),
         d.timeseries(
@@ -535,6 +582,76 @@ local names = import '../rules/names.libsonnet';
           width=12,
           height=8,
           hide=['__name__', 'job', 'instance'],
+        ),
+        d.row('Requests inside the engine'),
+        d.timeseries(
+          'Server time to first token',
+          'The engine\'s own TTFT (infer_server_time_to_first_token_seconds), %s per target over all the requests it served, ours and every other client\'s: its clock starts when the engine receives the request (vLLM, SGLang), so it leaves out the network and anything in front of the engine. Quantiles are interpolated within the engine\'s own buckets (vLLM\'s: 0.1, 0.25, 0.5, 0.75, 1 s, ...), so they are only as fine as those. Absent for an engine without one (TGI).' % quantileList,
+          serverQuantiles('infer_server_time_to_first_token_seconds'),
+          's',
+          width=12,
+          min=0,
+        ),
+        d.timeseries(
+          'Client TTFT minus server TTFT (p50)',
+          'Per target, the median TTFT the exporter measured (infer_probe_time_to_first_token_seconds) less the median the engine reports (infer_server_time_to_first_token_seconds): the part of the first token\'s time the server cannot see. It holds the client\'s schedule lag (infer_probe_schedule_lag_seconds: the client\'s clock starts at the scheduled instant), the network both ways, HTTP (connection, TLS, writing the request, any proxy, gateway or load balancer in front of the engine and its queue), the server\'s HTTP front end before the engine\'s clock starts (the engine\'s TTFT clock starts at its arrival), and the client\'s own read and parse of the stream up to its first content event. It is meaningless when the engine serves other clients whose requests differ from the probe\'s (the server\'s histogram covers all its requests, the client\'s only the probe\'s), with few requests per interval, and within the engine\'s bucket width (a difference of two interpolated medians, not the median of per-request differences: it can be negative). Absent where the engine reports no TTFT.',
+          [d.target('%s - %s' % [clientTTFT(0.5), serverTTFT(0.5)], '{{target}}')],
+          's',
+          width=12,
+        ),
+        d.timeseries(
+          'Queue time',
+          'Time each request waited in the engine\'s queue before it was first scheduled (infer_server_request_queue_time_seconds), %s per target: the cost of a full batch or KV cache, which running and waiting requests above explain. vLLM observes it when the request finishes; SGLang and TGI time their own queues.' % quantileList,
+          serverQuantiles('infer_server_request_queue_time_seconds'),
+          's',
+          width=8,
+          min=0,
+        ),
+        d.timeseries(
+          'Prefill time',
+          'Time from a request\'s first scheduling to its first token (infer_server_request_prefill_time_seconds), %s per target, observed when the request finishes: how long its prompt took to compute, chunked prefill and preemption included. vLLM only.' % quantileList,
+          serverQuantiles('infer_server_request_prefill_time_seconds'),
+          's',
+          width=8,
+          min=0,
+        ),
+        d.timeseries(
+          'Decode time',
+          'Time from a request\'s first token to its last (infer_server_request_decode_time_seconds), %s per target, observed when the request finishes: it grows with the output length as well as with a slower step. vLLM only.' % quantileList,
+          serverQuantiles('infer_server_request_decode_time_seconds'),
+          's',
+          width=8,
+          min=0,
+        ),
+        d.timeseries(
+          'Finished requests by reason',
+          'Requests the engine finished per second, by reason (infer_server_requests_finished_total): stop (a stop token or string), length (max_tokens or the context length), abort (the client went away, or the server cancelled it), error, other (a reason outside these, such as vLLM\'s repetition). A rise of length means answers cut short; of abort, clients giving up. vLLM only: SGLang and TGI count finished requests without a reason.',
+          [d.target('sum by (target, engine, reason) (rate(infer_server_requests_finished_total%s[$__rate_interval]))' % s, legend + ' {{reason}}')],
+          'reqps',
+          width=24,
+          min=0,
+          stack=true,
+        ),
+        d.histogramHeatmap(
+          'Prompt length, all requests (server)',
+          'Prompt tokens of the requests the engine served, ours and every other client\'s, in each interval, in the engine\'s own buckets (infer_server_request_prompt_tokens; vLLM, TGI, SGLang with --collect-tokens-histogram).',
+          [d.target('sum by (le) (increase(infer_server_request_prompt_tokens_bucket%s[$__rate_interval]))' % s)],
+          'short',
+          width=8,
+        ),
+        d.histogramHeatmap(
+          'Prompt length, the probe\'s requests (client)',
+          'Prompt tokens of the exporter\'s own successful requests as the server\'s usage reported them (infer_probe_prompt_length_tokens), in each interval: set beside the server\'s, it shows whether the probe sends what the server\'s real traffic looks like.',
+          [d.target('sum by (le) (increase(infer_probe_prompt_length_tokens_bucket%s[$__rate_interval]))' % ps)],
+          'short',
+          width=8,
+        ),
+        d.histogramHeatmap(
+          'Generation length, all requests (server)',
+          'Tokens the engine generated per request, all clients\' requests, in each interval, in its own buckets (infer_server_request_generation_tokens; vLLM, TGI, SGLang with --collect-tokens-histogram).',
+          [d.target('sum by (le) (increase(infer_server_request_generation_tokens_bucket%s[$__rate_interval]))' % s)],
+          'short',
+          width=8,
         ),
         d.row('Cold starts'),
         d.stat(

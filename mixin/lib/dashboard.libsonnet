@@ -56,7 +56,17 @@
     datasource: ds,
     targets: refIds(targets),
     fieldConfig: { defaults: { unit: unit }, overrides: [] },
-    options: { reduceOptions: { calcs: ['lastNotNull'], fields: '', values: false }, colorMode: 'value', graphMode: 'area', textMode: 'auto' },
+    options: {
+      reduceOptions: { calcs: ['lastNotNull'], fields: '', values: false },
+      colorMode: 'value',
+      graphMode: 'area',
+      textMode: 'auto',
+      justifyMode: 'auto',
+      orientation: 'auto',
+      wideLayout: true,
+      showPercentChange: false,
+      percentChangeColorMode: 'standard',
+    },
     gridWidth:: width,
     gridHeight:: height,
   },
@@ -70,7 +80,7 @@
     datasource: ds,
     targets: refIds(targets),
     fieldConfig: {
-      defaults: { unit: unit, custom: { align: 'auto', filterable: true } },
+      defaults: { unit: unit, custom: { align: 'auto', filterable: true, inspect: false } },
       overrides: [
         {
           matcher: { id: 'byName', options: col.title },
@@ -81,7 +91,7 @@
         for col in columns
       ],
     },
-    options: { showHeader: true, sortBy: [{ displayName: sortBy, desc: desc }], cellHeight: 'sm' },
+    options: { showHeader: true, sortBy: [{ displayName: sortBy, desc: desc }], cellHeight: 'sm', frameIndex: 0 },
     transformations: [
       { id: 'merge', options: {} },
       {
@@ -123,7 +133,13 @@
       },
       overrides: [],
     },
-    options: { showValue: 'never', mergeValues: true, rowHeight: 0.8 },
+    options: {
+      showValue: 'never',
+      mergeValues: true,
+      rowHeight: 0.8,
+      legend: { displayMode: 'list', placement: 'bottom', showLegend: true, calcs: [] },
+      tooltip: { mode: 'single', sort: 'none' },
+    },
     gridWidth:: width,
     gridHeight:: height,
   },
@@ -139,12 +155,40 @@
     options: {
       calculate: false,
       cellGap: 1,
-      color: { mode: 'scheme', scheme: 'Oranges', steps: 64 },
+      color: { mode: 'scheme', scheme: 'Oranges', steps: 64, fill: 'dark-orange', exponent: 0.5, reverse: false },
       yAxis: { axisPlacement: 'left' },
       rowsFrame: { layout: 'auto' },
       tooltip: { mode: 'single', yHistogram: false },
       legend: { show: true },
       cellValues: { unit: unit },
+      showValue: 'auto',
+      exemplars: { color: 'rgba(255,0,255,0.7)' },
+    },
+    gridWidth:: width,
+    gridHeight:: height,
+  },
+
+  // A heatmap of a classic histogram: its targets are bucket counts per
+  // interval with format 'heatmap' and legend '{{le}}', drawn as they are
+  // (calculate off), each bucket a row up to its upper bound.
+  histogramHeatmap(title, description, targets, unit, width=12, height=8):: {
+    type: 'heatmap',
+    title: title,
+    description: description,
+    datasource: ds,
+    targets: refIds([t { format: 'heatmap', legendFormat: '{{le}}' } for t in targets]),
+    fieldConfig: { defaults: { unit: unit }, overrides: [] },
+    options: {
+      calculate: false,
+      cellGap: 1,
+      color: { mode: 'scheme', scheme: 'Spectral', steps: 64, exponent: 0.5, fill: 'dark-orange', reverse: false },
+      yAxis: { axisPlacement: 'left', unit: unit },
+      rowsFrame: { layout: 'le' },
+      tooltip: { mode: 'single', yHistogram: true },
+      legend: { show: true },
+      cellValues: { unit: 'short' },
+      showValue: 'auto',
+      exemplars: { color: 'rgba(255,0,255,0.7)' },
     },
     gridWidth:: width,
     gridHeight:: height,
@@ -159,13 +203,31 @@
     gridHeight:: 1,
   },
 
+  // An annotation from a Prometheus query: an event at each step where the
+  // query returns a sample (Grafana's Prometheus annotations), titled with
+  // the series' labels.
+  annotation(name, expr, title, text, color, step='1m'):: {
+    name: name,
+    datasource: ds,
+    enable: true,
+    hide: false,
+    iconColor: color,
+    expr: expr,
+    step: step,
+    titleFormat: title,
+    textFormat: text,
+    tagKeys: 'target',
+    useValueForTime: false,
+  },
+
   // Template variables.
   datasourceVariable:: {
     name: 'datasource',
     label: 'Data source',
     type: 'datasource',
     query: 'prometheus',
-    current: {},
+    // Grafana's own value for the default data source.
+    current: { text: 'default', value: 'default' },
     hide: 0,
     refresh: 1,
     regex: '',
@@ -182,7 +244,8 @@
     includeAll: multi,
     multi: multi,
     allValue: '.*',
-    current: {},
+    // All, as Grafana writes it, until the viewer picks.
+    current: if multi then { text: 'All', value: '$__all' } else { text: '', value: '' },
     sort: 1,
     hide: 0,
     regex: '',
@@ -208,7 +271,7 @@
     { x: 0, y: 0, rowHeight: 0, panels: [] }
   ).panels,
 
-  dashboard(uid, title, description, tags, variables, panels, refresh='30s', timezone='utc', time='now-1h'):: {
+  dashboard(uid, title, description, tags, variables, panels, refresh='30s', timezone='utc', time='now-1h', annotations=[]):: {
     uid: uid,
     title: title,
     description: description,
@@ -231,9 +294,9 @@
         iconColor: 'rgba(0, 211, 255, 1)',
         name: 'Annotations & Alerts',
         type: 'dashboard',
-      }],
+      }] + annotations,
     },
-    links: [{ type: 'dashboards', tags: tags, asDropdown: true, title: 'infer_exporter', includeVars: true, keepTime: true }],
+    links: [{ type: 'dashboards', tags: tags, asDropdown: true, title: 'infer_exporter', includeVars: true, keepTime: true, icon: 'external link', tooltip: '', targetBlank: false, url: '' }],
     panels: layout(panels),
   },
 }

@@ -86,6 +86,10 @@ type Request struct {
 	// RequestID, when set, is sent as X-Request-Id, so that the request can
 	// be found in the server's logs (vLLM takes it as its request id).
 	RequestID string
+	// Trace, when valid, is sent as the W3C traceparent header, so that a
+	// server that continues traces (vLLM's --otlp-traces-endpoint) makes
+	// its spans of the request children of the client's (probe/otlp).
+	Trace observation.Trace
 	// TokenWindow, when positive, keeps only the read instants of the
 	// last TokenWindow content events in obs.TokenTimes (ContentEvents
 	// still counts them all): an observer that reads each gap as it
@@ -401,6 +405,13 @@ func (c *Client) Do(ctx context.Context, t *Target, r *Request, obs *observation
 	}
 	if r.RequestID != "" {
 		req.Header.Set("X-Request-Id", r.RequestID)
+		obs.RequestID = r.RequestID
+	}
+	if r.Trace.Valid() {
+		// The canonical key, set directly: once per request, a string
+		// of 55 bytes and its slice.
+		req.Header["Traceparent"] = []string{r.Trace.Traceparent()}
+		obs.Trace = r.Trace
 	}
 	want := min(r.MaxTokens, maxPreallocTokens)
 	if r.TokenWindow > 0 {

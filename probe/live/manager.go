@@ -26,6 +26,10 @@ type Options struct {
 	// series is; one that also has Stalls(StallScan) hears the stall
 	// scans. It may return nil.
 	Observe func(t *config.Target, w *config.Workload) workload.Observer
+	// Tracer, when set, gives each workload's requests their W3C trace
+	// contexts (the OTLP spans' head sampler, probe/otlp), sent as
+	// traceparent; nil, or a nil Tracer, sends none.
+	Tracer workload.Tracer
 	// DrainTimeout is how long a stopped workload's requests in flight
 	// may run on (a reload that changed or removed it, Stop) before they
 	// are cancelled and counted as cancelled; 0 takes DefaultDrainTimeout,
@@ -295,6 +299,7 @@ func build(ctx context.Context, c *config.Config, metrics *Metrics, opts Options
 			Client:     cl,
 			Observer:   observer,
 			Monitor:    monitor,
+			Tracer:     opts.Tracer,
 			Template:   plan.Template{Sampling: w.Sampling, Timeout: t.Timeout},
 			Checks:     w.Checks,
 			Saturation: saturation,

@@ -47,6 +47,7 @@ type fakeDoer struct {
 	mu      sync.Mutex
 	prompts []string
 	ids     []string
+	traces  []observation.Trace
 }
 
 // Do fills the observation as the client does, events included.
@@ -54,6 +55,7 @@ func (d *fakeDoer) Do(ctx context.Context, _ *client.Target, r *client.Request, 
 	d.mu.Lock()
 	d.prompts = append(d.prompts, r.Prompt)
 	d.ids = append(d.ids, r.RequestID)
+	d.traces = append(d.traces, r.Trace)
 	d.mu.Unlock()
 	o.Sent = time.Now()
 	if r.Events != nil {
@@ -269,5 +271,75 @@ func TestRequestIDs(t *testing.T) {
 	// TTFT was observed live, once per request, through the client's events.
 	if n := histCount(t, liveSeries(r).ttft); n != 4 {
 		t.Errorf("%d TTFT observations, want 4", n)
+	}
+}
+
+// countingTracer hands out trace contexts numbered from 1, every other one
+// sampled.
+type countingTracer struct {
+	mu sync.Mutex
+	n  byte
+}
+
+func (c *countingTracer) Trace() observation.Trace {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	c.n++
+	return observation.Trace{TraceID: [16]byte{c.n}, SpanID: [8]byte{c.n}, Sampled: c.n%2 == 0}
+}
+
+// TestTraceContextsAndStalls: with a Tracer, each request is sent with a
+// trace context of its own from it (the client sends it as traceparent),
+// without one with none; a request silent past the stall threshold ends
+// with Stalled set, one that is not without.
+func TestTraceContextsAndStalls(t *testing.T) {
+	for _, tc := range []struct {
+		name      string
+		tracer    workload.Tracer
+		delay     time.Duration
+		threshold time.Duration
+		stalled   bool
+	}{
+		// Silent 300 ms past a threshold of 50 ms (scanned every 25 ms)
+		// is seen however loaded the machine; a request that answers at
+		// once would need a pause of 2 s to be taken for stalled.
+		{"traced, not stalled", &countingTracer{}, 0, 2 * time.Second, false},
+		{"untraced, stalled", nil, 300 * time.Millisecond, 50 * time.Millisecond, true},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			doer := &fakeDoer{outcome: observation.Success, delay: tc.delay}
+			var mu sync.Mutex
+			var stalled []bool
+			r := workload.Plan{
+				Name: "w", Target: &client.Target{Name: "t", Model: "m"},
+				Source: workload.OpenLoop{Schedule: &listSchedule{offsets: make([]time.Duration, 4)},
+					Prompts: prompt.New(config.Distribution{Dist: "fixed", Mean: 4}, config.Distribution{Dist: "fixed", Mean: 3}, 1)},
+				Client: doer, Tracer: tc.tracer,
+				Limits: workload.Limits{MaxInFlight: 10, StallThreshold: tc.threshold},
+				Observer: workload.Results(func(o *observation.Request) {
+					mu.Lock()
+					defer mu.Unlock()
+					stalled = append(stalled, o.Stalled)
+				}),
+			}.Runner()
+			r.Run(context.Background())
+			seen := map[observation.Trace]bool{}
+			for _, tr := range doer.traces {
+				if tc.tracer == nil && tr != (observation.Trace{}) || tc.tracer != nil && (!tr.Valid() || seen[tr]) {
+					t.Errorf("trace contexts %+v", doer.traces)
+					break
+				}
+				seen[tr] = true
+			}
+			if len(stalled) != 4 {
+				t.Fatalf("%d requests ended, want 4", len(stalled))
+			}
+			for _, s := range stalled {
+				if s != tc.stalled {
+					t.Errorf("Stalled %v, want %v", stalled, tc.stalled)
+					break
+				}
+			}
+		})
 	}
 }

@@ -109,6 +109,17 @@ type Request struct {
 	// Text is the generated text, kept only when the caller asked for it
 	// (known-answer checks).
 	Text string
+
+	// RequestID is the X-Request-Id the request was sent with ("" when
+	// none), by which the server's logs and spans name it.
+	RequestID string
+	// Trace is the W3C trace context it was sent with (zero: none), for
+	// the OTLP spans (probe/otlp).
+	Trace Trace
+	// Stalled: the runner's stall scan found the request silent for
+	// longer than its workload's stall_threshold at least once (what
+	// infer_probe_stalls_total counts), set before Done.
+	Stalled bool
 }
 
 // TTFT is the time to first token, from the scheduled instant.

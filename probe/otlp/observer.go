@@ -24,6 +24,9 @@ const (
 	AttrTarget     = attribute.Key("infer_probe.target")
 	AttrWorkload   = attribute.Key("infer_probe.workload")
 	AttrDropReason = attribute.Key("infer_probe.drop_reason")
+	// The bench's cell and repeat (bench --otlp.endpoint).
+	AttrBenchCell   = attribute.Key("infer_bench.cell")
+	AttrBenchRepeat = attribute.Key("infer_bench.repeat")
 )
 
 // operationName is the conventions' gen_ai.operation.name of a flavor's
@@ -45,8 +48,10 @@ func operationName(f config.FlavorFacts) string {
 // allocation.
 type Observer struct {
 	in   *instruments
-	gaps *chunkGaps // the time per output chunk (chunks.go)
+	gaps *chunkGaps // the time per output chunk (chunks.go); nil: metrics are not pushed
 	slo  config.SLO
+	// spans builds the request spans (traces.go); nil: none are pushed.
+	spans *spanRecorder
 
 	// The workload's attribute set, and with error.type per failed outcome
 	// and gen_ai.token.type per token kind.
@@ -82,6 +87,46 @@ var (
 // default; another is a programming error, and panics rather than push
 // made-up names.
 func (p *Pusher) Workload(t *config.Target, w *config.Workload) *Observer {
+	return p.WorkloadWith(t, w)
+}
+
+// WorkloadWith is Workload with attributes of the caller's beside ours on
+// every metric point and span (the bench's cell and repeat), which must
+// come from a bounded set as ours do.
+func (p *Pusher) WorkloadWith(t *config.Target, w *config.Workload, extra ...attribute.KeyValue) *Observer {
+	facts, kvs := targetAttrs(t, AttrWorkload.String(w.Name), extra...)
+	with := func(extra ...attribute.KeyValue) attrs {
+		return newAttrs(append(append([]attribute.KeyValue{}, kvs...), extra...)...)
+	}
+	o := &Observer{
+		in: &p.inst, slo: w.SLO,
+		spans:   p.spanRecorder(operationName(facts)+" "+t.Model, spanAttrs(kvs, w.Sampling)),
+		base:    with(),
+		input:   with(semconv.GenAITokenTypeInput),
+		output:  with(semconv.GenAITokenTypeOutput),
+		failed:  map[observation.Outcome]attrs{},
+		dropped: map[string]attrs{},
+	}
+	if p.metrics {
+		o.gaps = p.chunks.forAttrs(attribute.NewSet(kvs...))
+	}
+	for _, out := range observation.Outcomes {
+		if out != observation.Success && out != observation.Dropped {
+			// error.type is our outcome: a closed, documented set.
+			o.failed[out] = with(semconv.ErrorTypeKey.String(string(out)))
+		}
+	}
+	for _, r := range append(append([]string{}, workload.DropReasons...), dropBadRequest) {
+		o.dropped[r] = with(AttrDropReason.String(r))
+	}
+	return o
+}
+
+// targetAttrs are the attributes of every point and span of requests to t:
+// the conventions' (operation, provider, model, server) and ours (the
+// target's name, who sent them: the workload, a probe's module), then
+// extra.
+func targetAttrs(t *config.Target, who attribute.KeyValue, extra ...attribute.KeyValue) (config.FlavorFacts, []attribute.KeyValue) {
 	flavor := t.Flavor
 	if flavor == "" {
 		flavor = config.FlavorOpenAIChat
@@ -95,32 +140,28 @@ func (p *Pusher) Workload(t *config.Target, w *config.Workload) *Observer {
 		semconv.GenAIProviderNameKey.String(facts.Provider),
 		semconv.GenAIRequestModel(t.Model),
 		AttrTarget.String(t.Name),
-		AttrWorkload.String(w.Name),
+		who,
 	}
 	if host, port, ok := serverAddress(t.URL); ok {
 		kvs = append(kvs, semconv.ServerAddress(host), semconv.ServerPort(port))
 	}
-	with := func(extra ...attribute.KeyValue) attrs {
-		return newAttrs(append(append([]attribute.KeyValue{}, kvs...), extra...)...)
+	return facts, append(kvs, extra...)
+}
+
+// spanAttrs are a span's attributes that every request of a workload or
+// probe shares: the points' and the sampling parameters it is sent with.
+func spanAttrs(kvs []attribute.KeyValue, sm config.Sampling) []attribute.KeyValue {
+	out := append(append([]attribute.KeyValue{}, kvs...), semconv.GenAIRequestStream(true))
+	if v := sm.Temperature; v != nil {
+		out = append(out, semconv.GenAIRequestTemperature(*v))
 	}
-	o := &Observer{
-		in: &p.inst, slo: w.SLO, gaps: p.chunks.forAttrs(attribute.NewSet(kvs...)),
-		base:    with(),
-		input:   with(semconv.GenAITokenTypeInput),
-		output:  with(semconv.GenAITokenTypeOutput),
-		failed:  map[observation.Outcome]attrs{},
-		dropped: map[string]attrs{},
+	if v := sm.TopP; v != nil {
+		out = append(out, semconv.GenAIRequestTopP(*v))
 	}
-	for _, out := range observation.Outcomes {
-		if out != observation.Success && out != observation.Dropped {
-			// error.type is our outcome: a closed, documented set.
-			o.failed[out] = with(semconv.ErrorTypeKey.String(string(out)))
-		}
+	if v := sm.Seed; v != nil {
+		out = append(out, semconv.GenAIRequestSeed(int(*v)))
 	}
-	for _, r := range append(append([]string{}, workload.DropReasons...), dropBadRequest) {
-		o.dropped[r] = with(AttrDropReason.String(r))
-	}
-	return o
+	return out
 }
 
 // dropBadRequest is the reason the client gives a request it could not
@@ -172,7 +213,7 @@ func (o *Observer) FirstToken(r *observation.Request) {
 // Token implements workload.Observer: each gap between two content events,
 // when it closes (infer_probe_inter_token_latency_seconds's rule).
 func (o *Observer) Token(r *observation.Request) {
-	if n := len(r.TokenTimes); n >= 2 {
+	if n := len(r.TokenTimes); n >= 2 && o.gaps != nil {
 		o.gaps.record(r.TokenTimes[n-1].Sub(r.TokenTimes[n-2]).Seconds())
 	}
 }
@@ -188,6 +229,9 @@ func (o *Observer) Done(r *observation.Request) {
 	if r.Outcome == observation.Dropped {
 		o.Dropped(r)
 		return
+	}
+	if o.spans != nil {
+		o.spans.done(r)
 	}
 	if d, ok := r.ScheduleLag(); ok {
 		o.in.lag.Record(ctx, d.Seconds(), o.base.rec...)

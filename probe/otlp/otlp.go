@@ -1,5 +1,5 @@
 // Package otlp pushes the continuous probe's observations as OpenTelemetry
-// metrics over OTLP/HTTP, named as the GenAI semantic conventions name a
+// metrics and per-request spans over OTLP (gRPC or HTTP/protobuf), named as the GenAI semantic conventions name a
 // client's metrics (gen_ai.client.operation.duration, time_to_first_chunk,
 // time_per_output_chunk, gen_ai.client.token.usage), with infer_probe.* names
 // for what the conventions lack (TPOT, schedule lag, goodput, stalls, drops).
@@ -15,9 +15,9 @@ package otlp
 
 import (
 	"context"
+	"errors"
 	"fmt"
 	"log/slog"
-	"net/url"
 	"os"
 	"strconv"
 	"strings"
@@ -25,6 +25,7 @@ import (
 	"time"
 
 	"github.com/prometheus/client_golang/prometheus"
+	"go.opentelemetry.io/otel/exporters/otlp/otlpmetric/otlpmetricgrpc"
 	"go.opentelemetry.io/otel/exporters/otlp/otlpmetric/otlpmetrichttp"
 	"go.opentelemetry.io/otel/metric"
 	"go.opentelemetry.io/otel/sdk/instrumentation"
@@ -79,12 +80,17 @@ const (
 
 // Options configure the push.
 type Options struct {
-	// Endpoint is the collector's OTLP/HTTP URL. A URL without a path (or
-	// with "/") is a base, as OTEL_EXPORTER_OTLP_ENDPOINT is: /v1/metrics is
-	// appended; a URL with a path is used as it is. Empty: the standard
-	// variables say where (OTEL_EXPORTER_OTLP_METRICS_ENDPOINT, else
-	// OTEL_EXPORTER_OTLP_ENDPOINT).
+	// Endpoint is the collector's URL, a base as OTEL_EXPORTER_OTLP_ENDPOINT
+	// is: over OTLP/HTTP /v1/metrics and /v1/traces are appended to its
+	// path (a path that already ends in /v1/metrics is the metrics URL, and
+	// the traces' sits beside it); over gRPC its path is not used. Empty:
+	// the standard variables say where (OTEL_EXPORTER_OTLP_<SIGNAL>_ENDPOINT,
+	// else OTEL_EXPORTER_OTLP_ENDPOINT).
 	Endpoint string
+	// Protocol: GRPC or HTTPProtobuf; empty follows
+	// OTEL_EXPORTER_OTLP_<SIGNAL>_PROTOCOL, else OTEL_EXPORTER_OTLP_PROTOCOL,
+	// else http/protobuf.
+	Protocol Protocol
 	// Histograms: Exponential or Explicit; empty follows
 	// OTEL_EXPORTER_OTLP_METRICS_DEFAULT_HISTOGRAM_AGGREGATION, else
 	// Exponential.
@@ -95,6 +101,12 @@ type Options struct {
 	// Timeout of one push, retries included; 0 follows
 	// OTEL_METRIC_EXPORT_TIMEOUT (milliseconds), else 30 s.
 	Timeout time.Duration
+	// SampleRatio is the share of requests whose spans the head sampler
+	// chooses (traces.go); nil follows OTEL_TRACES_SAMPLER and
+	// OTEL_TRACES_SAMPLER_ARG, else DefaultSampleRatio.
+	SampleRatio *float64
+	// NoTraces pushes metrics only, whatever the variables say.
+	NoTraces bool
 	// Version is the exporter's, for the resource's service.version.
 	Version string
 	// Registerer receives the push's own counters (exports, failures).
@@ -111,78 +123,157 @@ func (o *Options) getenv(key string) string {
 	return os.Getenv(key)
 }
 
-// Enabled reports whether the exporter should push: an endpoint was given,
-// or the standard variables name one, and neither OTEL_SDK_DISABLED=true
-// nor OTEL_METRICS_EXPORTER=none turns metrics off. Without it only the
-// Prometheus endpoint serves the observations, as before.
+// Enabled reports whether the exporter should push anything: an endpoint
+// was given, or the standard variables name one, and OTEL_SDK_DISABLED=true
+// does not turn the SDK off, nor OTEL_METRICS_EXPORTER=none and
+// OTEL_TRACES_EXPORTER=none both signals. Without it only the Prometheus
+// endpoint serves the observations, as before.
 func Enabled(endpoint string, getenv func(string) string) bool {
 	if getenv == nil {
 		getenv = os.Getenv
 	}
-	if strings.EqualFold(strings.TrimSpace(getenv(envSDKDisabled)), "true") ||
-		strings.EqualFold(strings.TrimSpace(getenv(envMetricsExporter)), "none") {
+	return metricsEnabled(endpoint, getenv) || tracesEnabled(endpoint, getenv)
+}
+
+func sdkDisabled(getenv func(string) string) bool {
+	return strings.EqualFold(strings.TrimSpace(getenv(envSDKDisabled)), "true")
+}
+
+func metricsEnabled(endpoint string, getenv func(string) string) bool {
+	if sdkDisabled(getenv) || strings.EqualFold(strings.TrimSpace(getenv(envMetricsExporter)), "none") {
 		return false
 	}
 	return endpoint != "" || getenv(envMetricsEndpoint) != "" || getenv(envEndpoint) != ""
 }
 
 // Pusher holds the SDK's meter provider, its periodic OTLP reader and the
-// instruments that every workload's Observer records into.
+// instruments that every workload's Observer records into, and, when spans
+// are pushed, their tracer (traces.go).
 type Pusher struct {
 	provider *sdkmetric.MeterProvider
 	inst     instruments
 	chunks   *chunkProducer
+	// metrics: the metrics are pushed (else the provider has no reader,
+	// and the per-chunk histogram records nothing).
+	metrics bool
+	traces  *traces // nil: no spans
 }
 
 // New starts pushing. The first push happens one interval after it returns;
 // Shutdown pushes a last time.
 func New(ctx context.Context, opts Options) (*Pusher, error) {
-	hist, err := histograms(&opts)
-	if err != nil {
-		return nil, err
-	}
-	interval, err := period(&opts, opts.Interval, envInterval, defaultInterval)
-	if err != nil {
-		return nil, err
-	}
-	timeout, err := period(&opts, opts.Timeout, envTimeout, defaultTimeout)
-	if err != nil {
-		return nil, err
-	}
-	var httpOpts []otlpmetrichttp.Option
-	if opts.Endpoint != "" {
-		u, err := endpointURL(opts.Endpoint)
-		if err != nil {
-			return nil, err
-		}
-		// Given explicitly, it overrides the variables.
-		httpOpts = append(httpOpts, otlpmetrichttp.WithEndpointURL(u))
-	}
-	exp, err := otlpmetrichttp.New(ctx, httpOpts...)
-	if err != nil {
-		return nil, fmt.Errorf("otlp exporter: %w", err)
-	}
+	getenv := opts.getenv
 	logger := opts.Logger
 	if logger == nil {
 		logger = slog.New(slog.DiscardHandler)
 	}
-	counted := newCountingExporter(exp, opts.Registerer, logger)
-	newReader := func(producer sdkmetric.ReaderOption) sdkmetric.Reader {
-		return sdkmetric.NewPeriodicReader(counted, sdkmetric.WithInterval(interval), sdkmetric.WithTimeout(timeout), producer)
+	var p *Pusher
+	if metricsEnabled(opts.Endpoint, getenv) {
+		var err error
+		if p, err = newMetrics(ctx, &opts, logger); err != nil {
+			return nil, err
+		}
+	} else {
+		// No reader: the instruments record into nothing.
+		var err error
+		noReader := func(sdkmetric.ReaderOption) sdkmetric.Reader { return nil }
+		if p, err = newPusher(ctx, noReader, metricdata.CumulativeTemporality, Exponential, &opts); err != nil {
+			return nil, err
+		}
 	}
-	p, err := newPusher(ctx, newReader, exp.Temporality(sdkmetric.InstrumentKindHistogram), hist, &opts)
+	if !opts.NoTraces && tracesEnabled(opts.Endpoint, getenv) {
+		tr, err := newTraces(ctx, &opts, logger)
+		if err != nil {
+			_ = p.provider.Shutdown(ctx)
+			return nil, err
+		}
+		p.traces = tr
+	}
+	return p, nil
+}
+
+// newMetrics builds the metrics pipeline: the exporter of the resolved
+// protocol and endpoint, counted, behind a periodic reader.
+func newMetrics(ctx context.Context, opts *Options, logger *slog.Logger) (*Pusher, error) {
+	hist, err := histograms(opts)
 	if err != nil {
 		return nil, err
 	}
-	logger.Info("pushing OTLP metrics", "endpoint", describeEndpoint(&opts), "interval", interval, "histograms", hist)
+	interval, err := period(opts, opts.Interval, envInterval, defaultInterval)
+	if err != nil {
+		return nil, err
+	}
+	timeout, err := period(opts, opts.Timeout, envTimeout, defaultTimeout)
+	if err != nil {
+		return nil, err
+	}
+	proto, err := protocol(opts, signalMetrics)
+	if err != nil {
+		return nil, err
+	}
+	ep, err := resolveEndpoint(opts, signalMetrics, proto)
+	if err != nil {
+		return nil, err
+	}
+	// The resolved URL is handed over explicitly, so that what the log
+	// says is where the push goes; the exporter reads the other variables
+	// (headers, TLS, compression, temporality) itself.
+	var exp sdkmetric.Exporter
+	switch proto {
+	case GRPC:
+		exp, err = otlpmetricgrpc.New(ctx, otlpmetricgrpc.WithEndpointURL(ep.url))
+	default:
+		exp, err = otlpmetrichttp.New(ctx, otlpmetrichttp.WithEndpointURL(ep.url))
+	}
+	if err != nil {
+		return nil, fmt.Errorf("otlp exporter: %w", err)
+	}
+	counted := newCountingExporter(exp, opts.Registerer, logger, ep)
+	newReader := func(producer sdkmetric.ReaderOption) sdkmetric.Reader {
+		return sdkmetric.NewPeriodicReader(counted, sdkmetric.WithInterval(interval), sdkmetric.WithTimeout(timeout), producer)
+	}
+	p, err := newPusher(ctx, newReader, exp.Temporality(sdkmetric.InstrumentKindHistogram), hist, opts)
+	if err != nil {
+		return nil, err
+	}
+	logger.Info("pushing OTLP metrics", "endpoint", ep.url, "protocol", ep.protocol, "from", ep.from, "interval", interval, "histograms", hist)
 	return p, nil
 }
 
 // newPusher builds the provider around the reader that newReader makes
-// (the periodic OTLP reader, or a manual reader in tests), handing it the
-// producer of the per-chunk histogram (chunks.go), whose temporality is the
-// exporter's.
+// (the periodic OTLP reader, or a manual reader in tests; nil: none),
+// handing it the producer of the per-chunk histogram (chunks.go), whose
+// temporality is the exporter's.
 func newPusher(ctx context.Context, newReader func(sdkmetric.ReaderOption) sdkmetric.Reader, temporality metricdata.Temporality, hist Histograms, opts *Options) (*Pusher, error) {
+	res, err := newResource(ctx, opts)
+	if err != nil {
+		return nil, err
+	}
+	scope := instrumentation.Scope{Name: scopeName, Version: opts.Version, SchemaURL: semconv.SchemaURL}
+	chunks := newChunkProducer(scope, hist, temporality)
+	reader := newReader(sdkmetric.WithProducer(chunks))
+	popts := []sdkmetric.Option{
+		sdkmetric.WithResource(res),
+		sdkmetric.WithView(views(hist)...),
+		// Offering every measurement to an exemplar reservoir would cost
+		// CPU per request; the spans are joined by their own ids.
+		sdkmetric.WithExemplarFilter(exemplar.AlwaysOffFilter),
+	}
+	if reader != nil {
+		popts = append(popts, sdkmetric.WithReader(reader))
+	}
+	provider := sdkmetric.NewMeterProvider(popts...)
+	meter := provider.Meter(scope.Name, metric.WithInstrumentationVersion(scope.Version), metric.WithSchemaURL(scope.SchemaURL))
+	inst, err := newInstruments(meter)
+	if err != nil {
+		_ = provider.Shutdown(ctx)
+		return nil, err
+	}
+	return &Pusher{provider: provider, inst: inst, chunks: chunks, metrics: reader != nil}, nil
+}
+
+// newResource is the resource of both signals.
+func newResource(ctx context.Context, opts *Options) (*resource.Resource, error) {
 	res, err := resource.New(ctx,
 		resource.WithAttributes(semconv.ServiceName("infer_exporter"), semconv.ServiceVersion(opts.Version)),
 		// OTEL_SERVICE_NAME and OTEL_RESOURCE_ATTRIBUTES come last, so they
@@ -192,24 +283,7 @@ func newPusher(ctx context.Context, newReader func(sdkmetric.ReaderOption) sdkme
 	if err != nil {
 		return nil, fmt.Errorf("otlp resource: %w", err)
 	}
-	scope := instrumentation.Scope{Name: scopeName, Version: opts.Version, SchemaURL: semconv.SchemaURL}
-	chunks := newChunkProducer(scope, hist, temporality)
-	reader := newReader(sdkmetric.WithProducer(chunks))
-	provider := sdkmetric.NewMeterProvider(
-		sdkmetric.WithResource(res),
-		sdkmetric.WithReader(reader),
-		sdkmetric.WithView(views(hist)...),
-		// There are no traces here to tie an exemplar to, and offering
-		// every measurement to a reservoir would cost CPU per request.
-		sdkmetric.WithExemplarFilter(exemplar.AlwaysOffFilter),
-	)
-	meter := provider.Meter(scope.Name, metric.WithInstrumentationVersion(scope.Version), metric.WithSchemaURL(scope.SchemaURL))
-	inst, err := newInstruments(meter)
-	if err != nil {
-		_ = provider.Shutdown(ctx)
-		return nil, err
-	}
-	return &Pusher{provider: provider, inst: inst, chunks: chunks}, nil
+	return res, nil
 }
 
 // scopeName is the instrumentation scope of every metric pushed.
@@ -218,13 +292,21 @@ const scopeName = "github.com/infer-exporter/infer_exporter/probe/otlp"
 // ForceFlush pushes now what was recorded so far (the load harness, tests);
 // ctx bounds the push.
 func (p *Pusher) ForceFlush(ctx context.Context) error {
-	return p.provider.ForceFlush(ctx)
+	err := p.provider.ForceFlush(ctx)
+	if p.traces != nil {
+		err = errors.Join(err, p.traces.provider.ForceFlush(ctx))
+	}
+	return err
 }
 
 // Shutdown pushes what was recorded since the last push and stops. ctx
 // bounds the last push.
 func (p *Pusher) Shutdown(ctx context.Context) error {
-	return p.provider.Shutdown(ctx)
+	err := p.provider.Shutdown(ctx)
+	if p.traces != nil {
+		err = errors.Join(err, p.traces.provider.Shutdown(ctx))
+	}
+	return err
 }
 
 // histograms resolves the aggregation from the option or the variable.
@@ -270,40 +352,6 @@ func period(opts *Options, d time.Duration, env string, def time.Duration) (time
 	return d, nil
 }
 
-// endpointURL checks a configured endpoint and completes a base URL with
-// the metrics path.
-func endpointURL(s string) (string, error) {
-	u, err := url.Parse(s)
-	if err != nil {
-		return "", fmt.Errorf("otlp endpoint: %w", err)
-	}
-	if (u.Scheme != "http" && u.Scheme != "https") || u.Host == "" {
-		return "", fmt.Errorf("otlp endpoint %q: want http:// or https:// and a host", s)
-	}
-	if u.User != nil {
-		// Credentials belong in OTEL_EXPORTER_OTLP_HEADERS, which the log
-		// never prints.
-		return "", fmt.Errorf("otlp endpoint %q: credentials in the URL are not sent; use OTEL_EXPORTER_OTLP_HEADERS", u.Redacted())
-	}
-	if u.Path == "" || u.Path == "/" {
-		u.Path = "/v1/metrics"
-	}
-	return u.String(), nil
-}
-
-// describeEndpoint is where the log says the push goes.
-func describeEndpoint(opts *Options) string {
-	if opts.Endpoint != "" {
-		if u, err := endpointURL(opts.Endpoint); err == nil {
-			return u
-		}
-	}
-	if v := opts.getenv(envMetricsEndpoint); v != "" {
-		return envMetricsEndpoint
-	}
-	return envEndpoint
-}
-
 // countingExporter counts every push and its failures. A failure is logged
 // when the push starts failing and when it recovers, not at every
 // interval, and is not handed on to the SDK, whose global error handler
@@ -312,19 +360,20 @@ type countingExporter struct {
 	sdkmetric.Exporter
 	exports, failures prometheus.Counter
 	logger            *slog.Logger
+	endpoint          endpoint
 
 	mu      sync.Mutex
 	failing bool
 }
 
-func newCountingExporter(e sdkmetric.Exporter, reg prometheus.Registerer, logger *slog.Logger) *countingExporter {
+func newCountingExporter(e sdkmetric.Exporter, reg prometheus.Registerer, logger *slog.Logger, ep endpoint) *countingExporter {
 	c := &countingExporter{
 		Exporter: e,
 		exports: prometheus.NewCounter(prometheus.CounterOpts{Name: "infer_exporter_otlp_exports_total",
 			Help: "OTLP metric pushes attempted (--otlp.endpoint)."}),
 		failures: prometheus.NewCounter(prometheus.CounterOpts{Name: "infer_exporter_otlp_export_failures_total",
 			Help: "OTLP metric pushes that failed after the exporter's retries; measurement goes on, the next push carries the totals."}),
-		logger: logger,
+		logger: logger, endpoint: ep,
 	}
 	if reg != nil {
 		reg.MustRegister(c.exports, c.failures)
@@ -342,7 +391,11 @@ func (c *countingExporter) Export(ctx context.Context, rm *metricdata.ResourceMe
 	case err != nil:
 		c.failures.Inc()
 		if !c.failing {
-			c.logger.Warn("OTLP push failed; measurement goes on, failures are counted in infer_exporter_otlp_export_failures_total", "err", err)
+			// The URL and protocol, resolved: a collector that speaks
+			// only the other transport shows here, not only as a
+			// rising counter.
+			c.logger.Warn("OTLP push failed; measurement goes on, failures are counted in infer_exporter_otlp_export_failures_total",
+				"endpoint", c.endpoint.url, "protocol", c.endpoint.protocol, "err", err)
 		}
 		c.failing = true
 	case c.failing:

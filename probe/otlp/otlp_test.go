@@ -34,7 +34,10 @@ func TestEnabled(t *testing.T) {
 		{"flag", "http://c:4318", env(), true},
 		{"base variable", "", env(envEndpoint, "http://c:4318"), true},
 		{"metrics variable", "", env(envMetricsEndpoint, "http://c:4318/v1/metrics"), true},
-		{"metrics exporter none", "http://c:4318", env(envMetricsExporter, "none"), false},
+		{"metrics exporter none: spans still", "http://c:4318", env(envMetricsExporter, "none"), true},
+		{"traces exporter none: metrics still", "http://c:4318", env(envTracesExporter, "none"), true},
+		{"both none", "http://c:4318", env(envMetricsExporter, "none", envTracesExporter, "none"), false},
+		{"traces variable", "", env(envTracesEndpoint, "http://c:4318/v1/traces"), true},
 		{"sdk disabled", "", env(envEndpoint, "http://c:4318", envSDKDisabled, "TRUE"), false},
 		{"sdk disabled false", "", env(envEndpoint, "http://c:4318", envSDKDisabled, "false"), true},
 	} {
@@ -46,31 +49,97 @@ func TestEnabled(t *testing.T) {
 	}
 }
 
-func TestEndpointURL(t *testing.T) {
+// TestEndpoint: the URL each signal goes to, resolved as the specification
+// resolves the variables, so that the log names it; what no exporter could
+// use is refused, naming where it came from and never the password.
+func TestEndpoint(t *testing.T) {
 	for _, tc := range []struct {
-		in, want string
-		err      string
+		name    string
+		flag    string
+		env     func(string) string
+		proto   Protocol
+		metrics string
+		traces  string
+		err     string
 	}{
-		{"http://collector:4318", "http://collector:4318/v1/metrics", ""},
-		{"http://collector:4318/", "http://collector:4318/v1/metrics", ""},
-		{"https://otlp.example/otlp/v1/metrics", "https://otlp.example/otlp/v1/metrics", ""},
-		{"collector:4318", "", "want http:// or https://"},
-		{"grpc://collector:4317", "", "want http:// or https://"},
-		{"http://", "", "want http:// or https://"},
-		{"http://user:secret@collector:4318", "", "credentials in the URL"},
+		{"base", "http://collector:4318", env(), HTTPProtobuf, "http://collector:4318/v1/metrics", "http://collector:4318/v1/traces", ""},
+		{"base with slash", "http://collector:4318/", env(), HTTPProtobuf, "http://collector:4318/v1/metrics", "http://collector:4318/v1/traces", ""},
+		{"metrics URL: traces beside it", "https://otlp.example/otlp/v1/metrics", env(), HTTPProtobuf, "https://otlp.example/otlp/v1/metrics", "https://otlp.example/otlp/v1/traces", ""},
+		{"base with a path", "https://otlp.example/otlp", env(), HTTPProtobuf, "https://otlp.example/otlp/v1/metrics", "https://otlp.example/otlp/v1/traces", ""},
+		{"grpc drops the path", "http://collector:4317/x", env(), GRPC, "http://collector:4317", "http://collector:4317", ""},
+		{"flag wins", "http://a:4318", env(envEndpoint, "http://b:4318"), HTTPProtobuf, "http://a:4318/v1/metrics", "http://a:4318/v1/traces", ""},
+		{"base variable", "", env(envEndpoint, "http://b:4318"), HTTPProtobuf, "http://b:4318/v1/metrics", "http://b:4318/v1/traces", ""},
+		{"grpc base variable", "", env(envEndpoint, "http://otel-collector:4317"), GRPC, "http://otel-collector:4317", "http://otel-collector:4317", ""},
+		{"signal variables are whole URLs", "", env(envEndpoint, "http://b:4318", envMetricsEndpoint, "http://m:9/push", envTracesEndpoint, "http://t:9/spans"), HTTPProtobuf, "http://m:9/push", "http://t:9/spans", ""},
+		{"no scheme", "collector:4318", env(), HTTPProtobuf, "", "", "want http:// or https://"},
+		{"grpc scheme", "grpc://collector:4317", env(), GRPC, "", "", "want http:// or https://"},
+		{"no host", "http://", env(), HTTPProtobuf, "", "", "want http:// or https://"},
+		{"credentials", "http://user:secret@collector:4318", env(), HTTPProtobuf, "", "", "credentials in the URL"},
+		{"bad variable named", "", env(envEndpoint, "collector:4317"), GRPC, "", "", envEndpoint},
 	} {
-		t.Run(tc.in, func(t *testing.T) {
-			got, err := endpointURL(tc.in)
-			switch {
-			case tc.err != "" && (err == nil || !strings.Contains(err.Error(), tc.err)):
-				t.Errorf("err %v, want one saying %q", err, tc.err)
-			case tc.err == "" && (err != nil || got != tc.want):
-				t.Errorf("got %q %v, want %q", got, err, tc.want)
-			}
-			if err != nil && strings.Contains(err.Error(), "secret") {
-				t.Errorf("the error shows the password: %v", err)
+		t.Run(tc.name, func(t *testing.T) {
+			opts := Options{Endpoint: tc.flag, Getenv: tc.env}
+			for _, sig := range []struct {
+				s    signal
+				want string
+			}{{signalMetrics, tc.metrics}, {signalTraces, tc.traces}} {
+				got, err := resolveEndpoint(&opts, sig.s, tc.proto)
+				switch {
+				case tc.err != "" && (err == nil || !strings.Contains(err.Error(), tc.err)):
+					t.Errorf("%s: err %v, want one saying %q", sig.s.env, err, tc.err)
+				case tc.err == "" && (err != nil || got.url != sig.want):
+					t.Errorf("%s: got %q %v, want %q", sig.s.env, got.url, err, sig.want)
+				}
+				if err != nil && strings.Contains(err.Error(), "secret") {
+					t.Errorf("the error shows the password: %v", err)
+				}
 			}
 		})
+	}
+}
+
+// TestProtocol: the option, the per-signal variable, the general one, the
+// default; an unknown value, or http/json which the Go SDK cannot send, is
+// refused with the variable's name and the values it takes.
+func TestProtocol(t *testing.T) {
+	for _, tc := range []struct {
+		name    string
+		opt     Protocol
+		env     func(string) string
+		metrics Protocol
+		traces  Protocol
+		err     string
+	}{
+		{"default", "", env(), HTTPProtobuf, HTTPProtobuf, ""},
+		{"grpc", "", env(envProtocol, "grpc"), GRPC, GRPC, ""},
+		{"per signal", "", env(envProtocol, "grpc", "OTEL_EXPORTER_OTLP_TRACES_PROTOCOL", "http/protobuf"), GRPC, HTTPProtobuf, ""},
+		{"option wins", HTTPProtobuf, env(envProtocol, "grpc"), HTTPProtobuf, HTTPProtobuf, ""},
+		{"bogus", "", env(envProtocol, "bogus"), "", "", `OTEL_EXPORTER_OTLP_PROTOCOL="bogus": unknown OTLP protocol; want "grpc" or "http/protobuf"`},
+		{"json", "", env(envProtocol, "http/json"), "", "", "no OTLP/HTTP JSON exporter"},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			opts := Options{Protocol: tc.opt, Getenv: tc.env}
+			m, errM := protocol(&opts, signalMetrics)
+			tr, errT := protocol(&opts, signalTraces)
+			if tc.err != "" {
+				if errM == nil || !strings.Contains(errM.Error(), tc.err) || errT == nil {
+					t.Errorf("errors %v, %v; want %q", errM, errT, tc.err)
+				}
+				return
+			}
+			if errM != nil || errT != nil || m != tc.metrics || tr != tc.traces {
+				t.Errorf("metrics %q %v, traces %q %v; want %q, %q", m, errM, tr, errT, tc.metrics, tc.traces)
+			}
+		})
+	}
+}
+
+// TestNewRefusesBogusProtocol: New, as the exporter calls it at start,
+// fails on an unknown protocol rather than pushing in another transport.
+func TestNewRefusesBogusProtocol(t *testing.T) {
+	_, err := New(context.Background(), Options{Endpoint: "http://127.0.0.1:4318", Getenv: env(envProtocol, "bogus")})
+	if err == nil || !strings.Contains(err.Error(), "bogus") {
+		t.Fatalf("New = %v, want a refusal naming the value", err)
 	}
 }
 

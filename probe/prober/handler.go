@@ -20,6 +20,7 @@ import (
 
 	"github.com/infer-exporter/infer_exporter/internal/config"
 	"github.com/infer-exporter/infer_exporter/internal/textcut"
+	"github.com/infer-exporter/infer_exporter/probe/observation"
 )
 
 // Options configure a Handler.
@@ -40,10 +41,22 @@ type Options struct {
 	History *History
 	// Resolver resolves target host names; nil is net.DefaultResolver.
 	Resolver Resolver
+	// Spans, when set, gives the requests of a probe of module against t
+	// their trace contexts and records their spans (the OTLP push,
+	// probe/otlp); it may return nil (none).
+	Spans func(t *config.Target, module string, sampling config.Sampling) Spans
 
 	// beforeConnect, for tests, runs right before each connect(), after
 	// the allow list passed the address.
 	beforeConnect func(address string) error
+}
+
+// Spans records a probe's requests as spans: each is given a trace context
+// before it is sent (the client sends it as traceparent) and is told when
+// it ended.
+type Spans interface {
+	Trace() observation.Trace
+	Done(o *observation.Request)
 }
 
 // Reasons of infer_exporter_probe_requests_invalid_total.

@@ -158,11 +158,19 @@ func (h *Handler) probe(ctx context.Context, p *probeRun) *result {
 		}
 	}()
 
+	var spans Spans
+	if h.opts.Spans != nil {
+		flavor := config.FlavorOpenAIChat
+		if ct.Flavor != nil {
+			flavor = config.Flavor(ct.Flavor.Name())
+		}
+		spans = h.opts.Spans(&config.Target{Name: ct.Name, URL: ct.BaseURL, Flavor: flavor, Model: ct.Model}, p.moduleName, m.Sampling)
+	}
 	var wg sync.WaitGroup
 	for range m.Concurrency {
 		wg.Go(func() {
 			for j := range jobs {
-				h.send(ctx, tc, cl, ct, j, logger)
+				h.send(ctx, tc, cl, ct, j, spans, logger)
 			}
 		})
 	}
@@ -197,7 +205,7 @@ func clampModule(m config.Module) *config.Module {
 }
 
 // send waits for the target's rate ceiling, then sends one request.
-func (h *Handler) send(ctx context.Context, tc *targetCeiling, cl *client.Client, ct *client.Target, j job, logger *slog.Logger) {
+func (h *Handler) send(ctx context.Context, tc *targetCeiling, cl *client.Client, ct *client.Target, j job, spans Spans, logger *slog.Logger) {
 	if err := tc.wait(ctx); err != nil {
 		reason := ReasonRateCeiling
 		if ctx.Err() != nil {
@@ -210,7 +218,13 @@ func (h *Handler) send(ctx context.Context, tc *targetCeiling, cl *client.Client
 	// The request's clock starts when the ceiling lets it go: that is the
 	// instant the probe chose, and the server's latency starts there.
 	j.obs.Scheduled = time.Now()
+	if spans != nil {
+		j.req.Trace = spans.Trace()
+	}
 	cl.Do(ctx, ct, j.req, j.obs)
+	if spans != nil {
+		spans.Done(j.obs)
+	}
 	o := j.obs
 	attrs := []any{"request", j.name(), "request_id", j.req.RequestID, "outcome", o.Outcome, "http_status", o.HTTPStatus,
 		"output_tokens", o.OutputTokens, "token_source", o.TokenSource}

@@ -94,6 +94,14 @@ func (f Results) Done(o *observation.Request) { f(o) }
 // Dropped implements Observer.
 func (f Results) Dropped(o *observation.Request) { f(o) }
 
+// Tracer gives a request its W3C trace context at its admission, before it
+// is sent (probe/otlp's head sampler): the client sends it as traceparent,
+// the observation carries it to the observers. It must be cheap and must
+// not block: it runs on the dispatcher, once per request.
+type Tracer interface {
+	Trace() observation.Trace
+}
+
 // Monitor hears of the workload itself rather than of one request: its
 // limits, the requests in flight, the schedule's rate and clamps, the lag
 // and degradation the runner computes, its known-answer checks and its

@@ -106,6 +106,10 @@ type Plan struct {
 	Observer Observer
 	// Monitor hears of the workload's own state (Series); nil: none.
 	Monitor Monitor
+	// Tracer, when set, gives each observed request its W3C trace context
+	// (probe/otlp's spans), which the client sends as traceparent; nil:
+	// none is sent.
+	Tracer Tracer
 	// Template turns the source's prompts into requests: the sampling
 	// parameters and each request's timeout.
 	Template plan.Template
@@ -457,6 +461,7 @@ func (d *dispatcher) send(ctx context.Context, a *dueRequest, at time.Time, gate
 		a.window.sent() // never sent (its request could not be built)
 	}
 	d.flights.remove(a.fl)
+	obs.Stalled = a.fl.everStalled.Load()
 	d.inFlight.Add(-1)
 	d.mon.InFlight(-1)
 	if lag, ok := obs.ScheduleLag(); ok {
@@ -522,6 +527,9 @@ func (d *dispatcher) admit(group []dueRequest, at time.Time) []int {
 		} else {
 			a.req.Events = &requestEvents{o: d.observer, f: a.fl, w: window}
 			a.req.TokenWindow = r.TokenWindow
+			if r.Tracer != nil {
+				a.req.Trace = r.Tracer.Trace()
+			}
 		}
 	}
 	if len(group) > 1 {

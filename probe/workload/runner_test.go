@@ -1,24 +1,11 @@
 package workload
 
 import (
-	//DELETEME
-	//DELETEME
-	//DELETEME
-	//DELETEME
 	"math"
-	//DELETEME
-	//DELETEME
-	//DELETEME
 	"testing"
 	"time"
 
 	"github.com/prometheus/client_golang/prometheus"
-	//DELETEME
-	//DELETEME
-	//DELETEME
-	//DELETEME
-	//DELETEME
-	//DELETEME
 )
 
 func TestLagWindowQuantile(t *testing.T) {

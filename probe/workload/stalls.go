@@ -15,6 +15,9 @@ type flight struct {
 	scheduled time.Time
 	last      atomic.Int64 // unix nanoseconds of the last thing received; the scheduled instant before any
 	stalled   bool
+	// everStalled: some scan found it stalled; read by its sender at the
+	// end (observation.Request.Stalled), for the spans kept for stalls.
+	everStalled atomic.Bool
 }
 
 // flights are a workload's requests in flight.
@@ -69,6 +72,7 @@ func (fs *flights) scan(now time.Time, threshold time.Duration) StallScan {
 			s.Stalled++
 			if !f.stalled {
 				f.stalled = true
+				f.everStalled.Store(true)
 				s.New++
 			}
 		default:
