@@ -59,6 +59,7 @@ type scalingOptions struct {
 	observer     string
 	profileCores int
 	profileDir   string
+	transports   []string
 
 	memStreams int
 	memTokens  int
@@ -79,7 +80,8 @@ type scalingOptions struct {
 
 // scalingFlags registers the scaling scenarios' flags on fs.
 func scalingFlags(fs *flag.FlagSet) *scalingOptions {
-	o := &scalingOptions{cores: []int{1, 2, 4, 8, 16}, concLevels: []int{4000, 8000, 16000, 32000, 64000}}
+	o := &scalingOptions{cores: []int{1, 2, 4, 8, 16}, concLevels: []int{4000, 8000, 16000, 32000, 64000}, transports: []string{transportNetHTTP}}
+	fs.Func("transports", "scaling, memory, concurrency: comma-separated client transports, each measured in turn: net/http, h1 (probe/client/h1), fasthttp (default net/http)", transportList(&o.transports))
 	fs.Func("cores", "scaling: comma-separated client core counts (default 1,2,4,8,16)", intList(&o.cores, 1, 1024))
 	fs.IntVar(&o.tokens, "scaling.tokens", 32, "scaling: output tokens per request (1 to 4096)")
 	fs.DurationVar(&o.step, "scaling.step", 10*time.Millisecond, "scaling: the reference server's decode step (0: tokens back to back)")
@@ -404,69 +406,78 @@ func (o *scalingOptions) scaling(d time.Duration) error {
 	fmt.Printf("## scaling: chunks/s of one process by client cores, %d-token streams, a decode step every %s (%s), %s per load\n\n", o.tokens, o.step, o.phase, d)
 	fmt.Printf("CPUs allowed: %d (%s); open-file limit %d; observer: %s; workloads: %s. A load is held when none failed, at most 1%% were dropped, and both the schedule lag p99 and the goroutine scheduling latency p99 are under 10 ms.\n\n",
 		len(cpus), cpuList(cpus), fileLimit(), o.observer, workloadsName(o.workloads))
-	fmt.Println("| client cores | server cores | offered chunks/s | delivered chunks/s | sent / scheduled | lag p50 / p99 | sched. latency p99 | degraded | client CPU per chunk | client cores busy | server cores busy | server late / accepts refused | held |")
-	fmt.Println("| --- | --- | --- | --- | --- | --- | --- | --- | --- | --- | --- | --- | --- |")
+	fmt.Println("Token timing: each token's read instant less its decode step's instant on the server's grid (aligned steps only, modulo the step), and each inter-token gap less the step, both p50 / p99 over the window's tokens.")
+	fmt.Println()
+	fmt.Println("| transport | client cores | server cores | offered chunks/s | delivered chunks/s | sent / scheduled | lag p50 / p99 | sched. latency p99 | degraded | client CPU per chunk | client cores busy | server cores busy | server late / accepts refused | token read − step p50 / p99 | ITL − step p50 / p99 | held |")
+	fmt.Println("| --- | --- | --- | --- | --- | --- | --- | --- | --- | --- | --- | --- | --- | --- | --- | --- |")
 	var best []scalingStep
-	for _, n := range o.cores {
-		if n > len(cpus) {
-			fmt.Printf("| %d | | skipped: only %d CPUs | | | | | | | | | | |\n", n, len(cpus))
-			continue
-		}
-		clientCPUs, serverCPUs, shared := splitCPUs(cpus, n)
-		w := o.workloads
-		if w == 0 {
-			w = n
-		}
-		srv, urls, err := startServer(serverCPUs, o.step, o.phase == "spread", w)
-		if err != nil {
-			return err
-		}
-		job := clientJob{
-			Mode: modeScaling, URLs: urls, Cores: n, ServerCores: len(serverCPUs), SharedCores: shared,
-			Tokens: o.tokens, Seconds: d.Seconds(), Workloads: w, Observer: o.observer,
-			StartChunks: o.startPerCore * float64(n), Factor: o.factor, MaxSteps: o.maxSteps,
-		}
-		if n == o.profileCores {
-			job.Profile = fmt.Sprintf("%s/scaling-%dcores", strings.TrimRight(o.profileDir, "/"), n)
-		}
-		cl, err := startChild(roleClient, clientCPUs, job)
-		if err != nil {
-			_ = srv.stop()
-			return err
-		}
-		var top *scalingStep
-		for {
-			var st scalingStep
-			if err := cl.line(&st); err != nil {
-				if !errors.Is(err, io.EOF) {
-					fmt.Fprintln(os.Stderr, "client:", err)
+	for _, tr := range o.transports {
+		for _, n := range o.cores {
+			if n > len(cpus) {
+				fmt.Printf("| %s | %d | | skipped: only %d CPUs | | | | | | | | | | | | |\n", tr, n, len(cpus))
+				continue
+			}
+			clientCPUs, serverCPUs, shared := splitCPUs(cpus, n)
+			w := o.workloads
+			if w == 0 {
+				w = n
+			}
+			srv, urls, err := startServer(serverCPUs, o.step, o.phase == "spread", w)
+			if err != nil {
+				return err
+			}
+			job := clientJob{
+				Mode: modeScaling, URLs: urls, Cores: n, ServerCores: len(serverCPUs), SharedCores: shared,
+				Tokens: o.tokens, Seconds: d.Seconds(), Workloads: w, Observer: o.observer,
+				StartChunks: o.startPerCore * float64(n), Factor: o.factor, MaxSteps: o.maxSteps,
+				Transport: tr, Step: o.step, Aligned: o.phase == "aligned",
+			}
+			if n == o.profileCores {
+				job.Profile = fmt.Sprintf("%s/scaling-%s-%dcores", strings.TrimRight(o.profileDir, "/"), fileSafe(tr), n)
+			}
+			cl, err := startChild(roleClient, clientCPUs, job)
+			if err != nil {
+				_ = srv.stop()
+				return err
+			}
+			var top *scalingStep
+			for {
+				var st scalingStep
+				if err := cl.line(&st); err != nil {
+					if !errors.Is(err, io.EOF) {
+						fmt.Fprintln(os.Stderr, "client:", err)
+					}
+					break
 				}
-				break
+				if st.Err != "" {
+					fmt.Printf("| %s | %d | %d | stopped: %s | | | | | | | | | | | | |\n", tr, n, len(serverCPUs), st.Err)
+					break
+				}
+				fmt.Println(st.row())
+				if st.Held() && !st.Profiled && (top == nil || st.ChunksPerSecond() > top.ChunksPerSecond()) {
+					top = &st
+				}
 			}
-			if st.Err != "" {
-				fmt.Printf("| %d | %d | stopped: %s | | | | | | | | | | |\n", n, len(serverCPUs), st.Err)
-				break
+			_ = cl.stop()
+			_ = srv.stop()
+			if top != nil {
+				best = append(best, *top)
 			}
-			fmt.Println(st.row())
-			if st.Held() && !st.Profiled && (top == nil || st.ChunksPerSecond() > top.ChunksPerSecond()) {
-				top = &st
-			}
-		}
-		_ = cl.stop()
-		_ = srv.stop()
-		if top != nil {
-			best = append(best, *top)
 		}
 	}
 	fmt.Println()
 	fmt.Println("Highest load held at each core count:")
 	fmt.Println()
-	fmt.Println("| client cores | chunks/s held | req/s | × one core | per core | client CPU per chunk |")
-	fmt.Println("| --- | --- | --- | --- | --- | --- |")
-	for _, b := range best {
-		one := best[0].ChunksPerSecond() / float64(best[0].Cores)
-		fmt.Printf("| %d | %.0f | %.0f | %.2f | %.0f | %s |\n", b.Cores, b.ChunksPerSecond(), b.SentPerSecond(),
-			b.ChunksPerSecond()/one, b.ChunksPerSecond()/float64(b.Cores), us(b.CPUPerChunk()))
+	fmt.Println("| transport | client cores | chunks/s held | req/s | × one core | per core | client CPU per chunk | token read − step p50 / p99 | ITL − step p50 / p99 |")
+	fmt.Println("| --- | --- | --- | --- | --- | --- | --- | --- | --- |")
+	for i, b := range best {
+		first := i
+		for first > 0 && best[first-1].Transport == b.Transport {
+			first--
+		}
+		one := best[first].ChunksPerSecond() / float64(best[first].Cores)
+		fmt.Printf("| %s | %d | %.0f | %.0f | %.2f | %.0f | %s | %s | %s |\n", b.Transport, b.Cores, b.ChunksPerSecond(), b.SentPerSecond(),
+			b.ChunksPerSecond()/one, b.ChunksPerSecond()/float64(b.Cores), us(b.CPUPerChunk()), b.delayCell(), b.gapCell())
 	}
 	fmt.Println()
 	return nil
@@ -493,12 +504,30 @@ func (s *scalingStep) row() string {
 		held += " (profiled)"
 	}
 	wall := s.WallSeconds
-	return fmt.Sprintf("| %d | %s | %.0f | %.0f | %d / %d | %s / %s | %s | %v | %s | %.2f | %.2f | %.2f%% / %d | %s |",
-		s.Cores, server, s.OfferedChunks, s.ChunksPerSecond(), s.Sent, s.Scheduled,
+	return fmt.Sprintf("| %s | %d | %s | %.0f | %.0f | %d / %d | %s / %s | %s | %v | %s | %.2f | %.2f | %.2f%% / %d | %s | %s | %s |",
+		s.Transport, s.Cores, server, s.OfferedChunks, s.ChunksPerSecond(), s.Sent, s.Scheduled,
 		ms(time.Duration(s.LagP50*1e9)), ms(time.Duration(s.LagP99*1e9)), ms(time.Duration(s.SchedP99*1e9)),
 		s.Degraded, us(s.CPUPerChunk()), s.CPUSeconds/wall, s.ServerCPUSeconds/wall,
-		100*float64(s.ServerLate)/float64(max(s.ServerChunks, 1)), s.ServerRefused, held)
+		100*float64(s.ServerLate)/float64(max(s.ServerChunks, 1)), s.ServerRefused, s.delayCell(), s.gapCell(), held)
 }
+
+// delayCell and gapCell are the token timing columns.
+func (s *scalingStep) delayCell() string {
+	if s.DelayP99 < 0 {
+		return "-"
+	}
+	return ms(time.Duration(s.DelayP50*1e9)) + " / " + ms(time.Duration(s.DelayP99*1e9))
+}
+
+func (s *scalingStep) gapCell() string {
+	if s.GapP99 < 0 {
+		return "-"
+	}
+	return ms(time.Duration(s.GapP50*1e9)) + " / " + ms(time.Duration(s.GapP99*1e9))
+}
+
+// fileSafe is a transport's name in a file name.
+func fileSafe(s string) string { return strings.ReplaceAll(s, "/", "") }
 
 // quantileSeconds is q over ds, in seconds.
 func quantileSeconds(ds []time.Duration, p float64) float64 {

@@ -43,6 +43,13 @@ type clientJob struct {
 	Workloads   int      `json:"workloads"`
 	Observer    string   `json:"observer"`
 	Profile     string   `json:"profile,omitempty"` // path prefix of the profiles; empty: none
+	// Transport is the workload clients' transport (transport.go).
+	Transport string `json:"transport"`
+	// Step and Aligned are the reference server's decode step and
+	// whether its streams share one grid: the token timing is measured
+	// against them.
+	Step    time.Duration `json:"step"`
+	Aligned bool          `json:"aligned"`
 
 	// The scaling search: offered loads from StartChunks, times Factor
 	// each step, each for Seconds, until one is not held.
@@ -112,23 +119,28 @@ func contextUntilEOF(r io.Reader) (context.Context, context.CancelFunc) {
 
 // scalingStep is one offered load of the scaling search.
 type scalingStep struct {
+	Transport                     string
 	Cores, ServerCores, Workloads int
 	SharedCores                   bool
-	Observer                      string
-	OfferedChunks, Rate           float64
-	Tokens                        int
-	Seconds, WallSeconds          float64
-	Scheduled, Sent, Dropped      int
-	Failed, Chunks                int
-	CPUSeconds                    float64
-	LagP50, LagP99, SchedP99      float64
-	Degraded                      bool
-	ServerCPUSeconds              float64
-	ServerChunks, ServerLate      uint64
-	ServerRefused                 uint64 // accepts refused for want of file descriptors
-	FileLimit                     uint64 // the client's open-file limit
-	Profiled                      bool
-	Err                           string `json:",omitempty"`
+	// Token timing over the window (seconds; -1: not measured): each
+	// token's read less its step's instant (aligned steps, modulo the
+	// step), each gap between two tokens less the step.
+	DelayP50, DelayP99, GapP50, GapP99 float64
+	Observer                           string
+	OfferedChunks, Rate                float64
+	Tokens                             int
+	Seconds, WallSeconds               float64
+	Scheduled, Sent, Dropped           int
+	Failed, Chunks                     int
+	CPUSeconds                         float64
+	LagP50, LagP99, SchedP99           float64
+	Degraded                           bool
+	ServerCPUSeconds                   float64
+	ServerChunks, ServerLate           uint64
+	ServerRefused                      uint64 // accepts refused for want of file descriptors
+	FileLimit                          uint64 // the client's open-file limit
+	Profiled                           bool
+	Err                                string `json:",omitempty"`
 }
 
 // Held says whether the load was carried as configured: nothing failed,
@@ -187,6 +199,7 @@ func (j *clientJob) scalingSearch(ctx context.Context, enc *json.Encoder) error 
 // itself make the cores contend).
 type tally struct {
 	from, to                      time.Time
+	timing                        *tokenTiming // nil: not measured
 	mu                            sync.Mutex
 	lags                          []time.Duration
 	sent, dropped, failed, chunks int
@@ -210,8 +223,15 @@ func (t *tally) Sent(o *observation.Request) {
 	t.mu.Unlock()
 }
 
+// FirstToken is heard with Token for the first token too.
 func (t *tally) FirstToken(*observation.Request) {}
-func (t *tally) Token(*observation.Request)      {}
+
+func (t *tally) Token(o *observation.Request) {
+	if t.timing == nil || !t.counts(o) {
+		return
+	}
+	t.timing.token(o)
+}
 
 func (t *tally) Done(o *observation.Request) {
 	if !t.counts(o) {
@@ -336,6 +356,7 @@ func (j *clientJob) build(ctx context.Context, rate float64, tokens int, duratio
 	sat := workload.NewSchedulingLatency(nil, satWindow)
 	runners, clients, err := live.Build(ctx, cfg, live.NewMetrics(reg), live.Options{
 		DegradedLag: plan.DefaultDegradedLag, DegradedWindow: duration + 10*time.Second, Saturation: sat,
+		ClientOptions: clientOptions(j.Transport),
 	}, slog.New(slog.DiscardHandler))
 	closeAll := func() {
 		for _, c := range clients {
@@ -347,6 +368,9 @@ func (j *clientJob) build(ctx context.Context, rate float64, tokens int, duratio
 		return nil, err
 	}
 	t := &tally{}
+	if j.Step > 0 {
+		t.timing = &tokenTiming{step: j.Step}
+	}
 	for _, r := range runners {
 		if j.Observer == "none" {
 			r.Observer, r.Monitor = t, tap{t: t}
@@ -381,7 +405,7 @@ const loadWarmup = time.Second
 // under the CPU and mutex profilers, written to profile+".cpu.pprof" and
 // profile+".mutex.pprof".
 func (j *clientJob) load(ctx context.Context, rate float64, d time.Duration, profile string) (scalingStep, error) {
-	st := scalingStep{Cores: j.Cores, ServerCores: j.ServerCores, Workloads: j.Workloads, SharedCores: j.SharedCores,
+	st := scalingStep{Transport: j.Transport, Cores: j.Cores, ServerCores: j.ServerCores, Workloads: j.Workloads, SharedCores: j.SharedCores,
 		Observer: j.Observer, OfferedChunks: rate * float64(j.Tokens), Rate: rate, Tokens: j.Tokens, Seconds: d.Seconds()}
 	// Room for every request of two seconds in flight: a stream lasts its
 	// tokens' decode steps, so the cap never drops what the load sends.
@@ -446,6 +470,13 @@ func (j *clientJob) load(ctx context.Context, rate float64, d time.Duration, pro
 	st.Scheduled = t.sent + t.dropped
 	st.LagP50, st.LagP99 = quantileSeconds(t.lags, .5), quantileSeconds(t.lags, .99)
 	st.Degraded = degraded(st.LagP99, st.SchedP99)
+	st.DelayP50, st.DelayP99, st.GapP50, st.GapP99 = -1, -1, -1, -1
+	if tt := t.timing; tt != nil {
+		if j.Aligned {
+			st.DelayP50, st.DelayP99 = tt.delay.quantile(.5), tt.delay.quantile(.99)
+		}
+		st.GapP50, st.GapP99 = tt.gap.quantile(.5), tt.gap.quantile(.99)
+	}
 	return st, nil
 }
 
@@ -712,4 +743,72 @@ func writeHeapProfile(path string) error {
 		return err
 	}
 	return f.Close()
+}
+
+// tokenTiming histograms each token's timing in sharded counters, so that
+// a million tokens a second on many cores never meet on one lock or cache
+// line: the read instant less its decode step's instant on the server's
+// grid (meaningful for aligned steps: modulo the step), and each gap
+// between two tokens of a stream less the step.
+type tokenTiming struct {
+	step       time.Duration
+	delay, gap shardedHist
+}
+
+func (tt *tokenTiming) token(o *observation.Request) {
+	n := len(o.TokenTimes)
+	if n == 0 {
+		return
+	}
+	at := o.TokenTimes[n-1]
+	shard := int(o.Seq % timingShards)
+	tt.delay.add(shard, at.Sub(at.Truncate(tt.step)))
+	if n >= 2 {
+		d := at.Sub(o.TokenTimes[n-2]) - tt.step
+		tt.gap.add(shard, max(d, -d))
+	}
+}
+
+// Histogram bounds: 10 µs buckets to 50 ms, the last one everything above.
+const (
+	timingShards = 64
+	timingBucket = 10 * time.Microsecond
+	timingBins   = 5000
+)
+
+type shardedHist struct {
+	shards [timingShards]struct {
+		bins [timingBins + 1]atomic.Uint32
+		_    [64]byte
+	}
+}
+
+func (h *shardedHist) add(shard int, d time.Duration) {
+	b := min(max(int(d/timingBucket), 0), timingBins)
+	h.shards[shard].bins[b].Add(1)
+}
+
+// quantile is q over every shard, in seconds (a bucket's upper bound).
+func (h *shardedHist) quantile(q float64) float64 {
+	var bins [timingBins + 1]uint64
+	var total uint64
+	for i := range h.shards {
+		for b := range bins {
+			v := uint64(h.shards[i].bins[b].Load())
+			bins[b] += v
+			total += v
+		}
+	}
+	if total == 0 {
+		return 0
+	}
+	want := uint64(q * float64(total))
+	var seen uint64
+	for b, v := range bins {
+		seen += v
+		if seen > want {
+			return (time.Duration(b+1) * timingBucket).Seconds()
+		}
+	}
+	return (time.Duration(timingBins) * timingBucket).Seconds()
 }

@@ -17,7 +17,7 @@ func portsFor(n int) int { return max(1, (n+19_999)/20_000) }
 
 // runStreams starts the reference server and one client child that runs
 // the plans in order, and returns what the child reported.
-func runStreams(clientCores int, step time.Duration, spread bool, tokens int, ports int, plans []streamsPlan, stopAtFailure bool, profile string) ([]streamsResult, []int, []int, error) {
+func runStreams(transport string, clientCores int, step time.Duration, spread bool, tokens int, ports int, plans []streamsPlan, stopAtFailure bool, profile string) ([]streamsResult, []int, []int, error) {
 	cpus, err := allowedCPUs()
 	if err != nil {
 		return nil, nil, nil, err
@@ -32,7 +32,7 @@ func runStreams(clientCores int, step time.Duration, spread bool, tokens int, po
 	job := clientJob{
 		Mode: modeStreams, URLs: urls, Cores: len(clientCPUs), ServerCores: len(serverCPUs), SharedCores: shared,
 		Tokens: tokens, Workloads: ports, Observer: "series", Profile: profile,
-		Plans: plans, StopAtFirstFailure: stopAtFailure,
+		Plans: plans, StopAtFirstFailure: stopAtFailure, Transport: transport,
 	}
 	cl, err := startChild(roleClient, clientCPUs, job)
 	if err != nil {
@@ -69,6 +69,15 @@ func perStream(b int64, n int64) string {
 // sent evenly over -memory.ramp, each -memory.tokens tokens a step apart,
 // read when all are in flight and again just before the first ends.
 func (o *scalingOptions) memory() error {
+	for _, tr := range o.transports {
+		if err := o.memoryOf(tr); err != nil {
+			return err
+		}
+	}
+	return nil
+}
+
+func (o *scalingOptions) memoryOf(transport string) error {
 	length := time.Duration(o.memTokens) * o.memStep
 	first := o.memRamp + 2*time.Second
 	last := max(first, length-time.Second)
@@ -82,8 +91,8 @@ func (o *scalingOptions) memory() error {
 		p.CountTo = first + time.Second
 		p.CancelAt = p.CountTo + 100*time.Millisecond
 	}
-	profile := strings.TrimRight(o.profileDir, "/") + "/memory"
-	res, clientCPUs, serverCPUs, err := runStreams(o.memCores, o.memStep, o.phase == "spread", o.memTokens, portsFor(o.memStreams), []streamsPlan{p}, false, profile)
+	profile := strings.TrimRight(o.profileDir, "/") + "/memory-" + fileSafe(transport)
+	res, clientCPUs, serverCPUs, err := runStreams(transport, o.memCores, o.memStep, o.phase == "spread", o.memTokens, portsFor(o.memStreams), []streamsPlan{p}, false, profile)
 	if err != nil {
 		return err
 	}
@@ -91,8 +100,8 @@ func (o *scalingOptions) memory() error {
 		return errors.New("the client reported nothing")
 	}
 	r := res[0]
-	fmt.Printf("## memory: %d streams of %d tokens, a token every %s (%s each, %s), sent over %s; client on %d cores (%s), server on %d (%s)\n\n",
-		o.memStreams, o.memTokens, o.memStep, length, o.phase, o.memRamp, len(clientCPUs), cpuList(clientCPUs), len(serverCPUs), cpuList(serverCPUs))
+	fmt.Printf("## memory, %s: %d streams of %d tokens, a token every %s (%s each, %s), sent over %s; client on %d cores (%s), server on %d (%s)\n\n",
+		transport, o.memStreams, o.memTokens, o.memStep, length, o.phase, o.memRamp, len(clientCPUs), cpuList(clientCPUs), len(serverCPUs), cpuList(serverCPUs))
 	fmt.Println("Each figure is the process's memory at that instant less what it held before the run, over the streams then in flight; the heap after a collection (live objects only), goroutine stacks in use, and the resident set.")
 	fmt.Println()
 	fmt.Println("| at | streams in flight | goroutines per stream | live heap per stream | stacks per stream | heap + stacks per stream | RSS per stream |")
@@ -115,6 +124,15 @@ func (o *scalingOptions) memory() error {
 // failed, at most 1% was dropped, and both the schedule lag p99 (every send) and the
 // scheduling latency p99 over the hold are under 10 ms.
 func (o *scalingOptions) concurrency() error {
+	for _, tr := range o.transports {
+		if err := o.concurrencyOf(tr); err != nil {
+			return err
+		}
+	}
+	return nil
+}
+
+func (o *scalingOptions) concurrencyOf(transport string) error {
 	length := time.Duration(o.concTokens) * o.concStep
 	levels := slices.Clone(o.concLevels)
 	slices.Sort(levels)
@@ -139,12 +157,12 @@ func (o *scalingOptions) concurrency() error {
 			CancelAt: end + 100*time.Millisecond, SatWindow: o.concHold,
 		})
 	}
-	res, clientCPUs, serverCPUs, err := runStreams(o.concCores, o.concStep, o.phase == "spread", o.concTokens, portsFor(levels[len(levels)-1]), plans, true, "")
+	res, clientCPUs, serverCPUs, err := runStreams(transport, o.concCores, o.concStep, o.phase == "spread", o.concTokens, portsFor(levels[len(levels)-1]), plans, true, "")
 	if err != nil && len(res) == 0 {
 		return err
 	}
-	fmt.Printf("## concurrency: streams of %d tokens, a token every %s (%s each, %s), sent at n / %s per second and held %s at n in flight; client on %d cores (%s), server on %d (%s)\n\n",
-		o.concTokens, o.concStep, length, o.phase, length, o.concHold, len(clientCPUs), cpuList(clientCPUs), len(serverCPUs), cpuList(serverCPUs))
+	fmt.Printf("## concurrency, %s: streams of %d tokens, a token every %s (%s each, %s), sent at n / %s per second and held %s at n in flight; client on %d cores (%s), server on %d (%s)\n\n",
+		transport, o.concTokens, o.concStep, length, o.phase, length, o.concHold, len(clientCPUs), cpuList(clientCPUs), len(serverCPUs), cpuList(serverCPUs))
 	fmt.Println("| streams | req/s | sent / dropped / failed | in flight at the end | lag p50 / p99 | sched. latency p99 (hold) | degraded | chunks/s (hold) | client cores busy | server cores busy | server late | heap + stacks per stream | held |")
 	fmt.Println("| --- | --- | --- | --- | --- | --- | --- | --- | --- | --- | --- | --- | --- |")
 	most := 0

@@ -16,9 +16,11 @@ import (
 	"io"
 	"net"
 	"net/http"
+	"net/url"
 	"strings"
 	"time"
 
+	"github.com/infer-exporter/infer_exporter/probe/client/h1"
 	"github.com/infer-exporter/infer_exporter/probe/observation"
 )
 
@@ -135,7 +137,26 @@ type Options struct {
 	// Transport replaces the client's own transport (for tests, or TLS
 	// settings). When nil, the client builds one tuned for measurement.
 	Transport http.RoundTripper
+	// Wire chooses the client's own transport when Transport is nil:
+	// WireH1 (the default: probe/client/h1 for the http and https
+	// targets it supports, net/http for anything else) or WireNetHTTP
+	// (net/http for every target).
+	Wire string
 }
+
+// defaultWire is Options.Wire's default. A string, so that a build can
+// set it (go test -ldflags=-X=...client.defaultWire=net/http runs a
+// package's tests on net/http alone).
+var defaultWire = WireH1
+
+// The client's own transports, as Options.Wire and Client.TransportName
+// name them.
+const (
+	WireNetHTTP = "net/http"
+	WireH1      = "h1"
+	// WireCustom is the name of a transport given in Options.Transport.
+	WireCustom = "custom"
+)
 
 // Defaults for Options.
 const (
@@ -160,7 +181,11 @@ const (
 // Client sends requests and records observations. It is safe for concurrent
 // use.
 type Client struct {
-	http    *http.Client
+	http *http.Client
+	// h1, when set, sends the requests it supports (probe/client/h1);
+	// http sends the others, and wire names it.
+	h1      *http.Client
+	wire    string
 	maxLine int
 	now     func() time.Time
 	// dial is the transport's dialer, and stash the connections Warm
@@ -180,20 +205,61 @@ func New(opts Options) *Client {
 	if opts.Now == nil {
 		opts.Now = time.Now
 	}
-	c := &Client{maxLine: opts.MaxLineBytes, now: opts.Now}
+	c := &Client{maxLine: opts.MaxLineBytes, now: opts.Now, wire: WireCustom}
 	rt := opts.Transport
 	if rt == nil {
 		c.dial = (&net.Dialer{Timeout: 30 * time.Second, KeepAlive: 30 * time.Second}).DialContext
 		c.stash = &connStash{}
 		rt = newTransport(opts.MaxConnsPerHost, c.dialer)
+		c.wire = WireNetHTTP
+		if opts.Wire == "" {
+			opts.Wire = defaultWire
+		}
+		if opts.Wire == WireH1 {
+			c.h1 = httpClient(h1.New(h1.Options{
+				Dial:           c.rawDialer,
+				MaxIdlePerHost: opts.MaxConnsPerHost,
+				// As net/http's buffer above: 1 KiB a connection.
+				ReadBufferSize: 1 << 10,
+			}))
+		}
 	}
-	c.http = &http.Client{
+	c.http = httpClient(rt)
+	return c
+}
+
+func httpClient(rt http.RoundTripper) *http.Client {
+	return &http.Client{
 		Transport: rt,
 		// A 3xx is an answer to measure, not a hop to take: following
 		// it would time two requests as one.
 		CheckRedirect: func(*http.Request, []*http.Request) error { return http.ErrUseLastResponse },
 	}
-	return c
+}
+
+// TransportName names the transport that sends requests to t: WireH1
+// for the targets probe/client/h1 supports when the client was built with
+// it, WireNetHTTP, or WireCustom for Options.Transport.
+func (c *Client) TransportName(t *Target) string {
+	if c.h1 != nil && h1Supports(t.BaseURL) {
+		return WireH1
+	}
+	return c.wire
+}
+
+// h1Supports says whether probe/client/h1 can send to baseURL.
+func h1Supports(baseURL string) bool {
+	u, err := url.Parse(baseURL)
+	return err == nil && h1.Supports(&http.Request{URL: u})
+}
+
+// rawDialer is h1's dialer: a connection Warm opened if one is kept, else
+// a new one (h1 writes a request in one call itself).
+func (c *Client) rawDialer(ctx context.Context, network, addr string) (net.Conn, error) {
+	if conn := c.stash.take(addr); conn != nil {
+		return conn, nil
+	}
+	return c.dial(ctx, network, addr)
 }
 
 // dialer is the transport's DialContext: a connection Warm opened if one
@@ -236,6 +302,9 @@ func newTransport(maxConns int, dial func(ctx context.Context, network, addr str
 // Close closes idle connections. In-flight requests are not affected.
 func (c *Client) Close() {
 	c.http.CloseIdleConnections()
+	if c.h1 != nil {
+		c.h1.CloseIdleConnections()
+	}
 	if c.stash != nil {
 		c.stash.close()
 	}
@@ -271,8 +340,8 @@ func (e *HTTPError) Error() string {
 // and overwrites every other field.
 //
 // Instants, each one clock read:
-//   - Sent: immediately before the request is handed to net/http (whose
-//     RoundTrip writes it). On a cold connection the dial comes after Sent,
+//   - Sent: immediately before the request is handed to the transport
+//     (probe/client/h1 or net/http, whose RoundTrip writes it). On a cold connection the dial comes after Sent,
 //     so it is part of the measured latency, as it is for a real user.
 //   - FirstToken and TokenTimes: the instant the parser completed each
 //     frame carrying non-empty content or reasoning text, before its JSON is
@@ -356,7 +425,11 @@ func (c *Client) Do(ctx context.Context, t *Target, r *Request, obs *observation
 	if r.Events != nil {
 		r.Events.Sent(obs)
 	}
-	resp, err := c.http.Do(req)
+	hc := c.http
+	if c.h1 != nil && h1.Supports(req) {
+		hc = c.h1
+	}
+	resp, err := hc.Do(req)
 	if err != nil {
 		obs.End = c.now()
 		obs.Outcome, err = classify(ctx, err)

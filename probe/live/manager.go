@@ -45,6 +45,15 @@ type Options struct {
 	// change, and a workload that failed (its calibration: a context
 	// length too short, a tokenizer that refused) is started again.
 	Epoch func(target string) uint64
+	// Transport is each workload client's transport (client.Options.Wire):
+	// empty or client.WireH1 for probe/client/h1 on the http and https
+	// targets it supports, client.WireNetHTTP for net/http everywhere
+	// (--probe.transport).
+	Transport string
+	// ClientOptions, when set, adjusts the options of each workload's
+	// client before it is built, after Transport (the load harness
+	// chooses its transports so).
+	ClientOptions func(o *client.Options)
 }
 
 // epochOf is the epoch function of target t, nil where the engine scraper
@@ -269,8 +278,13 @@ func build(ctx context.Context, c *config.Config, metrics *Metrics, opts Options
 		}
 		// One client per workload: its connection pool is sized to the
 		// workload's in-flight cap.
-		cl := client.New(client.Options{MaxConnsPerHost: w.MaxInFlight})
+		copts := client.Options{MaxConnsPerHost: w.MaxInFlight, Wire: opts.Transport}
+		if opts.ClientOptions != nil {
+			opts.ClientOptions(&copts)
+		}
+		cl := client.New(copts)
 		clients = append(clients, cl)
+		series.Transport(cl.TransportName(target))
 		var ready func() bool
 		if opts.Ready != nil && t.Metrics.Engine != config.ServerEngineNone {
 			// Only a target the engine scraper polls has a readiness.

@@ -57,6 +57,7 @@ type Metrics struct {
 	maxInFlight, degraded          *prometheus.GaugeVec
 	lagP99                         *prometheus.GaugeVec
 	state                          *prometheus.GaugeVec
+	clientInfo                     *prometheus.GaugeVec
 	streamed, stalls               *prometheus.CounterVec
 	sloThreshold                   *prometheus.GaugeVec
 	sloRequests                    *prometheus.CounterVec
@@ -132,10 +133,12 @@ func NewMetrics(reg prometheus.Registerer) *Metrics {
 			Help: "Requests judged against each SLO threshold set, by slo (ttft: with a first token; tpot, e2e: successes) and result (met, missed)."}, with("slo", "result")),
 		state: prometheus.NewGaugeVec(prometheus.GaugeOpts{Namespace: namespace, Name: "workload_state",
 			Help: "1 for the workload's current state: calibrating, running, finished or failed; 0 for the others."}, with("state")),
+		clientInfo: prometheus.NewGaugeVec(prometheus.GaugeOpts{Namespace: namespace, Name: "client_info",
+			Help: "1; transport: the HTTP client that sends the workload's requests, h1 (the minimal HTTP/1.1 client) or net/http."}, with("transport")),
 	}
 	reg.MustRegister(m.ttft, m.tpot, m.itl, m.e2e, m.lag,
 		m.promptTokens, m.completionTokens, m.requests, m.dropped, m.goodput, m.tokenSource, m.clamped, m.checks,
-		m.inFlight, m.maxInFlight, m.rate, m.maxRate, m.lagP99, m.degraded, m.state,
+		m.inFlight, m.maxInFlight, m.rate, m.maxRate, m.lagP99, m.degraded, m.state, m.clientInfo,
 		m.streamed, m.stalls, m.stalled, m.oldestAge, m.ttfa, m.reasoningTokens, m.httpErrors,
 		m.sloThreshold, m.sloRequests)
 	m.replay = newReplayMetrics(reg)
@@ -250,7 +253,7 @@ func (s *Series) Delete() {
 	for _, v := range []interface{ DeletePartialMatch(prometheus.Labels) int }{
 		s.m.ttft, s.m.tpot, s.m.itl, s.m.e2e, s.m.lag, s.m.promptTokens, s.m.completionTokens,
 		s.m.requests, s.m.dropped, s.m.goodput, s.m.tokenSource, s.m.clamped, s.m.checks, s.m.inFlight,
-		s.m.maxInFlight, s.m.rate, s.m.maxRate, s.m.degraded, s.m.lagP99, s.m.state,
+		s.m.maxInFlight, s.m.rate, s.m.maxRate, s.m.degraded, s.m.lagP99, s.m.state, s.m.clientInfo,
 		s.m.streamed, s.m.stalls, s.m.stalled, s.m.oldestAge, s.m.ttfa, s.m.reasoningTokens, s.m.httpErrors,
 		s.m.sloThreshold, s.m.sloRequests,
 	} {
@@ -422,4 +425,12 @@ func (s *Series) Observe(o *observation.Request) {
 	if slo.Met(o, s.slo) {
 		s.goodput.Inc()
 	}
+}
+
+// Transport says which HTTP client sends the workload's requests
+// (infer_probe_client_info).
+func (s *Series) Transport(name string) {
+	match := prometheus.Labels{"target": s.lv[0], "model": s.lv[1], "workload": s.lv[2]}
+	s.m.clientInfo.DeletePartialMatch(match)
+	s.m.clientInfo.WithLabelValues(append(append([]string{}, s.lv...), name)...).Set(1)
 }
