@@ -138,16 +138,17 @@ type Options struct {
 	// settings). When nil, the client builds one tuned for measurement.
 	Transport http.RoundTripper
 	// Wire chooses the client's own transport when Transport is nil:
-	// WireH1 (the default: probe/client/h1 for the http and https
-	// targets it supports, net/http for anything else) or WireNetHTTP
-	// (net/http for every target).
+	// WireNetHTTP (the default: net/http for every target) or WireH1
+	// (probe/client/h1 for the http and https targets it supports,
+	// net/http for anything else). h1 is not the default yet: see
+	// docs/benchmarks.md, "Transports".
 	Wire string
 }
 
-// defaultWire is Options.Wire's default. A string, so that a build can
-// set it (go test -ldflags=-X=...client.defaultWire=net/http runs a
-// package's tests on net/http alone).
-var defaultWire = WireH1
+// defaultWire is Options.Wire's default. A variable only so that a build
+// can set it (go test -ldflags=-X=...client.defaultWire=h1 runs a
+// package's tests on h1); nothing assigns it at run time.
+var defaultWire = WireNetHTTP
 
 // The client's own transports, as Options.Wire and Client.TransportName
 // name them.
