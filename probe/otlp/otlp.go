@@ -352,28 +352,26 @@ func period(opts *Options, d time.Duration, env string, def time.Duration) (time
 	return d, nil
 }
 
-// countingExporter counts every push and its failures. A failure is logged
-// when the push starts failing and when it recovers, not at every
-// interval, and is not handed on to the SDK, whose global error handler
-// would print it again in its own format.
-type countingExporter struct {
-	sdkmetric.Exporter
+// exportCounts counts every push of one signal and its failures. A
+// failure is logged when the pushes start failing and when they recover,
+// not at every interval, and is not handed on to the SDK, whose global
+// error handler would print it again in its own format.
+type exportCounts struct {
 	exports, failures prometheus.Counter
 	logger            *slog.Logger
 	endpoint          endpoint
+	// what the log lines name: "OTLP push", "OTLP span export".
+	what, failuresName string
 
 	mu      sync.Mutex
 	failing bool
 }
 
-func newCountingExporter(e sdkmetric.Exporter, reg prometheus.Registerer, logger *slog.Logger, ep endpoint) *countingExporter {
-	c := &countingExporter{
-		Exporter: e,
-		exports: prometheus.NewCounter(prometheus.CounterOpts{Name: "infer_exporter_otlp_exports_total",
-			Help: "OTLP metric pushes attempted (--otlp.endpoint)."}),
-		failures: prometheus.NewCounter(prometheus.CounterOpts{Name: "infer_exporter_otlp_export_failures_total",
-			Help: "OTLP metric pushes that failed after the exporter's retries; measurement goes on, the next push carries the totals."}),
-		logger: logger, endpoint: ep,
+func newExportCounts(reg prometheus.Registerer, logger *slog.Logger, ep endpoint, what string, exports, failures prometheus.CounterOpts) *exportCounts {
+	c := &exportCounts{
+		exports:  prometheus.NewCounter(exports),
+		failures: prometheus.NewCounter(failures),
+		logger:   logger, endpoint: ep, what: what, failuresName: failures.Name,
 	}
 	if reg != nil {
 		reg.MustRegister(c.exports, c.failures)
@@ -381,9 +379,8 @@ func newCountingExporter(e sdkmetric.Exporter, reg prometheus.Registerer, logger
 	return c
 }
 
-// Export implements sdkmetric.Exporter.
-func (c *countingExporter) Export(ctx context.Context, rm *metricdata.ResourceMetrics) error {
-	err := c.Exporter.Export(ctx, rm)
+// observe counts one push that ended with err.
+func (c *exportCounts) observe(err error) {
 	c.exports.Inc()
 	c.mu.Lock()
 	defer c.mu.Unlock()
@@ -394,13 +391,32 @@ func (c *countingExporter) Export(ctx context.Context, rm *metricdata.ResourceMe
 			// The URL and protocol, resolved: a collector that speaks
 			// only the other transport shows here, not only as a
 			// rising counter.
-			c.logger.Warn("OTLP push failed; measurement goes on, failures are counted in infer_exporter_otlp_export_failures_total",
+			c.logger.Warn(c.what+" failed; measurement goes on, failures are counted in "+c.failuresName,
 				"endpoint", c.endpoint.url, "protocol", c.endpoint.protocol, "err", err)
 		}
 		c.failing = true
 	case c.failing:
-		c.logger.Info("OTLP push recovered")
+		c.logger.Info(c.what + " recovered")
 		c.failing = false
 	}
+}
+
+// countingExporter is the metrics exporter with its pushes counted.
+type countingExporter struct {
+	sdkmetric.Exporter
+	*exportCounts
+}
+
+func newCountingExporter(e sdkmetric.Exporter, reg prometheus.Registerer, logger *slog.Logger, ep endpoint) *countingExporter {
+	return &countingExporter{Exporter: e, exportCounts: newExportCounts(reg, logger, ep, "OTLP push",
+		prometheus.CounterOpts{Name: "infer_exporter_otlp_exports_total",
+			Help: "OTLP metric pushes attempted (--otlp.endpoint)."},
+		prometheus.CounterOpts{Name: "infer_exporter_otlp_export_failures_total",
+			Help: "OTLP metric pushes that failed after the exporter's retries; measurement goes on, the next push carries the totals."})}
+}
+
+// Export implements sdkmetric.Exporter.
+func (c *countingExporter) Export(ctx context.Context, rm *metricdata.ResourceMetrics) error {
+	c.observe(c.Exporter.Export(ctx, rm))
 	return nil
 }

@@ -8,7 +8,6 @@ import (
 	"math/rand/v2"
 	"strconv"
 	"strings"
-	"sync"
 	"time"
 
 	"github.com/prometheus/client_golang/prometheus"
@@ -370,51 +369,24 @@ func (s *spanRecorder) record(r *observation.Request, by string) {
 	s.kept[by].Inc()
 }
 
-// countingSpanExporter counts every export of spans and its failures,
-// logging as the metrics' countingExporter does.
+// countingSpanExporter is the span exporter with its exports counted, as
+// the metrics' pushes are.
 type countingSpanExporter struct {
 	sdktrace.SpanExporter
-	exports, failures prometheus.Counter
-	logger            *slog.Logger
-	endpoint          endpoint
-
-	mu      sync.Mutex
-	failing bool
+	*exportCounts
 }
 
 func newCountingSpanExporter(e sdktrace.SpanExporter, reg prometheus.Registerer, logger *slog.Logger, ep endpoint) *countingSpanExporter {
-	c := &countingSpanExporter{
-		SpanExporter: e,
-		exports: prometheus.NewCounter(prometheus.CounterOpts{Name: "infer_exporter_otlp_span_exports_total",
-			Help: "OTLP span exports attempted (batches of request spans)."}),
-		failures: prometheus.NewCounter(prometheus.CounterOpts{Name: "infer_exporter_otlp_span_export_failures_total",
-			Help: "OTLP span exports that failed after the exporter's retries; their spans are lost, measurement goes on."}),
-		logger: logger, endpoint: ep,
-	}
-	if reg != nil {
-		reg.MustRegister(c.exports, c.failures)
-	}
-	return c
+	return &countingSpanExporter{SpanExporter: e, exportCounts: newExportCounts(reg, logger, ep, "OTLP span export",
+		prometheus.CounterOpts{Name: "infer_exporter_otlp_span_exports_total",
+			Help: "OTLP span exports attempted (batches of request spans)."},
+		prometheus.CounterOpts{Name: "infer_exporter_otlp_span_export_failures_total",
+			Help: "OTLP span exports that failed after the exporter's retries; their spans are lost, measurement goes on."})}
 }
 
 // ExportSpans implements sdktrace.SpanExporter.
 func (c *countingSpanExporter) ExportSpans(ctx context.Context, spans []sdktrace.ReadOnlySpan) error {
-	err := c.SpanExporter.ExportSpans(ctx, spans)
-	c.exports.Inc()
-	c.mu.Lock()
-	defer c.mu.Unlock()
-	switch {
-	case err != nil:
-		c.failures.Inc()
-		if !c.failing {
-			c.logger.Warn("OTLP span export failed; measurement goes on, failures are counted in infer_exporter_otlp_span_export_failures_total",
-				"endpoint", c.endpoint.url, "protocol", c.endpoint.protocol, "err", err)
-		}
-		c.failing = true
-	case c.failing:
-		c.logger.Info("OTLP span export recovered")
-		c.failing = false
-	}
+	c.observe(c.SpanExporter.ExportSpans(ctx, spans))
 	return nil
 }
 
