@@ -476,7 +476,10 @@ func checkSum(t *testing.T, what string, exporterSum float64, server time.Durati
 // model's load is in its first request (load_duration), so the start's
 // first token comes after the readiness by at least that load and at most
 // that request's whole server-side TTFT plus one arrival interval (the
-// first arrival after the readiness that gates them) and the path.
+// first arrival after the readiness that gates them) and the path. The
+// start's load time is its first request's TTFT (phase
+// first_request_ttft): load_duration, the rest of Ollama's TTFT and the
+// path, which is within the cold-start poll interval of load_duration.
 func checkColdStarts(t *testing.T, m map[string]*dto.MetricFamily, proxy *recordingProxy) {
 	t.Helper()
 	// One request loaded the model (the others that came during the load
@@ -522,6 +525,26 @@ func checkColdStarts(t *testing.T, m map[string]*dto.MetricFamily, proxy *record
 		}
 		t.Logf("%s: cold start ready after %.3f s, first token %.3f s after ready; its request %s: load_duration %v, server TTFT %v",
 			w.target, ready, ft-ready, firstOK.ID, load, serverTTFT)
+		frt, okT := gaugeValue(m, "infer_server_last_cold_start_seconds", map[string]string{"target": w.target, "phase": "first_request_ttft", "from": "first_refusal"})
+		if !okT {
+			t.Errorf("%s: no first_request_ttft phase", w.target)
+		} else {
+			loadSeen := time.Duration(frt * 1e9)
+			if w.path == "/v1/chat/completions" {
+				// Ollama's OpenAI API gives no durations: against the
+				// proxy's first byte, which holds the load.
+				t.Logf("%s: first request TTFT %v; the proxy's first byte %v after its arrival", w.target, loadSeen, serverTTFT)
+				if d := loadSeen - serverTTFT; d < -ollamaSlack || d > ollamaPathBound {
+					t.Errorf("%s: first request TTFT %v is %v from the proxy's %v, outside [%v, %v]", w.target, loadSeen, d, serverTTFT, -ollamaSlack, ollamaPathBound)
+				}
+			} else {
+				d := loadSeen - load
+				t.Logf("%s: the start's load time (first request TTFT) %v, load_duration %v: %v more", w.target, loadSeen, load, d)
+				if d < -ollamaSlack || d > engineReadyPoll {
+					t.Errorf("%s: the start's load time %v is %v from load_duration %v, outside [%v, the poll interval %v]", w.target, loadSeen, d, load, -ollamaSlack, engineReadyPoll)
+				}
+			}
+		}
 		if seen < load || seen > serverTTFT+interval+ollamaPathBound+engineReadyPoll {
 			t.Errorf("%s: ready to first token %v, want within [load_duration %v, server TTFT %v + arrival interval %v + path %v + poll %v]",
 				w.target, seen, load, serverTTFT, interval, ollamaPathBound, engineReadyPoll)

@@ -94,7 +94,8 @@ func Tool(tb testing.TB, modfile, name string) string {
 
 // ModuleTool returns the path of the tool of a module of its own under
 // tools/ whose main package is ours (tools/dashlint, tools/podsecurity):
-// `go -C DIR tool -n NAME`, built into Go's cache if needed.
+// `go -C DIR tool -n NAME` with DIR/build.env's environment (BuildEnv),
+// built into Go's cache if needed.
 func ModuleTool(tb testing.TB, dir, name string) string {
 	tb.Helper()
 	key := dir + " " + name
@@ -103,6 +104,11 @@ func ModuleTool(tb testing.TB, dir, name string) string {
 	}
 	cmd := exec.Command("go", "tool", "-n", name)
 	cmd.Dir = filepath.Join(RepoRoot(tb), dir)
+	env, err := BuildEnv(cmd.Dir)
+	if err != nil {
+		tb.Fatal(err)
+	}
+	cmd.Env = append(os.Environ(), env...)
 	var stderr bytes.Buffer
 	cmd.Stderr = &stderr
 	out, err := cmd.Output()
@@ -115,6 +121,34 @@ func ModuleTool(tb testing.TB, dir, name string) string {
 	}
 	toolPaths.Store(key, p)
 	return p
+}
+
+// BuildEnv reads a tool module's build.env (none: nil), the environment
+// that `make tools` builds it with too: cgo's flags are part of Go's cache
+// key, so a test that built without them would build the tool again. One
+// KEY=VALUE a line; blank lines and lines starting with # are skipped.
+func BuildEnv(dir string) ([]string, error) {
+	name := filepath.Join(dir, "build.env")
+	b, err := os.ReadFile(name)
+	if errors.Is(err, os.ErrNotExist) {
+		return nil, nil
+	}
+	if err != nil {
+		return nil, err
+	}
+	var env []string
+	for i, line := range strings.Split(string(b), "\n") {
+		line = strings.TrimSpace(line)
+		if line == "" || strings.HasPrefix(line, "#") {
+			continue
+		}
+		k, v, ok := strings.Cut(line, "=")
+		if !ok || k == "" || strings.ContainsAny(k+v, " \t'\"") {
+			return nil, fmt.Errorf("%s:%d: want KEY=VALUE with no spaces or quotes, got %q", name, i+1, line)
+		}
+		env = append(env, line)
+	}
+	return env, nil
 }
 
 // BuildExporter builds ./cmd/infer_exporter into a temporary directory.

@@ -664,7 +664,7 @@ local names = import '../rules/names.libsonnet';
         ),
         d.timeseries(
           'Cold start, per start',
-          'Seconds from each server start to its readiness (its health endpoint\'s first 200) and to its first served token (the first token of the first request to succeed), shown in the interval after the start; several starts in one interval show their mean (infer_server_cold_start_seconds).',
+          'Seconds from each server start to its readiness (its health endpoint\'s first 200) and to its first served token (the first token of the first request to succeed), and that request\'s own TTFT (first_request_ttft: the model\'s load for an engine that loads on the first request, as Ollama does), shown in the interval after the start; several starts in one interval show their mean (infer_server_cold_start_seconds).',
           [d.target('increase(infer_server_cold_start_seconds_sum%(s)s[$__rate_interval]) / increase(infer_server_cold_start_seconds_count%(s)s[$__rate_interval]) > 0' % { s: cs }, phase)],
           's',
           width=12,

@@ -6,11 +6,17 @@ import (
 	"github.com/prometheus/client_golang/prometheus"
 )
 
-// The phases of a cold start: the phase label.
+// The phases of a cold start: the phase label. Ready and first_token count
+// from the start; first_request_ttft is the TTFT of the request that gave
+// first_token, from its scheduled send (Start.FirstRequestTTFTSeconds).
 const (
-	PhaseReady      = "ready"
-	PhaseFirstToken = "first_token"
+	PhaseReady            = "ready"
+	PhaseFirstToken       = "first_token"
+	PhaseFirstRequestTTFT = "first_request_ttft"
 )
+
+// Phases lists the phase label's values.
+var Phases = []string{PhaseReady, PhaseFirstToken, PhaseFirstRequestTTFT}
 
 // histogramBuckets span cold starts from a small model's half second to a
 // large one's hour of download and load.
@@ -19,7 +25,7 @@ var histogramBuckets = []float64{0.5, 1, 2.5, 5, 10, 20, 30, 60, 120, 180, 300, 
 func newHistogram() *prometheus.HistogramVec {
 	return prometheus.NewHistogramVec(prometheus.HistogramOpts{
 		Name:    "infer_server_cold_start_seconds",
-		Help:    "Seconds from each server start the exporter saw to its readiness (phase=ready) or its first served token (phase=first_token).",
+		Help:    "Seconds from each server start the exporter saw to its readiness (phase=ready) or its first served token (phase=first_token); phase=first_request_ttft: that first token's request's own TTFT.",
 		Buckets: histogramBuckets,
 	}, []string{"target", "phase"})
 }
@@ -38,7 +44,7 @@ func newDescs() descs {
 			"Unix time of the latest server start seen; from says whose clock: process_start, first_refusal or first_unready.",
 			[]string{"target", "from"}, nil),
 		lastCold: prometheus.NewDesc("infer_server_last_cold_start_seconds",
-			"Seconds from the latest server start to its readiness (phase=ready) or its first served token (phase=first_token).",
+			"Seconds from the latest server start to its readiness (phase=ready) or its first served token (phase=first_token); phase=first_request_ttft: that first token's request's own TTFT.",
 			[]string{"target", "phase", "from"}, nil),
 		ready: prometheus.NewDesc("infer_probe_target_ready",
 			"1 while the target's server is ready and its workloads send; 0 before its first readiness and while it restarts (arrivals skipped).",
@@ -89,6 +95,9 @@ func (t *Tracker) Collect(ch chan<- prometheus.Metric) {
 		}
 		if v, ok := c.FirstTokenSeconds(); ok {
 			ch <- prometheus.MustNewConstMetric(d.lastCold, prometheus.GaugeValue, v, name, PhaseFirstToken, c.From)
+		}
+		if v, ok := c.FirstRequestTTFTSeconds(); ok {
+			ch <- prometheus.MustNewConstMetric(d.lastCold, prometheus.GaugeValue, v, name, PhaseFirstRequestTTFT, c.From)
 		}
 	}
 	t.hist.Collect(ch)

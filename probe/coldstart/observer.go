@@ -28,7 +28,7 @@ func (o *Observer) Done(r *observation.Request) {
 		if at.IsZero() {
 			at = r.End // a success without content: its end is its first served byte
 		}
-		o.tracker.served(o.target, at)
+		o.tracker.served(o.target, r.Scheduled, at)
 	case observation.Disconnected, observation.HTTP5xx:
 		o.tracker.failed(o.target)
 	}

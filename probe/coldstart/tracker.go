@@ -2,7 +2,9 @@
 // each time the server behind a target starts, the time from its start to
 // its readiness (its health endpoint's first 200) and to its first served
 // token (the first token of the first successful completion the exporter's
-// workloads got from it).
+// workloads got from it), and that completion's own TTFT, from its
+// scheduled send: an engine that loads its model on the first request
+// (Ollama) spends the load there, after its readiness.
 //
 // It is fed from two sides: the engine scraper's polls (engine.Poll,
 // through engine.PollObserver: whether the server answered, whether it is
@@ -57,6 +59,10 @@ type Start struct {
 	// FirstToken is the first token of the first completion after At to
 	// succeed (the first to end successfully); zero until one.
 	FirstToken time.Time
+	// FirstRequest is that completion's scheduled send; zero until one,
+	// and when it was scheduled before At (sent to the server before this
+	// start, its TTFT is not this start's).
+	FirstRequest time.Time
 }
 
 // ReadySeconds is At to Ready; false while unknown.
@@ -73,6 +79,16 @@ func (s Start) FirstTokenSeconds() (float64, bool) {
 		return 0, false
 	}
 	return s.FirstToken.Sub(s.At).Seconds(), true
+}
+
+// FirstRequestTTFTSeconds is FirstRequest to FirstToken: the first
+// request's TTFT, the model's load for an engine that loads on first use;
+// false while unknown.
+func (s Start) FirstRequestTTFTSeconds() (float64, bool) {
+	if s.FirstToken.IsZero() || s.FirstRequest.IsZero() {
+		return 0, false
+	}
+	return s.FirstToken.Sub(s.FirstRequest).Seconds(), true
 }
 
 // Tracker follows every target's server through its starts. Its methods are
@@ -131,7 +147,8 @@ type state struct {
 	// a server down: a poll that found it so, or a request that could not
 	// connect or got a 5xx. It gives a start opened after its first
 	// success (a start seen only at the next scrape) its first token.
-	okAt time.Time
+	// okSent is that success's scheduled send.
+	okAt, okSent time.Time
 }
 
 // New returns a tracker with no targets.
@@ -175,7 +192,7 @@ func (t *Tracker) Polled(p engine.Poll) {
 	if !s.polled {
 		s.polled = true
 		// The histogram's series exist from the first poll, at zero.
-		for _, ph := range []string{PhaseReady, PhaseFirstToken} {
+		for _, ph := range Phases {
 			t.hist.WithLabelValues(p.Target, ph)
 		}
 	}
@@ -197,7 +214,7 @@ func (t *Tracker) Polled(p engine.Poll) {
 				s.downFrom = FromUnready
 			}
 		}
-		s.readyAt, s.okAt = time.Time{}, time.Time{}
+		s.readyAt, s.okAt, s.okSent = time.Time{}, time.Time{}, time.Time{}
 	case engine.Ready:
 		if s.readyAt.IsZero() {
 			s.readyAt = p.At
@@ -246,8 +263,7 @@ func (t *Tracker) open(target string, s *state, from string, at time.Time, p eng
 		t.observe(target, PhaseReady, c.Ready.Sub(at))
 	}
 	if !s.okAt.IsZero() && !s.okAt.Before(at) {
-		c.FirstToken = s.okAt
-		t.observe(target, PhaseFirstToken, c.FirstToken.Sub(at))
+		t.firstToken(target, c, s.okSent, s.okAt)
 	}
 	s.cur, s.settled, s.logged = c, false, false
 	t.logger.Info("server start seen", "target", target, "from", from, "start", at, "readiness", p.Readiness.String())
@@ -266,23 +282,38 @@ func (t *Tracker) logDone(target string, s *state) {
 		args = append(args, "ready_seconds", r)
 	}
 	ft, _ := c.FirstTokenSeconds()
-	t.logger.Info("server cold start", append(args, "first_token_seconds", ft)...)
+	args = append(args, "first_token_seconds", ft)
+	if v, ok := c.FirstRequestTTFTSeconds(); ok {
+		args = append(args, "first_request_ttft_seconds", v)
+	}
+	t.logger.Info("server cold start", args...)
 }
 
-// served takes a successful completion's first token. The first success
-// after a start gives the start its first token, once: a request that ends
-// later never changes it, even one whose first token came earlier, so that
-// the figure is final when it is first exposed (and observed once).
-func (t *Tracker) served(target string, firstToken time.Time) {
+// firstToken gives c its first token, from the success scheduled at sent;
+// t.mu is held.
+func (t *Tracker) firstToken(target string, c *Start, sent, firstToken time.Time) {
+	c.FirstToken = firstToken
+	t.observe(target, PhaseFirstToken, c.FirstToken.Sub(c.At))
+	if !sent.IsZero() && !sent.Before(c.At) && !firstToken.Before(sent) {
+		c.FirstRequest = sent
+		t.observe(target, PhaseFirstRequestTTFT, firstToken.Sub(sent))
+	}
+}
+
+// served takes a successful completion's scheduled send and first token.
+// The first success after a start gives the start its first token (and
+// its first request's TTFT), once: a request that ends later never changes
+// it, even one whose first token came earlier, so that the figure is final
+// when it is first exposed (and observed once).
+func (t *Tracker) served(target string, sent, firstToken time.Time) {
 	t.mu.Lock()
 	defer t.mu.Unlock()
 	s := t.state(target)
 	if s.okAt.IsZero() {
-		s.okAt = firstToken
+		s.okAt, s.okSent = firstToken, sent
 	}
 	if c := s.cur; c != nil && c.FirstToken.IsZero() && !firstToken.Before(c.At) {
-		c.FirstToken = firstToken
-		t.observe(target, PhaseFirstToken, c.FirstToken.Sub(c.At))
+		t.firstToken(target, c, sent, firstToken)
 	}
 	t.logDone(target, s)
 }
@@ -293,7 +324,8 @@ func (t *Tracker) served(target string, firstToken time.Time) {
 func (t *Tracker) failed(target string) {
 	t.mu.Lock()
 	defer t.mu.Unlock()
-	t.state(target).okAt = time.Time{}
+	s := t.state(target)
+	s.okAt, s.okSent = time.Time{}, time.Time{}
 }
 
 // Latest returns target's latest start and the number of starts seen;

@@ -26,6 +26,7 @@ func at(n float64) time.Time { return t0.Add(time.Duration(n * float64(100*time.
 type event struct {
 	poll *engine.Poll
 	ok   time.Time // a success's first token
+	sent time.Time // its scheduled send
 	fail bool      // a request that could not connect
 }
 
@@ -35,8 +36,13 @@ func scrape(n float64, r engine.Readiness, ps time.Time) event {
 func poll(n float64, r engine.Readiness) event {
 	return event{poll: &engine.Poll{Target: "t", At: at(n), Readiness: r}}
 }
-func ok(n float64) event { return event{ok: at(n)} }
-func fail() event        { return event{fail: true} }
+
+// ok is a success with its first token at n, sent one tick (100 ms) before.
+func ok(n float64) event { return okSent(n-1, n) }
+
+// okSent is a success sent at sent with its first token at n.
+func okSent(sent, n float64) event { return event{ok: at(n), sent: at(sent)} }
+func fail() event                  { return event{fail: true} }
 
 var none time.Time
 
@@ -49,7 +55,7 @@ func feed(tr *Tracker, events []event) {
 		case e.fail:
 			obs.Done(&observation.Request{Outcome: observation.Disconnected})
 		default:
-			obs.Done(&observation.Request{Outcome: observation.Success, FirstToken: e.ok, End: e.ok.Add(time.Second)})
+			obs.Done(&observation.Request{Outcome: observation.Success, Scheduled: e.sent, FirstToken: e.ok, End: e.ok.Add(time.Second)})
 		}
 	}
 }
@@ -117,6 +123,12 @@ func TestTrackerRules(t *testing.T) {
 		{"a restart seen loading (503) after serving", []event{
 			scrape(1, ready, at(0)), ok(2), scrape(20, unready, at(15)), poll(25, unready), poll(30, ready), ok(31),
 		}, 1, Start{From: FromProcessStart, At: at(15), Ready: at(30), FirstToken: at(31)}, 2},
+		{"Ollama: ready at once, the model loaded by the first request", []event{
+			scrape(1, unreachable, none), poll(2, unreachable), poll(3, ready), scrape(4, ready, none), okSent(5, 12),
+		}, 1, Start{From: FromRefusal, At: at(1), Ready: at(3), FirstToken: at(12), FirstRequest: at(5)}, 1},
+		{"the first success sent before the start: no first request TTFT", []event{
+			scrape(1, ready, at(0)), ok(2), scrape(20, ready, at(15)), okSent(14, 21), ok(30),
+		}, 1, Start{From: FromProcessStart, At: at(15), Ready: at(20), FirstToken: at(21)}, 2},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			tr := New(nil)
@@ -128,7 +140,17 @@ func TestTrackerRules(t *testing.T) {
 			if n != tc.starts || found != (tc.starts > 0) {
 				t.Fatalf("%d starts (found %v), want %d", n, found, tc.starts)
 			}
-			if found && (got.From != tc.want.From || !got.At.Equal(tc.want.At) || !got.Ready.Equal(tc.want.Ready) || !got.FirstToken.Equal(tc.want.FirstToken)) {
+			// The first request is the one that gave the first token:
+			// ok's, sent a tick before, unless the case says otherwise.
+			wantFirst := tc.want.FirstRequest
+			if wantFirst.IsZero() && !tc.want.FirstToken.IsZero() {
+				for _, e := range tc.events {
+					if e.ok.Equal(tc.want.FirstToken) && !e.sent.Before(tc.want.At) {
+						wantFirst = e.sent
+					}
+				}
+			}
+			if found && (got.From != tc.want.From || !got.At.Equal(tc.want.At) || !got.Ready.Equal(tc.want.Ready) || !got.FirstToken.Equal(tc.want.FirstToken) || !got.FirstRequest.Equal(wantFirst)) {
 				t.Errorf("start\n got  %s\n want %s", show(got), show(tc.want))
 			}
 		})
@@ -143,7 +165,7 @@ func show(s Start) string {
 		}
 		return (x.Sub(t0) * 10).Truncate(time.Millisecond).String()
 	}
-	return s.From + " at " + f(s.At) + " ready " + f(s.Ready) + " first token " + f(s.FirstToken) + " (tenths)"
+	return s.From + " at " + f(s.At) + " ready " + f(s.Ready) + " first token " + f(s.FirstToken) + " first request " + f(s.FirstRequest) + " (tenths)"
 }
 
 // TestTrackerSeries: the series say the latest start and its phases, and
@@ -158,8 +180,9 @@ func TestTrackerSeries(t *testing.T) {
 		scrape(50, engine.Unreachable, none), poll(90, engine.Ready), ok(91), scrape(92, engine.Ready, at(60)),
 	})
 	want := `
-# HELP infer_server_last_cold_start_seconds Seconds from the latest server start to its readiness (phase=ready) or its first served token (phase=first_token).
+# HELP infer_server_last_cold_start_seconds Seconds from the latest server start to its readiness (phase=ready) or its first served token (phase=first_token); phase=first_request_ttft: that first token's request's own TTFT.
 # TYPE infer_server_last_cold_start_seconds gauge
+infer_server_last_cold_start_seconds{from="process_start",phase="first_request_ttft",target="t"} 0.1
 infer_server_last_cold_start_seconds{from="process_start",phase="first_token",target="t"} 3.1
 infer_server_last_cold_start_seconds{from="process_start",phase="ready",target="t"} 3
 # HELP infer_server_last_start_time_seconds Unix time of the latest server start seen; from says whose clock: process_start, first_refusal or first_unready.
@@ -182,8 +205,10 @@ infer_server_starts_total{target="t"} 2
 	}{
 		{"t", PhaseReady, 2, 2 + 3},
 		{"t", PhaseFirstToken, 2, 3.5 + 3.1},
+		{"t", PhaseFirstRequestTTFT, 2, 0.1 + 0.1},
 		{"idle", PhaseReady, 0, 0},
 		{"idle", PhaseFirstToken, 0, 0},
+		{"idle", PhaseFirstRequestTTFT, 0, 0},
 	} {
 		var m dto.Metric
 		if err := tr.hist.WithLabelValues(tc.target, tc.phase).(prometheus.Metric).Write(&m); err != nil {
@@ -200,8 +225,8 @@ infer_server_starts_total{target="t"} 2
 	if n := testutil.CollectAndCount(tr, "infer_server_starts_total"); n != 1 {
 		t.Errorf("after a configuration without target idle: %d starts series, want 1", n)
 	}
-	if n := testutil.CollectAndCount(tr, "infer_server_cold_start_seconds"); n != 2 {
-		t.Errorf("after a configuration without target idle: %d histogram series, want 2", n)
+	if n := testutil.CollectAndCount(tr, "infer_server_cold_start_seconds"); n != len(Phases) {
+		t.Errorf("after a configuration without target idle: %d histogram series, want %d", n, len(Phases))
 	}
 }
 
