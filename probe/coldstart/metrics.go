@@ -25,7 +25,7 @@ var histogramBuckets = []float64{0.5, 1, 2.5, 5, 10, 20, 30, 60, 120, 180, 300, 
 func newHistogram() *prometheus.HistogramVec {
 	return prometheus.NewHistogramVec(prometheus.HistogramOpts{
 		Name:    "infer_server_cold_start_seconds",
-		Help:    "Seconds from each server start the exporter saw to its readiness (phase=ready) or its first served token (phase=first_token); phase=first_request_ttft: that first token's request's own TTFT.",
+		Help:    "Seconds from each server start seen to its readiness (ready), first served token (first_token), and that token's request's TTFT (first_request_ttft).",
 		Buckets: histogramBuckets,
 	}, []string{"target", "phase"})
 }
@@ -44,7 +44,7 @@ func newDescs() descs {
 			"Unix time of the latest server start seen; from says whose clock: process_start, first_refusal or first_unready.",
 			[]string{"target", "from"}, nil),
 		lastCold: prometheus.NewDesc("infer_server_last_cold_start_seconds",
-			"Seconds from the latest server start to its readiness (phase=ready) or its first served token (phase=first_token); phase=first_request_ttft: that first token's request's own TTFT.",
+			"The latest server start's seconds to its readiness (ready), first served token (first_token), and that token's request's TTFT (first_request_ttft).",
 			[]string{"target", "phase", "from"}, nil),
 		ready: prometheus.NewDesc("infer_probe_target_ready",
 			"1 while the target's server is ready and its workloads send; 0 before its first readiness and while it restarts (arrivals skipped).",

@@ -180,7 +180,7 @@ func TestTrackerSeries(t *testing.T) {
 		scrape(50, engine.Unreachable, none), poll(90, engine.Ready), ok(91), scrape(92, engine.Ready, at(60)),
 	})
 	want := `
-# HELP infer_server_last_cold_start_seconds Seconds from the latest server start to its readiness (phase=ready) or its first served token (phase=first_token); phase=first_request_ttft: that first token's request's own TTFT.
+# HELP infer_server_last_cold_start_seconds The latest server start's seconds to its readiness (ready), first served token (first_token), and that token's request's TTFT (first_request_ttft).
 # TYPE infer_server_last_cold_start_seconds gauge
 infer_server_last_cold_start_seconds{from="process_start",phase="first_request_ttft",target="t"} 0.1
 infer_server_last_cold_start_seconds{from="process_start",phase="first_token",target="t"} 3.1
