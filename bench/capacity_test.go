@@ -65,8 +65,13 @@ bench:
 			for _, p := range s.Points {
 				t.Logf("  %g req/s: success %.3f, pass %v %s", p.Rate, p.SuccessRatio, p.Pass, p.Note)
 			}
-			if s.Rule != "success >= 0.999" || s.MaxRate < 0.9*capacity || s.MaxRate > capacity || s.FirstFailingRate <= s.MaxRate {
-				t.Errorf("rule %q, max rate %v, first failing %v: want a capacity within [0.9, 1] of the closed loop's %.2f req/s", s.Rule, s.MaxRate, s.FirstFailingRate, capacity)
+			// 0.8, not closer: the refinement steps by 1 req/s near a
+			// capacity of about 12.5 req/s, and a point at 92 to 96% of it
+			// may rightly fail for growth (a queue builds), more so under
+			// the race detector beside other packages' tests (seen: 12
+			// req/s failed for growth against a closed loop of 13).
+			if s.Rule != "success >= 0.999" || s.MaxRate < 0.8*capacity || s.MaxRate > capacity || s.FirstFailingRate <= s.MaxRate {
+				t.Errorf("rule %q, max rate %v, first failing %v: want a capacity within [0.8, 1] of the closed loop's %.2f req/s", s.Rule, s.MaxRate, s.FirstFailingRate, capacity)
 			}
 			for _, p := range s.Points {
 				if p.Requests == 0 || p.Pass && p.SuccessRatio < 0.999 || !p.Pass && p.SuccessRatio >= 0.999 && !strings.HasPrefix(p.Note, "failed for growth") && !strings.HasPrefix(p.Note, "failed: the client") {
