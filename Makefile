@@ -27,9 +27,8 @@ demo:
 # detector's slowdown (they skip under -race), then the end-to-end test with
 # a real Prometheus and Alertmanager (also without -race, and alone, so that
 # its latencies are the simulator's, not a loaded CPU's). `tools` builds the
-# pinned Prometheus, promtool, Alertmanager and jsonnet first (5 minutes
-# on 2 cores when Go's build cache is cold, measured; seconds after), and
-# the other pinned tools, Ollama the slowest (9.7 minutes of CPU).
+# pinned tools first: 630 s on 2 idle cores when Go's build cache is cold
+# (measured; seconds after).
 test: lint tools lint-mixin test-race test-timing test-e2e
 
 lint:
@@ -71,9 +70,8 @@ tool-ollama:
 # The control plane of e2e/controlplane_test.go: our main over kube-apiserver,
 # four controllers of kube-controller-manager and an embedded etcd
 # (k8s.io/kubernetes v1.35.4, the schemas' release), a module of its own.
-# 803 s user and 153 s system CPU cold, measured with
-# `GOCACHE=$(mktemp -d) bash -c 'time go -C tools/kube tool -n kube'`
-# (43 minutes of wall time on 2 cores that other builds shared).
+# 280 s user and 69 s system CPU, 589 s of wall time, inside a cold
+# `make tools` on 2 idle cores (docs/deploy.md says how it was measured).
 tool-kube:
 	$(GO) -C tools/kube tool -n kube >/dev/null
 
