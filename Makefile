@@ -65,7 +65,7 @@ tools:
 # measured with
 # `GOCACHE=$(mktemp -d) /usr/bin/time -v go -C tools/ollama build -o /tmp/ollama github.com/ollama/ollama`.
 tool-ollama:
-	env $$(sed '/^#/d' tools/ollama/build.env) $(GO) -C tools/ollama tool -n ollama >/dev/null
+	env $$(sed -e 's/^[[:space:]]*//' -e '/^#/d' tools/ollama/build.env) $(GO) -C tools/ollama tool -n ollama >/dev/null
 
 # The control plane of e2e/controlplane_test.go: our main over kube-apiserver,
 # four controllers of kube-controller-manager and an embedded etcd
