@@ -13,7 +13,7 @@ LDFLAGS := -X github.com/prometheus/common/version.Version=$(VERSION) \
 PROMTOOL := $(GO) tool -modfile=tools/prometheus/go.mod promtool
 JSONNET := $(GO) tool -modfile=tools/prometheus/go.mod jsonnet
 
-.PHONY: build demo test test-race test-timing test-e2e tools mixin bench lint lint-mixin
+.PHONY: build demo quick test test-race test-slow test-timing test-e2e tools mixin bench lint lint-mixin
 
 build:
 	$(GO) build -ldflags "$(LDFLAGS)" -o $(BIN) ./cmd/infer_exporter
@@ -21,29 +21,47 @@ build:
 demo:
 	$(GO) run ./cmd/infer_exporter --demo
 
-# Every test: the whole tree under the race detector (the mixin's promtool
-# tests included), then the timing-accuracy tests, which compare measured
-# latencies with the simulator's ground truth and so run without the race
-# detector's slowdown (they skip under -race), then the end-to-end test with
-# a real Prometheus and Alertmanager (also without -race, and alone, so that
-# its latencies are the simulator's, not a loaded CPU's). `tools` builds the
-# pinned tools first: 630 s on 2 idle cores when Go's build cache is cold
-# (measured; seconds after).
-test: lint tools lint-mixin test-race test-timing test-e2e
+# The inner loop: every test that needs neither a pinned tool nor a quiet
+# machine (go test -short; internal/testenv says what skips and why). It
+# passes beside other work on the machine.
+quick:
+	$(GO) test -short -count=1 ./...
+
+# Every test, in the order that fails fastest: lint, the pinned tools, the
+# race step, the slow step, the timing-accuracy tests, the end-to-end tests.
+# `tools` builds the pinned tools first (Go's build cache keeps them for
+# every later step and run).
+test: lint tools lint-mixin test-race test-slow test-timing test-e2e
 
 lint:
 	@out=$$(gofmt -l $$(git ls-files '*.go')); if [ -n "$$out" ]; then echo "gofmt needed:"; echo "$$out"; exit 1; fi
 	$(GO) vet ./...
 	CGO_ENABLED=0 $(GO) build ./...
 
+# The race detector over every test of `make quick`: our code's concurrency.
 test-race:
-	$(GO) test -race -count=1 -timeout 20m ./...
+	$(GO) test -race -short -count=1 -timeout 20m ./...
 
-# One package at a time (-p 1), so that no other test competes for the CPU
-# while latencies are compared with the ground truth.
+# What -short leaves out, less the timing and end-to-end tests: the suites
+# that run a pinned tool (the mixin's promtool and jsonnet, kubeconform, Pod
+# Security, chromium) and the bench's and replays' runs in real time, whose
+# verdicts do not depend on the machine's speed. Without the race detector,
+# which checks nothing of ours in a child process; only the packages that
+# hold such tests (those that call testenv.Slow or a realstack tool).
+SLOW_PKGS = $(sort $(dir $(shell git grep -l -E 'testenv\.Slow|realstack\.(Tool|ModuleTool|BuildExporter|Chromium)' -- '*_test.go' ':!internal/testenv' ':!internal/realstack')))
+test-slow:
+	$(GO) test -count=1 -skip 'Accuracy|EndToEnd' -timeout 20m $(addprefix ./,$(SLOW_PKGS))
+
+# The timing-accuracy tests (named ...Accuracy..., testenv.Timing), which
+# compare measured latencies with the simulator's ground truth: one package
+# at a time (-p 1) and without the race detector, so that no other test
+# competes for the CPU.
 test-timing:
 	$(GO) test -p 1 -count=1 -run 'Accuracy' -timeout 10m ./...
 
+# The end-to-end tests with a real Prometheus and Alertmanager, an
+# OpenTelemetry Collector, Ollama and the control plane: alone, without the
+# race detector, so that their latencies are the simulator's.
 test-e2e:
 	$(GO) test -count=1 -run 'EndToEnd' -timeout 20m -v ./e2e/
 

@@ -21,6 +21,7 @@ import (
 	"go.uber.org/goleak"
 
 	"github.com/infer-exporter/infer_exporter/internal/simulator"
+	"github.com/infer-exporter/infer_exporter/internal/testenv"
 )
 
 func TestMain(m *testing.M) { goleak.VerifyTestMain(m) }
@@ -362,13 +363,16 @@ bench:
 	}
 }
 
-// TestBaselineRegression: a 10% slow-down injected through the simulator's
-// fault knob makes --baseline exit 3 and name the cells; a rerun without it
-// exits 0. Requests are 12 engine steps of 40 ms: the slow-down adds 48 ms
+// TestBaselineRegressionAccuracy: a 10% slow-down injected through the
+// simulator's fault knob makes --baseline exit 3 and name the cells; a rerun
+// without it exits 0. Its verdict is a latency compared across two real-time
+// runs, so it is a timing test (make test-timing); the comparison's logic on
+// known figures is TestCompare's. Requests are 12 engine steps of 40 ms: the slow-down adds 48 ms
 // to a 520 ms request. The simulator runs in this process, so CPU
 // contention from tests running beside it delays its steps too; long steps
 // keep those delays a small share of a request.
-func TestBaselineRegression(t *testing.T) {
+func TestBaselineRegressionAccuracy(t *testing.T) {
+	testenv.Timing(t)
 	sim := startSim(t, 40*time.Millisecond, 1, 0)
 	dir := t.TempDir()
 	cfg := writeTestFile(t, dir, "b.yml", targetsYAML([]string{"sim"}, []*simTarget{sim})+`
@@ -476,12 +480,15 @@ bench:
 	}
 }
 
-// TestSweepFindsCapacity: against a server of known capacity (two batch
+// TestSweepFindsCapacityAccuracy: against a server of known capacity (two batch
 // slots, 50 ms requests: 40 requests/s), the sweep passes the rates well
 // below it and finds the highest rate meeting the SLO between half the
 // capacity and 1.25 times it (beyond, the queue grows by 10 requests/s and
-// most requests miss the 150 ms SLO).
-func TestSweepFindsCapacity(t *testing.T) {
+// most requests miss the 150 ms SLO). Its verdict is the real-time
+// simulator's latency against the SLO, so it is a timing test (make
+// test-timing).
+func TestSweepFindsCapacityAccuracy(t *testing.T) {
+	testenv.Timing(t)
 	cfg := simulator.DefaultConfig()
 	cfg.TimeScale, cfg.DecodeStep, cfg.DecodePerSeq, cfg.MaxNumSeqs, cfg.PrefillTokensPerSecond = 0.5, 10*time.Millisecond, 0, 2, 1e6
 	sim, err := simulator.New(cfg, slog.New(slog.DiscardHandler))
@@ -655,10 +662,8 @@ bench:
 // rates are the offered ones: 2 req/s and 256 output tokens/s, within 5%.
 // Before, the windows started while the pipeline was still filling and the
 // report said 1.40 req/s and 238 tokens/s.
-func TestSteadyStateThroughput(t *testing.T) {
-	if testing.Short() {
-		t.Skip("real time: about 30 s")
-	}
+func TestSteadyStateThroughputAccuracy(t *testing.T) {
+	testenv.Timing(t)
 	st := startSim(t, 60*time.Millisecond, 1, 0)
 	dir := t.TempDir()
 	yml := targetsYAML([]string{"sim"}, []*simTarget{st}) + `

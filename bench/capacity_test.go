@@ -8,9 +8,10 @@ import (
 	"time"
 
 	"github.com/infer-exporter/infer_exporter/internal/simulator"
+	"github.com/infer-exporter/infer_exporter/internal/testenv"
 )
 
-// TestSweepSuccessCapacity: capacity as the highest rate the server
+// TestSweepSuccessCapacityAccuracy: capacity as the highest rate the server
 // sustains at 99.9% success, with no SLO. The simulator runs 2 sequences
 // of 8 tokens at 20 ms a step: 12.5 req/s at most in steady state, and the
 // test measures it too, as the closed loop of 4 clients the bench runs
@@ -22,11 +23,11 @@ import (
 // rising window over window), so the reported capacity lies between 0.9·C
 // and C, for short points (2 s) and long ones (4 s) alike; the result
 // gives the success ratio there and the first failing rate, and a point
-// that failed for growth says so.
-func TestSweepSuccessCapacity(t *testing.T) {
-	if testing.Short() {
-		t.Skip("real time: about 40 s")
-	}
+// that failed for growth says so. The capacity is the real-time
+// simulator's, and a point fails when the client is late, so it is a timing
+// test (make test-timing), alone on the machine.
+func TestSweepSuccessCapacityAccuracy(t *testing.T) {
+	testenv.Timing(t)
 	for _, point := range []time.Duration{2 * time.Second, 4 * time.Second} {
 		t.Run(fmt.Sprint("points=", point), func(t *testing.T) {
 			cfg := simulator.DefaultConfig()
@@ -65,13 +66,11 @@ bench:
 			for _, p := range s.Points {
 				t.Logf("  %g req/s: success %.3f, pass %v %s", p.Rate, p.SuccessRatio, p.Pass, p.Note)
 			}
-			// 0.8, not closer: the refinement steps by 1 req/s near a
-			// capacity of about 12.5 req/s, and a point at 92 to 96% of it
-			// may rightly fail for growth (a queue builds), more so under
-			// the race detector beside other packages' tests (seen: 12
-			// req/s failed for growth against a closed loop of 13).
-			if s.Rule != "success >= 0.999" || s.MaxRate < 0.8*capacity || s.MaxRate > capacity || s.FirstFailingRate <= s.MaxRate {
-				t.Errorf("rule %q, max rate %v, first failing %v: want a capacity within [0.8, 1] of the closed loop's %.2f req/s", s.Rule, s.MaxRate, s.FirstFailingRate, capacity)
+			// [0.9, 1] of the closed loop, as the comment above argues; it
+			// failed at 0.9 only under the race detector beside other
+			// packages' tests, where it no longer runs.
+			if s.Rule != "success >= 0.999" || s.MaxRate < 0.9*capacity || s.MaxRate > capacity || s.FirstFailingRate <= s.MaxRate {
+				t.Errorf("rule %q, max rate %v, first failing %v: want a capacity within [0.9, 1] of the closed loop's %.2f req/s", s.Rule, s.MaxRate, s.FirstFailingRate, capacity)
 			}
 			for _, p := range s.Points {
 				if p.Requests == 0 || p.Pass && p.SuccessRatio < 0.999 || !p.Pass && p.SuccessRatio >= 0.999 && !strings.HasPrefix(p.Note, "failed for growth") && !strings.HasPrefix(p.Note, "failed: the client") {

@@ -20,6 +20,7 @@ import (
 	"time"
 
 	"github.com/infer-exporter/infer_exporter/internal/realstack"
+	"github.com/infer-exporter/infer_exporter/internal/testenv"
 )
 
 // kubeToolDir is the control plane's module: our main over
@@ -189,12 +190,10 @@ func num(v any) int {
 //
 // About a minute once the tools are built.
 func TestControlPlaneEndToEnd(t *testing.T) {
-	if raceEnabled {
+	if testenv.RaceEnabled {
 		t.Skip("runs without the race detector, in `make test-e2e`: the control plane is a process of its own")
 	}
-	if testing.Short() {
-		t.Skip("starts a control plane")
-	}
+	testenv.Slow(t, "starts a control plane")
 	root := realstack.RepoRoot(t)
 	kustomize := realstack.Tool(t, kustomizeModfile, "kustomize")
 	crdFiles := operatorCRDFiles(t, root)

@@ -27,6 +27,7 @@ import (
 	yaml "go.yaml.in/yaml/v3"
 
 	"github.com/infer-exporter/infer_exporter/internal/realstack"
+	"github.com/infer-exporter/infer_exporter/internal/testenv"
 )
 
 // e2eConfig is the mixin's _config for the test: windows of seconds instead
@@ -93,12 +94,10 @@ probe:
 `
 
 func TestEndToEnd(t *testing.T) {
-	if raceEnabled {
+	if testenv.RaceEnabled {
 		t.Skip("runs without the race detector, alone, in `make test-e2e`: its latencies must be the simulator's, not a loaded CPU's")
 	}
-	if testing.Short() {
-		t.Skip("-short: the end-to-end test takes about three minutes")
-	}
+	testenv.Slow(t, "-short: the end-to-end test takes about three minutes")
 	prometheus := realstack.Tool(t, realstack.PrometheusModfile, "prometheus")
 	jsonnet := realstack.Tool(t, realstack.PrometheusModfile, "jsonnet")
 	alertmanager := realstack.Tool(t, realstack.AlertmanagerModfile, "alertmanager")

@@ -13,6 +13,7 @@ import (
 	dto "github.com/prometheus/client_model/go"
 
 	"github.com/infer-exporter/infer_exporter/internal/realstack"
+	"github.com/infer-exporter/infer_exporter/internal/testenv"
 )
 
 // lifecycleConfig: one workload against a simulator that is not up yet,
@@ -53,12 +54,10 @@ const loadDelay = 20 * time.Second
 // refuse mode (vLLM's: no listener until loaded) it is killed and started
 // a second time. Through it all, no alert but the outage's fires.
 func TestEndToEndLifecycle(t *testing.T) {
-	if raceEnabled {
+	if testenv.RaceEnabled {
 		t.Skip("runs without the race detector, in `make test-e2e`")
 	}
-	if testing.Short() {
-		t.Skip("-short: the lifecycle test takes about three minutes")
-	}
+	testenv.Slow(t, "-short: the lifecycle test takes about three minutes")
 	prometheus := realstack.Tool(t, realstack.PrometheusModfile, "prometheus")
 	jsonnet := realstack.Tool(t, realstack.PrometheusModfile, "jsonnet")
 	alertmanager := realstack.Tool(t, realstack.AlertmanagerModfile, "alertmanager")

@@ -21,6 +21,7 @@ import (
 	dto "github.com/prometheus/client_model/go"
 
 	"github.com/infer-exporter/infer_exporter/internal/realstack"
+	"github.com/infer-exporter/infer_exporter/internal/testenv"
 )
 
 // The bounds of the Ollama test, where the exporter's figure for a request
@@ -189,12 +190,10 @@ bench:
 //     request log's latency).
 //  7. Every generation the proxy passed is in Ollama's request log.
 func TestOllamaEndToEnd(t *testing.T) {
-	if raceEnabled {
+	if testenv.RaceEnabled {
 		t.Skip("runs without the race detector, in `make test-e2e`")
 	}
-	if testing.Short() {
-		t.Skip("-short: the Ollama end-to-end test takes over a minute")
-	}
+	testenv.Slow(t, "-short: the Ollama end-to-end test takes over a minute")
 	ollama := ollamaTool(t)
 	exporter := realstack.BuildExporter(t)
 	ctx, cancel := context.WithTimeout(context.Background(), 8*time.Minute)

@@ -24,6 +24,7 @@ import (
 	"google.golang.org/protobuf/encoding/protojson"
 
 	"github.com/infer-exporter/infer_exporter/internal/realstack"
+	"github.com/infer-exporter/infer_exporter/internal/testenv"
 )
 
 // otlpExporterConfig: two workloads of a fixed duration on the simulator,
@@ -108,12 +109,10 @@ service:
 // attributes, and every count equals the /metrics side's; the spans are
 // those of checkSpans.
 func TestOTLPEndToEnd(t *testing.T) {
-	if raceEnabled {
+	if testenv.RaceEnabled {
 		t.Skip("runs without the race detector, in `make test-e2e`")
 	}
-	if testing.Short() {
-		t.Skip("-short: the OTLP end-to-end test takes about a minute")
-	}
+	testenv.Slow(t, "-short: the OTLP end-to-end test takes about a minute")
 	exporter := realstack.BuildExporter(t)
 	for _, protocol := range []string{"http/protobuf", "grpc"} {
 		t.Run(strings.ReplaceAll(protocol, "/", "_"), func(t *testing.T) { testOTLPEndToEnd(t, exporter, protocol) })
@@ -314,7 +313,7 @@ func testOTLPEndToEnd(t *testing.T, exporter, protocol string) {
 // the time to first chunk and the token usage, with gen_ai.request.model,
 // within 15 s of the exporter's start (the issue's bound).
 func TestOTLPDemoEndToEnd(t *testing.T) {
-	if raceEnabled {
+	if testenv.RaceEnabled {
 		t.Skip("runs without the race detector, in `make test-e2e`")
 	}
 	exporter := realstack.BuildExporter(t)

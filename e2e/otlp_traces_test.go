@@ -12,6 +12,7 @@ import (
 	"time"
 
 	"github.com/infer-exporter/infer_exporter/internal/realstack"
+	"github.com/infer-exporter/infer_exporter/internal/testenv"
 )
 
 // jsonSpan is a span as the collector's file exporter writes it (OTLP
@@ -247,7 +248,7 @@ func checkSpans(t *testing.T, ctx context.Context, col *collector, simLog, metri
 // the exporter at start, saying what it takes, rather than pushing in a
 // transport the collector may not speak.
 func TestOTLPProtocolRefused(t *testing.T) {
-	if raceEnabled {
+	if testenv.RaceEnabled {
 		t.Skip("runs without the race detector, in `make test-e2e`")
 	}
 	exporter := realstack.BuildExporter(t)
@@ -263,7 +264,7 @@ func TestOTLPProtocolRefused(t *testing.T) {
 // OTLP/HTTP fails; each failure is counted, and the log names the URL and
 // protocol it resolved, so that the mistake shows as more than a counter.
 func TestOTLPGRPCAgainstHTTPOnly(t *testing.T) {
-	if raceEnabled {
+	if testenv.RaceEnabled {
 		t.Skip("runs without the race detector, in `make test-e2e`")
 	}
 	exporter := realstack.BuildExporter(t)

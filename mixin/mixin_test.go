@@ -72,6 +72,7 @@ func repoPath(t *testing.T, rel string) string {
 // TestGeneratedUpToDate renders the mixin and compares every file with the
 // committed one.
 func TestGeneratedUpToDate(t *testing.T) {
+	t.Parallel() // a child process of its own: runs beside the others
 	jsonnet := realstack.Tool(t, realstack.PrometheusModfile, "jsonnet")
 	dir := t.TempDir()
 	if out, err := realstack.Run(t, jsonnet, "-c", "-m", dir, "-S", "mixin/build.jsonnet"); err != nil {
@@ -124,6 +125,7 @@ func listFiles(t *testing.T, dir string) []string {
 
 // TestPromtool runs promtool's checks and the unit tests of tests/.
 func TestPromtool(t *testing.T) {
+	t.Parallel() // a child process of its own: runs beside the others
 	promtool := realstack.Tool(t, realstack.PrometheusModfile, "promtool")
 	if out, err := realstack.Run(t, promtool, "check", "rules", "mixin/generated/rules.yaml", "mixin/generated/alerts.yaml"); err != nil {
 		t.Fatalf("promtool check rules: %v\n%s", err, out)
@@ -132,15 +134,22 @@ func TestPromtool(t *testing.T) {
 	if err != nil || len(tests) == 0 {
 		t.Fatalf("no promtool tests in mixin/tests: %v", err)
 	}
-	args := append([]string{"test", "rules"}, tests...)
-	if out, err := realstack.Run(t, promtool, args...); err != nil {
-		t.Fatalf("promtool test rules: %v\n%s", err, out)
+	// One promtool a file, two at a time: promtool runs a file's tests
+	// one after another, and these suites are most of the package's time.
+	for _, f := range tests {
+		t.Run(filepath.Base(f), func(t *testing.T) {
+			t.Parallel()
+			if out, err := realstack.Run(t, promtool, "test", "rules", f); err != nil {
+				t.Fatalf("promtool test rules %s: %v\n%s", filepath.Base(f), err, out)
+			}
+		})
 	}
 }
 
 // TestPromtoolPinnedBaseline renders the mixin with pinned baselines instead
 // of an offset and runs tests/pinned/ against it.
 func TestPromtoolPinnedBaseline(t *testing.T) {
+	t.Parallel() // a child process of its own: runs beside the others
 	jsonnet := realstack.Tool(t, realstack.PrometheusModfile, "jsonnet")
 	promtool := realstack.Tool(t, realstack.PrometheusModfile, "promtool")
 	dir := t.TempDir()
@@ -322,6 +331,7 @@ var (
 // TestDashboardLint: uid, title, unique panel ids, units, data source
 // variable, and $__rate_interval in every range.
 func TestDashboardLint(t *testing.T) {
+	t.Parallel() // a child process of its own: runs beside the others
 	uids, titles := map[string]bool{}, map[string]bool{}
 	for name, d := range loadDashboards(t) {
 		t.Run(name, func(t *testing.T) {
@@ -415,6 +425,7 @@ func TestDashboardLint(t *testing.T) {
 // TestDashboardsAreJSONAsGrafanaReadsThem decodes the files strictly enough
 // to catch a broken panel: every panel has a type Grafana knows.
 func TestDashboardsAreJSONAsGrafanaReadsThem(t *testing.T) {
+	t.Parallel() // a child process of its own: runs beside the others
 	known := map[string]bool{"row": true, "timeseries": true, "stat": true, "table": true, "heatmap": true, "state-timeline": true}
 	for name, d := range loadDashboards(t) {
 		for _, p := range d.Panels {
@@ -533,6 +544,7 @@ func parseQueries(t *testing.T, exprs []string) []parsedQuery {
 // what an on-call engineer pastes into Prometheus must parse and read
 // series that exist.
 func TestQueriesReadExposedMetrics(t *testing.T) {
+	t.Parallel() // a child process of its own: runs beside the others
 	all := queries(t)
 	exprs := make([]string, 0, len(all))
 	for e := range all {
@@ -826,6 +838,7 @@ func TestEveryAlertHasARunbook(t *testing.T) {
 // runbook_url (another pattern moves them all), and an empty one leaves
 // the annotation out.
 func TestRunbookURLPattern(t *testing.T) {
+	t.Parallel() // a child process of its own: runs beside the others
 	jsonnet := realstack.Tool(t, realstack.PrometheusModfile, "jsonnet")
 	for _, tc := range []struct{ pattern, want string }{
 		{`"https://wiki.example.com/runbooks/%s"`, "https://wiki.example.com/runbooks/"},
@@ -938,6 +951,7 @@ func TestOverviewStatusRow(t *testing.T) {
 // ones there). A dashboard broken in
 // each of those ways must be refused, so that the lint is known to look.
 func TestLint(t *testing.T) {
+	t.Parallel() // a child process of its own: runs beside the others
 	promtool := realstack.Tool(t, realstack.PrometheusModfile, "promtool")
 	if out, err := realstack.Run(t, promtool, "check", "rules", "--lint=all", "--lint-fatal", "mixin/generated/rules.yaml", "mixin/generated/alerts.yaml"); err != nil {
 		t.Errorf("promtool check rules --lint=all: %v\n%s", err, out)
@@ -1004,6 +1018,7 @@ func panelOfType(d map[string]any, typ string) map[string]any {
 // repository's root ('mixin/mixin.libsonnet') and as jsonnet-bundler vendors
 // it (github.com/infer-exporter/infer_exporter/mixin/...).
 func TestJsonnetExamples(t *testing.T) {
+	t.Parallel() // a child process of its own: runs beside the others
 	jsonnet := realstack.Tool(t, realstack.PrometheusModfile, "jsonnet")
 	root := realstack.RepoRoot(t)
 	vendor := t.TempDir()

@@ -13,6 +13,7 @@ import (
 	dto "github.com/prometheus/client_model/go"
 
 	"github.com/infer-exporter/infer_exporter/internal/simulator"
+	"github.com/infer-exporter/infer_exporter/internal/testenv"
 )
 
 // labelled sums the metrics of mf whose label name has value.
@@ -35,9 +36,7 @@ func labelled(mf *dto.MetricFamily, name, value string) float64 {
 // outcome and no latency series. Once the server is ready the target turns
 // ready, requests succeed, and no failure was counted.
 func TestTargetReadinessGates(t *testing.T) {
-	if testing.Short() {
-		t.Skip("runs seconds of real time")
-	}
+	testenv.Slow(t, "runs seconds of real time")
 	cfg := simulator.DefaultConfig()
 	cfg.LoadDelay, cfg.LoadMode = 3*time.Second, simulator.LoadUnready
 	sim, err := simulator.New(cfg, nil)
@@ -142,9 +141,7 @@ func metricWith(mf *dto.MetricFamily, want map[string]string) float64 {
 // against the new server's /tokenize, and the refused workload is retried
 // and succeeds.
 func TestCalibrationFollowsTheServer(t *testing.T) {
-	if testing.Short() {
-		t.Skip("runs seconds of real time")
-	}
+	testenv.Slow(t, "runs seconds of real time")
 	newSim := func(maxModelLen int) *simulator.Simulator {
 		cfg := simulator.DefaultConfig()
 		cfg.LoadDelay, cfg.LoadMode, cfg.MaxModelLen = 3*time.Second, simulator.LoadUnready, maxModelLen

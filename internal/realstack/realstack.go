@@ -7,7 +7,8 @@
 // 2 cores when the cache is cold; `make tools` does it up front) and answers
 // with the cached binary's path after that. A test that cannot get a tool
 // fails when the environment variable CI is set, and skips with the reason
-// otherwise.
+// otherwise. Under -short (make quick) every test that builds or runs one
+// skips (testenv.Slow): make test-slow and make test-e2e run them.
 package realstack
 
 import (
@@ -26,6 +27,8 @@ import (
 	"syscall"
 	"testing"
 	"time"
+
+	"github.com/infer-exporter/infer_exporter/internal/testenv"
 )
 
 // Tool modules, relative to the repository root.
@@ -71,6 +74,7 @@ var toolPaths sync.Map // modfile+name -> path
 // cache if needed.
 func Tool(tb testing.TB, modfile, name string) string {
 	tb.Helper()
+	testenv.Slow(tb, "runs the pinned "+name)
 	key := modfile + " " + name
 	if p, ok := toolPaths.Load(key); ok {
 		return p.(string)
@@ -98,6 +102,7 @@ func Tool(tb testing.TB, modfile, name string) string {
 // built into Go's cache if needed.
 func ModuleTool(tb testing.TB, dir, name string) string {
 	tb.Helper()
+	testenv.Slow(tb, "runs the pinned "+name)
 	key := dir + " " + name
 	if p, ok := toolPaths.Load(key); ok {
 		return p.(string)
@@ -151,10 +156,49 @@ func BuildEnv(dir string) ([]string, error) {
 	return env, nil
 }
 
-// BuildExporter builds ./cmd/infer_exporter into a temporary directory.
+// built is the exporter's binary that BuildExporter shares among the tests
+// of a package whose TestMain is Main.
+var built struct {
+	sync.Mutex
+	dir, bin string
+}
+
+// Main is the TestMain of a package whose tests start the exporter's binary
+// many times (e2e): BuildExporter builds it once for them all, into a
+// directory removed when they end. It returns m.Run's exit code.
+func Main(m *testing.M) int {
+	dir, err := os.MkdirTemp("", "realstack-")
+	if err != nil {
+		fmt.Fprintln(os.Stderr, err)
+		return 1
+	}
+	defer os.RemoveAll(dir)
+	built.Lock()
+	built.dir = dir
+	built.Unlock()
+	return m.Run()
+}
+
+// BuildExporter builds ./cmd/infer_exporter into a temporary directory: once
+// per package under Main, else once per test.
 func BuildExporter(tb testing.TB) string {
 	tb.Helper()
-	bin := filepath.Join(tb.TempDir(), "infer_exporter")
+	testenv.Slow(tb, "builds and runs the exporter's binary")
+	built.Lock()
+	defer built.Unlock()
+	if built.bin != "" {
+		return built.bin
+	}
+	if built.dir != "" {
+		built.bin = buildExporter(tb, built.dir)
+		return built.bin
+	}
+	return buildExporter(tb, tb.TempDir())
+}
+
+func buildExporter(tb testing.TB, dir string) string {
+	tb.Helper()
+	bin := filepath.Join(dir, "infer_exporter")
 	cmd := exec.Command("go", "build", "-o", bin, "./cmd/infer_exporter")
 	cmd.Dir = RepoRoot(tb)
 	if out, err := cmd.CombinedOutput(); err != nil {
@@ -252,6 +296,7 @@ func (p *Process) Stop() {
 // test skips without it.
 func Chromium(tb testing.TB) string {
 	tb.Helper()
+	testenv.Slow(tb, "renders a page in chromium")
 	for _, name := range []string{"chromium", "chromium-browser"} {
 		if p, err := exec.LookPath(name); err == nil {
 			return p

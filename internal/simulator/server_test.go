@@ -512,9 +512,14 @@ func TestPrefixCacheOverHTTP(t *testing.T) {
 	}
 }
 
+// TestKVCacheFullMakesRequestsWait: a request that finds no KV room waits,
+// and the waiting gauge shows it. A decodes at the default 20 ms a step, so
+// B waits some 2.4 s: the scrape loop has that long to see the gauge, which
+// a busy machine cannot take from it (at a tenth of that, 240 ms, it missed
+// the window beside two busy loops).
 func TestKVCacheFullMakesRequestsWait(t *testing.T) {
 	base, _, client := start(t, func(c *simulator.Config) {
-		c.TimeScale = 0.1
+		c.TimeScale = 1
 		c.KVBlocks = 64
 		c.MaxModelLen = 1024
 	})

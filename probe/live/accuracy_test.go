@@ -16,6 +16,7 @@ import (
 	"github.com/infer-exporter/infer_exporter/internal/groundtruth"
 	"github.com/infer-exporter/infer_exporter/internal/simulator"
 	"github.com/infer-exporter/infer_exporter/internal/simulator/simulatortest"
+	"github.com/infer-exporter/infer_exporter/internal/testenv"
 	"github.com/infer-exporter/infer_exporter/probe/client"
 	"github.com/infer-exporter/infer_exporter/probe/observation"
 	"github.com/infer-exporter/infer_exporter/probe/plan"
@@ -132,12 +133,7 @@ func absQuantile(ds []time.Duration, q float64) time.Duration {
 // timing, at 1 and at 500 concurrent streams, on this 2-core machine with
 // the simulator in the same process (so it competes for the same cores).
 func TestAccuracyAgainstGroundTruth(t *testing.T) {
-	if raceEnabled {
-		t.Skip("timing accuracy is measured without the race detector: make test-timing")
-	}
-	if testing.Short() {
-		t.Skip("short")
-	}
+	testenv.Timing(t)
 	for _, tc := range []struct {
 		streams, requests, tokens int
 		// Tolerances on the p99 of |client - server|: the first token's

@@ -13,6 +13,7 @@ import (
 	"github.com/infer-exporter/infer_exporter/internal/groundtruth"
 	"github.com/infer-exporter/infer_exporter/internal/simulator"
 	"github.com/infer-exporter/infer_exporter/internal/simulator/simulatortest"
+	"github.com/infer-exporter/infer_exporter/internal/testenv"
 	"github.com/infer-exporter/infer_exporter/probe/client"
 	"github.com/infer-exporter/infer_exporter/probe/observation"
 )
@@ -80,12 +81,7 @@ func nativeEmits(flavor string, body []byte) []int64 {
 // alike), and
 // counts the tokens the server generated.
 func TestFlavorAccuracyAgainstGroundTruth(t *testing.T) {
-	if raceEnabled {
-		t.Skip("timing accuracy is measured without the race detector: make test-timing")
-	}
-	if testing.Short() {
-		t.Skip("short")
-	}
+	testenv.Timing(t)
 	// 12 requests of 24 tokens: 276 gaps, so that the p99 is not one
 	// outlier. The simulator runs at half its real-time step (10 ms).
 	const requests, tokens = 12, 24

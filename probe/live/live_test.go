@@ -13,6 +13,7 @@ import (
 	"github.com/infer-exporter/infer_exporter/internal/config"
 	"github.com/infer-exporter/infer_exporter/internal/simulator"
 	"github.com/infer-exporter/infer_exporter/internal/simulator/simulatortest"
+	"github.com/infer-exporter/infer_exporter/internal/testenv"
 	"github.com/infer-exporter/infer_exporter/probe/client"
 	"github.com/infer-exporter/infer_exporter/probe/observation"
 	"github.com/infer-exporter/infer_exporter/probe/plan"
@@ -50,9 +51,7 @@ func histCount(t *testing.T, o prometheus.Observer) uint64 {
 // streamed-token counter rises: each figure is observed when it happens,
 // not when its request ends.
 func TestLiveFiguresLongGenerations(t *testing.T) {
-	if testing.Short() {
-		t.Skip("runs 8 s of real time")
-	}
+	testenv.Slow(t, "runs 8 s of real time")
 	cfg := simulator.DefaultConfig()
 	cfg.DecodeStep = 50 * time.Millisecond
 	reg := prometheus.NewRegistry()

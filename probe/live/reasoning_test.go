@@ -14,6 +14,7 @@ import (
 	"github.com/infer-exporter/infer_exporter/internal/groundtruth"
 	"github.com/infer-exporter/infer_exporter/internal/simulator"
 	"github.com/infer-exporter/infer_exporter/internal/simulator/simulatortest"
+	"github.com/infer-exporter/infer_exporter/internal/testenv"
 	"github.com/infer-exporter/infer_exporter/probe/client"
 	"github.com/infer-exporter/infer_exporter/probe/observation"
 )
@@ -173,12 +174,7 @@ func TestReasoningCountsAgainstSimulator(t *testing.T) {
 // event is read before it was emitted; the per-event error is logged
 // (TestAccuracyAgainstGroundTruth bounds it).
 func TestReasoningAccuracyAgainstGroundTruth(t *testing.T) {
-	if raceEnabled {
-		t.Skip("timing accuracy is measured without the race detector: make test-timing")
-	}
-	if testing.Short() {
-		t.Skip("short")
-	}
+	testenv.Timing(t)
 	cfg := simulator.DefaultConfig() // real time, 20 ms per decode step
 	cfg.ReasoningTokens = reasoningN
 	floor := measureFloor(t, cfg.DecodeStep)

@@ -16,6 +16,7 @@ import (
 	"github.com/infer-exporter/infer_exporter/internal/config"
 	"github.com/infer-exporter/infer_exporter/internal/simulator"
 	"github.com/infer-exporter/infer_exporter/internal/simulator/simulatortest"
+	"github.com/infer-exporter/infer_exporter/internal/testenv"
 	"github.com/infer-exporter/infer_exporter/probe/observation"
 	"github.com/infer-exporter/infer_exporter/probe/workload"
 )
@@ -166,9 +167,7 @@ func waitInFlight(t *testing.T, m *Manager, name string) int {
 // resets no series; the shutdown's drain then lets every request in flight
 // end within its grace, each counted.
 func TestNoopReloadKeepsWorkloads(t *testing.T) {
-	if testing.Short() {
-		t.Skip("runs seconds of real time")
-	}
+	testenv.Slow(t, "runs seconds of real time")
 	m, metrics, tl, logs, url := reloadManager(t, 30*time.Second)
 	defer m.Stop()
 	// Requests of 50 tokens at 20 ms: about a second each, some ten in
@@ -228,9 +227,7 @@ func TestNoopReloadKeepsWorkloads(t *testing.T) {
 // its requests, those still in flight end counted as cancelled, never
 // lost; then the new b starts on the same series.
 func TestReloadChangesOneOfTwo(t *testing.T) {
-	if testing.Short() {
-		t.Skip("runs seconds of real time")
-	}
+	testenv.Slow(t, "runs seconds of real time")
 	m, metrics, tl, logs, url := reloadManager(t, 200*time.Millisecond)
 	defer m.Stop()
 	// Requests of 200 tokens at 20 ms: about 4 s each, far beyond the grace.

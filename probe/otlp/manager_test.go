@@ -14,6 +14,7 @@ import (
 	"github.com/infer-exporter/infer_exporter/internal/config"
 	"github.com/infer-exporter/infer_exporter/internal/simulator"
 	"github.com/infer-exporter/infer_exporter/internal/simulator/simulatortest"
+	"github.com/infer-exporter/infer_exporter/internal/testenv"
 	"github.com/infer-exporter/infer_exporter/probe/live"
 	"github.com/infer-exporter/infer_exporter/probe/workload"
 )
@@ -23,9 +24,7 @@ import (
 // with injected 500s and a stall in every stream, the OTLP totals equal the
 // live series' once the workload has finished.
 func TestManagerHook(t *testing.T) {
-	if testing.Short() {
-		t.Skip("runs 2 s of real time")
-	}
+	testenv.Slow(t, "runs 2 s of real time")
 	cfg := simulator.DefaultConfig()
 	cfg.DecodeStep = 5 * time.Millisecond
 	cfg.Faults.ErrorRate, cfg.Faults.ErrorStatus = 0.25, 500

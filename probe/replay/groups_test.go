@@ -17,6 +17,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/infer-exporter/infer_exporter/internal/testenv"
 	"github.com/infer-exporter/infer_exporter/probe/client"
 	"github.com/infer-exporter/infer_exporter/probe/observation"
 )
@@ -45,9 +46,7 @@ import (
 // the replay's p99 was 0.74 to 1.57 ms in 10 runs. docs/benchmarks.md
 // ("Grouped rows at one instant") has the figures and the command.
 func TestAccuracyMooncakeGroups(t *testing.T) {
-	if testing.Short() {
-		t.Skip("real time: about 4 s")
-	}
+	testenv.Timing(t)
 	const groups, perGroup, inputLen = 30, 20, 12000
 	blocks := (inputLen + 511) / 512
 	var b strings.Builder
@@ -113,10 +112,6 @@ workloads:
 	}
 	t.Logf("%d CPUs, bodies of %d bytes: replay drift p50 %v p99 %v max %v; floor (a bare client, %d sends released at once) p50 %v p99 %v; each group's last %v",
 		runtime.NumCPU(), groupBodyBytes, p50, p99, quantile(drifts, 1), perGroup, floorP50, floorP99, lasts)
-	if raceEnabled {
-		t.Log("drift not checked under the race detector: make test-timing")
-		return
-	}
 	if v, _ := metric(t, reg, "infer_probe_measurement_degraded"); v != 0 {
 		t.Error("the replay was flagged degraded")
 	}

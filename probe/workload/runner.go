@@ -580,21 +580,31 @@ func (r *Runner) monitor(ctx context.Context, d *dispatcher) {
 	if threshold <= 0 {
 		threshold = plan.DefaultDegradedLag
 	}
+	// state tells the monitor the clamps since it was last told and the
+	// lag's verdict now.
+	state := func(now time.Time) {
+		if c := clampedSeen.Load(); c > clamped {
+			mon.Clamped(c - clamped)
+			clamped = c
+		}
+		p99, n := lags.quantile(now, 0.99)
+		saturated := r.Saturation != nil && r.Saturation.P99() > threshold.Seconds()
+		mon.Lag(p99, (n > 0 && p99 > threshold.Seconds()) || saturated)
+	}
 	for {
 		select {
 		case <-ctx.Done():
+			// Once more at the end: a run that ends between two ticks (a
+			// replay shorter than a second, or a tick the scheduler held
+			// back on a busy machine) still counts every arrival its
+			// ceiling moved, and leaves the verdict of its last window.
+			state(time.Now())
 			return
 		case now := <-stallTick.C:
 			mon.Stalls(fl.scan(now, stallAfter))
 		case now := <-tick.C:
 			mon.Rate(r.Source.Rate(now.Sub(start)))
-			if c := clampedSeen.Load(); c > clamped {
-				mon.Clamped(c - clamped)
-				clamped = c
-			}
-			p99, n := lags.quantile(now, 0.99)
-			saturated := r.Saturation != nil && r.Saturation.P99() > threshold.Seconds()
-			mon.Lag(p99, (n > 0 && p99 > threshold.Seconds()) || saturated)
+			state(now)
 		}
 	}
 }

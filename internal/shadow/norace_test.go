@@ -1,5 +1,0 @@
-//go:build !race
-
-package shadow_test
-
-const raceEnabled = false

@@ -1,5 +1,0 @@
-//go:build !race
-
-package replay_test
-
-const raceEnabled = false
