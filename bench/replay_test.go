@@ -168,6 +168,10 @@ bench:
 // of its own, with the same lengths and prefix structure, so that a prefix
 // cache meets every repeat cold; with words: reuse the repeats send the
 // same prompts.
+//
+// Its ceiling, 10,000 req/s, moves none of the rows 20 ms apart, and its
+// token bucket (101 sends) holds whatever a busy machine makes overdue, where
+// the default's (2) dropped rows: this test is about what is sent.
 func TestReplayWordsPerRepeat(t *testing.T) {
 	const rows = 6
 	for _, tc := range []struct {
@@ -182,7 +186,7 @@ func TestReplayWordsPerRepeat(t *testing.T) {
 			r, bodies, _ := replayBench(t, mooncakeTrace(rows, 20*time.Millisecond, 600, 2), `
 bench:
   matrix:
-    replays: [{name: mc, source: mooncake, path: trace.jsonl`+words+`}]
+    replays: [{name: mc, source: mooncake, path: trace.jsonl, max_rate: 10000`+words+`}]
   warmup: 0s
   duration: 1s
   repeats: 2
@@ -191,6 +195,9 @@ bench:
 `, "a")
 			got := bodies[0]
 			if len(got) != 2*rows {
+				for _, rep := range r.Cells[0].Repeats {
+					t.Logf("repeat %d: outcomes %v, replay %+v", rep.Index, rep.Stats.Outcomes, rep.Replay)
+				}
 				t.Fatalf("%d bodies, want %d", len(got), 2*rows)
 			}
 			prompts := func(bs []string) []string {

@@ -345,9 +345,11 @@ func TestSessionsEndEarly(t *testing.T) {
 			want:     map[string]float64{sessions.Completed: 1, "dropped:" + sessions.DropCap: 2}, turns: 2,
 		},
 		{
-			// The workload's duration ends while both sessions think.
+			// The workload's duration ends while both sessions think: they
+			// arrive at 100 and 200 ms, and their first turns have 1.8 s
+			// to end before it, however busy the machine.
 			name:     "duration",
-			workload: "    duration: 300ms\n    arrival: {process: constant, rate: 10}\n" + common + "      turns: {dist: fixed, mean: 6}\n      think_time: {dist: fixed, mean: 10s}\n",
+			workload: "    duration: 2s\n    arrival: {process: constant, stages: [{rate: 10, duration: 250ms}]}\n" + common + "      turns: {dist: fixed, mean: 6}\n      think_time: {dist: fixed, mean: 10s}\n",
 			want:     map[string]float64{sessions.Stopped: 2}, turns: 2,
 		},
 		{

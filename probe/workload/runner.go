@@ -155,7 +155,8 @@ type Limits struct {
 	// config.DefaultStallThreshold.
 	StallThreshold time.Duration
 	// The client is degraded when the schedule lag's p99 over DegradedWindow
-	// exceeds DegradedLag.
+	// exceeds DegradedLag (0: plan.DefaultDegradedLag), which is also the
+	// wire ceiling's tolerance.
 	DegradedLag    time.Duration
 	DegradedWindow time.Duration
 	// TokenWindow is the client's client.Request.TokenWindow for the
@@ -176,7 +177,15 @@ func (p *Plan) ceiling() Ceiling {
 	case p.Unceiled || p.MaxRate <= 0:
 		return nil
 	}
-	return plan.ReplayCeiling(p.MaxRate, p.DegradedLag, max(1, p.Burst))
+	// The tolerance is the degraded lag the monitor judges by, its default
+	// included: a plan that leaves DegradedLag unset (a test's, the load
+	// harness's) gets the exporter's 10 ms, not a bucket of two sends that
+	// drops whatever a busy machine makes overdue.
+	lag := p.DegradedLag
+	if lag <= 0 {
+		lag = plan.DefaultDegradedLag
+	}
+	return plan.ReplayCeiling(p.MaxRate, lag, max(1, p.Burst))
 }
 
 // DefaultDegradedWindow is the window of the lag p99 when Limits (or
