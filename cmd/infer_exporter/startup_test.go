@@ -245,6 +245,11 @@ func TestConfigCheckRefusesUnusable(t *testing.T) {
 		{write("empty.yml", "# nothing here\n"), "empty configuration"},
 		{write("dashes.yml", "---\n"), "empty configuration"},
 		{huge, "file larger than 1 MiB (config.MaxFileBytes)"},
+		// A model name with CR, LF or NUL once passed the check.
+		{write("model-crlf.yml", "targets:\n  - {name: t, url: \"http://127.0.0.1:9\", model: \"m\\r\\nx\"}\n"),
+			`model-crlf.yml:2: targets[0].model: model name has a control character ('\r' at byte 1)`},
+		{write("model-nul.yml", "targets:\n  - {name: t, url: \"http://127.0.0.1:9\", model: \"m\\0\"}\n"),
+			`targets[0].model: model name has a control character ('\x00' at byte 1)`},
 	} {
 		out := runChild(t, "--config.check", "--config.file="+tc.file)
 		if !strings.Contains(out, tc.want) || strings.Contains(out, "OK") {
@@ -340,8 +345,8 @@ func TestStartRefusesOTLPVariablesOutOfRange(t *testing.T) {
 	}{
 		{"OTEL_BSP_MAX_QUEUE_SIZE", "-1", `OTEL_BSP_MAX_QUEUE_SIZE=\"-1\": outside 1..65536 spans`},
 		{"OTEL_BSP_MAX_QUEUE_SIZE", "100000000", `OTEL_BSP_MAX_QUEUE_SIZE=\"100000000\": outside 1..65536 spans`},
-		{"OTEL_EXPORTER_OTLP_HEADERS", "api-key=a%0D%0Ab", `OTEL_EXPORTER_OTLP_HEADERS: the value of api-key has a control character after decoding ('\\r' at byte 1)`},
-		{"OTEL_EXPORTER_OTLP_HEADERS", "api-key=a%00b", `OTEL_EXPORTER_OTLP_HEADERS: the value of api-key has a control character after decoding ('\\x00' at byte 1)`},
+		{"OTEL_EXPORTER_OTLP_HEADERS", "api-key=a%0D%0Ab", `OTEL_EXPORTER_OTLP_HEADERS: the value of api-key has a control character after decoding ('\r' at byte 1)`},
+		{"OTEL_EXPORTER_OTLP_HEADERS", "api-key=a%00b", `OTEL_EXPORTER_OTLP_HEADERS: the value of api-key has a control character after decoding ('\x00' at byte 1)`},
 		{"OTEL_EXPORTER_OTLP_COMPRESSION", "brotli", `OTEL_EXPORTER_OTLP_COMPRESSION=\"brotli\": unknown compression; want gzip or none`},
 	} {
 		t.Run(tc.key+"="+tc.value, func(t *testing.T) {
