@@ -549,7 +549,10 @@ func (sc *targetScraper) scrape(ctx context.Context) Readiness {
 	sc.infoAge++
 	failure := err
 	if engine == engineOllama {
-		up, failure = infoAnswered, infoErr
+		// Ollama's up is both answers: an /api/ps that fails (an error
+		// page, the wrong types, a body over 1 MiB) would otherwise leave
+		// infer_server_up at 1 with its loaded models silently gone.
+		up, failure = infoAnswered && infoErr == nil, infoErr
 		if !up && failure == nil {
 			failure = errors.New("no answer from /api/version")
 		}
@@ -882,10 +885,8 @@ func (sc *targetScraper) readInfo(ctx context.Context, engine string) (*serverIn
 			}
 			slices.SortFunc(info.loaded, func(a, b LoadedModel) int { return strings.Compare(a.Name, b.Name) })
 		}
-		// Ollama's up is both answers: an /api/ps that fails (an error
-		// page, the wrong types, a body over 1 MiB) would otherwise leave
-		// infer_server_up at 1 with its loaded models silently gone.
-		ok = ok && failed == nil
+		// The info stands on /api/version; failed says whether /api/ps
+		// answered too, which Ollama's up needs (scrape).
 	case engineTriton:
 		var v struct {
 			Name    string `json:"name"`
