@@ -161,6 +161,8 @@ func TestConformance(t *testing.T) {
 		{name: "bare CR in a header value", script: closes("HTTP/1.1 200 OK\r\nX-A: a\rb\r\nContent-Length: 2\r\n\r\nok"), err: true},
 		{name: "control byte in a header value", script: closes("HTTP/1.1 200 OK\r\nX-A: a\x01b\r\nContent-Length: 2\r\n\r\nok"), err: true},
 		{name: "DEL in a header value", script: closes("HTTP/1.1 200 OK\r\nX-A: a\x7fb\r\nContent-Length: 2\r\n\r\nok"), err: true},
+		{name: "NUL in a trailer value", script: closes("HTTP/1.1 200 OK\r\nTransfer-Encoding: chunked\r\n\r\n2\r\nok\r\n0\r\nX-T: a\x00b\r\n\r\n"), status: 200, body: "ok", err: true},
+		{name: "malformed trailer line", script: closes("HTTP/1.1 200 OK\r\nTransfer-Encoding: chunked\r\n\r\n2\r\nok\r\n0\r\nno colon here\r\n\r\n"), status: 200, body: "ok", err: true},
 		{name: "tab and obs-text in a header value", script: writes("HTTP/1.1 200 OK\r\nX-A: a\tb\xe9\r\nContent-Length: 2\r\n\r\nok"), status: 200, body: "ok", accepts: 1},
 		{name: "204 has no body", script: writes("HTTP/1.1 204 No Content\r\n\r\n"), status: 204, body: "", accepts: 1},
 		{name: "304 has no body despite a length", script: writes("HTTP/1.1 304 Not Modified\r\nContent-Length: 10\r\n\r\n"), status: 304, body: "", accepts: 1},

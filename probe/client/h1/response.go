@@ -479,9 +479,13 @@ func (b *body) chunkSize() (int64, error) {
 	return n, nil
 }
 
-// trailers reads and drops the trailer fields after the last chunk.
+// trailers reads and drops the trailer fields after the last chunk. They
+// are held to the head's form (a token, a colon, a field value without
+// control bytes; a continuation only after a field), as net/http holds
+// them, so that the two refuse the same bodies.
 func (b *body) trailers() error {
 	budget := b.t.maxHeaderBytes
+	seen := false
 	for {
 		line, err := readLine(b.r, &budget, maxChunkLine)
 		if err != nil {
@@ -490,6 +494,17 @@ func (b *body) trailers() error {
 		if len(line) == 0 {
 			return nil
 		}
+		if line[0] == ' ' || line[0] == '\t' {
+			if !seen || !fieldValue(line) {
+				return protoErr("malformed trailer line %q", truncate(line))
+			}
+			continue
+		}
+		k, v, ok := bytes.Cut(line, []byte(":"))
+		if !ok || !token(k) || !fieldValue(v) {
+			return protoErr("malformed trailer line %q", truncate(line))
+		}
+		seen = true
 	}
 }
 
