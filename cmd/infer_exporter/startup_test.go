@@ -345,8 +345,8 @@ func TestStartRefusesOTLPVariablesOutOfRange(t *testing.T) {
 	}{
 		{"OTEL_BSP_MAX_QUEUE_SIZE", "-1", `OTEL_BSP_MAX_QUEUE_SIZE=\"-1\": outside 1..65536 spans`},
 		{"OTEL_BSP_MAX_QUEUE_SIZE", "100000000", `OTEL_BSP_MAX_QUEUE_SIZE=\"100000000\": outside 1..65536 spans`},
-		{"OTEL_EXPORTER_OTLP_HEADERS", "api-key=a%0D%0Ab", `OTEL_EXPORTER_OTLP_HEADERS: the value of api-key has a control character after decoding ('\r' at byte 1)`},
-		{"OTEL_EXPORTER_OTLP_HEADERS", "api-key=a%00b", `OTEL_EXPORTER_OTLP_HEADERS: the value of api-key has a control character after decoding ('\x00' at byte 1)`},
+		{"OTEL_EXPORTER_OTLP_HEADERS", "api-key=a%0D%0Ab", `OTEL_EXPORTER_OTLP_HEADERS: the value of api-key has a control character after decoding ('\\r' at byte 1)`},
+		{"OTEL_EXPORTER_OTLP_HEADERS", "api-key=a%00b", `OTEL_EXPORTER_OTLP_HEADERS: the value of api-key has a control character after decoding ('\\x00' at byte 1)`},
 		{"OTEL_EXPORTER_OTLP_COMPRESSION", "brotli", `OTEL_EXPORTER_OTLP_COMPRESSION=\"brotli\": unknown compression; want gzip or none`},
 	} {
 		t.Run(tc.key+"="+tc.value, func(t *testing.T) {
