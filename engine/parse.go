@@ -170,7 +170,7 @@ func parseMetricsBody(ctx context.Context, r io.Reader) (*parsedMetrics, error) 
 			return
 		}
 		if kept.Len()+len(b) > maxKeptBytes {
-			over = fmt.Errorf("%w: the mapped families take more than %d bytes", errRefused, maxKeptBytes)
+			over = fmt.Errorf("%w: the mapped families take more than %d bytes (at line %d)", errRefused, maxKeptBytes, line)
 			return
 		}
 		if first {
@@ -255,6 +255,12 @@ func parseMetricsBody(ctx context.Context, r io.Reader) (*parsedMetrics, error) 
 	if err := ctx.Err(); err != nil {
 		return nil, err
 	}
+	// A cap passed is the reason, before any parse: the kept text stops
+	// where the cap was passed, mid-line for a long one, and its parse
+	// would only say "unexpected end of input stream".
+	if over != nil {
+		return nil, over
+	}
 	p := expfmt.NewTextParser(model.UTF8Validation)
 	fams, err := p.TextToMetricFamilies(ctxReader{ctx, &kept})
 	if err != nil {
@@ -264,9 +270,6 @@ func parseMetricsBody(ctx context.Context, r io.Reader) (*parsedMetrics, error) 
 			return nil, pe
 		}
 		return nil, err
-	}
-	if over != nil {
-		return nil, over
 	}
 	// A line the lexer could not tell (a piece of a long line) may have
 	// been of another family: only the wanted ones are kept.

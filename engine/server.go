@@ -22,6 +22,7 @@ import (
 	dto "github.com/prometheus/client_model/go"
 
 	"github.com/infer-exporter/infer_exporter/internal/config"
+	"github.com/infer-exporter/infer_exporter/internal/textcut"
 )
 
 // Scraper reads each configured target's own /metrics in the background
@@ -72,7 +73,7 @@ func NewScraper(logger *slog.Logger, opts ...Option) *Scraper {
 		},
 		now:      time.Now,
 		scrapers: map[string]*targetScraper{},
-		upDesc: d("up", "1 if the last background scrape of the target's metrics (or, for an engine that serves none, such as Ollama, its info endpoint) succeeded, else 0.",
+		upDesc: d("up", "1 if the last background scrape of the target's metrics (for Ollama, which serves none, its /api/version and /api/ps) succeeded, else 0.",
 			labels),
 		kvDesc: d("kv_cache_usage_ratio", "Fraction of the engine's KV cache in use, 0..1, as the engine reports it (docs/metrics.md gives each engine's source).",
 			labels),
@@ -433,9 +434,13 @@ type targetScraper struct {
 	// the last successful scrape and that was logged; cleared when they
 	// come back, so each change into absence is told once.
 	warnedAbsent bool
-	// warnedRefused: a refused scrape was logged; cleared by a scrape
+	// warnedFailed: a failed scrape was logged; cleared by a scrape
 	// that succeeds.
-	warnedRefused bool
+	warnedFailed bool
+	// warnedLong: a label value of the server's was cut (capLabel), by
+	// label; warnedLoaded: loaded models were left out. Each once.
+	warnedLong   map[string]bool
+	warnedLoaded bool
 }
 
 // infoRefresh is how many scrapes an info reading is reused for: versions
@@ -533,19 +538,31 @@ func (sc *targetScraper) scrape(ctx context.Context) Readiness {
 	// Ollama serves no /metrics: it is up when its info endpoint answers,
 	// so that endpoint is read on every scrape.
 	infoAnswered := false
+	var infoErr error
 	if engine != engineUnknown && (sc.info == nil || sc.infoAge >= infoRefresh || engine == engineOllama) {
-		if info, ok := sc.readInfo(ctx, engine); ok {
+		var info *serverInfo
+		var ok bool
+		if info, ok, infoErr = sc.readInfo(ctx, engine); ok {
 			sc.info, sc.infoAge, infoAnswered = info, 0, true
 		}
 	}
 	sc.infoAge++
+	failure := err
 	if engine == engineOllama {
-		up = infoAnswered
+		// Ollama's up is both answers: an /api/ps that fails (an error
+		// page, the wrong types, a body over 1 MiB) would otherwise leave
+		// infer_server_up at 1 with its loaded models silently gone.
+		up, failure = infoAnswered && infoErr == nil, infoErr
+		if !up && failure == nil {
+			failure = errors.New("no answer from /api/version")
+		}
 	}
-	if err != nil && engine != engineOllama {
-		sc.logger.Debug("server metrics scrape failed", "url", sc.metricsURL, "err", err)
+	if failure != nil {
+		sc.logger.Debug("server metrics scrape failed", "url", sc.metricsURL, "err", failure)
 	}
-	sc.warnRefused(err)
+	if ctx.Err() == nil || !errors.Is(ctx.Err(), context.Canceled) {
+		sc.warnFailed(failure)
+	}
 	readiness := sc.readiness(ctx, engine, status, err)
 	if ctx.Err() != nil && errors.Is(ctx.Err(), context.Canceled) {
 		return readiness // stopped while asking: nothing is reported
@@ -582,19 +599,24 @@ func (sc *targetScraper) checkFamilies(engine string, pm *parsedMetrics) {
 		"engine", engine, "url", sc.metricsURL, "expected", strings.Join(expected, ","), "scraped_samples", pm.samples)
 }
 
-// warnRefused warns when a body that answered is refused for its shape (a
-// family over maxSeriesPerFamily, duplicate series: parse.go), which sets
-// infer_server_up to 0 while the server is fine: a failure that is not the
-// server's being down, and so is told at warning level, not only in the
-// debug log of every failed scrape. Once, and again only after a scrape
-// succeeded in between.
-func (sc *targetScraper) warnRefused(err error) {
+// warnFailed tells a failed read (infer_server_up 0) at warning level with
+// its reason: the server down, an error status, a body refused for its
+// shape (a family over maxSeriesPerFamily, duplicate series, the mapped
+// families over maxKeptBytes: parse.go), a syntax error, and for Ollama its
+// /api/version or /api/ps. Once per change of state, not per scrape: when
+// the reads start failing, and (at info level) when they recover.
+func (sc *targetScraper) warnFailed(err error) {
 	switch {
-	case err == nil:
-		sc.warnedRefused = false
-	case errors.Is(err, errRefused) && !sc.warnedRefused:
-		sc.warnedRefused = true
-		sc.logger.Warn("server metrics: scrape refused; infer_server_up is 0 for this target", "url", sc.metricsURL, "err", err)
+	case err == nil && sc.warnedFailed:
+		sc.warnedFailed = false
+		sc.logger.Info("server metrics: scrape recovered", "url", sc.metricsURL)
+	case err != nil && !sc.warnedFailed:
+		sc.warnedFailed = true
+		msg := "server metrics: scrape failed; infer_server_up is 0 for this target"
+		if errors.Is(err, errRefused) {
+			msg = "server metrics: scrape refused; infer_server_up is 0 for this target"
+		}
+		sc.logger.Warn(msg, "url", sc.metricsURL, "err", err)
 	}
 }
 
@@ -657,19 +679,39 @@ func sameHost(a, b string) bool {
 // root is the target's server root, for the info endpoints.
 func (sc *targetScraper) root() string { return sc.t.root }
 
-// getJSON reads a small JSON document from the server root.
-func (sc *targetScraper) getJSON(ctx context.Context, path string, v any) bool {
-	resp, err := sc.get(ctx, sc.root()+path, "application/json")
+// maxInfoBytes bounds an info endpoint's JSON document.
+const maxInfoBytes = 1 << 20
+
+// getJSON reads a small JSON document (at most maxInfoBytes) from the
+// server root; the error says why it could not (the status, the content
+// type, the size, the decoder's complaint), for the log.
+func (sc *targetScraper) getJSON(ctx context.Context, path string, v any) error {
+	u := sc.root() + path
+	resp, err := sc.get(ctx, u, "application/json")
 	if err != nil {
-		return false
+		return err
 	}
 	defer resp.Body.Close()
-	mt, _, _ := mime.ParseMediaType(resp.Header.Get("Content-Type"))
-	if resp.StatusCode != http.StatusOK || (mt != "application/json" && mt != "") {
+	if resp.StatusCode != http.StatusOK {
 		io.Copy(io.Discard, io.LimitReader(resp.Body, 4096))
-		return false
+		return fmt.Errorf("GET %s: HTTP %d", u, resp.StatusCode)
 	}
-	return json.NewDecoder(io.LimitReader(resp.Body, 1<<20)).Decode(v) == nil
+	ct := resp.Header.Get("Content-Type")
+	if mt, _, _ := mime.ParseMediaType(ct); mt != "application/json" && mt != "" {
+		io.Copy(io.Discard, io.LimitReader(resp.Body, 4096))
+		return fmt.Errorf("GET %s: Content-Type %q, want application/json", u, textcut.Cut(ct, 64))
+	}
+	body, err := io.ReadAll(io.LimitReader(resp.Body, maxInfoBytes+1))
+	if err != nil {
+		return fmt.Errorf("GET %s: %w", u, err)
+	}
+	if len(body) > maxInfoBytes {
+		return fmt.Errorf("GET %s: body larger than %d bytes", u, maxInfoBytes)
+	}
+	if err := json.NewDecoder(bytes.NewReader(body)).Decode(v); err != nil {
+		return fmt.Errorf("GET %s: %w", u, err)
+	}
+	return nil
 }
 
 // probeEngine recognises an engine from its info endpoints, for a target
@@ -679,31 +721,31 @@ func (sc *targetScraper) probeEngine(ctx context.Context) string {
 	var ollama struct {
 		Version *string `json:"version"`
 	}
-	if sc.getJSON(ctx, "/api/version", &ollama) && ollama.Version != nil {
+	if sc.getJSON(ctx, "/api/version", &ollama) == nil && ollama.Version != nil {
 		return engineOllama
 	}
 	var triton struct {
 		Name string `json:"name"`
 	}
-	if sc.getJSON(ctx, "/v2", &triton) && triton.Name == "triton" {
+	if sc.getJSON(ctx, "/v2", &triton) == nil && triton.Name == "triton" {
 		return engineTriton
 	}
 	var tgi struct {
 		ModelID *string `json:"model_id"`
 	}
-	if sc.getJSON(ctx, "/info", &tgi) && tgi.ModelID != nil {
+	if sc.getJSON(ctx, "/info", &tgi) == nil && tgi.ModelID != nil {
 		return engineTGI
 	}
 	var props struct {
 		Settings map[string]any `json:"default_generation_settings"`
 	}
-	if sc.getJSON(ctx, "/props", &props) && props.Settings != nil {
+	if sc.getJSON(ctx, "/props", &props) == nil && props.Settings != nil {
 		return engineLlamaCpp
 	}
 	var sgl struct {
 		Version *string `json:"version"`
 	}
-	if sc.getJSON(ctx, "/get_server_info", &sgl) && sgl.Version != nil {
+	if sc.getJSON(ctx, "/get_server_info", &sgl) == nil && sgl.Version != nil {
 		return engineSGLang
 	}
 	return ""
@@ -721,7 +763,7 @@ func (sc *targetScraper) openAIModels(ctx context.Context) (string, int, bool) {
 			} `json:"meta"`
 		} `json:"data"`
 	}
-	if !sc.getJSON(ctx, "/v1/models", &list) || len(list.Data) == 0 {
+	if sc.getJSON(ctx, "/v1/models", &list) != nil || len(list.Data) == 0 {
 		return "", 0, false
 	}
 	pick := list.Data[0]
@@ -734,9 +776,12 @@ func (sc *targetScraper) openAIModels(ctx context.Context) (string, int, bool) {
 }
 
 // readInfo reads the engine's version, served model and context length.
-func (sc *targetScraper) readInfo(ctx context.Context, engine string) (*serverInfo, bool) {
+// For Ollama, which serves no metrics, its answers are its up: the error
+// says why /api/version or /api/ps could not be read.
+func (sc *targetScraper) readInfo(ctx context.Context, engine string) (*serverInfo, bool, error) {
 	info := &serverInfo{model: sc.t.model}
 	ok := false
+	var failed error
 	switch engine {
 	case engineVLLM, engineNIM, engineTRTLLMServe:
 		var v struct {
@@ -747,7 +792,7 @@ func (sc *targetScraper) readInfo(ctx context.Context, engine string) (*serverIn
 		if engine == engineNIM {
 			path = "/v1/version"
 		}
-		if sc.getJSON(ctx, path, &v) {
+		if sc.getJSON(ctx, path, &v) == nil {
 			info.version, ok = v.Version, true
 			if info.version == "" {
 				info.version = v.Release
@@ -761,7 +806,7 @@ func (sc *targetScraper) readInfo(ctx context.Context, engine string) (*serverIn
 			Version       string `json:"version"`
 			ContextLength int    `json:"context_length"`
 		}
-		if sc.getJSON(ctx, "/get_server_info", &v) {
+		if sc.getJSON(ctx, "/get_server_info", &v) == nil {
 			info.version, info.maxContext, ok = v.Version, v.ContextLength, true
 		}
 		if m, n, found := sc.openAIModels(ctx); found {
@@ -776,7 +821,7 @@ func (sc *targetScraper) readInfo(ctx context.Context, engine string) (*serverIn
 			ModelID        string `json:"model_id"`
 			MaxTotalTokens int    `json:"max_total_tokens"`
 		}
-		if sc.getJSON(ctx, "/info", &v) {
+		if sc.getJSON(ctx, "/info", &v) == nil {
 			info.version, info.model, info.maxContext, ok = v.Version, v.ModelID, v.MaxTotalTokens, true
 		}
 	case engineLlamaCpp:
@@ -788,7 +833,7 @@ func (sc *targetScraper) readInfo(ctx context.Context, engine string) (*serverIn
 				NCtx int `json:"n_ctx"`
 			} `json:"default_generation_settings"`
 		}
-		if sc.getJSON(ctx, "/props", &v) {
+		if sc.getJSON(ctx, "/props", &v) == nil {
 			info.version, info.model, ok = v.BuildInfo, v.ModelPath, true
 			info.maxContext = v.Settings.NCtx
 			if info.maxContext == 0 {
@@ -802,7 +847,7 @@ func (sc *targetScraper) readInfo(ctx context.Context, engine string) (*serverIn
 		var v struct {
 			Version string `json:"version"`
 		}
-		if sc.getJSON(ctx, "/api/version", &v) {
+		if failed = sc.getJSON(ctx, "/api/version", &v); failed == nil {
 			info.version, ok = v.Version, true
 		}
 		var ps struct {
@@ -813,29 +858,86 @@ func (sc *targetScraper) readInfo(ctx context.Context, engine string) (*serverIn
 				ContextLength int    `json:"context_length"`
 			} `json:"models"`
 		}
-		if ok && sc.getJSON(ctx, "/api/ps", &ps) {
+		if ok {
+			failed = sc.getJSON(ctx, "/api/ps", &ps)
+		}
+		if ok && failed == nil {
 			info.loaded = []LoadedModel{}
+			nameBytes := 0
 			for _, m := range ps.Models {
 				if m.Name == sc.t.model || m.Name == sc.t.model+":latest" || len(ps.Models) == 1 {
 					info.model, info.maxContext = m.Name, m.ContextLength
 				}
+				// The name is cut before it is compared, so that two
+				// long names cut alike make one series, not a duplicate.
+				name := sc.capLabel("loaded_model", m.Name)
 				// One series per name: a name listed twice is counted once.
-				if !slices.ContainsFunc(info.loaded, func(l LoadedModel) bool { return l.Name == m.Name }) && len(info.loaded) < MaxLoadedModels {
-					info.loaded = append(info.loaded, LoadedModel{Name: m.Name, Bytes: max(m.Size, 0), VRAMBytes: max(m.SizeVRAM, 0)})
+				if slices.ContainsFunc(info.loaded, func(l LoadedModel) bool { return l.Name == name }) {
+					continue
 				}
+				if len(info.loaded) >= MaxLoadedModels || nameBytes+len(name) > MaxLoadedNameBytes {
+					sc.warnOnce(&sc.warnedLoaded, "server info: more loaded models than are exposed; the rest are left out",
+						"listed", len(ps.Models), "max_models", MaxLoadedModels, "max_name_bytes", MaxLoadedNameBytes)
+					continue
+				}
+				nameBytes += len(name)
+				info.loaded = append(info.loaded, LoadedModel{Name: name, Bytes: max(m.Size, 0), VRAMBytes: max(m.SizeVRAM, 0)})
 			}
 			slices.SortFunc(info.loaded, func(a, b LoadedModel) int { return strings.Compare(a.Name, b.Name) })
 		}
+		// The info stands on /api/version; failed says whether /api/ps
+		// answered too, which Ollama's up needs (scrape).
 	case engineTriton:
 		var v struct {
 			Name    string `json:"name"`
 			Version string `json:"version"`
 		}
-		if sc.getJSON(ctx, "/v2", &v) {
+		if sc.getJSON(ctx, "/v2", &v) == nil {
 			info.version, ok = v.Version, true
 		}
 	}
-	return info, ok
+	info.version = sc.capLabel("version", info.version)
+	info.model = sc.capLabel("model", info.model)
+	return info, ok, failed
+}
+
+// MaxLabelBytes bounds a label value that a server gives (its version,
+// served model, llama.cpp's build_info and model_path, a loaded model's
+// name): as long as a configured model name may be
+// (config.MaxModelBytes). Without it, a server's 1 MB version string would
+// be a 1 MB infer_server_info line on every scrape. A longer value is cut,
+// ending in textcut.Ellipsis, within the bound.
+const MaxLabelBytes = config.MaxModelBytes
+
+// MaxLoadedNameBytes bounds the loaded models' names of one target in
+// all: with two series a model, 64 models of 256-byte names would be some
+// 40 KB of /metrics a target; real names (llama3.2:3b-instruct-q4_K_M)
+// are tens of bytes, so this still holds dozens of them.
+const MaxLoadedNameBytes = 1024
+
+// capLabel bounds a label value from the server to MaxLabelBytes, warning
+// once per target and label that it was cut.
+func (sc *targetScraper) capLabel(label, v string) string {
+	if len(v) <= MaxLabelBytes {
+		return v
+	}
+	if sc.warnedLong == nil {
+		sc.warnedLong = map[string]bool{}
+	}
+	if !sc.warnedLong[label] {
+		sc.warnedLong[label] = true
+		sc.logger.Warn("server info: a label value longer than the bound was cut", "label", label, "bytes", len(v), "max_bytes", MaxLabelBytes,
+			"value", textcut.Cut(v, 64))
+	}
+	return textcut.Cut(v, MaxLabelBytes-len(textcut.Ellipsis))
+}
+
+// warnOnce logs a warning the first time *flag is unset.
+func (sc *targetScraper) warnOnce(flag *bool, msg string, args ...any) {
+	if !*flag {
+		*flag = true
+		sc.logger.Warn(msg, args...)
+	}
 }
 
 // readSlots fills what llama.cpp's metrics lack from GET /slots: the running
@@ -850,7 +952,7 @@ func (sc *targetScraper) readSlots(ctx context.Context, vs *values) {
 		NPromptTokens *int            `json:"n_prompt_tokens"`
 		NextToken     json.RawMessage `json:"next_token"`
 	}
-	if !sc.getJSON(ctx, "/slots", &slots) || len(slots) == 0 {
+	if sc.getJSON(ctx, "/slots", &slots) != nil || len(slots) == 0 {
 		return
 	}
 	running, used, total := 0, 0, 0

@@ -2,6 +2,7 @@ package main
 
 import (
 	"context"
+	"errors"
 	"fmt"
 	"net/http"
 	"net/http/httptest"
@@ -244,6 +245,11 @@ func TestConfigCheckRefusesUnusable(t *testing.T) {
 		{write("empty.yml", "# nothing here\n"), "empty configuration"},
 		{write("dashes.yml", "---\n"), "empty configuration"},
 		{huge, "file larger than 1 MiB (config.MaxFileBytes)"},
+		// A model name with CR, LF or NUL once passed the check.
+		{write("model-crlf.yml", "targets:\n  - {name: t, url: \"http://127.0.0.1:9\", model: \"m\\r\\nx\"}\n"),
+			`model-crlf.yml:2: targets[0].model: model name has a control character ('\r' at byte 1)`},
+		{write("model-nul.yml", "targets:\n  - {name: t, url: \"http://127.0.0.1:9\", model: \"m\\0\"}\n"),
+			`targets[0].model: model name has a control character ('\x00' at byte 1)`},
 	} {
 		out := runChild(t, "--config.check", "--config.file="+tc.file)
 		if !strings.Contains(out, tc.want) || strings.Contains(out, "OK") {
@@ -324,5 +330,40 @@ func TestShutdownWhileConfigReadBlocks(t *testing.T) {
 	case <-done:
 	case <-time.After(5 * time.Second):
 		t.Fatal("the exporter did not stop while its configuration read blocked")
+	}
+}
+
+// TestStartRefusesOTLPVariablesOutOfRange: an OTEL_* value that the SDK
+// would panic on (a batch queue of -1: makeslice, exit 2 with a goroutine
+// dump), exhaust memory with (10^8 spans), fail every push with (a header
+// with CR, LF or NUL) or ignore (brotli) stops the process at start with
+// exit status 1 and a message naming the variable and its range, so that a
+// pod with such a value says why in its log.
+func TestStartRefusesOTLPVariablesOutOfRange(t *testing.T) {
+	for _, tc := range []struct {
+		key, value, say string
+	}{
+		{"OTEL_BSP_MAX_QUEUE_SIZE", "-1", `OTEL_BSP_MAX_QUEUE_SIZE=\"-1\": outside 1..65536 spans`},
+		{"OTEL_BSP_MAX_QUEUE_SIZE", "100000000", `OTEL_BSP_MAX_QUEUE_SIZE=\"100000000\": outside 1..65536 spans`},
+		{"OTEL_EXPORTER_OTLP_HEADERS", "api-key=a%0D%0Ab", `OTEL_EXPORTER_OTLP_HEADERS: the value of api-key has a control character after decoding ('\\r' at byte 1)`},
+		{"OTEL_EXPORTER_OTLP_HEADERS", "api-key=a%00b", `OTEL_EXPORTER_OTLP_HEADERS: the value of api-key has a control character after decoding ('\\x00' at byte 1)`},
+		{"OTEL_EXPORTER_OTLP_COMPRESSION", "brotli", `OTEL_EXPORTER_OTLP_COMPRESSION=\"brotli\": unknown compression; want gzip or none`},
+	} {
+		t.Run(tc.key+"="+tc.value, func(t *testing.T) {
+			cmd := exec.Command(os.Args[0], "--otlp.endpoint=http://127.0.0.1:1", "--no-collector.nvml",
+				"--web.listen-address=127.0.0.1:0", "--log.level=error")
+			cmd.Env = append(os.Environ(), "INFER_EXPORTER_TEST_RUN_MAIN=1", tc.key+"="+tc.value)
+			out, err := cmd.CombinedOutput()
+			var exit *exec.ExitError
+			if !errors.As(err, &exit) || exit.ExitCode() != 1 {
+				t.Fatalf("exit %v, want status 1:\n%s", err, out)
+			}
+			if !strings.Contains(string(out), tc.say) {
+				t.Fatalf("output lacks %s:\n%s", tc.say, out)
+			}
+			if strings.Contains(string(out), "goroutine ") {
+				t.Fatalf("a panic:\n%s", out)
+			}
+		})
 	}
 }

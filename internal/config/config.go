@@ -399,6 +399,7 @@ func (c *Config) validate(v *validator) {
 		if t.Model == "" {
 			v.add(p, "model", "is required (the model name the server serves)")
 		}
+		v.checkModel(p, "model", t.Model)
 		if t.Timeout < 0 {
 			v.add(p, "timeout", "must be positive")
 		}

@@ -80,6 +80,15 @@ func TestParseErrors(t *testing.T) {
 		{"header value with CR LF", strings.Replace(base, "model: m", "model: m\n    headers: {X-A: \"v\\r\\nX-Injected: 1\"}", 1), []string{`targets[0].headers.X-A: header value has a control character ('\r' at byte 1)`}},
 		{"header name with a space", strings.Replace(base, "model: m", "model: m\n    headers: {\"X B\": v}", 1), []string{`targets[0].headers.X B: header name "X B" is not an HTTP token`}},
 		{"header value with NUL", strings.Replace(base, "model: m", "model: m\n    headers: {X-A: \"a\\0b\"}", 1), []string{`targets[0].headers.X-A: header value has a control character ('\x00' at byte 1)`}},
+		// A model name is the server's, so it has no pattern, but it goes
+		// into labels, span attributes and request bodies: no control
+		// characters, as in names.
+		{"model with CR LF", strings.Replace(base, "model: m", "model: \"m\\r\\nX: 1\"", 1), []string{`c.yml:4: targets[0].model: model name has a control character ('\r' at byte 1)`}},
+		{"model with LF", strings.Replace(base, "model: m", "model: \"m\\nx\"", 1), []string{`targets[0].model: model name has a control character ('\n' at byte 1)`}},
+		{"model with NUL", strings.Replace(base, "model: m", "model: \"m\\0\"", 1), []string{`targets[0].model: model name has a control character ('\x00' at byte 1)`}},
+		{"model with DEL", strings.Replace(base, "model: m", "model: \"m\\x7f\"", 1), []string{`targets[0].model: model name has a control character ('\x7f' at byte 1)`}},
+		{"model too long", strings.Replace(base, "model: m", "model: "+strings.Repeat("m", MaxModelBytes+1), 1), []string{`targets[0].model: a model name of 257 bytes: at most 256 (config.MaxModelBytes)`}},
+		{"module model with LF", base + "modules:\n  mod:\n    model: \"a\\nb\"\n", []string{`modules.mod.model: model name has a control character ('\n' at byte 1)`}},
 		{"empty header name", strings.Replace(base, "model: m", "model: m\n    headers: {\"\": v}", 1), []string{`targets[0].headers.: header name "" is not an HTTP token`}},
 		{"missing token file", strings.Replace(base, "model: m", "model: m\n    bearer_token_file: /nonexistent/token", 1), []string{"c.yml:5: targets[0].bearer_token_file: cannot read"}},
 	} {

@@ -5,6 +5,9 @@ import (
 	"fmt"
 	"math"
 	"strconv"
+	"strings"
+	"unicode"
+	"unicode/utf8"
 
 	yaml "go.yaml.in/yaml/v3"
 )
@@ -44,6 +47,11 @@ const (
 	// MaxNameBytes bounds the names of targets, workloads, modules (and of
 	// the bench configuration's shapes and replays).
 	MaxNameBytes = 200
+
+	// MaxModelBytes bounds a model name (a target's or module's model):
+	// longer than names, since a model may be a path on the server, and
+	// the bound of the server's own label values (engine.MaxLabelBytes).
+	MaxModelBytes = 256
 	// MaxStringBytes bounds every other string of the file (URLs, models,
 	// header names and values, paths, patterns), except prompts.
 	MaxStringBytes = 8 << 10
@@ -113,6 +121,24 @@ func (v *validator) nameTooLong(p path, field, name string) bool {
 		return true
 	}
 	return false
+}
+
+// checkModel applies the form check of names to a model name, which has
+// no pattern (a model is the server's: "Qwen/Qwen3-8B", "llama3:8b", a
+// path): valid UTF-8, at most MaxModelBytes, and no control character. A
+// CR, LF or NUL would otherwise pass to every label, span attribute and
+// request body that names the model.
+func (v *validator) checkModel(p path, field, model string) {
+	switch {
+	case len(model) > MaxModelBytes:
+		v.add(p, field, fmt.Sprintf("a model name of %d bytes: at most %d (config.MaxModelBytes)", len(model), MaxModelBytes))
+	case !utf8.ValidString(model):
+		v.add(p, field, fmt.Sprintf("%s is not valid UTF-8", quote(model)))
+	default:
+		if i := strings.IndexFunc(model, unicode.IsControl); i >= 0 {
+			v.add(p, field, fmt.Sprintf("model name has a control character (%q at byte %d): no CR, LF, NUL or other control characters", model[i], i))
+		}
+	}
 }
 
 // checkNodes applies the limits of the file's form, before it is decoded:

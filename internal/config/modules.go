@@ -232,6 +232,7 @@ func (c *Config) validateModules(v *validator) {
 		} else if !nameRE.MatchString(name) {
 			v.addPath(p, fmt.Sprintf("module name %s must match %s", quote(name), nameRE))
 		}
+		v.checkModel(p, "model", m.Model)
 		if m.Flavor != "" {
 			if !knownFlavor(m.Flavor) {
 				v.add(p, "flavor", fmt.Sprintf("%s is not one of %v", quote(string(m.Flavor)), Flavors))

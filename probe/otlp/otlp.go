@@ -52,7 +52,7 @@ const (
 
 // The standard variables this package reads itself; the OTLP exporter reads
 // the other OTEL_EXPORTER_OTLP_* ones (headers, TLS, compression, timeout,
-// temporality) on its own.
+// temporality) on its own, after env.go has checked them.
 const (
 	envEndpoint        = "OTEL_EXPORTER_OTLP_ENDPOINT"
 	envMetricsEndpoint = "OTEL_EXPORTER_OTLP_METRICS_ENDPOINT"
@@ -166,6 +166,11 @@ func New(ctx context.Context, opts Options) (*Pusher, error) {
 	logger := opts.Logger
 	if logger == nil {
 		logger = slog.New(slog.DiscardHandler)
+	}
+	// Every variable is checked before anything is built, so that a
+	// refused one stops the start before a first push is attempted.
+	if err := checkEnv(&opts); err != nil {
+		return nil, err
 	}
 	var p *Pusher
 	if metricsEnabled(opts.Endpoint, getenv) {
@@ -282,6 +287,9 @@ func newResource(ctx context.Context, opts *Options) (*resource.Resource, error)
 	)
 	if err != nil {
 		return nil, fmt.Errorf("otlp resource: %w", err)
+	}
+	if err := checkResource(res); err != nil {
+		return nil, err
 	}
 	return res, nil
 }

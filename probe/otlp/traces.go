@@ -140,6 +140,12 @@ func newTraces(ctx context.Context, opts *Options, logger *slog.Logger) (*traces
 	if err != nil {
 		return nil, err
 	}
+	// OTEL_BSP_* set the batch processor's queue, batch size and delay,
+	// read and bounded here (env.go), not by the SDK.
+	batch, err := batchOptions(opts.getenv)
+	if err != nil {
+		return nil, err
+	}
 	var exp sdktrace.SpanExporter
 	switch proto {
 	case GRPC:
@@ -151,8 +157,7 @@ func newTraces(ctx context.Context, opts *Options, logger *slog.Logger) (*traces
 		return nil, fmt.Errorf("otlp trace exporter: %w", err)
 	}
 	counted := newCountingSpanExporter(exp, opts.Registerer, logger, ep)
-	// OTEL_BSP_* set the batch processor's queue, batch size and delay.
-	tr, err := newTracesWith(ctx, opts, ratio, sdktrace.WithBatcher(counted))
+	tr, err := newTracesWith(ctx, opts, ratio, sdktrace.WithBatcher(counted, batch...))
 	if err != nil {
 		return nil, err
 	}

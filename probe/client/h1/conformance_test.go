@@ -150,6 +150,20 @@ func TestConformance(t *testing.T) {
 		{name: "closed before an answer", script: closes(), err: true},
 		{name: "closed mid-head", script: closes("HTTP/1.1 200 OK\r\nContent-Le"), err: true},
 		{name: "1xx skipped", script: writes("HTTP/1.1 100 Continue\r\n\r\nHTTP/1.1 103 Early Hints\r\nLink: </a>; rel=preload\r\n\r\nHTTP/1.1 200 OK\r\nContent-Length: 2\r\n\r\nok"), status: 200, body: "ok", accepts: 1},
+		// Interim answers are bounded by the head's byte budget, not
+		// counted: 1,000 of them (19 KB) and then the answer are read
+		// alike by both; as many as overflow the budget are refused by both.
+		{name: "1000 interim answers", script: writes(strings.Repeat("HTTP/1.1 100 Continue\r\n\r\n", 1000) + "HTTP/1.1 200 OK\r\nContent-Length: 2\r\n\r\nok"), status: 200, body: "ok", accepts: 1},
+		{name: "interim answers past the head budget", script: closes(strings.Repeat("HTTP/1.1 100 Continue\r\n\r\n", DefaultMaxHeaderBytes/25+1) + "HTTP/1.1 200 OK\r\nContent-Length: 2\r\n\r\nok"), err: true},
+		// Forbidden bytes in a field value (RFC 9110 section 5.5):
+		// refused by both, not passed on.
+		{name: "NUL in a header value", script: closes("HTTP/1.1 200 OK\r\nX-A: a\x00b\r\nContent-Length: 2\r\n\r\nok"), err: true},
+		{name: "bare CR in a header value", script: closes("HTTP/1.1 200 OK\r\nX-A: a\rb\r\nContent-Length: 2\r\n\r\nok"), err: true},
+		{name: "control byte in a header value", script: closes("HTTP/1.1 200 OK\r\nX-A: a\x01b\r\nContent-Length: 2\r\n\r\nok"), err: true},
+		{name: "DEL in a header value", script: closes("HTTP/1.1 200 OK\r\nX-A: a\x7fb\r\nContent-Length: 2\r\n\r\nok"), err: true},
+		{name: "NUL in a trailer value", script: closes("HTTP/1.1 200 OK\r\nTransfer-Encoding: chunked\r\n\r\n2\r\nok\r\n0\r\nX-T: a\x00b\r\n\r\n"), status: 200, body: "ok", err: true},
+		{name: "malformed trailer line", script: closes("HTTP/1.1 200 OK\r\nTransfer-Encoding: chunked\r\n\r\n2\r\nok\r\n0\r\nno colon here\r\n\r\n"), status: 200, body: "ok", err: true},
+		{name: "tab and obs-text in a header value", script: writes("HTTP/1.1 200 OK\r\nX-A: a\tb\xe9\r\nContent-Length: 2\r\n\r\nok"), status: 200, body: "ok", accepts: 1},
 		{name: "204 has no body", script: writes("HTTP/1.1 204 No Content\r\n\r\n"), status: 204, body: "", accepts: 1},
 		{name: "304 has no body despite a length", script: writes("HTTP/1.1 304 Not Modified\r\nContent-Length: 10\r\n\r\n"), status: 304, body: "", accepts: 1},
 		{name: "error status with body", script: writes("HTTP/1.1 503 Service Unavailable\r\nContent-Length: 4\r\n\r\nbusy"), status: 503, body: "busy", accepts: 1},

@@ -50,7 +50,10 @@ func readLine(br *bufio.Reader, budget *int, limit int) ([]byte, error) {
 }
 
 // readResponse reads the response head (skipping 1xx answers) and frames
-// its body.
+// its body. The 1xx answers are not counted: their heads are charged to the
+// one budget of the final answer's head (maxHeaderBytes), as net/http
+// charges them when no one asked to see them, so that both read any number
+// of interim answers that fit in it and refuse the same ones that do not.
 func (t *Transport) readResponse(c *conn, req *http.Request) (*http.Response, error) {
 	budget := t.maxHeaderBytes
 	for informational := 0; ; informational++ {
@@ -80,9 +83,6 @@ func (t *Transport) readResponse(c *conn, req *http.Request) (*http.Response, er
 				resp.Close = true
 				resp.Body = &body{c: c, mode: bodyNone}
 				return resp, nil
-			}
-			if informational >= maxInformational {
-				return nil, protoErr("more than %d informational answers", maxInformational)
 			}
 			continue
 		}
@@ -160,11 +160,14 @@ func readHeader(br *bufio.Reader, budget *int, limit int) (http.Header, error) {
 			if last == "" || len(vs) == 0 {
 				return nil, protoErr("header continuation before any field")
 			}
+			if !fieldValue(line) {
+				return nil, protoErr("malformed header line %q", truncate(line))
+			}
 			vs[len(vs)-1] += " " + string(bytes.TrimSpace(line))
 			continue
 		}
 		k, v, ok := bytes.Cut(line, []byte(":"))
-		if !ok || !token(k) {
+		if !ok || !token(k) || !fieldValue(v) {
 			return nil, protoErr("malformed header line %q", truncate(line))
 		}
 		key := canonical(k)
@@ -204,6 +207,20 @@ func token(k []byte) bool {
 	}
 	for _, c := range k {
 		if c <= ' ' || c >= 0x7f || strings.IndexByte(`"(),/:;<=>?@[\]{}`, c) >= 0 {
+			return false
+		}
+	}
+	return true
+}
+
+// fieldValue says whether v may be a field value: no control byte but
+// horizontal tab, and no DEL (RFC 9110, section 5.5: a NUL, a bare CR or
+// another control is refused, not passed on); obs-text (0x80 and above) is
+// allowed. It is net/http's rule (textproto's validHeaderValueByte), so the
+// two transports refuse the same answers.
+func fieldValue(v []byte) bool {
+	for _, c := range v {
+		if (c < ' ' && c != '\t') || c == 0x7f {
 			return false
 		}
 	}
@@ -462,9 +479,13 @@ func (b *body) chunkSize() (int64, error) {
 	return n, nil
 }
 
-// trailers reads and drops the trailer fields after the last chunk.
+// trailers reads and drops the trailer fields after the last chunk. They
+// are held to the head's form (a token, a colon, a field value without
+// control bytes; a continuation only after a field), as net/http holds
+// them, so that the two refuse the same bodies.
 func (b *body) trailers() error {
 	budget := b.t.maxHeaderBytes
+	seen := false
 	for {
 		line, err := readLine(b.r, &budget, maxChunkLine)
 		if err != nil {
@@ -473,6 +494,17 @@ func (b *body) trailers() error {
 		if len(line) == 0 {
 			return nil
 		}
+		if line[0] == ' ' || line[0] == '\t' {
+			if !seen || !fieldValue(line) {
+				return protoErr("malformed trailer line %q", truncate(line))
+			}
+			continue
+		}
+		k, v, ok := bytes.Cut(line, []byte(":"))
+		if !ok || !token(k) || !fieldValue(v) {
+			return protoErr("malformed trailer line %q", truncate(line))
+		}
+		seen = true
 	}
 }
 

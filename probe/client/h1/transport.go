@@ -10,7 +10,9 @@
 // no compression, request bodies held in memory. Response bodies may be
 // chunked (extensions ignored, trailers read and dropped), of a
 // Content-Length, or delimited by the connection's close; 1xx answers are
-// skipped, 204 and 304 have no body. Connections are kept alive in one pool
+// skipped, any number of them within the head's byte budget, as net/http
+// skips them; a field value with a control byte (NUL, a bare CR) is
+// refused, as net/http refuses it; 204 and 304 have no body. Connections are kept alive in one pool
 // per server address, each with its own lock.
 package h1
 
@@ -38,9 +40,6 @@ const (
 	// maxChunkLine bounds a chunk's size line (with its extensions) and
 	// each trailer line, as net/http's chunked reader does.
 	maxChunkLine = 4096
-	// maxInformational bounds the 1xx answers skipped before the final
-	// one, as net/http does.
-	maxInformational = 5
 	// oneWrite is the largest request copied into one buffer and written
 	// in one call; a larger body goes out as a vectored write after its
 	// head.

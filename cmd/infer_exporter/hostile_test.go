@@ -1,0 +1,118 @@
+package main
+
+import (
+	"encoding/json"
+	"fmt"
+	"net/http"
+	"net/http/httptest"
+	"os"
+	"path/filepath"
+	"strings"
+	"testing"
+	"time"
+)
+
+// hostileServer answers every engine's info endpoints with hand-written
+// documents of the largest strings the 1 MiB read lets through: an
+// Ollama's 1 MB version and forty 20 KB loaded model names, llama.cpp's
+// half-MB build_info and model_path, vLLM's 1 MB version and served model,
+// and a vLLM /metrics whose mapped family carries a 100 KB label.
+//
+// Not hostile, it is the same server with ordinary values (a version of
+// a few bytes, one loaded model), the page's baseline.
+func hostileServer(t *testing.T, hostile bool) *httptest.Server {
+	t.Helper()
+	long := func(c string, n int) string {
+		if !hostile {
+			return c + "1.2"
+		}
+		return strings.Repeat(c, n)
+	}
+	models := make([]map[string]any, 40)
+	for i := range models {
+		models[i] = map[string]any{"name": fmt.Sprintf("m%02d", i) + long("x", 20_000), "size": 1 << 30, "size_vram": 1 << 30}
+	}
+	if !hostile {
+		models = models[:1]
+	}
+	docs := map[string]any{
+		"/api/version": map[string]any{"version": long("9", 1_000_000)},
+		"/api/ps":      map[string]any{"models": models},
+		"/props": map[string]any{"build_info": long("b", 500_000), "model_path": long("/", 500_000),
+			"default_generation_settings": map[string]any{"n_ctx": 4096}},
+		"/version":   map[string]any{"version": long("v", 1_000_000)},
+		"/v1/models": map[string]any{"data": []map[string]any{{"id": long("i", 1_000_000), "max_model_len": 8192}}},
+	}
+	srv := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		switch p := r.URL.Path; {
+		case p == "/metrics":
+			fmt.Fprintf(w, "vllm:num_requests_running{model_name=%q} 1\n", long("l", 100_000))
+		case p == "/" || p == "/health":
+			fmt.Fprint(w, "ok")
+		case docs[p] != nil:
+			w.Header().Set("Content-Type", "application/json")
+			_ = json.NewEncoder(w).Encode(docs[p])
+		default:
+			http.NotFound(w, r)
+		}
+	}))
+	t.Cleanup(srv.Close)
+	return srv
+}
+
+// TestMetricsPageWithHostileTargets: 17 targets whose servers send the
+// largest label values they can (hostileServer), with configured models of
+// the largest length allowed, against the same 17 targets served ordinary
+// values. Every value a server gives is capped (engine.MaxLabelBytes) and
+// a target's loaded model names are bounded in all
+// (engine.MaxLoadedNameBytes), so the hostile values add at most 2 KB a
+// target: an info line with two cut values (2 × 256 bytes) and at most
+// 1024 bytes of loaded model names, each on two series (2 × 1024 bytes
+// and their labels' overhead), for the Ollamas. Before the caps, one 1 MB
+// version alone made a 1 MB line.
+//
+// The page of the 17 targets served ordinary values is itself about 100 kB
+// (the cold-start histograms, 17 buckets × 3 phases a target, are 80 kB of
+// it), so the bound held here is the growth, not the page's total.
+func TestMetricsPageWithHostileTargets(t *testing.T) {
+	page := func(hostile bool) string {
+		srv := hostileServer(t, hostile)
+		engines := []string{"ollama", "llamacpp", "vllm"}
+		var b strings.Builder
+		b.WriteString("targets:\n")
+		for i := range 17 {
+			model := fmt.Sprintf("model%02d-", i) + strings.Repeat("q", 256-len("model00-"))
+			fmt.Fprintf(&b, "  - {name: h%02d, url: %q, model: %q, metrics: {engine: %s, interval: 1h}}\n", i, srv.URL, model, engines[i%len(engines)])
+		}
+		file := filepath.Join(t.TempDir(), "c.yml")
+		if err := os.WriteFile(file, []byte(b.String()), 0o600); err != nil {
+			t.Fatal(err)
+		}
+		base := startExporter(t, "--config.file="+file)
+		client := &http.Client{Timeout: 10 * time.Second}
+		// Every target's first scrape done, with its info and, for the
+		// Ollamas, their loaded models.
+		deadline := time.Now().Add(60 * time.Second)
+		for {
+			p := get(t, client, base+"/metrics")
+			if strings.Count(p, "\ninfer_server_info{") == 17 && strings.Count(p, "\ninfer_server_starts_total{") == 17 &&
+				strings.Contains(p, "\ninfer_server_loaded_model_bytes{") {
+				return p
+			}
+			if time.Now().After(deadline) {
+				t.Fatalf("not every target scraped: %d info lines", strings.Count(p, "\ninfer_server_info{"))
+			}
+			time.Sleep(50 * time.Millisecond)
+		}
+	}
+	ordinary, hostile := page(false), page(true)
+	t.Logf("/metrics with 17 targets: %d bytes served ordinary values, %d bytes served hostile ones", len(ordinary), len(hostile))
+	if grown := len(hostile) - len(ordinary); grown > 17*2048 {
+		t.Errorf("hostile values grew the page by %d bytes, want at most %d (2 KB a target)", grown, 17*2048)
+	}
+	for _, l := range strings.Split(hostile, "\n") {
+		if len(l) > 2048 {
+			t.Errorf("a line of %d bytes: %.200s...", len(l), l)
+		}
+	}
+}
