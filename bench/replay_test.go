@@ -126,8 +126,13 @@ bench:
 	if rr.Clamped != 19 {
 		t.Errorf("clamped %d, want 19", rr.Clamped)
 	}
-	if rr.Drift.Max < 0.75 || rr.Drift.Max > 0.85 || !rr.Degraded || !c.Degraded {
-		t.Errorf("drift max %v s (want 0.76), degraded %v, cell degraded %v", rr.Drift.Max, rr.Degraded, c.Degraded)
+	// The drift of a row is its clamped instant's, 40 ms more a row: 0.76 s
+	// for the last. It is observed for the rows sent: a busy machine late by
+	// more than the ceiling's bucket drops a row (and says so), and when the
+	// last k rows are dropped the largest drift seen is 0.76 - 0.04k.
+	lo := 0.75 - 0.04*float64(rr.Dropped)
+	if rr.Drift.Max < lo || rr.Drift.Max > 0.85 || !rr.Degraded || !c.Degraded {
+		t.Errorf("drift max %v s (want 0.76, or from %.2f with %d rows dropped), degraded %v, cell degraded %v", rr.Drift.Max, lo, rr.Dropped, rr.Degraded, c.Degraded)
 	}
 	// The schedule lag, from the moved instants, is small: it is not the
 	// figure that shows the drift.
