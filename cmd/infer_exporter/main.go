@@ -12,6 +12,7 @@ import (
 	"net/http"
 	"os"
 	"os/signal"
+	"runtime/debug"
 	"slices"
 	"strings"
 	"syscall"
@@ -75,10 +76,9 @@ type flags struct {
 }
 
 func main() {
-	if version.Version == "" {
-		// Release builds set it through -ldflags (Makefile, Dockerfile).
-		version.Version = "dev"
-	}
+	// Release builds set the version through -ldflags (Makefile,
+	// Dockerfile); the others take it from their build information.
+	stampVersion(debug.ReadBuildInfo())
 	ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt, syscall.SIGTERM)
 	// The first signal stops the work and lets it finish what it must (the
 	// exporter's drain, the bench's report of its finished cells); a
