@@ -138,11 +138,22 @@ schema-modules:
 	$(GO) mod download $$(awk '!/^#/ && NF {print $$1 "@" $$2}' tools/kubeconform/schema-modules.txt)
 
 # Regenerate the mixin's committed outputs (a test fails when they are stale).
+# It says what it does (the first build of promtool, Prometheus' module, takes
+# minutes), and renders and checks into a temporary directory beside
+# mixin/generated, which it replaces only then: a failure or a Ctrl-C leaves
+# the committed files as they were.
 mixin:
-	rm -rf mixin/generated
-	$(JSONNET) -c -m mixin/generated -S mixin/build.jsonnet >/dev/null
-	$(JSONNET) -S mixin/prometheusrule.jsonnet > deploy/kubernetes/prometheusrule.yaml
-	$(PROMTOOL) check rules mixin/generated/rules.yaml mixin/generated/alerts.yaml
+	@echo "make mixin: building the pinned jsonnet and promtool (tools/prometheus/go.mod; minutes the first time, seconds after)"
+	@$(JSONNET) --version >/dev/null
+	@$(PROMTOOL) --version >/dev/null
+	@echo "make mixin: rendering and checking into a temporary directory"
+	@tmp=$$(mktemp -d mixin/.render.XXXXXX) && trap 'rm -rf "$$tmp"' EXIT INT TERM && \
+	$(JSONNET) -c -m "$$tmp/generated" -S mixin/build.jsonnet >/dev/null && \
+	$(JSONNET) -S mixin/prometheusrule.jsonnet > "$$tmp/prometheusrule.yaml" && \
+	$(PROMTOOL) check rules "$$tmp/generated/rules.yaml" "$$tmp/generated/alerts.yaml" && \
+	rm -rf mixin/generated && mv "$$tmp/generated" mixin/generated && \
+	mv "$$tmp/prometheusrule.yaml" deploy/kubernetes/prometheusrule.yaml && \
+	echo "make mixin: replaced mixin/generated and deploy/kubernetes/prometheusrule.yaml"
 
 # The real linters over the rendered mixin (also a test, mixin.TestLint):
 # promtool's every lint check over the rules and alerts, and Grafana's
