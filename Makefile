@@ -1,6 +1,16 @@
-# The README's two commands are `go run ./cmd/infer_exporter --demo` (also
-# `make demo`) and `make test`.
+# The README's two commands are `make demo` (`go run ./cmd/infer_exporter
+# --demo`, quieter) and `make test`.
 GO ?= go
+
+# go-nvml's cgo preamble calls NVML functions that nvml.h marks deprecated,
+# so the first build of the collector prints some 150 lines of gcc
+# warnings about code that is not ours. Go's default C flags (-O2 -g) plus
+# -Wno-deprecated-declarations keep them out. Exported to every target, so
+# that builds, tests and the pinned tools agree: cgo's flags are part of
+# Go's cache key (only the cgo packages, runtime/cgo, net, os/user and
+# go-nvml, compile again under other flags: their output is the same, so
+# what imports them stays cached). Ollama's build.env sets its own.
+export CGO_CFLAGS ?= -O2 -g -Wno-deprecated-declarations
 BIN := infer_exporter
 VERSION ?= $(shell git describe --tags --always --dirty 2>/dev/null || echo dev)
 REVISION ?= $(shell git rev-parse HEAD 2>/dev/null || echo unknown)
@@ -18,8 +28,13 @@ JSONNET := $(GO) tool -modfile=tools/prometheus/go.mod jsonnet
 build:
 	$(GO) build -ldflags "$(LDFLAGS)" -o $(BIN) ./cmd/infer_exporter
 
+# The README's first command: the modules first, quietly (go run would print
+# a "go: downloading" line for each of some 50), then the demo, with the
+# version stamped as make build stamps it (go run records no commit).
 demo:
-	$(GO) run ./cmd/infer_exporter --demo
+	@echo "make demo: downloading modules, then building and starting the demo (a few minutes the first time); then open http://localhost:9750/"
+	@$(GO) mod download
+	$(GO) run -ldflags "$(LDFLAGS)" ./cmd/infer_exporter --demo
 
 # The inner loop: every test that needs neither a pinned tool nor a quiet
 # machine (go test -short; internal/testenv says what skips and why). It
@@ -123,11 +138,22 @@ schema-modules:
 	$(GO) mod download $$(awk '!/^#/ && NF {print $$1 "@" $$2}' tools/kubeconform/schema-modules.txt)
 
 # Regenerate the mixin's committed outputs (a test fails when they are stale).
+# It says what it does (the first build of promtool, Prometheus' module, takes
+# minutes), and renders and checks into a temporary directory beside
+# mixin/generated, which it replaces only then: a failure or a Ctrl-C leaves
+# the committed files as they were.
 mixin:
-	rm -rf mixin/generated
-	$(JSONNET) -c -m mixin/generated -S mixin/build.jsonnet >/dev/null
-	$(JSONNET) -S mixin/prometheusrule.jsonnet > deploy/kubernetes/prometheusrule.yaml
-	$(PROMTOOL) check rules mixin/generated/rules.yaml mixin/generated/alerts.yaml
+	@echo "make mixin: building the pinned jsonnet and promtool (tools/prometheus/go.mod; minutes the first time, seconds after)"
+	@$(JSONNET) --version >/dev/null
+	@$(PROMTOOL) --version >/dev/null
+	@echo "make mixin: rendering and checking into a temporary directory"
+	@tmp=$$(mktemp -d mixin/.render.XXXXXX) && trap 'rm -rf "$$tmp"' EXIT INT TERM && \
+	$(JSONNET) -c -m "$$tmp/generated" -S mixin/build.jsonnet >/dev/null && \
+	$(JSONNET) -S mixin/prometheusrule.jsonnet > "$$tmp/prometheusrule.yaml" && \
+	$(PROMTOOL) check rules "$$tmp/generated/rules.yaml" "$$tmp/generated/alerts.yaml" && \
+	rm -rf mixin/generated && mv "$$tmp/generated" mixin/generated && \
+	mv "$$tmp/prometheusrule.yaml" deploy/kubernetes/prometheusrule.yaml && \
+	echo "make mixin: replaced mixin/generated and deploy/kubernetes/prometheusrule.yaml"
 
 # The real linters over the rendered mixin (also a test, mixin.TestLint):
 # promtool's every lint check over the rules and alerts, and Grafana's

@@ -1053,6 +1053,57 @@ func TestJsonnetExamples(t *testing.T) {
 	}
 }
 
+// TestJsonnetScript runs mixin/README.md's render lines as written, from a
+// directory outside the repository: the README's jsonnet as mine.jsonnet
+// beside a vendor/ laid out as jsonnet-bundler lays it out, and
+// mixin/jsonnet.sh at the repository's path. It must write the rules,
+// the alerts and the dashboards.
+func TestJsonnetScript(t *testing.T) {
+	t.Parallel()
+	realstack.Tool(t, realstack.PrometheusModfile, "jsonnet") // built, or skipped
+	root := realstack.RepoRoot(t)
+	b, err := os.ReadFile(repoPath(t, "mixin/README.md"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	example := regexp.MustCompile("(?s)```jsonnet\n(.*?)```").FindSubmatch(b)
+	var steps []byte
+	for _, m := range regexp.MustCompile("(?s)```sh\n(.*?)```").FindAllSubmatch(b, -1) {
+		if bytes.Contains(m[1], []byte("mixin/jsonnet.sh")) {
+			steps = m[1]
+		}
+	}
+	if example == nil || steps == nil {
+		t.Fatal("mixin/README.md: no jsonnet example, or no sh block running mixin/jsonnet.sh")
+	}
+	dir := t.TempDir()
+	owner := filepath.Join(dir, "vendor", "github.com", "infer-exporter")
+	if err := os.MkdirAll(owner, 0o755); err != nil {
+		t.Fatal(err)
+	}
+	if err := os.Symlink(root, filepath.Join(owner, "infer_exporter")); err != nil {
+		t.Fatal(err)
+	}
+	if err := os.WriteFile(filepath.Join(dir, "mine.jsonnet"), example[1], 0o644); err != nil {
+		t.Fatal(err)
+	}
+	script := strings.ReplaceAll(string(steps), "/path/to/infer_exporter", root)
+	cmd := exec.Command("bash", "-e", "-c", script)
+	cmd.Dir = dir
+	out, err := cmd.CombinedOutput()
+	if err != nil {
+		t.Fatalf("mixin/README.md's render lines: %v\n%s", err, lastLines(string(out), 20))
+	}
+	for _, f := range []string{"rules.yaml", "alerts.yaml"} {
+		if b, err := os.ReadFile(filepath.Join(dir, "out", f)); err != nil || !bytes.Contains(b, []byte("groups")) {
+			t.Errorf("out/%s: %v, %d bytes without groups", f, err, len(b))
+		}
+	}
+	if dash, _ := filepath.Glob(filepath.Join(dir, "out", "dashboards", "*.json")); len(dash) == 0 {
+		t.Errorf("no dashboards under out/dashboards; the lines printed:\n%s", out)
+	}
+}
+
 func lastLines(s string, n int) string {
 	lines := strings.Split(strings.TrimRight(s, "\n"), "\n")
 	if len(lines) > n {

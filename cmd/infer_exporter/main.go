@@ -12,6 +12,7 @@ import (
 	"net/http"
 	"os"
 	"os/signal"
+	"runtime/debug"
 	"slices"
 	"strings"
 	"syscall"
@@ -48,6 +49,11 @@ const exporterName = "infer_exporter"
 // DefaultListenAddress is the exporter's default port.
 const DefaultListenAddress = ":9750"
 
+// DefaultSimulatorAddress is `simulate`'s default: vLLM's port, so that the
+// simulator and an exporter probing it start side by side with their
+// defaults, as the README's first steps run them.
+const DefaultSimulatorAddress = ":8000"
+
 type flags struct {
 	configFile      string
 	configCheck     bool
@@ -70,10 +76,9 @@ type flags struct {
 }
 
 func main() {
-	if version.Version == "" {
-		// Release builds set it through -ldflags (Makefile, Dockerfile).
-		version.Version = "dev"
-	}
+	// Release builds set the version through -ldflags (Makefile,
+	// Dockerfile); the others take it from their build information.
+	stampVersion(debug.ReadBuildInfo())
 	ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt, syscall.SIGTERM)
 	// The first signal stops the work and lets it finish what it must (the
 	// exporter's drain, the bench's report of its finished cells); a
@@ -113,8 +118,8 @@ func run(ctx context.Context, args []string) int {
 	f.web = kingpinflag.AddFlags(serveCmd, DefaultListenAddress)
 	f.collectors = collector.AddFlags(serveCmd)
 
-	simulateCmd := app.Command("simulate", "Serve the embedded inference simulator (an OpenAI-compatible server with a continuous-batching timing model) on --web.listen-address.")
-	simListen := simulateCmd.Flag("web.listen-address", "Address the simulator listens on.").Default(DefaultListenAddress).String()
+	simulateCmd := app.Command("simulate", "Serve the embedded inference simulator (an OpenAI-compatible server with a continuous-batching timing model) on --web.listen-address (default :8000).")
+	simListen := simulateCmd.Flag("web.listen-address", "Address the simulator listens on (vLLM's port; the exporter's is 9750).").Default(DefaultSimulatorAddress).String()
 	f.sim = simulator.AddFlags(simulateCmd)
 	shadowCmd := app.Command("shadow", "Serve a transparent proxy in front of --shadow.upstream that captures a sample of requests for replay; its own metrics are on --web.listen-address.")
 	shadowWeb := kingpinflag.AddFlags(shadowCmd, DefaultListenAddress)

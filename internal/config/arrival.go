@@ -132,7 +132,8 @@ func (c Arrival) validate() (float64, error) {
 			return 0, arrivalErr("burstiness", "must be a finite number > 0 for process %q, got %v", ProcessGamma, c.Burstiness)
 		}
 	default:
-		return 0, arrivalErr("process", "must be one of %q, %q, %q; got %q", ProcessConstant, ProcessPoisson, ProcessGamma, c.Process)
+		return 0, arrivalErr("process", "must be one of %q, %q, %q; got %q%s", ProcessConstant, ProcessPoisson, ProcessGamma, c.Process,
+			didYouMean(string(c.Process), []Process{ProcessConstant, ProcessPoisson, ProcessGamma}))
 	}
 
 	if err := checkArrivalRate("rate", c.Rate); err != nil {

@@ -319,12 +319,24 @@ func yamlError(file string, err error, data []byte, root *yaml.Node) error {
 // lineError is an Error of a yaml.v3 message. Where the message has no line
 // (yaml.v3 leaves it out on line 1, and for some of the decoder's errors),
 // errorLine finds it.
+//
+// A parser error (root nil) is put on the line it is on: yaml.v3 names the
+// line where the enclosing collection began, or none when that is the
+// first, so a key mis-indented on line 4 was reported on line 1.
 func lineError(file, msg string, data []byte, root *yaml.Node) *Error {
+	e := &Error{File: file, Reason: msg}
 	if m := yamlLineError.FindStringSubmatch(msg); m != nil {
 		n, _ := strconv.Atoi(m[1])
-		return &Error{File: file, Line: max(n, 1), Reason: m[2]}
+		e.Line, e.Reason = max(n, 1), m[2]
+	} else {
+		e.Line = errorLine(msg, data, root)
 	}
-	return &Error{File: file, Line: errorLine(msg, data, root), Reason: msg}
+	if root == nil {
+		if l := parseErrorLine(data, e.Reason); l > 0 {
+			e.Line = l
+		}
+	}
+	return e
 }
 
 func (c *Config) applyDefaults() {
@@ -394,7 +406,7 @@ func (c *Config) validate(v *validator) {
 			v.add(p, "url", "must not hold credentials: use bearer_token_file")
 		}
 		if !knownFlavor(t.Flavor) {
-			v.add(p, "flavor", fmt.Sprintf("%s is not one of %v", quote(string(t.Flavor)), Flavors))
+			v.add(p, "flavor", fmt.Sprintf("%s is not one of %v", quote(string(t.Flavor)), Flavors)+didYouMean(string(t.Flavor), Flavors))
 		}
 		if t.Model == "" {
 			v.add(p, "model", "is required (the model name the server serves)")

@@ -75,6 +75,12 @@ func TestParseErrors(t *testing.T) {
 		{"rate and ramp", strings.Replace(base, "rate: 1", "rate: 1\n      ramp: {from: 1, to: 2, over: 1m}", 1), []string{"c.yml:9: workloads[0].arrival.rate: set only one of rate, ramp or stages"}},
 		{"bad stage", strings.Replace(base, "rate: 1", "stages:\n        - {duration: 1m, rate: 1}\n        - {duration: 0s, rate: 2}", 1), []string{"c.yml:11: workloads[0].arrival.stages[1].duration"}},
 		{"bad dist", base + "    prompt:\n      input_tokens: {dist: zipf}\n", []string{`c.yml:11: workloads[0].prompt.input_tokens.dist: "zipf" is not one of`}},
+		// Enum values get the "did you mean" of field names.
+		{"flavor typo", strings.Replace(base, "model: m", "model: m\n    flavor: openai-chatt", 1), []string{`c.yml:5: targets[0].flavor: "openai-chatt" is not one of`, `; did you mean "openai-chat"?`}},
+		{"process typo", strings.Replace(base, "rate: 1", "rate: 1\n      process: poison", 1), []string{`workloads[0].arrival.process: must be one of "constant", "poisson", "gamma"; got "poison"; did you mean "poisson"?`}},
+		{"dist typo", base + "    prompt:\n      input_tokens: {dist: lognormall}\n", []string{`"lognormall" is not one of fixed, uniform, normal, lognormal; did you mean "lognormal"?`}},
+		{"engine typo", strings.Replace(base, "model: m", "model: m\n    metrics: {engine: vlm}", 1), []string{`targets[0].metrics.engine: "vlm" is not one of auto, none,`, `; did you mean "vllm"?`}},
+		{"no near value", strings.Replace(base, "model: m", "model: m\n    flavor: grpc", 1), []string{`"grpc" is not one of [llamacpp ollama-chat ollama-generate openai-chat openai-completions sglang tgi triton]`}},
 		{"duplicate target", strings.Replace(base, "workloads:", "  - name: local\n    url: http://127.0.0.1:1\n    model: m\nworkloads:", 1), []string{`c.yml:5: targets[1].name: "local" is used by another target`}},
 		{"authorization header", strings.Replace(base, "model: m", "model: m\n    headers: {Authorization: x}", 1), []string{"targets[0].headers: must not set Authorization"}},
 		{"header value with CR LF", strings.Replace(base, "model: m", "model: m\n    headers: {X-A: \"v\\r\\nX-Injected: 1\"}", 1), []string{`targets[0].headers.X-A: header value has a control character ('\r' at byte 1)`}},

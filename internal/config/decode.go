@@ -94,6 +94,50 @@ func errorLine(msg string, data []byte, root *yaml.Node) int {
 	return 1
 }
 
+// parseErrorLine is the line a YAML parser error is on: the first line k
+// such that the document's first k lines alone fail to parse with the same
+// reason (yaml.v3 stops at its first error, so every longer prefix fails
+// with it too, and the search is a bisection: some 20 parses of a file of
+// MaxFileBytes). 0 when no prefix fails so, as when the error is about a
+// second document, which yaml.Unmarshal does not read.
+func parseErrorLine(data []byte, reason string) int {
+	ends := make([]int, 0, bytes.Count(data, []byte("\n"))+1)
+	for off := 0; off < len(data); {
+		i := bytes.IndexByte(data[off:], '\n')
+		if i < 0 {
+			ends = append(ends, len(data))
+			break
+		}
+		off += i + 1
+		ends = append(ends, off)
+	}
+	fails := func(k int) bool {
+		var n yaml.Node
+		err := yaml.Unmarshal(data[:ends[k-1]], &n)
+		if err == nil {
+			return false
+		}
+		msg := strings.TrimPrefix(err.Error(), "yaml: ")
+		if m := yamlLineError.FindStringSubmatch(msg); m != nil {
+			msg = m[2]
+		}
+		return msg == reason
+	}
+	if len(ends) == 0 || !fails(len(ends)) {
+		return 0
+	}
+	lo, hi := 1, len(ends) // fails(hi); the answer is in [lo, hi]
+	for lo < hi {
+		mid := lo + (hi-lo)/2
+		if fails(mid) {
+			hi = mid
+		} else {
+			lo = mid + 1
+		}
+	}
+	return lo
+}
+
 // findNode is the first node of the tree, in document order, that match
 // accepts. It does not follow aliases.
 func findNode(n *yaml.Node, match func(*yaml.Node) bool) *yaml.Node {

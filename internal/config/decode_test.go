@@ -29,6 +29,12 @@ func TestErrorsHaveLines(t *testing.T) {
 		{"anchor in itself", "targets:\n  - &t\n    name: a\n    headers: *t\n", "c.yml:4: anchor 't' value contains itself"},
 		{"bad merge", "targets:\n  - name: a\n    <<: 1\n", "c.yml:3: map merge requires map or sequence of maps as the value"},
 		{"bad binary", "targets:\n  - name: !!binary '@@@'\n", "c.yml:2: !!binary value contains invalid base64 data"},
+		// yaml.v3 names where the enclosing list began (none, for the
+		// first line): the error is put on the line it is on.
+		{"key mis-indented on line 4", "targets:\n  - name: t\n    url: http://x:8000\n   model: m\nworkloads: []\n", "c.yml:4: did not find expected '-' indicator"},
+		{"key mis-indented on line 8", "targets:\n  - name: t\n    url: http://x:8000\n    model: m\nworkloads:\n  - name: w\n    target: t\n     arrival: {}\n", "c.yml:8: mapping values are not allowed in this context"},
+		{"key mis-indented, no final newline", "workloads:\n  - name: w\n    target: t\n   arrival: {}", "c.yml:4: did not find expected '-' indicator"},
+		{"flow list without its , or ] after line 4", "targets:\n  - name: t\n    url: [a,\n    b\nworkloads: []\n", "c.yml:4: did not find expected ',' or ']'"},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			_, err := Parse([]byte(tc.yaml), "c.yml")

@@ -350,7 +350,7 @@ func checkLength(name string, d *Distribution) []LengthProblem {
 			add("max", "must not be below min")
 		}
 	default:
-		add("dist", fmt.Sprintf("%s is not one of fixed, uniform, normal, lognormal", quote(d.Dist)))
+		add("dist", fmt.Sprintf("%s is not one of fixed, uniform, normal, lognormal", quote(d.Dist))+didYouMean(d.Dist, []string{"fixed", "uniform", "normal", "lognormal"}))
 	}
 	return probs
 }

@@ -235,7 +235,7 @@ func (c *Config) validateModules(v *validator) {
 		v.checkModel(p, "model", m.Model)
 		if m.Flavor != "" {
 			if !knownFlavor(m.Flavor) {
-				v.add(p, "flavor", fmt.Sprintf("%s is not one of %v", quote(string(m.Flavor)), Flavors))
+				v.add(p, "flavor", fmt.Sprintf("%s is not one of %v", quote(string(m.Flavor)), Flavors)+didYouMean(string(m.Flavor), Flavors))
 			}
 		}
 		if m.Target != "" {

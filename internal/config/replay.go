@@ -91,7 +91,7 @@ func validateReplay(v *validator, p path, r *Replay) {
 		}
 	}
 	if !slices.Contains(ReplaySources, r.Source) {
-		v.add(rp, "source", fmt.Sprintf("%s is not one of %v", quote(r.Source), ReplaySources))
+		v.add(rp, "source", fmt.Sprintf("%s is not one of %v", quote(r.Source), ReplaySources)+didYouMean(r.Source, ReplaySources))
 	}
 	if r.Path == "" {
 		v.add(rp, "path", "is required")
@@ -129,7 +129,7 @@ func validateReplay(v *validator, p path, r *Replay) {
 		v.add(rp, "max_rate", fmt.Sprintf("must be in [0, %g] requests/s", float64(MaxRateLimit)))
 	}
 	if !slices.Contains(ReplayMalformedRules, r.OnMalformed) {
-		v.add(rp, "on_malformed", fmt.Sprintf("%s is not one of %v", quote(r.OnMalformed), ReplayMalformedRules))
+		v.add(rp, "on_malformed", fmt.Sprintf("%s is not one of %v", quote(r.OnMalformed), ReplayMalformedRules)+didYouMean(r.OnMalformed, ReplayMalformedRules))
 	}
 	if r.ForceOutputTokens && r.Source != "jsonl" {
 		v.add(rp, "force_output_tokens", "only applies to source jsonl (token traces always force their output length)")

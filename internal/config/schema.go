@@ -237,24 +237,46 @@ func unknownField(key string, fields map[string]reflect.Type) string {
 		known = append(known, k)
 	}
 	slices.Sort(known)
-	best, bestD := "", 0
-	lower := strings.ToLower(key)
-	for _, k := range known {
-		d := editDistance(lower, k)
-		// On a tie, a key the typo is missing letters of ("sped":
-		// speed, not seed) is the likelier one.
-		if best == "" || d < bestD || (d == bestD && subsequence(lower, k) && !subsequence(lower, best)) {
-			best, bestD = k, d
-		}
-	}
-	// A typo: at most a third of the key's letters wrong, and at most 3.
-	if best != "" && bestD <= min(3, max(1, utf8.RuneCountInString(key)/3)) {
+	if best := nearest(key, known); best != "" {
 		return fmt.Sprintf("unknown field %s; did you mean %s?", quote(key), best)
 	}
 	if len(known) > 12 {
 		known = append(known[:12:12], "...")
 	}
 	return fmt.Sprintf("unknown field %s; known here: %s", quote(key), strings.Join(known, ", "))
+}
+
+// nearest is the name of known that got is a typo of, or "" when none is
+// close: at most a third of its letters wrong, and at most 3.
+func nearest(got string, known []string) string {
+	best, bestD := "", 0
+	lower := strings.ToLower(got)
+	for _, k := range known {
+		d := editDistance(lower, strings.ToLower(k))
+		// On a tie, a name the typo is missing letters of ("sped":
+		// speed, not seed) is the likelier one.
+		if best == "" || d < bestD || (d == bestD && subsequence(lower, k) && !subsequence(lower, best)) {
+			best, bestD = k, d
+		}
+	}
+	if best != "" && bestD <= min(3, max(1, utf8.RuneCountInString(got)/3)) {
+		return best
+	}
+	return ""
+}
+
+// didYouMean is "; did you mean X?" when got is a typo of one of known
+// (see nearest), else "": the suffix of an enum value's error, as an
+// unknown field's error names the field meant.
+func didYouMean[S ~string](got string, known []S) string {
+	names := make([]string, len(known))
+	for i, k := range known {
+		names[i] = string(k)
+	}
+	if best := nearest(got, names); best != "" && best != got {
+		return fmt.Sprintf("; did you mean %s?", quote(best))
+	}
+	return ""
 }
 
 // subsequence: every byte of a appears in b, in order.

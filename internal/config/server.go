@@ -69,7 +69,7 @@ func (t *Target) validateServerMetrics(v *validator, p path) {
 		known = known || m.Engine == e
 	}
 	if !known {
-		v.add(p, "engine", fmt.Sprintf("%s is not one of auto, none, %s", quote(m.Engine), strings.Join(ServerEngines, ", ")))
+		v.add(p, "engine", fmt.Sprintf("%s is not one of auto, none, %s", quote(m.Engine), strings.Join(ServerEngines, ", "))+didYouMean(m.Engine, append([]string{"auto", "none"}, ServerEngines...)))
 	}
 	if m.Interval < 0 {
 		v.add(p, "interval", "must be positive")

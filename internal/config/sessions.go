@@ -201,7 +201,7 @@ func checkTurns(v *validator, p path, d *Distribution) {
 			d.Max = MaxSessionTurns
 		}
 	default:
-		bad("dist", fmt.Sprintf("%s is not one of fixed, uniform, normal, lognormal", quote(d.Dist)))
+		bad("dist", fmt.Sprintf("%s is not one of fixed, uniform, normal, lognormal", quote(d.Dist))+didYouMean(d.Dist, []string{"fixed", "uniform", "normal", "lognormal"}))
 	}
 }
 
@@ -239,6 +239,6 @@ func checkThinkTime(v *validator, p path, d *ThinkTime) {
 			d.Max = MaxThinkTime
 		}
 	default:
-		bad("dist", fmt.Sprintf("%s is not one of %v", quote(d.Dist), ThinkTimeDists))
+		bad("dist", fmt.Sprintf("%s is not one of %v", quote(d.Dist), ThinkTimeDists)+didYouMean(d.Dist, ThinkTimeDists))
 	}
 }

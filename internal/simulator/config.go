@@ -344,11 +344,14 @@ func AddFlags(cmd FlagAdder) *Config {
 	cmd.Flag("sim.seed", "Seed for generated text, EOS points and injected errors.").Default(strconv.FormatUint(d.Seed, 10)).Uint64Var(&c.Seed)
 	cmd.Flag("sim.reasoning-tokens", "Reasoning model: each chat generation streams N reasoning tokens, then its answer (0 = off; max_tokens counts both).").Default(it(d.ReasoningTokens)).IntVar(&c.ReasoningTokens)
 	// No default value: empty means "reasoning", so that the parsed flags
-	// equal DefaultConfig.
-	cmd.Flag("sim.reasoning-field", "OpenAI chat delta field of reasoning tokens: reasoning (vLLM >= 0.11; the default) or reasoning_content. Ollama uses thinking.").StringVar(&c.ReasoningField)
+	// equal DefaultConfig. The placeholder and the enum stand in for it in
+	// --help (else kingpin shows SIM.REASONING-FIELD) and refuse a typo at
+	// parse time.
+	cmd.Flag("sim.reasoning-field", "OpenAI chat delta field of reasoning tokens: reasoning (vLLM >= 0.11; the default) or reasoning_content. Ollama uses thinking.").PlaceHolder(ReasoningFieldReasoning).EnumVar(&c.ReasoningField, ReasoningFieldReasoning, ReasoningFieldReasoningContent)
 	cmd.Flag("sim.load-delay", "Model load time: for this long after start the server is up but not ready (wall clock, not scaled; 0 = none).").Default(d.LoadDelay.String()).DurationVar(&c.LoadDelay)
-	// No default value: empty means the engine's own mode.
-	cmd.Flag("sim.load-mode", "During --sim.load-delay: refuse (do not listen until loaded, as vLLM) or unready (listen, answer 503 and /health 503, as llama.cpp). Default: the engine's own.").StringVar(&c.LoadMode)
+	// No default value: empty means the engine's own mode; the placeholder
+	// names the two it may be.
+	cmd.Flag("sim.load-mode", "During --sim.load-delay: refuse (do not listen until loaded, as vLLM) or unready (listen, answer 503 and /health 503, as llama.cpp). Default: the engine's own.").PlaceHolder(LoadRefuse+"|"+LoadUnready).EnumVar(&c.LoadMode, LoadRefuse, LoadUnready)
 
 	f := &c.Faults
 	cmd.Flag("fault.slowdown", "Factor on every engine step duration (1 = none).").Default(ff(d.Faults.Slowdown)).Float64Var(&f.Slowdown)

@@ -716,6 +716,37 @@ func TestAddFlags(t *testing.T) {
 	}
 }
 
+// TestAddFlagsHelpAndEnums: the two flags without a default show a value in
+// --help, not kingpin's SIM.REASONING-FIELD, and a typo in either is refused
+// when the command line is parsed.
+func TestAddFlagsHelpAndEnums(t *testing.T) {
+	app := kingpin.New("test", "")
+	cmd := app.Command("simulate", "")
+	simulator.AddFlags(cmd)
+	for _, f := range cmd.Model().Flags {
+		if strings.Contains(f.FormatPlaceHolder(), "SIM.") || strings.Contains(f.FormatPlaceHolder(), "FAULT.") {
+			t.Errorf("--%s shows the placeholder %s in --help", f.Name, f.FormatPlaceHolder())
+		}
+	}
+	tests := []struct {
+		arg, wantErr string
+	}{
+		{"--sim.reasoning-field=reasoning_content", ""},
+		{"--sim.reasoning-field=reasonning", "reasonning"},
+		{"--sim.load-mode=unready", ""},
+		{"--sim.load-mode=unreddy", "unreddy"},
+	}
+	for _, tt := range tests {
+		_, err := app.Parse([]string{"simulate", tt.arg})
+		switch {
+		case tt.wantErr == "" && err != nil:
+			t.Errorf("%s: %v", tt.arg, err)
+		case tt.wantErr != "" && (err == nil || !strings.Contains(err.Error(), tt.wantErr)):
+			t.Errorf("%s: error %v, want one naming %q", tt.arg, err, tt.wantErr)
+		}
+	}
+}
+
 func TestConfigValidate(t *testing.T) {
 	tests := []struct {
 		name   string
