@@ -101,8 +101,13 @@ type Verdict struct {
 	// (0.25: the end runs 25% slower than the start), with its 1-Alpha
 	// interval [GrowthLo, GrowthHi]; NaN when not computed.
 	Growth, GrowthLo, GrowthHi float64
-	// Z is the Mann-Kendall statistic of the drift in standard units.
+	// Z is the Mann-Kendall statistic of the drift in standard units,
+	// corrected for serial correlation.
 	Z float64
+	// Inflation is the factor serial correlation put on the test's
+	// variance (1: none found): the requests count as N/Inflation
+	// independent ones.
+	Inflation float64
 	// Sigma is the scatter of the length-normalised log latency (robust SD):
 	// what sizes a span (see Need).
 	Sigma float64
@@ -133,7 +138,7 @@ type Verdict struct {
 // unstable whatever the latencies say.
 func Judge(reqs []Request, span time.Duration, load Load, spec Spec) Verdict {
 	spec = spec.Defaults()
-	v := Verdict{Growth: math.NaN(), GrowthLo: math.NaN(), GrowthHi: math.NaN(), Sigma: math.NaN()}
+	v := Verdict{Growth: math.NaN(), GrowthLo: math.NaN(), GrowthHi: math.NaN(), Sigma: math.NaN(), Inflation: math.NaN()}
 	var over string
 	v.Overloaded, over = Overload(load)
 
@@ -203,7 +208,17 @@ func Judge(reqs []Request, span time.Duration, load Load, spec Spec) Verdict {
 			tt[i], rr[i] = t[j], res[j]
 		}
 	}
-	tr := theilSen(tt, rr, spec.Alpha)
+	// Requests that overlap in the server share its state; allow for
+	// serial correlation over the completions of two median E2E (the
+	// requests in flight with one, twice: L = rate × E2E by Little's law),
+	// at least n^(1/3) lags.
+	e2e := make([]float64, n)
+	for i, r := range rs {
+		e2e[i] = r.E2E
+	}
+	lag := int(math.Ceil(2 * float64(n) / sec * median(e2e) * float64(len(tt)) / float64(n)))
+	lag = max(lag, int(math.Ceil(math.Cbrt(float64(len(tt))))))
+	tr := theilSen(tt, rr, spec.Alpha, lag)
 	if math.IsNaN(tr.Slope) {
 		v.State, v.Reason = NotJudged, "not judged: every request ended at the same instant"
 		if v.Overloaded {
@@ -212,7 +227,7 @@ func Judge(reqs []Request, span time.Duration, load Load, spec Spec) Verdict {
 		return v
 	}
 	v.Growth, v.GrowthLo, v.GrowthHi = math.Expm1(tr.Slope), math.Expm1(tr.Lo), math.Expm1(tr.Hi)
-	v.Z = tr.Z
+	v.Z, v.Inflation = tr.Z, tr.Inflation
 
 	floor := math.Log1p(spec.MaxGrowth)
 	delta := math.Log1p(spec.DetectGrowth)
@@ -222,6 +237,9 @@ func Judge(reqs []Request, span time.Duration, load Load, spec Spec) Verdict {
 	big := math.Abs(tr.Slope) >= floor
 	drift := fmt.Sprintf("%+.1f%% across the span (%+.1f%% to %+.1f%% at %.1f%%), %d requests, Mann-Kendall z %.2f",
 		100*v.Growth, 100*v.GrowthLo, 100*v.GrowthHi, 100*(1-spec.Alpha), n, tr.Z)
+	if tr.Inflation > 1.05 {
+		drift += fmt.Sprintf(" (its variance ×%.1f for serial correlation)", tr.Inflation)
+	}
 
 	switch {
 	case v.Overloaded:
