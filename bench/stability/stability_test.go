@@ -34,7 +34,7 @@ type server struct {
 	// preroll starts the arrivals this long before 0, so that the span
 	// starts in the engine's steady state (a batching engine's count in
 	// flight settles over several E2E).
-	preroll time.Duration
+	preroll  time.Duration
 	warmup   time.Duration
 	duration time.Duration // base measured span
 	max      time.Duration // longest span an extension may reach
