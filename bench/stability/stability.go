@@ -257,8 +257,15 @@ func Judge(reqs []Request, span time.Duration, load Load, spec Spec) Verdict {
 			drift, 100*spec.DetectGrowth)
 	default:
 		v.State = NotJudged
-		k := se * (za + zb) / delta
-		v.NeedSeconds = sec * k * k
+		// The span needed: Need's planning formula at the scatter measured,
+		// its variance inflated by the serial correlation found (steadier
+		// than the interval's own width at small n); the interval's width
+		// scaled by 1/√n where the formula would call this span enough.
+		v.NeedSeconds = Need(float64(n)/sec, v.Sigma*math.Sqrt(tr.Inflation), spec).Seconds()
+		if v.NeedSeconds <= sec {
+			k := se * (za + zb) / delta
+			v.NeedSeconds = sec * k * k
+		}
 		v.Suggestive = big && math.Abs(tr.Z) >= zQuantile(1-spec.SuggestAlpha/2)
 		v.Reason = fmt.Sprintf("not judged: drift %s; the length-normalised latency scatters by %.2f (log), too much for %d requests to catch a %.0f%% drift; at this rate that takes %.0f s",
 			drift, v.Sigma, n, 100*spec.DetectGrowth, v.NeedSeconds)

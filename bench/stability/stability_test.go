@@ -5,6 +5,7 @@ import (
 	"fmt"
 	"math"
 	"math/rand/v2"
+	"sort"
 	"testing"
 	"time"
 )
@@ -229,6 +230,40 @@ func (t tally) String() string {
 		t.cells, p(t.stable), p(t.unstable), p(t.notJudged), p(t.extended), p(t.overloaded))
 }
 
+// families tallies cells by each dimension of the grid.
+type families map[string]*tally
+
+func (f families) add(s server, v Verdict, ext bool) {
+	ln, arr, eng := "fixed", "const", "indep"
+	if s.mixed {
+		ln = "mixed"
+	}
+	if s.poisson {
+		arr = "poisson"
+	}
+	if s.batch > 0 {
+		eng = "batch"
+	}
+	for _, k := range []string{"lengths=" + ln, "arrivals=" + arr, "span=" + s.duration.String(), "engine=" + eng,
+		fmt.Sprintf("rate=%.0f", s.rate), fmt.Sprintf("sigma=%.2f", s.sigma)} {
+		if f[k] == nil {
+			f[k] = &tally{}
+		}
+		f[k].add(v, ext)
+	}
+}
+
+func (f families) log(t *testing.T, what string) {
+	keys := make([]string, 0, len(f))
+	for k := range f {
+		keys = append(keys, k)
+	}
+	sort.Strings(keys)
+	for _, k := range keys {
+		t.Logf("%s, %s: %s", what, k, f[k])
+	}
+}
+
 // grid is the acceptance's combinations: fixed and mixed lengths, Poisson
 // and constant arrivals, short (20 s) and default (60 s) spans, a low and
 // a moderate rate, a small and a large residual scatter, and two engines:
@@ -285,33 +320,28 @@ func oldRule(reqs []Request, span time.Duration) bool {
 func TestStationaryCells(t *testing.T) {
 	var all tally
 	oldFail := map[time.Duration]int{}
-	byDur := map[time.Duration]*tally{}
+	fam := families{}
 	for ci, s := range grid(0) {
 		var c tally
 		for k := range seedsPerConfig {
 			seed := uint64(1000*ci + k)
-			if testing.Verbose() {
-				if v, _ := s.cell(seed); v.State == Unstable {
-					t.Logf("false alarm: %s seed %d: %s", s, seed, v.Reason)
-				}
-			}
 			if reqs, _ := s.span(s.run(seed), s.duration); !oldRule(reqs, s.duration) {
 				oldFail[s.duration]++
 			}
 			v, ext := s.cell(seed)
+			if v.State == Unstable {
+				t.Logf("false alarm: %s seed %d: %s", s, seed, v.Reason)
+			}
 			c.add(v, ext)
 			all.add(v, ext)
-			if byDur[s.duration] == nil {
-				byDur[s.duration] = &tally{}
-			}
-			byDur[s.duration].add(v, ext)
+			fam.add(s, v, ext)
 		}
 		t.Logf("%-36s %s", s, c)
 	}
+	fam.log(t, "stationary")
 	for _, d := range []time.Duration{20 * time.Second, 60 * time.Second} {
-		t.Logf("stationary, %s spans: %s", d, byDur[d])
-		t.Logf("stationary, %s spans: the old rule (3 windows within 10%%) not stable at the base span in %.1f%%",
-			d, 100*float64(oldFail[d])/float64(byDur[d].cells))
+		t.Logf("stationary, span=%s: the old rule (3 windows within 10%%) not stable at the base span in %.1f%%",
+			d, 100*float64(oldFail[d])/float64(all.cells/2))
 	}
 	t.Logf("stationary, all: %s", all)
 	if all.unstable*100 > all.cells {
@@ -340,11 +370,13 @@ func powered(s server) bool {
 func TestGrowingCells(t *testing.T) {
 	for _, g := range []float64{0.25, 0.5} {
 		var pow, unpow tally
+		fam := families{}
 		for ci, s := range grid(g) {
 			var c tally
 			for k := range seedsPerConfig {
 				v, ext := s.cell(uint64(77777 + 1000*ci + k))
 				c.add(v, ext)
+				fam.add(s, v, ext)
 				if powered(s) {
 					pow.add(v, ext)
 				} else {
@@ -353,6 +385,7 @@ func TestGrowingCells(t *testing.T) {
 			}
 			t.Logf("growth %.0f%% %-36s powered %-5v %s", 100*g, s, powered(s), c)
 		}
+		fam.log(t, fmt.Sprintf("growth %.0f%%", 100*g))
 		t.Logf("growth %.0f%%, powered designs: %s", 100*g, pow)
 		t.Logf("growth %.0f%%, designs too short: %s", 100*g, unpow)
 		if pow.unstable*100 < 95*pow.cells {
@@ -388,6 +421,59 @@ func TestOverloadedCells(t *testing.T) {
 	// Unstable includes every cell flagged overloaded.
 	if all.unstable*100 < 95*all.cells {
 		t.Errorf("overload: %d of %d cells unstable, below 95%%", all.unstable, all.cells)
+	}
+}
+
+// TestIssueScenarios runs the cells the issue reported, 15 repeats each,
+// under the old rule (3 windows of the base span within 10%, extended a
+// window at a time to 3 times the span while not) and the new one.
+func TestIssueScenarios(t *testing.T) {
+	cases := []struct {
+		name string
+		s    server
+	}{
+		{"engine 300/64 Poisson 2 req/s, 15 s", server{rate: 2, poisson: true, sigma: 0.1, duration: 15 * time.Second}},
+		{"engine 300/64 Poisson 6 req/s, 60 s", server{rate: 6, poisson: true, sigma: 0.1, duration: 60 * time.Second}},
+		{"simulator mixed Poisson 4 req/s, 60 s", server{rate: 4, poisson: true, mixed: true, sigma: 0.1, duration: 60 * time.Second}},
+	}
+	for ci, c := range cases {
+		s := c.s
+		s.warmup, s.max = 10*time.Second, 3*s.duration
+		var c2 tally
+		oldUnstable, oldExtended := 0, 0
+		var need []float64
+		for k := range 15 {
+			seed := uint64(4242 + 100*ci + k)
+			x := s.run(seed)
+			window := s.duration / 3
+			ok := false
+			for d := s.duration; d <= s.max; d += window {
+				reqs, _ := s.span(x, d)
+				var last []Request
+				for _, r := range reqs {
+					if r.Done >= d-s.duration {
+						r.Done -= d - s.duration
+						last = append(last, r)
+					}
+				}
+				if oldRule(last, s.duration) {
+					ok = true
+					break
+				}
+				if d == s.duration {
+					oldExtended++
+				}
+			}
+			if !ok {
+				oldUnstable++
+			}
+			v, ext := s.cell(seed)
+			c2.add(v, ext)
+			if v.State == NotJudged {
+				need = append(need, math.Round(v.NeedSeconds))
+			}
+		}
+		t.Logf("%s: old rule unstable %d/15, extended %d/15; new rule %s; not judged needs (s) %v", c.name, oldUnstable, oldExtended, c2, need)
 	}
 }
 
