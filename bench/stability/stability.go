@@ -29,7 +29,8 @@ type Spec struct {
 	MaxGrowth float64
 	// DetectGrowth is the drift the rule must catch before it may say
 	// "stable": a span is judged only when a drift this large would be
-	// called unstable with probability Power (default 0.25).
+	// called unstable with probability Power (default 0.25). It should
+	// exceed MaxGrowth well: the floor caps the power near MaxGrowth.
 	DetectGrowth float64
 	// Alpha is the two-sided false-alarm level of the trend test (default
 	// 0.005).

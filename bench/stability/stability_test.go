@@ -591,3 +591,67 @@ func TestNeed(t *testing.T) {
 		t.Errorf("Need(100, 0.01) = %s, want MinRequests' worth (0.2 s)", Need(100, 0.01, Spec{}))
 	}
 }
+
+func TestExtend(t *testing.T) {
+	span, max := 20*time.Second, 60*time.Second
+	cases := []struct {
+		name string
+		v    Verdict
+		want bool
+		to   time.Duration
+	}{
+		{"stable", Verdict{State: Stable}, false, span},
+		{"unstable", Verdict{State: Unstable}, false, span},
+		{"quiet, too short", Verdict{State: NotJudged, NeedSeconds: 40}, false, span},
+		{"suggestive, fits", Verdict{State: NotJudged, NeedSeconds: 40, Suggestive: true}, true, 40 * time.Second},
+		{"suggestive, beyond max", Verdict{State: NotJudged, NeedSeconds: 90, Suggestive: true}, false, span},
+	}
+	for _, c := range cases {
+		to, ok := Extend(c.v, span, max)
+		if ok != c.want || to != c.to {
+			t.Errorf("%s: Extend = %s, %v; want %s, %v", c.name, to, ok, c.to, c.want)
+		}
+	}
+}
+
+func TestOverload(t *testing.T) {
+	cases := []struct {
+		name string
+		l    Load
+		want bool
+	}{
+		{"unknown", Load{}, false},
+		{"steady", Load{Sent: 120, Ended: 118, InFlightStart: 20, InFlightEnd: 22}, false},
+		{"queue grows", Load{Sent: 120, Ended: 80, InFlightStart: 20, InFlightEnd: 60}, true},
+		{"fails fast", Load{Sent: 120, Ended: 119, InFlightStart: 20, InFlightEnd: 21}, false},
+		{"cap drops", Load{Sent: 100, Ended: 100, Dropped: 30}, true},
+		{"few drops", Load{Sent: 1000, Ended: 1000, Dropped: 12}, false},
+	}
+	for _, c := range cases {
+		if got, why := Overload(c.l); got != c.want {
+			t.Errorf("%s: Overload = %v (%s), want %v", c.name, got, why, c.want)
+		}
+	}
+}
+
+// TestSubsample: beyond MaxPoints the trend test runs on an even subsample
+// and still finds a drift and passes a flat span.
+func TestSubsample(t *testing.T) {
+	span := 60 * time.Second
+	for _, g := range []float64{0, 0.3} {
+		rng := rand.New(rand.NewPCG(7, 7))
+		var rs []Request
+		for i := range 1000 {
+			f := float64(i) / 1000
+			rs = append(rs, Request{Done: time.Duration(f * float64(span)), E2E: (1 + g*f) * math.Exp(0.1*rng.NormFloat64()), InputTokens: 300, OutputTokens: 64})
+		}
+		v := Judge(rs, span, Load{}, Spec{MaxPoints: 200})
+		want := Stable
+		if g > 0 {
+			want = Unstable
+		}
+		if v.State != want || v.N != 1000 {
+			t.Errorf("growth %.1f: %s over %d (%s), want %s over 1000", g, v.State, v.N, v.Reason, want)
+		}
+	}
+}
