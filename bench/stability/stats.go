@@ -1,0 +1,246 @@
+package stability
+
+import (
+	"math"
+	"slices"
+)
+
+// zQuantile is the standard normal quantile at p (0 < p < 1).
+func zQuantile(p float64) float64 {
+	return math.Sqrt2 * math.Erfinv(2*p-1)
+}
+
+// median of xs (NaN when empty); xs is reordered.
+func median(xs []float64) float64 {
+	n := len(xs)
+	if n == 0 {
+		return math.NaN()
+	}
+	slices.Sort(xs)
+	if n%2 == 1 {
+		return xs[n/2]
+	}
+	return (xs[n/2-1] + xs[n/2]) / 2
+}
+
+// lengthFit regresses y on the columns of x (plus an intercept) by least
+// squares, dropping columns that do not vary, and returns the residuals.
+// Columns nearly collinear with those kept are dropped too (a fixed shape:
+// every request with the same lengths).
+func lengthFit(y []float64, x [][]float64) []float64 {
+	n := len(y)
+	// Centre everything; an intercept is then implicit.
+	cols := make([][]float64, 0, len(x))
+	for _, c := range x {
+		cc := center(c)
+		if ss(cc) > 1e-9*float64(n) {
+			cols = append(cols, cc)
+		}
+	}
+	r := center(y)
+	// Gram-Schmidt: orthogonalise the columns, then project r out of each.
+	var basis [][]float64
+	for _, c := range cols {
+		v := slices.Clone(c)
+		for _, b := range basis {
+			project(v, b)
+		}
+		if ss(v) > 1e-6*ss(c) {
+			basis = append(basis, v)
+		}
+	}
+	for _, b := range basis {
+		project(r, b)
+	}
+	return r
+}
+
+func center(xs []float64) []float64 {
+	var m float64
+	for _, x := range xs {
+		m += x
+	}
+	m /= float64(len(xs))
+	out := make([]float64, len(xs))
+	for i, x := range xs {
+		out[i] = x - m
+	}
+	return out
+}
+
+func ss(xs []float64) float64 {
+	var s float64
+	for _, x := range xs {
+		s += x * x
+	}
+	return s
+}
+
+// project removes from v its component along b.
+func project(v, b []float64) {
+	var vb, bb float64
+	for i := range v {
+		vb += v[i] * b[i]
+		bb += b[i] * b[i]
+	}
+	if bb == 0 {
+		return
+	}
+	k := vb / bb
+	for i := range v {
+		v[i] -= k * b[i]
+	}
+}
+
+// trend is the Theil-Sen slope of y against t with Sen's distribution-free
+// confidence interval at level 1-alpha (two-sided), and Kendall's S in
+// standard units (continuity-corrected; the Mann-Kendall test statistic).
+type trend struct {
+	Slope, Lo, Hi float64
+	Z             float64
+	// Inflation is the factor by which serial correlation inflated the
+	// variance of Kendall's S (1: none found; see serialInflation).
+	Inflation float64
+}
+
+// theilSen computes the trend of y over t; len(t) == len(y) >= 3, t
+// sorted; lag is the longest lag of serial correlation allowed for.
+func theilSen(t, y []float64, alpha float64, lag int) trend {
+	n := len(t)
+	slopes := make([]float64, 0, n*(n-1)/2)
+	var s float64
+	for i := 0; i < n; i++ {
+		for j := i + 1; j < n; j++ {
+			dt := t[j] - t[i]
+			dy := y[j] - y[i]
+			if dt == 0 {
+				continue
+			}
+			k := dy / dt
+			slopes = append(slopes, k)
+			switch {
+			case k > 0:
+				s++
+			case k < 0:
+				s--
+			}
+		}
+	}
+	nn := float64(n)
+	varS := nn * (nn - 1) * (2*nn + 5) / 18
+	m := len(slopes)
+	if m == 0 {
+		return trend{Slope: math.NaN(), Lo: math.NaN(), Hi: math.NaN(), Inflation: 1}
+	}
+	slices.Sort(slopes)
+	var med float64
+	if m%2 == 1 {
+		med = slopes[m/2]
+	} else {
+		med = (slopes[m/2-1] + slopes[m/2]) / 2
+	}
+	infl := serialInflation(t, y, med, lag, max(lag/2, 2))
+	varS *= infl
+	sd := math.Sqrt(varS)
+	var z float64
+	switch {
+	case s > 0:
+		z = (s - 1) / sd
+	case s < 0:
+		z = (s + 1) / sd
+	}
+	c := zQuantile(1-alpha/2) * sd
+	// Sen: the interval runs from the M1-th to the (M2+1)-th smallest slope,
+	// M1 = (m-C)/2, M2 = (m+C)/2; rounded outwards, 0-based.
+	lo := int(math.Floor((float64(m)-c)/2)) - 1
+	hi := int(math.Ceil((float64(m) + c) / 2))
+	lo = min(max(lo, 0), m-1)
+	hi = min(max(hi, 0), m-1)
+	return trend{Slope: med, Lo: slopes[lo], Hi: slopes[hi], Z: z, Inflation: infl}
+}
+
+// serialInflation corrects the Mann-Kendall variance for serial
+// correlation, after Hamed and Rao (1998): detrend y by slope, rank the
+// residuals (in the order of t, which the caller sorted), and weigh their
+// autocorrelations ρ_k,
+//
+//	n/n* = 1 + 2/(n(n-1)(n-2)) · Σ_k (n-k)(n-k-1)(n-k-2) · ρ_k
+//
+// summing lags while they add up (Geyer's initial positive sequence: pairs
+// ρ_2m-1 + ρ_2m while positive, at most maxLag lags) in place of Hamed
+// and Rao's significance screening, which drops the many small positive
+// ρ_k of a slowly wandering series and so misses most of its correlation.
+// Latencies of requests that overlap in time share the server's state (the
+// batch they ran in), so neighbours are positively correlated and the
+// independent-sample variance understates the noise of a trend. The factor
+// is never below 1.
+func serialInflation(t, y []float64, slope float64, maxLag, block int) float64 {
+	n := len(y)
+	if n < 10 || maxLag < 1 {
+		return 1
+	}
+	maxLag = min(maxLag, n/2)
+	e := make([]float64, n)
+	for i := range y {
+		e[i] = y[i] - slope*t[i]
+	}
+	idx := make([]int, n)
+	for i := range idx {
+		idx[i] = i
+	}
+	slices.SortFunc(idx, func(a, b int) int {
+		switch {
+		case e[a] < e[b]:
+			return -1
+		case e[a] > e[b]:
+			return 1
+		}
+		return 0
+	})
+	r := make([]float64, n)
+	mean := float64(n-1) / 2
+	for rank, i := range idx {
+		r[i] = float64(rank) - mean
+	}
+	den := ss(r)
+	nn := float64(n)
+	rho := func(k int) float64 {
+		var num float64
+		for i := 0; i+k < n; i++ {
+			num += r[i] * r[i+k]
+		}
+		return num / den
+	}
+	w := func(k int) float64 {
+		nk := nn - float64(k)
+		return nk * (nk - 1) * (nk - 2) / (nn * (nn - 1) * (nn - 2))
+	}
+	var sum float64
+	for k := 1; k+1 <= maxLag; k += 2 {
+		a, b := rho(k), rho(k+1)
+		if a+b <= 0 {
+			break
+		}
+		sum += w(k)*a + w(k+1)*b
+	}
+	f := 1 + 2*sum
+	// Batch means: blocks of block consecutive completions; the variance of
+	// their means, times block, over the variance of one rank, estimates the
+	// same factor without the ACF's bias towards 0 when the correlation is
+	// weak and long.
+	if block >= 2 && n/block >= 4 {
+		nb := n / block
+		var v float64
+		for b := 0; b < nb; b++ {
+			var m float64
+			for i := b * block; i < (b+1)*block; i++ {
+				m += r[i]
+			}
+			m /= float64(block)
+			v += m * m
+		}
+		v /= float64(nb)
+		f = max(f, v*float64(block)/(den/nn))
+	}
+	return max(f, 1)
+}
