@@ -8,6 +8,8 @@ import (
 	"sort"
 	"testing"
 	"time"
+
+	"github.com/infer-exporter/infer_exporter/internal/testenv"
 )
 
 // server is a modelled inference server and the load sent to it: arrivals
@@ -318,6 +320,7 @@ func oldRule(reqs []Request, span time.Duration) bool {
 // TestStationaryCells: servers with spare capacity and no drift. At most
 // 1% unstable, at most 5% extended.
 func TestStationaryCells(t *testing.T) {
+	testenv.Slow(t, "measures the rule over 960 seeded cells")
 	var all tally
 	oldFail := map[time.Duration]int{}
 	fam := families{}
@@ -368,6 +371,7 @@ func powered(s server) bool {
 // unstable; everywhere, at most 5% stable (a span too short says "not
 // judged", never "stable").
 func TestGrowingCells(t *testing.T) {
+	testenv.Slow(t, "measures the rule over 960 seeded cells")
 	for _, g := range []float64{0.25, 0.5} {
 		var pow, unpow tally
 		fam := families{}
@@ -484,6 +488,7 @@ func TestIssueScenarios(t *testing.T) {
 // drift (the serial-correlation correction recovers part of it). See
 // README.md, Limits.
 func TestStrongBatchingLimit(t *testing.T) {
+	testenv.Slow(t, "measures the rule over seeded cells")
 	for _, dur := range []time.Duration{20 * time.Second, 60 * time.Second} {
 		var c tally
 		s := server{rate: 6, poisson: true, mixed: true, sigma: 0.1, batch: 0.01, outliers: 0.03, preroll: 120 * time.Second,
