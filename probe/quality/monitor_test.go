@@ -79,11 +79,13 @@ func TestMonitorAgainstSimulator(t *testing.T) {
 	ln.Close()
 
 	m := NewMonitor(MonitorOptions{})
-	m.minInterval = 200 * time.Millisecond
+	// A score's deadline is its interval (one may not outlast the next):
+	// 1 s, where 200 ms timed the healthy target out beside two busy loops.
+	m.minInterval = time.Second
 	defer m.Close()
 	reg := prometheus.NewRegistry()
 	reg.MustRegister(m)
-	q := &config.Quality{Interval: time.Millisecond, Timeout: 5 * time.Second} // clamped to 200ms both
+	q := &config.Quality{Interval: time.Millisecond, Timeout: 5 * time.Second} // clamped to 1 s both
 	c := &config.Config{Targets: []config.Target{
 		{Name: "sim", URL: base, Model: cfg.Model, Flavor: "openai-completions", Quality: q},
 		{Name: "gone", URL: closed, Model: "m", Flavor: "sglang", Quality: q},
