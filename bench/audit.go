@@ -47,7 +47,7 @@ func hashFile(ctx context.Context, path string, max int64) (string, int64, error
 	}
 	defer f.Close()
 	h := sha256.New()
-	var r io.Reader = ctxReader{ctx, f}
+	var r io.Reader = ctxReader(ctx, f)
 	if max >= 0 {
 		r = io.LimitReader(r, max+1)
 	}

@@ -9,6 +9,8 @@ import (
 	"os"
 	"reflect"
 	"strings"
+
+	"github.com/infer-exporter/infer_exporter/internal/ctxio"
 )
 
 // Bounds of a report read back (`bench merge`'s shards, `--baseline`,
@@ -80,19 +82,8 @@ func openRegular(path string, max int64) (*os.File, os.FileInfo, error) {
 
 // ctxReader reads r in chunks of at most readChunk, ending with ctx's
 // error once ctx is done: a read from a slow mount ends at the next chunk.
-type ctxReader struct {
-	ctx context.Context
-	r   io.Reader
-}
-
-func (c ctxReader) Read(p []byte) (int, error) {
-	if err := c.ctx.Err(); err != nil {
-		return 0, err
-	}
-	if len(p) > readChunk {
-		p = p[:readChunk]
-	}
-	return c.r.Read(p)
+func ctxReader(ctx context.Context, r io.Reader) io.Reader {
+	return ctxio.Reader{Ctx: ctx, R: r, Chunk: readChunk}
 }
 
 // readRegular reads a regular file of at most max bytes, in chunks, until
@@ -105,7 +96,7 @@ func readRegular(ctx context.Context, path string, max int64) ([]byte, error) {
 	}
 	defer f.Close()
 	buf := make([]byte, 0, min(fi.Size(), max)+1)
-	b, err := readAllInto(buf, io.LimitReader(ctxReader{ctx, f}, max+1))
+	b, err := readAllInto(buf, io.LimitReader(ctxReader(ctx, f), max+1))
 	if err != nil {
 		return nil, fmt.Errorf("%s: %w", path, err)
 	}

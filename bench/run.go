@@ -779,13 +779,12 @@ func (b *run) knownAnswers(ctx context.Context, t *config.Target, ct *client.Tar
 // replaySource prepares a fresh replay of a trace against a target, as the
 // exporter's replay workloads do (the trace is read once per run).
 func (b *run) replaySource(r *ReplaySpec, t *config.Target, salt uint64, rec replay.Recorder) (*replay.Source, error) {
-	policy, _ := replay.ParsePolicy(r.OnMalformed)
-	return replay.NewSource(b.traces[r.Name], replay.Options{
-		Speed: r.Speed, Start: r.Start, End: r.End, Loop: r.Loop, Sample: r.Sample, Seed: r.Seed,
-		WordSalt: salt, Recorder: rec,
-		MaxRate: r.MaxRate, Chat: t.Flavor == "openai-chat", BlockSize: r.BlockSize,
-		ForceOutputTokens: r.ForceOutputTokens, OnUnreplayable: policy,
-	})
+	_, opts, err := replay.OptionsOf(&r.Replay, t)
+	if err != nil {
+		return nil, err
+	}
+	opts.WordSalt, opts.Recorder = salt, rec
+	return replay.NewSource(b.traces[r.Name], opts)
 }
 
 // sweep finds the highest open-loop rate meeting the SLO for one target and
