@@ -85,10 +85,12 @@ type Spec struct {
 // MatrixSpec is the set of cells: every target × every load × every shape.
 // A load is an open-loop request rate or a closed-loop concurrency.
 type MatrixSpec struct {
-	// Process is the open-loop arrival process of the rates: constant,
-	// poisson (default) or gamma.
-	Process    config.Process `yaml:"process"`
-	Burstiness float64        `yaml:"burstiness"`
+	// Arrival is the open-loop arrival process of the rates (process:
+	// constant, poisson (default) or gamma; burstiness; max_rate), each
+	// rate of Rates its rate: every parameter of the exporter's arrival
+	// reaches the bench's. Its rate, ramp and stages are the matrix's
+	// Rates' to set, and refused here.
+	config.Arrival `yaml:",inline"`
 	// Rates are open-loop request rates, in requests per second.
 	Rates []float64 `yaml:"rates"`
 	// Concurrencies are closed-loop loads: N clients, each sending its next
@@ -626,6 +628,24 @@ var latencyFigures = map[string]bool{
 var shapeNameRE = regexp.MustCompile(`^[a-zA-Z0-9_][a-zA-Z0-9_.:-]*$`)
 
 func (c *Config) validate(v *validator) {
+	c.validateTargets(v)
+	shapes := c.validateMatrix(v)
+	c.validateRun(v)
+	c.validateStability(v)
+	c.validateSweep(v)
+	c.validateRequests(v)
+	c.validateRanking(v)
+	c.validateKnownAnswers(v)
+	c.validateReplays(v, shapes)
+	c.validateColdStart(v)
+	c.validatePerplexity(v)
+	if c.Bench.GPUSampleInterval < 0 {
+		v.add(path{"bench"}, "gpu_sample_interval", "must be positive")
+	}
+}
+
+// validateTargets: the run's targets are configured ones.
+func (c *Config) validateTargets(v *validator) {
 	s := &c.Bench
 	if len(c.Targets) == 0 {
 		v.add(path{}, "targets", "at least one target is required")
@@ -639,14 +659,23 @@ func (c *Config) validate(v *validator) {
 			v.addPath(path{"bench", "targets", i}, fmt.Sprintf("%q is not a configured target", name))
 		}
 	}
-	bp := path{"bench"}
-	m := &s.Matrix
+}
+
+// validateMatrix checks the matrix's loads and shapes, and returns the
+// shapes' names (a replay may not take one).
+func (c *Config) validateMatrix(v *validator) (shapes map[string]bool) {
+	m := &c.Bench.Matrix
 	mp := path{"bench", "matrix"}
 	if len(m.Rates) == 0 && len(m.Concurrencies) == 0 && len(m.Replays) == 0 {
 		v.add(mp, "rates", "the matrix needs at least one rate, concurrency or replay")
 	}
+	if m.Rate != 0 || m.Ramp != nil || len(m.Stages) > 0 {
+		v.add(mp, "rate", "the matrix's rates set each cell's rate: rate, ramp and stages are not the matrix's")
+	}
 	for i, r := range m.Rates {
-		a := config.Arrival{Process: m.Process, Burstiness: m.Burstiness, Rate: r}.WithDefaults()
+		a := m.Arrival
+		a.Rate, a.Ramp, a.Stages = r, nil, nil
+		a = a.WithDefaults()
 		if !(r > 0) {
 			v.addPath(append(mp.clone(), "rates", i), "must be a positive rate in requests per second")
 		} else if err := a.Validate(); err != nil {
@@ -658,7 +687,7 @@ func (c *Config) validate(v *validator) {
 			v.addPath(append(mp.clone(), "concurrencies", i), "must be at least 1")
 		}
 	}
-	shapes := map[string]bool{}
+	shapes = map[string]bool{}
 	for i := range m.Shapes {
 		sh := &m.Shapes[i]
 		p := append(mp.clone(), "shapes", i)
@@ -675,6 +704,13 @@ func (c *Config) validate(v *validator) {
 			v.addPath(append(p.clone(), prob.Path...), prob.Reason)
 		}
 	}
+	return shapes
+}
+
+// validateRun checks the run's durations, repeats and in-flight cap.
+func (c *Config) validateRun(v *validator) {
+	s := &c.Bench
+	bp := path{"bench"}
 	if s.Warmup < 0 {
 		v.add(bp, "warmup", "must not be negative")
 	}
@@ -687,6 +723,11 @@ func (c *Config) validate(v *validator) {
 	if s.MaxInFlight < 1 {
 		v.add(bp, "max_in_flight", "must be at least 1")
 	}
+}
+
+// validateStability checks the stability rule's parameters.
+func (c *Config) validateStability(v *validator) {
+	s := &c.Bench
 	st := &s.Stability
 	sp := path{"bench", "stability"}
 	if st.Windows < 2 {
@@ -704,36 +745,50 @@ func (c *Config) validate(v *validator) {
 	if st.MinRequests < 1 {
 		v.add(sp, "min_requests", "must be at least 1")
 	}
-	if sw := s.Sweep; sw != nil {
-		wp := path{"bench", "sweep"}
-		if !(sw.Start > 0) {
-			v.add(wp, "start", "must be a positive rate")
-		}
-		if !(sw.Factor > 1) {
-			v.add(wp, "factor", "must be above 1")
-		}
-		if sw.MaxRate < sw.Start {
-			v.add(wp, "max_rate", "must not be below start")
-		}
-		if sw.Refine < 0 {
-			v.add(wp, "refine", "must not be negative")
-		}
-		if !(sw.MinGoodput > 0 && sw.MinGoodput <= 1) {
-			v.add(wp, "min_goodput", "must be a ratio in (0, 1]")
-		}
-		if sw.Duration < 0 || sw.Warmup < 0 {
-			v.add(wp, "duration", "durations must not be negative")
-		}
-		if !(sw.MinSuccess > 0 && sw.MinSuccess <= 1) {
-			v.add(wp, "min_success", "must be a ratio in (0, 1]")
-		}
-		switch {
-		case sw.Pass != SweepPassGoodput && sw.Pass != SweepPassSuccess:
-			v.add(wp, "pass", fmt.Sprintf("%q: goodput or success", sw.Pass))
-		case sw.Pass == SweepPassGoodput && s.SLO == (config.SLO{}):
-			v.add(wp, "pass", "pass: goodput needs bench.slo (or pass: success, which needs none)")
-		}
+}
+
+// validateSweep checks the rate sweep, when there is one.
+func (c *Config) validateSweep(v *validator) {
+	s := &c.Bench
+	sw := s.Sweep
+	if sw == nil {
+		return
 	}
+	wp := path{"bench", "sweep"}
+	if !(sw.Start > 0) {
+		v.add(wp, "start", "must be a positive rate")
+	}
+	if !(sw.Factor > 1) {
+		v.add(wp, "factor", "must be above 1")
+	}
+	if sw.MaxRate < sw.Start {
+		v.add(wp, "max_rate", "must not be below start")
+	}
+	if sw.Refine < 0 {
+		v.add(wp, "refine", "must not be negative")
+	}
+	if !(sw.MinGoodput > 0 && sw.MinGoodput <= 1) {
+		v.add(wp, "min_goodput", "must be a ratio in (0, 1]")
+	}
+	if sw.Duration < 0 || sw.Warmup < 0 {
+		v.add(wp, "duration", "durations must not be negative")
+	}
+	if !(sw.MinSuccess > 0 && sw.MinSuccess <= 1) {
+		v.add(wp, "min_success", "must be a ratio in (0, 1]")
+	}
+	switch {
+	case sw.Pass != SweepPassGoodput && sw.Pass != SweepPassSuccess:
+		v.add(wp, "pass", fmt.Sprintf("%q: goodput or success", sw.Pass))
+	case sw.Pass == SweepPassGoodput && s.SLO == (config.SLO{}):
+		v.add(wp, "pass", "pass: goodput needs bench.slo (or pass: success, which needs none)")
+	}
+}
+
+// validateRequests checks what every request carries and what is kept of
+// it: the SLO, the sampling, the prompt set, the samples per repeat.
+func (c *Config) validateRequests(v *validator) {
+	s := &c.Bench
+	bp := path{"bench"}
 	if s.SLO.TTFT < 0 || s.SLO.TPOT < 0 || s.SLO.E2E < 0 {
 		v.add(bp, "slo", "thresholds must not be negative")
 	}
@@ -753,6 +808,13 @@ func (c *Config) validate(v *validator) {
 	if s.MaxSamplesPerRepeat < 100 {
 		v.add(bp, "max_samples_per_repeat", "must be at least 100")
 	}
+}
+
+// validateRanking checks the ranking's weights, references and rule, and
+// the regression check against a baseline.
+func (c *Config) validateRanking(v *validator) {
+	s := &c.Bench
+	bp := path{"bench"}
 	w := s.Weights
 	if w.Latency < 0 || w.Throughput < 0 || w.Memory < 0 || w.Accuracy < 0 {
 		v.add(bp, "weights", "must not be negative")
@@ -783,6 +845,12 @@ func (c *Config) validate(v *validator) {
 			v.addPath(append(gp.clone(), "metrics", i), fmt.Sprintf("%q is not one of ttft, tpot, e2e with _p50, _p90 or _p99", m))
 		}
 	}
+}
+
+// validateKnownAnswers checks the accuracy checks and compiles their
+// patterns.
+func (c *Config) validateKnownAnswers(v *validator) {
+	s := &c.Bench
 	for i := range s.KnownAnswers {
 		ka := &s.KnownAnswers[i]
 		p := path{"bench", "known_answers", i}
@@ -803,12 +871,6 @@ func (c *Config) validate(v *validator) {
 		} else if ka.MaxTokens > config.MaxTokens {
 			v.add(p, "max_tokens", fmt.Sprintf("at most %d tokens (config.MaxTokens), got %d", config.MaxTokens, ka.MaxTokens))
 		}
-	}
-	c.validateReplays(v, shapes)
-	c.validateColdStart(v)
-	c.validatePerplexity(v)
-	if s.GPUSampleInterval < 0 {
-		v.add(bp, "gpu_sample_interval", "must be positive")
 	}
 }
 

@@ -253,7 +253,7 @@ func checkShardCells(sf ShardFile, first *Report, cfg *Config) error {
 
 // maxWindows is the most windows a repeat of a cell of load l can have
 // under spec: one, unless the stability check extends it, window by
-// window, up to stability.max_duration (runRepeat).
+// window, up to stability.max_duration (run.repeat).
 func maxWindows(spec *Spec, l Load) int {
 	st := spec.Stability
 	if !st.On() || l.Kind == LoadReplay || st.Window <= 0 {
