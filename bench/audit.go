@@ -8,24 +8,9 @@ import (
 	"io"
 	"os"
 	"path/filepath"
-)
 
-// Input is one link of a report's audit chain: an input of the run and
-// the SHA-256 of its bytes when the run read it. `bench verify` hashes the
-// ones it can find again.
-type Input struct {
-	// Kind is exporter (the binary that ran), config (the bench file),
-	// trace (a replayed trace file) or prompt_set (the prompts one target
-	// got for one shape: their hash, prompt.HashPrompts; they were made
-	// against the target's tokenizer, so they are not files).
-	Kind string `json:"kind"`
-	// Name is the trace's or the prompt set's name ("target/shape").
-	Name string `json:"name,omitempty"`
-	// Path is the file's absolute path, for the kinds that are files.
-	Path   string `json:"path,omitempty"`
-	SHA256 string `json:"sha256"`
-	Bytes  int64  `json:"bytes,omitempty"`
-}
+	"github.com/infer-exporter/infer_exporter/bench/report"
+)
 
 // Input kinds.
 const (
@@ -41,17 +26,17 @@ const (
 // refused before it is opened: it has no size, and hashing it might never
 // end.
 func hashFile(ctx context.Context, path string, max int64) (string, int64, error) {
-	f, _, err := openRegular(path, max)
+	f, _, err := report.OpenRegular(path, max)
 	if err != nil {
 		return "", 0, err
 	}
 	defer f.Close()
 	h := sha256.New()
-	var r io.Reader = ctxReader(ctx, f)
+	var r io.Reader = report.ContextReader(ctx, f)
 	if max >= 0 {
 		r = io.LimitReader(r, max+1)
 	}
-	n, err := io.CopyBuffer(h, r, make([]byte, readChunk))
+	n, err := io.CopyBuffer(h, r, make([]byte, report.ReadChunk))
 	if err != nil {
 		return "", 0, err
 	}

@@ -6,51 +6,9 @@ import (
 	"math"
 	"slices"
 	"strings"
-	"time"
+
+	"github.com/infer-exporter/infer_exporter/bench/report"
 )
-
-// Comparison is a report compared with a baseline report, cell by cell.
-//
-// For every cell present in both, it compares e2e_p50, e2e_p99 and
-// output_tokens_per_second, and the gated figures (regression.metrics,
-// default e2e_p99). A gated figure regressed when
-//
-//	new/old - 1 > threshold   and   the lower end of its interval > 0,
-//
-// that is, it grew by more than the threshold and the growth is beyond
-// noise: the interval of the change, at the report's confidence, excludes
-// no change. The interval combines both reports' bootstrap intervals on the
-// log scale, as independent normal errors: se = sqrt(se_old² + se_new²)
-// with se = (ln hi - ln lo) / (2 z), z the normal quantile of the
-// confidence; the change's interval is (new/old)·exp(±z·se) - 1. A figure
-// without an interval in either report is judged on the threshold alone.
-type Comparison struct {
-	BaselineFile    string           `json:"baseline_file"`
-	BaselineStarted time.Time        `json:"baseline_started"`
-	Threshold       float64          `json:"threshold"`
-	Confidence      float64          `json:"confidence"`
-	Gated           []string         `json:"gated"`
-	Warnings        []string         `json:"warnings,omitempty"`
-	Cells           []CellComparison `json:"cells"`
-	// Regressions name the regressed cells and figures, "cell: figure".
-	Regressions []string `json:"regressions"`
-	// Unmatched are cells present in only one of the reports.
-	Unmatched []string `json:"unmatched,omitempty"`
-}
-
-// CellComparison is one figure of one cell.
-type CellComparison struct {
-	Cell   string  `json:"cell"`
-	Figure string  `json:"figure"`
-	Old    float64 `json:"old"`
-	New    float64 `json:"new"`
-	// Change is new/old - 1; ChangeLo and ChangeHi its interval.
-	Change    float64 `json:"change"`
-	ChangeLo  Num     `json:"change_lo"`
-	ChangeHi  Num     `json:"change_hi"`
-	Gated     bool    `json:"gated"`
-	Regressed bool    `json:"regressed"`
-}
 
 // Compare compares cur with base. threshold and gated come from cur's
 // configuration unless overridden by the caller.
@@ -96,7 +54,7 @@ func Compare(base, cur *Report, baseFile string, threshold float64, gated []stri
 				continue
 			}
 			cc := CellComparison{Cell: nc.Key, Figure: f, Old: o, New: n, Change: n/o - 1,
-				ChangeLo: NaN(), ChangeHi: NaN(), Gated: slices.Contains(gated, f)}
+				ChangeLo: report.NaN(), ChangeHi: report.NaN(), Gated: slices.Contains(gated, f)}
 			seO, okO := logSE(oc.CI[f], z)
 			seN, okN := logSE(nc.CI[f], z)
 			if okO && okN {
@@ -127,9 +85,16 @@ func logSE(ci Interval, z float64) (float64, bool) {
 	return (math.Log(ci.Hi) - math.Log(ci.Lo)) / (2 * z), true
 }
 
-// WriteText prints the comparison for a terminal or a CI log: warnings,
+func changeCI(cc CellComparison) string {
+	if !cc.ChangeLo.Valid() {
+		return ", no interval"
+	}
+	return fmt.Sprintf(", interval %+.1f%%..%+.1f%%", float64(cc.ChangeLo)*100, float64(cc.ChangeHi)*100)
+}
+
+// writeComparisonText prints the comparison for a terminal or a CI log: warnings,
 // every gated figure, then one REGRESSION line per regressed cell.
-func (c *Comparison) WriteText(w io.Writer) {
+func writeComparisonText(w io.Writer, c *Comparison) {
 	fmt.Fprintf(w, "baseline %s: threshold %.1f%%, confidence %g, gated %s\n",
 		c.BaselineFile, c.Threshold*100, c.Confidence, strings.Join(c.Gated, ","))
 	for _, warn := range c.Warnings {
@@ -147,16 +112,9 @@ func (c *Comparison) WriteText(w io.Writer) {
 			status = "REGRESSED"
 		}
 		fmt.Fprintf(w, "%-10s %s %s: %s -> %s (%+.1f%%%s)\n", status, cc.Cell, cc.Figure,
-			fmtSeconds(cc.Old), fmtSeconds(cc.New), cc.Change*100, changeCI(cc))
+			report.FormatSeconds(cc.Old), report.FormatSeconds(cc.New), cc.Change*100, changeCI(cc))
 	}
 	for _, r := range c.Regressions {
 		fmt.Fprintf(w, "REGRESSION %s\n", r)
 	}
-}
-
-func changeCI(cc CellComparison) string {
-	if !cc.ChangeLo.Valid() {
-		return ", no interval"
-	}
-	return fmt.Sprintf(", interval %+.1f%%..%+.1f%%", float64(cc.ChangeLo)*100, float64(cc.ChangeHi)*100)
 }

@@ -20,6 +20,7 @@ import (
 	"github.com/alecthomas/kingpin/v2"
 	"go.uber.org/goleak"
 
+	"github.com/infer-exporter/infer_exporter/bench/report"
 	"github.com/infer-exporter/infer_exporter/internal/simulator"
 )
 
@@ -34,7 +35,7 @@ func TestMain(m *testing.M) { goleak.VerifyTestMain(m) }
 
 func readReport(t *testing.T, dir string) *Report {
 	t.Helper()
-	r, err := ReadJSON(filepath.Join(dir, JSONFile))
+	r, err := report.ReadJSON(filepath.Join(dir, JSONFile))
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -221,12 +222,12 @@ func checkHTMLMatchesJSON(t *testing.T, path string, r *Report) {
 				var text string
 				if row[1] == "throughput" {
 					want = c.Summary.OutputTokensPerSecond
-					text = fmtNumber(want)
+					text = report.FormatNumber(want)
 				} else {
 					d := dists[row[1]]
 					want = map[string]float64{"count": float64(d.Count), "mean": d.Mean, "p50": d.P50, "p90": d.P90,
 						"p95": d.P95, "p99": d.P99, "p99_9": d.P999, "max": d.Max}[td[1]]
-					text = fmtSeconds(want)
+					text = report.FormatSeconds(want)
 					if td[1] == "count" {
 						text = strconv.Itoa(d.Count)
 					}

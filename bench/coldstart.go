@@ -20,6 +20,7 @@ import (
 	"syscall"
 	"time"
 
+	"github.com/infer-exporter/infer_exporter/bench/report"
 	"github.com/infer-exporter/infer_exporter/internal/config"
 	"github.com/infer-exporter/infer_exporter/probe/client"
 	"github.com/infer-exporter/infer_exporter/probe/observation"
@@ -150,49 +151,6 @@ func (c *Config) validateColdStart(v *validator) {
 	}
 }
 
-// ColdStartReport is the cold-start step's result: per repeat and, for each
-// figure, the median over the repeats that reached it. Every repeat's
-// server is stopped before the next starts, except the last one's, which
-// serves the rest of the run (the prompt calibration, the engine info and
-// the matrix meet it) and is stopped when the run ends.
-type ColdStartReport struct {
-	Target   string   `json:"target"`
-	Command  []string `json:"command"`
-	ReadyURL string   `json:"ready_url,omitempty"`
-	// RequestMaxTokens is the first-token request's max_tokens.
-	RequestMaxTokens int `json:"request_max_tokens"`
-	// Seconds from the start to readiness (ready_url's first 200), to the
-	// first token of the first successful request, and that request's own
-	// TTFT (from its sending).
-	ReadySeconds            Num               `json:"ready_seconds"`
-	FirstTokenSeconds       Num               `json:"first_token_seconds"`
-	FirstRequestTTFTSeconds Num               `json:"first_request_ttft_seconds"`
-	Failed                  int               `json:"failed"`
-	Repeats                 []ColdStartRepeat `json:"repeats"`
-}
-
-// ColdStartRepeat is one start.
-type ColdStartRepeat struct {
-	Index int `json:"index"`
-	// Started is the instant just before the command was started: the
-	// start every figure counts from.
-	Started time.Time `json:"started"`
-	// ReadySeconds is Started to the first poll of ready_url that answered
-	// 200; null without ready_url or when it never did.
-	ReadySeconds Num `json:"ready_seconds"`
-	// FirstTokenSeconds is Started to the first token of the first
-	// successful request; null when none succeeded.
-	FirstTokenSeconds Num `json:"first_token_seconds"`
-	// FirstRequestTTFTSeconds is that request's time to first token.
-	FirstRequestTTFTSeconds Num `json:"first_request_ttft_seconds"`
-	// Requests counts the first-token requests sent, the successful one
-	// included.
-	Requests int `json:"requests"`
-	// Error says why the repeat failed (the command exited, the timeout
-	// passed), with the tail of the server's output.
-	Error string `json:"error,omitempty"`
-}
-
 // coldStart runs the cold-start step. It returns the report and the
 // function that stops the last repeat's server, which is left running for
 // the rest of the run. A last repeat that failed fails the run: the rest
@@ -249,7 +207,7 @@ func (b *run) coldStart(ctx context.Context, targets []config.Target, cts []*cli
 			}
 		}
 		if len(v) == 0 {
-			return NaN()
+			return report.NaN()
 		}
 		return Num(median(v))
 	}
@@ -264,7 +222,7 @@ func (b *run) coldStart(ctx context.Context, targets []config.Target, cts []*cli
 // the command could not be started at all.
 func (b *run) coldStartRepeat(ctx context.Context, index int, poller *http.Client, cl *client.Client, ct *client.Target, tmpl *plan.Template) (*serverProcess, ColdStartRepeat, error) {
 	s := b.spec.ColdStart
-	r := ColdStartRepeat{Index: index, ReadySeconds: NaN(), FirstTokenSeconds: NaN(), FirstRequestTTFTSeconds: NaN()}
+	r := ColdStartRepeat{Index: index, ReadySeconds: report.NaN(), FirstTokenSeconds: report.NaN(), FirstRequestTTFTSeconds: report.NaN()}
 	proc, err := startProcess(s.Command, b.logger)
 	if err != nil {
 		return nil, r, fmt.Errorf("cold start: %w", err)
@@ -597,7 +555,7 @@ func coldStartSummary(cs *ColdStartReport) string {
 		if !n.Valid() {
 			return "—"
 		}
-		return fmtSeconds(float64(n))
+		return report.FormatSeconds(float64(n))
 	}
 	s := fmt.Sprintf("cold start (%s, median of %d): ready %s, first token %s (first request TTFT %s)",
 		cs.Target, len(cs.Repeats)-cs.Failed, f(cs.ReadySeconds), f(cs.FirstTokenSeconds), f(cs.FirstRequestTTFTSeconds))

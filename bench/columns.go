@@ -4,6 +4,8 @@ import (
 	"math"
 	"slices"
 	"strconv"
+
+	"github.com/infer-exporter/infer_exporter/bench/report"
 )
 
 // The report's schema: one Record per request (record.go), one Stats per
@@ -298,7 +300,7 @@ func (c *column) markdown(cell *CellResult) string {
 	case unitRatio:
 		return mdRatio(v)
 	}
-	return fmtNumber(v)
+	return report.FormatNumber(v)
 }
 
 // mdColumns are the columns of the Markdown cells table, in its order.

@@ -12,6 +12,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/infer-exporter/infer_exporter/bench/report"
 	"github.com/infer-exporter/infer_exporter/internal/config"
 	"github.com/infer-exporter/infer_exporter/probe/observation"
 )
@@ -133,7 +134,7 @@ func oneAndMerged(t *testing.T, requests int) (one, merged *Report) {
 	}
 	spec := &cfg.Bench
 	w0 := time.Unix(1000, 0)
-	load := Load{LoadRate, 10}
+	load := Load{Kind: LoadRate, Value: 10}
 	key := CellKey("a", load, "s")
 	newRec := func() *recorder {
 		return newRecorderAt(w0, spec.Duration, config.SLO{E2E: 200 * time.Millisecond}, spec.MaxSamplesPerRepeat, DefaultMaxITLSamples, 1)
@@ -145,10 +146,10 @@ func oneAndMerged(t *testing.T, requests int) (one, merged *Report) {
 	}
 	env := Environment{Config: cfg.EffectiveYAML(), ConfigSHA256: cfg.SHA256, Seed: spec.Seed,
 		MaxSamplesRepeat: spec.MaxSamplesPerRepeat, Started: w0, Finished: w0.Add(time.Minute)}
-	report := func(rec *recorder) (*Report, RecorderState) {
+	reportOf := func(rec *recorder) (*Report, RecorderState) {
 		st := rec.export(1, 0)
 		stats, smp := rec.finish(1, 0)
-		res := RepeatResult{Stats: stats, Stability: StabilityResult{Spread: NaN()}, Distribution: smp.distribution(), Windows: rec.windows(1)}
+		res := RepeatResult{Stats: stats, Stability: StabilityResult{Spread: report.NaN()}, Distribution: smp.distribution(), Windows: rec.windows(1)}
 		acc := [][]cellAcc{{{repeats: []RepeatResult{res}, samples: []*sample{smp}}}}
 		groups := []group{{name: "s", load: load}}
 		cells, reps := assembleCells(context.Background(), spec, []string{"a"}, groups, acc)
@@ -157,16 +158,16 @@ func oneAndMerged(t *testing.T, requests int) (one, merged *Report) {
 		r.Ranking = rank(b.rankInput([]config.Target{{Name: "a"}}, groups, reps, r))
 		return r, st
 	}
-	one, _ = report(single)
+	one, _ = reportOf(single)
 	var files []ShardFile
 	for i, rec := range shards {
-		r, st := report(rec)
+		r, st := reportOf(rec)
 		r.Shard = &ShardPart{Index: i, Count: 2, Cells: []ShardCells{{Key: key, Repeats: []RecorderState{st}}}}
 		var b bytes.Buffer
 		if err := WriteJSON(&b, r); err != nil {
 			t.Fatal(err)
 		}
-		d, err := decodeReport(b.Bytes())
+		d, err := report.Decode(b.Bytes())
 		if err != nil {
 			t.Fatal(err)
 		}

@@ -12,6 +12,7 @@ import (
 	"github.com/alecthomas/kingpin/v2"
 	"github.com/prometheus/common/version"
 
+	"github.com/infer-exporter/infer_exporter/bench/report"
 	"github.com/infer-exporter/infer_exporter/collector"
 	"github.com/infer-exporter/infer_exporter/internal/config"
 	"github.com/infer-exporter/infer_exporter/probe/otlp"
@@ -130,7 +131,7 @@ func mergeCommand(ctx context.Context, files []string, dir string, stdout, stder
 	}
 	var shards []ShardFile
 	for _, file := range files {
-		r, err := ReadJSONContext(ctx, file)
+		r, err := report.ReadJSONContext(ctx, file)
 		if err != nil {
 			fmt.Fprintln(stderr, "bench merge:", err)
 			return ExitError
@@ -153,7 +154,7 @@ func mergeCommand(ctx context.Context, files []string, dir string, stdout, stder
 // verifyCommand checks a report's audit chain; the hashing ends when ctx
 // does (SIGTERM).
 func verifyCommand(ctx context.Context, file string, stdout, stderr io.Writer) int {
-	r, err := ReadJSONContext(ctx, file)
+	r, err := report.ReadJSONContext(ctx, file)
 	if err != nil {
 		fmt.Fprintln(stderr, "bench verify:", err)
 		return ExitError
@@ -217,7 +218,7 @@ func runCommand(ctx context.Context, logger *slog.Logger, configFile string, col
 	var base *Report
 	if f.baseline != "" {
 		// Read it first: a bad baseline should not cost a whole run.
-		if base, err = ReadJSONContext(ctx, f.baseline); err != nil {
+		if base, err = report.ReadJSONContext(ctx, f.baseline); err != nil {
 			fmt.Fprintln(stderr, "baseline:", err)
 			return ExitError
 		}
@@ -288,7 +289,7 @@ func runCommand(ctx context.Context, logger *slog.Logger, configFile string, col
 		return ExitError
 	}
 	if rep.Baseline != nil {
-		rep.Baseline.WriteText(stdout)
+		writeComparisonText(stdout, rep.Baseline)
 		if len(rep.Baseline.Regressions) > 0 {
 			return ExitRegression
 		}

@@ -223,14 +223,6 @@ const (
 	SweepPassSuccess = "success"
 )
 
-// Weights of the composite score's components.
-type Weights struct {
-	Latency    float64 `yaml:"latency" json:"latency"`
-	Throughput float64 `yaml:"throughput" json:"throughput"`
-	Memory     float64 `yaml:"memory" json:"memory"`
-	Accuracy   float64 `yaml:"accuracy" json:"accuracy"`
-}
-
 // DefaultWeights are the issue's: latency 0.4, throughput 0.3, memory 0.2,
 // accuracy 0.1.
 var DefaultWeights = Weights{Latency: 0.4, Throughput: 0.3, Memory: 0.2, Accuracy: 0.1}

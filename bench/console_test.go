@@ -8,6 +8,8 @@ import (
 	"strings"
 	"testing"
 	"time"
+
+	"github.com/infer-exporter/infer_exporter/bench/report"
 )
 
 // parseBlocks reads the result blocks back from a command's stdout: per
@@ -164,10 +166,10 @@ func TestStableNotChecked(t *testing.T) {
 		{"judged unstable", []bool{true}, false, "false", "unstable", `<span class="bad">unstable</span>`},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
-			c := CellResult{Key: "a/rate=1/s", Target: "a", Load: Load{LoadRate, 1}, Shape: "s", Stable: tc.stable,
+			c := CellResult{Key: "a/rate=1/s", Target: "a", Load: Load{Kind: LoadRate, Value: 1}, Shape: "s", Stable: tc.stable,
 				Summary: Stats{Outcomes: map[string]int{}}}
 			for i, ch := range tc.checked {
-				c.Repeats = append(c.Repeats, RepeatResult{Index: i, Stability: StabilityResult{Checked: ch, Stable: tc.stable, Spread: NaN()}})
+				c.Repeats = append(c.Repeats, RepeatResult{Index: i, Stability: StabilityResult{Checked: ch, Stable: tc.stable, Spread: report.NaN()}})
 			}
 			col := columnNamed("stable")
 			if got := col.csv(&c); got != tc.csv {

@@ -9,17 +9,6 @@ import (
 // quantiles at 0%, 1%, ..., 100% (cdfSteps+1 values per latency).
 const cdfSteps = 100
 
-// Distribution is a repeat's latency distributions, each as its quantiles
-// at 0%, 1%, ..., 100% (101 values, seconds; absent without values),
-// computed by Dist's interpolation from the same values as the repeat's
-// percentiles (the kept sample of its measured requests): enough to draw
-// the CDF whatever the number of requests.
-type Distribution struct {
-	TTFT []float64 `json:"ttft,omitempty"`
-	TPOT []float64 `json:"tpot,omitempty"`
-	E2E  []float64 `json:"e2e,omitempty"`
-}
-
 // quantileSteps is the quantiles at 0, 1/cdfSteps, ..., 1 of sorted xs;
 // nil when xs is empty.
 func quantileSteps(xs []float64) []float64 {
@@ -45,30 +34,6 @@ func (s *sample) distribution() *Distribution {
 		return nil
 	}
 	return d
-}
-
-// RepeatWindows is a repeat over time: what happened in each measured
-// window, from the recorder's exact per-window counts (so bounded by the
-// windows' number), and the median TTFT of the kept sample by window.
-type RepeatWindows struct {
-	WindowSeconds float64 `json:"window_seconds"`
-	// Sent are the requests sent in each window, warm-up ones before it
-	// excluded; Ended the sent requests (any outcome) that ended in it;
-	// Completed the successful ones that ended in it, warm-up requests
-	// included (RequestsPerSecond's numerator); Dropped the arrivals
-	// scheduled in it and never sent.
-	Sent      []int `json:"sent"`
-	Ended     []int `json:"ended"`
-	Completed []int `json:"completed"`
-	Dropped   []int `json:"dropped"`
-	// InFlight is the number of requests sent and not ended at the end of
-	// each window (warm-up ones included); InFlightAtStart in Stats is the
-	// count at the start of the first.
-	InFlight []int `json:"in_flight"`
-	// TTFTP50 is the median TTFT of the measured requests scheduled in each
-	// window, from the kept sample (null for a window without one); the
-	// E2E medians by window of the end are StabilityResult.Medians.
-	TTFTP50 []Num `json:"ttft_p50"`
 }
 
 // windows is the repeat's windows [0, k) as finish(k, ...) saw them.

@@ -8,6 +8,8 @@ import (
 	"math"
 	"sort"
 	"strings"
+
+	"github.com/infer-exporter/infer_exporter/bench/report"
 )
 
 //go:embed report.html.tmpl
@@ -26,10 +28,10 @@ func WriteHTML(w io.Writer, r *Report) error {
 }
 
 var templateFuncs = template.FuncMap{
-	"sec":   fmtSeconds,
-	"num":   fmtNumber,
-	"ratio": fmtRatio,
-	"bytes": fmtBytes,
+	"sec":   report.FormatSeconds,
+	"num":   report.FormatNumber,
+	"ratio": report.FormatRatio,
+	"bytes": report.FormatBytes,
 	"raw":   fmtF,
 	"numv":  func(n Num) float64 { return float64(n) },
 	"valid": func(n Num) bool { return n.Valid() },
@@ -40,15 +42,15 @@ var templateFuncs = template.FuncMap{
 		var text string
 		switch kind {
 		case "sec":
-			text = fmtSeconds(v)
+			text = report.FormatSeconds(v)
 		case "ratio":
-			text = fmtRatio(v)
+			text = report.FormatRatio(v)
 		case "bytes":
-			text = fmtBytes(v)
+			text = report.FormatBytes(v)
 		case "int":
 			text = fmt.Sprintf("%d", int64(v))
 		default:
-			text = fmtNumber(v)
+			text = report.FormatNumber(v)
 		}
 		raw := "null"
 		if finite(v) {
@@ -62,7 +64,7 @@ var templateFuncs = template.FuncMap{
 	// does, marked with a dagger and a title when count is fewer than
 	// the quantile needs (thinQuantile).
 	"tdq": func(q string, v float64, count int) template.HTML {
-		text, raw := fmtSeconds(v), "null"
+		text, raw := report.FormatSeconds(v), "null"
 		if finite(v) {
 			raw = fmtF(v)
 		} else {
@@ -102,12 +104,12 @@ var templateFuncs = template.FuncMap{
 			return ""
 		}
 		if strings.HasSuffix(name, "_second") || name == "output_tokens_per_second" {
-			return fmt.Sprintf("[%s, %s]", fmtNumber(ci.Lo), fmtNumber(ci.Hi))
+			return fmt.Sprintf("[%s, %s]", report.FormatNumber(ci.Lo), report.FormatNumber(ci.Hi))
 		}
 		if name == "goodput_ratio" {
-			return fmt.Sprintf("[%s, %s]", fmtRatio(ci.Lo), fmtRatio(ci.Hi))
+			return fmt.Sprintf("[%s, %s]", report.FormatRatio(ci.Lo), report.FormatRatio(ci.Hi))
 		}
-		return fmt.Sprintf("[%s, %s]", fmtSeconds(ci.Lo), fmtSeconds(ci.Hi))
+		return fmt.Sprintf("[%s, %s]", report.FormatSeconds(ci.Lo), report.FormatSeconds(ci.Hi))
 	},
 	"outcomes": func(m map[string]int) string {
 		keys := make([]string, 0, len(m))

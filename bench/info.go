@@ -9,27 +9,6 @@ import (
 	"github.com/infer-exporter/infer_exporter/internal/config"
 )
 
-// TargetInfo is what the report records of a target: its configuration and
-// what its info endpoints said.
-type TargetInfo struct {
-	Name            string `json:"name"`
-	URL             string `json:"url"`
-	Flavor          string `json:"flavor"`
-	ConfiguredModel string `json:"configured_model"`
-	EngineInfo
-}
-
-// EngineInfo is what a server says about itself. Empty fields are unknown.
-type EngineInfo struct {
-	Engine           string `json:"engine"`
-	EngineVersion    string `json:"engine_version"`
-	ServedModel      string `json:"served_model"`
-	MaxContextLength int    `json:"max_context_length,omitempty"`
-	// Up is whether the server's metrics (or, for Ollama, its info
-	// endpoint) answered.
-	Up bool `json:"up"`
-}
-
 // InfoSource reads the targets' engine, version and model.
 type InfoSource interface {
 	Info(ctx context.Context, targets []config.Target) map[string]EngineInfo

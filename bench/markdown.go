@@ -2,7 +2,6 @@ package bench
 
 import (
 	"fmt"
-	"github.com/infer-exporter/infer_exporter/probe/observation"
 	"io"
 	"maps"
 	"math"
@@ -10,6 +9,8 @@ import (
 	"strconv"
 	"strings"
 	"time"
+
+	"github.com/infer-exporter/infer_exporter/probe/observation"
 )
 
 // MarkdownFile is the report rendered as GitHub-flavoured Markdown, for a

@@ -7,6 +7,8 @@ import (
 	"strconv"
 	"strings"
 	"testing"
+
+	"github.com/infer-exporter/infer_exporter/bench/report"
 )
 
 // mdTable returns the rows of the first table under the heading "## title"
@@ -46,10 +48,10 @@ func mdTable(md, title string) [][]string {
 func TestMarkdownSections(t *testing.T) {
 	src := &Report{Schema: Schema,
 		Cells: []CellResult{
-			{Key: "a/rate=4/s/s", Load: Load{LoadRate, 4}, Repeats: []RepeatResult{
+			{Key: "a/rate=4/s/s", Load: Load{Kind: LoadRate, Value: 4}, Repeats: []RepeatResult{
 				{Stats: Stats{Requests: 20, Successes: 18, Outcomes: map[string]int{"success": 18, "http_5xx": 2}, HTTPErrors: map[string]int{"503": 2}}},
 				{Index: 1, Stats: Stats{Requests: 20, Successes: 19, Outcomes: map[string]int{"success": 19, "timeout": 1}}}}},
-			{Key: "a/replay=1/mc", Load: Load{LoadReplay, 1}, Summary: Stats{Requests: 10, Successes: 10, Outcomes: map[string]int{"success": 10}},
+			{Key: "a/replay=1/mc", Load: Load{Kind: LoadReplay, Value: 1}, Summary: Stats{Requests: 10, Successes: 10, Outcomes: map[string]int{"success": 10}},
 				Repeats: []RepeatResult{{Index: 0, Stability: StabilityResult{Checked: true, Stable: true, Windows: 4, Spread: 0.026},
 					Replay: &ReplayResult{Rows: 45, Replayed: 45, Dropped: 2, Clamped: 3, Drift: Dist{P50: 0.0004, P99: 0.0021, Max: 0.0032}}}}},
 		},
@@ -64,7 +66,7 @@ func TestMarkdownSections(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	r, err := decodeReport(js)
+	r, err := report.Decode(js)
 	if err != nil {
 		t.Fatal(err)
 	}

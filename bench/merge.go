@@ -5,6 +5,7 @@ import (
 	"fmt"
 	"math"
 
+	"github.com/infer-exporter/infer_exporter/bench/report"
 	"github.com/infer-exporter/infer_exporter/internal/config"
 )
 
@@ -114,7 +115,7 @@ func Merge(ctx context.Context, shards []ShardFile) (*Report, error) {
 				res.Stability.Stable, res.Stability.Spread, res.Stability.Windows, res.Stability.Note = ok, Num(spread), k, ""
 				switch {
 				case math.IsNaN(spread):
-					res.Stability.Checked, res.Stability.Spread = false, NaN()
+					res.Stability.Checked, res.Stability.Spread = false, report.NaN()
 					res.Stability.Note = fmt.Sprintf("not judged: the merged windows had fewer than %d windows of at least %d successes (%d windows of %s)",
 						st.Windows, st.MinRequests, k, st.Window)
 				case !ok:

@@ -192,14 +192,14 @@ func checkMatrix(sf ShardFile, cfg *Config) error {
 	var shapes []string
 	for _, sh := range spec.Matrix.Shapes {
 		for _, v := range spec.Matrix.Rates {
-			groups, shapes = append(groups, Load{LoadRate, v}), append(shapes, sh.Name)
+			groups, shapes = append(groups, Load{Kind: LoadRate, Value: v}), append(shapes, sh.Name)
 		}
 		for _, v := range spec.Matrix.Concurrencies {
-			groups, shapes = append(groups, Load{LoadConcurrency, float64(v)}), append(shapes, sh.Name)
+			groups, shapes = append(groups, Load{Kind: LoadConcurrency, Value: float64(v)}), append(shapes, sh.Name)
 		}
 	}
 	for _, rp := range spec.Matrix.Replays {
-		groups, shapes = append(groups, Load{LoadReplay, rp.Speed}), append(shapes, rp.Name)
+		groups, shapes = append(groups, Load{Kind: LoadReplay, Value: rp.Speed}), append(shapes, rp.Name)
 	}
 	if want := len(targets) * len(groups); len(r.Cells) != want {
 		return fmt.Errorf("%s: cells: %d cells, its configuration's matrix has %d (%d targets × %d loads and shapes)", sf.File, len(r.Cells), want, len(targets), len(groups))

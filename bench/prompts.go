@@ -12,22 +12,6 @@ import (
 	"github.com/infer-exporter/infer_exporter/probe/prompt"
 )
 
-// PromptSetInfo describes the prompts one target gets for one shape.
-type PromptSetInfo struct {
-	Target string `json:"target"`
-	Shape  string `json:"shape"`
-	// Tokenizer is how lengths were made exact: server (the target's own
-	// /tokenize, chat template included), server_content, or estimate (N
-	// words; the server has no tokenizer endpoint).
-	Tokenizer string `json:"tokenizer"`
-	// SHA256 covers the whole set (Size prompts), SHA256First64 the first
-	// 64: the hash the exporter's infer_probe_prompt_info shows for a
-	// workload with the same seed and lengths against the same server.
-	// Both are prompt.HashPrompts.
-	SHA256        string `json:"sha256"`
-	SHA256First64 string `json:"sha256_first64"`
-}
-
 // PromptSet is the fixed set of prompts of a run: for each target and
 // shape, Size prompts drawn in order from the exporter's exact-length
 // generator (prompt.NewCalibrated, calibrated against the target's own

@@ -9,6 +9,7 @@ import (
 	"slices"
 	"time"
 
+	"github.com/infer-exporter/infer_exporter/bench/report"
 	"github.com/infer-exporter/infer_exporter/internal/config"
 	"github.com/infer-exporter/infer_exporter/probe/client"
 	"github.com/infer-exporter/infer_exporter/probe/quality"
@@ -69,32 +70,6 @@ func (c *Config) validatePerplexity(v *validator) {
 	}
 }
 
-// PerplexityResult is one target's perplexity figure.
-type PerplexityResult struct {
-	Target string `json:"target"`
-	// Perplexity is the median of the successful scores; null when none
-	// succeeded. Min and Max bound them.
-	Perplexity Num `json:"perplexity"`
-	Min        Num `json:"min"`
-	Max        Num `json:"max"`
-	// MeanLogprob is -log(Perplexity), nats per token; Tokens the tokens
-	// scored (the text's tokens as the server counts them, less the
-	// first).
-	MeanLogprob Num `json:"mean_logprob"`
-	Tokens      int `json:"tokens"`
-	// Scores of Repeats succeeded; Failures counts the others by reason
-	// (quality.Reasons), Error is the last failure's message.
-	Scores   int            `json:"scores"`
-	Repeats  int            `json:"repeats"`
-	Failures map[string]int `json:"failures,omitempty"`
-	Error    string         `json:"error,omitempty"`
-	Dialect  string         `json:"dialect,omitempty"`
-	// Text names the bytes scored: compare perplexities only over equal
-	// hashes (and a model's own tokenizer).
-	Text       string `json:"text"`
-	TextSHA256 string `json:"text_sha256"`
-}
-
 // perplexity scores every target, Repeats times each, one request at a
 // time: a score is one prefill, and scoring in parallel would put other
 // requests' batching into its log-probabilities.
@@ -119,7 +94,7 @@ func (b *run) perplexity(ctx context.Context, targets []config.Target, cts []*cl
 // scoreTarget scores text on one target repeats times and summarises.
 func scoreTarget(ctx context.Context, d quality.Doer, ct *client.Target, text quality.Text, repeats int, timeout time.Duration) PerplexityResult {
 	r := PerplexityResult{Target: ct.Name, Repeats: repeats, Text: text.Name, TextSHA256: text.SHA256,
-		Perplexity: NaN(), Min: NaN(), Max: NaN(), MeanLogprob: NaN()}
+		Perplexity: report.NaN(), Min: report.NaN(), Max: report.NaN(), MeanLogprob: report.NaN()}
 	var ppl []float64
 	for i := range repeats {
 		if ctx.Err() != nil {

@@ -8,6 +8,7 @@ import (
 	"sync"
 	"time"
 
+	"github.com/infer-exporter/infer_exporter/bench/report"
 	"github.com/infer-exporter/infer_exporter/internal/config"
 	"github.com/infer-exporter/infer_exporter/probe/observation"
 	"github.com/infer-exporter/infer_exporter/probe/slo"
@@ -39,24 +40,6 @@ import (
 //     the server delivered within the windows), over their length;
 //   - goodput ratio: measured requests that succeeded and met every SLO
 //     threshold, over measured requests (dropped and failed included).
-
-// Record is one request, in the one shape the bench keeps it: the
-// recorder's sample for the percentiles and the bootstrap, and, as is, a
-// shard report's records (RecorderState.Records), which the merge pools.
-// Seconds; a latency is NaN (null in JSON) when undefined or not measured.
-type Record struct {
-	Sched    float64 `json:"s"` // seconds from warmupEnd; negative for warm-up requests
-	TTFT     Num     `json:"ttft"`
-	TTFA     Num     `json:"ttfa"`
-	TPOT     Num     `json:"tpot"`
-	E2E      Num     `json:"e2e"`
-	Lag      Num     `json:"lag"`
-	Measured bool    `json:"m"`
-	Goodput  bool    `json:"g"`
-	// WinTokens[k] are the output tokens delivered in window FirstWin+k.
-	FirstWin  int32     `json:"w"`
-	WinTokens []float32 `json:"t,omitempty"`
-}
 
 // recorder collects a repeat's observations. Done (it is the runner's Observer) runs on the runner's
 // request goroutines, so it locks.
@@ -239,7 +222,7 @@ func (rc *recorder) record(obs *observation.Request) {
 	success := obs.Outcome == observation.Success
 	rec := Record{
 		Sched: obs.Scheduled.Sub(rc.warmupEnd).Seconds(),
-		TTFT:  NaN(), TTFA: NaN(), TPOT: NaN(), E2E: NaN(), Lag: NaN(),
+		TTFT:  report.NaN(), TTFA: report.NaN(), TPOT: report.NaN(), E2E: report.NaN(), Lag: report.NaN(),
 		Measured: measured,
 	}
 	if measured {

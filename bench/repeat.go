@@ -8,6 +8,7 @@ import (
 	"strings"
 	"time"
 
+	"github.com/infer-exporter/infer_exporter/bench/report"
 	"github.com/infer-exporter/infer_exporter/probe/client"
 	"github.com/infer-exporter/infer_exporter/probe/plan"
 	"github.com/infer-exporter/infer_exporter/probe/workload"
@@ -233,14 +234,14 @@ func (b *run) repeat(ctx context.Context, p repeatPlan) (RepeatResult, *sample, 
 		return RepeatResult{}, nil, err
 	}
 	if l.none {
-		return RepeatResult{Index: p.index, Stats: Stats{Outcomes: map[string]int{}}, Stability: StabilityResult{Spread: NaN(),
+		return RepeatResult{Index: p.index, Stats: Stats{Outcomes: map[string]int{}}, Stability: StabilityResult{Spread: report.NaN(),
 			Note: "this shard has none of the cell's clients"}}, &sample{scale: 1}, nil
 	}
 	win := b.repeatWindows(p, l.replay != nil)
 	cl := client.New(client.Options{MaxConnsPerHost: l.limits.MaxInFlight})
 	defer cl.Close()
 
-	res := RepeatResult{Index: p.index, Stability: StabilityResult{Checked: win.check, WindowSeconds: win.window.Seconds(), Spread: NaN()}}
+	res := RepeatResult{Index: p.index, Stability: StabilityResult{Checked: win.check, WindowSeconds: win.window.Seconds(), Spread: report.NaN()}}
 	t0 := time.Now()
 	rec, clock := b.repeatRecorder(p, t0, win.window, l.replay != nil)
 	ext := &extension{rec: rec, win: win, st: b.spec.Stability, res: &res.Stability, k: win.base}
@@ -361,7 +362,7 @@ func (b *run) finishRepeat(res *RepeatResult, p repeatPlan, l *repeatLoad, rec *
 	}
 	if b.opts.Shard.On() {
 		st := rec.export(k, span)
-		res.state = &st
+		res.State = &st
 	}
 	used, cut := rec.warmupUsed()
 	if l.replay != nil {

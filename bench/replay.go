@@ -9,41 +9,6 @@ import (
 	"github.com/infer-exporter/infer_exporter/probe/replay"
 )
 
-// ReplayResult is what a replay repeat did with its trace, beside the
-// latency figures every cell has. A bench replay sends its whole window
-// (the replay's start..end of the trace, at its speed), the same rows to
-// every target; only a looping replay, which never ends, is cut, at the
-// warm-up plus the measured duration, and Cut says so.
-type ReplayResult struct {
-	// Rows is the number of rows of the window (one pass), after the
-	// sample; Replayed of them (and of later passes, when looping) were
-	// sent or dropped; Dropped of those were never sent.
-	Rows     int `json:"rows"`
-	Replayed int `json:"replayed"`
-	Dropped  int `json:"dropped"`
-	// WindowSeconds is the window's length at the replay's speed, from its
-	// first row's instant to its last's.
-	WindowSeconds float64 `json:"window_seconds"`
-	// Clamped counts rows the rate ceiling sent later than their trace
-	// instant.
-	Clamped uint64 `json:"clamped"`
-	// Drift is, over every row sent (warm-up included), the send instant
-	// minus the row's trace instant: the ceiling's delay plus the client's
-	// own lag, in seconds. It is measured from the trace, not from the
-	// instants the ceiling moved rows to, so a clamped row's delay is in it.
-	Drift Dist `json:"drift"`
-	// Degraded: drift p99 above the degraded-lag bound (10 ms), so the
-	// server did not see the trace's timing.
-	Degraded bool `json:"degraded"`
-	// Words says what the synthesised prompts held: "per_repeat" (words of
-	// this repeat's own), "reuse" (the same words every repeat) or
-	// "recorded" (the trace's recorded bodies, sent as they were).
-	Words string `json:"words"`
-	// Cut is empty when the whole window was replayed; otherwise where the
-	// replay was cut and why.
-	Cut string `json:"cut,omitempty"`
-}
-
 // replayRecorder hears one replay repeat (replay.Recorder): every row's
 // drift from its trace instant, in a uniform sample of at most max values,
 // and the rows replayed. Its methods run on the request goroutines.

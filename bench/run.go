@@ -15,6 +15,7 @@ import (
 
 	"github.com/prometheus/common/version"
 
+	"github.com/infer-exporter/infer_exporter/bench/report"
 	"github.com/infer-exporter/infer_exporter/internal/config"
 	"github.com/infer-exporter/infer_exporter/internal/textcut"
 	"github.com/infer-exporter/infer_exporter/probe/client"
@@ -178,15 +179,15 @@ func Run(ctx context.Context, cfg *Config, opts Options) (*Report, error) {
 	for i := range spec.Matrix.Shapes {
 		sh := &spec.Matrix.Shapes[i]
 		for _, r := range spec.Matrix.Rates {
-			groups = append(groups, group{name: sh.Name, load: Load{LoadRate, r}, shape: sh})
+			groups = append(groups, group{name: sh.Name, load: Load{Kind: LoadRate, Value: r}, shape: sh})
 		}
 		for _, c := range spec.Matrix.Concurrencies {
-			groups = append(groups, group{name: sh.Name, load: Load{LoadConcurrency, float64(c)}, shape: sh})
+			groups = append(groups, group{name: sh.Name, load: Load{Kind: LoadConcurrency, Value: float64(c)}, shape: sh})
 		}
 	}
 	for i := range spec.Matrix.Replays {
 		r := &spec.Matrix.Replays[i]
-		groups = append(groups, group{name: r.Name, load: Load{LoadReplay, r.Speed}, replay: r})
+		groups = append(groups, group{name: r.Name, load: Load{Kind: LoadReplay, Value: r.Speed}, replay: r})
 	}
 	// Each unit of the progress is one repeat, in the order they run.
 	var plans []time.Duration
@@ -512,7 +513,7 @@ func (b *run) sweep(ctx context.Context, t *config.Target, ct *client.Target, sh
 		res.Rule = fmt.Sprintf("success >= %g", sw.MinSuccess)
 	}
 	try := func(rate float64) (SweepPoint, error) {
-		l := Load{LoadRate, rate}
+		l := Load{Kind: LoadRate, Value: rate}
 		key := "sweep/" + CellKey(t.Name, l, sh.Name)
 		watch := b.progress.begin("sweep "+CellName(t.Name, t.Model, l, sh.Name), sw.Warmup+sw.Duration)
 		r, _, err := b.repeat(ctx, repeatPlan{target: t, ct: ct, group: group{name: sh.Name, load: l, shape: sh}, cell: key,
@@ -522,7 +523,7 @@ func (b *run) sweep(ctx context.Context, t *config.Target, ct *client.Target, sh
 		}
 		s := r.Stats
 		pt := SweepPoint{Rate: rate, GoodputRatio: s.GoodputRatio, GoodputPerSecond: s.GoodputPerSecond,
-			OutputTokensPerSecond: s.OutputTokensPerSecond, E2EP99: NaN(), Requests: s.Requests}
+			OutputTokensPerSecond: s.OutputTokensPerSecond, E2EP99: report.NaN(), Requests: s.Requests}
 		if s.Requests > 0 {
 			pt.SuccessRatio = float64(s.Successes) / float64(s.Requests)
 		}

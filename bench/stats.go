@@ -7,23 +7,6 @@ import (
 	"slices"
 )
 
-// Dist summarises one latency's distribution, in seconds. Quantiles
-// interpolate linearly between the two nearest order statistics (numpy's
-// default, as vLLM's benchmark reports them): with n sorted values x, the
-// p-quantile is x[h] for integer h = (n-1)p, and between x[floor h] and
-// x[floor h + 1] otherwise. An empty distribution has Count 0 and zeros.
-type Dist struct {
-	Count int     `json:"count"`
-	Mean  float64 `json:"mean"`
-	Min   float64 `json:"min"`
-	P50   float64 `json:"p50"`
-	P90   float64 `json:"p90"`
-	P95   float64 `json:"p95"`
-	P99   float64 `json:"p99"`
-	P999  float64 `json:"p99_9"`
-	Max   float64 `json:"max"`
-}
-
 // summarize sorts xs in place and summarises it.
 func summarize(xs []float64) Dist {
 	if len(xs) == 0 {
@@ -284,12 +267,6 @@ func countQuantiles(vals []float64, counts []int32, ps []float64, out []float64)
 		b := at(lo + 1)
 		out[i] = a + (h-float64(lo))*(b-a)
 	}
-}
-
-// Interval is a two-sided confidence interval.
-type Interval struct {
-	Lo float64 `json:"lo"`
-	Hi float64 `json:"hi"`
 }
 
 // percentileInterval is the central interval of level conf of xs (NaNs

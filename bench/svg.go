@@ -8,6 +8,8 @@ import (
 	"sort"
 	"strconv"
 	"strings"
+
+	"github.com/infer-exporter/infer_exporter/bench/report"
 )
 
 // Charts are drawn here, in Go, as inline SVG: the report needs no script,
@@ -49,11 +51,11 @@ const (
 func (k axisKind) value(v float64) string {
 	switch k {
 	case axisSeconds:
-		return fmtSeconds(v)
+		return report.FormatSeconds(v)
 	case axisRatio:
-		return fmtRatio(v)
+		return report.FormatRatio(v)
 	}
-	return fmtNumber(v)
+	return report.FormatNumber(v)
 }
 
 // tickLabels labels ticks (ascending, evenly stepped) in one unit.
@@ -399,7 +401,7 @@ func (hm heatmap) SVG() template.HTML {
 		cw := pw / float64(max(n, 1))
 		for i, v := range hm.Cells[r] {
 			fmt.Fprintf(&b, `<rect x="%.1f" y="%d" width="%.2f" height="%d" fill="%s"><title>%s</title></rect>`,
-				float64(padLeft)+float64(i)*cw, y, cw+0.3, rowH-2, heatColor(v), esc(fmtRatio(v)))
+				float64(padLeft)+float64(i)*cw, y, cw+0.3, rowH-2, heatColor(v), esc(report.FormatRatio(v)))
 		}
 	}
 	y0 := padTop + rowH*len(hm.Rows) + 10

@@ -1,4 +1,4 @@
-package bench
+package report
 
 import (
 	"fmt"
@@ -6,8 +6,8 @@ import (
 	"strconv"
 )
 
-// fmtSeconds shows a duration in seconds at a readable scale.
-func fmtSeconds(v float64) string {
+// FormatSeconds shows a duration in seconds at a readable scale.
+func FormatSeconds(v float64) string {
 	a := math.Abs(v)
 	switch {
 	case math.IsNaN(v):
@@ -23,8 +23,8 @@ func fmtSeconds(v float64) string {
 	}
 }
 
-// fmtNumber shows a plain figure with up to 4 significant decimals.
-func fmtNumber(v float64) string {
+// FormatNumber shows a plain figure with up to 4 significant decimals.
+func FormatNumber(v float64) string {
 	if math.IsNaN(v) || math.IsInf(v, 0) {
 		return "—"
 	}
@@ -41,16 +41,16 @@ func fmtNumber(v float64) string {
 	}
 }
 
-// fmtRatio shows a ratio 0..1 as a percentage.
-func fmtRatio(v float64) string {
+// FormatRatio shows a ratio 0..1 as a percentage.
+func FormatRatio(v float64) string {
 	if math.IsNaN(v) {
 		return "—"
 	}
 	return fmt.Sprintf("%.1f%%", v*100)
 }
 
-// fmtBytes shows bytes in GiB or MiB.
-func fmtBytes(v float64) string {
+// FormatBytes shows bytes in GiB or MiB.
+func FormatBytes(v float64) string {
 	switch {
 	case math.IsNaN(v):
 		return "—"
