@@ -7,6 +7,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/infer-exporter/infer_exporter/bench/render"
 	"github.com/infer-exporter/infer_exporter/bench/report"
 	"github.com/infer-exporter/infer_exporter/internal/config"
 	"github.com/infer-exporter/infer_exporter/probe/observation"
@@ -71,7 +72,7 @@ func syntheticReport(targets, loads int) *Report {
 func BenchmarkWriteHTML(b *testing.B) {
 	r := syntheticReport(4, 8)
 	for b.Loop() {
-		if err := WriteHTML(io.Discard, r); err != nil {
+		if err := render.WriteHTML(io.Discard, r); err != nil {
 			b.Fatal(err)
 		}
 	}

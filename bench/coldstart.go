@@ -521,7 +521,7 @@ func WriteColdStartCSV(w io.Writer, r *Report) error {
 		if !n.Valid() {
 			return ""
 		}
-		return fmtF(float64(n))
+		return report.FormatFloat(float64(n))
 	}
 	for _, x := range cs.Repeats {
 		if err := cw.Write([]string{cs.Target, strconv.Itoa(x.Index + 1), x.Started.UTC().Format(time.RFC3339Nano),

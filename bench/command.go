@@ -12,6 +12,7 @@ import (
 	"github.com/alecthomas/kingpin/v2"
 	"github.com/prometheus/common/version"
 
+	"github.com/infer-exporter/infer_exporter/bench/render"
 	"github.com/infer-exporter/infer_exporter/bench/report"
 	"github.com/infer-exporter/infer_exporter/collector"
 	"github.com/infer-exporter/infer_exporter/internal/config"
@@ -325,7 +326,7 @@ func gpuSource(ctx context.Context, s *collector.Settings, logger *slog.Logger) 
 // writeSummary prints each cell's result block, the leaderboard and where
 // the reports are.
 func writeSummary(w io.Writer, r *Report, dir string) {
-	WriteResultBlocks(w, r)
+	render.WriteResultBlocks(w, r)
 	fmt.Fprintf(w, "leaderboard (%s, %d resamples, %.0f%% intervals):\n", r.Ranking.LatencyFigure, r.Ranking.Resamples, r.Ranking.Confidence*100)
 	for _, e := range r.Ranking.Entries {
 		tie := " "
@@ -334,7 +335,7 @@ func writeSummary(w io.Writer, r *Report, dir string) {
 		}
 		fmt.Fprintf(w, "  %s%d  %-24s score %.4f [%.4f, %.4f]  rank %d-%d\n", tie, e.Rank, e.Target, e.Score, e.ScoreCI.Lo, e.ScoreCI.Hi, e.RankLo, e.RankHi)
 	}
-	names := []string{JSONFile, CSVFile, HTMLFile, MarkdownFile}
+	names := []string{JSONFile, CSVFile, HTMLFile, render.MarkdownFile}
 	if r.ColdStart != nil {
 		fmt.Fprintln(w, coldStartSummary(r.ColdStart))
 		names = append(names, ColdStartCSVFile)

@@ -16,6 +16,7 @@ import (
 
 	yaml "go.yaml.in/yaml/v3"
 
+	"github.com/infer-exporter/infer_exporter/bench/report"
 	"github.com/infer-exporter/infer_exporter/internal/config"
 	"github.com/infer-exporter/infer_exporter/probe/replay"
 )
@@ -271,7 +272,7 @@ const (
 	DefaultResamples         = 1000
 	DefaultConfidence        = 0.95
 	DefaultThreshold         = 0.05
-	DefaultLatencyMetric     = "e2e_p50"
+	DefaultLatencyMetric     = report.DefaultLatencyMetric
 	DefaultGatedMetric       = "e2e_p99"
 	DefaultGPUSampleInterval = time.Second
 )

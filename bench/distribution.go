@@ -1,7 +1,6 @@
 package bench
 
 import (
-	"fmt"
 	"math"
 )
 
@@ -75,38 +74,4 @@ func (rc *recorder) windows(k int) *RepeatWindows {
 		rw.TTFTP50[w] = Num(median(byWin[w]))
 	}
 	return rw
-}
-
-// quantileNeeds is the number of samples a quantile needs to be more than
-// the largest of them: the p-quantile of n values is interpolated towards
-// the maximum once n < 1/(1-p) (p99 needs 100, p99.9 1000).
-func quantileNeeds(q string) int {
-	switch q {
-	case "p90":
-		return 10
-	case "p95":
-		return 20
-	case "p99":
-		return 100
-	case "p99_9":
-		return 1000
-	}
-	return 0
-}
-
-// quantileLabel is a quantile's name as the tables head it.
-func quantileLabel(q string) string {
-	if q == "p99_9" {
-		return "p99.9"
-	}
-	return q
-}
-
-// thinQuantile says, for a quantile drawn from fewer samples than it needs,
-// by how many; "" otherwise.
-func thinQuantile(q string, count int) string {
-	if need := quantileNeeds(q); count > 0 && count < need {
-		return fmt.Sprintf("from %d samples: %s needs at least %d", count, quantileLabel(q), need)
-	}
-	return ""
 }

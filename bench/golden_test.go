@@ -11,6 +11,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/infer-exporter/infer_exporter/bench/render"
 	"github.com/infer-exporter/infer_exporter/bench/report"
 	"github.com/infer-exporter/infer_exporter/internal/config"
 	"github.com/infer-exporter/infer_exporter/probe/observation"
@@ -252,7 +253,7 @@ func TestGoldenReport(t *testing.T) {
 	outputs := []struct {
 		ext   string
 		write func(io.Writer, *Report) error
-	}{{"json", WriteJSON}, {"csv", WriteCSV}, {"md", WriteMarkdown}, {"html", WriteHTML}}
+	}{{"json", render.WriteJSON}, {"csv", render.WriteCSV}, {"md", render.WriteMarkdown}, {"html", render.WriteHTML}}
 	for _, tc := range []struct {
 		prefix string
 		report func(testing.TB) *Report
@@ -268,8 +269,8 @@ func TestGoldenReport(t *testing.T) {
 			// The same report twice renders the same bytes (no map order,
 			// no clock, no randomness left).
 			var a, b bytes.Buffer
-			WriteJSON(&a, tc.report(t))
-			WriteJSON(&b, tc.report(t))
+			render.WriteJSON(&a, tc.report(t))
+			render.WriteJSON(&b, tc.report(t))
 			if !bytes.Equal(a.Bytes(), b.Bytes()) {
 				t.Fatal("two builds of the same report differ")
 			}

@@ -12,6 +12,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/infer-exporter/infer_exporter/bench/render"
 	"github.com/infer-exporter/infer_exporter/bench/report"
 	"github.com/infer-exporter/infer_exporter/internal/config"
 	"github.com/infer-exporter/infer_exporter/probe/observation"
@@ -64,7 +65,7 @@ func testShardJSON(t testing.TB, requests int) [2][]byte {
 			Shard: &ShardPart{Index: i, Count: 2, Cells: []ShardCells{{Key: key, Repeats: []RecorderState{st}}}},
 		}
 		var b bytes.Buffer
-		if err := WriteJSON(&b, r); err != nil {
+		if err := render.WriteJSON(&b, r); err != nil {
 			t.Fatal(err)
 		}
 		out[i] = b.Bytes()
@@ -211,7 +212,7 @@ func TestMergeAndVerifyEndOnSIGTERM(t *testing.T) {
 	}
 	rep := &Report{Schema: Schema, Environment: Environment{Inputs: []Input{{Kind: InputTrace, Name: "t", Path: huge, SHA256: "00", Bytes: size}}}}
 	var b bytes.Buffer
-	if err := WriteJSON(&b, rep); err != nil {
+	if err := render.WriteJSON(&b, rep); err != nil {
 		t.Fatal(err)
 	}
 	report := writeTestFile(t, dir, "report.json", b.String())
@@ -319,7 +320,7 @@ func FuzzReadShard(f *testing.F) {
 				t.Fatalf("merged a figure that is not finite: %+v", s)
 			}
 		}
-		if err := WriteJSON(&bytes.Buffer{}, rep); err != nil {
+		if err := render.WriteJSON(&bytes.Buffer{}, rep); err != nil {
 			t.Fatalf("merged a report that cannot be written: %v", err)
 		}
 	})

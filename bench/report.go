@@ -1,8 +1,6 @@
 package bench
 
 import (
-	"encoding/csv"
-	"encoding/json"
 	"fmt"
 	"io"
 	"maps"
@@ -11,7 +9,8 @@ import (
 	"path/filepath"
 	"reflect"
 	"slices"
-	"strconv"
+
+	"github.com/infer-exporter/infer_exporter/bench/render"
 )
 
 // Output file names in the output directory.
@@ -29,7 +28,7 @@ func WriteFiles(dir string, r *Report) error {
 	for _, f := range []struct {
 		name  string
 		write func(io.Writer, *Report) error
-	}{{JSONFile, WriteJSON}, {CSVFile, WriteCSV}, {HTMLFile, WriteHTML}, {MarkdownFile, WriteMarkdown}} {
+	}{{JSONFile, render.WriteJSON}, {CSVFile, render.WriteCSV}, {HTMLFile, render.WriteHTML}, {render.MarkdownFile, render.WriteMarkdown}} {
 		if err := writeFile(filepath.Join(dir, f.name), func(w io.Writer) error { return f.write(w, r) }); err != nil {
 			return fmt.Errorf("%s: %w", f.name, err)
 		}
@@ -57,35 +56,6 @@ func writeFile(path string, write func(io.Writer) error) error {
 	}
 	return os.Rename(tmp.Name(), path)
 }
-
-// WriteJSON writes the full report as indented JSON.
-func WriteJSON(w io.Writer, r *Report) error {
-	enc := json.NewEncoder(w)
-	enc.SetIndent("", "  ")
-	return enc.Encode(r)
-}
-
-// WriteCSV writes one row per cell, a field per column (columns.go).
-func WriteCSV(w io.Writer, r *Report) error {
-	cw := csv.NewWriter(w)
-	if err := cw.Write(CSVHeader); err != nil {
-		return err
-	}
-	row := make([]string, len(columns))
-	for i := range r.Cells {
-		for j := range columns {
-			row[j] = columns[j].csv(&r.Cells[i])
-		}
-		if err := cw.Write(row); err != nil {
-			return err
-		}
-	}
-	cw.Flush()
-	return cw.Error()
-}
-
-// fmtF writes a float exactly as JSON does (shortest round-trip form).
-func fmtF(f float64) string { return strconv.FormatFloat(f, 'g', -1, 64) }
 
 // medianStats is the figure-by-figure median of repeats' stats, field by
 // field of Stats, by its type: a float64 is the median (0 when no repeat

@@ -15,6 +15,7 @@ import (
 
 	"github.com/prometheus/common/version"
 
+	"github.com/infer-exporter/infer_exporter/bench/render"
 	"github.com/infer-exporter/infer_exporter/bench/report"
 	"github.com/infer-exporter/infer_exporter/internal/config"
 	"github.com/infer-exporter/infer_exporter/internal/textcut"
@@ -213,7 +214,7 @@ matrix:
 		for r := 0; r < spec.Repeats; r++ {
 			for ti := range targets {
 				key := CellKey(targets[ti].Name, g.load, g.name)
-				name := CellName(targets[ti].Name, targets[ti].Model, g.load, g.name)
+				name := render.CellName(targets[ti].Name, targets[ti].Model, g.load, g.name)
 				label := name
 				if spec.Repeats > 1 {
 					label = fmt.Sprintf("%s repeat %d/%d", name, r+1, spec.Repeats)
@@ -515,7 +516,7 @@ func (b *run) sweep(ctx context.Context, t *config.Target, ct *client.Target, sh
 	try := func(rate float64) (SweepPoint, error) {
 		l := Load{Kind: LoadRate, Value: rate}
 		key := "sweep/" + CellKey(t.Name, l, sh.Name)
-		watch := b.progress.begin("sweep "+CellName(t.Name, t.Model, l, sh.Name), sw.Warmup+sw.Duration)
+		watch := b.progress.begin("sweep "+render.CellName(t.Name, t.Model, l, sh.Name), sw.Warmup+sw.Duration)
 		r, _, err := b.repeat(ctx, repeatPlan{target: t, ct: ct, group: group{name: sh.Name, load: l, shape: sh}, cell: key,
 			warmup: sw.Warmup, duration: sw.Duration, watch: watch, trendWindows: sweepTrendWindows})
 		if err != nil {

@@ -4,6 +4,10 @@ import (
 	"time"
 )
 
+// DefaultLatencyMetric is the ranking's latency figure when the
+// configuration names none (RankingResult.LatencyFigure).
+const DefaultLatencyMetric = "e2e_p50"
+
 // RankingResult is the leaderboard.
 //
 // Each target's composite score is the weighted mean of its component

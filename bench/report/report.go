@@ -9,6 +9,10 @@ import (
 // Schema names the JSON report's format.
 const Schema = "infer_exporter/bench/v1"
 
+// OutcomeSuccess is the key of the successful requests in Stats.Outcomes
+// (the outcomes are probe/observation's, by name).
+const OutcomeSuccess = "success"
+
 // Report is everything a bench run measured: the JSON report is this value.
 type Report struct {
 	Schema      string          `json:"schema"`
