@@ -12,8 +12,8 @@ import (
 
 // Compare compares cur with base. threshold and gated come from cur's
 // configuration unless overridden by the caller.
-func Compare(base, cur *Report, baseFile string, threshold float64, gated []string, confidence float64) *Comparison {
-	c := &Comparison{
+func Compare(base, cur *report.Report, baseFile string, threshold float64, gated []string, confidence float64) *report.Comparison {
+	c := &report.Comparison{
 		BaselineFile: baseFile, BaselineStarted: base.Environment.Started,
 		Threshold: threshold, Confidence: confidence, Gated: gated, Regressions: []string{},
 	}
@@ -25,7 +25,7 @@ func Compare(base, cur *Report, baseFile string, threshold float64, gated []stri
 		c.Warnings = append(c.Warnings, "the configuration files differ")
 	}
 	z := math.Sqrt2 * math.Erfinv(confidence)
-	old := map[string]*CellResult{}
+	old := map[string]*report.CellResult{}
 	for i := range base.Cells {
 		old[base.Cells[i].Key] = &base.Cells[i]
 	}
@@ -53,14 +53,14 @@ func Compare(base, cur *Report, baseFile string, threshold float64, gated []stri
 			if math.IsNaN(o) || math.IsNaN(n) || o <= 0 {
 				continue
 			}
-			cc := CellComparison{Cell: nc.Key, Figure: f, Old: o, New: n, Change: n/o - 1,
+			cc := report.CellComparison{Cell: nc.Key, Figure: f, Old: o, New: n, Change: n/o - 1,
 				ChangeLo: report.NaN(), ChangeHi: report.NaN(), Gated: slices.Contains(gated, f)}
 			seO, okO := logSE(oc.CI[f], z)
 			seN, okN := logSE(nc.CI[f], z)
 			if okO && okN {
 				se := math.Hypot(seO, seN)
-				cc.ChangeLo = Num(n/o*math.Exp(-z*se) - 1)
-				cc.ChangeHi = Num(n/o*math.Exp(z*se) - 1)
+				cc.ChangeLo = report.Num(n/o*math.Exp(-z*se) - 1)
+				cc.ChangeHi = report.Num(n/o*math.Exp(z*se) - 1)
 			}
 			if cc.Gated && cc.Change > threshold && (!cc.ChangeLo.Valid() || cc.ChangeLo > 0) {
 				cc.Regressed = true
@@ -78,14 +78,14 @@ func Compare(base, cur *Report, baseFile string, threshold float64, gated []stri
 }
 
 // logSE is the standard error on the log scale implied by an interval.
-func logSE(ci Interval, z float64) (float64, bool) {
+func logSE(ci report.Interval, z float64) (float64, bool) {
 	if !(ci.Lo > 0) || !(ci.Hi >= ci.Lo) || z <= 0 {
 		return 0, false
 	}
 	return (math.Log(ci.Hi) - math.Log(ci.Lo)) / (2 * z), true
 }
 
-func changeCI(cc CellComparison) string {
+func changeCI(cc report.CellComparison) string {
 	if !cc.ChangeLo.Valid() {
 		return ", no interval"
 	}
@@ -94,7 +94,7 @@ func changeCI(cc CellComparison) string {
 
 // writeComparisonText prints the comparison for a terminal or a CI log: warnings,
 // every gated figure, then one REGRESSION line per regressed cell.
-func writeComparisonText(w io.Writer, c *Comparison) {
+func writeComparisonText(w io.Writer, c *report.Comparison) {
 	fmt.Fprintf(w, "baseline %s: threshold %.1f%%, confidence %g, gated %s\n",
 		c.BaselineFile, c.Threshold*100, c.Confidence, strings.Join(c.Gated, ","))
 	for _, warn := range c.Warnings {

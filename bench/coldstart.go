@@ -155,7 +155,7 @@ func (c *Config) validateColdStart(v *validator) {
 // function that stops the last repeat's server, which is left running for
 // the rest of the run. A last repeat that failed fails the run: the rest
 // of it needs that server.
-func (b *run) coldStart(ctx context.Context, targets []config.Target, cts []*client.Target) (*ColdStartReport, func(), error) {
+func (b *run) coldStart(ctx context.Context, targets []config.Target, cts []*client.Target) (*report.ColdStartReport, func(), error) {
 	s := b.spec.ColdStart
 	var t *config.Target
 	var ct *client.Target
@@ -167,7 +167,7 @@ func (b *run) coldStart(ctx context.Context, targets []config.Target, cts []*cli
 	if t == nil {
 		return nil, nil, fmt.Errorf("cold start: target %q is not run", s.Target)
 	}
-	rep := &ColdStartReport{Target: s.Target, Command: s.Command, ReadyURL: s.ReadyURL, RequestMaxTokens: coldStartMaxTokens}
+	rep := &report.ColdStartReport{Target: s.Target, Command: s.Command, ReadyURL: s.ReadyURL, RequestMaxTokens: coldStartMaxTokens}
 	cl := client.New(client.Options{MaxConnsPerHost: 1})
 	defer cl.Close()
 	poller := &http.Client{Transport: &http.Transport{Proxy: nil, DisableKeepAlives: true}, Timeout: readyPollTimeout,
@@ -199,7 +199,7 @@ func (b *run) coldStart(ctx context.Context, targets []config.Target, cts []*cli
 			return nil, nil, fmt.Errorf("cold start: repeat %d of %d: %s", i+1, s.Repeats, r.Error)
 		}
 	}
-	col := func(f func(*ColdStartRepeat) Num) Num {
+	col := func(f func(*report.ColdStartRepeat) report.Num) report.Num {
 		var v []float64
 		for i := range rep.Repeats {
 			if x := f(&rep.Repeats[i]); x.Valid() {
@@ -209,20 +209,20 @@ func (b *run) coldStart(ctx context.Context, targets []config.Target, cts []*cli
 		if len(v) == 0 {
 			return report.NaN()
 		}
-		return Num(median(v))
+		return report.Num(median(v))
 	}
-	rep.ReadySeconds = col(func(r *ColdStartRepeat) Num { return r.ReadySeconds })
-	rep.FirstTokenSeconds = col(func(r *ColdStartRepeat) Num { return r.FirstTokenSeconds })
-	rep.FirstRequestTTFTSeconds = col(func(r *ColdStartRepeat) Num { return r.FirstRequestTTFTSeconds })
+	rep.ReadySeconds = col(func(r *report.ColdStartRepeat) report.Num { return r.ReadySeconds })
+	rep.FirstTokenSeconds = col(func(r *report.ColdStartRepeat) report.Num { return r.FirstTokenSeconds })
+	rep.FirstRequestTTFTSeconds = col(func(r *report.ColdStartRepeat) report.Num { return r.FirstRequestTTFTSeconds })
 	return rep, stop, nil
 }
 
 // coldStartRepeat starts the server once and measures it. The process it
 // returns is running (or has exited); the caller stops it. An error means
 // the command could not be started at all.
-func (b *run) coldStartRepeat(ctx context.Context, index int, poller *http.Client, cl *client.Client, ct *client.Target, tmpl *plan.Template) (*serverProcess, ColdStartRepeat, error) {
+func (b *run) coldStartRepeat(ctx context.Context, index int, poller *http.Client, cl *client.Client, ct *client.Target, tmpl *plan.Template) (*serverProcess, report.ColdStartRepeat, error) {
 	s := b.spec.ColdStart
-	r := ColdStartRepeat{Index: index, ReadySeconds: report.NaN(), FirstTokenSeconds: report.NaN(), FirstRequestTTFTSeconds: report.NaN()}
+	r := report.ColdStartRepeat{Index: index, ReadySeconds: report.NaN(), FirstTokenSeconds: report.NaN(), FirstRequestTTFTSeconds: report.NaN()}
 	proc, err := startProcess(s.Command, b.logger)
 	if err != nil {
 		return nil, r, fmt.Errorf("cold start: %w", err)
@@ -239,7 +239,7 @@ func (b *run) coldStartRepeat(ctx context.Context, index int, poller *http.Clien
 		case <-rctx.Done():
 		}
 	}()
-	fail := func(why string) (*serverProcess, ColdStartRepeat, error) {
+	fail := func(why string) (*serverProcess, report.ColdStartRepeat, error) {
 		r.Error = why
 		if tail := proc.outputTail(); tail != "" {
 			r.Error += "; the server's last output: " + tail
@@ -253,7 +253,7 @@ func (b *run) coldStartRepeat(ctx context.Context, index int, poller *http.Clien
 		if !ready {
 			if readyNow(rctx, poller, s.ReadyURL) {
 				ready = true
-				r.ReadySeconds = Num(time.Since(proc.started).Seconds())
+				r.ReadySeconds = report.Num(time.Since(proc.started).Seconds())
 			}
 		}
 		if ready {
@@ -267,8 +267,8 @@ func (b *run) coldStartRepeat(ctx context.Context, index int, poller *http.Clien
 				if first.IsZero() {
 					first = obs.End // a success without content: its end is its first byte
 				}
-				r.FirstTokenSeconds = Num(first.Sub(proc.started).Seconds())
-				r.FirstRequestTTFTSeconds = Num(first.Sub(obs.Scheduled).Seconds())
+				r.FirstTokenSeconds = report.Num(first.Sub(proc.started).Seconds())
+				r.FirstRequestTTFTSeconds = report.Num(first.Sub(obs.Scheduled).Seconds())
 				return proc, r, nil
 			}
 		}
@@ -508,7 +508,7 @@ var ColdStartCSVHeader = []string{"target", "repeat", "started", "ready_seconds"
 
 // WriteColdStartCSV writes the cold-start step's rows; nothing when the run
 // had none.
-func WriteColdStartCSV(w io.Writer, r *Report) error {
+func WriteColdStartCSV(w io.Writer, r *report.Report) error {
 	cs := r.ColdStart
 	if cs == nil {
 		return nil
@@ -517,7 +517,7 @@ func WriteColdStartCSV(w io.Writer, r *Report) error {
 	if err := cw.Write(ColdStartCSVHeader); err != nil {
 		return err
 	}
-	num := func(n Num) string {
+	num := func(n report.Num) string {
 		if !n.Valid() {
 			return ""
 		}
@@ -539,7 +539,7 @@ func WriteColdStartCSV(w io.Writer, r *Report) error {
 
 // writeColdStartFile writes ColdStartCSVFile into dir when the run had a
 // cold-start step.
-func writeColdStartFile(dir string, r *Report) error {
+func writeColdStartFile(dir string, r *report.Report) error {
 	if r.ColdStart == nil {
 		return nil
 	}
@@ -550,8 +550,8 @@ func writeColdStartFile(dir string, r *Report) error {
 }
 
 // coldStartSummary is the summary line of the step, for the terminal.
-func coldStartSummary(cs *ColdStartReport) string {
-	f := func(n Num) string {
+func coldStartSummary(cs *report.ColdStartReport) string {
+	f := func(n report.Num) string {
 		if !n.Valid() {
 			return "—"
 		}

@@ -179,24 +179,8 @@ func verifyCommand(ctx context.Context, file string, stdout, stderr io.Writer) i
 
 func runCommand(ctx context.Context, logger *slog.Logger, configFile string, collectors *collector.Settings, f *commandFlags, stdout, stderr io.Writer) int {
 	quick := f.quick.set()
-	switch {
-	case configFile != "" && quick:
-		fmt.Fprintf(stderr, "bench: --config.file and the quick-start flags (%s) exclude each other: put the target and the load in the file, or give no file\n", quickFlagNames)
-		return ExitUsage
-	case configFile == "" && !quick:
-		fmt.Fprintf(stderr, "bench needs --config.file, or the quick-start flags (%s)\n", quickFlagNames)
-		return ExitUsage
-	case quick && f.quick.url == "":
-		fmt.Fprintln(stderr, "bench: the quick start needs --target.url (or give a --config.file)")
-		return ExitUsage
-	case quick && f.configCheck:
-		fmt.Fprintln(stderr, "bench: --config.check checks a --config.file")
-		return ExitUsage
-	case quick && f.outputDir == "":
-		f.outputDir = DefaultQuickOutputDir
-	case !f.configCheck && f.outputDir == "":
-		fmt.Fprintln(stderr, "bench needs --output.dir")
-		return ExitUsage
+	if code, ok := checkCommandFlags(configFile, quick, f, stderr); !ok {
+		return code
 	}
 	var cfg *Config
 	var err error
@@ -216,7 +200,7 @@ func runCommand(ctx context.Context, logger *slog.Logger, configFile string, col
 		fmt.Fprintf(stdout, "%s: OK: %d targets, sha256 %s\n", configFile, len(cfg.Targets), cfg.SHA256)
 		return ExitOK
 	}
-	var base *Report
+	var base *report.Report
 	if f.baseline != "" {
 		// Read it first: a bad baseline should not cost a whole run.
 		if base, err = report.ReadJSONContext(ctx, f.baseline); err != nil {
@@ -260,13 +244,7 @@ func runCommand(ctx context.Context, logger *slog.Logger, configFile string, col
 	} else {
 		opts.GPUNote = "GPU collectors not configured"
 	}
-	// A bar on a terminal; a plain line per repeat elsewhere (a CI log),
-	// unless --progress=never.
-	if file, ok := stderr.(*os.File); f.progress == "always" || (f.progress == "auto" && ok && IsTerminal(file)) {
-		opts.Progress = stderr
-	} else if f.progress == "auto" {
-		opts.ProgressLines = stderr
-	}
+	setProgress(&opts, f.progress, stderr)
 	logger.Info("bench starting", "config", configFile, "sha256", cfg.SHA256, "output", f.outputDir)
 	rep, err := Run(ctx, cfg, opts)
 	if err != nil {
@@ -298,6 +276,42 @@ func runCommand(ctx context.Context, logger *slog.Logger, configFile string, col
 	return ExitOK
 }
 
+// checkCommandFlags checks that the flags name one configuration (a file,
+// or the quick-start flags) and an output, defaulting the quick start's;
+// false with the exit code when they do not.
+func checkCommandFlags(configFile string, quick bool, f *commandFlags, stderr io.Writer) (int, bool) {
+	switch {
+	case configFile != "" && quick:
+		fmt.Fprintf(stderr, "bench: --config.file and the quick-start flags (%s) exclude each other: put the target and the load in the file, or give no file\n", quickFlagNames)
+		return ExitUsage, false
+	case configFile == "" && !quick:
+		fmt.Fprintf(stderr, "bench needs --config.file, or the quick-start flags (%s)\n", quickFlagNames)
+		return ExitUsage, false
+	case quick && f.quick.url == "":
+		fmt.Fprintln(stderr, "bench: the quick start needs --target.url (or give a --config.file)")
+		return ExitUsage, false
+	case quick && f.configCheck:
+		fmt.Fprintln(stderr, "bench: --config.check checks a --config.file")
+		return ExitUsage, false
+	case quick && f.outputDir == "":
+		f.outputDir = DefaultQuickOutputDir
+	case !f.configCheck && f.outputDir == "":
+		fmt.Fprintln(stderr, "bench needs --output.dir")
+		return ExitUsage, false
+	}
+	return 0, true
+}
+
+// setProgress shows the run's progress: a bar on a terminal; a plain line
+// per repeat elsewhere (a CI log), unless --progress=never.
+func setProgress(opts *Options, progress string, stderr io.Writer) {
+	if file, ok := stderr.(*os.File); progress == "always" || (progress == "auto" && ok && IsTerminal(file)) {
+		opts.Progress = stderr
+	} else if progress == "auto" {
+		opts.ProgressLines = stderr
+	}
+}
+
 // gpuSource starts the NVML collector for sampling; when it cannot run here
 // it returns no source and the reason.
 func gpuSource(ctx context.Context, s *collector.Settings, logger *slog.Logger) (GPUReader, string, func()) {
@@ -325,7 +339,7 @@ func gpuSource(ctx context.Context, s *collector.Settings, logger *slog.Logger) 
 
 // writeSummary prints each cell's result block, the leaderboard and where
 // the reports are.
-func writeSummary(w io.Writer, r *Report, dir string) {
+func writeSummary(w io.Writer, r *report.Report, dir string) {
 	render.WriteResultBlocks(w, r)
 	fmt.Fprintf(w, "leaderboard (%s, %d resamples, %.0f%% intervals):\n", r.Ranking.LatencyFigure, r.Ranking.Resamples, r.Ranking.Confidence*100)
 	for _, e := range r.Ranking.Entries {

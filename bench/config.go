@@ -63,11 +63,11 @@ type Spec struct {
 	// MaxSamplesPerRepeat bounds the per-request records kept for one
 	// repeat's percentiles and bootstrap; beyond it a uniform reservoir
 	// sample is kept (counts stay exact).
-	MaxSamplesPerRepeat int            `yaml:"max_samples_per_repeat"`
-	Weights             *Weights       `yaml:"weights"`
-	References          References     `yaml:"references"`
-	Ranking             RankingSpec    `yaml:"ranking"`
-	Regression          RegressionSpec `yaml:"regression"`
+	MaxSamplesPerRepeat int             `yaml:"max_samples_per_repeat"`
+	Weights             *report.Weights `yaml:"weights"`
+	References          References      `yaml:"references"`
+	Ranking             RankingSpec     `yaml:"ranking"`
+	Regression          RegressionSpec  `yaml:"regression"`
 	// KnownAnswers are accuracy checks run against every target before the
 	// matrix, with the semantics of the exporter's known_answers.
 	KnownAnswers []config.KnownAnswer `yaml:"known_answers"`
@@ -226,7 +226,7 @@ const (
 
 // DefaultWeights are the issue's: latency 0.4, throughput 0.3, memory 0.2,
 // accuracy 0.1.
-var DefaultWeights = Weights{Latency: 0.4, Throughput: 0.3, Memory: 0.2, Accuracy: 0.1}
+var DefaultWeights = report.Weights{Latency: 0.4, Throughput: 0.3, Memory: 0.2, Accuracy: 0.1}
 
 // References fix the normalisation of the score's components. Zero means
 // "the best target of the cell" (for memory: of the run).
@@ -480,29 +480,7 @@ func keepTopLevel(data []byte, root *yaml.Node, keep string) ([]byte, error) {
 
 func (c *Config) applyDefaults() {
 	s := &c.Bench
-	if s.Matrix.Process == "" {
-		s.Matrix.Process = config.ProcessPoisson
-	}
-	// A default shape serves rates, concurrencies and the sweep; a matrix of
-	// replays alone has none, and its report lists none.
-	if len(s.Matrix.Shapes) == 0 && (len(s.Matrix.Rates)+len(s.Matrix.Concurrencies) > 0 || s.Sweep != nil) {
-		s.Matrix.Shapes = []Shape{{
-			InputTokens:  Length{config.Distribution{Dist: "fixed", Mean: config.DefaultInputTokens}},
-			OutputTokens: Length{config.Distribution{Dist: "fixed", Mean: config.DefaultOutputTokens}},
-		}}
-	}
-	for i := range s.Matrix.Shapes {
-		sh := &s.Matrix.Shapes[i]
-		if sh.InputTokens.Dist == "" {
-			sh.InputTokens.Distribution = config.Distribution{Dist: "fixed", Mean: config.DefaultInputTokens}
-		}
-		if sh.OutputTokens.Dist == "" {
-			sh.OutputTokens.Distribution = config.Distribution{Dist: "fixed", Mean: config.DefaultOutputTokens}
-		}
-		if sh.Name == "" {
-			sh.Name = fmt.Sprintf("in%d-out%d", meanTokens(sh.InputTokens), meanTokens(sh.OutputTokens))
-		}
-	}
+	s.Matrix.applyDefaults(s.Sweep != nil)
 	if s.WarmupSetting == nil {
 		d := DefaultWarmup
 		s.WarmupSetting = &d
@@ -517,55 +495,9 @@ func (c *Config) applyDefaults() {
 	if s.MaxInFlight == 0 {
 		s.MaxInFlight = DefaultMaxInFlight
 	}
-	st := &s.Stability
-	if st.Windows == 0 {
-		st.Windows = DefaultStabilityWindows
-	}
-	if st.Window == 0 && st.Windows > 0 {
-		st.Window = s.Duration / time.Duration(st.Windows)
-	}
-	if st.Tolerance == 0 {
-		st.Tolerance = DefaultStabilityTol
-	}
-	if st.MaxDuration == 0 {
-		st.MaxDuration = 3 * s.Duration
-	}
-	if st.MinRequests == 0 {
-		st.MinRequests = DefaultStabilityMinReqs
-	}
-	if sw := s.Sweep; sw != nil {
-		if sw.Start == 0 {
-			sw.Start = 1
-		}
-		if sw.Factor == 0 {
-			sw.Factor = 2
-		}
-		if sw.MaxRate == 0 {
-			sw.MaxRate = 1024
-		}
-		if sw.Refine == 0 {
-			sw.Refine = 3
-		}
-		if sw.MinGoodput == 0 {
-			sw.MinGoodput = 0.95
-		}
-		if sw.MinSuccess == 0 {
-			sw.MinSuccess = 0.999
-		}
-		if sw.Pass == "" {
-			sw.Pass = SweepPassGoodput
-			if s.SLO == (config.SLO{}) {
-				sw.Pass = SweepPassSuccess
-			}
-		}
-		if sw.Duration == 0 {
-			sw.Duration = s.Duration
-		}
-		if sw.WarmupSetting == nil {
-			d := s.Warmup
-			sw.WarmupSetting = &d
-		}
-		sw.Warmup = *sw.WarmupSetting
+	s.Stability.applyDefaults(s.Duration)
+	if s.Sweep != nil {
+		s.Sweep.applyDefaults(s)
 	}
 	if s.PromptSetSize == 0 {
 		s.PromptSetSize = DefaultPromptSetSize
@@ -602,6 +534,92 @@ func (c *Config) applyDefaults() {
 	}
 	s.ColdStart.applyDefaults(c)
 	s.Perplexity.applyDefaults()
+}
+
+// applyDefaults gives the matrix its arrival process and, when rates,
+// concurrencies or a sweep (sweep) need one, a default shape, and names
+// its shapes.
+func (m *MatrixSpec) applyDefaults(sweep bool) {
+	if m.Process == "" {
+		m.Process = config.ProcessPoisson
+	}
+	// A default shape serves rates, concurrencies and the sweep; a matrix of
+	// replays alone has none, and its report lists none.
+	if len(m.Shapes) == 0 && (len(m.Rates)+len(m.Concurrencies) > 0 || sweep) {
+		m.Shapes = []Shape{{
+			InputTokens:  Length{config.Distribution{Dist: "fixed", Mean: config.DefaultInputTokens}},
+			OutputTokens: Length{config.Distribution{Dist: "fixed", Mean: config.DefaultOutputTokens}},
+		}}
+	}
+	for i := range m.Shapes {
+		sh := &m.Shapes[i]
+		if sh.InputTokens.Dist == "" {
+			sh.InputTokens.Distribution = config.Distribution{Dist: "fixed", Mean: config.DefaultInputTokens}
+		}
+		if sh.OutputTokens.Dist == "" {
+			sh.OutputTokens.Distribution = config.Distribution{Dist: "fixed", Mean: config.DefaultOutputTokens}
+		}
+		if sh.Name == "" {
+			sh.Name = fmt.Sprintf("in%d-out%d", meanTokens(sh.InputTokens), meanTokens(sh.OutputTokens))
+		}
+	}
+}
+
+// applyDefaults fills the stability rule's defaults; its window and
+// longest run follow the measured duration.
+func (st *StabilitySpec) applyDefaults(duration time.Duration) {
+	if st.Windows == 0 {
+		st.Windows = DefaultStabilityWindows
+	}
+	if st.Window == 0 && st.Windows > 0 {
+		st.Window = duration / time.Duration(st.Windows)
+	}
+	if st.Tolerance == 0 {
+		st.Tolerance = DefaultStabilityTol
+	}
+	if st.MaxDuration == 0 {
+		st.MaxDuration = 3 * duration
+	}
+	if st.MinRequests == 0 {
+		st.MinRequests = DefaultStabilityMinReqs
+	}
+}
+
+// applyDefaults fills the sweep's defaults; its pass rule, duration and
+// warm-up follow the bench's (s).
+func (sw *SweepSpec) applyDefaults(s *Spec) {
+	if sw.Start == 0 {
+		sw.Start = 1
+	}
+	if sw.Factor == 0 {
+		sw.Factor = 2
+	}
+	if sw.MaxRate == 0 {
+		sw.MaxRate = 1024
+	}
+	if sw.Refine == 0 {
+		sw.Refine = 3
+	}
+	if sw.MinGoodput == 0 {
+		sw.MinGoodput = 0.95
+	}
+	if sw.MinSuccess == 0 {
+		sw.MinSuccess = 0.999
+	}
+	if sw.Pass == "" {
+		sw.Pass = SweepPassGoodput
+		if s.SLO == (config.SLO{}) {
+			sw.Pass = SweepPassSuccess
+		}
+	}
+	if sw.Duration == 0 {
+		sw.Duration = s.Duration
+	}
+	if sw.WarmupSetting == nil {
+		d := s.Warmup
+		sw.WarmupSetting = &d
+	}
+	sw.Warmup = *sw.WarmupSetting
 }
 
 func meanTokens(l Length) int {

@@ -2,6 +2,8 @@ package bench
 
 import (
 	"math"
+
+	"github.com/infer-exporter/infer_exporter/bench/report"
 )
 
 // cdfSteps is the number of quantile steps a Distribution keeps: the
@@ -23,8 +25,8 @@ func quantileSteps(xs []float64) []float64 {
 
 // distribution is the sample's latency quantiles: its sorted values are
 // those Stats' TTFT, TPOT and E2E summarise.
-func (s *sample) distribution() *Distribution {
-	d := &Distribution{
+func (s *sample) distribution() *report.Distribution {
+	d := &report.Distribution{
 		TTFT: quantileSteps(s.lat[latTTFT].vals),
 		TPOT: quantileSteps(s.lat[latTPOT].vals),
 		E2E:  quantileSteps(s.lat[latE2E].vals),
@@ -36,7 +38,7 @@ func (s *sample) distribution() *Distribution {
 }
 
 // windows is the repeat's windows [0, k) as finish(k, ...) saw them.
-func (rc *recorder) windows(k int) *RepeatWindows {
+func (rc *recorder) windows(k int) *report.RepeatWindows {
 	rc.settle()
 	rc.mu.Lock()
 	defer rc.mu.Unlock()
@@ -49,9 +51,9 @@ func (rc *recorder) windows(k int) *RepeatWindows {
 		}
 		return 0
 	}
-	rw := &RepeatWindows{WindowSeconds: rc.window.Seconds(),
+	rw := &report.RepeatWindows{WindowSeconds: rc.window.Seconds(),
 		Sent: make([]int, k), Ended: make([]int, k), Completed: make([]int, k), Dropped: make([]int, k),
-		InFlight: make([]int, k), TTFTP50: make([]Num, k)}
+		InFlight: make([]int, k), TTFTP50: make([]report.Num, k)}
 	// winSent and winEnded are shifted by one: index 0 is the warm-up's.
 	flight := at(rc.winSent, 0) - at(rc.winEnded, 0)
 	for w := 0; w < k; w++ {
@@ -71,7 +73,7 @@ func (rc *recorder) windows(k int) *RepeatWindows {
 		}
 	}
 	for w := range byWin {
-		rw.TTFTP50[w] = Num(median(byWin[w]))
+		rw.TTFTP50[w] = report.Num(median(byWin[w]))
 	}
 	return rw
 }

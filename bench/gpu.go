@@ -26,13 +26,13 @@ type gpuSampler struct {
 	maxSamples int
 
 	mu      sync.Mutex
-	devices map[string]GPUDevice
-	samples []GPUSample
+	devices map[string]report.GPUDevice
+	samples []report.GPUSample
 	rounds  int
 }
 
 func newGPUSampler(src GPUReader, start time.Time, interval time.Duration) *gpuSampler {
-	return &gpuSampler{src: src, start: start, interval: interval, maxSamples: 100000, devices: map[string]GPUDevice{}}
+	return &gpuSampler{src: src, start: start, interval: interval, maxSamples: 100000, devices: map[string]report.GPUDevice{}}
 }
 
 // run samples until ctx is done.
@@ -53,11 +53,11 @@ func (g *gpuSampler) run(ctx context.Context) {
 }
 
 // num is a reading as a Num: NaN when absent.
-func num(r collector.Reading) Num {
+func num(r collector.Reading) report.Num {
 	if !r.OK {
 		return report.NaN()
 	}
-	return Num(r.Value)
+	return report.Num(r.Value)
 }
 
 // sample takes one reading; it reports whether the interval changed.
@@ -65,7 +65,7 @@ func (g *gpuSampler) sample(now time.Time) (decimated bool) {
 	snaps := g.src.GPUs()
 	g.mu.Lock()
 	defer g.mu.Unlock()
-	type reading struct{ used, temp, power Num }
+	type reading struct{ used, temp, power report.Num }
 	readings := map[string]reading{}
 	for _, s := range snaps {
 		gpu := strconv.Itoa(s.Index)
@@ -74,7 +74,7 @@ func (g *gpuSampler) sample(now time.Time) (decimated bool) {
 		d.DriverVersion, d.CUDAVersion = s.DriverVersion, s.CUDAVersion
 		switch {
 		case s.MemoryTotalBytes.OK:
-			d.MemoryTotalBytes = Num(s.MemoryTotalBytes.Value)
+			d.MemoryTotalBytes = report.Num(s.MemoryTotalBytes.Value)
 		case !seen:
 			d.MemoryTotalBytes = report.NaN()
 		}
@@ -95,7 +95,7 @@ func (g *gpuSampler) sample(now time.Time) (decimated bool) {
 	t := now.Sub(g.start).Seconds()
 	for _, k := range gpus {
 		r := readings[k]
-		g.samples = append(g.samples, GPUSample{T: t, GPU: k, MemoryUsedBytes: r.used, TemperatureCelsius: r.temp, PowerWatts: r.power, Round: g.rounds})
+		g.samples = append(g.samples, report.GPUSample{T: t, GPU: k, MemoryUsedBytes: r.used, TemperatureCelsius: r.temp, PowerWatts: r.power, Round: g.rounds})
 	}
 	g.rounds++
 	if len(g.samples) < g.maxSamples {
@@ -128,16 +128,16 @@ func sortGPUs(gpus []string) {
 }
 
 // report builds the GPU section; spans attribute samples to targets.
-func (g *gpuSampler) report(spans []Span) GPUReport {
+func (g *gpuSampler) report(spans []report.Span) report.GPUReport {
 	g.mu.Lock()
 	defer g.mu.Unlock()
-	r := GPUReport{SampleIntervalSeconds: g.interval.Seconds()}
+	r := report.GPUReport{SampleIntervalSeconds: g.interval.Seconds()}
 	if len(g.samples) == 0 {
 		r.Note = "no GPU series were read"
 		return r
 	}
 	r.Available = true
-	r.Samples = append([]GPUSample(nil), g.samples...)
+	r.Samples = append([]report.GPUSample(nil), g.samples...)
 	ids := make([]string, 0, len(g.devices))
 	for k := range g.devices {
 		ids = append(ids, k)
@@ -148,7 +148,7 @@ func (g *gpuSampler) report(spans []Span) GPUReport {
 	}
 	// Covariates per GPU.
 	type acc struct {
-		t, p     Range
+		t, p     report.Range
 		nt, np   int
 		sumT, sP float64
 	}
@@ -157,7 +157,7 @@ func (g *gpuSampler) report(spans []Span) GPUReport {
 	for _, s := range g.samples {
 		a := accs[s.GPU]
 		if a == nil {
-			a = &acc{t: Range{Min: report.NaN(), Mean: report.NaN(), Max: report.NaN()}, p: Range{Min: report.NaN(), Mean: report.NaN(), Max: report.NaN()}}
+			a = &acc{t: report.Range{Min: report.NaN(), Mean: report.NaN(), Max: report.NaN()}, p: report.Range{Min: report.NaN(), Mean: report.NaN(), Max: report.NaN()}}
 			accs[s.GPU] = a
 			order = append(order, s.GPU)
 		}
@@ -168,12 +168,12 @@ func (g *gpuSampler) report(spans []Span) GPUReport {
 	for _, k := range order {
 		a := accs[k]
 		if a.nt > 0 {
-			a.t.Mean = Num(a.sumT / float64(a.nt))
+			a.t.Mean = report.Num(a.sumT / float64(a.nt))
 		}
 		if a.np > 0 {
-			a.p.Mean = Num(a.sP / float64(a.np))
+			a.p.Mean = report.Num(a.sP / float64(a.np))
 		}
-		r.Covariates = append(r.Covariates, Covariate{GPU: k, Temperature: a.t, Power: a.p})
+		r.Covariates = append(r.Covariates, report.Covariate{GPU: k, Temperature: a.t, Power: a.p})
 	}
 	// Peak memory per target: the highest per-round total within its spans.
 	totals := map[int]float64{}
@@ -197,7 +197,7 @@ func (g *gpuSampler) report(spans []Span) GPUReport {
 	return r
 }
 
-func addRange(r *Range, n *int, sum *float64, v Num) {
+func addRange(r *report.Range, n *int, sum *float64, v report.Num) {
 	if !v.Valid() {
 		return
 	}

@@ -5,13 +5,14 @@ import (
 	"log/slog"
 	"time"
 
+	"github.com/infer-exporter/infer_exporter/bench/report"
 	"github.com/infer-exporter/infer_exporter/engine"
 	"github.com/infer-exporter/infer_exporter/internal/config"
 )
 
 // InfoSource reads the targets' engine, version and model.
 type InfoSource interface {
-	Info(ctx context.Context, targets []config.Target) map[string]EngineInfo
+	Info(ctx context.Context, targets []config.Target) map[string]report.EngineInfo
 }
 
 // ServerInfo reads engine info through the exporter's own engine scraper
@@ -25,11 +26,11 @@ type ServerInfo struct {
 }
 
 // Info implements InfoSource.
-func (s ServerInfo) Info(ctx context.Context, targets []config.Target) map[string]EngineInfo {
+func (s ServerInfo) Info(ctx context.Context, targets []config.Target) map[string]report.EngineInfo {
 	sc := engine.NewScraper(s.Logger)
 	defer sc.Close()
 	if err := sc.ApplyConfig(ctx, &config.Config{Targets: targets}); err != nil {
-		return map[string]EngineInfo{}
+		return map[string]report.EngineInfo{}
 	}
 	wait := s.Wait
 	if wait <= 0 {
@@ -59,10 +60,10 @@ func (s ServerInfo) Info(ctx context.Context, targets []config.Target) map[strin
 }
 
 // engineInfos is what the scrape snapshots say of each target, by name.
-func engineInfos(snaps []engine.Info) map[string]EngineInfo {
-	out := make(map[string]EngineInfo, len(snaps))
+func engineInfos(snaps []engine.Info) map[string]report.EngineInfo {
+	out := make(map[string]report.EngineInfo, len(snaps))
 	for _, i := range snaps {
-		e := EngineInfo{Up: i.Up}
+		e := report.EngineInfo{Up: i.Up}
 		if i.Engine != engine.Unknown {
 			e.Engine = i.Engine
 		}

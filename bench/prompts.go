@@ -7,6 +7,7 @@ import (
 	"fmt"
 	"strings"
 
+	"github.com/infer-exporter/infer_exporter/bench/report"
 	"github.com/infer-exporter/infer_exporter/internal/config"
 	"github.com/infer-exporter/infer_exporter/probe/plan"
 	"github.com/infer-exporter/infer_exporter/probe/prompt"
@@ -20,7 +21,7 @@ import (
 // seed against the same servers sends byte-identical prompts.
 type PromptSet struct {
 	lists map[string][]prompt.Prompt
-	Infos []PromptSetInfo
+	Infos []report.PromptSetInfo
 	// SHA256 is the SHA-256 of the lines "target shape sha256\n" of Infos,
 	// in order: equal hashes mean every target got the same prompts as in
 	// the other run.
@@ -58,7 +59,7 @@ func NewPromptSet(ctx context.Context, targets []config.Target, shapes []Shape, 
 					return nil, fmt.Errorf("target %q, shape %q: prompt %d: %w", t.Name, sh.Name, j, err)
 				}
 			}
-			info := PromptSetInfo{Target: t.Name, Shape: sh.Name, Tokenizer: gen.Kind()}
+			info := report.PromptSetInfo{Target: t.Name, Shape: sh.Name, Tokenizer: gen.Kind()}
 			info.SHA256 = hashList(list, len(list))
 			if len(list) >= prompt.HashedPrompts {
 				info.SHA256First64 = hashList(list, prompt.HashedPrompts)

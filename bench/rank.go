@@ -29,7 +29,7 @@ type rankInput struct {
 	// without bench.perplexity or when no target was scored. With checks,
 	// it makes the accuracy component (quality.go).
 	perplexity []float64
-	weights    Weights
+	weights    report.Weights
 	refs       References
 	figure     string
 	confidence float64
@@ -151,11 +151,11 @@ func fractions(checks [][]bool) []float64 {
 }
 
 // rank computes the leaderboard.
-func rank(in *rankInput) RankingResult {
+func rank(in *rankInput) report.RankingResult {
 	n := len(in.targets)
-	res := RankingResult{
+	res := report.RankingResult{
 		LatencyFigure: in.figure, Weights: in.weights, Confidence: in.confidence, Resamples: in.resamples,
-		References: RefsJSON{LatencySeconds: in.refs.Latency.Seconds(), Throughput: in.refs.Throughput, MemoryBytes: in.refs.MemoryBytes},
+		References: report.RefsJSON{LatencySeconds: in.refs.Latency.Seconds(), Throughput: in.refs.Throughput, MemoryBytes: in.refs.MemoryBytes},
 		Components: []string{"latency", "throughput"},
 	}
 	if in.memory != nil {
@@ -219,15 +219,15 @@ func rank(in *rankInput) RankingResult {
 		}
 	}
 
-	entries := make([]RankEntry, n)
+	entries := make([]report.RankEntry, n)
 	for t := 0; t < n; t++ {
-		e := RankEntry{Target: in.targets[t], Score: score[t], Latency: Num(comp.lat[t]), Throughput: Num(comp.thr[t]),
+		e := report.RankEntry{Target: in.targets[t], Score: score[t], Latency: report.Num(comp.lat[t]), Throughput: report.Num(comp.thr[t]),
 			Memory: report.NaN(), Accuracy: report.NaN(), PeakMemoryBytes: report.NaN()}
 		if comp.mem != nil {
-			e.Memory, e.PeakMemoryBytes = Num(comp.mem[t]), Num(in.memory[t])
+			e.Memory, e.PeakMemoryBytes = report.Num(comp.mem[t]), report.Num(in.memory[t])
 		}
 		if comp.acc != nil {
-			e.Accuracy = Num(comp.acc[t])
+			e.Accuracy = report.Num(comp.acc[t])
 		}
 		e.ScoreCI, _ = percentileInterval(repScores[t], in.confidence)
 		ri, _ := percentileInterval(repRanks[t], in.confidence)

@@ -51,11 +51,11 @@ func (b *run) buildLoad(ctx context.Context, p repeatPlan) (repeatLoad, error) {
 	var l repeatLoad
 	var err error
 	switch kind := p.group.load.Kind; kind {
-	case LoadRate:
+	case report.LoadRate:
 		l, err = b.rateLoad(p)
-	case LoadConcurrency:
+	case report.LoadConcurrency:
 		l = b.closedLoad(ctx, p)
-	case LoadReplay:
+	case report.LoadReplay:
 		l, err = b.replayLoad(p)
 	default:
 		err = fmt.Errorf("unknown load kind %q", kind)
@@ -116,7 +116,7 @@ func (b *run) replayLoad(p repeatPlan) (repeatLoad, error) {
 	if err != nil {
 		return repeatLoad{}, err
 	}
-	rr.res = &ReplayResult{Rows: int(float64(src.Records())*r.Sample + 0.5), WindowSeconds: src.Window().Seconds(),
+	rr.res = &report.ReplayResult{Rows: int(float64(src.Records())*r.Sample + 0.5), WindowSeconds: src.Window().Seconds(),
 		Words: replayWords(r, src)}
 	if r.Sample >= 1 {
 		rr.res.Rows = src.Records()
@@ -179,7 +179,7 @@ type extension struct {
 	rec *recorder
 	win repeatWindows
 	st  StabilitySpec
-	res *StabilityResult
+	res *report.StabilityResult
 	// k is the windows measured so far; lead is the part of the warm-up
 	// the recorder's clock does not hold (a replay's recorder starts at
 	// the warm-up's end, its schedule at the trace's clock).
@@ -201,7 +201,7 @@ func (e *extension) decide() (time.Duration, bool) {
 		return 0, false
 	}
 	ok, spread, judged := judgeStability(e.rec, e.k, e.st)
-	e.res.Spread = Num(spread)
+	e.res.Spread = report.Num(spread)
 	e.tooFew = !judged && e.k >= e.st.Windows
 	if ok {
 		e.res.Stable = true
@@ -228,20 +228,20 @@ func (e *extension) note() string {
 
 // repeat runs one repeat through the exporter's own runner and client, so
 // that bench and exporter measure identically.
-func (b *run) repeat(ctx context.Context, p repeatPlan) (RepeatResult, *sample, error) {
+func (b *run) repeat(ctx context.Context, p repeatPlan) (report.RepeatResult, *sample, error) {
 	l, err := b.buildLoad(ctx, p)
 	if err != nil {
-		return RepeatResult{}, nil, err
+		return report.RepeatResult{}, nil, err
 	}
 	if l.none {
-		return RepeatResult{Index: p.index, Stats: Stats{Outcomes: map[string]int{}}, Stability: StabilityResult{Spread: report.NaN(),
+		return report.RepeatResult{Index: p.index, Stats: report.Stats{Outcomes: map[string]int{}}, Stability: report.StabilityResult{Spread: report.NaN(),
 			Note: "this shard has none of the cell's clients"}}, &sample{scale: 1}, nil
 	}
 	win := b.repeatWindows(p, l.replay != nil)
 	cl := client.New(client.Options{MaxConnsPerHost: l.limits.MaxInFlight})
 	defer cl.Close()
 
-	res := RepeatResult{Index: p.index, Stability: StabilityResult{Checked: win.check, WindowSeconds: win.window.Seconds(), Spread: report.NaN()}}
+	res := report.RepeatResult{Index: p.index, Stability: report.StabilityResult{Checked: win.check, WindowSeconds: win.window.Seconds(), Spread: report.NaN()}}
 	t0 := time.Now()
 	rec, clock := b.repeatRecorder(p, t0, win.window, l.replay != nil)
 	ext := &extension{rec: rec, win: win, st: b.spec.Stability, res: &res.Stability, k: win.base}
@@ -267,10 +267,10 @@ func (b *run) repeat(ctx context.Context, p repeatPlan) (RepeatResult, *sample, 
 	runner.Run(ctx)
 	end := time.Now()
 	if err := ctx.Err(); err != nil {
-		return RepeatResult{}, nil, fmt.Errorf("cell %s: interrupted: %w", p.cell, err)
+		return report.RepeatResult{}, nil, fmt.Errorf("cell %s: interrupted: %w", p.cell, err)
 	}
 	smp := b.finishRepeat(&res, p, &l, rec, stop, ext, end, ro.requests)
-	b.timeline = append(b.timeline, Span{Target: p.target.Name, Cell: p.cell, Repeat: p.index,
+	b.timeline = append(b.timeline, report.Span{Target: p.target.Name, Cell: p.cell, Repeat: p.index,
 		Start: t0.Sub(b.start).Seconds(), End: end.Sub(b.start).Seconds()})
 	lvl := slog.LevelInfo
 	if b.progress != nil {
@@ -343,7 +343,7 @@ func (b *run) repeatObservers(p repeatPlan, rec *recorder, own workload.Observer
 
 // finishRepeat fills the repeat's result from what its recorder and its
 // load recorded, once its runner has ended at end.
-func (b *run) finishRepeat(res *RepeatResult, p repeatPlan, l *repeatLoad, rec *recorder, stop *stopSchedule,
+func (b *run) finishRepeat(res *report.RepeatResult, p repeatPlan, l *repeatLoad, rec *recorder, stop *stopSchedule,
 	ext *extension, end time.Time, requests *requestRecorder) *sample {
 	window := ext.win.window
 	var span time.Duration
@@ -378,7 +378,7 @@ func (b *run) finishRepeat(res *RepeatResult, p repeatPlan, l *repeatLoad, rec *
 	res.Stability.Windows = k
 	med, _ := rec.windowMedians(k)
 	for _, m := range med {
-		res.Stability.Medians = append(res.Stability.Medians, Num(m))
+		res.Stability.Medians = append(res.Stability.Medians, report.Num(m))
 	}
 	if l.replay != nil {
 		l.replay.finish(res, rec, stop, k, window, p.stability && b.spec.Stability.On(), b.spec.Stability)
@@ -409,14 +409,14 @@ func warmupNote(used, configured time.Duration, cut bool, e2eP50 float64, measur
 // it adds to the repeat's result.
 type replayRun struct {
 	rec     *replayRecorder
-	res     *ReplayResult
+	res     *report.ReplayResult
 	looping bool
 }
 
 // finish adds the replay's result to the repeat's, and, when the repeat is
 // judged (judge), its stability, afterwards, on the windows the trace
 // filled: a replay is never extended, its rows are the trace's.
-func (r *replayRun) finish(res *RepeatResult, rec *recorder, stop *stopSchedule, k int, window time.Duration, judge bool, st StabilitySpec) {
+func (r *replayRun) finish(res *report.RepeatResult, rec *recorder, stop *stopSchedule, k int, window time.Duration, judge bool, st StabilitySpec) {
 	r.rec.result(r.res)
 	r.res.Clamped = stop.Clamped()
 	// Every row dropped, the warm-up's too: a row not sent is lost to the
@@ -430,7 +430,7 @@ func (r *replayRun) finish(res *RepeatResult, rec *recorder, stop *stopSchedule,
 		return
 	}
 	ok, spread, judged := judgeStability(rec, k, st)
-	res.Stability.Spread = Num(spread)
+	res.Stability.Spread = report.Num(spread)
 	switch {
 	case !judged:
 		res.Stability.Note = fmt.Sprintf("not judged: trace ended (%d windows of %s, %d needed with at least %d successes each)",

@@ -6,6 +6,7 @@ import (
 	"sync"
 	"time"
 
+	"github.com/infer-exporter/infer_exporter/bench/report"
 	"github.com/infer-exporter/infer_exporter/probe/replay"
 )
 
@@ -50,7 +51,7 @@ func (r *replayRecorder) Drift(_ time.Time, d time.Duration) {
 }
 
 // result fills what the recorder heard into res.
-func (r *replayRecorder) result(res *ReplayResult) {
+func (r *replayRecorder) result(res *report.ReplayResult) {
 	r.mu.Lock()
 	defer r.mu.Unlock()
 	res.Replayed = r.rows

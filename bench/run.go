@@ -72,14 +72,14 @@ type run struct {
 	sched    *workload.SchedulingLatency
 	start    time.Time
 	progress *progress
-	timeline []Span
+	timeline []report.Span
 	requests *requestLog // nil without Options.RequestsPath
 }
 
 // group is one column of the matrix: a load and a shape, or a replay.
 type group struct {
 	name   string // the shape's or the replay's name
-	load   Load
+	load   report.Load
 	shape  *Shape
 	replay *ReplaySpec
 }
@@ -92,7 +92,7 @@ type group struct {
 // Cells run interleaved: for each shape and load, repeat 1 of every target,
 // then repeat 2 of every target, and so on, so that a slow drift of the
 // machine touches every target alike.
-func Run(ctx context.Context, cfg *Config, opts Options) (*Report, error) {
+func Run(ctx context.Context, cfg *Config, opts Options) (*report.Report, error) {
 	if opts.Logger == nil {
 		opts.Logger = slog.New(slog.DiscardHandler)
 	}
@@ -107,18 +107,14 @@ func Run(ctx context.Context, cfg *Config, opts Options) (*Report, error) {
 		defer l.Close() // the normal end closes it first, to report its counts
 	}
 	targets := cfg.RunTargets()
-	cts := make([]*client.Target, len(targets))
-	for i := range targets {
-		ct, err := client.TargetOf(&targets[i])
-		if err != nil {
-			return nil, fmt.Errorf("target %q: %w", targets[i].Name, err)
-		}
-		cts[i] = ct
+	cts, err := clientTargets(targets)
+	if err != nil {
+		return nil, err
 	}
 	// The cold-start step comes first: the server it starts (and, by
 	// default, leaves running until the run ends) is the one the prompt
 	// calibration, the engine info and the matrix then meet.
-	var coldStart *ColdStartReport
+	var coldStart *report.ColdStartReport
 	if spec.ColdStart != nil {
 		cs, stopServer, err := b.coldStart(ctx, targets, cts)
 		if err != nil {
@@ -127,28 +123,13 @@ func Run(ctx context.Context, cfg *Config, opts Options) (*Report, error) {
 		defer stopServer()
 		coldStart = cs
 	}
-	// Shapes serve the rates, the concurrencies and the sweep; a matrix of
-	// replays alone needs no prompt set.
-	var shapes []Shape
-	if len(spec.Matrix.Rates)+len(spec.Matrix.Concurrencies) > 0 || spec.Sweep != nil {
-		shapes = spec.Matrix.Shapes
-	}
-	prompts, err := NewPromptSet(ctx, targets, shapes, spec.PromptSetSize, spec.Seed)
-	if err != nil {
+	if b.prompts, err = b.promptSet(ctx, targets); err != nil {
 		return nil, err
 	}
-	b.prompts = prompts
-	b.traces = map[string]*replay.Trace{}
-	for _, r := range spec.Matrix.Replays {
-		format, _ := replay.ParseFormat(r.Source)
-		policy, _ := replay.ParsePolicy(r.OnMalformed)
-		tr, err := replay.ReadFile(r.Path, format, replay.ReadOptions{OnMalformed: policy})
-		if err != nil {
-			return nil, fmt.Errorf("replay %q: %w", r.Name, err)
-		}
-		b.traces[r.Name] = tr
+	if err := b.readTraces(); err != nil {
+		return nil, err
 	}
-	rep := &Report{Schema: Schema, Environment: b.environment(ctx, targets), ColdStart: coldStart}
+	rep := &report.Report{Schema: report.Schema, Environment: b.environment(ctx, targets), ColdStart: coldStart}
 
 	var gpu *gpuSampler
 	gctx, stopGPU := context.WithCancel(ctx)
@@ -176,44 +157,167 @@ func Run(ctx context.Context, cfg *Config, opts Options) (*Report, error) {
 		rep.Perplexity = b.perplexity(ctx, targets, cts)
 	}
 
-	var groups []group
-	for i := range spec.Matrix.Shapes {
-		sh := &spec.Matrix.Shapes[i]
-		for _, r := range spec.Matrix.Rates {
-			groups = append(groups, group{name: sh.Name, load: Load{Kind: LoadRate, Value: r}, shape: sh})
-		}
-		for _, c := range spec.Matrix.Concurrencies {
-			groups = append(groups, group{name: sh.Name, load: Load{Kind: LoadConcurrency, Value: float64(c)}, shape: sh})
+	groups := matrixGroups(spec)
+	b.progress = newProgress(opts.Progress, opts.ProgressLines, b.plans(groups, len(targets)))
+	defer b.progress.close()
+
+	acc, interrupted, err := b.runMatrix(ctx, targets, cts, groups)
+	if err != nil {
+		return nil, err
+	}
+
+	reps, rankGroups, err := b.cells(ctx, targets, groups, acc, interrupted, rep)
+	if err != nil {
+		return nil, err
+	}
+
+	if spec.Sweep != nil && !interrupted {
+		if err := b.runSweeps(ctx, targets, cts, rep); err != nil {
+			return nil, err
 		}
 	}
-	for i := range spec.Matrix.Replays {
-		r := &spec.Matrix.Replays[i]
-		groups = append(groups, group{name: r.Name, load: Load{Kind: LoadReplay, Value: r.Speed}, replay: r})
+
+	stopGPU()
+	<-gpuDone
+	b.gpuReport(gpu, rep)
+	rep.Timeline = b.timeline
+
+	rep.Ranking = b.ranking(targets, groups, rankGroups, reps, rep)
+	rep.Environment.Finished = time.Now().UTC()
+	b.closeRequests(rep)
+	return rep, nil
+}
+
+// clientTargets are the run's targets as the client reaches them.
+func clientTargets(targets []config.Target) ([]*client.Target, error) {
+	cts := make([]*client.Target, len(targets))
+	for i := range targets {
+		ct, err := client.TargetOf(&targets[i])
+		if err != nil {
+			return nil, fmt.Errorf("target %q: %w", targets[i].Name, err)
+		}
+		cts[i] = ct
 	}
-	// Each unit of the progress is one repeat, in the order they run.
+	return cts, nil
+}
+
+// promptSet is the run's prompt set. Shapes serve the rates, the
+// concurrencies and the sweep; a matrix of replays alone needs none.
+func (b *run) promptSet(ctx context.Context, targets []config.Target) (*PromptSet, error) {
+	spec := b.spec
+	var shapes []Shape
+	if len(spec.Matrix.Rates)+len(spec.Matrix.Concurrencies) > 0 || spec.Sweep != nil {
+		shapes = spec.Matrix.Shapes
+	}
+	return NewPromptSet(ctx, targets, shapes, spec.PromptSetSize, spec.Seed)
+}
+
+// plans are the progress's units: each repeat, in the order they run.
+func (b *run) plans(groups []group, targets int) []time.Duration {
 	var plans []time.Duration
 	for _, g := range groups {
-		for r := 0; r < spec.Repeats; r++ {
+		for r := 0; r < b.spec.Repeats; r++ {
 			for range targets {
 				plans = append(plans, b.planned(g))
 			}
 		}
 	}
-	b.progress = newProgress(opts.Progress, opts.ProgressLines, plans)
-	defer b.progress.close()
+	return plans
+}
 
-	acc := make([][]cellAcc, len(groups))
+// cells puts the matrix's cells (and a shard's part) in the report, and
+// returns the bootstrap replicates the ranking reads and the groups it
+// compares the targets on.
+func (b *run) cells(ctx context.Context, targets []config.Target, groups []group, acc [][]cellAcc, interrupted bool, rep *report.Report) (map[string][numFigures][]float64, []group, error) {
+	spec, opts := b.spec, b.opts
+	names := make([]string, len(targets))
+	for i := range targets {
+		names[i] = targets[i].Name
+	}
+	if opts.Shard.On() {
+		rep.Shard = shardPart(opts.Shard, names, groups, acc)
+	}
+	var cells []report.CellResult
+	var reps map[string][numFigures][]float64
+	rankGroups := groups
+	if interrupted {
+		// What finished is computed to its end: the bootstrap of the
+		// finished cells runs on past the interrupt (a second signal ends
+		// the process).
+		cells, reps, rankGroups = finishedCells(context.WithoutCancel(ctx), spec, names, groups, acc)
+		rep.Interrupted = true
+		b.logger.Warn("bench interrupted: reporting the finished cells", "cells", len(cells))
+	} else {
+		cells, reps = assembleCells(ctx, spec, names, groups, acc)
+		if err := ctx.Err(); err != nil {
+			return nil, nil, fmt.Errorf("interrupted: %w", err) // the bootstrap stopped early
+		}
+	}
+	rep.Cells = cells
+	return reps, rankGroups, nil
+}
+
+// ranking ranks the targets on the groups every one of them finished.
+func (b *run) ranking(targets []config.Target, groups, rankGroups []group, reps map[string][numFigures][]float64, rep *report.Report) report.RankingResult {
+	r := rank(b.rankInput(targets, rankGroups, reps, rep))
+	if len(rankGroups) == 0 && len(groups) > 0 {
+		// Nothing to compare the targets on: no scores of 0 tied.
+		r.Entries = nil
+		r.Note = strings.TrimPrefix(r.Note+"; not ranked: interrupted before every target finished one load and shape", "; ")
+	}
+	return r
+}
+
+// readTraces reads every replay's trace once for the run.
+func (b *run) readTraces() error {
+	b.traces = map[string]*replay.Trace{}
+	for _, r := range b.spec.Matrix.Replays {
+		format, _ := replay.ParseFormat(r.Source)
+		policy, _ := replay.ParsePolicy(r.OnMalformed)
+		tr, err := replay.ReadFile(r.Path, format, replay.ReadOptions{OnMalformed: policy})
+		if err != nil {
+			return fmt.Errorf("replay %q: %w", r.Name, err)
+		}
+		b.traces[r.Name] = tr
+	}
+	return nil
+}
+
+// matrixGroups are the matrix's loads of each shape, then its replays, in
+// the order they run.
+func matrixGroups(spec *Spec) []group {
+	var groups []group
+	for i := range spec.Matrix.Shapes {
+		sh := &spec.Matrix.Shapes[i]
+		for _, r := range spec.Matrix.Rates {
+			groups = append(groups, group{name: sh.Name, load: report.Load{Kind: report.LoadRate, Value: r}, shape: sh})
+		}
+		for _, c := range spec.Matrix.Concurrencies {
+			groups = append(groups, group{name: sh.Name, load: report.Load{Kind: report.LoadConcurrency, Value: float64(c)}, shape: sh})
+		}
+	}
+	for i := range spec.Matrix.Replays {
+		r := &spec.Matrix.Replays[i]
+		groups = append(groups, group{name: r.Name, load: report.Load{Kind: report.LoadReplay, Value: r.Speed}, replay: r})
+	}
+	return groups
+}
+
+// runMatrix runs every repeat of every group on every target, in that
+// order, and returns what each cell's repeats gave; interrupted says an
+// interrupt (ctx cancelled: SIGINT, SIGTERM) stopped the repeat that ran,
+// so that the report holds the cells whose every repeat finished.
+func (b *run) runMatrix(ctx context.Context, targets []config.Target, cts []*client.Target, groups []group) (acc [][]cellAcc, interrupted bool, err error) {
+	spec := b.spec
+	acc = make([][]cellAcc, len(groups))
 	for gi := range groups {
 		acc[gi] = make([]cellAcc, len(targets))
 	}
-	// An interrupt (ctx cancelled: SIGINT, SIGTERM) stops the repeat that
-	// runs; the report then holds the cells whose every repeat finished.
-	interrupted := false
 matrix:
 	for gi, g := range groups {
 		for r := 0; r < spec.Repeats; r++ {
 			for ti := range targets {
-				key := CellKey(targets[ti].Name, g.load, g.name)
+				key := report.CellKey(targets[ti].Name, g.load, g.name)
 				name := render.CellName(targets[ti].Name, targets[ti].Model, g.load, g.name)
 				label := name
 				if spec.Repeats > 1 {
@@ -229,7 +333,7 @@ matrix:
 					break matrix
 				}
 				if err != nil {
-					return nil, err
+					return nil, false, err
 				}
 				acc[gi][ti].repeats = append(acc[gi][ti].repeats, res)
 				acc[gi][ti].samples = append(acc[gi][ti].samples, smp)
@@ -239,56 +343,37 @@ matrix:
 		}
 	}
 
-	names := make([]string, len(targets))
-	for i := range targets {
-		names[i] = targets[i].Name
-	}
-	if opts.Shard.On() {
-		rep.Shard = shardPart(opts.Shard, names, groups, acc)
-	}
-	var cells []CellResult
-	var reps map[string][numFigures][]float64
-	rankGroups := groups
-	if interrupted {
-		// What finished is computed to its end: the bootstrap of the
-		// finished cells runs on past the interrupt (a second signal ends
-		// the process).
-		cells, reps, rankGroups = finishedCells(context.WithoutCancel(ctx), spec, names, groups, acc)
-		rep.Interrupted = true
-		b.logger.Warn("bench interrupted: reporting the finished cells", "cells", len(cells))
-	} else {
-		cells, reps = assembleCells(ctx, spec, names, groups, acc)
-		if err := ctx.Err(); err != nil {
-			return nil, fmt.Errorf("interrupted: %w", err) // the bootstrap stopped early
-		}
-	}
-	rep.Cells = cells
+	return acc, interrupted, nil
+}
 
-	if sw := spec.Sweep; sw != nil && !interrupted {
-	sweeps:
-		for ti := range targets {
-			for i := range spec.Matrix.Shapes {
-				res, err := b.sweep(ctx, &targets[ti], cts[ti], &spec.Matrix.Shapes[i])
-				if err != nil && ctx.Err() != nil {
-					// The sweeps that finished stay; the one that ran is
-					// left out.
-					rep.Interrupted = true
-					break sweeps
-				}
-				if err != nil {
-					return nil, err
-				}
-				rep.Sweeps = append(rep.Sweeps, res)
+// runSweeps runs the rate sweep of every target and shape; an interrupt
+// leaves out the sweep that ran and marks the report interrupted.
+func (b *run) runSweeps(ctx context.Context, targets []config.Target, cts []*client.Target, rep *report.Report) error {
+	for ti := range targets {
+		for i := range b.spec.Matrix.Shapes {
+			res, err := b.sweep(ctx, &targets[ti], cts[ti], &b.spec.Matrix.Shapes[i])
+			if err != nil && ctx.Err() != nil {
+				// The sweeps that finished stay; the one that ran is
+				// left out.
+				rep.Interrupted = true
+				return nil
 			}
+			if err != nil {
+				return err
+			}
+			rep.Sweeps = append(rep.Sweeps, res)
 		}
 	}
+	return nil
+}
 
-	stopGPU()
-	<-gpuDone
+// gpuReport is what the GPU sampler saw over the run, or why there is
+// nothing, in the report and its environment.
+func (b *run) gpuReport(gpu *gpuSampler, rep *report.Report) {
 	if gpu != nil {
 		rep.GPU = gpu.report(b.timeline)
 	} else {
-		rep.GPU = GPUReport{Note: opts.GPUNote}
+		rep.GPU = report.GPUReport{Note: b.opts.GPUNote}
 		if rep.GPU.Note == "" {
 			rep.GPU.Note = "no GPU source"
 		}
@@ -296,32 +381,27 @@ matrix:
 	rep.Environment.GPUs = rep.GPU.Devices
 	rep.Environment.Covariates = rep.GPU.Covariates
 	rep.Environment.GPUNote = rep.GPU.Note
-	rep.Timeline = b.timeline
+}
 
-	rep.Ranking = rank(b.rankInput(targets, rankGroups, reps, rep))
-	if len(rankGroups) == 0 && len(groups) > 0 {
-		// Nothing to compare the targets on: no scores of 0 tied.
-		rep.Ranking.Entries = nil
-		rep.Ranking.Note = strings.TrimPrefix(rep.Ranking.Note+"; not ranked: interrupted before every target finished one load and shape", "; ")
-	}
-	rep.Environment.Finished = time.Now().UTC()
+// closeRequests closes the request log and says in the report what it
+// holds.
+func (b *run) closeRequests(rep *report.Report) {
 	if l := b.requests; l != nil {
 		err := l.Close()
 		written, left := l.counts()
-		rep.RequestRecords = &RequestRecords{Path: opts.RequestsPath, Written: written, LeftOut: left}
+		rep.RequestRecords = &report.RequestRecords{Path: b.opts.RequestsPath, Written: written, LeftOut: left}
 		if err != nil {
 			rep.RequestRecords.Error = err.Error()
 		}
 	}
-	return rep, nil
 }
 
 // finishedCells assembles, after an interrupt, the cells whose every
 // repeat ran, in assembleCells' order, and returns with them the groups
 // that every target finished (the ranking compares targets within a
 // group, so a group that some target did not finish is not ranked).
-func finishedCells(ctx context.Context, spec *Spec, targets []string, groups []group, acc [][]cellAcc) ([]CellResult, map[string][numFigures][]float64, []group) {
-	var cells []CellResult
+func finishedCells(ctx context.Context, spec *Spec, targets []string, groups []group, acc [][]cellAcc) ([]report.CellResult, map[string][numFigures][]float64, []group) {
+	var cells []report.CellResult
 	reps := map[string][numFigures][]float64{}
 	for ti, target := range targets {
 		for gi, g := range groups {
@@ -348,23 +428,23 @@ func finishedCells(ctx context.Context, spec *Spec, targets []string, groups []g
 
 // cellAcc gathers a cell's repeats: acc[group][target].
 type cellAcc struct {
-	repeats []RepeatResult
+	repeats []report.RepeatResult
 	samples []*sample
 }
 
 // assembleCells turns the repeats into cells, target by target; each
 // cell's bootstrap now, so that only its resampled figures, not its
 // requests, are kept for the ranking. Run and Merge share it.
-func assembleCells(ctx context.Context, spec *Spec, targets []string, groups []group, acc [][]cellAcc) ([]CellResult, map[string][numFigures][]float64) {
-	var cells []CellResult
+func assembleCells(ctx context.Context, spec *Spec, targets []string, groups []group, acc [][]cellAcc) ([]report.CellResult, map[string][numFigures][]float64) {
+	var cells []report.CellResult
 	reps := map[string][numFigures][]float64{}
 	for ti, target := range targets {
 		for gi, g := range groups {
 			a := &acc[gi][ti]
-			key := CellKey(target, g.load, g.name)
-			cell := CellResult{Key: key, Target: target, Load: g.load, Shape: g.name,
-				Repeats: a.repeats, Stable: true, CI: map[string]Interval{}}
-			stats := make([]Stats, len(a.repeats))
+			key := report.CellKey(target, g.load, g.name)
+			cell := report.CellResult{Key: key, Target: target, Load: g.load, Shape: g.name,
+				Repeats: a.repeats, Stable: true, CI: map[string]report.Interval{}}
+			stats := make([]report.Stats, len(a.repeats))
 			for i, r := range a.repeats {
 				stats[i] = r.Stats
 				if r.Stability.Checked && !r.Stability.Stable {
@@ -396,8 +476,8 @@ func hashString(s string) uint64 {
 	return h.Sum64()
 }
 
-func (b *run) environment(ctx context.Context, targets []config.Target) Environment {
-	env := Environment{
+func (b *run) environment(ctx context.Context, targets []config.Target) report.Environment {
+	env := report.Environment{
 		ExporterVersion: orUnknown(version.Version), ExporterRevision: orUnknown(version.Revision), GoVersion: runtime.Version(),
 		OS: runtime.GOOS, Arch: runtime.GOARCH, CPUs: runtime.NumCPU(),
 		Started: b.start, ConfigFile: b.cfg.File, ConfigSHA256: b.cfg.SHA256, Config: b.cfg.EffectiveYAML(),
@@ -405,7 +485,7 @@ func (b *run) environment(ctx context.Context, targets []config.Target) Environm
 		Seed: b.spec.Seed, MaxSamplesRepeat: b.spec.MaxSamplesPerRepeat,
 	}
 	for _, r := range b.spec.Matrix.Replays {
-		env.Traces = append(env.Traces, TraceInfo{Name: r.Name, Source: r.Source, Path: r.Path,
+		env.Traces = append(env.Traces, report.TraceInfo{Name: r.Name, Source: r.Source, Path: r.Path,
 			Records: len(b.traces[r.Name].Records), Skipped: b.traces[r.Name].Skipped})
 	}
 	env.Inputs = auditInputs(b.cfg.File, env.Traces, env.PromptSets)
@@ -415,7 +495,7 @@ func (b *run) environment(ctx context.Context, targets []config.Target) Environm
 	}
 	infos := src.Info(ctx, targets)
 	for _, t := range targets {
-		env.Targets = append(env.Targets, TargetInfo{
+		env.Targets = append(env.Targets, report.TargetInfo{
 			Name: t.Name, URL: t.URL, Flavor: string(t.Flavor), ConfiguredModel: t.Model,
 			EngineInfo: infos[t.Name],
 		})
@@ -468,17 +548,17 @@ type repeatPlan struct {
 // as the exporter's workload checks are sent and judged: temperature 0
 // unless the bench sets one, no length extensions, and a pass when a
 // successful answer matches the pattern anywhere.
-func (b *run) knownAnswers(ctx context.Context, t *config.Target, ct *client.Target) AccuracyCheck {
+func (b *run) knownAnswers(ctx context.Context, t *config.Target, ct *client.Target) report.AccuracyCheck {
 	cl := client.New(client.Options{MaxConnsPerHost: 1})
 	defer cl.Close()
-	out := AccuracyCheck{Target: t.Name}
+	out := report.AccuracyCheck{Target: t.Name}
 	tmpl := plan.Template{Sampling: b.spec.Sampling, Timeout: t.Timeout}
 	for _, ka := range b.spec.KnownAnswers {
 		obs := &observation.Request{Scheduled: time.Now()}
 		req := tmpl.KnownAnswer(ka.Prompt, ka.MaxTokens)
 		req.RequestID = fmt.Sprintf("known-answer/%s-%d", t.Name, out.Total)
 		cl.Do(ctx, ct, req, obs)
-		r := CheckResult{Prompt: ka.Prompt, Expect: ka.Expect, Answer: textcut.Cut(obs.Text, 500)}
+		r := report.CheckResult{Prompt: ka.Prompt, Expect: ka.Expect, Answer: textcut.Cut(obs.Text, 500)}
 		if obs.Outcome != observation.Success {
 			r.Error = fmt.Sprintf("%s: %v", obs.Outcome, obs.Err)
 		} else {
@@ -507,23 +587,23 @@ func (b *run) replaySource(r *ReplaySpec, t *config.Target, salt uint64, rec rep
 // sweep finds the highest open-loop rate meeting the SLO for one target and
 // shape (see SweepSpec). Each point is one repeat without the stability
 // check.
-func (b *run) sweep(ctx context.Context, t *config.Target, ct *client.Target, sh *Shape) (SweepResult, error) {
+func (b *run) sweep(ctx context.Context, t *config.Target, ct *client.Target, sh *Shape) (report.SweepResult, error) {
 	sw := b.spec.Sweep
-	res := SweepResult{Target: t.Name, Shape: sh.Name, Rule: fmt.Sprintf("goodput >= %g", sw.MinGoodput)}
+	res := report.SweepResult{Target: t.Name, Shape: sh.Name, Rule: fmt.Sprintf("goodput >= %g", sw.MinGoodput)}
 	if sw.Pass == SweepPassSuccess {
 		res.Rule = fmt.Sprintf("success >= %g", sw.MinSuccess)
 	}
-	try := func(rate float64) (SweepPoint, error) {
-		l := Load{Kind: LoadRate, Value: rate}
-		key := "sweep/" + CellKey(t.Name, l, sh.Name)
+	try := func(rate float64) (report.SweepPoint, error) {
+		l := report.Load{Kind: report.LoadRate, Value: rate}
+		key := "sweep/" + report.CellKey(t.Name, l, sh.Name)
 		watch := b.progress.begin("sweep "+render.CellName(t.Name, t.Model, l, sh.Name), sw.Warmup+sw.Duration)
 		r, _, err := b.repeat(ctx, repeatPlan{target: t, ct: ct, group: group{name: sh.Name, load: l, shape: sh}, cell: key,
 			warmup: sw.Warmup, duration: sw.Duration, watch: watch, trendWindows: sweepTrendWindows})
 		if err != nil {
-			return SweepPoint{}, err
+			return report.SweepPoint{}, err
 		}
 		s := r.Stats
-		pt := SweepPoint{Rate: rate, GoodputRatio: s.GoodputRatio, GoodputPerSecond: s.GoodputPerSecond,
+		pt := report.SweepPoint{Rate: rate, GoodputRatio: s.GoodputRatio, GoodputPerSecond: s.GoodputPerSecond,
 			OutputTokensPerSecond: s.OutputTokensPerSecond, E2EP99: report.NaN(), Requests: s.Requests}
 		if s.Requests > 0 {
 			pt.SuccessRatio = float64(s.Successes) / float64(s.Requests)
@@ -549,13 +629,13 @@ func (b *run) sweep(ctx context.Context, t *config.Target, ct *client.Target, sh
 			pt.Note = "failed " + res.Rule
 		}
 		if s.E2E.Count > 0 {
-			pt.E2EP99 = Num(s.E2E.P99)
+			pt.E2EP99 = report.Num(s.E2E.P99)
 		}
 		res.Points = append(res.Points, pt)
 		return pt, nil
 	}
 	var pass, fail float64
-	var passPt SweepPoint
+	var passPt report.SweepPoint
 	for rate := sw.Start; ; {
 		pt, err := try(rate)
 		if err != nil {
@@ -610,7 +690,7 @@ const sweepTrendWindows = 3
 // queue at the excess rate, so the waits, and the E2E with them, grow
 // steadily over the point, long before the backlog reaches the timeout; a
 // rate the server sustains leaves them flat, up to noise.
-func latencyGrowth(medians []Num, tol float64) (float64, bool) {
+func latencyGrowth(medians []report.Num, tol float64) (float64, bool) {
 	if len(medians) < 2 {
 		return 0, false
 	}
@@ -627,14 +707,14 @@ func latencyGrowth(medians []Num, tol float64) (float64, bool) {
 }
 
 // rankInput gathers what the ranking needs from the cells.
-func (b *run) rankInput(targets []config.Target, groups []group, reps map[string][numFigures][]float64, rep *Report) *rankInput {
+func (b *run) rankInput(targets []config.Target, groups []group, reps map[string][numFigures][]float64, rep *report.Report) *rankInput {
 	spec := b.spec
 	fig := figureIndex(spec.Ranking.Latency)
 	in := &rankInput{
 		weights: *spec.Weights, refs: spec.References, figure: spec.Ranking.Latency,
 		confidence: spec.Ranking.Confidence, resamples: spec.Ranking.Resamples, seed: uint64(spec.Seed),
 	}
-	cells := map[string]*CellResult{}
+	cells := map[string]*report.CellResult{}
 	for i := range rep.Cells {
 		cells[rep.Cells[i].Key] = &rep.Cells[i]
 	}
@@ -644,7 +724,7 @@ func (b *run) rankInput(targets []config.Target, groups []group, reps map[string
 	for _, gr := range groups {
 		g := rankGroup{}
 		for _, t := range targets {
-			key := CellKey(t.Name, gr.load, gr.name)
+			key := report.CellKey(t.Name, gr.load, gr.name)
 			c := cells[key]
 			g.lat = append(g.lat, c.Summary.Figure(spec.Ranking.Latency))
 			g.thr = append(g.thr, c.Summary.OutputTokensPerSecond)

@@ -8,6 +8,7 @@ import (
 	"strings"
 	"time"
 
+	"github.com/infer-exporter/infer_exporter/bench/report"
 	"github.com/infer-exporter/infer_exporter/internal/config"
 	"github.com/infer-exporter/infer_exporter/probe/observation"
 	"github.com/infer-exporter/infer_exporter/probe/workload"
@@ -83,11 +84,11 @@ func (s *shardSchedule) Rate(elapsed time.Duration) float64 {
 func (s *shardSchedule) Clamped() uint64 { return s.inner.Clamped() }
 
 // export serialises the recorder as finish(k, span) saw it.
-func (rc *recorder) export(k int, span time.Duration) RecorderState {
+func (rc *recorder) export(k int, span time.Duration) report.RecorderState {
 	rc.settle()
 	rc.mu.Lock()
 	defer rc.mu.Unlock()
-	st := RecorderState{
+	st := report.RecorderState{
 		WindowSeconds: rc.window.Seconds(), Windows: k, SpanSeconds: span.Seconds(),
 		Measured: rc.measured, Goodput: rc.goodput, ReasoningTokens: rc.reasoningTokens, ReasoningRequests: rc.reasoningRequests,
 		Outcomes:  map[string]int{},
@@ -111,7 +112,7 @@ func (rc *recorder) export(k int, span time.Duration) RecorderState {
 // shard sampled; a shard that sampled contributes, like every other, a
 // uniform share at the lowest sampling fraction among them, so that the
 // union stays a uniform sample of all the requests.
-func mergeStates(parts []RecorderState, maxRecs, maxITL int) (*recorder, int, time.Duration) {
+func mergeStates(parts []report.RecorderState, maxRecs, maxITL int) (*recorder, int, time.Duration) {
 	window := 0.0
 	for _, p := range parts {
 		window = max(window, p.WindowSeconds)
@@ -179,18 +180,18 @@ func mergeStates(parts []RecorderState, maxRecs, maxITL int) (*recorder, int, ti
 
 // shardPart collects a shard's recorders, cell by cell (the order of
 // assembleCells: target by target, then group by group).
-func shardPart(sh Shard, targets []string, groups []group, acc [][]cellAcc) *ShardPart {
-	part := &ShardPart{Index: sh.Index, Count: sh.Count}
+func shardPart(sh Shard, targets []string, groups []group, acc [][]cellAcc) *report.ShardPart {
+	part := &report.ShardPart{Index: sh.Index, Count: sh.Count}
 	for ti, target := range targets {
 		for gi, g := range groups {
-			c := ShardCells{Key: CellKey(target, g.load, g.name)}
+			c := report.ShardCells{Key: report.CellKey(target, g.load, g.name)}
 			for _, r := range acc[gi][ti].repeats {
 				if r.State != nil {
 					c.Repeats = append(c.Repeats, *r.State)
 				} else {
 					// A shard without a share of the cell (fewer clients
 					// than shards).
-					c.Repeats = append(c.Repeats, RecorderState{Outcomes: map[string]int{}})
+					c.Repeats = append(c.Repeats, report.RecorderState{Outcomes: map[string]int{}})
 				}
 			}
 			part.Cells = append(part.Cells, c)

@@ -5,19 +5,21 @@ import (
 	"math"
 	"math/rand/v2"
 	"slices"
+
+	"github.com/infer-exporter/infer_exporter/bench/report"
 )
 
 // summarize sorts xs in place and summarises it.
-func summarize(xs []float64) Dist {
+func summarize(xs []float64) report.Dist {
 	if len(xs) == 0 {
-		return Dist{}
+		return report.Dist{}
 	}
 	slices.Sort(xs)
 	var sum float64
 	for _, x := range xs {
 		sum += x
 	}
-	return Dist{
+	return report.Dist{
 		Count: len(xs),
 		Mean:  sum / float64(len(xs)),
 		Min:   xs[0],
@@ -271,7 +273,7 @@ func countQuantiles(vals []float64, counts []int32, ps []float64, out []float64)
 
 // percentileInterval is the central interval of level conf of xs (NaNs
 // ignored), by the percentile method; ok is false when xs has no values.
-func percentileInterval(xs []float64, conf float64) (Interval, bool) {
+func percentileInterval(xs []float64, conf float64) (report.Interval, bool) {
 	v := make([]float64, 0, len(xs))
 	for _, x := range xs {
 		if !math.IsNaN(x) && !math.IsInf(x, 0) {
@@ -279,11 +281,11 @@ func percentileInterval(xs []float64, conf float64) (Interval, bool) {
 		}
 	}
 	if len(v) == 0 {
-		return Interval{}, false
+		return report.Interval{}, false
 	}
 	slices.Sort(v)
 	a := (1 - conf) / 2
-	return Interval{Lo: quantileSorted(v, a), Hi: quantileSorted(v, 1-a)}, true
+	return report.Interval{Lo: quantileSorted(v, a), Hi: quantileSorted(v, 1-a)}, true
 }
 
 // bootstrapCell resamples the requests of every repeat of a cell

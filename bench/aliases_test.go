@@ -2,9 +2,9 @@ package bench
 
 import "github.com/infer-exporter/infer_exporter/bench/report"
 
-// The report's schema is bench/report's: these names stand for its types
-// while the bench's code and its callers move to them (a transitional
-// step: new code names report.X).
+// The report's schema is bench/report's. The bench's tests, written when
+// it was the bench's, name its types by these aliases, so that their
+// bodies did not change when it moved; new tests name report.X.
 type (
 	Report           = report.Report
 	Environment      = report.Environment
