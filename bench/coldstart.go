@@ -22,6 +22,7 @@ import (
 
 	"github.com/infer-exporter/infer_exporter/bench/report"
 	"github.com/infer-exporter/infer_exporter/internal/config"
+	"github.com/infer-exporter/infer_exporter/internal/procgroup"
 	"github.com/infer-exporter/infer_exporter/probe/client"
 	"github.com/infer-exporter/infer_exporter/probe/observation"
 	"github.com/infer-exporter/infer_exporter/probe/plan"
@@ -384,7 +385,7 @@ func startProcess(argv []string, logger *slog.Logger) (*serverProcess, error) {
 		mark: mark, exited: make(chan struct{}), logger: logger}
 	cmd.Stdout, cmd.Stderr = w, w
 	cmd.Stdin = nil
-	setProcessGroup(cmd)
+	procgroup.Set(cmd)
 	p.started = time.Now()
 	err = cmd.Start()
 	w.Close() // the command's copy is its own
@@ -465,14 +466,14 @@ func (p *serverProcess) stop(ctx context.Context, grace time.Duration) {
 
 // signal sends sig to the command's process group and to every process
 // that carries its mark (escaped descendants, where they can be found:
-// signalMarked), and returns how many marked processes it signalled.
+// procgroup.SignalMarked), and returns how many marked processes it signalled.
 func (p *serverProcess) signal(sig syscall.Signal) int {
 	if sig == syscall.SIGTERM {
-		terminateGroup(p.cmd)
+		procgroup.Terminate(p.cmd)
 	} else {
-		killGroup(p.cmd)
+		procgroup.Kill(p.cmd)
 	}
-	return signalMarked(coldStartMarkEnv+"="+p.mark, sig)
+	return procgroup.SignalMarked(coldStartMarkEnv+"="+p.mark, sig)
 }
 
 // tailBuffer keeps the last max bytes written to it.

@@ -332,6 +332,28 @@ func checkState(st *report.RecorderState, maxK, maxRecs int) error {
 	case st.ITLSeen < len(st.ITL):
 		return fmt.Errorf("itl_seen: %d, below the %d gaps kept", st.ITLSeen, len(st.ITL))
 	}
+	if err := checkOutcomes(st); err != nil {
+		return err
+	}
+	if err := checkWindows(st); err != nil {
+		return err
+	}
+	for i, v := range st.ITL {
+		if err := seconds(fmt.Sprintf("itl[%d]", i), v, false); err != nil {
+			return err
+		}
+	}
+	for i := range st.Records {
+		if err := checkRecord(&st.Records[i]); err != nil {
+			return fmt.Errorf("records[%d].%w", i, err)
+		}
+	}
+	return nil
+}
+
+// checkOutcomes bounds a recorder state's outcome and status counts: known
+// names, counts in bounds, no more status codes than failed requests.
+func checkOutcomes(st *report.RecorderState) error {
 	for o, n := range st.Outcomes {
 		if !outcomeNames[o] {
 			return fmt.Errorf("outcomes: %.64q is not an outcome (%v)", o, observation.Outcomes)
@@ -353,6 +375,12 @@ func checkState(st *report.RecorderState, maxK, maxRecs int) error {
 	if nHTTP := st.Outcomes[string(observation.HTTP4xx)] + st.Outcomes[string(observation.HTTP5xx)]; failed > nHTTP {
 		return fmt.Errorf("http_errors: %d, above the %d requests of outcome http_4xx or http_5xx", failed, nHTTP)
 	}
+	return nil
+}
+
+// checkWindows bounds a recorder state's per-window counts, tokens and
+// E2E samples.
+func checkWindows(st *report.RecorderState) error {
 	for _, l := range []struct {
 		field string
 		v     []int
@@ -388,16 +416,6 @@ func checkState(st *report.RecorderState, maxK, maxRecs int) error {
 			if err := seconds(fmt.Sprintf("win_e2e[%d][%d]", i, j), v, false); err != nil {
 				return err
 			}
-		}
-	}
-	for i, v := range st.ITL {
-		if err := seconds(fmt.Sprintf("itl[%d]", i), v, false); err != nil {
-			return err
-		}
-	}
-	for i := range st.Records {
-		if err := checkRecord(&st.Records[i]); err != nil {
-			return fmt.Errorf("records[%d].%w", i, err)
 		}
 	}
 	return nil

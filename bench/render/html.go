@@ -160,7 +160,24 @@ func buildView(r *report.Report) *view {
 	for _, t := range r.Environment.Targets {
 		targets = append(targets, t.Name)
 	}
-	// Curves: per shape and load kind, figures against the load.
+	v.Curves = curveCharts(r, targets)
+	v.Pareto = paretoCharts(r, targets)
+	v.Sweep = sweepCharts(r, targets)
+	if r.GPU.Available {
+		v.Heatmap, v.GPUCharts = gpuCharts(r, targets)
+	}
+	v.CellCharts = map[string][]template.HTML{}
+	for i := range r.Cells {
+		if ch := cellCharts(&r.Cells[i]); len(ch) > 0 {
+			v.CellCharts[r.Cells[i].Key] = ch
+		}
+	}
+	return v
+}
+
+// curveCharts are, per shape and load kind, the figures against the load.
+func curveCharts(r *report.Report, targets []string) []curveGroup {
+	var curves []curveGroup
 	var shapes []string
 	seen := map[string]bool{}
 	for _, c := range r.Cells {
@@ -211,10 +228,16 @@ func buildView(r *report.Report) *view {
 				}
 				g.Charts = append(g.Charts, ch.SVG())
 			}
-			v.Curves = append(v.Curves, g)
+			curves = append(curves, g)
 		}
 	}
-	// Pareto per target: throughput against the ranking's latency figure.
+	return curves
+}
+
+// paretoCharts are, per target, throughput against the ranking's latency
+// figure, with the Pareto frontier.
+func paretoCharts(r *report.Report, targets []string) []template.HTML {
+	var out []template.HTML
 	latFig := r.Ranking.LatencyFigure
 	if latFig == "" {
 		latFig = report.DefaultLatencyMetric
@@ -230,9 +253,15 @@ func buildView(r *report.Report) *view {
 		}
 		ch := chart{Title: "Latency / throughput — " + t, XLabel: "output tokens/s", YLabel: latFig,
 			YKind: axisSeconds, Scatter: true, Series: []chartSeries{s}, Frontier: paretoFrontier(s.Points), YFromZero: true}
-		v.Pareto = append(v.Pareto, ch.SVG())
+		out = append(out, ch.SVG())
 	}
-	// Sweep: goodput ratio against rate.
+	return out
+}
+
+// sweepCharts are, per shape, each target's goodput ratio against the
+// sweep's rates.
+func sweepCharts(r *report.Report, targets []string) []template.HTML {
+	var out []template.HTML
 	bySweepShape := map[string][]report.SweepResult{}
 	var sweepShapes []string
 	for _, s := range r.Sweeps {
@@ -251,18 +280,9 @@ func buildView(r *report.Report) *view {
 			sort.Slice(s.Points, func(i, j int) bool { return s.Points[i].X < s.Points[j].X })
 			ch.Series = append(ch.Series, s)
 		}
-		v.Sweep = append(v.Sweep, ch.SVG())
+		out = append(out, ch.SVG())
 	}
-	if r.GPU.Available {
-		v.Heatmap, v.GPUCharts = gpuCharts(r, targets)
-	}
-	v.CellCharts = map[string][]template.HTML{}
-	for i := range r.Cells {
-		if ch := cellCharts(&r.Cells[i]); len(ch) > 0 {
-			v.CellCharts[r.Cells[i].Key] = ch
-		}
-	}
-	return v
+	return out
 }
 
 // The size of a cell's own charts: several side by side.

@@ -219,7 +219,6 @@ func (c chart) SVG() template.HTML {
 	if h == 0 {
 		h = 320
 	}
-	xf, yf := c.XKind.value, c.YKind.value
 	var b strings.Builder
 	class := "chart"
 	if c.Class != "" {
@@ -278,42 +277,48 @@ func (c chart) SVG() template.HTML {
 	}
 	// Series.
 	for i, s := range c.Series {
-		color := s.Color
-		if color == "" {
-			color = colorOf(i)
-		}
-		var pts []string
-		for _, p := range s.Points {
-			if finite(p.X) && finite(p.Y) {
-				pts = append(pts, fmt.Sprintf("%.1f,%.1f", px(p.X), py(p.Y)))
-			}
-		}
-		fmt.Fprintf(&b, `<g class="series" data-series="%s">`, Escape(s.Name))
-		if !c.Scatter && len(pts) > 1 {
-			dash := ""
-			if s.Dashed {
-				dash = ` stroke-dasharray="5 3"`
-			}
-			fmt.Fprintf(&b, `<polyline points="%s" fill="none" stroke="%s" stroke-width="2"%s/>`, strings.Join(pts, " "), color, dash)
-		}
-		for j, p := range s.Points {
-			// A dense time series is its line; a lone point is a point.
-			if !finite(p.X) || !finite(p.Y) || (len(s.Points) > 60 && !c.Scatter && len(pts) > 1) {
-				continue
-			}
-			fmt.Fprintf(&b, `<circle cx="%.1f" cy="%.1f" r="4" fill="%s"><title>%s: %s, %s</title></circle>`,
-				px(p.X), py(p.Y), color, Escape(s.Name), Escape(xf(p.X)), Escape(yf(p.Y)))
-			if j < len(s.Labels) {
-				fmt.Fprintf(&b, `<text x="%.1f" y="%.1f" class="label">%s</text>`, px(p.X)+6, py(p.Y)-6, Escape(s.Labels[j]))
-			}
-		}
-		b.WriteString(`</g>`)
-		e := legend[i]
-		fmt.Fprintf(&b, `<rect x="%d" y="%d" width="10" height="10" fill="%s"/><text x="%d" y="%d" class="legend">%s</text>`,
-			e.x, e.y, color, e.x+14, e.y+9, Escape(s.Name))
+		c.writeSeries(&b, i, s, px, py, legend[i].x, legend[i].y)
 	}
 	b.WriteString(`</svg>`)
 	return template.HTML(b.String())
+}
+
+// writeSeries draws series i of the chart: its line (or points), its
+// labels, and its legend entry at (lx, ly).
+func (c chart) writeSeries(b *strings.Builder, i int, s chartSeries, px, py func(float64) float64, lx, ly int) {
+	xf, yf := c.XKind.value, c.YKind.value
+	color := s.Color
+	if color == "" {
+		color = colorOf(i)
+	}
+	var pts []string
+	for _, p := range s.Points {
+		if finite(p.X) && finite(p.Y) {
+			pts = append(pts, fmt.Sprintf("%.1f,%.1f", px(p.X), py(p.Y)))
+		}
+	}
+	fmt.Fprintf(b, `<g class="series" data-series="%s">`, Escape(s.Name))
+	if !c.Scatter && len(pts) > 1 {
+		dash := ""
+		if s.Dashed {
+			dash = ` stroke-dasharray="5 3"`
+		}
+		fmt.Fprintf(b, `<polyline points="%s" fill="none" stroke="%s" stroke-width="2"%s/>`, strings.Join(pts, " "), color, dash)
+	}
+	for j, p := range s.Points {
+		// A dense time series is its line; a lone point is a point.
+		if !finite(p.X) || !finite(p.Y) || (len(s.Points) > 60 && !c.Scatter && len(pts) > 1) {
+			continue
+		}
+		fmt.Fprintf(b, `<circle cx="%.1f" cy="%.1f" r="4" fill="%s"><title>%s: %s, %s</title></circle>`,
+			px(p.X), py(p.Y), color, Escape(s.Name), Escape(xf(p.X)), Escape(yf(p.Y)))
+		if j < len(s.Labels) {
+			fmt.Fprintf(b, `<text x="%.1f" y="%.1f" class="label">%s</text>`, px(p.X)+6, py(p.Y)-6, Escape(s.Labels[j]))
+		}
+	}
+	b.WriteString(`</g>`)
+	fmt.Fprintf(b, `<rect x="%d" y="%d" width="10" height="10" fill="%s"/><text x="%d" y="%d" class="legend">%s</text>`,
+		lx, ly, color, lx+14, ly+9, Escape(s.Name))
 }
 
 func Escape(s string) string { return html.EscapeString(s) }
