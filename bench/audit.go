@@ -8,24 +8,9 @@ import (
 	"io"
 	"os"
 	"path/filepath"
-)
 
-// Input is one link of a report's audit chain: an input of the run and
-// the SHA-256 of its bytes when the run read it. `bench verify` hashes the
-// ones it can find again.
-type Input struct {
-	// Kind is exporter (the binary that ran), config (the bench file),
-	// trace (a replayed trace file) or prompt_set (the prompts one target
-	// got for one shape: their hash, prompt.HashPrompts; they were made
-	// against the target's tokenizer, so they are not files).
-	Kind string `json:"kind"`
-	// Name is the trace's or the prompt set's name ("target/shape").
-	Name string `json:"name,omitempty"`
-	// Path is the file's absolute path, for the kinds that are files.
-	Path   string `json:"path,omitempty"`
-	SHA256 string `json:"sha256"`
-	Bytes  int64  `json:"bytes,omitempty"`
-}
+	"github.com/infer-exporter/infer_exporter/bench/report"
+)
 
 // Input kinds.
 const (
@@ -41,17 +26,17 @@ const (
 // refused before it is opened: it has no size, and hashing it might never
 // end.
 func hashFile(ctx context.Context, path string, max int64) (string, int64, error) {
-	f, _, err := openRegular(path, max)
+	f, _, err := report.OpenRegular(path, max)
 	if err != nil {
 		return "", 0, err
 	}
 	defer f.Close()
 	h := sha256.New()
-	var r io.Reader = ctxReader{ctx, f}
+	var r io.Reader = report.ContextReader(ctx, f)
 	if max >= 0 {
 		r = io.LimitReader(r, max+1)
 	}
-	n, err := io.CopyBuffer(h, r, make([]byte, readChunk))
+	n, err := io.CopyBuffer(h, r, make([]byte, report.ReadChunk))
 	if err != nil {
 		return "", 0, err
 	}
@@ -64,11 +49,11 @@ func hashFile(ctx context.Context, path string, max int64) (string, int64, error
 // fileInput hashes one file input; a file that cannot be read (an
 // executable deleted since it started) is recorded with the reason in
 // place of its hash.
-func fileInput(kind, name, path string) Input {
+func fileInput(kind, name, path string) report.Input {
 	if abs, err := filepath.Abs(path); err == nil {
 		path = abs
 	}
-	in := Input{Kind: kind, Name: name, Path: path}
+	in := report.Input{Kind: kind, Name: name, Path: path}
 	sum, n, err := hashFile(context.Background(), path, -1)
 	if err != nil {
 		in.SHA256 = "unreadable: " + err.Error()
@@ -80,12 +65,12 @@ func fileInput(kind, name, path string) Input {
 
 // auditInputs lists a run's inputs: the running binary, the configuration
 // file, every trace and every prompt set.
-func auditInputs(configFile string, traces []TraceInfo, prompts []PromptSetInfo) []Input {
-	var ins []Input
+func auditInputs(configFile string, traces []report.TraceInfo, prompts []report.PromptSetInfo) []report.Input {
+	var ins []report.Input
 	if exe, err := os.Executable(); err == nil {
 		ins = append(ins, fileInput(InputExporter, "", exe))
 	} else {
-		ins = append(ins, Input{Kind: InputExporter, SHA256: "unreadable: " + err.Error()})
+		ins = append(ins, report.Input{Kind: InputExporter, SHA256: "unreadable: " + err.Error()})
 	}
 	if configFile != "" {
 		ins = append(ins, fileInput(InputConfig, "", configFile))
@@ -94,14 +79,14 @@ func auditInputs(configFile string, traces []TraceInfo, prompts []PromptSetInfo)
 		ins = append(ins, fileInput(InputTrace, t.Name, t.Path))
 	}
 	for _, p := range prompts {
-		ins = append(ins, Input{Kind: InputPromptSet, Name: p.Target + "/" + p.Shape, SHA256: p.SHA256})
+		ins = append(ins, report.Input{Kind: InputPromptSet, Name: p.Target + "/" + p.Shape, SHA256: p.SHA256})
 	}
 	return ins
 }
 
 // Verification is what `bench verify` found for one input.
 type Verification struct {
-	Input Input
+	Input report.Input
 	// Status: match, changed (Now is the new hash), missing (Err says
 	// why) or not_recomputable (a prompt set: it needs the target).
 	Status string
@@ -126,7 +111,7 @@ const (
 // without being read (a 20 GB sparse file in a trace's place is not
 // hashed to its end). The hashing ends when ctx does: the inputs not yet
 // hashed are then missing, with ctx's error.
-func Verify(ctx context.Context, r *Report) []Verification {
+func Verify(ctx context.Context, r *report.Report) []Verification {
 	var out []Verification
 	for _, in := range r.Environment.Inputs {
 		v := Verification{Input: in}
@@ -142,7 +127,7 @@ func Verify(ctx context.Context, r *Report) []Verification {
 }
 
 // verifyFile hashes one file input again.
-func verifyFile(ctx context.Context, in Input) Verification {
+func verifyFile(ctx context.Context, in report.Input) Verification {
 	v := Verification{Input: in}
 	// The recorded size bounds the read: a file that grew is changed
 	// whatever its bytes. A report from before sizes were recorded (or an

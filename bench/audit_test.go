@@ -8,6 +8,9 @@ import (
 	"strings"
 	"testing"
 	"time"
+
+	"github.com/infer-exporter/infer_exporter/bench/render"
+	"github.com/infer-exporter/infer_exporter/bench/report"
 )
 
 // TestAuditChainAndMarkdown: a report records the SHA-256 of the exporter
@@ -60,7 +63,7 @@ bench:
 
 	// report.md: the numbers of report.json, cell by cell and on the
 	// leaderboard.
-	md, err := os.ReadFile(filepath.Join(out, MarkdownFile))
+	md, err := os.ReadFile(filepath.Join(out, render.MarkdownFile))
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -85,8 +88,8 @@ bench:
 	}
 	for _, c := range r.Cells {
 		s := c.Summary
-		want := []string{c.Key, strconv.Itoa(s.Requests), strconv.Itoa(s.Successes), mdRate(s.RequestsPerSecond), mdRate(s.OutputTokensPerSecond),
-			mdRatio(s.GoodputRatio), mdMillis(s.TTFT.P50), mdMillis(s.TTFT.P99), mdMillis(s.TPOT.P50), mdMillis(s.TPOT.P99), mdMillis(s.E2E.P50), mdMillis(s.E2E.P99)}
+		want := []string{c.Key, strconv.Itoa(s.Requests), strconv.Itoa(s.Successes), report.MarkdownRate(s.RequestsPerSecond), report.MarkdownRate(s.OutputTokensPerSecond),
+			report.MarkdownRatio(s.GoodputRatio), report.MarkdownMillis(s.TTFT.P50), report.MarkdownMillis(s.TTFT.P99), report.MarkdownMillis(s.TPOT.P50), report.MarkdownMillis(s.TPOT.P99), report.MarkdownMillis(s.E2E.P50), report.MarkdownMillis(s.E2E.P99)}
 		got := rows[c.Key]
 		if len(got) < len(want) {
 			t.Errorf("cell %s: row %v", c.Key, got)
@@ -103,7 +106,7 @@ bench:
 		if e.Tied {
 			rank = "=" + rank
 		}
-		if got := ranked[[2]string{rank, e.Target}]; len(got) < 3 || got[2] != mdRatio(e.Score) {
+		if got := ranked[[2]string{rank, e.Target}]; len(got) < 3 || got[2] != report.MarkdownRatio(e.Score) {
 			t.Errorf("leaderboard row %v for %+v", got, e)
 		}
 	}

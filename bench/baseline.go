@@ -6,56 +6,14 @@ import (
 	"math"
 	"slices"
 	"strings"
-	"time"
+
+	"github.com/infer-exporter/infer_exporter/bench/report"
 )
-
-// Comparison is a report compared with a baseline report, cell by cell.
-//
-// For every cell present in both, it compares e2e_p50, e2e_p99 and
-// output_tokens_per_second, and the gated figures (regression.metrics,
-// default e2e_p99). A gated figure regressed when
-//
-//	new/old - 1 > threshold   and   the lower end of its interval > 0,
-//
-// that is, it grew by more than the threshold and the growth is beyond
-// noise: the interval of the change, at the report's confidence, excludes
-// no change. The interval combines both reports' bootstrap intervals on the
-// log scale, as independent normal errors: se = sqrt(se_old² + se_new²)
-// with se = (ln hi - ln lo) / (2 z), z the normal quantile of the
-// confidence; the change's interval is (new/old)·exp(±z·se) - 1. A figure
-// without an interval in either report is judged on the threshold alone.
-type Comparison struct {
-	BaselineFile    string           `json:"baseline_file"`
-	BaselineStarted time.Time        `json:"baseline_started"`
-	Threshold       float64          `json:"threshold"`
-	Confidence      float64          `json:"confidence"`
-	Gated           []string         `json:"gated"`
-	Warnings        []string         `json:"warnings,omitempty"`
-	Cells           []CellComparison `json:"cells"`
-	// Regressions name the regressed cells and figures, "cell: figure".
-	Regressions []string `json:"regressions"`
-	// Unmatched are cells present in only one of the reports.
-	Unmatched []string `json:"unmatched,omitempty"`
-}
-
-// CellComparison is one figure of one cell.
-type CellComparison struct {
-	Cell   string  `json:"cell"`
-	Figure string  `json:"figure"`
-	Old    float64 `json:"old"`
-	New    float64 `json:"new"`
-	// Change is new/old - 1; ChangeLo and ChangeHi its interval.
-	Change    float64 `json:"change"`
-	ChangeLo  Num     `json:"change_lo"`
-	ChangeHi  Num     `json:"change_hi"`
-	Gated     bool    `json:"gated"`
-	Regressed bool    `json:"regressed"`
-}
 
 // Compare compares cur with base. threshold and gated come from cur's
 // configuration unless overridden by the caller.
-func Compare(base, cur *Report, baseFile string, threshold float64, gated []string, confidence float64) *Comparison {
-	c := &Comparison{
+func Compare(base, cur *report.Report, baseFile string, threshold float64, gated []string, confidence float64) *report.Comparison {
+	c := &report.Comparison{
 		BaselineFile: baseFile, BaselineStarted: base.Environment.Started,
 		Threshold: threshold, Confidence: confidence, Gated: gated, Regressions: []string{},
 	}
@@ -67,7 +25,7 @@ func Compare(base, cur *Report, baseFile string, threshold float64, gated []stri
 		c.Warnings = append(c.Warnings, "the configuration files differ")
 	}
 	z := math.Sqrt2 * math.Erfinv(confidence)
-	old := map[string]*CellResult{}
+	old := map[string]*report.CellResult{}
 	for i := range base.Cells {
 		old[base.Cells[i].Key] = &base.Cells[i]
 	}
@@ -95,14 +53,14 @@ func Compare(base, cur *Report, baseFile string, threshold float64, gated []stri
 			if math.IsNaN(o) || math.IsNaN(n) || o <= 0 {
 				continue
 			}
-			cc := CellComparison{Cell: nc.Key, Figure: f, Old: o, New: n, Change: n/o - 1,
-				ChangeLo: NaN(), ChangeHi: NaN(), Gated: slices.Contains(gated, f)}
+			cc := report.CellComparison{Cell: nc.Key, Figure: f, Old: o, New: n, Change: n/o - 1,
+				ChangeLo: report.NaN(), ChangeHi: report.NaN(), Gated: slices.Contains(gated, f)}
 			seO, okO := logSE(oc.CI[f], z)
 			seN, okN := logSE(nc.CI[f], z)
 			if okO && okN {
 				se := math.Hypot(seO, seN)
-				cc.ChangeLo = Num(n/o*math.Exp(-z*se) - 1)
-				cc.ChangeHi = Num(n/o*math.Exp(z*se) - 1)
+				cc.ChangeLo = report.Num(n/o*math.Exp(-z*se) - 1)
+				cc.ChangeHi = report.Num(n/o*math.Exp(z*se) - 1)
 			}
 			if cc.Gated && cc.Change > threshold && (!cc.ChangeLo.Valid() || cc.ChangeLo > 0) {
 				cc.Regressed = true
@@ -120,16 +78,23 @@ func Compare(base, cur *Report, baseFile string, threshold float64, gated []stri
 }
 
 // logSE is the standard error on the log scale implied by an interval.
-func logSE(ci Interval, z float64) (float64, bool) {
+func logSE(ci report.Interval, z float64) (float64, bool) {
 	if !(ci.Lo > 0) || !(ci.Hi >= ci.Lo) || z <= 0 {
 		return 0, false
 	}
 	return (math.Log(ci.Hi) - math.Log(ci.Lo)) / (2 * z), true
 }
 
-// WriteText prints the comparison for a terminal or a CI log: warnings,
+func changeCI(cc report.CellComparison) string {
+	if !cc.ChangeLo.Valid() {
+		return ", no interval"
+	}
+	return fmt.Sprintf(", interval %+.1f%%..%+.1f%%", float64(cc.ChangeLo)*100, float64(cc.ChangeHi)*100)
+}
+
+// writeComparisonText prints the comparison for a terminal or a CI log: warnings,
 // every gated figure, then one REGRESSION line per regressed cell.
-func (c *Comparison) WriteText(w io.Writer) {
+func writeComparisonText(w io.Writer, c *report.Comparison) {
 	fmt.Fprintf(w, "baseline %s: threshold %.1f%%, confidence %g, gated %s\n",
 		c.BaselineFile, c.Threshold*100, c.Confidence, strings.Join(c.Gated, ","))
 	for _, warn := range c.Warnings {
@@ -147,16 +112,9 @@ func (c *Comparison) WriteText(w io.Writer) {
 			status = "REGRESSED"
 		}
 		fmt.Fprintf(w, "%-10s %s %s: %s -> %s (%+.1f%%%s)\n", status, cc.Cell, cc.Figure,
-			fmtSeconds(cc.Old), fmtSeconds(cc.New), cc.Change*100, changeCI(cc))
+			report.FormatSeconds(cc.Old), report.FormatSeconds(cc.New), cc.Change*100, changeCI(cc))
 	}
 	for _, r := range c.Regressions {
 		fmt.Fprintf(w, "REGRESSION %s\n", r)
 	}
-}
-
-func changeCI(cc CellComparison) string {
-	if !cc.ChangeLo.Valid() {
-		return ", no interval"
-	}
-	return fmt.Sprintf(", interval %+.1f%%..%+.1f%%", float64(cc.ChangeLo)*100, float64(cc.ChangeHi)*100)
 }

@@ -58,7 +58,7 @@ func TestCompare(t *testing.T) {
 		}
 	}
 	var out bytes.Buffer
-	c.WriteText(&out)
+	writeComparisonText(&out, c)
 	if !strings.Contains(out.String(), "REGRESSION t/rate=1/a: e2e_p99") || !strings.Contains(out.String(), "REGRESSED  t/rate=1/a e2e_p99") {
 		t.Errorf("text:\n%s", out.String())
 	}

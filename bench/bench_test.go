@@ -20,6 +20,8 @@ import (
 	"github.com/alecthomas/kingpin/v2"
 	"go.uber.org/goleak"
 
+	"github.com/infer-exporter/infer_exporter/bench/render"
+	"github.com/infer-exporter/infer_exporter/bench/report"
 	"github.com/infer-exporter/infer_exporter/internal/simulator"
 	"github.com/infer-exporter/infer_exporter/internal/testenv"
 )
@@ -35,7 +37,7 @@ func TestMain(m *testing.M) { goleak.VerifyTestMain(m) }
 
 func readReport(t *testing.T, dir string) *Report {
 	t.Helper()
-	r, err := ReadJSON(filepath.Join(dir, JSONFile))
+	r, err := report.ReadJSON(filepath.Join(dir, JSONFile))
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -225,22 +227,22 @@ func checkHTMLMatchesJSON(t *testing.T, path string, r *Report) {
 				var text string
 				if row[1] == "throughput" {
 					want = c.Summary.OutputTokensPerSecond
-					text = fmtNumber(want)
+					text = report.FormatNumber(want)
 				} else {
 					d := dists[row[1]]
 					want = map[string]float64{"count": float64(d.Count), "mean": d.Mean, "p50": d.P50, "p90": d.P90,
 						"p95": d.P95, "p99": d.P99, "p99_9": d.P999, "max": d.Max}[td[1]]
-					text = fmtSeconds(want)
+					text = report.FormatSeconds(want)
 					if td[1] == "count" {
 						text = strconv.Itoa(d.Count)
 					}
 				}
-				if td[2] != fmtF(want) || td[4] != esc(text) {
-					t.Errorf("%s %s %s: HTML %s (%q), JSON %s (%q)", c.Key, row[1], td[1], td[2], td[4], fmtF(want), text)
+				if td[2] != report.FormatFloat(want) || td[4] != render.Escape(text) {
+					t.Errorf("%s %s %s: HTML %s (%q), JSON %s (%q)", c.Key, row[1], td[1], td[2], td[4], report.FormatFloat(want), text)
 				}
 				// A quantile from fewer samples than it needs says so.
 				if row[1] != "throughput" {
-					if note := thinQuantile(td[1], dists[row[1]].Count); td[3] != esc(note) {
+					if note := report.ThinQuantile(td[1], dists[row[1]].Count); td[3] != render.Escape(note) {
 						t.Errorf("%s %s %s: caveat %q, want %q", c.Key, row[1], td[1], td[3], note)
 					}
 				}
@@ -257,7 +259,7 @@ func checkHTMLMatchesJSON(t *testing.T, path string, r *Report) {
 	}
 	for i, row := range rows {
 		e := r.Ranking.Entries[i]
-		if row[1] != e.Target || row[2] != strconv.Itoa(e.Rank) || row[3] != fmtF(e.Score) || row[4] != strconv.FormatBool(e.Tied) {
+		if row[1] != e.Target || row[2] != strconv.Itoa(e.Rank) || row[3] != report.FormatFloat(e.Score) || row[4] != strconv.FormatBool(e.Tied) {
 			t.Errorf("leaderboard row %d: %v, JSON %+v", i, row[1:], e)
 		}
 	}
@@ -275,18 +277,18 @@ func checkCSVMatchesJSON(t *testing.T, path string, r *Report) {
 		t.Fatal(err)
 	}
 	lines := strings.Split(strings.TrimSpace(string(b)), "\n")
-	if len(lines) != len(r.Cells)+1 || lines[0] != strings.Join(CSVHeader, ",") {
+	if len(lines) != len(r.Cells)+1 || lines[0] != strings.Join(report.CSVHeader, ",") {
 		t.Fatalf("CSV: %d lines, header %q", len(lines), lines[0])
 	}
 	col := map[string]int{}
-	for i, h := range CSVHeader {
+	for i, h := range report.CSVHeader {
 		col[h] = i
 	}
 	for i, c := range r.Cells {
 		f := strings.Split(lines[i+1], ",")
 		for name, want := range map[string]string{
-			"cell": c.Key, "e2e_p99_seconds": fmtF(c.Summary.E2E.P99), "ttft_p50_seconds": fmtF(c.Summary.TTFT.P50),
-			"output_tokens_per_second": fmtF(c.Summary.OutputTokensPerSecond), "requests": strconv.Itoa(c.Summary.Requests),
+			"cell": c.Key, "e2e_p99_seconds": report.FormatFloat(c.Summary.E2E.P99), "ttft_p50_seconds": report.FormatFloat(c.Summary.TTFT.P50),
+			"output_tokens_per_second": report.FormatFloat(c.Summary.OutputTokensPerSecond), "requests": strconv.Itoa(c.Summary.Requests),
 		} {
 			if f[col[name]] != want {
 				t.Errorf("CSV %s %s = %s, JSON %s", c.Key, name, f[col[name]], want)
@@ -433,7 +435,7 @@ bench:
 	}
 	// The Markdown a CI job posts carries the verdict and the regressed
 	// figure.
-	if md, err := os.ReadFile(filepath.Join(dir, "slow", MarkdownFile)); err != nil || !strings.Contains(string(md), "**REGRESSED**: 1 gated figure(s)") ||
+	if md, err := os.ReadFile(filepath.Join(dir, "slow", render.MarkdownFile)); err != nil || !strings.Contains(string(md), "**REGRESSED**: 1 gated figure(s)") ||
 		!strings.Contains(string(md), "| sim/concurrency=8/s12 | e2e_p99 |") {
 		t.Errorf("report.md (%v) lacks the verdict:\n%s", err, md)
 	}
@@ -456,7 +458,7 @@ bench:
 	if code != ExitOK {
 		t.Errorf("unchanged: exit %d, want 0\n%s\n%s", code, stdout, stderr)
 	}
-	if md, err := os.ReadFile(filepath.Join(dir, "again", MarkdownFile)); err != nil || !strings.Contains(string(md), "No regression against") {
+	if md, err := os.ReadFile(filepath.Join(dir, "again", render.MarkdownFile)); err != nil || !strings.Contains(string(md), "No regression against") {
 		t.Errorf("report.md (%v) lacks the verdict:\n%s", err, md)
 	}
 }

@@ -7,6 +7,8 @@ import (
 	"testing"
 	"time"
 
+	"github.com/infer-exporter/infer_exporter/bench/render"
+	"github.com/infer-exporter/infer_exporter/bench/report"
 	"github.com/infer-exporter/infer_exporter/internal/config"
 	"github.com/infer-exporter/infer_exporter/probe/observation"
 )
@@ -54,13 +56,13 @@ func syntheticReport(targets, loads int) *Report {
 		name := fmt.Sprintf("t%d", t)
 		r.Environment.Targets = append(r.Environment.Targets, TargetInfo{Name: name})
 		r.Ranking.Entries = append(r.Ranking.Entries, RankEntry{Target: name, Rank: t + 1, Score: 1 / float64(t+1),
-			Latency: 1, Throughput: 1, Memory: NaN(), Accuracy: NaN(), PeakMemoryBytes: NaN()})
+			Latency: 1, Throughput: 1, Memory: report.NaN(), Accuracy: report.NaN(), PeakMemoryBytes: report.NaN()})
 		for l := 0; l < loads; l++ {
 			d := summarize([]float64{rng.Float64(), rng.Float64(), rng.Float64()})
-			load := Load{LoadRate, float64(l + 1)}
+			load := Load{Kind: LoadRate, Value: float64(l + 1)}
 			r.Cells = append(r.Cells, CellResult{Key: CellKey(name, load, "s"), Target: name, Load: load, Shape: "s",
 				Summary: Stats{Requests: 100, TTFT: d, TPOT: d, ITL: d, E2E: d, ScheduleLag: d, OutputTokensPerSecond: 100 * rng.Float64()},
-				CI:      map[string]Interval{"e2e_p99": {1, 2}}, Stable: true, Repeats: []RepeatResult{{}}})
+				CI:      map[string]Interval{"e2e_p99": {Lo: 1, Hi: 2}}, Stable: true, Repeats: []RepeatResult{{}}})
 		}
 	}
 	return r
@@ -70,7 +72,7 @@ func syntheticReport(targets, loads int) *Report {
 func BenchmarkWriteHTML(b *testing.B) {
 	r := syntheticReport(4, 8)
 	for b.Loop() {
-		if err := WriteHTML(io.Discard, r); err != nil {
+		if err := render.WriteHTML(io.Discard, r); err != nil {
 			b.Fatal(err)
 		}
 	}

@@ -20,7 +20,9 @@ import (
 	"syscall"
 	"time"
 
+	"github.com/infer-exporter/infer_exporter/bench/report"
 	"github.com/infer-exporter/infer_exporter/internal/config"
+	"github.com/infer-exporter/infer_exporter/internal/procgroup"
 	"github.com/infer-exporter/infer_exporter/probe/client"
 	"github.com/infer-exporter/infer_exporter/probe/observation"
 	"github.com/infer-exporter/infer_exporter/probe/plan"
@@ -150,54 +152,11 @@ func (c *Config) validateColdStart(v *validator) {
 	}
 }
 
-// ColdStartReport is the cold-start step's result: per repeat and, for each
-// figure, the median over the repeats that reached it. Every repeat's
-// server is stopped before the next starts, except the last one's, which
-// serves the rest of the run (the prompt calibration, the engine info and
-// the matrix meet it) and is stopped when the run ends.
-type ColdStartReport struct {
-	Target   string   `json:"target"`
-	Command  []string `json:"command"`
-	ReadyURL string   `json:"ready_url,omitempty"`
-	// RequestMaxTokens is the first-token request's max_tokens.
-	RequestMaxTokens int `json:"request_max_tokens"`
-	// Seconds from the start to readiness (ready_url's first 200), to the
-	// first token of the first successful request, and that request's own
-	// TTFT (from its sending).
-	ReadySeconds            Num               `json:"ready_seconds"`
-	FirstTokenSeconds       Num               `json:"first_token_seconds"`
-	FirstRequestTTFTSeconds Num               `json:"first_request_ttft_seconds"`
-	Failed                  int               `json:"failed"`
-	Repeats                 []ColdStartRepeat `json:"repeats"`
-}
-
-// ColdStartRepeat is one start.
-type ColdStartRepeat struct {
-	Index int `json:"index"`
-	// Started is the instant just before the command was started: the
-	// start every figure counts from.
-	Started time.Time `json:"started"`
-	// ReadySeconds is Started to the first poll of ready_url that answered
-	// 200; null without ready_url or when it never did.
-	ReadySeconds Num `json:"ready_seconds"`
-	// FirstTokenSeconds is Started to the first token of the first
-	// successful request; null when none succeeded.
-	FirstTokenSeconds Num `json:"first_token_seconds"`
-	// FirstRequestTTFTSeconds is that request's time to first token.
-	FirstRequestTTFTSeconds Num `json:"first_request_ttft_seconds"`
-	// Requests counts the first-token requests sent, the successful one
-	// included.
-	Requests int `json:"requests"`
-	// Error says why the repeat failed (the command exited, the timeout
-	// passed), with the tail of the server's output.
-	Error string `json:"error,omitempty"`
-}
-
 // coldStart runs the cold-start step. It returns the report and the
 // function that stops the last repeat's server, which is left running for
 // the rest of the run. A last repeat that failed fails the run: the rest
 // of it needs that server.
-func (b *run) coldStart(ctx context.Context, targets []config.Target, cts []*client.Target) (*ColdStartReport, func(), error) {
+func (b *run) coldStart(ctx context.Context, targets []config.Target, cts []*client.Target) (*report.ColdStartReport, func(), error) {
 	s := b.spec.ColdStart
 	var t *config.Target
 	var ct *client.Target
@@ -209,7 +168,7 @@ func (b *run) coldStart(ctx context.Context, targets []config.Target, cts []*cli
 	if t == nil {
 		return nil, nil, fmt.Errorf("cold start: target %q is not run", s.Target)
 	}
-	rep := &ColdStartReport{Target: s.Target, Command: s.Command, ReadyURL: s.ReadyURL, RequestMaxTokens: coldStartMaxTokens}
+	rep := &report.ColdStartReport{Target: s.Target, Command: s.Command, ReadyURL: s.ReadyURL, RequestMaxTokens: coldStartMaxTokens}
 	cl := client.New(client.Options{MaxConnsPerHost: 1})
 	defer cl.Close()
 	poller := &http.Client{Transport: &http.Transport{Proxy: nil, DisableKeepAlives: true}, Timeout: readyPollTimeout,
@@ -241,7 +200,7 @@ func (b *run) coldStart(ctx context.Context, targets []config.Target, cts []*cli
 			return nil, nil, fmt.Errorf("cold start: repeat %d of %d: %s", i+1, s.Repeats, r.Error)
 		}
 	}
-	col := func(f func(*ColdStartRepeat) Num) Num {
+	col := func(f func(*report.ColdStartRepeat) report.Num) report.Num {
 		var v []float64
 		for i := range rep.Repeats {
 			if x := f(&rep.Repeats[i]); x.Valid() {
@@ -249,22 +208,22 @@ func (b *run) coldStart(ctx context.Context, targets []config.Target, cts []*cli
 			}
 		}
 		if len(v) == 0 {
-			return NaN()
+			return report.NaN()
 		}
-		return Num(median(v))
+		return report.Num(median(v))
 	}
-	rep.ReadySeconds = col(func(r *ColdStartRepeat) Num { return r.ReadySeconds })
-	rep.FirstTokenSeconds = col(func(r *ColdStartRepeat) Num { return r.FirstTokenSeconds })
-	rep.FirstRequestTTFTSeconds = col(func(r *ColdStartRepeat) Num { return r.FirstRequestTTFTSeconds })
+	rep.ReadySeconds = col(func(r *report.ColdStartRepeat) report.Num { return r.ReadySeconds })
+	rep.FirstTokenSeconds = col(func(r *report.ColdStartRepeat) report.Num { return r.FirstTokenSeconds })
+	rep.FirstRequestTTFTSeconds = col(func(r *report.ColdStartRepeat) report.Num { return r.FirstRequestTTFTSeconds })
 	return rep, stop, nil
 }
 
 // coldStartRepeat starts the server once and measures it. The process it
 // returns is running (or has exited); the caller stops it. An error means
 // the command could not be started at all.
-func (b *run) coldStartRepeat(ctx context.Context, index int, poller *http.Client, cl *client.Client, ct *client.Target, tmpl *plan.Template) (*serverProcess, ColdStartRepeat, error) {
+func (b *run) coldStartRepeat(ctx context.Context, index int, poller *http.Client, cl *client.Client, ct *client.Target, tmpl *plan.Template) (*serverProcess, report.ColdStartRepeat, error) {
 	s := b.spec.ColdStart
-	r := ColdStartRepeat{Index: index, ReadySeconds: NaN(), FirstTokenSeconds: NaN(), FirstRequestTTFTSeconds: NaN()}
+	r := report.ColdStartRepeat{Index: index, ReadySeconds: report.NaN(), FirstTokenSeconds: report.NaN(), FirstRequestTTFTSeconds: report.NaN()}
 	proc, err := startProcess(s.Command, b.logger)
 	if err != nil {
 		return nil, r, fmt.Errorf("cold start: %w", err)
@@ -281,7 +240,7 @@ func (b *run) coldStartRepeat(ctx context.Context, index int, poller *http.Clien
 		case <-rctx.Done():
 		}
 	}()
-	fail := func(why string) (*serverProcess, ColdStartRepeat, error) {
+	fail := func(why string) (*serverProcess, report.ColdStartRepeat, error) {
 		r.Error = why
 		if tail := proc.outputTail(); tail != "" {
 			r.Error += "; the server's last output: " + tail
@@ -295,7 +254,7 @@ func (b *run) coldStartRepeat(ctx context.Context, index int, poller *http.Clien
 		if !ready {
 			if readyNow(rctx, poller, s.ReadyURL) {
 				ready = true
-				r.ReadySeconds = Num(time.Since(proc.started).Seconds())
+				r.ReadySeconds = report.Num(time.Since(proc.started).Seconds())
 			}
 		}
 		if ready {
@@ -309,8 +268,8 @@ func (b *run) coldStartRepeat(ctx context.Context, index int, poller *http.Clien
 				if first.IsZero() {
 					first = obs.End // a success without content: its end is its first byte
 				}
-				r.FirstTokenSeconds = Num(first.Sub(proc.started).Seconds())
-				r.FirstRequestTTFTSeconds = Num(first.Sub(obs.Scheduled).Seconds())
+				r.FirstTokenSeconds = report.Num(first.Sub(proc.started).Seconds())
+				r.FirstRequestTTFTSeconds = report.Num(first.Sub(obs.Scheduled).Seconds())
 				return proc, r, nil
 			}
 		}
@@ -426,7 +385,7 @@ func startProcess(argv []string, logger *slog.Logger) (*serverProcess, error) {
 		mark: mark, exited: make(chan struct{}), logger: logger}
 	cmd.Stdout, cmd.Stderr = w, w
 	cmd.Stdin = nil
-	setProcessGroup(cmd)
+	procgroup.Set(cmd)
 	p.started = time.Now()
 	err = cmd.Start()
 	w.Close() // the command's copy is its own
@@ -507,14 +466,14 @@ func (p *serverProcess) stop(ctx context.Context, grace time.Duration) {
 
 // signal sends sig to the command's process group and to every process
 // that carries its mark (escaped descendants, where they can be found:
-// signalMarked), and returns how many marked processes it signalled.
+// procgroup.SignalMarked), and returns how many marked processes it signalled.
 func (p *serverProcess) signal(sig syscall.Signal) int {
 	if sig == syscall.SIGTERM {
-		terminateGroup(p.cmd)
+		procgroup.Terminate(p.cmd)
 	} else {
-		killGroup(p.cmd)
+		procgroup.Kill(p.cmd)
 	}
-	return signalMarked(coldStartMarkEnv+"="+p.mark, sig)
+	return procgroup.SignalMarked(coldStartMarkEnv+"="+p.mark, sig)
 }
 
 // tailBuffer keeps the last max bytes written to it.
@@ -550,7 +509,7 @@ var ColdStartCSVHeader = []string{"target", "repeat", "started", "ready_seconds"
 
 // WriteColdStartCSV writes the cold-start step's rows; nothing when the run
 // had none.
-func WriteColdStartCSV(w io.Writer, r *Report) error {
+func WriteColdStartCSV(w io.Writer, r *report.Report) error {
 	cs := r.ColdStart
 	if cs == nil {
 		return nil
@@ -559,11 +518,11 @@ func WriteColdStartCSV(w io.Writer, r *Report) error {
 	if err := cw.Write(ColdStartCSVHeader); err != nil {
 		return err
 	}
-	num := func(n Num) string {
+	num := func(n report.Num) string {
 		if !n.Valid() {
 			return ""
 		}
-		return fmtF(float64(n))
+		return report.FormatFloat(float64(n))
 	}
 	for _, x := range cs.Repeats {
 		if err := cw.Write([]string{cs.Target, strconv.Itoa(x.Index + 1), x.Started.UTC().Format(time.RFC3339Nano),
@@ -581,7 +540,7 @@ func WriteColdStartCSV(w io.Writer, r *Report) error {
 
 // writeColdStartFile writes ColdStartCSVFile into dir when the run had a
 // cold-start step.
-func writeColdStartFile(dir string, r *Report) error {
+func writeColdStartFile(dir string, r *report.Report) error {
 	if r.ColdStart == nil {
 		return nil
 	}
@@ -592,12 +551,12 @@ func writeColdStartFile(dir string, r *Report) error {
 }
 
 // coldStartSummary is the summary line of the step, for the terminal.
-func coldStartSummary(cs *ColdStartReport) string {
-	f := func(n Num) string {
+func coldStartSummary(cs *report.ColdStartReport) string {
+	f := func(n report.Num) string {
 		if !n.Valid() {
 			return "—"
 		}
-		return fmtSeconds(float64(n))
+		return report.FormatSeconds(float64(n))
 	}
 	s := fmt.Sprintf("cold start (%s, median of %d): ready %s, first token %s (first request TTFT %s)",
 		cs.Target, len(cs.Repeats)-cs.Failed, f(cs.ReadySeconds), f(cs.FirstTokenSeconds), f(cs.FirstRequestTTFTSeconds))

@@ -18,6 +18,7 @@ import (
 
 	"github.com/alecthomas/kingpin/v2"
 
+	"github.com/infer-exporter/infer_exporter/bench/report"
 	"github.com/infer-exporter/infer_exporter/internal/simulator"
 )
 
@@ -242,14 +243,14 @@ func TestColdStartMeasuresTheLoad(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	if len(rows) != 4 || rows[3][1] != "median" || rows[3][3] != fmtF(float64(cs.ReadySeconds)) {
+	if len(rows) != 4 || rows[3][1] != "median" || rows[3][3] != report.FormatFloat(float64(cs.ReadySeconds)) {
 		t.Errorf("cold_start.csv rows %q", rows)
 	}
 	html, err := os.ReadFile(filepath.Join(out, HTMLFile))
 	if err != nil {
 		t.Fatal(err)
 	}
-	if want := `data-q="ready_seconds" data-value="` + fmtF(float64(cs.ReadySeconds)) + `"`; !strings.Contains(string(html), want) {
+	if want := `data-q="ready_seconds" data-value="` + report.FormatFloat(float64(cs.ReadySeconds)) + `"`; !strings.Contains(string(html), want) {
 		t.Errorf("report.html lacks %s", want)
 	}
 }

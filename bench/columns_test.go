@@ -12,6 +12,8 @@ import (
 	"testing"
 	"time"
 
+	"github.com/infer-exporter/infer_exporter/bench/render"
+	"github.com/infer-exporter/infer_exporter/bench/report"
 	"github.com/infer-exporter/infer_exporter/internal/config"
 	"github.com/infer-exporter/infer_exporter/probe/observation"
 )
@@ -71,28 +73,28 @@ func TestColumnsComplete(t *testing.T) {
 	shown := map[string]string{}
 	names := map[string]bool{}
 	at := map[int]string{}
-	for _, c := range columns {
+	for _, c := range report.Columns {
 		switch {
-		case names[c.name]:
-			t.Errorf("column %s: twice", c.name)
-		case !isLeaf[c.json]:
-			t.Errorf("column %s: shows %q, not a field of a cell in report.json", c.name, c.json)
-		case c.unit == 0:
-			t.Errorf("column %s: no unit", c.name)
-		case c.merge == 0:
-			t.Errorf("column %s: no merge rule (how bench merge obtains it)", c.name)
-		case (c.text == nil) == (c.num == nil) || (c.text != nil) != (c.unit == unitText):
-			t.Errorf("column %s: want a text getter for a text column, a number getter otherwise", c.name)
-		case c.flag != "" && c.unit != unitBool:
-			t.Errorf("column %s: a flag on a column that is not one", c.name)
+		case names[c.Name]:
+			t.Errorf("column %s: twice", c.Name)
+		case !isLeaf[c.JSON]:
+			t.Errorf("column %s: shows %q, not a field of a cell in report.json", c.Name, c.JSON)
+		case c.Unit == 0:
+			t.Errorf("column %s: no unit", c.Name)
+		case c.Merge == 0:
+			t.Errorf("column %s: no merge rule (how bench merge obtains it)", c.Name)
+		case (c.Text == nil) == (c.Num == nil) || (c.Text != nil) != (c.Unit == report.UnitText):
+			t.Errorf("column %s: want a text getter for a text column, a number getter otherwise", c.Name)
+		case c.Flag != "" && c.Unit != report.UnitBool:
+			t.Errorf("column %s: a flag on a column that is not one", c.Name)
 		}
-		names[c.name] = true
-		shown[c.json] = c.name
-		if c.md != "" {
-			if prev, ok := at[c.mdAt]; ok {
-				t.Errorf("columns %s and %s: both at Markdown position %d", prev, c.name, c.mdAt)
+		names[c.Name] = true
+		shown[c.JSON] = c.Name
+		if c.MD != "" {
+			if prev, ok := at[c.MDAt]; ok {
+				t.Errorf("columns %s and %s: both at Markdown position %d", prev, c.Name, c.MDAt)
 			}
-			at[c.mdAt] = c.name
+			at[c.MDAt] = c.Name
 		}
 	}
 	for i := 1; i <= len(at); i++ {
@@ -133,7 +135,7 @@ func oneAndMerged(t *testing.T, requests int) (one, merged *Report) {
 	}
 	spec := &cfg.Bench
 	w0 := time.Unix(1000, 0)
-	load := Load{LoadRate, 10}
+	load := Load{Kind: LoadRate, Value: 10}
 	key := CellKey("a", load, "s")
 	newRec := func() *recorder {
 		return newRecorderAt(w0, spec.Duration, config.SLO{E2E: 200 * time.Millisecond}, spec.MaxSamplesPerRepeat, DefaultMaxITLSamples, 1)
@@ -145,10 +147,10 @@ func oneAndMerged(t *testing.T, requests int) (one, merged *Report) {
 	}
 	env := Environment{Config: cfg.EffectiveYAML(), ConfigSHA256: cfg.SHA256, Seed: spec.Seed,
 		MaxSamplesRepeat: spec.MaxSamplesPerRepeat, Started: w0, Finished: w0.Add(time.Minute)}
-	report := func(rec *recorder) (*Report, RecorderState) {
+	reportOf := func(rec *recorder) (*Report, RecorderState) {
 		st := rec.export(1, 0)
 		stats, smp := rec.finish(1, 0)
-		res := RepeatResult{Stats: stats, Stability: StabilityResult{Spread: NaN()}, Distribution: smp.distribution(), Windows: rec.windows(1)}
+		res := RepeatResult{Stats: stats, Stability: StabilityResult{Spread: report.NaN()}, Distribution: smp.distribution(), Windows: rec.windows(1)}
 		acc := [][]cellAcc{{{repeats: []RepeatResult{res}, samples: []*sample{smp}}}}
 		groups := []group{{name: "s", load: load}}
 		cells, reps := assembleCells(context.Background(), spec, []string{"a"}, groups, acc)
@@ -157,16 +159,16 @@ func oneAndMerged(t *testing.T, requests int) (one, merged *Report) {
 		r.Ranking = rank(b.rankInput([]config.Target{{Name: "a"}}, groups, reps, r))
 		return r, st
 	}
-	one, _ = report(single)
+	one, _ = reportOf(single)
 	var files []ShardFile
 	for i, rec := range shards {
-		r, st := report(rec)
+		r, st := reportOf(rec)
 		r.Shard = &ShardPart{Index: i, Count: 2, Cells: []ShardCells{{Key: key, Repeats: []RecorderState{st}}}}
 		var b bytes.Buffer
-		if err := WriteJSON(&b, r); err != nil {
+		if err := render.WriteJSON(&b, r); err != nil {
 			t.Fatal(err)
 		}
-		d, err := decodeReport(b.Bytes())
+		d, err := report.Decode(b.Bytes())
 		if err != nil {
 			t.Fatal(err)
 		}
@@ -191,29 +193,29 @@ func TestColumnsMergeAsOneProcess(t *testing.T) {
 		c1.Summary.ReasoningRequests == 0 || c1.Summary.TTFA.Count == 0 || c1.Summary.HTTPErrors["429"] == 0 {
 		t.Fatalf("the requests do not exercise the columns: %+v", c1.Summary)
 	}
-	for _, col := range columns {
-		a, b := col.csv(c1), col.csv(cm)
-		switch col.merge {
-		case mergeSame, mergeCounts, mergeRepeats:
+	for _, col := range report.Columns {
+		a, b := col.CSV(c1), col.CSV(cm)
+		switch col.Merge {
+		case report.MergeSame, report.MergeCounts, report.MergeRepeats:
 			if a != b {
-				t.Errorf("%s (exact): merged %q, one process %q", col.name, b, a)
+				t.Errorf("%s (exact): merged %q, one process %q", col.Name, b, a)
 			}
-		case mergePooled:
+		case report.MergePooled:
 			x, errA := strconv.ParseFloat(a, 64)
 			y, errB := strconv.ParseFloat(b, 64)
 			if (errA != nil || errB != nil) && a != b || math.Abs(x-y) > 1e-9*math.Max(1, math.Abs(x)) {
-				t.Errorf("%s (pooled records): merged %q, one process %q", col.name, b, a)
+				t.Errorf("%s (pooled records): merged %q, one process %q", col.Name, b, a)
 			}
-		case mergeBootstrap:
-			fig := strings.TrimSuffix(strings.TrimSuffix(col.name, "_ci_lo"), "_ci_hi")
+		case report.MergeBootstrap:
+			fig := strings.TrimSuffix(strings.TrimSuffix(col.Name, "_ci_lo"), "_ci_hi")
 			ci := c1.CI[fig]
 			x, _ := strconv.ParseFloat(a, 64)
 			y, _ := strconv.ParseFloat(b, 64)
 			if (a == "") != (b == "") || math.Abs(x-y) > ci.Hi-ci.Lo+1e-9 {
-				t.Errorf("%s (bootstrap): merged %q, one process %q (interval %+v)", col.name, b, a, ci)
+				t.Errorf("%s (bootstrap): merged %q, one process %q (interval %+v)", col.Name, b, a, ci)
 			}
 		default:
-			t.Errorf("%s: merge rule %d has no test", col.name, col.merge)
+			t.Errorf("%s: merge rule %d has no test", col.Name, col.Merge)
 		}
 	}
 }
@@ -261,7 +263,7 @@ func TestCSVSampledColumn(t *testing.T) {
 		}
 		st, _ := rec.finish(3, 0)
 		var b bytes.Buffer
-		if err := WriteCSV(&b, &Report{Cells: []CellResult{{Key: "k", Summary: st}}}); err != nil {
+		if err := render.WriteCSV(&b, &Report{Cells: []CellResult{{Key: "k", Summary: st}}}); err != nil {
 			t.Fatal(err)
 		}
 		return strings.Split(strings.TrimSpace(b.String()), "\n")
@@ -302,19 +304,19 @@ func TestCSVHTTP429Column(t *testing.T) {
 		t.Errorf("http_errors %v, want %v", st.HTTPErrors, want)
 	}
 	cell := &CellResult{Summary: st}
-	i := slices.IndexFunc(columns, func(c column) bool { return c.name == "http_429" })
-	if i < 1 || columns[i-1].name != "sampled" {
+	i := slices.IndexFunc(report.Columns, func(c report.Column) bool { return c.Name == "http_429" })
+	if i < 1 || report.Columns[i-1].Name != "sampled" {
 		t.Fatalf("http_429 at %d, not after sampled", i)
 	}
-	last := &columns[i]
-	if last.csv(cell) != "2" {
-		t.Errorf("column %s = %q, want 2", last.name, last.csv(cell))
+	last := &report.Columns[i]
+	if last.CSV(cell) != "2" {
+		t.Errorf("column %s = %q, want 2", last.Name, last.CSV(cell))
 	}
 	// A cell without failures has 0 and no http_errors in report.json.
 	clean := newRecorderAt(w0, time.Second, config.SLO{}, 100, DefaultMaxITLSamples, 1)
 	st, _ = clean.finish(1, 0)
-	if st.HTTPErrors != nil || last.csv(&CellResult{Summary: st}) != "0" {
-		t.Errorf("no failures: http_errors %v, column %q", st.HTTPErrors, last.csv(&CellResult{Summary: st}))
+	if st.HTTPErrors != nil || last.CSV(&CellResult{Summary: st}) != "0" {
+		t.Errorf("no failures: http_errors %v, column %q", st.HTTPErrors, last.CSV(&CellResult{Summary: st}))
 	}
 }
 
@@ -361,15 +363,15 @@ func TestCSVTokenTotalsColumns(t *testing.T) {
 	if want := (350.0 + 12) / 2; st.TotalTokensPerSecond != want {
 		t.Errorf("total_tokens_per_second %v, want %v", st.TotalTokensPerSecond, want)
 	}
-	i := slices.IndexFunc(columns, func(c column) bool { return c.name == "input_tokens" })
-	if i < 1 || columns[i-1].name != "http_429" || i+2 >= len(columns) ||
-		columns[i+1].name != "output_tokens" || columns[i+2].name != "total_tokens_per_second" {
+	i := slices.IndexFunc(report.Columns, func(c report.Column) bool { return c.Name == "input_tokens" })
+	if i < 1 || report.Columns[i-1].Name != "http_429" || i+2 >= len(report.Columns) ||
+		report.Columns[i+1].Name != "output_tokens" || report.Columns[i+2].Name != "total_tokens_per_second" {
 		t.Fatalf("input_tokens at %d: not http_429, input_tokens, output_tokens, total_tokens_per_second", i)
 	}
 	cell := &CellResult{Summary: st}
 	for j, want := range []string{"350", "12", "181"} {
-		if got := columns[i+j].csv(cell); got != want {
-			t.Errorf("column %s = %q, want %s", columns[i+j].name, got, want)
+		if got := report.Columns[i+j].CSV(cell); got != want {
+			t.Errorf("column %s = %q, want %s", report.Columns[i+j].Name, got, want)
 		}
 	}
 }

@@ -12,6 +12,8 @@ import (
 	"github.com/alecthomas/kingpin/v2"
 	"github.com/prometheus/common/version"
 
+	"github.com/infer-exporter/infer_exporter/bench/render"
+	"github.com/infer-exporter/infer_exporter/bench/report"
 	"github.com/infer-exporter/infer_exporter/collector"
 	"github.com/infer-exporter/infer_exporter/internal/config"
 	"github.com/infer-exporter/infer_exporter/probe/otlp"
@@ -130,7 +132,7 @@ func mergeCommand(ctx context.Context, files []string, dir string, stdout, stder
 	}
 	var shards []ShardFile
 	for _, file := range files {
-		r, err := ReadJSONContext(ctx, file)
+		r, err := report.ReadJSONContext(ctx, file)
 		if err != nil {
 			fmt.Fprintln(stderr, "bench merge:", err)
 			return ExitError
@@ -153,7 +155,7 @@ func mergeCommand(ctx context.Context, files []string, dir string, stdout, stder
 // verifyCommand checks a report's audit chain; the hashing ends when ctx
 // does (SIGTERM).
 func verifyCommand(ctx context.Context, file string, stdout, stderr io.Writer) int {
-	r, err := ReadJSONContext(ctx, file)
+	r, err := report.ReadJSONContext(ctx, file)
 	if err != nil {
 		fmt.Fprintln(stderr, "bench verify:", err)
 		return ExitError
@@ -177,24 +179,8 @@ func verifyCommand(ctx context.Context, file string, stdout, stderr io.Writer) i
 
 func runCommand(ctx context.Context, logger *slog.Logger, configFile string, collectors *collector.Settings, f *commandFlags, stdout, stderr io.Writer) int {
 	quick := f.quick.set()
-	switch {
-	case configFile != "" && quick:
-		fmt.Fprintf(stderr, "bench: --config.file and the quick-start flags (%s) exclude each other: put the target and the load in the file, or give no file\n", quickFlagNames)
-		return ExitUsage
-	case configFile == "" && !quick:
-		fmt.Fprintf(stderr, "bench needs --config.file, or the quick-start flags (%s)\n", quickFlagNames)
-		return ExitUsage
-	case quick && f.quick.url == "":
-		fmt.Fprintln(stderr, "bench: the quick start needs --target.url (or give a --config.file)")
-		return ExitUsage
-	case quick && f.configCheck:
-		fmt.Fprintln(stderr, "bench: --config.check checks a --config.file")
-		return ExitUsage
-	case quick && f.outputDir == "":
-		f.outputDir = DefaultQuickOutputDir
-	case !f.configCheck && f.outputDir == "":
-		fmt.Fprintln(stderr, "bench needs --output.dir")
-		return ExitUsage
+	if code, ok := checkCommandFlags(configFile, quick, f, stderr); !ok {
+		return code
 	}
 	var cfg *Config
 	var err error
@@ -214,10 +200,10 @@ func runCommand(ctx context.Context, logger *slog.Logger, configFile string, col
 		fmt.Fprintf(stdout, "%s: OK: %d targets, sha256 %s\n", configFile, len(cfg.Targets), cfg.SHA256)
 		return ExitOK
 	}
-	var base *Report
+	var base *report.Report
 	if f.baseline != "" {
 		// Read it first: a bad baseline should not cost a whole run.
-		if base, err = ReadJSONContext(ctx, f.baseline); err != nil {
+		if base, err = report.ReadJSONContext(ctx, f.baseline); err != nil {
 			fmt.Fprintln(stderr, "baseline:", err)
 			return ExitError
 		}
@@ -258,13 +244,7 @@ func runCommand(ctx context.Context, logger *slog.Logger, configFile string, col
 	} else {
 		opts.GPUNote = "GPU collectors not configured"
 	}
-	// A bar on a terminal; a plain line per repeat elsewhere (a CI log),
-	// unless --progress=never.
-	if file, ok := stderr.(*os.File); f.progress == "always" || (f.progress == "auto" && ok && IsTerminal(file)) {
-		opts.Progress = stderr
-	} else if f.progress == "auto" {
-		opts.ProgressLines = stderr
-	}
+	setProgress(&opts, f.progress, stderr)
 	logger.Info("bench starting", "config", configFile, "sha256", cfg.SHA256, "output", f.outputDir)
 	rep, err := Run(ctx, cfg, opts)
 	if err != nil {
@@ -288,12 +268,48 @@ func runCommand(ctx context.Context, logger *slog.Logger, configFile string, col
 		return ExitError
 	}
 	if rep.Baseline != nil {
-		rep.Baseline.WriteText(stdout)
+		writeComparisonText(stdout, rep.Baseline)
 		if len(rep.Baseline.Regressions) > 0 {
 			return ExitRegression
 		}
 	}
 	return ExitOK
+}
+
+// checkCommandFlags checks that the flags name one configuration (a file,
+// or the quick-start flags) and an output, defaulting the quick start's;
+// false with the exit code when they do not.
+func checkCommandFlags(configFile string, quick bool, f *commandFlags, stderr io.Writer) (int, bool) {
+	switch {
+	case configFile != "" && quick:
+		fmt.Fprintf(stderr, "bench: --config.file and the quick-start flags (%s) exclude each other: put the target and the load in the file, or give no file\n", quickFlagNames)
+		return ExitUsage, false
+	case configFile == "" && !quick:
+		fmt.Fprintf(stderr, "bench needs --config.file, or the quick-start flags (%s)\n", quickFlagNames)
+		return ExitUsage, false
+	case quick && f.quick.url == "":
+		fmt.Fprintln(stderr, "bench: the quick start needs --target.url (or give a --config.file)")
+		return ExitUsage, false
+	case quick && f.configCheck:
+		fmt.Fprintln(stderr, "bench: --config.check checks a --config.file")
+		return ExitUsage, false
+	case quick && f.outputDir == "":
+		f.outputDir = DefaultQuickOutputDir
+	case !f.configCheck && f.outputDir == "":
+		fmt.Fprintln(stderr, "bench needs --output.dir")
+		return ExitUsage, false
+	}
+	return 0, true
+}
+
+// setProgress shows the run's progress: a bar on a terminal; a plain line
+// per repeat elsewhere (a CI log), unless --progress=never.
+func setProgress(opts *Options, progress string, stderr io.Writer) {
+	if file, ok := stderr.(*os.File); progress == "always" || (progress == "auto" && ok && IsTerminal(file)) {
+		opts.Progress = stderr
+	} else if progress == "auto" {
+		opts.ProgressLines = stderr
+	}
 }
 
 // gpuSource starts the NVML collector for sampling; when it cannot run here
@@ -323,8 +339,8 @@ func gpuSource(ctx context.Context, s *collector.Settings, logger *slog.Logger) 
 
 // writeSummary prints each cell's result block, the leaderboard and where
 // the reports are.
-func writeSummary(w io.Writer, r *Report, dir string) {
-	WriteResultBlocks(w, r)
+func writeSummary(w io.Writer, r *report.Report, dir string) {
+	render.WriteResultBlocks(w, r)
 	fmt.Fprintf(w, "leaderboard (%s, %d resamples, %.0f%% intervals):\n", r.Ranking.LatencyFigure, r.Ranking.Resamples, r.Ranking.Confidence*100)
 	for _, e := range r.Ranking.Entries {
 		tie := " "
@@ -333,7 +349,7 @@ func writeSummary(w io.Writer, r *Report, dir string) {
 		}
 		fmt.Fprintf(w, "  %s%d  %-24s score %.4f [%.4f, %.4f]  rank %d-%d\n", tie, e.Rank, e.Target, e.Score, e.ScoreCI.Lo, e.ScoreCI.Hi, e.RankLo, e.RankHi)
 	}
-	names := []string{JSONFile, CSVFile, HTMLFile, MarkdownFile}
+	names := []string{JSONFile, CSVFile, HTMLFile, render.MarkdownFile}
 	if r.ColdStart != nil {
 		fmt.Fprintln(w, coldStartSummary(r.ColdStart))
 		names = append(names, ColdStartCSVFile)

@@ -16,6 +16,7 @@ import (
 
 	yaml "go.yaml.in/yaml/v3"
 
+	"github.com/infer-exporter/infer_exporter/bench/report"
 	"github.com/infer-exporter/infer_exporter/internal/config"
 	"github.com/infer-exporter/infer_exporter/probe/replay"
 )
@@ -62,11 +63,11 @@ type Spec struct {
 	// MaxSamplesPerRepeat bounds the per-request records kept for one
 	// repeat's percentiles and bootstrap; beyond it a uniform reservoir
 	// sample is kept (counts stay exact).
-	MaxSamplesPerRepeat int            `yaml:"max_samples_per_repeat"`
-	Weights             *Weights       `yaml:"weights"`
-	References          References     `yaml:"references"`
-	Ranking             RankingSpec    `yaml:"ranking"`
-	Regression          RegressionSpec `yaml:"regression"`
+	MaxSamplesPerRepeat int             `yaml:"max_samples_per_repeat"`
+	Weights             *report.Weights `yaml:"weights"`
+	References          References      `yaml:"references"`
+	Ranking             RankingSpec     `yaml:"ranking"`
+	Regression          RegressionSpec  `yaml:"regression"`
 	// KnownAnswers are accuracy checks run against every target before the
 	// matrix, with the semantics of the exporter's known_answers.
 	KnownAnswers []config.KnownAnswer `yaml:"known_answers"`
@@ -85,10 +86,12 @@ type Spec struct {
 // MatrixSpec is the set of cells: every target × every load × every shape.
 // A load is an open-loop request rate or a closed-loop concurrency.
 type MatrixSpec struct {
-	// Process is the open-loop arrival process of the rates: constant,
-	// poisson (default) or gamma.
-	Process    config.Process `yaml:"process"`
-	Burstiness float64        `yaml:"burstiness"`
+	// Arrival is the open-loop arrival process of the rates (process:
+	// constant, poisson (default) or gamma; burstiness; max_rate), each
+	// rate of Rates its rate: every parameter of the exporter's arrival
+	// reaches the bench's. Its rate, ramp and stages are the matrix's
+	// Rates' to set, and refused here.
+	config.Arrival `yaml:",inline"`
 	// Rates are open-loop request rates, in requests per second.
 	Rates []float64 `yaml:"rates"`
 	// Concurrencies are closed-loop loads: N clients, each sending its next
@@ -221,17 +224,9 @@ const (
 	SweepPassSuccess = "success"
 )
 
-// Weights of the composite score's components.
-type Weights struct {
-	Latency    float64 `yaml:"latency" json:"latency"`
-	Throughput float64 `yaml:"throughput" json:"throughput"`
-	Memory     float64 `yaml:"memory" json:"memory"`
-	Accuracy   float64 `yaml:"accuracy" json:"accuracy"`
-}
-
 // DefaultWeights are the issue's: latency 0.4, throughput 0.3, memory 0.2,
 // accuracy 0.1.
-var DefaultWeights = Weights{Latency: 0.4, Throughput: 0.3, Memory: 0.2, Accuracy: 0.1}
+var DefaultWeights = report.Weights{Latency: 0.4, Throughput: 0.3, Memory: 0.2, Accuracy: 0.1}
 
 // References fix the normalisation of the score's components. Zero means
 // "the best target of the cell" (for memory: of the run).
@@ -277,7 +272,7 @@ const (
 	DefaultResamples         = 1000
 	DefaultConfidence        = 0.95
 	DefaultThreshold         = 0.05
-	DefaultLatencyMetric     = "e2e_p50"
+	DefaultLatencyMetric     = report.DefaultLatencyMetric
 	DefaultGatedMetric       = "e2e_p99"
 	DefaultGPUSampleInterval = time.Second
 )
@@ -485,29 +480,7 @@ func keepTopLevel(data []byte, root *yaml.Node, keep string) ([]byte, error) {
 
 func (c *Config) applyDefaults() {
 	s := &c.Bench
-	if s.Matrix.Process == "" {
-		s.Matrix.Process = config.ProcessPoisson
-	}
-	// A default shape serves rates, concurrencies and the sweep; a matrix of
-	// replays alone has none, and its report lists none.
-	if len(s.Matrix.Shapes) == 0 && (len(s.Matrix.Rates)+len(s.Matrix.Concurrencies) > 0 || s.Sweep != nil) {
-		s.Matrix.Shapes = []Shape{{
-			InputTokens:  Length{config.Distribution{Dist: "fixed", Mean: config.DefaultInputTokens}},
-			OutputTokens: Length{config.Distribution{Dist: "fixed", Mean: config.DefaultOutputTokens}},
-		}}
-	}
-	for i := range s.Matrix.Shapes {
-		sh := &s.Matrix.Shapes[i]
-		if sh.InputTokens.Dist == "" {
-			sh.InputTokens.Distribution = config.Distribution{Dist: "fixed", Mean: config.DefaultInputTokens}
-		}
-		if sh.OutputTokens.Dist == "" {
-			sh.OutputTokens.Distribution = config.Distribution{Dist: "fixed", Mean: config.DefaultOutputTokens}
-		}
-		if sh.Name == "" {
-			sh.Name = fmt.Sprintf("in%d-out%d", meanTokens(sh.InputTokens), meanTokens(sh.OutputTokens))
-		}
-	}
+	s.Matrix.applyDefaults(s.Sweep != nil)
 	if s.WarmupSetting == nil {
 		d := DefaultWarmup
 		s.WarmupSetting = &d
@@ -522,55 +495,9 @@ func (c *Config) applyDefaults() {
 	if s.MaxInFlight == 0 {
 		s.MaxInFlight = DefaultMaxInFlight
 	}
-	st := &s.Stability
-	if st.Windows == 0 {
-		st.Windows = DefaultStabilityWindows
-	}
-	if st.Window == 0 && st.Windows > 0 {
-		st.Window = s.Duration / time.Duration(st.Windows)
-	}
-	if st.Tolerance == 0 {
-		st.Tolerance = DefaultStabilityTol
-	}
-	if st.MaxDuration == 0 {
-		st.MaxDuration = 3 * s.Duration
-	}
-	if st.MinRequests == 0 {
-		st.MinRequests = DefaultStabilityMinReqs
-	}
-	if sw := s.Sweep; sw != nil {
-		if sw.Start == 0 {
-			sw.Start = 1
-		}
-		if sw.Factor == 0 {
-			sw.Factor = 2
-		}
-		if sw.MaxRate == 0 {
-			sw.MaxRate = 1024
-		}
-		if sw.Refine == 0 {
-			sw.Refine = 3
-		}
-		if sw.MinGoodput == 0 {
-			sw.MinGoodput = 0.95
-		}
-		if sw.MinSuccess == 0 {
-			sw.MinSuccess = 0.999
-		}
-		if sw.Pass == "" {
-			sw.Pass = SweepPassGoodput
-			if s.SLO == (config.SLO{}) {
-				sw.Pass = SweepPassSuccess
-			}
-		}
-		if sw.Duration == 0 {
-			sw.Duration = s.Duration
-		}
-		if sw.WarmupSetting == nil {
-			d := s.Warmup
-			sw.WarmupSetting = &d
-		}
-		sw.Warmup = *sw.WarmupSetting
+	s.Stability.applyDefaults(s.Duration)
+	if s.Sweep != nil {
+		s.Sweep.applyDefaults(s)
 	}
 	if s.PromptSetSize == 0 {
 		s.PromptSetSize = DefaultPromptSetSize
@@ -609,6 +536,92 @@ func (c *Config) applyDefaults() {
 	s.Perplexity.applyDefaults()
 }
 
+// applyDefaults gives the matrix its arrival process and, when rates,
+// concurrencies or a sweep (sweep) need one, a default shape, and names
+// its shapes.
+func (m *MatrixSpec) applyDefaults(sweep bool) {
+	if m.Process == "" {
+		m.Process = config.ProcessPoisson
+	}
+	// A default shape serves rates, concurrencies and the sweep; a matrix of
+	// replays alone has none, and its report lists none.
+	if len(m.Shapes) == 0 && (len(m.Rates)+len(m.Concurrencies) > 0 || sweep) {
+		m.Shapes = []Shape{{
+			InputTokens:  Length{config.Distribution{Dist: "fixed", Mean: config.DefaultInputTokens}},
+			OutputTokens: Length{config.Distribution{Dist: "fixed", Mean: config.DefaultOutputTokens}},
+		}}
+	}
+	for i := range m.Shapes {
+		sh := &m.Shapes[i]
+		if sh.InputTokens.Dist == "" {
+			sh.InputTokens.Distribution = config.Distribution{Dist: "fixed", Mean: config.DefaultInputTokens}
+		}
+		if sh.OutputTokens.Dist == "" {
+			sh.OutputTokens.Distribution = config.Distribution{Dist: "fixed", Mean: config.DefaultOutputTokens}
+		}
+		if sh.Name == "" {
+			sh.Name = fmt.Sprintf("in%d-out%d", meanTokens(sh.InputTokens), meanTokens(sh.OutputTokens))
+		}
+	}
+}
+
+// applyDefaults fills the stability rule's defaults; its window and
+// longest run follow the measured duration.
+func (st *StabilitySpec) applyDefaults(duration time.Duration) {
+	if st.Windows == 0 {
+		st.Windows = DefaultStabilityWindows
+	}
+	if st.Window == 0 && st.Windows > 0 {
+		st.Window = duration / time.Duration(st.Windows)
+	}
+	if st.Tolerance == 0 {
+		st.Tolerance = DefaultStabilityTol
+	}
+	if st.MaxDuration == 0 {
+		st.MaxDuration = 3 * duration
+	}
+	if st.MinRequests == 0 {
+		st.MinRequests = DefaultStabilityMinReqs
+	}
+}
+
+// applyDefaults fills the sweep's defaults; its pass rule, duration and
+// warm-up follow the bench's (s).
+func (sw *SweepSpec) applyDefaults(s *Spec) {
+	if sw.Start == 0 {
+		sw.Start = 1
+	}
+	if sw.Factor == 0 {
+		sw.Factor = 2
+	}
+	if sw.MaxRate == 0 {
+		sw.MaxRate = 1024
+	}
+	if sw.Refine == 0 {
+		sw.Refine = 3
+	}
+	if sw.MinGoodput == 0 {
+		sw.MinGoodput = 0.95
+	}
+	if sw.MinSuccess == 0 {
+		sw.MinSuccess = 0.999
+	}
+	if sw.Pass == "" {
+		sw.Pass = SweepPassGoodput
+		if s.SLO == (config.SLO{}) {
+			sw.Pass = SweepPassSuccess
+		}
+	}
+	if sw.Duration == 0 {
+		sw.Duration = s.Duration
+	}
+	if sw.WarmupSetting == nil {
+		d := s.Warmup
+		sw.WarmupSetting = &d
+	}
+	sw.Warmup = *sw.WarmupSetting
+}
+
 func meanTokens(l Length) int {
 	if l.Dist == "uniform" {
 		return (l.Min + l.Max) / 2
@@ -626,6 +639,24 @@ var latencyFigures = map[string]bool{
 var shapeNameRE = regexp.MustCompile(`^[a-zA-Z0-9_][a-zA-Z0-9_.:-]*$`)
 
 func (c *Config) validate(v *validator) {
+	c.validateTargets(v)
+	shapes := c.validateMatrix(v)
+	c.validateRun(v)
+	c.validateStability(v)
+	c.validateSweep(v)
+	c.validateRequests(v)
+	c.validateRanking(v)
+	c.validateKnownAnswers(v)
+	c.validateReplays(v, shapes)
+	c.validateColdStart(v)
+	c.validatePerplexity(v)
+	if c.Bench.GPUSampleInterval < 0 {
+		v.add(path{"bench"}, "gpu_sample_interval", "must be positive")
+	}
+}
+
+// validateTargets: the run's targets are configured ones.
+func (c *Config) validateTargets(v *validator) {
 	s := &c.Bench
 	if len(c.Targets) == 0 {
 		v.add(path{}, "targets", "at least one target is required")
@@ -639,14 +670,23 @@ func (c *Config) validate(v *validator) {
 			v.addPath(path{"bench", "targets", i}, fmt.Sprintf("%q is not a configured target", name))
 		}
 	}
-	bp := path{"bench"}
-	m := &s.Matrix
+}
+
+// validateMatrix checks the matrix's loads and shapes, and returns the
+// shapes' names (a replay may not take one).
+func (c *Config) validateMatrix(v *validator) (shapes map[string]bool) {
+	m := &c.Bench.Matrix
 	mp := path{"bench", "matrix"}
 	if len(m.Rates) == 0 && len(m.Concurrencies) == 0 && len(m.Replays) == 0 {
 		v.add(mp, "rates", "the matrix needs at least one rate, concurrency or replay")
 	}
+	if m.Rate != 0 || m.Ramp != nil || len(m.Stages) > 0 {
+		v.add(mp, "rate", "the matrix's rates set each cell's rate: rate, ramp and stages are not the matrix's")
+	}
 	for i, r := range m.Rates {
-		a := config.Arrival{Process: m.Process, Burstiness: m.Burstiness, Rate: r}.WithDefaults()
+		a := m.Arrival
+		a.Rate, a.Ramp, a.Stages = r, nil, nil
+		a = a.WithDefaults()
 		if !(r > 0) {
 			v.addPath(append(mp.clone(), "rates", i), "must be a positive rate in requests per second")
 		} else if err := a.Validate(); err != nil {
@@ -658,7 +698,7 @@ func (c *Config) validate(v *validator) {
 			v.addPath(append(mp.clone(), "concurrencies", i), "must be at least 1")
 		}
 	}
-	shapes := map[string]bool{}
+	shapes = map[string]bool{}
 	for i := range m.Shapes {
 		sh := &m.Shapes[i]
 		p := append(mp.clone(), "shapes", i)
@@ -675,6 +715,13 @@ func (c *Config) validate(v *validator) {
 			v.addPath(append(p.clone(), prob.Path...), prob.Reason)
 		}
 	}
+	return shapes
+}
+
+// validateRun checks the run's durations, repeats and in-flight cap.
+func (c *Config) validateRun(v *validator) {
+	s := &c.Bench
+	bp := path{"bench"}
 	if s.Warmup < 0 {
 		v.add(bp, "warmup", "must not be negative")
 	}
@@ -687,6 +734,11 @@ func (c *Config) validate(v *validator) {
 	if s.MaxInFlight < 1 {
 		v.add(bp, "max_in_flight", "must be at least 1")
 	}
+}
+
+// validateStability checks the stability rule's parameters.
+func (c *Config) validateStability(v *validator) {
+	s := &c.Bench
 	st := &s.Stability
 	sp := path{"bench", "stability"}
 	if st.Windows < 2 {
@@ -704,36 +756,50 @@ func (c *Config) validate(v *validator) {
 	if st.MinRequests < 1 {
 		v.add(sp, "min_requests", "must be at least 1")
 	}
-	if sw := s.Sweep; sw != nil {
-		wp := path{"bench", "sweep"}
-		if !(sw.Start > 0) {
-			v.add(wp, "start", "must be a positive rate")
-		}
-		if !(sw.Factor > 1) {
-			v.add(wp, "factor", "must be above 1")
-		}
-		if sw.MaxRate < sw.Start {
-			v.add(wp, "max_rate", "must not be below start")
-		}
-		if sw.Refine < 0 {
-			v.add(wp, "refine", "must not be negative")
-		}
-		if !(sw.MinGoodput > 0 && sw.MinGoodput <= 1) {
-			v.add(wp, "min_goodput", "must be a ratio in (0, 1]")
-		}
-		if sw.Duration < 0 || sw.Warmup < 0 {
-			v.add(wp, "duration", "durations must not be negative")
-		}
-		if !(sw.MinSuccess > 0 && sw.MinSuccess <= 1) {
-			v.add(wp, "min_success", "must be a ratio in (0, 1]")
-		}
-		switch {
-		case sw.Pass != SweepPassGoodput && sw.Pass != SweepPassSuccess:
-			v.add(wp, "pass", fmt.Sprintf("%q: goodput or success", sw.Pass))
-		case sw.Pass == SweepPassGoodput && s.SLO == (config.SLO{}):
-			v.add(wp, "pass", "pass: goodput needs bench.slo (or pass: success, which needs none)")
-		}
+}
+
+// validateSweep checks the rate sweep, when there is one.
+func (c *Config) validateSweep(v *validator) {
+	s := &c.Bench
+	sw := s.Sweep
+	if sw == nil {
+		return
 	}
+	wp := path{"bench", "sweep"}
+	if !(sw.Start > 0) {
+		v.add(wp, "start", "must be a positive rate")
+	}
+	if !(sw.Factor > 1) {
+		v.add(wp, "factor", "must be above 1")
+	}
+	if sw.MaxRate < sw.Start {
+		v.add(wp, "max_rate", "must not be below start")
+	}
+	if sw.Refine < 0 {
+		v.add(wp, "refine", "must not be negative")
+	}
+	if !(sw.MinGoodput > 0 && sw.MinGoodput <= 1) {
+		v.add(wp, "min_goodput", "must be a ratio in (0, 1]")
+	}
+	if sw.Duration < 0 || sw.Warmup < 0 {
+		v.add(wp, "duration", "durations must not be negative")
+	}
+	if !(sw.MinSuccess > 0 && sw.MinSuccess <= 1) {
+		v.add(wp, "min_success", "must be a ratio in (0, 1]")
+	}
+	switch {
+	case sw.Pass != SweepPassGoodput && sw.Pass != SweepPassSuccess:
+		v.add(wp, "pass", fmt.Sprintf("%q: goodput or success", sw.Pass))
+	case sw.Pass == SweepPassGoodput && s.SLO == (config.SLO{}):
+		v.add(wp, "pass", "pass: goodput needs bench.slo (or pass: success, which needs none)")
+	}
+}
+
+// validateRequests checks what every request carries and what is kept of
+// it: the SLO, the sampling, the prompt set, the samples per repeat.
+func (c *Config) validateRequests(v *validator) {
+	s := &c.Bench
+	bp := path{"bench"}
 	if s.SLO.TTFT < 0 || s.SLO.TPOT < 0 || s.SLO.E2E < 0 {
 		v.add(bp, "slo", "thresholds must not be negative")
 	}
@@ -753,6 +819,13 @@ func (c *Config) validate(v *validator) {
 	if s.MaxSamplesPerRepeat < 100 {
 		v.add(bp, "max_samples_per_repeat", "must be at least 100")
 	}
+}
+
+// validateRanking checks the ranking's weights, references and rule, and
+// the regression check against a baseline.
+func (c *Config) validateRanking(v *validator) {
+	s := &c.Bench
+	bp := path{"bench"}
 	w := s.Weights
 	if w.Latency < 0 || w.Throughput < 0 || w.Memory < 0 || w.Accuracy < 0 {
 		v.add(bp, "weights", "must not be negative")
@@ -783,6 +856,12 @@ func (c *Config) validate(v *validator) {
 			v.addPath(append(gp.clone(), "metrics", i), fmt.Sprintf("%q is not one of ttft, tpot, e2e with _p50, _p90 or _p99", m))
 		}
 	}
+}
+
+// validateKnownAnswers checks the accuracy checks and compiles their
+// patterns.
+func (c *Config) validateKnownAnswers(v *validator) {
+	s := &c.Bench
 	for i := range s.KnownAnswers {
 		ka := &s.KnownAnswers[i]
 		p := path{"bench", "known_answers", i}
@@ -803,12 +882,6 @@ func (c *Config) validate(v *validator) {
 		} else if ka.MaxTokens > config.MaxTokens {
 			v.add(p, "max_tokens", fmt.Sprintf("at most %d tokens (config.MaxTokens), got %d", config.MaxTokens, ka.MaxTokens))
 		}
-	}
-	c.validateReplays(v, shapes)
-	c.validateColdStart(v)
-	c.validatePerplexity(v)
-	if s.GPUSampleInterval < 0 {
-		v.add(bp, "gpu_sample_interval", "must be positive")
 	}
 }
 

@@ -8,6 +8,9 @@ import (
 	"strings"
 	"testing"
 	"time"
+
+	"github.com/infer-exporter/infer_exporter/bench/render"
+	"github.com/infer-exporter/infer_exporter/bench/report"
 )
 
 // parseBlocks reads the result blocks back from a command's stdout: per
@@ -19,8 +22,8 @@ func parseBlocks(t *testing.T, stdout string) map[string]map[string][]string {
 	for _, line := range strings.Split(stdout, "\n") {
 		switch {
 		case strings.HasPrefix(line, "==") && strings.HasSuffix(line, "=="):
-			if len(line) != len(blockRule) {
-				t.Errorf("rule %q: not %d wide", line, len(blockRule))
+			if len(line) != len(render.BlockRule) {
+				t.Errorf("rule %q: not %d wide", line, len(render.BlockRule))
 			}
 			cur = nil // a heading or the closing rule
 			if strings.Trim(line, "=") != "" {
@@ -34,8 +37,8 @@ func parseBlocks(t *testing.T, stdout string) map[string]map[string][]string {
 		if !ok {
 			t.Fatalf("block line without a label: %q", line)
 		}
-		if len(label)+1 > blockLabelWidth || line[blockLabelWidth] != ' ' {
-			t.Errorf("line %q: its value does not start at column %d", line, blockLabelWidth+1)
+		if len(label)+1 > render.BlockLabelWidth || line[render.BlockLabelWidth] != ' ' {
+			t.Errorf("line %q: its value does not start at column %d", line, render.BlockLabelWidth+1)
 		}
 		cur[label] = append(cur[label], strings.TrimSpace(value))
 		if label == "Cell" {
@@ -77,7 +80,7 @@ bench:
 	if len(r.Cells) != 2 || len(blocks) != 2 {
 		t.Fatalf("%d cells, %d blocks:\n%s", len(r.Cells), len(blocks), stdout)
 	}
-	ms := func(d Dist, v float64) string {
+	ms := func(d report.Dist, v float64) string {
 		if d.Count == 0 {
 			return "-"
 		}
@@ -116,7 +119,7 @@ bench:
 			"Draining":                        strconv.FormatBool(s.Draining),
 			"Sampled":                         strconv.FormatBool(s.Sampled),
 		}
-		if c.Load.Kind == LoadRate && failed == 0 {
+		if c.Load.Kind == report.LoadRate && failed == 0 {
 			t.Errorf("%s: no drops at 20 req/s of 80 ms requests one at a time: the outcomes line is not tested", c.Key)
 		}
 		if len(by) > 0 {
@@ -124,7 +127,7 @@ bench:
 		}
 		for _, d := range []struct {
 			name string
-			d    Dist
+			d    report.Dist
 		}{{"TTFT", s.TTFT}, {"TPOT", s.TPOT}, {"ITL", s.ITL}, {"E2E", s.E2E}} {
 			want["Mean "+d.name+" (ms)"] = ms(d.d, d.d.Mean)
 			want["Median "+d.name+" (ms)"] = ms(d.d, d.d.P50)
@@ -136,7 +139,7 @@ bench:
 			}
 		}
 		// Every note the report carries, and nothing else.
-		if notes := cellNotes(&c); !slices.Equal(b["Note"], notes) {
+		if notes := render.CellNotes(&c); !slices.Equal(b["Note"], notes) {
 			t.Errorf("%s: notes %q, want %q", c.Key, b["Note"], notes)
 		}
 		for label := range b {
@@ -164,27 +167,27 @@ func TestStableNotChecked(t *testing.T) {
 		{"judged unstable", []bool{true}, false, "false", "unstable", `<span class="bad">unstable</span>`},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
-			c := CellResult{Key: "a/rate=1/s", Target: "a", Load: Load{LoadRate, 1}, Shape: "s", Stable: tc.stable,
-				Summary: Stats{Outcomes: map[string]int{}}}
+			c := report.CellResult{Key: "a/rate=1/s", Target: "a", Load: report.Load{Kind: report.LoadRate, Value: 1}, Shape: "s", Stable: tc.stable,
+				Summary: report.Stats{Outcomes: map[string]int{}}}
 			for i, ch := range tc.checked {
-				c.Repeats = append(c.Repeats, RepeatResult{Index: i, Stability: StabilityResult{Checked: ch, Stable: tc.stable, Spread: NaN()}})
+				c.Repeats = append(c.Repeats, report.RepeatResult{Index: i, Stability: report.StabilityResult{Checked: ch, Stable: tc.stable, Spread: report.NaN()}})
 			}
-			col := columnNamed("stable")
-			if got := col.csv(&c); got != tc.csv {
+			col := report.ColumnNamed("stable")
+			if got := col.CSV(&c); got != tc.csv {
 				t.Errorf("CSV %q, want %q", got, tc.csv)
 			}
-			if got := strings.Join(mdFlags(&c), ", "); got != tc.flag {
+			if got := strings.Join(report.MDFlags(&c), ", "); got != tc.flag {
 				t.Errorf("Markdown flags %q, want %q", got, tc.flag)
 			}
-			r := &Report{Cells: []CellResult{c}}
+			r := &report.Report{Cells: []report.CellResult{c}}
 			var html, console strings.Builder
-			if err := WriteHTML(&html, r); err != nil {
+			if err := render.WriteHTML(&html, r); err != nil {
 				t.Fatal(err)
 			}
 			if tc.htmlSpan != "" && !strings.Contains(html.String(), tc.htmlSpan) {
 				t.Errorf("HTML heading without %s", tc.htmlSpan)
 			}
-			WriteResultBlocks(&console, r)
+			render.WriteResultBlocks(&console, r)
 			if b := parseBlocks(t, console.String())[c.Key]; len(b["Stable"]) != 1 || b["Stable"][0] != tc.csv {
 				t.Errorf("console says stable %q, want %q", b["Stable"], tc.csv)
 			}

@@ -13,11 +13,14 @@
 // engine scraper for engine identity (engine.Scraper) and
 // the NVML collector for the GPUs.
 //
-// Files: config.go (the bench configuration), run.go (the matrix),
-// schedule.go (stopping at window ends, closed loop), record.go (per-request
-// records and window accounting), stats.go (percentiles, bootstrap),
-// rank.go (the composite score and its intervals), baseline.go (the
-// regression gate), gpu.go (GPU sampling), info.go (engine info),
-// report.go, html.go, svg.go and report.html.tmpl (outputs), command.go (the
-// kingpin command). docs/bench.md defines every figure.
+// Files: config.go (the bench configuration, validated section by
+// section), run.go (the matrix), repeat.go (one repeat: a builder per load
+// kind, the stability rule, the replay's part), schedule.go (stopping at
+// window ends, closed loop), record.go (per-request records and window
+// accounting), stats.go (percentiles, bootstrap), rank.go (the composite
+// score and its intervals), baseline.go (the regression gate), gpu.go (GPU
+// sampling), info.go (engine info), report.go (writing the files),
+// shard.go, merge.go and mergecheck.go (shards and bench merge),
+// command.go (the kingpin command). The report's schema is bench/report's,
+// its renderers bench/render's. docs/bench.md defines every figure.
 package bench

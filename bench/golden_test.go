@@ -11,6 +11,8 @@ import (
 	"testing"
 	"time"
 
+	"github.com/infer-exporter/infer_exporter/bench/render"
+	"github.com/infer-exporter/infer_exporter/bench/report"
 	"github.com/infer-exporter/infer_exporter/internal/config"
 	"github.com/infer-exporter/infer_exporter/probe/observation"
 )
@@ -104,7 +106,7 @@ func goldenReport(t testing.TB) *Report {
 	spec := &cfg.Bench
 	w0 := time.Unix(1000, 0)
 	names := []string{"fast", "slow"}
-	groups := []group{{name: "s", load: Load{LoadRate, 4}}, {name: "s", load: Load{LoadRate, 8}}}
+	groups := []group{{name: "s", load: Load{Kind: LoadRate, Value: 4}}, {name: "s", load: Load{Kind: LoadRate, Value: 8}}}
 	acc := make([][]cellAcc, len(groups))
 	for gi, g := range groups {
 		acc[gi] = make([]cellAcc, len(names))
@@ -119,7 +121,7 @@ func goldenReport(t testing.TB) *Report {
 				stats, smp := rec.finish(3, 0)
 				med, _ := rec.windowMedians(3)
 				res := RepeatResult{Index: r, Started: w0.Add(time.Duration(gi*10+r) * time.Second).UTC(), Stats: stats,
-					Stability:    StabilityResult{WindowSeconds: 1, Windows: 3, Spread: NaN()},
+					Stability:    StabilityResult{WindowSeconds: 1, Windows: 3, Spread: report.NaN()},
 					PromptsDrawn: n, SchedulingLatencyP99: 0.0001, WarmupSeconds: 0.5,
 					Distribution: smp.distribution(), Windows: rec.windows(3)}
 				if ti == 1 && gi == 1 && r == 1 {
@@ -165,7 +167,7 @@ func goldenReport(t testing.TB) *Report {
 	rep.Baseline = Compare(&base, rep, "baseline.json", 0.1, []string{"e2e_p99", "output_tokens_per_second"}, 0.95)
 	rep.ColdStart = &ColdStartReport{Target: "fast", Command: []string{"server", "--port=1"}, RequestMaxTokens: 8, Failed: 1, Repeats: []ColdStartRepeat{
 		{Index: 0, Started: w0.UTC(), ReadySeconds: 1.5, FirstTokenSeconds: 1.75, FirstRequestTTFTSeconds: 0.25, Requests: 2},
-		{Index: 1, Started: w0.Add(time.Minute).UTC(), ReadySeconds: NaN(), FirstTokenSeconds: NaN(), FirstRequestTTFTSeconds: NaN(), Error: "exited: status 1"},
+		{Index: 1, Started: w0.Add(time.Minute).UTC(), ReadySeconds: report.NaN(), FirstTokenSeconds: report.NaN(), FirstRequestTTFTSeconds: report.NaN(), Error: "exited: status 1"},
 	}, ReadySeconds: 1.5, FirstTokenSeconds: 1.75, FirstRequestTTFTSeconds: 0.25}
 	return rep
 }
@@ -176,7 +178,7 @@ func goldenMerged(t testing.TB) *Report {
 	raw := testShardJSON(t, 40)
 	var shards []ShardFile
 	for i, b := range raw {
-		r, err := decodeReport(b)
+		r, err := report.Decode(b)
 		if err != nil {
 			t.Fatal(err)
 		}
@@ -198,7 +200,7 @@ func goldenRecorded(t testing.TB) *Report {
 	if err != nil {
 		t.Fatal(err)
 	}
-	r, err := decodeReport(b)
+	r, err := report.Decode(b)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -251,7 +253,7 @@ func TestGoldenReport(t *testing.T) {
 	outputs := []struct {
 		ext   string
 		write func(io.Writer, *Report) error
-	}{{"json", WriteJSON}, {"csv", WriteCSV}, {"md", WriteMarkdown}, {"html", WriteHTML}}
+	}{{"json", render.WriteJSON}, {"csv", render.WriteCSV}, {"md", render.WriteMarkdown}, {"html", render.WriteHTML}}
 	for _, tc := range []struct {
 		prefix string
 		report func(testing.TB) *Report
@@ -267,8 +269,8 @@ func TestGoldenReport(t *testing.T) {
 			// The same report twice renders the same bytes (no map order,
 			// no clock, no randomness left).
 			var a, b bytes.Buffer
-			WriteJSON(&a, tc.report(t))
-			WriteJSON(&b, tc.report(t))
+			render.WriteJSON(&a, tc.report(t))
+			render.WriteJSON(&b, tc.report(t))
 			if !bytes.Equal(a.Bytes(), b.Bytes()) {
 				t.Fatal("two builds of the same report differ")
 			}

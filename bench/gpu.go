@@ -2,99 +2,14 @@ package bench
 
 import (
 	"context"
-	"encoding/json"
-	"math"
 	"sort"
 	"strconv"
 	"sync"
 	"time"
 
+	"github.com/infer-exporter/infer_exporter/bench/report"
 	"github.com/infer-exporter/infer_exporter/collector"
 )
-
-// Num is a float64 that is written to JSON as null when it is not a number
-// (a figure that does not exist), since JSON has no NaN.
-type Num float64
-
-// NaN is the missing Num.
-func NaN() Num { return Num(math.NaN()) }
-
-// Valid reports whether n is a number.
-func (n Num) Valid() bool { return !math.IsNaN(float64(n)) && !math.IsInf(float64(n), 0) }
-
-// MarshalJSON writes null for NaN and infinities.
-func (n Num) MarshalJSON() ([]byte, error) {
-	if !n.Valid() {
-		return []byte("null"), nil
-	}
-	return strconv.AppendFloat(nil, float64(n), 'g', -1, 64), nil
-}
-
-// UnmarshalJSON reads null as NaN.
-func (n *Num) UnmarshalJSON(b []byte) error {
-	if string(b) == "null" {
-		*n = NaN()
-		return nil
-	}
-	var f float64
-	if err := json.Unmarshal(b, &f); err != nil {
-		return err
-	}
-	*n = Num(f)
-	return nil
-}
-
-// GPUReport is what the NVML collector showed during the run.
-type GPUReport struct {
-	// Available is false when no GPU was read; Note says why.
-	Available  bool        `json:"available"`
-	Note       string      `json:"note,omitempty"`
-	Devices    []GPUDevice `json:"devices,omitempty"`
-	Samples    []GPUSample `json:"samples,omitempty"`
-	Covariates []Covariate `json:"covariates,omitempty"`
-	// SampleIntervalSeconds is the final sampling interval (it doubles when
-	// the sample store is full).
-	SampleIntervalSeconds float64 `json:"sample_interval_seconds,omitempty"`
-	// PeakMemoryBytes is, per target, the highest total device memory used
-	// (summed over GPUs) in any sample taken while that target was measured.
-	PeakMemoryBytes map[string]float64 `json:"peak_memory_bytes,omitempty"`
-}
-
-// GPUDevice identifies one GPU.
-type GPUDevice struct {
-	GPU              string `json:"gpu"` // index, as the collector's gpu label
-	UUID             string `json:"uuid"`
-	Name             string `json:"name"`
-	DriverVersion    string `json:"driver_version"`
-	CUDAVersion      string `json:"cuda_version"`
-	MemoryTotalBytes Num    `json:"memory_total_bytes"`
-}
-
-// GPUSample is one reading of one GPU; T is seconds since the run started.
-type GPUSample struct {
-	T                  float64 `json:"t"`
-	GPU                string  `json:"gpu"`
-	MemoryUsedBytes    Num     `json:"memory_used_bytes"`
-	TemperatureCelsius Num     `json:"temperature_celsius"`
-	PowerWatts         Num     `json:"power_watts"`
-	round              int
-}
-
-// Covariate summarises a GPU's temperature and power over the run: they
-// change a GPU's speed (clocks throttle when hot or power-capped), so a
-// comparison of two runs should show them.
-type Covariate struct {
-	GPU         string `json:"gpu"`
-	Temperature Range  `json:"temperature_celsius"`
-	Power       Range  `json:"power_watts"`
-}
-
-// Range is the minimum, mean and maximum of a series.
-type Range struct {
-	Min  Num `json:"min"`
-	Mean Num `json:"mean"`
-	Max  Num `json:"max"`
-}
 
 // GPUReader is where bench reads the GPUs: the NVML collector's typed
 // snapshots (a *collector.Set), the same ones its infer_gpu_* series are
@@ -111,13 +26,13 @@ type gpuSampler struct {
 	maxSamples int
 
 	mu      sync.Mutex
-	devices map[string]GPUDevice
-	samples []GPUSample
+	devices map[string]report.GPUDevice
+	samples []report.GPUSample
 	rounds  int
 }
 
 func newGPUSampler(src GPUReader, start time.Time, interval time.Duration) *gpuSampler {
-	return &gpuSampler{src: src, start: start, interval: interval, maxSamples: 100000, devices: map[string]GPUDevice{}}
+	return &gpuSampler{src: src, start: start, interval: interval, maxSamples: 100000, devices: map[string]report.GPUDevice{}}
 }
 
 // run samples until ctx is done.
@@ -138,11 +53,11 @@ func (g *gpuSampler) run(ctx context.Context) {
 }
 
 // num is a reading as a Num: NaN when absent.
-func num(r collector.Reading) Num {
+func num(r collector.Reading) report.Num {
 	if !r.OK {
-		return NaN()
+		return report.NaN()
 	}
-	return Num(r.Value)
+	return report.Num(r.Value)
 }
 
 // sample takes one reading; it reports whether the interval changed.
@@ -150,7 +65,7 @@ func (g *gpuSampler) sample(now time.Time) (decimated bool) {
 	snaps := g.src.GPUs()
 	g.mu.Lock()
 	defer g.mu.Unlock()
-	type reading struct{ used, temp, power Num }
+	type reading struct{ used, temp, power report.Num }
 	readings := map[string]reading{}
 	for _, s := range snaps {
 		gpu := strconv.Itoa(s.Index)
@@ -159,9 +74,9 @@ func (g *gpuSampler) sample(now time.Time) (decimated bool) {
 		d.DriverVersion, d.CUDAVersion = s.DriverVersion, s.CUDAVersion
 		switch {
 		case s.MemoryTotalBytes.OK:
-			d.MemoryTotalBytes = Num(s.MemoryTotalBytes.Value)
+			d.MemoryTotalBytes = report.Num(s.MemoryTotalBytes.Value)
 		case !seen:
-			d.MemoryTotalBytes = NaN()
+			d.MemoryTotalBytes = report.NaN()
 		}
 		g.devices[gpu] = d
 		// A GPU with none of these readings (lost) has no sample.
@@ -180,7 +95,7 @@ func (g *gpuSampler) sample(now time.Time) (decimated bool) {
 	t := now.Sub(g.start).Seconds()
 	for _, k := range gpus {
 		r := readings[k]
-		g.samples = append(g.samples, GPUSample{T: t, GPU: k, MemoryUsedBytes: r.used, TemperatureCelsius: r.temp, PowerWatts: r.power, round: g.rounds})
+		g.samples = append(g.samples, report.GPUSample{T: t, GPU: k, MemoryUsedBytes: r.used, TemperatureCelsius: r.temp, PowerWatts: r.power, Round: g.rounds})
 	}
 	g.rounds++
 	if len(g.samples) < g.maxSamples {
@@ -189,8 +104,8 @@ func (g *gpuSampler) sample(now time.Time) (decimated bool) {
 	// Full: keep every other round and sample half as often.
 	kept := g.samples[:0]
 	for _, s := range g.samples {
-		if s.round%2 == 0 {
-			s.round /= 2
+		if s.Round%2 == 0 {
+			s.Round /= 2
 			kept = append(kept, s)
 		}
 	}
@@ -213,16 +128,16 @@ func sortGPUs(gpus []string) {
 }
 
 // report builds the GPU section; spans attribute samples to targets.
-func (g *gpuSampler) report(spans []Span) GPUReport {
+func (g *gpuSampler) report(spans []report.Span) report.GPUReport {
 	g.mu.Lock()
 	defer g.mu.Unlock()
-	r := GPUReport{SampleIntervalSeconds: g.interval.Seconds()}
+	r := report.GPUReport{SampleIntervalSeconds: g.interval.Seconds()}
 	if len(g.samples) == 0 {
 		r.Note = "no GPU series were read"
 		return r
 	}
 	r.Available = true
-	r.Samples = append([]GPUSample(nil), g.samples...)
+	r.Samples = append([]report.GPUSample(nil), g.samples...)
 	ids := make([]string, 0, len(g.devices))
 	for k := range g.devices {
 		ids = append(ids, k)
@@ -233,7 +148,7 @@ func (g *gpuSampler) report(spans []Span) GPUReport {
 	}
 	// Covariates per GPU.
 	type acc struct {
-		t, p     Range
+		t, p     report.Range
 		nt, np   int
 		sumT, sP float64
 	}
@@ -242,7 +157,7 @@ func (g *gpuSampler) report(spans []Span) GPUReport {
 	for _, s := range g.samples {
 		a := accs[s.GPU]
 		if a == nil {
-			a = &acc{t: Range{NaN(), NaN(), NaN()}, p: Range{NaN(), NaN(), NaN()}}
+			a = &acc{t: report.Range{Min: report.NaN(), Mean: report.NaN(), Max: report.NaN()}, p: report.Range{Min: report.NaN(), Mean: report.NaN(), Max: report.NaN()}}
 			accs[s.GPU] = a
 			order = append(order, s.GPU)
 		}
@@ -253,20 +168,20 @@ func (g *gpuSampler) report(spans []Span) GPUReport {
 	for _, k := range order {
 		a := accs[k]
 		if a.nt > 0 {
-			a.t.Mean = Num(a.sumT / float64(a.nt))
+			a.t.Mean = report.Num(a.sumT / float64(a.nt))
 		}
 		if a.np > 0 {
-			a.p.Mean = Num(a.sP / float64(a.np))
+			a.p.Mean = report.Num(a.sP / float64(a.np))
 		}
-		r.Covariates = append(r.Covariates, Covariate{GPU: k, Temperature: a.t, Power: a.p})
+		r.Covariates = append(r.Covariates, report.Covariate{GPU: k, Temperature: a.t, Power: a.p})
 	}
 	// Peak memory per target: the highest per-round total within its spans.
 	totals := map[int]float64{}
 	times := map[int]float64{}
 	for _, s := range g.samples {
 		if s.MemoryUsedBytes.Valid() {
-			totals[s.round] += float64(s.MemoryUsedBytes)
-			times[s.round] = s.T
+			totals[s.Round] += float64(s.MemoryUsedBytes)
+			times[s.Round] = s.T
 		}
 	}
 	r.PeakMemoryBytes = map[string]float64{}
@@ -282,7 +197,7 @@ func (g *gpuSampler) report(spans []Span) GPUReport {
 	return r
 }
 
-func addRange(r *Range, n *int, sum *float64, v Num) {
+func addRange(r *report.Range, n *int, sum *float64, v report.Num) {
 	if !v.Valid() {
 		return
 	}

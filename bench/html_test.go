@@ -16,6 +16,8 @@ import (
 	"testing"
 	"time"
 
+	"github.com/infer-exporter/infer_exporter/bench/render"
+	"github.com/infer-exporter/infer_exporter/bench/report"
 	"github.com/infer-exporter/infer_exporter/internal/realstack"
 )
 
@@ -155,9 +157,9 @@ func TestHTMLRendersInChromium(t *testing.T) {
 	drawn := 0
 	for _, c := range layout.Charts {
 		// The plot area only: the title and the legend's swatches are above
-		// padTop, the axes' labels beside and below it.
-		box := image.Rect(int(c.X)+padLeft, int(c.Y)+padTop, int(c.X+c.W)-padRight, int(c.Y+c.H)-padBottom).Intersect(img.Bounds())
-		if box.Dy() < int(c.H)-padTop-padBottom-1 {
+		// render.PadTop, the axes' labels beside and below it.
+		box := image.Rect(int(c.X)+render.PadLeft, int(c.Y)+render.PadTop, int(c.X+c.W)-render.PadRight, int(c.Y+c.H)-render.PadBottom).Intersect(img.Bounds())
+		if box.Dy() < int(c.H)-render.PadTop-render.PadBottom-1 {
 			t.Errorf("chart %q (y %v) is outside the %d px screenshot", c.Title, c.Y, height)
 			continue
 		}
@@ -186,10 +188,10 @@ func TestHTMLRendersInChromium(t *testing.T) {
 // cropFirstCell renders r in Chromium and crops the screenshot to its first
 // cell: heading, table and charts; with -update-screenshots it writes the
 // crop into docs/images/.
-func cropFirstCell(t *testing.T, bin string, r *Report) {
+func cropFirstCell(t *testing.T, bin string, r *report.Report) {
 	t.Helper()
 	var html bytes.Buffer
-	if err := WriteHTML(&html, r); err != nil {
+	if err := render.WriteHTML(&html, r); err != nil {
 		t.Fatal(err)
 	}
 	probe := filepath.Join(t.TempDir(), "cell.html")
@@ -288,7 +290,7 @@ func colored(img image.Image, r image.Rectangle) int {
 // runSmall runs a short bench of two simulators with every section the
 // report has: open and closed loop, a replay, a sweep, known answers, and
 // GPU samples from gpus (a fake or the real NVML collector).
-func runSmall(t *testing.T, gpus GPUReader, wantMemory bool) *Report {
+func runSmall(t *testing.T, gpus GPUReader, wantMemory bool) *report.Report {
 	t.Helper()
 	fast := startSim(t, 10*time.Millisecond, 0.5, 0)
 	slow := startSim(t, 20*time.Millisecond, 0.5, 0)

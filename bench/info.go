@@ -5,34 +5,14 @@ import (
 	"log/slog"
 	"time"
 
+	"github.com/infer-exporter/infer_exporter/bench/report"
 	"github.com/infer-exporter/infer_exporter/engine"
 	"github.com/infer-exporter/infer_exporter/internal/config"
 )
 
-// TargetInfo is what the report records of a target: its configuration and
-// what its info endpoints said.
-type TargetInfo struct {
-	Name            string `json:"name"`
-	URL             string `json:"url"`
-	Flavor          string `json:"flavor"`
-	ConfiguredModel string `json:"configured_model"`
-	EngineInfo
-}
-
-// EngineInfo is what a server says about itself. Empty fields are unknown.
-type EngineInfo struct {
-	Engine           string `json:"engine"`
-	EngineVersion    string `json:"engine_version"`
-	ServedModel      string `json:"served_model"`
-	MaxContextLength int    `json:"max_context_length,omitempty"`
-	// Up is whether the server's metrics (or, for Ollama, its info
-	// endpoint) answered.
-	Up bool `json:"up"`
-}
-
 // InfoSource reads the targets' engine, version and model.
 type InfoSource interface {
-	Info(ctx context.Context, targets []config.Target) map[string]EngineInfo
+	Info(ctx context.Context, targets []config.Target) map[string]report.EngineInfo
 }
 
 // ServerInfo reads engine info through the exporter's own engine scraper
@@ -46,11 +26,11 @@ type ServerInfo struct {
 }
 
 // Info implements InfoSource.
-func (s ServerInfo) Info(ctx context.Context, targets []config.Target) map[string]EngineInfo {
+func (s ServerInfo) Info(ctx context.Context, targets []config.Target) map[string]report.EngineInfo {
 	sc := engine.NewScraper(s.Logger)
 	defer sc.Close()
 	if err := sc.ApplyConfig(ctx, &config.Config{Targets: targets}); err != nil {
-		return map[string]EngineInfo{}
+		return map[string]report.EngineInfo{}
 	}
 	wait := s.Wait
 	if wait <= 0 {
@@ -80,10 +60,10 @@ func (s ServerInfo) Info(ctx context.Context, targets []config.Target) map[strin
 }
 
 // engineInfos is what the scrape snapshots say of each target, by name.
-func engineInfos(snaps []engine.Info) map[string]EngineInfo {
-	out := make(map[string]EngineInfo, len(snaps))
+func engineInfos(snaps []engine.Info) map[string]report.EngineInfo {
+	out := make(map[string]report.EngineInfo, len(snaps))
 	for _, i := range snaps {
-		e := EngineInfo{Up: i.Up}
+		e := report.EngineInfo{Up: i.Up}
 		if i.Engine != engine.Unknown {
 			e.Engine = i.Engine
 		}

@@ -12,6 +12,8 @@ import (
 	"time"
 
 	"github.com/alecthomas/kingpin/v2"
+
+	"github.com/infer-exporter/infer_exporter/bench/render"
 )
 
 // cancelOn is a command's stderr that cancels the run's context when a
@@ -79,7 +81,7 @@ bench:
 		t.Errorf("a group that one target did not finish is ranked: %+v", r.Ranking.Entries)
 	}
 	for file, want := range map[string]string{
-		JSONFile: `"interrupted": true`, MarkdownFile: "**INTERRUPTED**", HTMLFile: `id="interrupted"`,
+		JSONFile: `"interrupted": true`, render.MarkdownFile: "**INTERRUPTED**", HTMLFile: `id="interrupted"`,
 	} {
 		b, err := os.ReadFile(filepath.Join(out, file))
 		if err != nil || !bytes.Contains(b, []byte(want)) {

@@ -3,8 +3,8 @@ package bench
 import (
 	"context"
 	"fmt"
-	"math"
 
+	"github.com/infer-exporter/infer_exporter/bench/report"
 	"github.com/infer-exporter/infer_exporter/internal/config"
 )
 
@@ -12,7 +12,7 @@ import (
 // the merge's errors name.
 type ShardFile struct {
 	File   string
-	Report *Report
+	Report *report.Report
 }
 
 // Merge combines the reports of the N shards of one split run into the
@@ -29,7 +29,7 @@ type ShardFile struct {
 // refused with an error naming its file and field, never merged into a
 // report or let panic or allocate beyond its own size. The merge ends
 // with ctx's error when ctx ends.
-func Merge(ctx context.Context, shards []ShardFile) (*Report, error) {
+func Merge(ctx context.Context, shards []ShardFile) (*report.Report, error) {
 	if len(shards) == 0 {
 		return nil, fmt.Errorf("no shard report")
 	}
@@ -73,63 +73,12 @@ func Merge(ctx context.Context, shards []ShardFile) (*Report, error) {
 			if err := ctx.Err(); err != nil {
 				return nil, fmt.Errorf("merge interrupted: %w", err)
 			}
-			var parts []RecorderState
-			res := c.Repeats[ri]
-			var replays []*ReplayResult
-			for _, sf := range byIndex {
-				r := sf.Report
-				// validateShards checked every shard's cells and repeats
-				// against shard 0's.
-				sc := r.Shard.Cells[ci]
-				parts = append(parts, sc.Repeats[ri])
-				rr := r.Cells[ci].Repeats[ri]
-				if rr.Started.Before(res.Started) {
-					res.Started = rr.Started
-				}
-				res.Stability.Stable = res.Stability.Stable && (rr.Stability.Stable || !rr.Stability.Checked)
-				res.Stability.Checked = res.Stability.Checked || rr.Stability.Checked
-				res.SchedulingLatencyP99 = max(res.SchedulingLatencyP99, rr.SchedulingLatencyP99)
-				res.PromptsDrawn += rr.PromptsDrawn
-				if rr.Replay != nil {
-					replays = append(replays, rr.Replay)
-				}
-			}
-			res.PromptsDrawn -= c.Repeats[ri].PromptsDrawn // counted once above
-			rc, k, span := mergeStates(parts, spec.MaxSamplesPerRepeat, DefaultMaxITLSamples)
-			stats, smp := rc.finish(k, span)
-			res.Stats = stats
-			// The pooled records' distribution and the added-up windows,
-			// as one process draws its own.
-			res.Distribution, res.Windows = smp.distribution(), rc.windows(k)
-			res.Stability.Medians = nil
-			med, cnt := rc.windowMedians(k)
-			for _, m := range med {
-				res.Stability.Medians = append(res.Stability.Medians, Num(m))
-			}
-			if st := spec.Stability; res.Stability.Checked && st.On() {
-				// The shards ran the same windows, unextended: the
-				// stability is the pooled windows', judged as one process
-				// judges its own.
-				ok, spread := stable(med, cnt, st.Windows, st.MinRequests, st.Tolerance)
-				res.Stability.Stable, res.Stability.Spread, res.Stability.Windows, res.Stability.Note = ok, Num(spread), k, ""
-				switch {
-				case math.IsNaN(spread):
-					res.Stability.Checked, res.Stability.Spread = false, NaN()
-					res.Stability.Note = fmt.Sprintf("not judged: the merged windows had fewer than %d windows of at least %d successes (%d windows of %s)",
-						st.Windows, st.MinRequests, k, st.Window)
-				case !ok:
-					res.Stability.Note = fmt.Sprintf("the merged windows did not agree within %.0f%% (spread %.1f%%, %d windows of %s); sharded runs are not extended: lengthen duration",
-						st.Tolerance*100, spread*100, k, st.Window)
-				}
-			}
-			if len(replays) > 0 {
-				res.Replay = mergeReplays(replays)
-			}
+			res, smp := mergeRepeat(byIndex, ci, ri, spec)
 			acc[gi][ti].repeats = append(acc[gi][ti].repeats, res)
 			acc[gi][ti].samples = append(acc[gi][ti].samples, smp)
 		}
 	}
-	rep := &Report{Schema: Schema, Environment: first.Environment, Accuracy: first.Accuracy, GPU: first.GPU,
+	rep := &report.Report{Schema: report.Schema, Environment: first.Environment, Accuracy: first.Accuracy, GPU: first.GPU,
 		Timeline: first.Timeline, MergedShards: n}
 	for _, sf := range byIndex {
 		r := sf.Report
@@ -157,12 +106,72 @@ func Merge(ctx context.Context, shards []ShardFile) (*Report, error) {
 	return rep, nil
 }
 
+// mergeRepeat merges repeat ri of cell ci from every shard: its records
+// and windows pooled (mergeStates) and finished as one process finishes
+// its own, its stability judged on the pooled windows.
+func mergeRepeat(byIndex []ShardFile, ci, ri int, spec *Spec) (report.RepeatResult, *sample) {
+	var parts []report.RecorderState
+	c := &byIndex[0].Report.Cells[ci]
+	res := c.Repeats[ri]
+	var replays []*report.ReplayResult
+	for _, sf := range byIndex {
+		r := sf.Report
+		// validateShards checked every shard's cells and repeats
+		// against shard 0's.
+		sc := r.Shard.Cells[ci]
+		parts = append(parts, sc.Repeats[ri])
+		rr := r.Cells[ci].Repeats[ri]
+		if rr.Started.Before(res.Started) {
+			res.Started = rr.Started
+		}
+		res.Stability.Stable = res.Stability.Stable && (rr.Stability.Stable || !rr.Stability.Checked)
+		res.Stability.Checked = res.Stability.Checked || rr.Stability.Checked
+		res.SchedulingLatencyP99 = max(res.SchedulingLatencyP99, rr.SchedulingLatencyP99)
+		res.PromptsDrawn += rr.PromptsDrawn
+		if rr.Replay != nil {
+			replays = append(replays, rr.Replay)
+		}
+	}
+	res.PromptsDrawn -= c.Repeats[ri].PromptsDrawn // counted once above
+	rc, k, span := mergeStates(parts, spec.MaxSamplesPerRepeat, DefaultMaxITLSamples)
+	stats, smp := rc.finish(k, span)
+	res.Stats = stats
+	// The pooled records' distribution and the added-up windows,
+	// as one process draws its own.
+	res.Distribution, res.Windows = smp.distribution(), rc.windows(k)
+	res.Stability.Medians = nil
+	med, _ := rc.windowMedians(k)
+	for _, m := range med {
+		res.Stability.Medians = append(res.Stability.Medians, report.Num(m))
+	}
+	if st := spec.Stability; res.Stability.Checked && st.On() {
+		// The shards ran the same windows, unextended: the
+		// stability is the pooled windows', judged as one process
+		// judges its own.
+		ok, spread, judged := judgeStability(rc, k, st)
+		res.Stability.Stable, res.Stability.Spread, res.Stability.Windows, res.Stability.Note = ok, report.Num(spread), k, ""
+		switch {
+		case !judged:
+			res.Stability.Checked, res.Stability.Spread = false, report.NaN()
+			res.Stability.Note = fmt.Sprintf("not judged: the merged windows had fewer than %d windows of at least %d successes (%d windows of %s)",
+				st.Windows, st.MinRequests, k, st.Window)
+		case !ok:
+			res.Stability.Note = fmt.Sprintf("the merged windows did not agree within %.0f%% (spread %.1f%%, %d windows of %s); sharded runs are not extended: lengthen duration",
+				st.Tolerance*100, spread*100, k, st.Window)
+		}
+	}
+	if len(replays) > 0 {
+		res.Replay = mergeReplays(replays)
+	}
+	return res, smp
+}
+
 // mergeReplays combines the shards' views of one replay repeat: the rows
 // sent and dropped add up (each shard sends and drops its own); clamped is
 // counted once, since every shard computes the whole seeded schedule and
 // clamps the same rows (the largest, should one differ); drift is the
 // worst shard's (its distribution is not pooled).
-func mergeReplays(rs []*ReplayResult) *ReplayResult {
+func mergeReplays(rs []*report.ReplayResult) *report.ReplayResult {
 	out := *rs[0]
 	out.Replayed, out.Dropped, out.Clamped = 0, 0, 0
 	for _, r := range rs {

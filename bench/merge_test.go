@@ -12,6 +12,8 @@ import (
 	"testing"
 	"time"
 
+	"github.com/infer-exporter/infer_exporter/bench/render"
+	"github.com/infer-exporter/infer_exporter/bench/report"
 	"github.com/infer-exporter/infer_exporter/internal/config"
 	"github.com/infer-exporter/infer_exporter/probe/observation"
 )
@@ -39,7 +41,7 @@ func testShardJSON(t testing.TB, requests int) [2][]byte {
 	}
 	w0 := time.Unix(1000, 0)
 	at := func(s float64) time.Time { return w0.Add(time.Duration(s * float64(time.Second))) }
-	key := CellKey("a", Load{LoadRate, 10}, "s")
+	key := CellKey("a", Load{Kind: LoadRate, Value: 10}, "s")
 	var out [2][]byte
 	for i := range out {
 		rec := newRecorderAt(w0, cfg.Bench.Duration, config.SLO{}, cfg.Bench.MaxSamplesPerRepeat, DefaultMaxITLSamples, 1)
@@ -58,12 +60,12 @@ func testShardJSON(t testing.TB, requests int) [2][]byte {
 		r := &Report{Schema: Schema,
 			Environment: Environment{Config: cfg.EffectiveYAML(), ConfigSHA256: cfg.SHA256, Seed: cfg.Bench.Seed,
 				MaxSamplesRepeat: cfg.Bench.MaxSamplesPerRepeat, Started: w0, Finished: w0.Add(time.Minute)},
-			Cells: []CellResult{{Key: key, Target: "a", Load: Load{LoadRate, 10}, Shape: "s",
-				Repeats: []RepeatResult{{Stats: stats, Stability: StabilityResult{Spread: NaN()}}}, Summary: stats}},
+			Cells: []CellResult{{Key: key, Target: "a", Load: Load{Kind: LoadRate, Value: 10}, Shape: "s",
+				Repeats: []RepeatResult{{Stats: stats, Stability: StabilityResult{Spread: report.NaN()}}}, Summary: stats}},
 			Shard: &ShardPart{Index: i, Count: 2, Cells: []ShardCells{{Key: key, Repeats: []RecorderState{st}}}},
 		}
 		var b bytes.Buffer
-		if err := WriteJSON(&b, r); err != nil {
+		if err := render.WriteJSON(&b, r); err != nil {
 			t.Fatal(err)
 		}
 		out[i] = b.Bytes()
@@ -77,7 +79,7 @@ func testShardJSON(t testing.TB, requests int) [2][]byte {
 func TestMergeRefusesCraftedShards(t *testing.T) {
 	legit := testShardJSON(t, 40)
 	read := func(t *testing.T, b []byte) *Report {
-		r, err := decodeReport(b)
+		r, err := report.Decode(b)
 		if err != nil {
 			t.Fatal(err)
 		}
@@ -161,7 +163,7 @@ func TestMergeOfflineConfig(t *testing.T) {
 }
 
 // TestReportReadsBounded (issue 23): a report path that is a device, a
-// FIFO or a file over MaxReportBytes is refused at once, as is a small
+// FIFO or a file over report.MaxReportBytes is refused at once, as is a small
 // file whose decoding would hold far more than its size.
 func TestReportReadsBounded(t *testing.T) {
 	dir := t.TempDir()
@@ -173,7 +175,7 @@ func TestReportReadsBounded(t *testing.T) {
 	if err := os.WriteFile(big, nil, 0o644); err != nil {
 		t.Fatal(err)
 	}
-	if err := os.Truncate(big, MaxReportBytes+1); err != nil { // sparse: nothing written
+	if err := os.Truncate(big, report.MaxReportBytes+1); err != nil { // sparse: nothing written
 		t.Fatal(err)
 	}
 	// 3 MiB of empty cells would decode into some 1.5 GB of CellResults.
@@ -186,7 +188,7 @@ func TestReportReadsBounded(t *testing.T) {
 		{big, "larger than"}, {amplified, "MaxReportDecodedBytes"},
 	} {
 		start := time.Now()
-		_, err := ReadJSONContext(context.Background(), tc.path)
+		_, err := report.ReadJSONContext(context.Background(), tc.path)
 		if err == nil || !strings.Contains(err.Error(), tc.want) || !strings.Contains(err.Error(), tc.path) {
 			t.Errorf("%s: error %v, want one naming the file with %q", tc.path, err, tc.want)
 		}
@@ -210,7 +212,7 @@ func TestMergeAndVerifyEndOnSIGTERM(t *testing.T) {
 	}
 	rep := &Report{Schema: Schema, Environment: Environment{Inputs: []Input{{Kind: InputTrace, Name: "t", Path: huge, SHA256: "00", Bytes: size}}}}
 	var b bytes.Buffer
-	if err := WriteJSON(&b, rep); err != nil {
+	if err := render.WriteJSON(&b, rep); err != nil {
 		t.Fatal(err)
 	}
 	report := writeTestFile(t, dir, "report.json", b.String())
@@ -283,7 +285,7 @@ func TestVerifyRefusesWhatIsNotItsInput(t *testing.T) {
 
 // FuzzReadShard feeds bytes to the report reader and, when they decode,
 // merges them as shard 1 beside a legitimate shard 0: no input panics,
-// allocates beyond MaxReportDecodedBytes, or merges with a figure that is
+// allocates beyond report.MaxReportDecodedBytes, or merges with a figure that is
 // not finite.
 func FuzzReadShard(f *testing.F) {
 	// Two requests: the smallest legitimate shard, so that minimising an
@@ -293,16 +295,16 @@ func FuzzReadShard(f *testing.F) {
 	f.Add(bytes.Replace(legit[1], []byte(`"windows": 1`), []byte(`"windows": 9000000000000000000`), 1))
 	f.Add(bytes.Replace(legit[1], []byte(`"cells": [`), []byte(`"cells": [], "x": [`), 1))
 	f.Add([]byte(`{"schema":"infer_exporter/bench/v1","cells":[{},{},{}],"shard":{"index":1,"count":2,"cells":[]}}`))
-	shard0, err := decodeReport(legit[0])
+	shard0, err := report.Decode(legit[0])
 	if err != nil {
 		f.Fatal(err)
 	}
 	f.Fuzz(func(t *testing.T, b []byte) {
-		r, err := decodeReport(b)
+		r, err := report.Decode(b)
 		if err != nil {
 			return
 		}
-		// decodeReport hands out its report; the legitimate shard 0 is
+		// report.Decode hands out its report; the legitimate shard 0 is
 		// shared, so merge from a copy that this input cannot change.
 		var s0 Report
 		raw, _ := json.Marshal(shard0)
@@ -318,7 +320,7 @@ func FuzzReadShard(f *testing.F) {
 				t.Fatalf("merged a figure that is not finite: %+v", s)
 			}
 		}
-		if err := WriteJSON(&bytes.Buffer{}, rep); err != nil {
+		if err := render.WriteJSON(&bytes.Buffer{}, rep); err != nil {
 			t.Fatalf("merged a report that cannot be written: %v", err)
 		}
 	})

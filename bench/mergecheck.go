@@ -7,6 +7,7 @@ import (
 	"slices"
 	"strings"
 
+	"github.com/infer-exporter/infer_exporter/bench/report"
 	"github.com/infer-exporter/infer_exporter/probe/observation"
 )
 
@@ -150,7 +151,7 @@ func validateShards(ctx context.Context, shards []ShardFile) ([]ShardFile, *Conf
 // shards that replayed different trace contents, ran another build, or
 // sent other prompts did not measure one run.
 func sameInputs(sf, first ShardFile) error {
-	key := func(in Input) string { return in.Kind + " " + in.Name }
+	key := func(in report.Input) string { return in.Kind + " " + in.Name }
 	want := map[string]string{}
 	for _, in := range first.Report.Environment.Inputs {
 		want[key(in)] = in.SHA256
@@ -188,25 +189,25 @@ func name(sf ShardFile, i int) string {
 func checkMatrix(sf ShardFile, cfg *Config) error {
 	r, spec := sf.Report, &cfg.Bench
 	targets := cfg.RunTargets()
-	var groups []Load
+	var groups []report.Load
 	var shapes []string
 	for _, sh := range spec.Matrix.Shapes {
 		for _, v := range spec.Matrix.Rates {
-			groups, shapes = append(groups, Load{LoadRate, v}), append(shapes, sh.Name)
+			groups, shapes = append(groups, report.Load{Kind: report.LoadRate, Value: v}), append(shapes, sh.Name)
 		}
 		for _, v := range spec.Matrix.Concurrencies {
-			groups, shapes = append(groups, Load{LoadConcurrency, float64(v)}), append(shapes, sh.Name)
+			groups, shapes = append(groups, report.Load{Kind: report.LoadConcurrency, Value: float64(v)}), append(shapes, sh.Name)
 		}
 	}
 	for _, rp := range spec.Matrix.Replays {
-		groups, shapes = append(groups, Load{LoadReplay, rp.Speed}), append(shapes, rp.Name)
+		groups, shapes = append(groups, report.Load{Kind: report.LoadReplay, Value: rp.Speed}), append(shapes, rp.Name)
 	}
 	if want := len(targets) * len(groups); len(r.Cells) != want {
 		return fmt.Errorf("%s: cells: %d cells, its configuration's matrix has %d (%d targets × %d loads and shapes)", sf.File, len(r.Cells), want, len(targets), len(groups))
 	}
 	for ci, c := range r.Cells {
 		t, g := targets[ci/len(groups)].Name, ci%len(groups)
-		if key := CellKey(t, groups[g], shapes[g]); c.Key != key || c.Target != t || c.Load != groups[g] || c.Shape != shapes[g] {
+		if key := report.CellKey(t, groups[g], shapes[g]); c.Key != key || c.Target != t || c.Load != groups[g] || c.Shape != shapes[g] {
 			return fmt.Errorf("%s: cells[%d].key: %q, its configuration's matrix has %q there", sf.File, ci, c.Key, key)
 		}
 		if len(c.Repeats) != spec.Repeats {
@@ -218,7 +219,7 @@ func checkMatrix(sf ShardFile, cfg *Config) error {
 
 // checkShardCells checks one shard's cells and recorders against shard 0's
 // (whose cells checkMatrix checked) and the configuration.
-func checkShardCells(sf ShardFile, first *Report, cfg *Config) error {
+func checkShardCells(sf ShardFile, first *report.Report, cfg *Config) error {
 	r, spec := sf.Report, &cfg.Bench
 	if len(r.Cells) != len(first.Cells) {
 		return fmt.Errorf("%s: cells: %d cells, shard 0 has %d", sf.File, len(r.Cells), len(first.Cells))
@@ -253,10 +254,10 @@ func checkShardCells(sf ShardFile, first *Report, cfg *Config) error {
 
 // maxWindows is the most windows a repeat of a cell of load l can have
 // under spec: one, unless the stability check extends it, window by
-// window, up to stability.max_duration (runRepeat).
-func maxWindows(spec *Spec, l Load) int {
+// window, up to stability.max_duration (run.repeat).
+func maxWindows(spec *Spec, l report.Load) int {
 	st := spec.Stability
-	if !st.On() || l.Kind == LoadReplay || st.Window <= 0 {
+	if !st.On() || l.Kind == report.LoadReplay || st.Window <= 0 {
 		return 1
 	}
 	base := math.Ceil(float64(spec.Duration) / float64(st.Window))
@@ -266,7 +267,7 @@ func maxWindows(spec *Spec, l Load) int {
 
 // checkRepeat checks the figures of a shard's repeat result that the merge
 // carries over; the error begins with the field's name.
-func checkRepeat(rr *RepeatResult) error {
+func checkRepeat(rr *report.RepeatResult) error {
 	if err := count("prompts_drawn", rr.PromptsDrawn); err != nil {
 		return err
 	}
@@ -297,7 +298,7 @@ func checkRepeat(rr *RepeatResult) error {
 // finite and within MaxShardSeconds, its outcomes from the closed set, its
 // lists within the recorder's own bounds. The error begins with the
 // field's name.
-func checkState(st *RecorderState, maxK, maxRecs int) error {
+func checkState(st *report.RecorderState, maxK, maxRecs int) error {
 	switch {
 	case st.Windows < 0 || st.Windows > maxK:
 		return fmt.Errorf("windows: %d exceeds the %d windows its configuration allows a repeat of this cell (the stability check's max_duration / window)", st.Windows, maxK)
@@ -331,6 +332,28 @@ func checkState(st *RecorderState, maxK, maxRecs int) error {
 	case st.ITLSeen < len(st.ITL):
 		return fmt.Errorf("itl_seen: %d, below the %d gaps kept", st.ITLSeen, len(st.ITL))
 	}
+	if err := checkOutcomes(st); err != nil {
+		return err
+	}
+	if err := checkWindows(st); err != nil {
+		return err
+	}
+	for i, v := range st.ITL {
+		if err := seconds(fmt.Sprintf("itl[%d]", i), v, false); err != nil {
+			return err
+		}
+	}
+	for i := range st.Records {
+		if err := checkRecord(&st.Records[i]); err != nil {
+			return fmt.Errorf("records[%d].%w", i, err)
+		}
+	}
+	return nil
+}
+
+// checkOutcomes bounds a recorder state's outcome and status counts: known
+// names, counts in bounds, no more status codes than failed requests.
+func checkOutcomes(st *report.RecorderState) error {
 	for o, n := range st.Outcomes {
 		if !outcomeNames[o] {
 			return fmt.Errorf("outcomes: %.64q is not an outcome (%v)", o, observation.Outcomes)
@@ -352,6 +375,12 @@ func checkState(st *RecorderState, maxK, maxRecs int) error {
 	if nHTTP := st.Outcomes[string(observation.HTTP4xx)] + st.Outcomes[string(observation.HTTP5xx)]; failed > nHTTP {
 		return fmt.Errorf("http_errors: %d, above the %d requests of outcome http_4xx or http_5xx", failed, nHTTP)
 	}
+	return nil
+}
+
+// checkWindows bounds a recorder state's per-window counts, tokens and
+// E2E samples.
+func checkWindows(st *report.RecorderState) error {
 	for _, l := range []struct {
 		field string
 		v     []int
@@ -389,16 +418,6 @@ func checkState(st *RecorderState, maxK, maxRecs int) error {
 			}
 		}
 	}
-	for i, v := range st.ITL {
-		if err := seconds(fmt.Sprintf("itl[%d]", i), v, false); err != nil {
-			return err
-		}
-	}
-	for i := range st.Records {
-		if err := checkRecord(&st.Records[i]); err != nil {
-			return fmt.Errorf("records[%d].%w", i, err)
-		}
-	}
 	return nil
 }
 
@@ -406,13 +425,13 @@ func checkState(st *RecorderState, maxK, maxRecs int) error {
 // within MaxShardSeconds (the schedule instant and the lag may be
 // negative: a warm-up request, a send a little early), its windows within
 // MaxShardWindows.
-func checkRecord(r *Record) error {
+func checkRecord(r *report.Record) error {
 	if !(math.Abs(r.Sched) <= MaxShardSeconds) {
 		return fmt.Errorf("s: %v is not in [-%g, %g]", r.Sched, MaxShardSeconds, MaxShardSeconds)
 	}
 	for _, f := range []struct {
 		field string
-		v     Num
+		v     report.Num
 	}{{"ttft", r.TTFT}, {"ttfa", r.TTFA}, {"tpot", r.TPOT}, {"e2e", r.E2E}} {
 		if err := seconds(f.field, float64(f.v), true); err != nil {
 			return err

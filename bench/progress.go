@@ -10,6 +10,7 @@ import (
 	"sync"
 	"time"
 
+	"github.com/infer-exporter/infer_exporter/bench/report"
 	"github.com/infer-exporter/infer_exporter/probe/observation"
 	"github.com/infer-exporter/infer_exporter/probe/workload"
 )
@@ -162,7 +163,7 @@ func (p *progress) close() {
 // the repeat's own figures from its Stats (report.json's repeat): measured
 // requests sent (not dropped), their successes, completions per second,
 // TTFT p50, and the repeat's wall time, warm-up included.
-func progressLine(i, n, repeat, repeats int, name string, st *Stats, wall time.Duration) string {
+func progressLine(i, n, repeat, repeats int, name string, st *report.Stats, wall time.Duration) string {
 	rep := ""
 	if repeats > 1 {
 		rep = fmt.Sprintf(" repeat %d/%d", repeat, repeats)

@@ -4,6 +4,8 @@ import (
 	"bytes"
 	"testing"
 	"time"
+
+	"github.com/infer-exporter/infer_exporter/bench/render"
 )
 
 // TestETA: the time left is counted in the repeats' planned durations,
@@ -56,7 +58,7 @@ func TestProgressLines(t *testing.T) {
 			"cell 1/1 a/sim-model/s rate 4: 0 sent, 0 ok, 0.00 req/s, TTFT p50 - (1.0 s)", "a", "s"},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
-			name := CellName(tc.cellName, "sim-model", Load{LoadRate, 4}, tc.shape)
+			name := render.CellName(tc.cellName, "sim-model", Load{Kind: LoadRate, Value: 4}, tc.shape)
 			if got := progressLine(tc.i, tc.n, tc.r, tc.rs, name, &tc.st, tc.wall); got != tc.want {
 				t.Errorf("got  %q\nwant %q", got, tc.want)
 			}
@@ -85,13 +87,13 @@ func TestCellName(t *testing.T) {
 		load          Load
 		shape, want   string
 	}{
-		{"vllm", "meta-llama/Llama-3.1-8B", Load{LoadRate, 4}, "chat", "vllm/meta-llama/Llama-3.1-8B/chat rate 4"},
-		{"a", "m", Load{LoadConcurrency, 8}, "s", "a/m/s concurrency 8"},
-		{"a", "m", Load{LoadReplay, 0.5}, "azure", "a/m/azure replay x0.5"},
-		{"a", "", Load{LoadRate, 0.25}, "s", "a/s rate 0.25"},
+		{"vllm", "meta-llama/Llama-3.1-8B", Load{Kind: LoadRate, Value: 4}, "chat", "vllm/meta-llama/Llama-3.1-8B/chat rate 4"},
+		{"a", "m", Load{Kind: LoadConcurrency, Value: 8}, "s", "a/m/s concurrency 8"},
+		{"a", "m", Load{Kind: LoadReplay, Value: 0.5}, "azure", "a/m/azure replay x0.5"},
+		{"a", "", Load{Kind: LoadRate, Value: 0.25}, "s", "a/s rate 0.25"},
 	} {
-		if got := CellName(tc.target, tc.model, tc.load, tc.shape); got != tc.want {
-			t.Errorf("CellName = %q, want %q", got, tc.want)
+		if got := render.CellName(tc.target, tc.model, tc.load, tc.shape); got != tc.want {
+			t.Errorf("render.CellName = %q, want %q", got, tc.want)
 		}
 	}
 }

@@ -7,26 +7,11 @@ import (
 	"fmt"
 	"strings"
 
+	"github.com/infer-exporter/infer_exporter/bench/report"
 	"github.com/infer-exporter/infer_exporter/internal/config"
 	"github.com/infer-exporter/infer_exporter/probe/plan"
 	"github.com/infer-exporter/infer_exporter/probe/prompt"
 )
-
-// PromptSetInfo describes the prompts one target gets for one shape.
-type PromptSetInfo struct {
-	Target string `json:"target"`
-	Shape  string `json:"shape"`
-	// Tokenizer is how lengths were made exact: server (the target's own
-	// /tokenize, chat template included), server_content, or estimate (N
-	// words; the server has no tokenizer endpoint).
-	Tokenizer string `json:"tokenizer"`
-	// SHA256 covers the whole set (Size prompts), SHA256First64 the first
-	// 64: the hash the exporter's infer_probe_prompt_info shows for a
-	// workload with the same seed and lengths against the same server.
-	// Both are prompt.HashPrompts.
-	SHA256        string `json:"sha256"`
-	SHA256First64 string `json:"sha256_first64"`
-}
 
 // PromptSet is the fixed set of prompts of a run: for each target and
 // shape, Size prompts drawn in order from the exporter's exact-length
@@ -36,7 +21,7 @@ type PromptSetInfo struct {
 // seed against the same servers sends byte-identical prompts.
 type PromptSet struct {
 	lists map[string][]prompt.Prompt
-	Infos []PromptSetInfo
+	Infos []report.PromptSetInfo
 	// SHA256 is the SHA-256 of the lines "target shape sha256\n" of Infos,
 	// in order: equal hashes mean every target got the same prompts as in
 	// the other run.
@@ -74,7 +59,7 @@ func NewPromptSet(ctx context.Context, targets []config.Target, shapes []Shape, 
 					return nil, fmt.Errorf("target %q, shape %q: prompt %d: %w", t.Name, sh.Name, j, err)
 				}
 			}
-			info := PromptSetInfo{Target: t.Name, Shape: sh.Name, Tokenizer: gen.Kind()}
+			info := report.PromptSetInfo{Target: t.Name, Shape: sh.Name, Tokenizer: gen.Kind()}
 			info.SHA256 = hashList(list, len(list))
 			if len(list) >= prompt.HashedPrompts {
 				info.SHA256First64 = hashList(list, prompt.HashedPrompts)

@@ -9,6 +9,7 @@ import (
 	"slices"
 	"time"
 
+	"github.com/infer-exporter/infer_exporter/bench/report"
 	"github.com/infer-exporter/infer_exporter/internal/config"
 	"github.com/infer-exporter/infer_exporter/probe/client"
 	"github.com/infer-exporter/infer_exporter/probe/quality"
@@ -69,36 +70,10 @@ func (c *Config) validatePerplexity(v *validator) {
 	}
 }
 
-// PerplexityResult is one target's perplexity figure.
-type PerplexityResult struct {
-	Target string `json:"target"`
-	// Perplexity is the median of the successful scores; null when none
-	// succeeded. Min and Max bound them.
-	Perplexity Num `json:"perplexity"`
-	Min        Num `json:"min"`
-	Max        Num `json:"max"`
-	// MeanLogprob is -log(Perplexity), nats per token; Tokens the tokens
-	// scored (the text's tokens as the server counts them, less the
-	// first).
-	MeanLogprob Num `json:"mean_logprob"`
-	Tokens      int `json:"tokens"`
-	// Scores of Repeats succeeded; Failures counts the others by reason
-	// (quality.Reasons), Error is the last failure's message.
-	Scores   int            `json:"scores"`
-	Repeats  int            `json:"repeats"`
-	Failures map[string]int `json:"failures,omitempty"`
-	Error    string         `json:"error,omitempty"`
-	Dialect  string         `json:"dialect,omitempty"`
-	// Text names the bytes scored: compare perplexities only over equal
-	// hashes (and a model's own tokenizer).
-	Text       string `json:"text"`
-	TextSHA256 string `json:"text_sha256"`
-}
-
 // perplexity scores every target, Repeats times each, one request at a
 // time: a score is one prefill, and scoring in parallel would put other
 // requests' batching into its log-probabilities.
-func (b *run) perplexity(ctx context.Context, targets []config.Target, cts []*client.Target) []PerplexityResult {
+func (b *run) perplexity(ctx context.Context, targets []config.Target, cts []*client.Target) []report.PerplexityResult {
 	spec := b.spec.Perplexity
 	hc := &http.Client{
 		Transport:     &http.Transport{Proxy: nil, MaxIdleConnsPerHost: 1},
@@ -106,7 +81,7 @@ func (b *run) perplexity(ctx context.Context, targets []config.Target, cts []*cl
 	}
 	defer hc.CloseIdleConnections()
 	text := quality.Reference()
-	out := make([]PerplexityResult, len(targets))
+	out := make([]report.PerplexityResult, len(targets))
 	for i := range targets {
 		out[i] = scoreTarget(ctx, hc, cts[i], text, spec.Repeats, spec.Timeout)
 		r := &out[i]
@@ -117,9 +92,9 @@ func (b *run) perplexity(ctx context.Context, targets []config.Target, cts []*cl
 }
 
 // scoreTarget scores text on one target repeats times and summarises.
-func scoreTarget(ctx context.Context, d quality.Doer, ct *client.Target, text quality.Text, repeats int, timeout time.Duration) PerplexityResult {
-	r := PerplexityResult{Target: ct.Name, Repeats: repeats, Text: text.Name, TextSHA256: text.SHA256,
-		Perplexity: NaN(), Min: NaN(), Max: NaN(), MeanLogprob: NaN()}
+func scoreTarget(ctx context.Context, d quality.Doer, ct *client.Target, text quality.Text, repeats int, timeout time.Duration) report.PerplexityResult {
+	r := report.PerplexityResult{Target: ct.Name, Repeats: repeats, Text: text.Name, TextSHA256: text.SHA256,
+		Perplexity: report.NaN(), Min: report.NaN(), Max: report.NaN(), MeanLogprob: report.NaN()}
 	var ppl []float64
 	for i := range repeats {
 		if ctx.Err() != nil {
@@ -149,7 +124,7 @@ func scoreTarget(ctx context.Context, d quality.Doer, ct *client.Target, text qu
 	if len(ppl) > 0 {
 		slices.Sort(ppl)
 		m := median(ppl)
-		r.Perplexity, r.Min, r.Max, r.MeanLogprob = Num(m), Num(ppl[0]), Num(ppl[len(ppl)-1]), Num(-math.Log(m))
+		r.Perplexity, r.Min, r.Max, r.MeanLogprob = report.Num(m), report.Num(ppl[0]), report.Num(ppl[len(ppl)-1]), report.Num(-math.Log(m))
 	}
 	return r
 }
@@ -169,7 +144,7 @@ func (d idDoer) Do(req *http.Request) (*http.Response, error) {
 // (NaN when it was not scored), in the targets' order; nil without
 // bench.perplexity, or when no target was scored (there is then nothing to
 // compare against).
-func perplexityInput(rep *Report, targets []config.Target) []float64 {
+func perplexityInput(rep *report.Report, targets []config.Target) []float64 {
 	if len(rep.Perplexity) == 0 {
 		return nil
 	}

@@ -9,6 +9,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/infer-exporter/infer_exporter/bench/report"
 	"github.com/infer-exporter/infer_exporter/internal/simulator"
 	"github.com/infer-exporter/infer_exporter/probe/quality"
 )
@@ -70,7 +71,7 @@ bench:
 		t.Fatal(err)
 	}
 	for _, p := range r.Perplexity {
-		if cell := `data-q="perplexity" data-value="` + fmtF(float64(p.Perplexity)) + `"`; !strings.Contains(string(html), cell) {
+		if cell := `data-q="perplexity" data-value="` + report.FormatFloat(float64(p.Perplexity)) + `"`; !strings.Contains(string(html), cell) {
 			t.Errorf("the HTML report lacks %s", cell)
 		}
 	}

@@ -14,6 +14,8 @@ import (
 	"time"
 
 	"github.com/alecthomas/kingpin/v2"
+
+	"github.com/infer-exporter/infer_exporter/bench/render"
 )
 
 // TestQuickStart: `bench --target.url=... --rate --input-tokens
@@ -46,7 +48,7 @@ func TestQuickStart(t *testing.T) {
 	if b == nil || b["heading"][0] != "target/sim-model/in32-out8 rate 4" || b["Stable"][0] != "not checked" {
 		t.Errorf("result block %v:\n%s", b, stdout)
 	}
-	if _, err := os.Stat(filepath.Join(out, MarkdownFile)); err != nil {
+	if _, err := os.Stat(filepath.Join(out, render.MarkdownFile)); err != nil {
 		t.Error(err)
 	}
 }

@@ -5,70 +5,9 @@ import (
 	"math/rand/v2"
 	"sort"
 	"strings"
+
+	"github.com/infer-exporter/infer_exporter/bench/report"
 )
-
-// RankingResult is the leaderboard.
-//
-// Each target's composite score is the weighted mean of its component
-// scores, over the components available (weights renormalised to sum 1):
-//
-//   - latency: per cell group (a load and a shape), ref / latency, where
-//     latency is the ranking's figure (default e2e_p50) and ref is
-//     references.latency or else the lowest latency of any target in the
-//     group; averaged over groups. 1 is the best target.
-//   - throughput: per group, output tokens/s / ref, ref being
-//     references.throughput or the highest of the group; averaged.
-//   - memory: ref / peak GPU memory used while the target was measured, ref
-//     being references.memory_bytes or the lowest peak; only when every
-//     target has a peak (NVML present).
-//   - accuracy: the fraction of known-answer checks passed; only when
-//     checks are configured.
-//
-// The intervals come from the bootstrap: each resample draws every
-// repeat's requests with replacement (and each target's known-answer
-// checks), recomputes every cell's figures, the scores and the ranks. The
-// score and rank intervals are the central intervals of those resamples.
-// Sorted by score, a target whose rank interval overlaps the previous
-// target's is tied with it and shown with the same rank.
-type RankingResult struct {
-	LatencyFigure string   `json:"latency_figure"`
-	Weights       Weights  `json:"weights"`
-	References    RefsJSON `json:"references"`
-	Confidence    float64  `json:"confidence"`
-	Resamples     int      `json:"resamples"`
-	// Components are the components that were scored.
-	Components []string    `json:"components"`
-	Entries    []RankEntry `json:"entries"`
-	Note       string      `json:"note,omitempty"`
-}
-
-// RefsJSON is References in base units.
-type RefsJSON struct {
-	LatencySeconds float64 `json:"latency_seconds"`
-	Throughput     float64 `json:"output_tokens_per_second"`
-	MemoryBytes    float64 `json:"memory_bytes"`
-}
-
-// RankEntry is one target on the leaderboard.
-type RankEntry struct {
-	Target string `json:"target"`
-	// Rank is the displayed rank: tied targets share the best rank of their
-	// group. Position is the place by point score (1-based).
-	Rank     int      `json:"rank"`
-	Position int      `json:"position"`
-	Tied     bool     `json:"tied"`
-	Score    float64  `json:"score"`
-	ScoreCI  Interval `json:"score_ci"`
-	RankLo   int      `json:"rank_lo"`
-	RankHi   int      `json:"rank_hi"`
-	// Component scores; null when the component was not scored.
-	Latency    Num `json:"latency_score"`
-	Throughput Num `json:"throughput_score"`
-	Memory     Num `json:"memory_score"`
-	Accuracy   Num `json:"accuracy_score"`
-	// PeakMemoryBytes is the peak GPU memory used; null without NVML.
-	PeakMemoryBytes Num `json:"peak_memory_bytes"`
-}
 
 // rankGroup is one load and shape: per target, the latency and throughput
 // point values and their bootstrap resamples.
@@ -90,7 +29,7 @@ type rankInput struct {
 	// without bench.perplexity or when no target was scored. With checks,
 	// it makes the accuracy component (quality.go).
 	perplexity []float64
-	weights    Weights
+	weights    report.Weights
 	refs       References
 	figure     string
 	confidence float64
@@ -212,11 +151,11 @@ func fractions(checks [][]bool) []float64 {
 }
 
 // rank computes the leaderboard.
-func rank(in *rankInput) RankingResult {
+func rank(in *rankInput) report.RankingResult {
 	n := len(in.targets)
-	res := RankingResult{
+	res := report.RankingResult{
 		LatencyFigure: in.figure, Weights: in.weights, Confidence: in.confidence, Resamples: in.resamples,
-		References: RefsJSON{LatencySeconds: in.refs.Latency.Seconds(), Throughput: in.refs.Throughput, MemoryBytes: in.refs.MemoryBytes},
+		References: report.RefsJSON{LatencySeconds: in.refs.Latency.Seconds(), Throughput: in.refs.Throughput, MemoryBytes: in.refs.MemoryBytes},
 		Components: []string{"latency", "throughput"},
 	}
 	if in.memory != nil {
@@ -280,15 +219,15 @@ func rank(in *rankInput) RankingResult {
 		}
 	}
 
-	entries := make([]RankEntry, n)
+	entries := make([]report.RankEntry, n)
 	for t := 0; t < n; t++ {
-		e := RankEntry{Target: in.targets[t], Score: score[t], Latency: Num(comp.lat[t]), Throughput: Num(comp.thr[t]),
-			Memory: NaN(), Accuracy: NaN(), PeakMemoryBytes: NaN()}
+		e := report.RankEntry{Target: in.targets[t], Score: score[t], Latency: report.Num(comp.lat[t]), Throughput: report.Num(comp.thr[t]),
+			Memory: report.NaN(), Accuracy: report.NaN(), PeakMemoryBytes: report.NaN()}
 		if comp.mem != nil {
-			e.Memory, e.PeakMemoryBytes = Num(comp.mem[t]), Num(in.memory[t])
+			e.Memory, e.PeakMemoryBytes = report.Num(comp.mem[t]), report.Num(in.memory[t])
 		}
 		if comp.acc != nil {
-			e.Accuracy = Num(comp.acc[t])
+			e.Accuracy = report.Num(comp.acc[t])
 		}
 		e.ScoreCI, _ = percentileInterval(repScores[t], in.confidence)
 		ri, _ := percentileInterval(repRanks[t], in.confidence)

@@ -8,6 +8,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/infer-exporter/infer_exporter/bench/render"
 	"github.com/infer-exporter/infer_exporter/internal/config"
 	"github.com/infer-exporter/infer_exporter/probe/observation"
 )
@@ -67,7 +68,7 @@ func TestReportCSVReasoningColumns(t *testing.T) {
 		ReasoningTokens: 60, ReasoningRequests: 2,
 	}}}}
 	var buf bytes.Buffer
-	if err := WriteCSV(&buf, r); err != nil {
+	if err := render.WriteCSV(&buf, r); err != nil {
 		t.Fatal(err)
 	}
 	rows, err := csv.NewReader(&buf).ReadAll()

@@ -8,6 +8,7 @@ import (
 	"sync"
 	"time"
 
+	"github.com/infer-exporter/infer_exporter/bench/report"
 	"github.com/infer-exporter/infer_exporter/internal/config"
 	"github.com/infer-exporter/infer_exporter/probe/observation"
 	"github.com/infer-exporter/infer_exporter/probe/slo"
@@ -40,24 +41,6 @@ import (
 //   - goodput ratio: measured requests that succeeded and met every SLO
 //     threshold, over measured requests (dropped and failed included).
 
-// Record is one request, in the one shape the bench keeps it: the
-// recorder's sample for the percentiles and the bootstrap, and, as is, a
-// shard report's records (RecorderState.Records), which the merge pools.
-// Seconds; a latency is NaN (null in JSON) when undefined or not measured.
-type Record struct {
-	Sched    float64 `json:"s"` // seconds from warmupEnd; negative for warm-up requests
-	TTFT     Num     `json:"ttft"`
-	TTFA     Num     `json:"ttfa"`
-	TPOT     Num     `json:"tpot"`
-	E2E      Num     `json:"e2e"`
-	Lag      Num     `json:"lag"`
-	Measured bool    `json:"m"`
-	Goodput  bool    `json:"g"`
-	// WinTokens[k] are the output tokens delivered in window FirstWin+k.
-	FirstWin  int32     `json:"w"`
-	WinTokens []float32 `json:"t,omitempty"`
-}
-
 // recorder collects a repeat's observations. Done (it is the runner's Observer) runs on the runner's
 // request goroutines, so it locks.
 type recorder struct {
@@ -84,7 +67,7 @@ type recorder struct {
 
 	mu       sync.Mutex
 	rng      *rand.Rand
-	recs     []Record
+	recs     []report.Record
 	recsSeen int
 	itl      []float64
 	itlSeen  int
@@ -237,27 +220,50 @@ func (rc *recorder) observe(obs *observation.Request) {
 func (rc *recorder) record(obs *observation.Request) {
 	measured := !obs.Scheduled.Before(rc.warmupEnd)
 	success := obs.Outcome == observation.Success
-	rec := Record{
+	rec := rc.newRecord(obs, measured, success)
+
+	rc.mu.Lock()
+	defer rc.mu.Unlock()
+	if measured {
+		rc.countMeasured(obs, &rec, success)
+	}
+	rc.countWindows(obs, &rec, success, measured)
+	if !measured && rec.WinTokens == nil {
+		return // a warm-up request that delivered nothing in the windows
+	}
+	// Algorithm R: a uniform sample of at most maxRecs requests.
+	rc.recsSeen++
+	if len(rc.recs) < rc.maxRecs {
+		rc.recs = append(rc.recs, rec)
+	} else if j := rc.rng.IntN(rc.recsSeen); j < rc.maxRecs {
+		rc.recs[j] = rec
+	}
+}
+
+// newRecord is the request's record: its latencies when it was measured,
+// whether it met the SLO, and the tokens it delivered in each window.
+func (rc *recorder) newRecord(obs *observation.Request, measured, success bool) report.Record {
+	rec := report.Record{
 		Sched: obs.Scheduled.Sub(rc.warmupEnd).Seconds(),
-		TTFT:  NaN(), TTFA: NaN(), TPOT: NaN(), E2E: NaN(), Lag: NaN(),
+		TTFT:  report.NaN(), TTFA: report.NaN(), TPOT: report.NaN(), E2E: report.NaN(), Lag: report.NaN(),
 		Measured: measured,
 	}
 	if measured {
 		if d, ok := obs.TTFT(); ok {
-			rec.TTFT = Num(d.Seconds())
+			rec.TTFT = report.Num(d.Seconds())
 		}
 		if d, ok := obs.TTFA(); ok {
-			rec.TTFA = Num(d.Seconds())
+			rec.TTFA = report.Num(d.Seconds())
 		}
 		if d, ok := obs.ScheduleLag(); ok {
-			rec.Lag = Num(d.Seconds())
+			rec.Lag = report.Num(d.Seconds())
 		}
 		if success {
 			if d, ok := obs.TPOT(); ok {
-				rec.TPOT = Num(d.Seconds())
+				rec.TPOT = report.Num(d.Seconds())
 			}
 			if d, ok := obs.E2E(); ok {
-				rec.E2E = Num(d.Seconds())
+				rec.E2E = report.Num(d.Seconds())
 			}
 		}
 		rec.Goodput = slo.Met(obs, rc.slo)
@@ -284,32 +290,39 @@ func (rc *recorder) record(obs *observation.Request) {
 		}
 	}
 
-	rc.mu.Lock()
-	defer rc.mu.Unlock()
-	if measured {
-		rc.measured++
-		rc.outcomes[obs.Outcome]++
-		if code := obs.ErrorCode(); code != "" {
-			rc.httpErrors[code]++
-		}
-		if rec.Goodput {
-			rc.goodput++
-		}
-		if success {
-			rc.reasoningTokens += reasoningTokens(obs)
-			if obs.ReasoningEvents > 0 {
-				rc.reasoningRequests++
-			}
-		}
-		obs.ITLs(func(d time.Duration) {
-			rc.itlSeen++
-			if len(rc.itl) < rc.maxITL {
-				rc.itl = append(rc.itl, d.Seconds())
-			} else if j := rc.rng.IntN(rc.itlSeen); j < rc.maxITL {
-				rc.itl[j] = d.Seconds()
-			}
-		})
+	return rec
+}
+
+// countMeasured counts a measured request: its outcome, its goodput, its
+// reasoning and its inter-token gaps (a reservoir). rc.mu is held.
+func (rc *recorder) countMeasured(obs *observation.Request, rec *report.Record, success bool) {
+	rc.measured++
+	rc.outcomes[obs.Outcome]++
+	if code := obs.ErrorCode(); code != "" {
+		rc.httpErrors[code]++
 	}
+	if rec.Goodput {
+		rc.goodput++
+	}
+	if success {
+		rc.reasoningTokens += reasoningTokens(obs)
+		if obs.ReasoningEvents > 0 {
+			rc.reasoningRequests++
+		}
+	}
+	obs.ITLs(func(d time.Duration) {
+		rc.itlSeen++
+		if len(rc.itl) < rc.maxITL {
+			rc.itl = append(rc.itl, d.Seconds())
+		} else if j := rc.rng.IntN(rc.itlSeen); j < rc.maxITL {
+			rc.itl[j] = d.Seconds()
+		}
+	})
+}
+
+// countWindows counts a request in the windows: sent and ended, offered
+// and dropped, its tokens, completions and successes. rc.mu is held.
+func (rc *recorder) countWindows(obs *observation.Request, rec *report.Record, success, measured bool) {
 	if obs.Outcome == observation.Dropped {
 		rc.droppedAll++
 	}
@@ -355,16 +368,6 @@ func (rc *recorder) record(obs *observation.Request) {
 				rc.winE2E[w] = append(rc.winE2E[w], float64(rec.E2E))
 			}
 		}
-	}
-	if !measured && rec.WinTokens == nil {
-		return // a warm-up request that delivered nothing in the windows
-	}
-	// Algorithm R: a uniform sample of at most maxRecs requests.
-	rc.recsSeen++
-	if len(rc.recs) < rc.maxRecs {
-		rc.recs = append(rc.recs, rec)
-	} else if j := rc.rng.IntN(rc.recsSeen); j < rc.maxRecs {
-		rc.recs[j] = rec
 	}
 }
 
@@ -451,7 +454,7 @@ func stable(medians []float64, counts []int, n, minReqs int, tol float64) (ok bo
 // statistics and its bootstrap sample. span, when positive, is the measured
 // time when the run ended inside window k-1 (a trace that ran out): the
 // rates are over it rather than over whole windows.
-func (rc *recorder) finish(k int, span time.Duration) (Stats, *sample) {
+func (rc *recorder) finish(k int, span time.Duration) (report.Stats, *sample) {
 	rc.settle()
 	rc.mu.Lock()
 	defer rc.mu.Unlock()
@@ -459,7 +462,7 @@ func (rc *recorder) finish(k int, span time.Duration) (Stats, *sample) {
 	if span > 0 && span.Seconds() < windowSec {
 		windowSec = span.Seconds()
 	}
-	st := Stats{
+	st := report.Stats{
 		Requests:      rc.measured,
 		Outcomes:      map[string]int{},
 		Goodput:       rc.goodput,
@@ -476,27 +479,21 @@ func (rc *recorder) finish(k int, span time.Duration) (Stats, *sample) {
 	st.ReasoningTokens, st.ReasoningRequests = rc.reasoningTokens, rc.reasoningRequests
 	var tokens float64
 	var completions, offered, dropped, input int
-	at := func(a []int, w int) int {
-		if w < len(a) {
-			return a[w]
-		}
-		return 0
-	}
 	for w := 0; w < k; w++ {
 		if w < len(rc.winTokens) {
 			tokens += rc.winTokens[w]
 		}
-		completions += at(rc.winCompletions, w)
-		input += at(rc.winInputTokens, w)
-		offered += at(rc.winOffered, w)
-		dropped += at(rc.winDropped, w)
+		completions += winAt(rc.winCompletions, w)
+		input += winAt(rc.winInputTokens, w)
+		offered += winAt(rc.winOffered, w)
+		dropped += winAt(rc.winDropped, w)
 	}
 	// In flight at the end of window k-1: sent before it ended, not ended
 	// by then (the shifted index k holds window k-1).
 	for i := 0; i <= k; i++ {
-		st.InFlightAtEnd += at(rc.winSent, i) - at(rc.winEnded, i)
+		st.InFlightAtEnd += winAt(rc.winSent, i) - winAt(rc.winEnded, i)
 	}
-	st.InFlightAtStart = at(rc.winSent, 0) - at(rc.winEnded, 0)
+	st.InFlightAtStart = winAt(rc.winSent, 0) - winAt(rc.winEnded, 0)
 	st.InputTokens, st.OutputTokens = input, tokens
 	if windowSec > 0 {
 		st.OutputTokensPerSecond = tokens / windowSec
@@ -507,12 +504,23 @@ func (rc *recorder) finish(k int, span time.Duration) (Stats, *sample) {
 		st.DroppedPerSecond = float64(dropped) / windowSec
 		st.SentPerSecond = float64(offered-dropped) / windowSec
 	}
-	// Overload and draining are judged on the requests in flight, against
-	// what Poisson arrivals allow (steadyState).
+	rc.judgeSteadyState(&st, k, span)
+	if rc.measured > 0 {
+		st.GoodputRatio = float64(rc.goodput) / float64(rc.measured)
+	}
+
+	s := rc.sample(k, windowSec, &st)
+	return st, s
+}
+
+// judgeSteadyState says whether the windows were overloaded or draining
+// a backlog, judged on the requests in flight against what Poisson
+// arrivals allow (steadyState). rc.mu is held.
+func (rc *recorder) judgeSteadyState(st *report.Stats, k int, span time.Duration) {
 	sentIn, endedIn := 0, 0
 	for i := 1; i <= k; i++ {
-		sentIn += at(rc.winSent, i)
-		endedIn += at(rc.winEnded, i)
+		sentIn += winAt(rc.winSent, i)
+		endedIn += winAt(rc.winEnded, i)
 	}
 	if e2e := meanOf(rc.recs); e2e > 0 {
 		st.InFlightExpected = st.SentPerSecond * e2e
@@ -530,10 +538,12 @@ func (rc *recorder) finish(k int, span time.Duration) (Stats, *sample) {
 		st.DrainingNote = fmt.Sprintf("not in steady state: %d requests ended in the windows against %d sent (%.0f%%) while the warm-up's backlog drained (%d in flight at the start of the windows, %d at the end, beyond what Poisson arrivals allow), so the rates overstate the steady state: lengthen the warm-up",
 			endedIn, sentIn, 100*float64(endedIn)/float64(max(sentIn, 1)), st.InFlightAtStart, st.InFlightAtEnd)
 	}
-	if rc.measured > 0 {
-		st.GoodputRatio = float64(rc.goodput) / float64(rc.measured)
-	}
+}
 
+// sample is the repeat's bootstrap sample of its records over windows
+// [0, k), and sets the latency distributions of st from them. rc.mu is
+// held.
+func (rc *recorder) sample(k int, windowSec float64, st *report.Stats) *sample {
 	s := &sample{window: windowSec, scale: 1}
 	if len(rc.recs) > 0 && rc.recsSeen > len(rc.recs) {
 		s.scale = float64(rc.recsSeen) / float64(len(rc.recs))
@@ -553,7 +563,7 @@ func (rc *recorder) finish(k int, span time.Duration) (Stats, *sample) {
 		}
 		s.measured[i], s.goodput[i] = r.Measured, r.Goodput
 		for _, x := range []struct {
-			v   Num
+			v   report.Num
 			dst *[]float64
 		}{{r.TTFT, &ttft}, {r.TTFA, &ttfa}, {r.TPOT, &tpot}, {r.E2E, &e2e}, {r.Lag, &lag}} {
 			if !math.IsNaN(float64(x.v)) {
@@ -567,7 +577,15 @@ func (rc *recorder) finish(k int, span time.Duration) (Stats, *sample) {
 	st.TTFT, st.TPOT, st.E2E, st.ScheduleLag = summarize(ttft), summarize(tpot), summarize(e2e), summarize(lag)
 	st.TTFA = summarize(ttfa)
 	st.ITL = summarize(append([]float64(nil), rc.itl...))
-	return st, s
+	return s
+}
+
+// winAt is a per-window count, 0 past the windows counted.
+func winAt(a []int, w int) int {
+	if w < len(a) {
+		return a[w]
+	}
+	return 0
 }
 
 // The verdicts of steadyState.
@@ -617,7 +635,7 @@ const (
 
 // meanOf is the mean E2E of the measured successes among recs (0 when
 // none).
-func meanOf(recs []Record) float64 {
+func meanOf(recs []report.Record) float64 {
 	var sum float64
 	var n int
 	for _, r := range recs {
@@ -639,4 +657,76 @@ func newRecorderAt(warmupEnd time.Time, window time.Duration, slo config.SLO, ma
 	rc.decided = true
 	rc.warmupEnd = warmupEnd
 	return rc
+}
+
+// cdfSteps is the number of quantile steps a Distribution keeps: the
+// quantiles at 0%, 1%, ..., 100% (cdfSteps+1 values per latency).
+const cdfSteps = 100
+
+// quantileSteps is the quantiles at 0, 1/cdfSteps, ..., 1 of sorted xs;
+// nil when xs is empty.
+func quantileSteps(xs []float64) []float64 {
+	if len(xs) == 0 {
+		return nil
+	}
+	out := make([]float64, cdfSteps+1)
+	for i := range out {
+		out[i] = quantileSorted(xs, float64(i)/cdfSteps)
+	}
+	return out
+}
+
+// distribution is the sample's latency quantiles: its sorted values are
+// those Stats' TTFT, TPOT and E2E summarise.
+func (s *sample) distribution() *report.Distribution {
+	d := &report.Distribution{
+		TTFT: quantileSteps(s.lat[latTTFT].vals),
+		TPOT: quantileSteps(s.lat[latTPOT].vals),
+		E2E:  quantileSteps(s.lat[latE2E].vals),
+	}
+	if d.TTFT == nil && d.TPOT == nil && d.E2E == nil {
+		return nil
+	}
+	return d
+}
+
+// windows is the repeat's windows [0, k) as finish(k, ...) saw them.
+func (rc *recorder) windows(k int) *report.RepeatWindows {
+	rc.settle()
+	rc.mu.Lock()
+	defer rc.mu.Unlock()
+	if k <= 0 {
+		return nil
+	}
+	at := func(a []int, w int) int {
+		if w >= 0 && w < len(a) {
+			return a[w]
+		}
+		return 0
+	}
+	rw := &report.RepeatWindows{WindowSeconds: rc.window.Seconds(),
+		Sent: make([]int, k), Ended: make([]int, k), Completed: make([]int, k), Dropped: make([]int, k),
+		InFlight: make([]int, k), TTFTP50: make([]report.Num, k)}
+	// winSent and winEnded are shifted by one: index 0 is the warm-up's.
+	flight := at(rc.winSent, 0) - at(rc.winEnded, 0)
+	for w := 0; w < k; w++ {
+		rw.Sent[w], rw.Ended[w] = at(rc.winSent, w+1), at(rc.winEnded, w+1)
+		rw.Completed[w], rw.Dropped[w] = at(rc.winCompletions, w), at(rc.winDropped, w)
+		flight += rw.Sent[w] - rw.Ended[w]
+		rw.InFlight[w] = flight
+	}
+	byWin := make([][]float64, k)
+	win := rc.window.Seconds()
+	for _, r := range rc.recs {
+		if !r.Measured || !r.TTFT.Valid() || win <= 0 {
+			continue
+		}
+		if w := int(math.Floor(r.Sched / win)); w >= 0 && w < k {
+			byWin[w] = append(byWin[w], float64(r.TTFT))
+		}
+	}
+	for w := range byWin {
+		rw.TTFTP50[w] = report.Num(median(byWin[w]))
+	}
+	return rw
 }

@@ -15,6 +15,8 @@ import (
 
 	"github.com/prometheus/common/version"
 
+	"github.com/infer-exporter/infer_exporter/bench/render"
+	"github.com/infer-exporter/infer_exporter/bench/report"
 	"github.com/infer-exporter/infer_exporter/internal/config"
 	"github.com/infer-exporter/infer_exporter/internal/textcut"
 	"github.com/infer-exporter/infer_exporter/probe/client"
@@ -70,14 +72,14 @@ type run struct {
 	sched    *workload.SchedulingLatency
 	start    time.Time
 	progress *progress
-	timeline []Span
+	timeline []report.Span
 	requests *requestLog // nil without Options.RequestsPath
 }
 
 // group is one column of the matrix: a load and a shape, or a replay.
 type group struct {
 	name   string // the shape's or the replay's name
-	load   Load
+	load   report.Load
 	shape  *Shape
 	replay *ReplaySpec
 }
@@ -90,7 +92,7 @@ type group struct {
 // Cells run interleaved: for each shape and load, repeat 1 of every target,
 // then repeat 2 of every target, and so on, so that a slow drift of the
 // machine touches every target alike.
-func Run(ctx context.Context, cfg *Config, opts Options) (*Report, error) {
+func Run(ctx context.Context, cfg *Config, opts Options) (*report.Report, error) {
 	if opts.Logger == nil {
 		opts.Logger = slog.New(slog.DiscardHandler)
 	}
@@ -105,18 +107,14 @@ func Run(ctx context.Context, cfg *Config, opts Options) (*Report, error) {
 		defer l.Close() // the normal end closes it first, to report its counts
 	}
 	targets := cfg.RunTargets()
-	cts := make([]*client.Target, len(targets))
-	for i := range targets {
-		ct, err := client.TargetOf(&targets[i])
-		if err != nil {
-			return nil, fmt.Errorf("target %q: %w", targets[i].Name, err)
-		}
-		cts[i] = ct
+	cts, err := clientTargets(targets)
+	if err != nil {
+		return nil, err
 	}
 	// The cold-start step comes first: the server it starts (and, by
 	// default, leaves running until the run ends) is the one the prompt
 	// calibration, the engine info and the matrix then meet.
-	var coldStart *ColdStartReport
+	var coldStart *report.ColdStartReport
 	if spec.ColdStart != nil {
 		cs, stopServer, err := b.coldStart(ctx, targets, cts)
 		if err != nil {
@@ -125,28 +123,13 @@ func Run(ctx context.Context, cfg *Config, opts Options) (*Report, error) {
 		defer stopServer()
 		coldStart = cs
 	}
-	// Shapes serve the rates, the concurrencies and the sweep; a matrix of
-	// replays alone needs no prompt set.
-	var shapes []Shape
-	if len(spec.Matrix.Rates)+len(spec.Matrix.Concurrencies) > 0 || spec.Sweep != nil {
-		shapes = spec.Matrix.Shapes
-	}
-	prompts, err := NewPromptSet(ctx, targets, shapes, spec.PromptSetSize, spec.Seed)
-	if err != nil {
+	if b.prompts, err = b.promptSet(ctx, targets); err != nil {
 		return nil, err
 	}
-	b.prompts = prompts
-	b.traces = map[string]*replay.Trace{}
-	for _, r := range spec.Matrix.Replays {
-		format, _ := replay.ParseFormat(r.Source)
-		policy, _ := replay.ParsePolicy(r.OnMalformed)
-		tr, err := replay.ReadFile(r.Path, format, replay.ReadOptions{OnMalformed: policy})
-		if err != nil {
-			return nil, fmt.Errorf("replay %q: %w", r.Name, err)
-		}
-		b.traces[r.Name] = tr
+	if err := b.readTraces(); err != nil {
+		return nil, err
 	}
-	rep := &Report{Schema: Schema, Environment: b.environment(ctx, targets), ColdStart: coldStart}
+	rep := &report.Report{Schema: report.Schema, Environment: b.environment(ctx, targets), ColdStart: coldStart}
 
 	var gpu *gpuSampler
 	gctx, stopGPU := context.WithCancel(ctx)
@@ -174,69 +157,79 @@ func Run(ctx context.Context, cfg *Config, opts Options) (*Report, error) {
 		rep.Perplexity = b.perplexity(ctx, targets, cts)
 	}
 
-	var groups []group
-	for i := range spec.Matrix.Shapes {
-		sh := &spec.Matrix.Shapes[i]
-		for _, r := range spec.Matrix.Rates {
-			groups = append(groups, group{name: sh.Name, load: Load{LoadRate, r}, shape: sh})
-		}
-		for _, c := range spec.Matrix.Concurrencies {
-			groups = append(groups, group{name: sh.Name, load: Load{LoadConcurrency, float64(c)}, shape: sh})
+	groups := matrixGroups(spec)
+	b.progress = newProgress(opts.Progress, opts.ProgressLines, b.plans(groups, len(targets)))
+	defer b.progress.close()
+
+	acc, interrupted, err := b.runMatrix(ctx, targets, cts, groups)
+	if err != nil {
+		return nil, err
+	}
+
+	reps, rankGroups, err := b.cells(ctx, targets, groups, acc, interrupted, rep)
+	if err != nil {
+		return nil, err
+	}
+
+	if spec.Sweep != nil && !interrupted {
+		if err := b.runSweeps(ctx, targets, cts, rep); err != nil {
+			return nil, err
 		}
 	}
-	for i := range spec.Matrix.Replays {
-		r := &spec.Matrix.Replays[i]
-		groups = append(groups, group{name: r.Name, load: Load{LoadReplay, r.Speed}, replay: r})
+
+	stopGPU()
+	<-gpuDone
+	b.gpuReport(gpu, rep)
+	rep.Timeline = b.timeline
+
+	rep.Ranking = b.ranking(targets, groups, rankGroups, reps, rep)
+	rep.Environment.Finished = time.Now().UTC()
+	b.closeRequests(rep)
+	return rep, nil
+}
+
+// clientTargets are the run's targets as the client reaches them.
+func clientTargets(targets []config.Target) ([]*client.Target, error) {
+	cts := make([]*client.Target, len(targets))
+	for i := range targets {
+		ct, err := client.TargetOf(&targets[i])
+		if err != nil {
+			return nil, fmt.Errorf("target %q: %w", targets[i].Name, err)
+		}
+		cts[i] = ct
 	}
-	// Each unit of the progress is one repeat, in the order they run.
+	return cts, nil
+}
+
+// promptSet is the run's prompt set. Shapes serve the rates, the
+// concurrencies and the sweep; a matrix of replays alone needs none.
+func (b *run) promptSet(ctx context.Context, targets []config.Target) (*PromptSet, error) {
+	spec := b.spec
+	var shapes []Shape
+	if len(spec.Matrix.Rates)+len(spec.Matrix.Concurrencies) > 0 || spec.Sweep != nil {
+		shapes = spec.Matrix.Shapes
+	}
+	return NewPromptSet(ctx, targets, shapes, spec.PromptSetSize, spec.Seed)
+}
+
+// plans are the progress's units: each repeat, in the order they run.
+func (b *run) plans(groups []group, targets int) []time.Duration {
 	var plans []time.Duration
 	for _, g := range groups {
-		for r := 0; r < spec.Repeats; r++ {
+		for r := 0; r < b.spec.Repeats; r++ {
 			for range targets {
 				plans = append(plans, b.planned(g))
 			}
 		}
 	}
-	b.progress = newProgress(opts.Progress, opts.ProgressLines, plans)
-	defer b.progress.close()
+	return plans
+}
 
-	acc := make([][]cellAcc, len(groups))
-	for gi := range groups {
-		acc[gi] = make([]cellAcc, len(targets))
-	}
-	// An interrupt (ctx cancelled: SIGINT, SIGTERM) stops the repeat that
-	// runs; the report then holds the cells whose every repeat finished.
-	interrupted := false
-matrix:
-	for gi, g := range groups {
-		for r := 0; r < spec.Repeats; r++ {
-			for ti := range targets {
-				key := CellKey(targets[ti].Name, g.load, g.name)
-				name := CellName(targets[ti].Name, targets[ti].Model, g.load, g.name)
-				label := name
-				if spec.Repeats > 1 {
-					label = fmt.Sprintf("%s repeat %d/%d", name, r+1, spec.Repeats)
-				}
-				watch := b.progress.begin(label, b.planned(g))
-				res, smp, err := b.runRepeat(ctx, repeatPlan{
-					target: &targets[ti], ct: cts[ti], group: g, index: r,
-					warmup: spec.Warmup, duration: spec.Duration, stability: true, cell: key, watch: watch,
-				})
-				if err != nil && ctx.Err() != nil {
-					interrupted = true
-					break matrix
-				}
-				if err != nil {
-					return nil, err
-				}
-				acc[gi][ti].repeats = append(acc[gi][ti].repeats, res)
-				acc[gi][ti].samples = append(acc[gi][ti].samples, smp)
-				b.progress.step(progressLine(gi*len(targets)+ti+1, len(groups)*len(targets), r+1, spec.Repeats, name,
-					&res.Stats, time.Since(res.Started)))
-			}
-		}
-	}
-
+// cells puts the matrix's cells (and a shard's part) in the report, and
+// returns the bootstrap replicates the ranking reads and the groups it
+// compares the targets on.
+func (b *run) cells(ctx context.Context, targets []config.Target, groups []group, acc [][]cellAcc, interrupted bool, rep *report.Report) (map[string][numFigures][]float64, []group, error) {
+	spec, opts := b.spec, b.opts
 	names := make([]string, len(targets))
 	for i := range targets {
 		names[i] = targets[i].Name
@@ -244,7 +237,7 @@ matrix:
 	if opts.Shard.On() {
 		rep.Shard = shardPart(opts.Shard, names, groups, acc)
 	}
-	var cells []CellResult
+	var cells []report.CellResult
 	var reps map[string][numFigures][]float64
 	rankGroups := groups
 	if interrupted {
@@ -257,36 +250,130 @@ matrix:
 	} else {
 		cells, reps = assembleCells(ctx, spec, names, groups, acc)
 		if err := ctx.Err(); err != nil {
-			return nil, fmt.Errorf("interrupted: %w", err) // the bootstrap stopped early
+			return nil, nil, fmt.Errorf("interrupted: %w", err) // the bootstrap stopped early
 		}
 	}
 	rep.Cells = cells
+	return reps, rankGroups, nil
+}
 
-	if sw := spec.Sweep; sw != nil && !interrupted {
-	sweeps:
-		for ti := range targets {
-			for i := range spec.Matrix.Shapes {
-				res, err := b.sweep(ctx, &targets[ti], cts[ti], &spec.Matrix.Shapes[i])
+// ranking ranks the targets on the groups every one of them finished.
+func (b *run) ranking(targets []config.Target, groups, rankGroups []group, reps map[string][numFigures][]float64, rep *report.Report) report.RankingResult {
+	r := rank(b.rankInput(targets, rankGroups, reps, rep))
+	if len(rankGroups) == 0 && len(groups) > 0 {
+		// Nothing to compare the targets on: no scores of 0 tied.
+		r.Entries = nil
+		r.Note = strings.TrimPrefix(r.Note+"; not ranked: interrupted before every target finished one load and shape", "; ")
+	}
+	return r
+}
+
+// readTraces reads every replay's trace once for the run.
+func (b *run) readTraces() error {
+	b.traces = map[string]*replay.Trace{}
+	for _, r := range b.spec.Matrix.Replays {
+		format, _ := replay.ParseFormat(r.Source)
+		policy, _ := replay.ParsePolicy(r.OnMalformed)
+		tr, err := replay.ReadFile(r.Path, format, replay.ReadOptions{OnMalformed: policy})
+		if err != nil {
+			return fmt.Errorf("replay %q: %w", r.Name, err)
+		}
+		b.traces[r.Name] = tr
+	}
+	return nil
+}
+
+// matrixGroups are the matrix's loads of each shape, then its replays, in
+// the order they run.
+func matrixGroups(spec *Spec) []group {
+	var groups []group
+	for i := range spec.Matrix.Shapes {
+		sh := &spec.Matrix.Shapes[i]
+		for _, r := range spec.Matrix.Rates {
+			groups = append(groups, group{name: sh.Name, load: report.Load{Kind: report.LoadRate, Value: r}, shape: sh})
+		}
+		for _, c := range spec.Matrix.Concurrencies {
+			groups = append(groups, group{name: sh.Name, load: report.Load{Kind: report.LoadConcurrency, Value: float64(c)}, shape: sh})
+		}
+	}
+	for i := range spec.Matrix.Replays {
+		r := &spec.Matrix.Replays[i]
+		groups = append(groups, group{name: r.Name, load: report.Load{Kind: report.LoadReplay, Value: r.Speed}, replay: r})
+	}
+	return groups
+}
+
+// runMatrix runs every repeat of every group on every target, in that
+// order, and returns what each cell's repeats gave; interrupted says an
+// interrupt (ctx cancelled: SIGINT, SIGTERM) stopped the repeat that ran,
+// so that the report holds the cells whose every repeat finished.
+func (b *run) runMatrix(ctx context.Context, targets []config.Target, cts []*client.Target, groups []group) (acc [][]cellAcc, interrupted bool, err error) {
+	spec := b.spec
+	acc = make([][]cellAcc, len(groups))
+	for gi := range groups {
+		acc[gi] = make([]cellAcc, len(targets))
+	}
+matrix:
+	for gi, g := range groups {
+		for r := 0; r < spec.Repeats; r++ {
+			for ti := range targets {
+				key := report.CellKey(targets[ti].Name, g.load, g.name)
+				name := render.CellName(targets[ti].Name, targets[ti].Model, g.load, g.name)
+				label := name
+				if spec.Repeats > 1 {
+					label = fmt.Sprintf("%s repeat %d/%d", name, r+1, spec.Repeats)
+				}
+				watch := b.progress.begin(label, b.planned(g))
+				res, smp, err := b.repeat(ctx, repeatPlan{
+					target: &targets[ti], ct: cts[ti], group: g, index: r,
+					warmup: spec.Warmup, duration: spec.Duration, stability: true, cell: key, watch: watch,
+				})
 				if err != nil && ctx.Err() != nil {
-					// The sweeps that finished stay; the one that ran is
-					// left out.
-					rep.Interrupted = true
-					break sweeps
+					interrupted = true
+					break matrix
 				}
 				if err != nil {
-					return nil, err
+					return nil, false, err
 				}
-				rep.Sweeps = append(rep.Sweeps, res)
+				acc[gi][ti].repeats = append(acc[gi][ti].repeats, res)
+				acc[gi][ti].samples = append(acc[gi][ti].samples, smp)
+				b.progress.step(progressLine(gi*len(targets)+ti+1, len(groups)*len(targets), r+1, spec.Repeats, name,
+					&res.Stats, time.Since(res.Started)))
 			}
 		}
 	}
 
-	stopGPU()
-	<-gpuDone
+	return acc, interrupted, nil
+}
+
+// runSweeps runs the rate sweep of every target and shape; an interrupt
+// leaves out the sweep that ran and marks the report interrupted.
+func (b *run) runSweeps(ctx context.Context, targets []config.Target, cts []*client.Target, rep *report.Report) error {
+	for ti := range targets {
+		for i := range b.spec.Matrix.Shapes {
+			res, err := b.sweep(ctx, &targets[ti], cts[ti], &b.spec.Matrix.Shapes[i])
+			if err != nil && ctx.Err() != nil {
+				// The sweeps that finished stay; the one that ran is
+				// left out.
+				rep.Interrupted = true
+				return nil
+			}
+			if err != nil {
+				return err
+			}
+			rep.Sweeps = append(rep.Sweeps, res)
+		}
+	}
+	return nil
+}
+
+// gpuReport is what the GPU sampler saw over the run, or why there is
+// nothing, in the report and its environment.
+func (b *run) gpuReport(gpu *gpuSampler, rep *report.Report) {
 	if gpu != nil {
 		rep.GPU = gpu.report(b.timeline)
 	} else {
-		rep.GPU = GPUReport{Note: opts.GPUNote}
+		rep.GPU = report.GPUReport{Note: b.opts.GPUNote}
 		if rep.GPU.Note == "" {
 			rep.GPU.Note = "no GPU source"
 		}
@@ -294,32 +381,27 @@ matrix:
 	rep.Environment.GPUs = rep.GPU.Devices
 	rep.Environment.Covariates = rep.GPU.Covariates
 	rep.Environment.GPUNote = rep.GPU.Note
-	rep.Timeline = b.timeline
+}
 
-	rep.Ranking = rank(b.rankInput(targets, rankGroups, reps, rep))
-	if len(rankGroups) == 0 && len(groups) > 0 {
-		// Nothing to compare the targets on: no scores of 0 tied.
-		rep.Ranking.Entries = nil
-		rep.Ranking.Note = strings.TrimPrefix(rep.Ranking.Note+"; not ranked: interrupted before every target finished one load and shape", "; ")
-	}
-	rep.Environment.Finished = time.Now().UTC()
+// closeRequests closes the request log and says in the report what it
+// holds.
+func (b *run) closeRequests(rep *report.Report) {
 	if l := b.requests; l != nil {
 		err := l.Close()
 		written, left := l.counts()
-		rep.RequestRecords = &RequestRecords{Path: opts.RequestsPath, Written: written, LeftOut: left}
+		rep.RequestRecords = &report.RequestRecords{Path: b.opts.RequestsPath, Written: written, LeftOut: left}
 		if err != nil {
 			rep.RequestRecords.Error = err.Error()
 		}
 	}
-	return rep, nil
 }
 
 // finishedCells assembles, after an interrupt, the cells whose every
 // repeat ran, in assembleCells' order, and returns with them the groups
 // that every target finished (the ranking compares targets within a
 // group, so a group that some target did not finish is not ranked).
-func finishedCells(ctx context.Context, spec *Spec, targets []string, groups []group, acc [][]cellAcc) ([]CellResult, map[string][numFigures][]float64, []group) {
-	var cells []CellResult
+func finishedCells(ctx context.Context, spec *Spec, targets []string, groups []group, acc [][]cellAcc) ([]report.CellResult, map[string][numFigures][]float64, []group) {
+	var cells []report.CellResult
 	reps := map[string][numFigures][]float64{}
 	for ti, target := range targets {
 		for gi, g := range groups {
@@ -346,23 +428,23 @@ func finishedCells(ctx context.Context, spec *Spec, targets []string, groups []g
 
 // cellAcc gathers a cell's repeats: acc[group][target].
 type cellAcc struct {
-	repeats []RepeatResult
+	repeats []report.RepeatResult
 	samples []*sample
 }
 
 // assembleCells turns the repeats into cells, target by target; each
 // cell's bootstrap now, so that only its resampled figures, not its
 // requests, are kept for the ranking. Run and Merge share it.
-func assembleCells(ctx context.Context, spec *Spec, targets []string, groups []group, acc [][]cellAcc) ([]CellResult, map[string][numFigures][]float64) {
-	var cells []CellResult
+func assembleCells(ctx context.Context, spec *Spec, targets []string, groups []group, acc [][]cellAcc) ([]report.CellResult, map[string][numFigures][]float64) {
+	var cells []report.CellResult
 	reps := map[string][numFigures][]float64{}
 	for ti, target := range targets {
 		for gi, g := range groups {
 			a := &acc[gi][ti]
-			key := CellKey(target, g.load, g.name)
-			cell := CellResult{Key: key, Target: target, Load: g.load, Shape: g.name,
-				Repeats: a.repeats, Stable: true, CI: map[string]Interval{}}
-			stats := make([]Stats, len(a.repeats))
+			key := report.CellKey(target, g.load, g.name)
+			cell := report.CellResult{Key: key, Target: target, Load: g.load, Shape: g.name,
+				Repeats: a.repeats, Stable: true, CI: map[string]report.Interval{}}
+			stats := make([]report.Stats, len(a.repeats))
 			for i, r := range a.repeats {
 				stats[i] = r.Stats
 				if r.Stability.Checked && !r.Stability.Stable {
@@ -394,8 +476,8 @@ func hashString(s string) uint64 {
 	return h.Sum64()
 }
 
-func (b *run) environment(ctx context.Context, targets []config.Target) Environment {
-	env := Environment{
+func (b *run) environment(ctx context.Context, targets []config.Target) report.Environment {
+	env := report.Environment{
 		ExporterVersion: orUnknown(version.Version), ExporterRevision: orUnknown(version.Revision), GoVersion: runtime.Version(),
 		OS: runtime.GOOS, Arch: runtime.GOARCH, CPUs: runtime.NumCPU(),
 		Started: b.start, ConfigFile: b.cfg.File, ConfigSHA256: b.cfg.SHA256, Config: b.cfg.EffectiveYAML(),
@@ -403,7 +485,7 @@ func (b *run) environment(ctx context.Context, targets []config.Target) Environm
 		Seed: b.spec.Seed, MaxSamplesRepeat: b.spec.MaxSamplesPerRepeat,
 	}
 	for _, r := range b.spec.Matrix.Replays {
-		env.Traces = append(env.Traces, TraceInfo{Name: r.Name, Source: r.Source, Path: r.Path,
+		env.Traces = append(env.Traces, report.TraceInfo{Name: r.Name, Source: r.Source, Path: r.Path,
 			Records: len(b.traces[r.Name].Records), Skipped: b.traces[r.Name].Skipped})
 	}
 	env.Inputs = auditInputs(b.cfg.File, env.Traces, env.PromptSets)
@@ -413,7 +495,7 @@ func (b *run) environment(ctx context.Context, targets []config.Target) Environm
 	}
 	infos := src.Info(ctx, targets)
 	for _, t := range targets {
-		env.Targets = append(env.Targets, TargetInfo{
+		env.Targets = append(env.Targets, report.TargetInfo{
 			Name: t.Name, URL: t.URL, Flavor: string(t.Flavor), ConfiguredModel: t.Model,
 			EngineInfo: infos[t.Name],
 		})
@@ -462,306 +544,21 @@ type repeatPlan struct {
 	trendWindows int
 }
 
-// runRepeat runs one repeat through the exporter's own open-loop runner and
-// client, so that bench and exporter measure identically.
-func (b *run) runRepeat(ctx context.Context, p repeatPlan) (RepeatResult, *sample, error) {
-	spec := b.spec
-	st := spec.Stability
-	check := p.stability && st.On()
-	window, kBase, kMax := p.duration, 1, 1
-	if check {
-		// A replay's windows are the stability windows too: it is judged
-		// afterwards, over every window its trace filled.
-		window = st.Window
-		kBase = int(math.Ceil(float64(p.duration) / float64(window)))
-		kMax = max(kBase, int(st.MaxDuration/window))
-		if b.opts.Shard.On() {
-			// Every shard of a run measures the same windows: none
-			// extends on its own share, and bench merge judges the
-			// stability on the pooled windows (docs/bench.md).
-			kMax = kBase
-		}
-	} else if p.trendWindows > 0 {
-		window, kBase, kMax = p.duration/time.Duration(p.trendWindows), p.trendWindows, p.trendWindows
-	}
-
-	var sched workload.Schedule
-	var prompts workload.Prompts
-	var rows workload.Requests // a replay's: they belong to its instants
-	var cursor *PromptCursor
-	var closed *closedLoop
-	var replayRec *replayRecorder
-	var replayRes *ReplayResult
-	var looping bool
-	burst := 1 // the most sends on one instant: a replay's largest group
-	maxInFlight, maxRate := spec.MaxInFlight, 0.0
-	load := p.group.load
-	switch load.Kind {
-	case LoadRate:
-		a := config.Arrival{Process: spec.Matrix.Process, Burstiness: spec.Matrix.Burstiness, Rate: load.Value}.WithDefaults()
-		ol, err := plan.Open(a, spec.Seed, degradedLag)
-		if err != nil {
-			return RepeatResult{}, nil, fmt.Errorf("cell %s: %w", p.cell, err)
-		}
-		sched, maxRate = ol.Schedule, ol.MaxRate
-	case LoadConcurrency:
-		clients := int(load.Value)
-		if b.opts.Shard.On() {
-			clients = b.opts.Shard.share(clients)
-		}
-		if clients == 0 {
-			return RepeatResult{Index: p.index, Stats: Stats{Outcomes: map[string]int{}}, Stability: StabilityResult{Spread: NaN(),
-				Note: "this shard has none of the cell's clients"}}, &sample{scale: 1}, nil
-		}
-		closed = newClosedLoop(ctx, clients)
-		sched, maxInFlight = closed, clients
-	case LoadReplay:
-		r := p.group.replay
-		replayRec = newReplayRecorder(spec.MaxSamplesPerRepeat, uint64(spec.Seed)^hashString(p.cell)+uint64(p.index))
-		src, err := b.replaySource(r, p.target, replaySalt(r, p.index), replayRec)
-		if err != nil {
-			return RepeatResult{}, nil, fmt.Errorf("cell %s: %w", p.cell, err)
-		}
-		sched, rows, maxRate = src.Schedule(), src.Prompts(), src.MaxRate()
-		burst = src.Burst()
-		looping = r.Loop
-		replayRes = &ReplayResult{Rows: int(float64(src.Records())*r.Sample + 0.5), WindowSeconds: src.Window().Seconds(),
-			Words: replayWords(r, src)}
-		if r.Sample >= 1 {
-			replayRes.Rows = src.Records()
-		}
-		// A replay sends its whole window, the same rows to every target,
-		// and its stability is judged afterwards on the windows the trace
-		// filled; only a looping one is cut, at warm-up + duration.
-		check, kMax = false, kBase
-	default:
-		return RepeatResult{}, nil, fmt.Errorf("cell %s: unknown load kind %q", p.cell, load.Kind)
-	}
-	if rows == nil {
-		cursor = b.prompts.Cursor(p.target.Name, p.group.name)
-		prompts = cursor
-	}
-	if sh := b.opts.Shard; sh.On() && closed == nil {
-		// This shard's arrivals of the shared schedule, each with the
-		// prompt a single process would have given it.
-		sched = &shardSchedule{inner: sched, shard: sh}
-		if cursor != nil {
-			cursor.i, cursor.stride = sh.Index%len(cursor.list), sh.Count
-		}
-	}
-	cl := client.New(client.Options{MaxConnsPerHost: maxInFlight})
-	defer cl.Close()
-
-	res := RepeatResult{Index: p.index, Stability: StabilityResult{Checked: check, WindowSeconds: window.Seconds(), Spread: NaN()}}
-	t0 := time.Now()
-	// The warm-up lasts until the pipeline is full, at most the configured
-	// warm-up plus the measured duration when nothing completes.
-	seed := uint64(spec.Seed) ^ hashString(p.cell) + uint64(p.index)
-	rec := newRecorder(t0, p.warmup, p.warmup+p.duration, window, spec.SLO, spec.MaxSamplesPerRepeat, DefaultMaxITLSamples, seed)
-	clock := t0
-	if load.Kind == LoadReplay {
-		// A replay's rows are the trace's: its warm-up is the configured
-		// one, counted from the trace's clock (which the runner starts
-		// ReplayLead late, to prepare the first rows), so that every target
-		// measures the same rows.
-		clock = t0.Add(workload.ReplayLead)
-		rec = newRecorderAt(clock.Add(p.warmup), window, spec.SLO, spec.MaxSamplesPerRepeat, DefaultMaxITLSamples, seed)
-	}
-	k := kBase
-	var tooFew bool
-	// lead is the part of the warm-up the recorder's clock does not hold:
-	// a replay's recorder starts at the warm-up's end, its schedule at the
-	// trace's clock.
-	var lead time.Duration
-	if replayRes != nil {
-		lead = p.warmup
-	}
-	stop := &stopSchedule{
-		inner: sched, ctx: ctx, t0: clock,
-		resolve: func() (time.Duration, bool) {
-			w, ok := rec.warmup(time.Now())
-			return lead + w + time.Duration(k)*window, ok
-		},
-		decide: func() (time.Duration, bool) {
-			if !check {
-				return 0, false
-			}
-			med, cnt := rec.windowMedians(k)
-			ok, spread := stable(med, cnt, st.Windows, st.MinRequests, st.Tolerance)
-			res.Stability.Spread = Num(spread)
-			tooFew = math.IsNaN(spread) && k >= st.Windows
-			if ok {
-				res.Stability.Stable = true
-				return 0, false
-			}
-			if k >= kMax {
-				return 0, false
-			}
-			k++
-			res.Stability.Extended++
-			w, _ := rec.warmup(time.Now())
-			return w + time.Duration(k)*window, true
-		},
-	}
-	if replayRes != nil && !looping {
-		// No limit: the trace's end ends the repeat.
-		stop.resolve, stop.limit = nil, time.Duration(math.MaxInt64)
-	}
-	// The repeat's records, and for a closed loop the slot each ended
-	// request frees: no Prometheus registry is needed to run a workload.
-	observers := workload.Observers{rec}
-	if closed != nil {
-		observers = append(observers, closed)
-	}
-	if p.watch != nil {
-		observers = append(observers, p.watch)
-	}
-	// The runner names each request prefix-n (its X-Request-Id): the cell,
-	// the repeat and the shard make it unique in the run, and in the
-	// merged run of every shard.
-	prefix := fmt.Sprintf("%s#%d", p.cell, p.index)
-	if sh := b.opts.Shard; sh.On() {
-		prefix += fmt.Sprintf("@%d", sh.Index)
-	}
-	var requests *requestRecorder
-	if b.requests != nil {
-		requests = b.requests.observer(p.cell, p.index, prefix)
-		observers = append(observers, requests)
-	}
-	var tracer workload.Tracer
-	if b.opts.OTLP != nil {
-		var o workload.Observer
-		o, tracer = b.opts.OTLP(p.target, p.cell, p.index, spec.SLO, spec.Sampling)
-		observers = append(observers, o)
-	}
-	var monitor workload.Monitor
-	if b.opts.Live != nil {
-		var live workload.Observer
-		live, monitor = b.opts.Live(p.target, p.cell)
-		observers = append(observers, live)
-	}
-	var source workload.Source = workload.OpenLoop{Schedule: stop, Prompts: prompts}
-	if rows != nil {
-		source = workload.Lockstep{Schedule: stop, Requests: rows}
-	}
-	// The wire ceiling is the plan's: the open loop's, or the replay's with
-	// room for its largest group; a closed loop (no max rate) has none.
-	runner := workload.Plan{
-		Name: prefix, Target: p.ct, Source: source, Client: cl, Observer: observers, Monitor: monitor, Tracer: tracer,
-		Template: plan.Template{Sampling: spec.Sampling, Timeout: p.target.Timeout},
-		Limits:   workload.Limits{MaxInFlight: maxInFlight, MaxRate: maxRate, Burst: burst, DegradedLag: degradedLag},
-		Logger:   b.logger, Saturation: b.sched,
-	}.Runner()
-	res.Started = t0
-	runner.Run(ctx)
-	end := time.Now()
-	if err := ctx.Err(); err != nil {
-		return RepeatResult{}, nil, fmt.Errorf("cell %s: interrupted: %w", p.cell, err)
-	}
-	var span time.Duration
-	if stop.ended {
-		// The trace ran out: the measured time ends with the run (its
-		// last request's end), over every window it reached.
-		span = max(end.Sub(rec.warmupEndAt()), time.Millisecond)
-		k = max(1, int(math.Ceil(float64(span)/float64(window))))
-	}
-	stats, smp := rec.finish(k, span)
-	res.Stats = stats
-	res.Distribution, res.Windows = smp.distribution(), rec.windows(k)
-	if requests != nil {
-		requests.flush(rec.warmupEndAt())
-	}
-	if b.opts.Shard.On() {
-		st := rec.export(k, span)
-		res.state = &st
-	}
-	used, cut := rec.warmupUsed()
-	if replayRes != nil {
-		// A replay's warm-up is the configured one, on the trace's clock.
-		used, cut = p.warmup, false
-	}
-	res.WarmupSeconds = used.Seconds()
-	switch {
-	case cut:
-		res.WarmupNote = fmt.Sprintf("no request completed within the warm-up bound of %s: the measured windows may start before the pipeline is full", used)
-	case used > p.warmup:
-		res.WarmupNote = fmt.Sprintf("warm-up extended from %s to %s, until the pipeline was full (the first completion's scheduled instant plus 1.25 x its E2E)", p.warmup, used.Round(time.Millisecond))
-	}
-	if e2e := float64(stats.E2E.P50); !math.IsNaN(e2e) && e2e > (time.Duration(k)*window).Seconds() {
-		res.WarmupNote = strings.TrimSpace(res.WarmupNote + fmt.Sprintf(" measured windows (%s) shorter than the E2E p50 (%.3gs): too short for this cell", time.Duration(k)*window, e2e))
-	}
-	res.SchedulingLatencyP99 = b.sched.P99()
-	if cursor != nil {
-		res.PromptsDrawn = cursor.Drawn
-	}
-	res.Stability.Windows = k
-	med, cnt := rec.windowMedians(k)
-	for _, m := range med {
-		res.Stability.Medians = append(res.Stability.Medians, Num(m))
-	}
-	if replayRes != nil {
-		replayRec.result(replayRes)
-		replayRes.Clamped = stop.Clamped()
-		// Every row dropped, the warm-up's too: a row not sent is lost to
-		// the replay wherever it fell.
-		replayRes.Dropped = rec.droppedRows()
-		if looping {
-			replayRes.Cut = replayCut(time.Duration(res.WarmupSeconds*float64(time.Second)).Round(time.Millisecond), time.Duration(k)*window)
-		}
-		res.Replay = replayRes
-		if p.stability && st.On() {
-			// Judged afterwards, on the windows the trace filled: a
-			// replay is never extended, its rows are the trace's.
-			ok, spread := stable(med, cnt, st.Windows, st.MinRequests, st.Tolerance)
-			res.Stability.Spread = Num(spread)
-			switch {
-			case k < st.Windows || math.IsNaN(spread):
-				res.Stability.Note = fmt.Sprintf("not judged: trace ended (%d windows of %s, %d needed with at least %d successes each)",
-					k, window, st.Windows, st.MinRequests)
-			default:
-				res.Stability.Checked, res.Stability.Stable = true, ok
-				if !ok {
-					res.Stability.Note = fmt.Sprintf("the trace's last %d windows did not agree within %.0f%% (spread %.1f%%); a replay is not extended",
-						st.Windows, st.Tolerance*100, spread*100)
-				}
-			}
-		}
-	}
-	if check && !res.Stability.Stable {
-		if tooFew {
-			res.Stability.Note = fmt.Sprintf("never judged stable: windows had fewer than %d successful requests (%d windows of %s)",
-				st.MinRequests, k, window)
-		} else {
-			res.Stability.Note = fmt.Sprintf("windows never agreed within %.0f%% (last spread %.1f%%) after %d windows of %s",
-				st.Tolerance*100, float64(res.Stability.Spread)*100, k, window)
-		}
-	}
-	b.timeline = append(b.timeline, Span{Target: p.target.Name, Cell: p.cell, Repeat: p.index,
-		Start: t0.Sub(b.start).Seconds(), End: end.Sub(b.start).Seconds()})
-	lvl := slog.LevelInfo
-	if b.progress != nil {
-		lvl = slog.LevelDebug // the bar says it
-	}
-	b.logger.Log(ctx, lvl, "repeat done", "cell", p.cell, "repeat", p.index+1, "requests", stats.Requests,
-		"successes", stats.Successes, "e2e_p50", stats.E2E.P50, "stable", res.Stability.Stable || !check)
-	return res, smp, nil
-}
-
 // knownAnswers runs the accuracy checks against one target, one at a time,
 // as the exporter's workload checks are sent and judged: temperature 0
 // unless the bench sets one, no length extensions, and a pass when a
 // successful answer matches the pattern anywhere.
-func (b *run) knownAnswers(ctx context.Context, t *config.Target, ct *client.Target) AccuracyCheck {
+func (b *run) knownAnswers(ctx context.Context, t *config.Target, ct *client.Target) report.AccuracyCheck {
 	cl := client.New(client.Options{MaxConnsPerHost: 1})
 	defer cl.Close()
-	out := AccuracyCheck{Target: t.Name}
+	out := report.AccuracyCheck{Target: t.Name}
 	tmpl := plan.Template{Sampling: b.spec.Sampling, Timeout: t.Timeout}
 	for _, ka := range b.spec.KnownAnswers {
 		obs := &observation.Request{Scheduled: time.Now()}
 		req := tmpl.KnownAnswer(ka.Prompt, ka.MaxTokens)
 		req.RequestID = fmt.Sprintf("known-answer/%s-%d", t.Name, out.Total)
 		cl.Do(ctx, ct, req, obs)
-		r := CheckResult{Prompt: ka.Prompt, Expect: ka.Expect, Answer: textcut.Cut(obs.Text, 500)}
+		r := report.CheckResult{Prompt: ka.Prompt, Expect: ka.Expect, Answer: textcut.Cut(obs.Text, 500)}
 		if obs.Outcome != observation.Success {
 			r.Error = fmt.Sprintf("%s: %v", obs.Outcome, obs.Err)
 		} else {
@@ -779,36 +576,35 @@ func (b *run) knownAnswers(ctx context.Context, t *config.Target, ct *client.Tar
 // replaySource prepares a fresh replay of a trace against a target, as the
 // exporter's replay workloads do (the trace is read once per run).
 func (b *run) replaySource(r *ReplaySpec, t *config.Target, salt uint64, rec replay.Recorder) (*replay.Source, error) {
-	policy, _ := replay.ParsePolicy(r.OnMalformed)
-	return replay.NewSource(b.traces[r.Name], replay.Options{
-		Speed: r.Speed, Start: r.Start, End: r.End, Loop: r.Loop, Sample: r.Sample, Seed: r.Seed,
-		WordSalt: salt, Recorder: rec,
-		MaxRate: r.MaxRate, Chat: t.Flavor == "openai-chat", BlockSize: r.BlockSize,
-		ForceOutputTokens: r.ForceOutputTokens, OnUnreplayable: policy,
-	})
+	_, opts, err := replay.OptionsOf(&r.Replay, t)
+	if err != nil {
+		return nil, err
+	}
+	opts.WordSalt, opts.Recorder = salt, rec
+	return replay.NewSource(b.traces[r.Name], opts)
 }
 
 // sweep finds the highest open-loop rate meeting the SLO for one target and
 // shape (see SweepSpec). Each point is one repeat without the stability
 // check.
-func (b *run) sweep(ctx context.Context, t *config.Target, ct *client.Target, sh *Shape) (SweepResult, error) {
+func (b *run) sweep(ctx context.Context, t *config.Target, ct *client.Target, sh *Shape) (report.SweepResult, error) {
 	sw := b.spec.Sweep
-	res := SweepResult{Target: t.Name, Shape: sh.Name, Rule: fmt.Sprintf("goodput >= %g", sw.MinGoodput)}
+	res := report.SweepResult{Target: t.Name, Shape: sh.Name, Rule: fmt.Sprintf("goodput >= %g", sw.MinGoodput)}
 	if sw.Pass == SweepPassSuccess {
 		res.Rule = fmt.Sprintf("success >= %g", sw.MinSuccess)
 	}
-	try := func(rate float64) (SweepPoint, error) {
-		l := Load{LoadRate, rate}
-		key := "sweep/" + CellKey(t.Name, l, sh.Name)
-		watch := b.progress.begin("sweep "+CellName(t.Name, t.Model, l, sh.Name), sw.Warmup+sw.Duration)
-		r, _, err := b.runRepeat(ctx, repeatPlan{target: t, ct: ct, group: group{name: sh.Name, load: l, shape: sh}, cell: key,
+	try := func(rate float64) (report.SweepPoint, error) {
+		l := report.Load{Kind: report.LoadRate, Value: rate}
+		key := "sweep/" + report.CellKey(t.Name, l, sh.Name)
+		watch := b.progress.begin("sweep "+render.CellName(t.Name, t.Model, l, sh.Name), sw.Warmup+sw.Duration)
+		r, _, err := b.repeat(ctx, repeatPlan{target: t, ct: ct, group: group{name: sh.Name, load: l, shape: sh}, cell: key,
 			warmup: sw.Warmup, duration: sw.Duration, watch: watch, trendWindows: sweepTrendWindows})
 		if err != nil {
-			return SweepPoint{}, err
+			return report.SweepPoint{}, err
 		}
 		s := r.Stats
-		pt := SweepPoint{Rate: rate, GoodputRatio: s.GoodputRatio, GoodputPerSecond: s.GoodputPerSecond,
-			OutputTokensPerSecond: s.OutputTokensPerSecond, E2EP99: NaN(), Requests: s.Requests}
+		pt := report.SweepPoint{Rate: rate, GoodputRatio: s.GoodputRatio, GoodputPerSecond: s.GoodputPerSecond,
+			OutputTokensPerSecond: s.OutputTokensPerSecond, E2EP99: report.NaN(), Requests: s.Requests}
 		if s.Requests > 0 {
 			pt.SuccessRatio = float64(s.Successes) / float64(s.Requests)
 		}
@@ -833,13 +629,13 @@ func (b *run) sweep(ctx context.Context, t *config.Target, ct *client.Target, sh
 			pt.Note = "failed " + res.Rule
 		}
 		if s.E2E.Count > 0 {
-			pt.E2EP99 = Num(s.E2E.P99)
+			pt.E2EP99 = report.Num(s.E2E.P99)
 		}
 		res.Points = append(res.Points, pt)
 		return pt, nil
 	}
 	var pass, fail float64
-	var passPt SweepPoint
+	var passPt report.SweepPoint
 	for rate := sw.Start; ; {
 		pt, err := try(rate)
 		if err != nil {
@@ -894,7 +690,7 @@ const sweepTrendWindows = 3
 // queue at the excess rate, so the waits, and the E2E with them, grow
 // steadily over the point, long before the backlog reaches the timeout; a
 // rate the server sustains leaves them flat, up to noise.
-func latencyGrowth(medians []Num, tol float64) (float64, bool) {
+func latencyGrowth(medians []report.Num, tol float64) (float64, bool) {
 	if len(medians) < 2 {
 		return 0, false
 	}
@@ -911,14 +707,14 @@ func latencyGrowth(medians []Num, tol float64) (float64, bool) {
 }
 
 // rankInput gathers what the ranking needs from the cells.
-func (b *run) rankInput(targets []config.Target, groups []group, reps map[string][numFigures][]float64, rep *Report) *rankInput {
+func (b *run) rankInput(targets []config.Target, groups []group, reps map[string][numFigures][]float64, rep *report.Report) *rankInput {
 	spec := b.spec
 	fig := figureIndex(spec.Ranking.Latency)
 	in := &rankInput{
 		weights: *spec.Weights, refs: spec.References, figure: spec.Ranking.Latency,
 		confidence: spec.Ranking.Confidence, resamples: spec.Ranking.Resamples, seed: uint64(spec.Seed),
 	}
-	cells := map[string]*CellResult{}
+	cells := map[string]*report.CellResult{}
 	for i := range rep.Cells {
 		cells[rep.Cells[i].Key] = &rep.Cells[i]
 	}
@@ -928,7 +724,7 @@ func (b *run) rankInput(targets []config.Target, groups []group, reps map[string
 	for _, gr := range groups {
 		g := rankGroup{}
 		for _, t := range targets {
-			key := CellKey(t.Name, gr.load, gr.name)
+			key := report.CellKey(t.Name, gr.load, gr.name)
 			c := cells[key]
 			g.lat = append(g.lat, c.Summary.Figure(spec.Ranking.Latency))
 			g.thr = append(g.thr, c.Summary.OutputTokensPerSecond)

@@ -8,6 +8,7 @@ import (
 	"strings"
 	"time"
 
+	"github.com/infer-exporter/infer_exporter/bench/report"
 	"github.com/infer-exporter/infer_exporter/internal/config"
 	"github.com/infer-exporter/infer_exporter/probe/observation"
 	"github.com/infer-exporter/infer_exporter/probe/workload"
@@ -82,57 +83,12 @@ func (s *shardSchedule) Rate(elapsed time.Duration) float64 {
 
 func (s *shardSchedule) Clamped() uint64 { return s.inner.Clamped() }
 
-// ShardPart is what a shard's report carries for the merge: per cell and
-// repeat, the recorder's exact aggregates and its request records.
-type ShardPart struct {
-	Index int          `json:"index"`
-	Count int          `json:"count"`
-	Cells []ShardCells `json:"cells"`
-}
-
-// ShardCells is one cell's repeats in a shard report.
-type ShardCells struct {
-	Key     string          `json:"key"`
-	Repeats []RecorderState `json:"repeats"`
-}
-
-// RecorderState is one repeat's recorder, serialised: every count exact,
-// the request records and inter-token gaps as kept (all of them up to
-// max_samples_per_repeat and 1,000,000 gaps; a uniform reservoir beyond).
-type RecorderState struct {
-	WindowSeconds     float64        `json:"window_seconds"`
-	Windows           int            `json:"windows"`
-	SpanSeconds       float64        `json:"span_seconds"`
-	Measured          int            `json:"measured"`
-	Goodput           int            `json:"goodput"`
-	ReasoningTokens   int            `json:"reasoning_tokens"`
-	ReasoningRequests int            `json:"reasoning_requests"`
-	Outcomes          map[string]int `json:"outcomes"`
-	WinTokens         []float64      `json:"win_tokens"`
-	WinSuccesses      []int          `json:"win_successes"`
-	WinCompletions    []int          `json:"win_completions"`
-	WinInputTokens    []int          `json:"win_input_tokens,omitempty"`
-	WinOffered        []int          `json:"win_offered"`
-	WinDropped        []int          `json:"win_dropped"`
-	WinSent           []int          `json:"win_sent"`
-	WinEnded          []int          `json:"win_ended"`
-	WinE2E            [][]float64    `json:"win_e2e"`
-	Records           []Record       `json:"records"`
-	RecordsSeen       int            `json:"records_seen"`
-	ITL               []float64      `json:"itl"`
-	ITLSeen           int            `json:"itl_seen"`
-
-	// HTTPErrors are the measured requests answered with a non-2xx status,
-	// by code (observation.StatusCodes); absent without any.
-	HTTPErrors map[string]int `json:"http_errors,omitempty"`
-}
-
 // export serialises the recorder as finish(k, span) saw it.
-func (rc *recorder) export(k int, span time.Duration) RecorderState {
+func (rc *recorder) export(k int, span time.Duration) report.RecorderState {
 	rc.settle()
 	rc.mu.Lock()
 	defer rc.mu.Unlock()
-	st := RecorderState{
+	st := report.RecorderState{
 		WindowSeconds: rc.window.Seconds(), Windows: k, SpanSeconds: span.Seconds(),
 		Measured: rc.measured, Goodput: rc.goodput, ReasoningTokens: rc.reasoningTokens, ReasoningRequests: rc.reasoningRequests,
 		Outcomes:  map[string]int{},
@@ -156,7 +112,7 @@ func (rc *recorder) export(k int, span time.Duration) RecorderState {
 // shard sampled; a shard that sampled contributes, like every other, a
 // uniform share at the lowest sampling fraction among them, so that the
 // union stays a uniform sample of all the requests.
-func mergeStates(parts []RecorderState, maxRecs, maxITL int) (*recorder, int, time.Duration) {
+func mergeStates(parts []report.RecorderState, maxRecs, maxITL int) (*recorder, int, time.Duration) {
 	window := 0.0
 	for _, p := range parts {
 		window = max(window, p.WindowSeconds)
@@ -224,18 +180,18 @@ func mergeStates(parts []RecorderState, maxRecs, maxITL int) (*recorder, int, ti
 
 // shardPart collects a shard's recorders, cell by cell (the order of
 // assembleCells: target by target, then group by group).
-func shardPart(sh Shard, targets []string, groups []group, acc [][]cellAcc) *ShardPart {
-	part := &ShardPart{Index: sh.Index, Count: sh.Count}
+func shardPart(sh Shard, targets []string, groups []group, acc [][]cellAcc) *report.ShardPart {
+	part := &report.ShardPart{Index: sh.Index, Count: sh.Count}
 	for ti, target := range targets {
 		for gi, g := range groups {
-			c := ShardCells{Key: CellKey(target, g.load, g.name)}
+			c := report.ShardCells{Key: report.CellKey(target, g.load, g.name)}
 			for _, r := range acc[gi][ti].repeats {
-				if r.state != nil {
-					c.Repeats = append(c.Repeats, *r.state)
+				if r.State != nil {
+					c.Repeats = append(c.Repeats, *r.State)
 				} else {
 					// A shard without a share of the cell (fewer clients
 					// than shards).
-					c.Repeats = append(c.Repeats, RecorderState{Outcomes: map[string]int{}})
+					c.Repeats = append(c.Repeats, report.RecorderState{Outcomes: map[string]int{}})
 				}
 			}
 			part.Cells = append(part.Cells, c)

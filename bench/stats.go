@@ -5,36 +5,21 @@ import (
 	"math"
 	"math/rand/v2"
 	"slices"
+
+	"github.com/infer-exporter/infer_exporter/bench/report"
 )
 
-// Dist summarises one latency's distribution, in seconds. Quantiles
-// interpolate linearly between the two nearest order statistics (numpy's
-// default, as vLLM's benchmark reports them): with n sorted values x, the
-// p-quantile is x[h] for integer h = (n-1)p, and between x[floor h] and
-// x[floor h + 1] otherwise. An empty distribution has Count 0 and zeros.
-type Dist struct {
-	Count int     `json:"count"`
-	Mean  float64 `json:"mean"`
-	Min   float64 `json:"min"`
-	P50   float64 `json:"p50"`
-	P90   float64 `json:"p90"`
-	P95   float64 `json:"p95"`
-	P99   float64 `json:"p99"`
-	P999  float64 `json:"p99_9"`
-	Max   float64 `json:"max"`
-}
-
 // summarize sorts xs in place and summarises it.
-func summarize(xs []float64) Dist {
+func summarize(xs []float64) report.Dist {
 	if len(xs) == 0 {
-		return Dist{}
+		return report.Dist{}
 	}
 	slices.Sort(xs)
 	var sum float64
 	for _, x := range xs {
 		sum += x
 	}
-	return Dist{
+	return report.Dist{
 		Count: len(xs),
 		Mean:  sum / float64(len(xs)),
 		Min:   xs[0],
@@ -286,15 +271,9 @@ func countQuantiles(vals []float64, counts []int32, ps []float64, out []float64)
 	}
 }
 
-// Interval is a two-sided confidence interval.
-type Interval struct {
-	Lo float64 `json:"lo"`
-	Hi float64 `json:"hi"`
-}
-
 // percentileInterval is the central interval of level conf of xs (NaNs
 // ignored), by the percentile method; ok is false when xs has no values.
-func percentileInterval(xs []float64, conf float64) (Interval, bool) {
+func percentileInterval(xs []float64, conf float64) (report.Interval, bool) {
 	v := make([]float64, 0, len(xs))
 	for _, x := range xs {
 		if !math.IsNaN(x) && !math.IsInf(x, 0) {
@@ -302,11 +281,11 @@ func percentileInterval(xs []float64, conf float64) (Interval, bool) {
 		}
 	}
 	if len(v) == 0 {
-		return Interval{}, false
+		return report.Interval{}, false
 	}
 	slices.Sort(v)
 	a := (1 - conf) / 2
-	return Interval{Lo: quantileSorted(v, a), Hi: quantileSorted(v, 1-a)}, true
+	return report.Interval{Lo: quantileSorted(v, a), Hi: quantileSorted(v, 1-a)}, true
 }
 
 // bootstrapCell resamples the requests of every repeat of a cell

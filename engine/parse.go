@@ -15,6 +15,8 @@ import (
 	dto "github.com/prometheus/client_model/go"
 	"github.com/prometheus/common/expfmt"
 	"github.com/prometheus/common/model"
+
+	"github.com/infer-exporter/infer_exporter/internal/ctxio"
 )
 
 // This file reads a target's metrics body. The mapping reads about fifty
@@ -262,7 +264,7 @@ func parseMetricsBody(ctx context.Context, r io.Reader) (*parsedMetrics, error) 
 		return nil, over
 	}
 	p := expfmt.NewTextParser(model.UTF8Validation)
-	fams, err := p.TextToMetricFamilies(ctxReader{ctx, &kept})
+	fams, err := p.TextToMetricFamilies(ctxio.Reader{Ctx: ctx, R: &kept}) // bounded by the scrape's context too
 	if err != nil {
 		var pe expfmt.ParseError
 		if errors.As(err, &pe) && pe.Line >= 1 && pe.Line <= len(out.keptLines) {
@@ -289,20 +291,6 @@ const (
 	dropLine = iota
 	keepLine
 )
-
-// ctxReader fails its reads once ctx is done, so that the parse of the kept
-// text is bounded by the scrape's context too.
-type ctxReader struct {
-	ctx context.Context
-	r   io.Reader
-}
-
-func (c ctxReader) Read(p []byte) (int, error) {
-	if err := c.ctx.Err(); err != nil {
-		return 0, err
-	}
-	return c.r.Read(p)
-}
 
 // enginePrefixes lists every mapping's name prefixes, in the table's
 // order; prefixOwner is the mapping each belongs to.

@@ -37,6 +37,10 @@ const MaxRateLimit = 1e9
 // gaps. So the first arrival comes one gap after the start, not at 0, and a
 // constant process at 1 req/s over a 10 s stage sends at 1 s, 2 s, ... 10 s.
 // A zero-rate stretch gets no arrivals of its own.
+//
+// A field left at its zero value is left out when the arrival is written
+// back as YAML (the bench's report embeds its configuration so), so that
+// the matrix, which embeds an Arrival, writes what it was given.
 type Arrival struct {
 	Process Process `yaml:"process"`
 	// Burstiness is the gamma shape b (> 0). Only for ProcessGamma; it must
@@ -44,11 +48,11 @@ type Arrival struct {
 	Burstiness float64 `yaml:"burstiness"`
 
 	// Rate is a constant rate in req/s, for ever. Zero means "not set".
-	Rate float64 `yaml:"rate"`
+	Rate float64 `yaml:"rate,omitempty"`
 	// Ramp moves the rate linearly from From to To over Over.
-	Ramp *Ramp `yaml:"ramp"`
+	Ramp *Ramp `yaml:"ramp,omitempty"`
 	// Stages run one after the other; the process ends after the last one.
-	Stages []Stage `yaml:"stages"`
+	Stages []Stage `yaml:"stages,omitempty"`
 
 	// MaxRate is the hard ceiling in req/s: consecutive scheduled arrivals
 	// are at least 1/MaxRate apart, whatever the process draws. It must be at
@@ -66,7 +70,7 @@ type Arrival struct {
 	// fraction r/M of arrivals, by a mean of (r/M)/(2(M-r)) seconds
 	// (Pollaczek–Khinchine for M/D/1); e.g. M = 2r delays half of them, by
 	// 1/(2M) on average.
-	MaxRate float64 `yaml:"max_rate"`
+	MaxRate float64 `yaml:"max_rate,omitempty"`
 }
 
 // Ramp is a linear change of rate.

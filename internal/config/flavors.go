@@ -59,6 +59,14 @@ const (
 // server applies the model's chat template to it.
 func (f FlavorFacts) Chat() bool { return f.Prompt == PromptChat }
 
+// OpenAIAPI says the flavor speaks one of the OpenAI APIs (its Provider is
+// "openai"), so that a request body recorded from such an API (a replay's
+// jsonl trace) can be sent to it as it was.
+func (f FlavorFacts) OpenAIAPI() bool { return f.Provider == "openai" }
+
+// OpenAIFlavors are the flavors of which OpenAIAPI holds, sorted.
+func OpenAIFlavors() []string { return flavorNames(FlavorFacts.OpenAIAPI) }
+
 // flavorTable is every flavor this version speaks, one entry each, sorted
 // by name. Adding a flavor is one entry here, with every fact, and its wire
 // format in probe/client (CONTRIBUTING.md, "Adding an engine flavor").

@@ -174,7 +174,7 @@ func (m *Manager) follow() {
 		c, retry := m.config, false
 		for _, x := range m.running {
 			failedBefore := x.r.Status().State == workload.StateFailed && m.opts.epochOf(&x.t) != nil && m.opts.Epoch(x.t.Name) != x.epoch
-			if failedBefore || m.metrics.prompts.Refused(x.t.Name, x.t.Model, x.r.Name) {
+			if failedBefore || m.metrics.calibrator.Refused(x.t.Name, x.t.Model, x.r.Name) {
 				retry = true
 			}
 		}
@@ -251,7 +251,7 @@ func build(ctx context.Context, c *config.Config, metrics *Metrics, opts Options
 			// a stalled tokenizer delays its own workload only, never the
 			// others, the listener or a reload.
 			prepare = func(ctx context.Context) (workload.Source, error) {
-				p, err := metrics.prompts.Prompts(ctx, t, w, logger, opts.epochOf(t))
+				p, err := metrics.calibrator.Prompts(ctx, t, w, logger, opts.epochOf(t))
 				if err != nil {
 					return nil, fmt.Errorf("workload %q: %w", w.Name, err)
 				}
@@ -354,7 +354,7 @@ func (m *Manager) Apply(ctx context.Context, c *config.Config) error {
 			// one whose prompts are estimates because its tokenizer did
 			// not answer is calibrated again.
 			if x.r.Name == w.Name && x.same(w, t) && x.r.Status().State != workload.StateFailed &&
-				!m.metrics.prompts.Unreached(t.Name, t.Model, w.Name) && !m.metrics.prompts.Refused(t.Name, t.Model, w.Name) {
+				!m.metrics.calibrator.Unreached(t.Name, t.Model, w.Name) && !m.metrics.calibrator.Refused(t.Name, t.Model, w.Name) {
 				kept[w.Name] = x
 			}
 		}
@@ -539,7 +539,7 @@ func newSessions(w *config.Workload, t *config.Target, chat bool, metrics *Metri
 		Config: *w.Sessions, Arrival: w.Arrival, Duration: w.Duration, Chat: chat, DegradedLag: opts.DegradedLag,
 		Logger: logger.With("workload", w.Name),
 		Build: func(ctx context.Context) (workload.Prompts, int, error) {
-			gen, err := metrics.prompts.Prompts(ctx, t, &shadow, logger, opts.epochOf(t))
+			gen, err := metrics.calibrator.Prompts(ctx, t, &shadow, logger, opts.epochOf(t))
 			if err != nil {
 				return nil, 0, err
 			}

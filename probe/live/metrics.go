@@ -67,8 +67,10 @@ type Metrics struct {
 	// sessions are the sessions workloads' series (sessions_metrics.go).
 	sessions *sessionMetrics
 
-	// prompts describes each workload's prompt set (calibration, hash).
-	prompts *PromptMetrics
+	// prompts describes each workload's prompt set (calibration, hash);
+	// calibrator builds the prompt sets.
+	prompts    *PromptMetrics
+	calibrator *Calibrator
 }
 
 // NewMetrics creates the vectors and registers them with reg.
@@ -122,9 +124,9 @@ func NewMetrics(reg prometheus.Registerer) *Metrics {
 		streamed: prometheus.NewCounterVec(prometheus.CounterOpts{Namespace: namespace, Name: "streamed_tokens_total",
 			Help: "Content events as they arrive, by kind (reasoning, answer); completion_tokens_total has the usage count at the end."}, with("kind")),
 		stalls: prometheus.NewCounterVec(prometheus.CounterOpts{Namespace: namespace, Name: "stalls_total",
-			Help: "workload.Requests in flight that received nothing for longer than the workload's stall_threshold (each stall counted once)."}, labels),
+			Help: "Requests in flight that received nothing for longer than the workload's stall_threshold (each stall counted once)."}, labels),
 		stalled: prometheus.NewGaugeVec(prometheus.GaugeOpts{Namespace: namespace, Name: "stalled_requests",
-			Help: "workload.Requests in flight that have received nothing for longer than the workload's stall_threshold."}, labels),
+			Help: "Requests in flight that have received nothing for longer than the workload's stall_threshold."}, labels),
 		oldestAge: prometheus.NewGaugeVec(prometheus.GaugeOpts{Namespace: namespace, Name: "oldest_request_age_seconds",
 			Help: "Age of the oldest request in flight, from its scheduled instant; 0 with none in flight."}, labels),
 		sloThreshold: prometheus.NewGaugeVec(prometheus.GaugeOpts{Namespace: namespace, Name: "slo_threshold_seconds",
@@ -144,6 +146,7 @@ func NewMetrics(reg prometheus.Registerer) *Metrics {
 	m.replay = newReplayMetrics(reg)
 	m.sessions = newSessionMetrics(reg)
 	m.prompts = NewPromptMetrics(reg)
+	m.calibrator = NewCalibrator(m.prompts)
 	return m
 }
 

@@ -29,7 +29,7 @@ func TestPromptMetricsCalibrates(t *testing.T) {
 		cfg.Engine = tc.engine
 		url, _ := simulatortest.StartTest(t, cfg)
 		reg := prometheus.NewRegistry()
-		pm := NewPromptMetrics(reg)
+		pm := NewCalibrator(NewPromptMetrics(reg))
 		tg := &config.Target{Name: "t", URL: url, Model: cfg.Model, Flavor: config.Flavor(tc.flavor)}
 		w := &config.Workload{Name: "w", Prompt: config.Prompt{Seed: 1,
 			InputTokens: config.Distribution{Dist: "fixed", Mean: tc.in}, OutputTokens: config.Distribution{Dist: "fixed", Mean: 8}}}
@@ -48,7 +48,7 @@ func TestPromptMetricsCalibrates(t *testing.T) {
 			t.Errorf("calibrated prompt has %d tokens", p.Tokens)
 		}
 		out, _ := reg.Gather()
-		if n := testutil.CollectAndCount(pm.info); n != 1 || !strings.Contains(gatherText(out), `value:"`+tc.tokenizer+`"`) {
+		if n := testutil.CollectAndCount(pm.metrics.info); n != 1 || !strings.Contains(gatherText(out), `value:"`+tc.tokenizer+`"`) {
 			t.Errorf("%s: info metric %s", tc.engine, gatherText(out))
 		}
 	}
@@ -87,7 +87,7 @@ workloads:
 		if err != nil {
 			t.Fatal(err)
 		}
-		pm := NewPromptMetrics(prometheus.NewRegistry())
+		pm := NewCalibrator(NewPromptMetrics(prometheus.NewRegistry()))
 		_, err = pm.Prompts(t.Context(), &c.Targets[0], &c.Workloads[0], nil, nil)
 		if (err != nil) != tc.wantErr {
 			t.Errorf("in %v out %v: err %v, want error %v", tc.in, tc.out, err, tc.wantErr)

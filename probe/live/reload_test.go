@@ -310,7 +310,7 @@ workloads:
 	for m.runnerOf("w").Status().State == workload.StateCalibrating && time.Now().Before(deadline) {
 		time.Sleep(10 * time.Millisecond)
 	}
-	if !metrics.prompts.Unreached("t", "m", "w") {
+	if !metrics.calibrator.Unreached("t", "m", "w") {
 		t.Fatal("the unreachable tokenizer was not noted")
 	}
 	first := m.runnerOf("w")

@@ -170,19 +170,11 @@ func (m maxP99) P99() float64 {
 // recorder's metrics are bound later (bind), once the workload's series
 // exist.
 func newReplay(ctx context.Context, r *config.Replay, t *config.Target, opts Options, logger *slog.Logger) (*replay.Source, *replayRecorder, error) {
-	format, err := replay.ParseFormat(r.Source)
+	format, ropts, err := replay.OptionsOf(r, t)
 	if err != nil {
 		return nil, nil, err
 	}
-	policy, err := replay.ParsePolicy(r.OnMalformed)
-	if err != nil {
-		return nil, nil, err
-	}
-	chat := t.Flavor == "openai-chat"
-	if format == replay.FormatJSONL && !chat && t.Flavor != "openai-completions" {
-		return nil, nil, fmt.Errorf("replaying recorded bodies needs an openai-chat or openai-completions target, not %q", t.Flavor)
-	}
-	tr, err := replay.ReadFile(r.Path, format, replay.ReadOptions{OnMalformed: policy})
+	tr, err := replay.ReadFile(r.Path, format, replay.ReadOptions{OnMalformed: ropts.OnUnreplayable})
 	if err != nil {
 		return nil, nil, fmt.Errorf("replay: %w", err)
 	}
@@ -192,20 +184,8 @@ func newReplay(ctx context.Context, r *config.Replay, t *config.Target, opts Opt
 		window = workload.DefaultDegradedWindow
 	}
 	rec := &replayRecorder{window: workload.NewWindow(window), logger: logger}
-	src, err := replay.NewSource(tr, replay.Options{
-		Speed:             r.Speed,
-		Start:             r.Start,
-		End:               r.End,
-		Loop:              r.Loop,
-		Sample:            r.Sample,
-		Seed:              r.Seed,
-		MaxRate:           r.MaxRate,
-		Chat:              chat,
-		BlockSize:         r.BlockSize,
-		ForceOutputTokens: r.ForceOutputTokens,
-		OnUnreplayable:    policy,
-		Recorder:          rec,
-	})
+	ropts.Recorder = rec
+	src, err := replay.NewSource(tr, ropts)
 	if err != nil {
 		return nil, nil, fmt.Errorf("replay: %w", err)
 	}

@@ -1,4 +1,4 @@
-package bench
+package render
 
 import (
 	"fmt"
@@ -8,6 +8,8 @@ import (
 	"sort"
 	"strconv"
 	"strings"
+
+	"github.com/infer-exporter/infer_exporter/bench/report"
 )
 
 // Charts are drawn here, in Go, as inline SVG: the report needs no script,
@@ -49,11 +51,11 @@ const (
 func (k axisKind) value(v float64) string {
 	switch k {
 	case axisSeconds:
-		return fmtSeconds(v)
+		return report.FormatSeconds(v)
 	case axisRatio:
-		return fmtRatio(v)
+		return report.FormatRatio(v)
 	}
-	return fmtNumber(v)
+	return report.FormatNumber(v)
 }
 
 // tickLabels labels ticks (ascending, evenly stepped) in one unit.
@@ -129,7 +131,7 @@ type chart struct {
 }
 
 const (
-	padLeft, padRight, padTop, padBottom = 72, 24, 40, 46
+	PadLeft, PadRight, PadTop, PadBottom = 72, 24, 40, 46
 )
 
 // niceTicks returns about n round tick values covering [lo, hi]; with
@@ -217,56 +219,55 @@ func (c chart) SVG() template.HTML {
 	if h == 0 {
 		h = 320
 	}
-	xf, yf := c.XKind.value, c.YKind.value
 	var b strings.Builder
 	class := "chart"
 	if c.Class != "" {
 		class += " " + c.Class
 	}
 	fmt.Fprintf(&b, `<svg class="%s" xmlns="http://www.w3.org/2000/svg" width="%d" height="%d" viewBox="0 0 %d %d" role="img" aria-label="%s">`,
-		esc(class), w, h, w, h, esc(c.Title))
+		Escape(class), w, h, w, h, Escape(c.Title))
 	fmt.Fprintf(&b, `<rect x="0" y="0" width="%d" height="%d" fill="#ffffff"/>`, w, h)
-	fmt.Fprintf(&b, `<text x="%d" y="16" class="title">%s</text>`, padLeft, esc(c.Title))
+	fmt.Fprintf(&b, `<text x="%d" y="16" class="title">%s</text>`, PadLeft, Escape(c.Title))
 	// The legend along the top, wrapped onto as many rows as it needs;
 	// the plot starts below it.
 	type entry struct{ x, y int }
 	legend := make([]entry, len(c.Series))
-	lx, ly := padLeft+4, 24
+	lx, ly := PadLeft+4, 24
 	for i, s := range c.Series {
 		wd := 24 + 7*len(s.Name)
-		if lx+wd > w-padRight && lx > padLeft+4 {
-			lx, ly = padLeft+4, ly+14
+		if lx+wd > w-PadRight && lx > PadLeft+4 {
+			lx, ly = PadLeft+4, ly+14
 		}
 		legend[i] = entry{lx, ly}
 		lx += wd
 	}
-	top := padTop + ly - 24
+	top := PadTop + ly - 24
 	x0, x1, y0, y1, xInt, yInt, ok := c.bounds()
 	if !ok {
 		fmt.Fprintf(&b, `<text x="%d" y="%d" class="empty">no data</text></svg>`, w/2-30, h/2)
 		return template.HTML(b.String())
 	}
-	xt := niceTicks(x0, x1, max(2, min(5, (w-padLeft-padRight)/60)), xInt)
-	yt := niceTicks(y0, y1, max(2, min(5, (h-top-padBottom)/30)), yInt)
+	xt := niceTicks(x0, x1, max(2, min(5, (w-PadLeft-PadRight)/60)), xInt)
+	yt := niceTicks(y0, y1, max(2, min(5, (h-top-PadBottom)/30)), yInt)
 	xl, yl := c.XKind.tickLabels(xt), c.YKind.tickLabels(yt)
 	x0, x1 = xt[0], xt[len(xt)-1]
 	y0, y1 = yt[0], yt[len(yt)-1]
-	pw, ph := float64(w-padLeft-padRight), float64(h-top-padBottom)
-	px := func(x float64) float64 { return float64(padLeft) + (x-x0)/(x1-x0)*pw }
+	pw, ph := float64(w-PadLeft-PadRight), float64(h-top-PadBottom)
+	px := func(x float64) float64 { return float64(PadLeft) + (x-x0)/(x1-x0)*pw }
 	py := func(y float64) float64 { return float64(top) + ph - (y-y0)/(y1-y0)*ph }
 	// Grid and axes.
 	for i, v := range yt {
-		fmt.Fprintf(&b, `<line x1="%d" y1="%.1f" x2="%d" y2="%.1f" class="grid"/>`, padLeft, py(v), w-padRight, py(v))
-		fmt.Fprintf(&b, `<text x="%d" y="%.1f" class="tick" text-anchor="end">%s</text>`, padLeft-6, py(v)+4, esc(yl[i]))
+		fmt.Fprintf(&b, `<line x1="%d" y1="%.1f" x2="%d" y2="%.1f" class="grid"/>`, PadLeft, py(v), w-PadRight, py(v))
+		fmt.Fprintf(&b, `<text x="%d" y="%.1f" class="tick" text-anchor="end">%s</text>`, PadLeft-6, py(v)+4, Escape(yl[i]))
 	}
 	for i, v := range xt {
 		fmt.Fprintf(&b, `<line x1="%.1f" y1="%d" x2="%.1f" y2="%.1f" class="grid"/>`, px(v), top, px(v), float64(top)+ph)
-		fmt.Fprintf(&b, `<text x="%.1f" y="%.1f" class="tick" text-anchor="middle">%s</text>`, px(v), float64(top)+ph+16, esc(xl[i]))
+		fmt.Fprintf(&b, `<text x="%.1f" y="%.1f" class="tick" text-anchor="middle">%s</text>`, px(v), float64(top)+ph+16, Escape(xl[i]))
 	}
-	fmt.Fprintf(&b, `<rect x="%d" y="%d" width="%.1f" height="%.1f" class="frame"/>`, padLeft, top, pw, ph)
-	fmt.Fprintf(&b, `<text x="%.1f" y="%d" class="axis" text-anchor="middle">%s</text>`, float64(padLeft)+pw/2, h-6, esc(c.XLabel))
+	fmt.Fprintf(&b, `<rect x="%d" y="%d" width="%.1f" height="%.1f" class="frame"/>`, PadLeft, top, pw, ph)
+	fmt.Fprintf(&b, `<text x="%.1f" y="%d" class="axis" text-anchor="middle">%s</text>`, float64(PadLeft)+pw/2, h-6, Escape(c.XLabel))
 	fmt.Fprintf(&b, `<text x="14" y="%.1f" class="axis" text-anchor="middle" transform="rotate(-90 14 %.1f)">%s</text>`,
-		float64(top)+ph/2, float64(top)+ph/2, esc(c.YLabel))
+		float64(top)+ph/2, float64(top)+ph/2, Escape(c.YLabel))
 	if len(c.Frontier) > 1 {
 		var pts []string
 		for _, p := range c.Frontier {
@@ -276,45 +277,51 @@ func (c chart) SVG() template.HTML {
 	}
 	// Series.
 	for i, s := range c.Series {
-		color := s.Color
-		if color == "" {
-			color = colorOf(i)
-		}
-		var pts []string
-		for _, p := range s.Points {
-			if finite(p.X) && finite(p.Y) {
-				pts = append(pts, fmt.Sprintf("%.1f,%.1f", px(p.X), py(p.Y)))
-			}
-		}
-		fmt.Fprintf(&b, `<g class="series" data-series="%s">`, esc(s.Name))
-		if !c.Scatter && len(pts) > 1 {
-			dash := ""
-			if s.Dashed {
-				dash = ` stroke-dasharray="5 3"`
-			}
-			fmt.Fprintf(&b, `<polyline points="%s" fill="none" stroke="%s" stroke-width="2"%s/>`, strings.Join(pts, " "), color, dash)
-		}
-		for j, p := range s.Points {
-			// A dense time series is its line; a lone point is a point.
-			if !finite(p.X) || !finite(p.Y) || (len(s.Points) > 60 && !c.Scatter && len(pts) > 1) {
-				continue
-			}
-			fmt.Fprintf(&b, `<circle cx="%.1f" cy="%.1f" r="4" fill="%s"><title>%s: %s, %s</title></circle>`,
-				px(p.X), py(p.Y), color, esc(s.Name), esc(xf(p.X)), esc(yf(p.Y)))
-			if j < len(s.Labels) {
-				fmt.Fprintf(&b, `<text x="%.1f" y="%.1f" class="label">%s</text>`, px(p.X)+6, py(p.Y)-6, esc(s.Labels[j]))
-			}
-		}
-		b.WriteString(`</g>`)
-		e := legend[i]
-		fmt.Fprintf(&b, `<rect x="%d" y="%d" width="10" height="10" fill="%s"/><text x="%d" y="%d" class="legend">%s</text>`,
-			e.x, e.y, color, e.x+14, e.y+9, esc(s.Name))
+		c.writeSeries(&b, i, s, px, py, legend[i].x, legend[i].y)
 	}
 	b.WriteString(`</svg>`)
 	return template.HTML(b.String())
 }
 
-func esc(s string) string { return html.EscapeString(s) }
+// writeSeries draws series i of the chart: its line (or points), its
+// labels, and its legend entry at (lx, ly).
+func (c chart) writeSeries(b *strings.Builder, i int, s chartSeries, px, py func(float64) float64, lx, ly int) {
+	xf, yf := c.XKind.value, c.YKind.value
+	color := s.Color
+	if color == "" {
+		color = colorOf(i)
+	}
+	var pts []string
+	for _, p := range s.Points {
+		if finite(p.X) && finite(p.Y) {
+			pts = append(pts, fmt.Sprintf("%.1f,%.1f", px(p.X), py(p.Y)))
+		}
+	}
+	fmt.Fprintf(b, `<g class="series" data-series="%s">`, Escape(s.Name))
+	if !c.Scatter && len(pts) > 1 {
+		dash := ""
+		if s.Dashed {
+			dash = ` stroke-dasharray="5 3"`
+		}
+		fmt.Fprintf(b, `<polyline points="%s" fill="none" stroke="%s" stroke-width="2"%s/>`, strings.Join(pts, " "), color, dash)
+	}
+	for j, p := range s.Points {
+		// A dense time series is its line; a lone point is a point.
+		if !finite(p.X) || !finite(p.Y) || (len(s.Points) > 60 && !c.Scatter && len(pts) > 1) {
+			continue
+		}
+		fmt.Fprintf(b, `<circle cx="%.1f" cy="%.1f" r="4" fill="%s"><title>%s: %s, %s</title></circle>`,
+			px(p.X), py(p.Y), color, Escape(s.Name), Escape(xf(p.X)), Escape(yf(p.Y)))
+		if j < len(s.Labels) {
+			fmt.Fprintf(b, `<text x="%.1f" y="%.1f" class="label">%s</text>`, px(p.X)+6, py(p.Y)-6, Escape(s.Labels[j]))
+		}
+	}
+	b.WriteString(`</g>`)
+	fmt.Fprintf(b, `<rect x="%d" y="%d" width="10" height="10" fill="%s"/><text x="%d" y="%d" class="legend">%s</text>`,
+		lx, ly, color, lx+14, ly+9, Escape(s.Name))
+}
+
+func Escape(s string) string { return html.EscapeString(s) }
 
 // paretoFrontier returns the points not dominated by another (higher x and
 // lower y is better), sorted by x.
@@ -351,7 +358,7 @@ type heatmap struct {
 	Start   float64 // seconds
 	End     float64
 	Cells   [][]float64 // [row][bin] ratio 0..1, NaN for no sample
-	Spans   []Span
+	Spans   []report.Span
 	Targets []string
 	Width   int
 }
@@ -379,37 +386,37 @@ func (hm heatmap) SVG() template.HTML {
 		w = 900
 	}
 	rowH, spanH := 22, 12
-	h := padTop + rowH*len(hm.Rows) + 10 + spanH*len(hm.Targets) + 26
+	h := PadTop + rowH*len(hm.Rows) + 10 + spanH*len(hm.Targets) + 26
 	var b strings.Builder
 	fmt.Fprintf(&b, `<svg class="chart heatmap" xmlns="http://www.w3.org/2000/svg" width="%d" height="%d" viewBox="0 0 %d %d" role="img" aria-label="%s">`,
-		w, h, w, h, esc(hm.Title))
+		w, h, w, h, Escape(hm.Title))
 	fmt.Fprintf(&b, `<rect x="0" y="0" width="%d" height="%d" fill="#ffffff"/>`, w, h)
-	fmt.Fprintf(&b, `<text x="%d" y="16" class="title">%s</text>`, padLeft, esc(hm.Title))
-	fmt.Fprintf(&b, `<text x="%d" y="%d" class="tick">targets measured:</text>`, 4, padTop+rowH*len(hm.Rows)+8)
-	pw := float64(w - padLeft - padRight)
+	fmt.Fprintf(&b, `<text x="%d" y="16" class="title">%s</text>`, PadLeft, Escape(hm.Title))
+	fmt.Fprintf(&b, `<text x="%d" y="%d" class="tick">targets measured:</text>`, 4, PadTop+rowH*len(hm.Rows)+8)
+	pw := float64(w - PadLeft - PadRight)
 	span := hm.End - hm.Start
 	if span <= 0 {
 		span = 1
 	}
-	px := func(t float64) float64 { return float64(padLeft) + (t-hm.Start)/span*pw }
+	px := func(t float64) float64 { return float64(PadLeft) + (t-hm.Start)/span*pw }
 	for r, name := range hm.Rows {
-		y := padTop + r*rowH
-		fmt.Fprintf(&b, `<text x="%d" y="%d" class="tick" text-anchor="end">GPU %s</text>`, padLeft-6, y+15, esc(name))
+		y := PadTop + r*rowH
+		fmt.Fprintf(&b, `<text x="%d" y="%d" class="tick" text-anchor="end">GPU %s</text>`, PadLeft-6, y+15, Escape(name))
 		n := len(hm.Cells[r])
 		cw := pw / float64(max(n, 1))
 		for i, v := range hm.Cells[r] {
 			fmt.Fprintf(&b, `<rect x="%.1f" y="%d" width="%.2f" height="%d" fill="%s"><title>%s</title></rect>`,
-				float64(padLeft)+float64(i)*cw, y, cw+0.3, rowH-2, heatColor(v), esc(fmtRatio(v)))
+				float64(PadLeft)+float64(i)*cw, y, cw+0.3, rowH-2, heatColor(v), Escape(report.FormatRatio(v)))
 		}
 	}
-	y0 := padTop + rowH*len(hm.Rows) + 10
+	y0 := PadTop + rowH*len(hm.Rows) + 10
 	for i, t := range hm.Targets {
 		y := y0 + i*spanH
-		fmt.Fprintf(&b, `<text x="%d" y="%d" class="tick" text-anchor="end">%s</text>`, padLeft-6, y+10, esc(t))
+		fmt.Fprintf(&b, `<text x="%d" y="%d" class="tick" text-anchor="end">%s</text>`, PadLeft-6, y+10, Escape(t))
 		for _, s := range hm.Spans {
 			if s.Target == t {
 				fmt.Fprintf(&b, `<rect x="%.1f" y="%d" width="%.1f" height="%d" fill="%s"><title>%s</title></rect>`,
-					px(s.Start), y, math.Max(px(s.End)-px(s.Start), 1), spanH-3, colorOf(i), esc(s.Cell))
+					px(s.Start), y, math.Max(px(s.End)-px(s.Start), 1), spanH-3, colorOf(i), Escape(s.Cell))
 			}
 		}
 	}
@@ -420,10 +427,10 @@ func (hm heatmap) SVG() template.HTML {
 		if v < hm.Start || v > hm.End {
 			continue
 		}
-		fmt.Fprintf(&b, `<text x="%.1f" y="%d" class="tick" text-anchor="middle">%s</text>`, px(v), ya, esc(hl[i]))
+		fmt.Fprintf(&b, `<text x="%.1f" y="%d" class="tick" text-anchor="middle">%s</text>`, px(v), ya, Escape(hl[i]))
 	}
 	// Colour scale, top right.
-	x0 := w - padRight - 11*18 - 30
+	x0 := w - PadRight - 11*18 - 30
 	for i := 0; i <= 10; i++ {
 		fmt.Fprintf(&b, `<rect x="%d" y="8" width="18" height="10" fill="%s" stroke="#ccc" stroke-width="0.5"/>`, x0+i*18, heatColor(float64(i)/10))
 	}

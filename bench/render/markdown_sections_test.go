@@ -1,4 +1,4 @@
-package bench
+package render
 
 import (
 	"bytes"
@@ -7,6 +7,8 @@ import (
 	"strconv"
 	"strings"
 	"testing"
+
+	"github.com/infer-exporter/infer_exporter/bench/report"
 )
 
 // mdTable returns the rows of the first table under the heading "## title"
@@ -44,27 +46,27 @@ func mdTable(md, title string) [][]string {
 // figure read back from its table equals the report's, at the table's
 // precision, after a round trip through report.json.
 func TestMarkdownSections(t *testing.T) {
-	src := &Report{Schema: Schema,
-		Cells: []CellResult{
-			{Key: "a/rate=4/s/s", Load: Load{LoadRate, 4}, Repeats: []RepeatResult{
-				{Stats: Stats{Requests: 20, Successes: 18, Outcomes: map[string]int{"success": 18, "http_5xx": 2}, HTTPErrors: map[string]int{"503": 2}}},
-				{Index: 1, Stats: Stats{Requests: 20, Successes: 19, Outcomes: map[string]int{"success": 19, "timeout": 1}}}}},
-			{Key: "a/replay=1/mc", Load: Load{LoadReplay, 1}, Summary: Stats{Requests: 10, Successes: 10, Outcomes: map[string]int{"success": 10}},
-				Repeats: []RepeatResult{{Index: 0, Stability: StabilityResult{Checked: true, Stable: true, Windows: 4, Spread: 0.026},
-					Replay: &ReplayResult{Rows: 45, Replayed: 45, Dropped: 2, Clamped: 3, Drift: Dist{P50: 0.0004, P99: 0.0021, Max: 0.0032}}}}},
+	src := &report.Report{Schema: report.Schema,
+		Cells: []report.CellResult{
+			{Key: "a/rate=4/s/s", Load: report.Load{Kind: report.LoadRate, Value: 4}, Repeats: []report.RepeatResult{
+				{Stats: report.Stats{Requests: 20, Successes: 18, Outcomes: map[string]int{"success": 18, "http_5xx": 2}, HTTPErrors: map[string]int{"503": 2}}},
+				{Index: 1, Stats: report.Stats{Requests: 20, Successes: 19, Outcomes: map[string]int{"success": 19, "timeout": 1}}}}},
+			{Key: "a/replay=1/mc", Load: report.Load{Kind: report.LoadReplay, Value: 1}, Summary: report.Stats{Requests: 10, Successes: 10, Outcomes: map[string]int{"success": 10}},
+				Repeats: []report.RepeatResult{{Index: 0, Stability: report.StabilityResult{Checked: true, Stable: true, Windows: 4, Spread: 0.026},
+					Replay: &report.ReplayResult{Rows: 45, Replayed: 45, Dropped: 2, Clamped: 3, Drift: report.Dist{P50: 0.0004, P99: 0.0021, Max: 0.0032}}}}},
 		},
-		Accuracy: []AccuracyCheck{{Target: "a", Passed: 1, Total: 2, Checks: []CheckResult{
+		Accuracy: []report.AccuracyCheck{{Target: "a", Passed: 1, Total: 2, Checks: []report.CheckResult{
 			{Prompt: "2+2?", Expect: "4", Answer: "4", Passed: true}, {Prompt: "capital?", Expect: "Paris", Answer: "Lyon"}}}},
-		Perplexity: []PerplexityResult{{Target: "a", Perplexity: 12.3456, Min: 12.1, Max: 12.9, Tokens: 511, Scores: 2, Repeats: 3,
+		Perplexity: []report.PerplexityResult{{Target: "a", Perplexity: 12.3456, Min: 12.1, Max: 12.9, Tokens: 511, Scores: 2, Repeats: 3,
 			Failures: map[string]int{"timeout": 1}}},
-		ColdStart: &ColdStartReport{Target: "a", ReadySeconds: 41.25, FirstTokenSeconds: 43.5, FirstRequestTTFTSeconds: 0.875, Failed: 0,
-			Repeats: []ColdStartRepeat{{}, {}}},
+		ColdStart: &report.ColdStartReport{Target: "a", ReadySeconds: 41.25, FirstTokenSeconds: 43.5, FirstRequestTTFTSeconds: 0.875, Failed: 0,
+			Repeats: []report.ColdStartRepeat{{}, {}}},
 	}
 	js, err := json.Marshal(src)
 	if err != nil {
 		t.Fatal(err)
 	}
-	r, err := decodeReport(js)
+	r, err := report.Decode(js)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -124,7 +126,7 @@ func TestMarkdownSections(t *testing.T) {
 
 	// Absent from a run without them.
 	buf.Reset()
-	if err := WriteMarkdown(&buf, &Report{}); err != nil {
+	if err := WriteMarkdown(&buf, &report.Report{}); err != nil {
 		t.Fatal(err)
 	}
 	for _, s := range []string{"Failures", "Replays", "Known answers", "Perplexity", "Cold start"} {

@@ -1,4 +1,4 @@
-package bench
+package render
 
 import (
 	"fmt"
@@ -9,7 +9,7 @@ import (
 	"strconv"
 	"strings"
 
-	"github.com/infer-exporter/infer_exporter/probe/observation"
+	"github.com/infer-exporter/infer_exporter/bench/report"
 )
 
 // The console's result block: one per cell at the end of a run, on stdout,
@@ -21,10 +21,10 @@ import (
 
 // blockLabelWidth is the width of a block's labels: the values start in
 // one column.
-const blockLabelWidth = 40
+const BlockLabelWidth = 40
 
 // blockRule is a block's rule line, as wide as a label and a value.
-const blockRule = "=================================================="
+const BlockRule = "=================================================="
 
 // blockFigure is one line of figures: its label, the column it shows, and
 // how it is printed.
@@ -66,34 +66,23 @@ var blockFlags = []struct{ label, column string }{
 	{"Sampled:", "sampled"},
 }
 
-// columnNamed is the column of that name; a name of the block that is no
-// column is a programming error, caught by every test that prints one.
-func columnNamed(name string) *column {
-	for i := range columns {
-		if columns[i].name == name {
-			return &columns[i]
-		}
-	}
-	panic("bench: no column " + name)
-}
-
 // CellName is a cell for people: target/model/shape and its load, e.g.
 // "vllm/meta-llama/Llama-3.1-8B/chat rate 4" (the progress lines' and the
-// result blocks' heading; CellKey is its identity in the reports).
-func CellName(target, model string, l Load, shape string) string {
+// result blocks' heading; report.CellKey is its identity in the reports).
+func CellName(target, model string, l report.Load, shape string) string {
 	name := target
 	if model != "" {
 		name += "/" + model
 	}
 	v := strconv.FormatFloat(l.Value, 'g', -1, 64)
-	if l.Kind == LoadReplay {
+	if l.Kind == report.LoadReplay {
 		v = "x" + v
 	}
 	return name + "/" + shape + " " + l.Kind + " " + v
 }
 
 // modelOf is the model a report's environment records for a target.
-func modelOf(r *Report, target string) string {
+func modelOf(r *report.Report, target string) string {
 	for _, t := range r.Environment.Targets {
 		if t.Name == target {
 			return t.ConfiguredModel
@@ -103,7 +92,7 @@ func modelOf(r *Report, target string) string {
 }
 
 // WriteResultBlocks writes one result block per cell of r.
-func WriteResultBlocks(w io.Writer, r *Report) {
+func WriteResultBlocks(w io.Writer, r *report.Report) {
 	if r.Interrupted {
 		fmt.Fprintf(w, "INTERRUPTED: the run was stopped; the report holds the %d cells that finished\n", len(r.Cells))
 	}
@@ -113,26 +102,26 @@ func WriteResultBlocks(w io.Writer, r *Report) {
 }
 
 func blockLine(w io.Writer, label, value string) {
-	fmt.Fprintf(w, "%-*s %s\n", blockLabelWidth, label, value)
+	fmt.Fprintf(w, "%-*s %s\n", BlockLabelWidth, label, value)
 }
 
 // blockHeading centres a title in a rule line.
 func blockHeading(fill, title string) string {
 	title = " " + title + " "
-	left := max(3, (len(blockRule)-len(title))/2)
-	right := max(3, len(blockRule)-len(title)-left)
+	left := max(3, (len(BlockRule)-len(title))/2)
+	right := max(3, len(BlockRule)-len(title)-left)
 	return strings.Repeat(fill, left) + title + strings.Repeat(fill, right)
 }
 
-func writeResultBlock(w io.Writer, c *CellResult, model string) {
+func writeResultBlock(w io.Writer, c *report.CellResult, model string) {
 	fmt.Fprintln(w, blockHeading("=", CellName(c.Target, model, c.Load, c.Shape)))
 	blockLine(w, "Cell:", c.Key)
-	blockLine(w, "Successful requests:", columnNamed("successes").csv(c))
+	blockLine(w, "Successful requests:", report.ColumnNamed("successes").CSV(c))
 	// Failed: every measured request of another outcome, by outcome
 	// (summary.outcomes: the median count of each over the repeats).
 	failed, byOutcome := 0, []string{}
 	for _, o := range slices.Sorted(maps.Keys(c.Summary.Outcomes)) {
-		if n := c.Summary.Outcomes[o]; o != string(observation.Success) && n > 0 {
+		if n := c.Summary.Outcomes[o]; o != report.OutcomeSuccess && n > 0 {
 			failed += n
 			byOutcome = append(byOutcome, fmt.Sprintf("%s %d", o, n))
 		}
@@ -142,12 +131,12 @@ func writeResultBlock(w io.Writer, c *CellResult, model string) {
 		blockLine(w, "Failed by outcome:", strings.Join(byOutcome, ", "))
 	}
 	for _, f := range blockTotals {
-		blockLine(w, f.label, f.format(columnNamed(f.column).num(c)))
+		blockLine(w, f.label, f.format(report.ColumnNamed(f.column).Num(c)))
 	}
 	for _, d := range blockLatencies {
 		fmt.Fprintln(w, blockHeading("-", d.title))
 		for _, q := range []struct{ label, suffix string }{{"Mean", "mean"}, {"Median", "p50"}, {"P99", "p99"}} {
-			v := columnNamed(d.prefix + "_" + q.suffix + "_seconds").num(c)
+			v := report.ColumnNamed(d.prefix + "_" + q.suffix + "_seconds").Num(c)
 			value := "-" // no values (no request got that far)
 			if !math.IsNaN(v) {
 				value = blockMillis(v)
@@ -157,18 +146,18 @@ func writeResultBlock(w io.Writer, c *CellResult, model string) {
 	}
 	fmt.Fprintln(w, blockHeading("-", "Flags and notes"))
 	for _, f := range blockFlags {
-		blockLine(w, f.label, columnNamed(f.column).csv(c))
+		blockLine(w, f.label, report.ColumnNamed(f.column).CSV(c))
 	}
-	for _, note := range cellNotes(c) {
+	for _, note := range CellNotes(c) {
 		blockLine(w, "Note:", note)
 	}
-	fmt.Fprintln(w, blockRule)
+	fmt.Fprintln(w, BlockRule)
 }
 
 // cellNotes are the sentences a cell's report carries for people: its
 // overload and draining notes, and each repeat's warm-up, stability and
 // replay notes.
-func cellNotes(c *CellResult) []string {
+func CellNotes(c *report.CellResult) []string {
 	var notes []string
 	for _, n := range []string{c.Summary.OverloadNote, c.Summary.DrainingNote} {
 		if n != "" {

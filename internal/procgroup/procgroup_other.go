@@ -1,16 +1,16 @@
 //go:build !unix
 
-package bench
+package procgroup
 
 import "os/exec"
 
 // Without process groups the command alone is stopped: what it started
 // itself may outlive it.
-func setProcessGroup(*exec.Cmd) {}
+func Set(*exec.Cmd) {}
 
-func terminateGroup(cmd *exec.Cmd) { killGroup(cmd) }
+func Terminate(cmd *exec.Cmd) { Kill(cmd) }
 
-func killGroup(cmd *exec.Cmd) {
+func Kill(cmd *exec.Cmd) {
 	if cmd.Process != nil {
 		_ = cmd.Process.Kill()
 	}

@@ -1,6 +1,6 @@
 //go:build linux
 
-package bench
+package procgroup
 
 import (
 	"bytes"
@@ -18,7 +18,7 @@ import (
 // it (ARG_MAX, a quarter of the stack limit, typically 2 MiB).
 const maxEnvironBytes = 8 << 20
 
-// signalMarked sends sig to every process of this user whose environment
+// SignalMarked sends sig to every process of this user whose environment
 // holds mark ("NAME=value"), this process excepted, and returns how many
 // it signalled. It is how a cold start's stop finds the descendants that
 // left the server's process group (setsid, a daemon's double fork): they
@@ -29,7 +29,7 @@ const maxEnvironBytes = 8 << 20
 // after its environment was read, so that a pid reused in between is
 // never signalled. Without pidfds (Linux before 5.3) the pid is
 // signalled, with that small race.
-func signalMarked(mark string, sig syscall.Signal) int {
+func SignalMarked(mark string, sig syscall.Signal) int {
 	dir, err := os.Open("/proc")
 	if err != nil {
 		return 0

@@ -1,8 +1,7 @@
-package bench
+package render
 
 import (
 	"fmt"
-	"github.com/infer-exporter/infer_exporter/probe/observation"
 	"io"
 	"maps"
 	"math"
@@ -10,6 +9,8 @@ import (
 	"strconv"
 	"strings"
 	"time"
+
+	"github.com/infer-exporter/infer_exporter/bench/report"
 )
 
 // MarkdownFile is the report rendered as GitHub-flavoured Markdown, for a
@@ -17,32 +18,14 @@ import (
 // regression verdict, beside the audit chain.
 const MarkdownFile = "report.md"
 
-// The Markdown report's number formats; its test reads the numbers back
-// through the same ones.
-func mdMillis(sec float64) string {
-	if math.IsNaN(sec) {
-		return "–"
-	}
-	return strconv.FormatFloat(sec*1000, 'f', 1, 64)
-}
-
-func mdRate(v float64) string { return strconv.FormatFloat(v, 'f', 2, 64) }
-
-func mdRatio(v float64) string { return strconv.FormatFloat(v, 'f', 3, 64) }
-
-// mdCell escapes what would break a table cell.
-func mdCell(s string) string {
-	return strings.NewReplacer("|", `\|`, "\n", " ").Replace(s)
-}
-
 // WriteMarkdown writes the report as Markdown.
-func WriteMarkdown(w io.Writer, r *Report) error {
+func WriteMarkdown(w io.Writer, r *report.Report) error {
 	var b strings.Builder
 	env := &r.Environment
 	fmt.Fprintf(&b, "# infer_exporter bench report\n\n")
 	fmt.Fprintf(&b, "Run %s to %s (UTC), infer_exporter %s (revision %s), %s/%s, %d CPUs. Configuration `%s`, SHA-256 `%s`.\n\n",
 		env.Started.UTC().Format(time.RFC3339), env.Finished.UTC().Format(time.RFC3339), env.ExporterVersion, env.ExporterRevision,
-		env.OS, env.Arch, env.CPUs, mdCell(env.ConfigFile), env.ConfigSHA256)
+		env.OS, env.Arch, env.CPUs, report.MarkdownCell(env.ConfigFile), env.ConfigSHA256)
 	if r.Interrupted {
 		fmt.Fprintf(&b, "**INTERRUPTED**: the run was stopped before its end; this report holds the %d cells that finished, every repeat of them.\n\n", len(r.Cells))
 	}
@@ -51,20 +34,20 @@ func WriteMarkdown(w io.Writer, r *Report) error {
 		b.WriteString("## Against the baseline\n\n")
 		if len(bl.Regressions) > 0 {
 			fmt.Fprintf(&b, "**REGRESSED**: %d gated figure(s) grew beyond %s and the noise, against `%s`:\n\n",
-				len(bl.Regressions), strconv.FormatFloat(bl.Threshold*100, 'f', -1, 64)+"%", mdCell(bl.BaselineFile))
+				len(bl.Regressions), strconv.FormatFloat(bl.Threshold*100, 'f', -1, 64)+"%", report.MarkdownCell(bl.BaselineFile))
 			b.WriteString("| cell | figure | old | new | change |\n| --- | --- | --- | --- | --- |\n")
 			for _, c := range bl.Cells {
 				if c.Regressed {
-					fmt.Fprintf(&b, "| %s | %s | %s | %s | %s%% |\n", mdCell(c.Cell), c.Figure,
+					fmt.Fprintf(&b, "| %s | %s | %s | %s | %s%% |\n", report.MarkdownCell(c.Cell), c.Figure,
 						strconv.FormatFloat(c.Old, 'g', 4, 64), strconv.FormatFloat(c.New, 'g', 4, 64), strconv.FormatFloat(c.Change*100, 'f', 1, 64))
 				}
 			}
 		} else {
 			fmt.Fprintf(&b, "No regression against `%s`: no gated figure (%s) grew beyond %s and the noise.\n",
-				mdCell(bl.BaselineFile), strings.Join(bl.Gated, ", "), strconv.FormatFloat(bl.Threshold*100, 'f', -1, 64)+"%")
+				report.MarkdownCell(bl.BaselineFile), strings.Join(bl.Gated, ", "), strconv.FormatFloat(bl.Threshold*100, 'f', -1, 64)+"%")
 		}
 		for _, wn := range bl.Warnings {
-			fmt.Fprintf(&b, "\n> %s\n", mdCell(wn))
+			fmt.Fprintf(&b, "\n> %s\n", report.MarkdownCell(wn))
 		}
 		b.WriteString("\n")
 	}
@@ -81,24 +64,24 @@ func WriteMarkdown(w io.Writer, r *Report) error {
 			if e.Tied {
 				tie = "="
 			}
-			fmt.Fprintf(&b, "| %s%d | %s | %s | %s – %s |\n", tie, e.Rank, mdCell(e.Target), mdRatio(e.Score), mdRatio(e.ScoreCI.Lo), mdRatio(e.ScoreCI.Hi))
+			fmt.Fprintf(&b, "| %s%d | %s | %s | %s – %s |\n", tie, e.Rank, report.MarkdownCell(e.Target), report.MarkdownRatio(e.Score), report.MarkdownRatio(e.ScoreCI.Lo), report.MarkdownRatio(e.ScoreCI.Hi))
 		}
 		b.WriteString("\n")
 	}
 
 	b.WriteString("## Cells\n\nMedian over repeats. Latencies in ms from the scheduled instant; rates per second over the measured windows.\n\n")
 	b.WriteString("| cell |")
-	for _, c := range mdColumns {
-		b.WriteString(" " + c.md + " |")
+	for _, c := range report.MDColumns {
+		b.WriteString(" " + c.MD + " |")
 	}
-	b.WriteString(" flags |\n|" + strings.Repeat(" --- |", len(mdColumns)+2) + "\n")
+	b.WriteString(" flags |\n|" + strings.Repeat(" --- |", len(report.MDColumns)+2) + "\n")
 	for i := range r.Cells {
 		c := &r.Cells[i]
-		b.WriteString("| " + mdCell(c.Key) + " |")
-		for _, col := range mdColumns {
-			b.WriteString(" " + col.markdown(c) + " |")
+		b.WriteString("| " + report.MarkdownCell(c.Key) + " |")
+		for _, col := range report.MDColumns {
+			b.WriteString(" " + col.Markdown(c) + " |")
 		}
-		b.WriteString(" " + strings.Join(mdFlags(c), ", ") + " |\n")
+		b.WriteString(" " + strings.Join(report.MDFlags(c), ", ") + " |\n")
 	}
 	b.WriteString("\n")
 	if thin := mdThin(r); len(thin) > 0 {
@@ -108,8 +91,8 @@ func WriteMarkdown(w io.Writer, r *Report) error {
 	if len(r.Sweeps) > 0 {
 		b.WriteString("## Rate sweep\n\n| target | shape | rule | max rate | success ratio there | first failing rate |\n| --- | --- | --- | --- | --- | --- |\n")
 		for _, sw := range r.Sweeps {
-			fmt.Fprintf(&b, "| %s | %s | %s | %s | %s | %s |\n", mdCell(sw.Target), mdCell(sw.Shape), sw.Rule,
-				mdRate(sw.MaxRate), mdRatio(sw.SuccessRatio), mdRate(sw.FirstFailingRate))
+			fmt.Fprintf(&b, "| %s | %s | %s | %s | %s | %s |\n", report.MarkdownCell(sw.Target), report.MarkdownCell(sw.Shape), sw.Rule,
+				report.MarkdownRate(sw.MaxRate), report.MarkdownRatio(sw.SuccessRatio), report.MarkdownRate(sw.FirstFailingRate))
 		}
 		b.WriteString("\n")
 	}
@@ -123,7 +106,7 @@ func WriteMarkdown(w io.Writer, r *Report) error {
 			if name == "" {
 				name = in.Path
 			}
-			fmt.Fprintf(&b, "| %s | %s | `%s` |\n", in.Kind, mdCell(name), mdCell(in.SHA256))
+			fmt.Fprintf(&b, "| %s | %s | `%s` |\n", in.Kind, report.MarkdownCell(name), report.MarkdownCell(in.SHA256))
 		}
 	}
 	_, err := io.WriteString(w, b.String())
@@ -131,7 +114,7 @@ func WriteMarkdown(w io.Writer, r *Report) error {
 }
 
 // mdNum writes a figure that may be null (NaN) as "–".
-func mdNum(v Num, digits int) string {
+func mdNum(v report.Num, digits int) string {
 	if math.IsNaN(float64(v)) {
 		return "–"
 	}
@@ -141,7 +124,7 @@ func mdNum(v Num, digits int) string {
 // writeMarkdownSections writes the sections beside the cells: failures by
 // reason, the replays, the known answers (with why an accuracy is what it
 // is), the perplexity and the cold start, each only when the run has it.
-func writeMarkdownSections(b *strings.Builder, r *Report) {
+func writeMarkdownSections(b *strings.Builder, r *report.Report) {
 	// Failures are summed over the repeats: exact counts, where a median
 	// of each outcome would not add up.
 	type failures struct {
@@ -170,15 +153,15 @@ func writeMarkdownSections(b *strings.Builder, r *Report) {
 	if len(failed) > 0 {
 		b.WriteString("## Failures\n\nMeasured requests that did not succeed, by outcome and by HTTP status, over every repeat.\n\n| cell | requests | not successful | by outcome | by HTTP status |\n| --- | --- | --- | --- | --- |\n")
 		for _, f := range failed {
-			fmt.Fprintf(b, "| %s | %d | %d | %s | %s |\n", mdCell(f.key), f.requests, f.failed,
-				mdCounts(f.outcomes, string(observation.Success)), mdCounts(f.statuses, ""))
+			fmt.Fprintf(b, "| %s | %d | %d | %s | %s |\n", report.MarkdownCell(f.key), f.requests, f.failed,
+				mdCounts(f.outcomes, report.OutcomeSuccess), mdCounts(f.statuses, ""))
 		}
 		b.WriteString("\n")
 	}
 
-	var replays []*CellResult
+	var replays []*report.CellResult
 	for i := range r.Cells {
-		if r.Cells[i].Load.Kind == LoadReplay {
+		if r.Cells[i].Load.Kind == report.LoadReplay {
 			replays = append(replays, &r.Cells[i])
 		}
 	}
@@ -190,8 +173,8 @@ func writeMarkdownSections(b *strings.Builder, r *Report) {
 				if rr == nil {
 					continue
 				}
-				fmt.Fprintf(b, "| %s | %d | %d | %d | %d | %d | %s | %s | %s | %t | %s |\n", mdCell(c.Key), rep.Index+1, rr.Rows, rr.Replayed, rr.Dropped, rr.Clamped,
-					mdMillis(rr.Drift.P50), mdMillis(rr.Drift.P99), mdMillis(rr.Drift.Max), rr.Degraded, mdCell(mdStability(rep.Stability)))
+				fmt.Fprintf(b, "| %s | %d | %d | %d | %d | %d | %s | %s | %s | %t | %s |\n", report.MarkdownCell(c.Key), rep.Index+1, rr.Rows, rr.Replayed, rr.Dropped, rr.Clamped,
+					report.MarkdownMillis(rr.Drift.P50), report.MarkdownMillis(rr.Drift.P99), report.MarkdownMillis(rr.Drift.Max), rr.Degraded, report.MarkdownCell(mdStability(rep.Stability)))
 			}
 		}
 		b.WriteString("\n")
@@ -210,7 +193,7 @@ func writeMarkdownSections(b *strings.Builder, r *Report) {
 					why = append(why, fmt.Sprintf("%q: %s", c.Prompt, reason))
 				}
 			}
-			fmt.Fprintf(b, "| %s | %d | %d | %s |\n", mdCell(a.Target), a.Passed, a.Total, mdCell(strings.Join(why, "; ")))
+			fmt.Fprintf(b, "| %s | %d | %d | %s |\n", report.MarkdownCell(a.Target), a.Passed, a.Total, report.MarkdownCell(strings.Join(why, "; ")))
 		}
 		b.WriteString("\n")
 	}
@@ -222,8 +205,8 @@ func writeMarkdownSections(b *strings.Builder, r *Report) {
 			if p.Error != "" {
 				fail = strings.TrimSpace(fail + " (" + p.Error + ")")
 			}
-			fmt.Fprintf(b, "| %s | %s | %s | %s | %d | %d of %d | %s |\n", mdCell(p.Target), mdNum(p.Perplexity, 3), mdNum(p.Min, 3), mdNum(p.Max, 3),
-				p.Tokens, p.Scores, p.Repeats, mdCell(fail))
+			fmt.Fprintf(b, "| %s | %s | %s | %s | %d | %d of %d | %s |\n", report.MarkdownCell(p.Target), mdNum(p.Perplexity, 3), mdNum(p.Min, 3), mdNum(p.Max, 3),
+				p.Tokens, p.Scores, p.Repeats, report.MarkdownCell(fail))
 		}
 		b.WriteString("\n")
 	}
@@ -231,7 +214,7 @@ func writeMarkdownSections(b *strings.Builder, r *Report) {
 	if cs := r.ColdStart; cs != nil {
 		b.WriteString("## Cold start\n\nSeconds from the server's start to its readiness, to the first token of the first successful request, and that request's own TTFT (median over the starts).\n\n")
 		fmt.Fprintf(b, "| target | ready | first token | first request TTFT | starts | failed |\n| --- | --- | --- | --- | --- | --- |\n| %s | %s | %s | %s | %d | %d |\n\n",
-			mdCell(cs.Target), mdNum(cs.ReadySeconds, 3), mdNum(cs.FirstTokenSeconds, 3), mdNum(cs.FirstRequestTTFTSeconds, 3), len(cs.Repeats), cs.Failed)
+			report.MarkdownCell(cs.Target), mdNum(cs.ReadySeconds, 3), mdNum(cs.FirstTokenSeconds, 3), mdNum(cs.FirstRequestTTFTSeconds, 3), len(cs.Repeats), cs.Failed)
 	}
 }
 
@@ -248,21 +231,21 @@ func mdCounts(m map[string]int, skip string) string {
 }
 
 // mdStability says how a repeat's stability was judged.
-func mdStability(st StabilityResult) string {
+func mdStability(st report.StabilityResult) string {
 	switch {
 	case !st.Checked && st.Note != "":
 		return st.Note
 	case !st.Checked:
 		return "not checked"
 	case st.Stable:
-		return fmt.Sprintf("stable over %d windows (spread %s%%)", st.Windows, mdNum(Num(float64(st.Spread)*100), 1))
+		return fmt.Sprintf("stable over %d windows (spread %s%%)", st.Windows, mdNum(report.Num(float64(st.Spread)*100), 1))
 	}
 	return "unstable: " + st.Note
 }
 
 // mdThin names the cells whose p99 in the Markdown table come from fewer
 // samples than a p99 needs, with their counts.
-func mdThin(r *Report) []string {
+func mdThin(r *report.Report) []string {
 	var out []string
 	for i := range r.Cells {
 		c := &r.Cells[i]
@@ -271,12 +254,12 @@ func mdThin(r *Report) []string {
 			name string
 			n    int
 		}{{"TTFT", c.Summary.TTFT.Count}, {"TPOT", c.Summary.TPOT.Count}, {"E2E", c.Summary.E2E.Count}} {
-			if thinQuantile("p99", d.n) != "" {
+			if report.ThinQuantile("p99", d.n) != "" {
 				parts = append(parts, fmt.Sprintf("%s %d", d.name, d.n))
 			}
 		}
 		if len(parts) > 0 {
-			out = append(out, fmt.Sprintf("%s (%s)", mdCell(c.Key), strings.Join(parts, ", ")))
+			out = append(out, fmt.Sprintf("%s (%s)", report.MarkdownCell(c.Key), strings.Join(parts, ", ")))
 		}
 	}
 	return out

@@ -1,4 +1,4 @@
-package bench
+package report
 
 import (
 	"context"
@@ -9,6 +9,8 @@ import (
 	"os"
 	"reflect"
 	"strings"
+
+	"github.com/infer-exporter/infer_exporter/internal/ctxio"
 )
 
 // Bounds of a report read back (`bench merge`'s shards, `--baseline`,
@@ -36,9 +38,9 @@ const (
 	// maxReportDepth bounds the nesting of a report's JSON: the bench
 	// writes eight levels.
 	maxReportDepth = 64
-	// readChunk is what one read asks for: the context is checked between
+	// ReadChunk is what one read asks for: the context is checked between
 	// two of them.
-	readChunk = 1 << 20
+	ReadChunk = 1 << 20
 )
 
 // errNotRegular refuses what is not a regular file: a FIFO, a device
@@ -46,12 +48,12 @@ const (
 // to check and may never end.
 var errNotRegular = errors.New("not a regular file")
 
-// openRegular opens path for reading, refusing anything but a regular file
+// OpenRegular opens path for reading, refusing anything but a regular file
 // of at most max bytes (max < 0: any size). The file is looked at before it
 // is opened, so that opening a FIFO never waits for a writer, and again
 // once open (openNoBlock: the same FIFO put in its place between the two
 // still does not block), so that what is read is what was checked.
-func openRegular(path string, max int64) (*os.File, os.FileInfo, error) {
+func OpenRegular(path string, max int64) (*os.File, os.FileInfo, error) {
 	fi, err := os.Stat(path)
 	if err != nil {
 		return nil, nil, err
@@ -78,34 +80,23 @@ func openRegular(path string, max int64) (*os.File, os.FileInfo, error) {
 	return f, fi, nil
 }
 
-// ctxReader reads r in chunks of at most readChunk, ending with ctx's
+// ContextReader reads r in chunks of at most ReadChunk, ending with ctx's
 // error once ctx is done: a read from a slow mount ends at the next chunk.
-type ctxReader struct {
-	ctx context.Context
-	r   io.Reader
-}
-
-func (c ctxReader) Read(p []byte) (int, error) {
-	if err := c.ctx.Err(); err != nil {
-		return 0, err
-	}
-	if len(p) > readChunk {
-		p = p[:readChunk]
-	}
-	return c.r.Read(p)
+func ContextReader(ctx context.Context, r io.Reader) io.Reader {
+	return ctxio.Reader{Ctx: ctx, R: r, Chunk: ReadChunk}
 }
 
 // readRegular reads a regular file of at most max bytes, in chunks, until
 // ctx ends. A file that grows past max while it is read is refused too
 // (the read goes through io.LimitReader(max+1)).
 func readRegular(ctx context.Context, path string, max int64) ([]byte, error) {
-	f, fi, err := openRegular(path, max)
+	f, fi, err := OpenRegular(path, max)
 	if err != nil {
 		return nil, err
 	}
 	defer f.Close()
 	buf := make([]byte, 0, min(fi.Size(), max)+1)
-	b, err := readAllInto(buf, io.LimitReader(ctxReader{ctx, f}, max+1))
+	b, err := readAllInto(buf, io.LimitReader(ContextReader(ctx, f), max+1))
 	if err != nil {
 		return nil, fmt.Errorf("%s: %w", path, err)
 	}
@@ -155,7 +146,7 @@ func ReadJSONContext(ctx context.Context, path string) (*Report, error) {
 	}
 	done := make(chan result, 1) // buffered: a decode that outlives ctx never blocks
 	go func() {
-		r, err := decodeReport(b)
+		r, err := Decode(b)
 		done <- result{r, err}
 	}()
 	select {
@@ -169,9 +160,9 @@ func ReadJSONContext(ctx context.Context, path string) (*Report, error) {
 	}
 }
 
-// decodeReport decodes a report's bytes once decodeCost has said that
+// Decode decodes a report's bytes once decodeCost has said that
 // decoding them holds at most MaxReportDecodedBytes.
-func decodeReport(b []byte) (*Report, error) {
+func Decode(b []byte) (*Report, error) {
 	if err := checkDecodeCost(b, reflect.TypeFor[Report](), MaxReportDecodedBytes); err != nil {
 		return nil, err
 	}
@@ -226,7 +217,7 @@ func (s *costScanner) skipSpace() {
 func (s *costScanner) add(n int64) error {
 	s.cost += n
 	if s.cost > s.limit {
-		return fmt.Errorf("decoding it would hold more than %d bytes (bench.MaxReportDecodedBytes): lists of far more values than a report of its size holds", s.limit)
+		return fmt.Errorf("decoding it would hold more than %d bytes (report.MaxReportDecodedBytes): lists of far more values than a report of its size holds", s.limit)
 	}
 	return nil
 }

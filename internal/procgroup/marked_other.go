@@ -1,10 +1,10 @@
 //go:build !linux
 
-package bench
+package procgroup
 
 import "syscall"
 
-// signalMarked finds no process outside Linux (it reads /proc): a
+// SignalMarked finds no process outside Linux (it reads /proc): a
 // descendant of a cold-start server that left its process group (setsid)
 // is not stopped there, and outlives the bench.
-func signalMarked(string, syscall.Signal) int { return 0 }
+func SignalMarked(string, syscall.Signal) int { return 0 }

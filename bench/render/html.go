@@ -1,4 +1,4 @@
-package bench
+package render
 
 import (
 	_ "embed"
@@ -8,6 +8,8 @@ import (
 	"math"
 	"sort"
 	"strings"
+
+	"github.com/infer-exporter/infer_exporter/bench/report"
 )
 
 //go:embed report.html.tmpl
@@ -17,7 +19,7 @@ var reportTemplate string
 // SVG charts drawn here, no script and nothing fetched from anywhere, so it
 // opens offline and can be attached to a decision as one file. Every figure
 // it shows carries its exact JSON value in a data-value attribute.
-func WriteHTML(w io.Writer, r *Report) error {
+func WriteHTML(w io.Writer, r *report.Report) error {
 	t, err := template.New("report").Funcs(templateFuncs).Parse(reportTemplate)
 	if err != nil {
 		return err
@@ -26,13 +28,13 @@ func WriteHTML(w io.Writer, r *Report) error {
 }
 
 var templateFuncs = template.FuncMap{
-	"sec":   fmtSeconds,
-	"num":   fmtNumber,
-	"ratio": fmtRatio,
-	"bytes": fmtBytes,
-	"raw":   fmtF,
-	"numv":  func(n Num) float64 { return float64(n) },
-	"valid": func(n Num) bool { return n.Valid() },
+	"sec":   report.FormatSeconds,
+	"num":   report.FormatNumber,
+	"ratio": report.FormatRatio,
+	"bytes": report.FormatBytes,
+	"raw":   report.FormatFloat,
+	"numv":  func(n report.Num) float64 { return float64(n) },
+	"valid": func(n report.Num) bool { return n.Valid() },
 	// td renders a figure as a table cell: the display text, and the exact
 	// JSON value in data-value. kind picks the display: sec, num, ratio,
 	// bytes, int.
@@ -40,48 +42,48 @@ var templateFuncs = template.FuncMap{
 		var text string
 		switch kind {
 		case "sec":
-			text = fmtSeconds(v)
+			text = report.FormatSeconds(v)
 		case "ratio":
-			text = fmtRatio(v)
+			text = report.FormatRatio(v)
 		case "bytes":
-			text = fmtBytes(v)
+			text = report.FormatBytes(v)
 		case "int":
 			text = fmt.Sprintf("%d", int64(v))
 		default:
-			text = fmtNumber(v)
+			text = report.FormatNumber(v)
 		}
 		raw := "null"
 		if finite(v) {
-			raw = fmtF(v)
+			raw = report.FormatFloat(v)
 		} else {
 			text = "—"
 		}
-		return template.HTML(fmt.Sprintf(`<td data-q="%s" data-value="%s">%s</td>`, esc(q), esc(raw), esc(text)))
+		return template.HTML(fmt.Sprintf(`<td data-q="%s" data-value="%s">%s</td>`, Escape(q), Escape(raw), Escape(text)))
 	},
 	// tdq renders a quantile of a distribution of count values as td
 	// does, marked with a dagger and a title when count is fewer than
-	// the quantile needs (thinQuantile).
+	// the quantile needs (report.ThinQuantile).
 	"tdq": func(q string, v float64, count int) template.HTML {
-		text, raw := fmtSeconds(v), "null"
+		text, raw := report.FormatSeconds(v), "null"
 		if finite(v) {
-			raw = fmtF(v)
+			raw = report.FormatFloat(v)
 		} else {
 			text = "—"
 		}
-		if note := thinQuantile(q, count); note != "" {
-			return template.HTML(fmt.Sprintf(`<td data-q="%s" data-value="%s" class="thin" title="%s">%s<sup>†</sup></td>`, esc(q), esc(raw), esc(note), esc(text)))
+		if note := report.ThinQuantile(q, count); note != "" {
+			return template.HTML(fmt.Sprintf(`<td data-q="%s" data-value="%s" class="thin" title="%s">%s<sup>†</sup></td>`, Escape(q), Escape(raw), Escape(note), Escape(text)))
 		}
-		return template.HTML(fmt.Sprintf(`<td data-q="%s" data-value="%s">%s</td>`, esc(q), esc(raw), esc(text)))
+		return template.HTML(fmt.Sprintf(`<td data-q="%s" data-value="%s">%s</td>`, Escape(q), Escape(raw), Escape(text)))
 	},
 	// thin is the footnote of a cell's table whose quantiles come from
 	// fewer samples than they need: "" when none does.
-	"thin": func(s Stats) string {
+	"thin": func(s report.Stats) string {
 		var parts []string
 		for _, d := range []namedDist{{"ttft", "TTFT", s.TTFT}, {"tpot", "TPOT", s.TPOT}, {"itl", "ITL", s.ITL}, {"e2e", "E2E", s.E2E}, {"lag", "schedule lag", s.ScheduleLag}} {
 			var qs []string
 			for _, q := range []string{"p90", "p95", "p99", "p99_9"} {
-				if thinQuantile(q, d.D.Count) != "" {
-					qs = append(qs, quantileLabel(q))
+				if report.ThinQuantile(q, d.D.Count) != "" {
+					qs = append(qs, report.QuantileLabel(q))
 				}
 			}
 			if len(qs) > 0 {
@@ -93,21 +95,21 @@ var templateFuncs = template.FuncMap{
 		}
 		return "† from fewer samples than the quantile needs (p90 needs at least 10, p95 20, p99 100, p99.9 1000; below, it is drawn towards the largest value): " + strings.Join(parts, "; ") + "."
 	},
-	"dists": func(s Stats) []namedDist {
+	"dists": func(s report.Stats) []namedDist {
 		return []namedDist{{"ttft", "TTFT", s.TTFT}, {"tpot", "TPOT", s.TPOT}, {"itl", "ITL", s.ITL}, {"e2e", "E2E", s.E2E}, {"lag", "schedule lag", s.ScheduleLag}}
 	},
-	"ci": func(c CellResult, name string) string {
+	"ci": func(c report.CellResult, name string) string {
 		ci, ok := c.CI[name]
 		if !ok {
 			return ""
 		}
 		if strings.HasSuffix(name, "_second") || name == "output_tokens_per_second" {
-			return fmt.Sprintf("[%s, %s]", fmtNumber(ci.Lo), fmtNumber(ci.Hi))
+			return fmt.Sprintf("[%s, %s]", report.FormatNumber(ci.Lo), report.FormatNumber(ci.Hi))
 		}
 		if name == "goodput_ratio" {
-			return fmt.Sprintf("[%s, %s]", fmtRatio(ci.Lo), fmtRatio(ci.Hi))
+			return fmt.Sprintf("[%s, %s]", report.FormatRatio(ci.Lo), report.FormatRatio(ci.Hi))
 		}
-		return fmt.Sprintf("[%s, %s]", fmtSeconds(ci.Lo), fmtSeconds(ci.Hi))
+		return fmt.Sprintf("[%s, %s]", report.FormatSeconds(ci.Lo), report.FormatSeconds(ci.Hi))
 	},
 	"outcomes": func(m map[string]int) string {
 		keys := make([]string, 0, len(m))
@@ -122,17 +124,17 @@ var templateFuncs = template.FuncMap{
 		return strings.Join(parts, ", ")
 	},
 	"pct":    func(v float64) string { return fmt.Sprintf("%+.1f%%", v*100) },
-	"pctNum": func(v Num) string { return fmt.Sprintf("%+.1f%%", float64(v)*100) },
+	"pctNum": func(v report.Num) string { return fmt.Sprintf("%+.1f%%", float64(v)*100) },
 	"add":    func(a, b int) int { return a + b },
 	"f64":    func(i int) float64 { return float64(i) },
 	// flags are the cell's flags as the Markdown table says them (the
 	// columns table's).
-	"flags": func(c CellResult) []cellFlag { return cellFlags(&c) },
+	"flags": func(c report.CellResult) []report.CellFlag { return report.CellFlags(&c) },
 }
 
 type namedDist struct {
 	Key, Name string
-	D         Dist
+	D         report.Dist
 }
 
 type curveGroup struct {
@@ -141,7 +143,7 @@ type curveGroup struct {
 }
 
 type view struct {
-	R         *Report
+	R         *report.Report
 	Curves    []curveGroup
 	Pareto    []template.HTML
 	Sweep     []template.HTML
@@ -152,13 +154,30 @@ type view struct {
 	CellCharts map[string][]template.HTML
 }
 
-func buildView(r *Report) *view {
+func buildView(r *report.Report) *view {
 	v := &view{R: r}
 	targets := make([]string, 0, len(r.Environment.Targets))
 	for _, t := range r.Environment.Targets {
 		targets = append(targets, t.Name)
 	}
-	// Curves: per shape and load kind, figures against the load.
+	v.Curves = curveCharts(r, targets)
+	v.Pareto = paretoCharts(r, targets)
+	v.Sweep = sweepCharts(r, targets)
+	if r.GPU.Available {
+		v.Heatmap, v.GPUCharts = gpuCharts(r, targets)
+	}
+	v.CellCharts = map[string][]template.HTML{}
+	for i := range r.Cells {
+		if ch := cellCharts(&r.Cells[i]); len(ch) > 0 {
+			v.CellCharts[r.Cells[i].Key] = ch
+		}
+	}
+	return v
+}
+
+// curveCharts are, per shape and load kind, the figures against the load.
+func curveCharts(r *report.Report, targets []string) []curveGroup {
+	var curves []curveGroup
 	var shapes []string
 	seen := map[string]bool{}
 	for _, c := range r.Cells {
@@ -169,19 +188,19 @@ func buildView(r *Report) *view {
 	}
 	type fig struct {
 		title, ylabel string
-		get           func(*CellResult) float64
+		get           func(*report.CellResult) float64
 		yk            axisKind
 	}
 	figs := []fig{
-		{"E2E latency p50", "latency", func(c *CellResult) float64 { return c.Summary.Figure("e2e_p50") }, axisSeconds},
-		{"E2E latency p99", "latency", func(c *CellResult) float64 { return c.Summary.Figure("e2e_p99") }, axisSeconds},
-		{"TTFT p99", "latency", func(c *CellResult) float64 { return c.Summary.Figure("ttft_p99") }, axisSeconds},
-		{"TPOT p50", "latency", func(c *CellResult) float64 { return c.Summary.Figure("tpot_p50") }, axisSeconds},
-		{"Output throughput", "tokens/s", func(c *CellResult) float64 { return c.Summary.OutputTokensPerSecond }, axisNumber},
+		{"E2E latency p50", "latency", func(c *report.CellResult) float64 { return c.Summary.Figure("e2e_p50") }, axisSeconds},
+		{"E2E latency p99", "latency", func(c *report.CellResult) float64 { return c.Summary.Figure("e2e_p99") }, axisSeconds},
+		{"TTFT p99", "latency", func(c *report.CellResult) float64 { return c.Summary.Figure("ttft_p99") }, axisSeconds},
+		{"TPOT p50", "latency", func(c *report.CellResult) float64 { return c.Summary.Figure("tpot_p50") }, axisSeconds},
+		{"Output throughput", "tokens/s", func(c *report.CellResult) float64 { return c.Summary.OutputTokensPerSecond }, axisNumber},
 	}
 	for _, sh := range shapes {
-		for _, kind := range []string{LoadRate, LoadConcurrency} {
-			var cells []*CellResult
+		for _, kind := range []string{report.LoadRate, report.LoadConcurrency} {
+			var cells []*report.CellResult
 			for i := range r.Cells {
 				if c := &r.Cells[i]; c.Shape == sh && c.Load.Kind == kind {
 					cells = append(cells, c)
@@ -192,7 +211,7 @@ func buildView(r *Report) *view {
 			}
 			g := curveGroup{Shape: sh, Kind: kind}
 			xlabel := "request rate (req/s)"
-			if kind == LoadConcurrency {
+			if kind == report.LoadConcurrency {
 				xlabel = "concurrency (clients)"
 			}
 			for _, f := range figs {
@@ -209,13 +228,19 @@ func buildView(r *Report) *view {
 				}
 				g.Charts = append(g.Charts, ch.SVG())
 			}
-			v.Curves = append(v.Curves, g)
+			curves = append(curves, g)
 		}
 	}
-	// Pareto per target: throughput against the ranking's latency figure.
+	return curves
+}
+
+// paretoCharts are, per target, throughput against the ranking's latency
+// figure, with the Pareto frontier.
+func paretoCharts(r *report.Report, targets []string) []template.HTML {
+	var out []template.HTML
 	latFig := r.Ranking.LatencyFigure
 	if latFig == "" {
-		latFig = DefaultLatencyMetric
+		latFig = report.DefaultLatencyMetric
 	}
 	for ti, t := range targets {
 		s := chartSeries{Name: t, Color: colorOf(ti)}
@@ -228,10 +253,16 @@ func buildView(r *Report) *view {
 		}
 		ch := chart{Title: "Latency / throughput — " + t, XLabel: "output tokens/s", YLabel: latFig,
 			YKind: axisSeconds, Scatter: true, Series: []chartSeries{s}, Frontier: paretoFrontier(s.Points), YFromZero: true}
-		v.Pareto = append(v.Pareto, ch.SVG())
+		out = append(out, ch.SVG())
 	}
-	// Sweep: goodput ratio against rate.
-	bySweepShape := map[string][]SweepResult{}
+	return out
+}
+
+// sweepCharts are, per shape, each target's goodput ratio against the
+// sweep's rates.
+func sweepCharts(r *report.Report, targets []string) []template.HTML {
+	var out []template.HTML
+	bySweepShape := map[string][]report.SweepResult{}
 	var sweepShapes []string
 	for _, s := range r.Sweeps {
 		if _, ok := bySweepShape[s.Shape]; !ok {
@@ -249,18 +280,9 @@ func buildView(r *Report) *view {
 			sort.Slice(s.Points, func(i, j int) bool { return s.Points[i].X < s.Points[j].X })
 			ch.Series = append(ch.Series, s)
 		}
-		v.Sweep = append(v.Sweep, ch.SVG())
+		out = append(out, ch.SVG())
 	}
-	if r.GPU.Available {
-		v.Heatmap, v.GPUCharts = gpuCharts(r, targets)
-	}
-	v.CellCharts = map[string][]template.HTML{}
-	for i := range r.Cells {
-		if ch := cellCharts(&r.Cells[i]); len(ch) > 0 {
-			v.CellCharts[r.Cells[i].Key] = ch
-		}
-	}
-	return v
+	return out
 }
 
 // The size of a cell's own charts: several side by side.
@@ -269,9 +291,9 @@ const cellChartWidth, cellChartHeight = 300, 210
 // cellCharts draws a cell's latency CDFs (one line per repeat) and its
 // windows over time, from the repeats' distribution and windows; nothing
 // for a report written before them.
-func cellCharts(c *CellResult) []template.HTML {
+func cellCharts(c *report.CellResult) []template.HTML {
 	var out []template.HTML
-	name := func(r *RepeatResult, what string) string {
+	name := func(r *report.RepeatResult, what string) string {
 		if len(c.Repeats) == 1 {
 			return what
 		}
@@ -279,11 +301,11 @@ func cellCharts(c *CellResult) []template.HTML {
 	}
 	for _, l := range []struct {
 		title string
-		get   func(*Distribution) []float64
+		get   func(*report.Distribution) []float64
 	}{
-		{"TTFT", func(d *Distribution) []float64 { return d.TTFT }},
-		{"TPOT", func(d *Distribution) []float64 { return d.TPOT }},
-		{"E2E", func(d *Distribution) []float64 { return d.E2E }},
+		{"TTFT", func(d *report.Distribution) []float64 { return d.TTFT }},
+		{"TPOT", func(d *report.Distribution) []float64 { return d.TPOT }},
+		{"E2E", func(d *report.Distribution) []float64 { return d.E2E }},
 	} {
 		ch := chart{Title: l.title + " distribution (CDF)", XLabel: l.title, YLabel: "share of requests", XKind: axisSeconds, YKind: axisRatio,
 			YFromZero: true, Class: "cdf", Width: cellChartWidth, Height: cellChartHeight}
@@ -365,7 +387,7 @@ func indexOf(list []string, s string) int {
 }
 
 // gpuCharts draws the memory heatmap and the temperature and power series.
-func gpuCharts(r *Report, targets []string) (template.HTML, []template.HTML) {
+func gpuCharts(r *report.Report, targets []string) (template.HTML, []template.HTML) {
 	total := map[string]float64{}
 	for _, d := range r.GPU.Devices {
 		if d.MemoryTotalBytes.Valid() {

@@ -1,0 +1,523 @@
+package bench
+
+import (
+	"context"
+	"fmt"
+	"log/slog"
+	"math"
+	"math/rand/v2"
+	"strings"
+	"sync"
+	"time"
+
+	"github.com/infer-exporter/infer_exporter/bench/report"
+	"github.com/infer-exporter/infer_exporter/probe/client"
+	"github.com/infer-exporter/infer_exporter/probe/plan"
+	"github.com/infer-exporter/infer_exporter/probe/replay"
+	"github.com/infer-exporter/infer_exporter/probe/workload"
+)
+
+// repeatLoad is what one load kind's builder gives a repeat (rateLoad,
+// closedLoad, replayLoad): the source's schedule and its requests, its
+// limits, and what the kind adds to the repeat's result.
+type repeatLoad struct {
+	sched workload.Schedule
+	// rows are a replay's requests, which belong to its instants; a load
+	// without them draws the run's prompt set through cursor.
+	rows   workload.Requests
+	cursor *PromptCursor
+	// observer, when set, follows the requests for the load itself (the
+	// closed loop: the slot each ended request frees).
+	observer workload.Observer
+	// limits are the in-flight cap, the max rate and the largest group of
+	// sends on one instant (a replay's).
+	limits workload.Limits
+	// replay is a replay's own part of the repeat.
+	replay *replayRun
+	// none says this shard has none of the load (a closed loop's clients
+	// all went to other shards): the repeat sends nothing.
+	none bool
+}
+
+// source is the load as the runner drives it, its schedule ending where
+// stop says.
+func (l *repeatLoad) source(stop workload.Schedule) workload.Source {
+	if l.rows != nil {
+		return workload.Lockstep{Schedule: stop, Requests: l.rows}
+	}
+	return workload.OpenLoop{Schedule: stop, Prompts: l.cursor}
+}
+
+// buildLoad builds the repeat's load by its kind, then gives it the run's
+// prompt set and, for a shard, its share of the schedule.
+func (b *run) buildLoad(ctx context.Context, p repeatPlan) (repeatLoad, error) {
+	var l repeatLoad
+	var err error
+	switch kind := p.group.load.Kind; kind {
+	case report.LoadRate:
+		l, err = b.rateLoad(p)
+	case report.LoadConcurrency:
+		l = b.closedLoad(ctx, p)
+	case report.LoadReplay:
+		l, err = b.replayLoad(p)
+	default:
+		err = fmt.Errorf("unknown load kind %q", kind)
+	}
+	if err != nil {
+		return repeatLoad{}, fmt.Errorf("cell %s: %w", p.cell, err)
+	}
+	if l.none {
+		return l, nil
+	}
+	if l.rows == nil {
+		l.cursor = b.prompts.Cursor(p.target.Name, p.group.name)
+	}
+	if sh := b.opts.Shard; sh.On() && l.observer == nil {
+		// This shard's arrivals of the shared schedule, each with the
+		// prompt a single process would have given it.
+		l.sched = &shardSchedule{inner: l.sched, shard: sh}
+		if l.cursor != nil {
+			l.cursor.i, l.cursor.stride = sh.Index%len(l.cursor.list), sh.Count
+		}
+	}
+	return l, nil
+}
+
+// rateLoad is an open-loop rate: the matrix's arrival process at the
+// cell's rate, built as the exporter builds a workload's (plan.Open).
+func (b *run) rateLoad(p repeatPlan) (repeatLoad, error) {
+	a := b.spec.Matrix.Arrival
+	a.Rate = p.group.load.Value
+	ol, err := plan.Open(a.WithDefaults(), b.spec.Seed, degradedLag)
+	if err != nil {
+		return repeatLoad{}, err
+	}
+	return repeatLoad{sched: ol.Schedule, limits: workload.Limits{MaxInFlight: b.spec.MaxInFlight, MaxRate: ol.MaxRate, Burst: 1}}, nil
+}
+
+// closedLoad is a closed loop of the cell's clients (a shard's share of
+// them), each sending its next request when its previous one ends.
+func (b *run) closedLoad(ctx context.Context, p repeatPlan) repeatLoad {
+	clients := int(p.group.load.Value)
+	if b.opts.Shard.On() {
+		clients = b.opts.Shard.share(clients)
+	}
+	if clients == 0 {
+		return repeatLoad{none: true}
+	}
+	closed := newClosedLoop(ctx, clients)
+	return repeatLoad{sched: closed, observer: closed, limits: workload.Limits{MaxInFlight: clients, Burst: 1}}
+}
+
+// replayLoad is a trace's replay, built as the exporter builds a replay
+// workload's (replay.OptionsOf), with words of the repeat's own.
+func (b *run) replayLoad(p repeatPlan) (repeatLoad, error) {
+	r := p.group.replay
+	rr := &replayRun{looping: r.Loop,
+		rec: newReplayRecorder(b.spec.MaxSamplesPerRepeat, uint64(b.spec.Seed)^hashString(p.cell)+uint64(p.index))}
+	src, err := b.replaySource(r, p.target, replaySalt(r, p.index), rr.rec)
+	if err != nil {
+		return repeatLoad{}, err
+	}
+	rr.res = &report.ReplayResult{Rows: int(float64(src.Records())*r.Sample + 0.5), WindowSeconds: src.Window().Seconds(),
+		Words: replayWords(r, src)}
+	if r.Sample >= 1 {
+		rr.res.Rows = src.Records()
+	}
+	return repeatLoad{sched: src.Schedule(), rows: src.Prompts(), replay: rr,
+		limits: workload.Limits{MaxInFlight: b.spec.MaxInFlight, MaxRate: src.MaxRate(), Burst: src.Burst()}}, nil
+}
+
+// repeatWindows are a repeat's measured windows: their length, how many
+// are measured at first and at most, and whether the stability check may
+// extend them.
+type repeatWindows struct {
+	window     time.Duration
+	base, most int
+	check      bool
+}
+
+func (b *run) repeatWindows(p repeatPlan, replayed bool) repeatWindows {
+	st := b.spec.Stability
+	w := repeatWindows{window: p.duration, base: 1, most: 1, check: p.stability && st.On()}
+	switch {
+	case w.check:
+		// A replay's windows are the stability windows too: it is judged
+		// afterwards, over every window its trace filled.
+		w.window = st.Window
+		w.base = int(math.Ceil(float64(p.duration) / float64(w.window)))
+		w.most = max(w.base, int(st.MaxDuration/w.window))
+		if b.opts.Shard.On() {
+			// Every shard of a run measures the same windows: none
+			// extends on its own share, and bench merge judges the
+			// stability on the pooled windows (docs/bench.md).
+			w.most = w.base
+		}
+	case p.trendWindows > 0:
+		w.window, w.base, w.most = p.duration/time.Duration(p.trendWindows), p.trendWindows, p.trendWindows
+	}
+	if replayed {
+		// A replay sends its whole window, the same rows to every target,
+		// and its stability is judged afterwards on the windows the trace
+		// filled; only a looping one is cut, at warm-up + duration.
+		w.check, w.most = false, w.base
+	}
+	return w
+}
+
+// judgeStability is the stability rule: whether the last st.Windows of the
+// k windows measured agree within st.Tolerance, each with at least
+// st.MinRequests successes. spread is their max/min - 1; judged is false
+// when there are fewer such windows than the rule compares.
+func judgeStability(rec *recorder, k int, st StabilitySpec) (ok bool, spread float64, judged bool) {
+	med, cnt := rec.windowMedians(k)
+	ok, spread = stable(med, cnt, st.Windows, st.MinRequests, st.Tolerance)
+	return ok, spread, k >= st.Windows && !math.IsNaN(spread)
+}
+
+// extension decides, at the end of each measured window, whether the
+// repeat goes on: while its windows are not judged stable, one more
+// window, up to the most.
+type extension struct {
+	rec *recorder
+	win repeatWindows
+	st  StabilitySpec
+	res *report.StabilityResult
+	// k is the windows measured so far; lead is the part of the warm-up
+	// the recorder's clock does not hold (a replay's recorder starts at
+	// the warm-up's end, its schedule at the trace's clock).
+	k    int
+	lead time.Duration
+	// tooFew says the last judgement had too few successes to judge.
+	tooFew bool
+}
+
+// first is the first limit: the end of the base windows after the warm-up,
+// once the warm-up is known.
+func (e *extension) first() (time.Duration, bool) {
+	w, ok := e.rec.warmup(time.Now())
+	return e.lead + w + time.Duration(e.k)*e.win.window, ok
+}
+
+func (e *extension) decide() (time.Duration, bool) {
+	if !e.win.check {
+		return 0, false
+	}
+	ok, spread, judged := judgeStability(e.rec, e.k, e.st)
+	e.res.Spread = report.Num(spread)
+	e.tooFew = !judged && e.k >= e.st.Windows
+	if ok {
+		e.res.Stable = true
+		return 0, false
+	}
+	if e.k >= e.win.most {
+		return 0, false
+	}
+	e.k++
+	e.res.Extended++
+	w, _ := e.rec.warmup(time.Now())
+	return w + time.Duration(e.k)*e.win.window, true
+}
+
+// note says why an extended repeat was never judged stable.
+func (e *extension) note() string {
+	if e.tooFew {
+		return fmt.Sprintf("never judged stable: windows had fewer than %d successful requests (%d windows of %s)",
+			e.st.MinRequests, e.k, e.win.window)
+	}
+	return fmt.Sprintf("windows never agreed within %.0f%% (last spread %.1f%%) after %d windows of %s",
+		e.st.Tolerance*100, float64(e.res.Spread)*100, e.k, e.win.window)
+}
+
+// repeat runs one repeat through the exporter's own runner and client, so
+// that bench and exporter measure identically.
+func (b *run) repeat(ctx context.Context, p repeatPlan) (report.RepeatResult, *sample, error) {
+	l, err := b.buildLoad(ctx, p)
+	if err != nil {
+		return report.RepeatResult{}, nil, err
+	}
+	if l.none {
+		return report.RepeatResult{Index: p.index, Stats: report.Stats{Outcomes: map[string]int{}}, Stability: report.StabilityResult{Spread: report.NaN(),
+			Note: "this shard has none of the cell's clients"}}, &sample{scale: 1}, nil
+	}
+	win := b.repeatWindows(p, l.replay != nil)
+	cl := client.New(client.Options{MaxConnsPerHost: l.limits.MaxInFlight})
+	defer cl.Close()
+
+	res := report.RepeatResult{Index: p.index, Stability: report.StabilityResult{Checked: win.check, WindowSeconds: win.window.Seconds(), Spread: report.NaN()}}
+	t0 := time.Now()
+	rec, clock := b.repeatRecorder(p, t0, win.window, l.replay != nil)
+	ext := &extension{rec: rec, win: win, st: b.spec.Stability, res: &res.Stability, k: win.base}
+	if l.replay != nil {
+		ext.lead = p.warmup
+	}
+	stop := &stopSchedule{inner: l.sched, ctx: ctx, t0: clock, resolve: ext.first, decide: ext.decide}
+	if l.replay != nil && !l.replay.looping {
+		// No limit: the trace's end ends the repeat.
+		stop.resolve, stop.limit = nil, time.Duration(math.MaxInt64)
+	}
+	ro := b.repeatObservers(p, rec, l.observer)
+	// The wire ceiling is the plan's: the open loop's, or the replay's with
+	// room for its largest group; a closed loop (no max rate) has none.
+	limits := l.limits
+	limits.DegradedLag = degradedLag
+	runner := workload.Plan{
+		Name: ro.prefix, Target: p.ct, Source: l.source(stop), Client: cl, Observer: ro.observers, Monitor: ro.monitor, Tracer: ro.tracer,
+		Template: plan.Template{Sampling: b.spec.Sampling, Timeout: p.target.Timeout},
+		Limits:   limits, Logger: b.logger, Saturation: b.sched,
+	}.Runner()
+	res.Started = t0
+	runner.Run(ctx)
+	end := time.Now()
+	if err := ctx.Err(); err != nil {
+		return report.RepeatResult{}, nil, fmt.Errorf("cell %s: interrupted: %w", p.cell, err)
+	}
+	smp := b.finishRepeat(&res, p, &l, rec, stop, ext, end, ro.requests)
+	b.timeline = append(b.timeline, report.Span{Target: p.target.Name, Cell: p.cell, Repeat: p.index,
+		Start: t0.Sub(b.start).Seconds(), End: end.Sub(b.start).Seconds()})
+	lvl := slog.LevelInfo
+	if b.progress != nil {
+		lvl = slog.LevelDebug // the bar says it
+	}
+	b.logger.Log(ctx, lvl, "repeat done", "cell", p.cell, "repeat", p.index+1, "requests", res.Stats.Requests,
+		"successes", res.Stats.Successes, "e2e_p50", res.Stats.E2E.P50, "stable", res.Stability.Stable || !win.check)
+	return res, smp, nil
+}
+
+// repeatRecorder is the repeat's recorder, and the instant its schedule
+// starts from. The warm-up lasts until the pipeline is full, at most the
+// configured warm-up plus the measured duration when nothing completes.
+// A replay's rows are the trace's: its warm-up is the configured one,
+// counted from the trace's clock (which the runner starts ReplayLead late,
+// to prepare the first rows), so that every target measures the same rows.
+func (b *run) repeatRecorder(p repeatPlan, t0 time.Time, window time.Duration, replayed bool) (*recorder, time.Time) {
+	spec := b.spec
+	seed := uint64(spec.Seed) ^ hashString(p.cell) + uint64(p.index)
+	if replayed {
+		clock := t0.Add(workload.ReplayLead)
+		return newRecorderAt(clock.Add(p.warmup), window, spec.SLO, spec.MaxSamplesPerRepeat, DefaultMaxITLSamples, seed), clock
+	}
+	return newRecorder(t0, p.warmup, p.warmup+p.duration, window, spec.SLO, spec.MaxSamplesPerRepeat, DefaultMaxITLSamples, seed), t0
+}
+
+// repeatObs are who follow a repeat's requests besides the load itself.
+type repeatObs struct {
+	prefix    string
+	observers workload.Observers
+	requests  *requestRecorder
+	tracer    workload.Tracer
+	monitor   workload.Monitor
+}
+
+// repeatObservers are the repeat's records, the load's own observer, and
+// what the options add: the progress bar, the request log, the OTLP push,
+// the live series. No Prometheus registry is needed to run a workload.
+func (b *run) repeatObservers(p repeatPlan, rec *recorder, own workload.Observer) repeatObs {
+	ro := repeatObs{observers: workload.Observers{rec}}
+	if own != nil {
+		ro.observers = append(ro.observers, own)
+	}
+	if p.watch != nil {
+		ro.observers = append(ro.observers, p.watch)
+	}
+	// The runner names each request prefix-n (its X-Request-Id): the cell,
+	// the repeat and the shard make it unique in the run, and in the
+	// merged run of every shard.
+	ro.prefix = fmt.Sprintf("%s#%d", p.cell, p.index)
+	if sh := b.opts.Shard; sh.On() {
+		ro.prefix += fmt.Sprintf("@%d", sh.Index)
+	}
+	if b.requests != nil {
+		ro.requests = b.requests.observer(p.cell, p.index, ro.prefix)
+		ro.observers = append(ro.observers, ro.requests)
+	}
+	if b.opts.OTLP != nil {
+		var o workload.Observer
+		o, ro.tracer = b.opts.OTLP(p.target, p.cell, p.index, b.spec.SLO, b.spec.Sampling)
+		ro.observers = append(ro.observers, o)
+	}
+	if b.opts.Live != nil {
+		var live workload.Observer
+		live, ro.monitor = b.opts.Live(p.target, p.cell)
+		ro.observers = append(ro.observers, live)
+	}
+	return ro
+}
+
+// finishRepeat fills the repeat's result from what its recorder and its
+// load recorded, once its runner has ended at end.
+func (b *run) finishRepeat(res *report.RepeatResult, p repeatPlan, l *repeatLoad, rec *recorder, stop *stopSchedule,
+	ext *extension, end time.Time, requests *requestRecorder) *sample {
+	window := ext.win.window
+	var span time.Duration
+	if stop.ended {
+		// The trace ran out: the measured time ends with the run (its
+		// last request's end), over every window it reached.
+		span = max(end.Sub(rec.warmupEndAt()), time.Millisecond)
+		ext.k = max(1, int(math.Ceil(float64(span)/float64(window))))
+	}
+	k := ext.k
+	stats, smp := rec.finish(k, span)
+	res.Stats = stats
+	res.Distribution, res.Windows = smp.distribution(), rec.windows(k)
+	if requests != nil {
+		requests.flush(rec.warmupEndAt())
+	}
+	if b.opts.Shard.On() {
+		st := rec.export(k, span)
+		res.State = &st
+	}
+	used, cut := rec.warmupUsed()
+	if l.replay != nil {
+		// A replay's warm-up is the configured one, on the trace's clock.
+		used, cut = p.warmup, false
+	}
+	res.WarmupSeconds = used.Seconds()
+	res.WarmupNote = warmupNote(used, p.warmup, cut, float64(stats.E2E.P50), time.Duration(k)*window)
+	res.SchedulingLatencyP99 = b.sched.P99()
+	if l.cursor != nil {
+		res.PromptsDrawn = l.cursor.Drawn
+	}
+	res.Stability.Windows = k
+	med, _ := rec.windowMedians(k)
+	for _, m := range med {
+		res.Stability.Medians = append(res.Stability.Medians, report.Num(m))
+	}
+	if l.replay != nil {
+		l.replay.finish(res, rec, stop, k, window, p.stability && b.spec.Stability.On(), b.spec.Stability)
+	}
+	if ext.win.check && !res.Stability.Stable {
+		res.Stability.Note = ext.note()
+	}
+	return smp
+}
+
+// warmupNote says how the warm-up went when it was not as configured, and
+// whether the measured windows were too short for the cell.
+func warmupNote(used, configured time.Duration, cut bool, e2eP50 float64, measured time.Duration) string {
+	var note string
+	switch {
+	case cut:
+		note = fmt.Sprintf("no request completed within the warm-up bound of %s: the measured windows may start before the pipeline is full", used)
+	case used > configured:
+		note = fmt.Sprintf("warm-up extended from %s to %s, until the pipeline was full (the first completion's scheduled instant plus 1.25 x its E2E)", configured, used.Round(time.Millisecond))
+	}
+	if !math.IsNaN(e2eP50) && e2eP50 > measured.Seconds() {
+		note = strings.TrimSpace(note + fmt.Sprintf(" measured windows (%s) shorter than the E2E p50 (%.3gs): too short for this cell", measured, e2eP50))
+	}
+	return note
+}
+
+// replayRun is a replay's own part of a repeat: what it recorded, and what
+// it adds to the repeat's result.
+type replayRun struct {
+	rec     *replayRecorder
+	res     *report.ReplayResult
+	looping bool
+}
+
+// finish adds the replay's result to the repeat's, and, when the repeat is
+// judged (judge), its stability, afterwards, on the windows the trace
+// filled: a replay is never extended, its rows are the trace's.
+func (r *replayRun) finish(res *report.RepeatResult, rec *recorder, stop *stopSchedule, k int, window time.Duration, judge bool, st StabilitySpec) {
+	r.rec.result(r.res)
+	r.res.Clamped = stop.Clamped()
+	// Every row dropped, the warm-up's too: a row not sent is lost to the
+	// replay wherever it fell.
+	r.res.Dropped = rec.droppedRows()
+	if r.looping {
+		r.res.Cut = replayCut(time.Duration(res.WarmupSeconds*float64(time.Second)).Round(time.Millisecond), time.Duration(k)*window)
+	}
+	res.Replay = r.res
+	if !judge {
+		return
+	}
+	ok, spread, judged := judgeStability(rec, k, st)
+	res.Stability.Spread = report.Num(spread)
+	switch {
+	case !judged:
+		res.Stability.Note = fmt.Sprintf("not judged: trace ended (%d windows of %s, %d needed with at least %d successes each)",
+			k, window, st.Windows, st.MinRequests)
+	default:
+		res.Stability.Checked, res.Stability.Stable = true, ok
+		if !ok {
+			res.Stability.Note = fmt.Sprintf("the trace's last %d windows did not agree within %.0f%% (spread %.1f%%); a replay is not extended",
+				st.Windows, st.Tolerance*100, spread*100)
+		}
+	}
+}
+
+// replayRecorder hears one replay repeat (replay.Recorder): every row's
+// drift from its trace instant, in a uniform sample of at most max values,
+// and the rows replayed. Its methods run on the request goroutines.
+type replayRecorder struct {
+	mu    sync.Mutex
+	rng   *rand.Rand
+	max   int
+	drift []float64
+	seen  int
+	rows  int
+}
+
+var _ replay.Recorder = (*replayRecorder)(nil)
+
+func newReplayRecorder(maxSamples int, seed uint64) *replayRecorder {
+	return &replayRecorder{rng: rand.New(rand.NewPCG(seed, 0xd1f7)), max: max(1, maxSamples)}
+}
+
+// Replayed implements replay.Recorder.
+func (r *replayRecorder) Replayed(float64) {
+	r.mu.Lock()
+	r.rows++
+	r.mu.Unlock()
+}
+
+// Drift implements replay.Recorder.
+func (r *replayRecorder) Drift(_ time.Time, d time.Duration) {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	r.seen++
+	switch {
+	case len(r.drift) < r.max:
+		r.drift = append(r.drift, d.Seconds())
+	default:
+		if j := r.rng.IntN(r.seen); j < r.max {
+			r.drift[j] = d.Seconds()
+		}
+	}
+}
+
+// result fills what the recorder heard into res.
+func (r *replayRecorder) result(res *report.ReplayResult) {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	res.Replayed = r.rows
+	res.Drift = summarize(append([]float64(nil), r.drift...))
+	res.Degraded = res.Drift.Count > 0 && res.Drift.P99 > degradedLag.Seconds()
+}
+
+// replaySalt is the word salt a repeat gives its replay: its index under
+// per_repeat (0, the first repeat's, is also the words of the exporter's
+// replay of the same trace and seed), 0 under reuse.
+func replaySalt(r *ReplaySpec, index int) uint64 {
+	if r.Words == WordsReuse {
+		return 0
+	}
+	return uint64(index)
+}
+
+// replayWords names what a repeat's prompts held.
+func replayWords(r *ReplaySpec, src *replay.Source) string {
+	if src.Bodies() {
+		return "recorded"
+	}
+	if r.Words == WordsReuse {
+		return WordsReuse
+	}
+	return WordsPerRepeat
+}
+
+// replayCut says where a looping replay was cut.
+func replayCut(warmup, duration time.Duration) string {
+	return fmt.Sprintf("a looping replay never ends: cut at the warm-up plus the duration (%s + %s)", warmup, duration)
+}

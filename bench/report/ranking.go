@@ -1,0 +1,115 @@
+package report
+
+import (
+	"time"
+)
+
+// DefaultLatencyMetric is the ranking's latency figure when the
+// configuration names none (RankingResult.LatencyFigure).
+const DefaultLatencyMetric = "e2e_p50"
+
+// RankingResult is the leaderboard.
+//
+// Each target's composite score is the weighted mean of its component
+// scores, over the components available (weights renormalised to sum 1):
+//
+//   - latency: per cell group (a load and a shape), ref / latency, where
+//     latency is the ranking's figure (default e2e_p50) and ref is
+//     references.latency or else the lowest latency of any target in the
+//     group; averaged over groups. 1 is the best target.
+//   - throughput: per group, output tokens/s / ref, ref being
+//     references.throughput or the highest of the group; averaged.
+//   - memory: ref / peak GPU memory used while the target was measured, ref
+//     being references.memory_bytes or the lowest peak; only when every
+//     target has a peak (NVML present).
+//   - accuracy: the fraction of known-answer checks passed; only when
+//     checks are configured.
+//
+// The intervals come from the bootstrap: each resample draws every
+// repeat's requests with replacement (and each target's known-answer
+// checks), recomputes every cell's figures, the scores and the ranks. The
+// score and rank intervals are the central intervals of those resamples.
+// Sorted by score, a target whose rank interval overlaps the previous
+// target's is tied with it and shown with the same rank.
+type RankingResult struct {
+	LatencyFigure string   `json:"latency_figure"`
+	Weights       Weights  `json:"weights"`
+	References    RefsJSON `json:"references"`
+	Confidence    float64  `json:"confidence"`
+	Resamples     int      `json:"resamples"`
+	// Components are the components that were scored.
+	Components []string    `json:"components"`
+	Entries    []RankEntry `json:"entries"`
+	Note       string      `json:"note,omitempty"`
+}
+
+// RefsJSON is References in base units.
+type RefsJSON struct {
+	LatencySeconds float64 `json:"latency_seconds"`
+	Throughput     float64 `json:"output_tokens_per_second"`
+	MemoryBytes    float64 `json:"memory_bytes"`
+}
+
+// RankEntry is one target on the leaderboard.
+type RankEntry struct {
+	Target string `json:"target"`
+	// Rank is the displayed rank: tied targets share the best rank of their
+	// group. Position is the place by point score (1-based).
+	Rank     int      `json:"rank"`
+	Position int      `json:"position"`
+	Tied     bool     `json:"tied"`
+	Score    float64  `json:"score"`
+	ScoreCI  Interval `json:"score_ci"`
+	RankLo   int      `json:"rank_lo"`
+	RankHi   int      `json:"rank_hi"`
+	// Component scores; null when the component was not scored.
+	Latency    Num `json:"latency_score"`
+	Throughput Num `json:"throughput_score"`
+	Memory     Num `json:"memory_score"`
+	Accuracy   Num `json:"accuracy_score"`
+	// PeakMemoryBytes is the peak GPU memory used; null without NVML.
+	PeakMemoryBytes Num `json:"peak_memory_bytes"`
+}
+
+// Comparison is a report compared with a baseline report, cell by cell.
+//
+// For every cell present in both, it compares e2e_p50, e2e_p99 and
+// output_tokens_per_second, and the gated figures (regression.metrics,
+// default e2e_p99). A gated figure regressed when
+//
+//	new/old - 1 > threshold   and   the lower end of its interval > 0,
+//
+// that is, it grew by more than the threshold and the growth is beyond
+// noise: the interval of the change, at the report's confidence, excludes
+// no change. The interval combines both reports' bootstrap intervals on the
+// log scale, as independent normal errors: se = sqrt(se_old² + se_new²)
+// with se = (ln hi - ln lo) / (2 z), z the normal quantile of the
+// confidence; the change's interval is (new/old)·exp(±z·se) - 1. A figure
+// without an interval in either report is judged on the threshold alone.
+type Comparison struct {
+	BaselineFile    string           `json:"baseline_file"`
+	BaselineStarted time.Time        `json:"baseline_started"`
+	Threshold       float64          `json:"threshold"`
+	Confidence      float64          `json:"confidence"`
+	Gated           []string         `json:"gated"`
+	Warnings        []string         `json:"warnings,omitempty"`
+	Cells           []CellComparison `json:"cells"`
+	// Regressions name the regressed cells and figures, "cell: figure".
+	Regressions []string `json:"regressions"`
+	// Unmatched are cells present in only one of the reports.
+	Unmatched []string `json:"unmatched,omitempty"`
+}
+
+// CellComparison is one figure of one cell.
+type CellComparison struct {
+	Cell   string  `json:"cell"`
+	Figure string  `json:"figure"`
+	Old    float64 `json:"old"`
+	New    float64 `json:"new"`
+	// Change is new/old - 1; ChangeLo and ChangeHi its interval.
+	Change    float64 `json:"change"`
+	ChangeLo  Num     `json:"change_lo"`
+	ChangeHi  Num     `json:"change_hi"`
+	Gated     bool    `json:"gated"`
+	Regressed bool    `json:"regressed"`
+}

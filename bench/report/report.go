@@ -1,0 +1,623 @@
+package report
+
+import (
+	"math"
+	"strconv"
+	"time"
+)
+
+// Schema names the JSON report's format.
+const Schema = "infer_exporter/bench/v1"
+
+// OutcomeSuccess is the key of the successful requests in Stats.Outcomes
+// (the outcomes are probe/observation's, by name).
+const OutcomeSuccess = "success"
+
+// Report is everything a bench run measured: the JSON report is this value.
+type Report struct {
+	Schema      string          `json:"schema"`
+	Environment Environment     `json:"environment"`
+	Cells       []CellResult    `json:"cells"`
+	Sweeps      []SweepResult   `json:"sweeps,omitempty"`
+	Accuracy    []AccuracyCheck `json:"accuracy,omitempty"`
+	// Perplexity is every target's perplexity over the reference text,
+	// with bench.perplexity (quality.go).
+	Perplexity []PerplexityResult `json:"perplexity,omitempty"`
+	Ranking    RankingResult      `json:"ranking"`
+	GPU        GPUReport          `json:"gpu"`
+	// RequestRecords, with --output.requests, says where every request's
+	// record went.
+	RequestRecords *RequestRecords `json:"request_records,omitempty"`
+	// Timeline holds when each repeat ran, in seconds since the start.
+	Timeline []Span      `json:"timeline"`
+	Baseline *Comparison `json:"baseline,omitempty"`
+	// ColdStart is the cold-start step's result, when the run had one.
+	ColdStart *ColdStartReport `json:"cold_start,omitempty"`
+	// Shard, in the report of one shard of a split run (`bench --shard`),
+	// holds what `bench merge` needs; MergedShards, in a merged report,
+	// says how many shards it combines.
+	Shard        *ShardPart `json:"shard,omitempty"`
+	MergedShards int        `json:"merged_shards,omitempty"`
+	// Interrupted says the run was stopped (SIGINT, SIGTERM) before its
+	// end: the report holds the cells that finished, every repeat of
+	// them, and nothing of the cell that was running.
+	Interrupted bool `json:"interrupted,omitempty"`
+}
+
+// Environment records what the numbers were measured on.
+type Environment struct {
+	ExporterVersion  string `json:"exporter_version"`
+	ExporterRevision string `json:"exporter_revision"`
+	GoVersion        string `json:"go_version"`
+	OS               string `json:"os"`
+	Arch             string `json:"arch"`
+	CPUs             int    `json:"cpus"`
+	// Started and Finished are RFC 3339 instants in UTC.
+	Started  time.Time `json:"started"`
+	Finished time.Time `json:"finished"`
+	// Inputs is the audit chain: the exporter binary, the configuration
+	// file, every trace and every prompt set, each with its SHA-256
+	// (`infer_exporter bench verify report.json` checks them again).
+	Inputs     []Input `json:"inputs"`
+	ConfigFile string  `json:"config_file"`
+	// ConfigSHA256 is the SHA-256 of the configuration file's bytes; Config
+	// is the configuration with defaults applied (header values hidden).
+	ConfigSHA256 string `json:"config_sha256"`
+	Config       string `json:"config"`
+	// PromptSetSHA256 is the prompt set's hash (see PromptSet): equal
+	// hashes mean byte-identical prompts in the same order.
+	PromptSetSHA256  string          `json:"prompt_set_sha256,omitempty"`
+	PromptSetSize    int             `json:"prompt_set_size,omitempty"`
+	PromptSets       []PromptSetInfo `json:"prompt_sets,omitempty"`
+	Traces           []TraceInfo     `json:"traces,omitempty"`
+	Seed             int64           `json:"seed"`
+	Targets          []TargetInfo    `json:"targets"`
+	GPUs             []GPUDevice     `json:"gpus,omitempty"`
+	GPUNote          string          `json:"gpu_note,omitempty"`
+	Covariates       []Covariate     `json:"covariates,omitempty"`
+	MaxSamplesRepeat int             `json:"max_samples_per_repeat"`
+}
+
+// TraceInfo describes a replayed trace.
+type TraceInfo struct {
+	Name    string `json:"name"`
+	Source  string `json:"source"`
+	Path    string `json:"path"`
+	Records int    `json:"records"`
+	Skipped int    `json:"skipped"`
+}
+
+// Load is one point of the load axis.
+type Load struct {
+	// Kind is "rate" (open loop, Value requests per second),
+	// "concurrency" (closed loop, Value clients) or "replay" (a trace,
+	// Value its speed factor).
+	Kind  string  `json:"kind"`
+	Value float64 `json:"value"`
+}
+
+// Load kinds.
+const (
+	LoadRate        = "rate"
+	LoadConcurrency = "concurrency"
+	// LoadReplay is a replayed trace; Value is its speed factor.
+	LoadReplay = "replay"
+)
+
+func (l Load) String() string {
+	return l.Kind + "=" + strconv.FormatFloat(l.Value, 'g', -1, 64)
+}
+
+// Label is the load for people: "4 req/s" or "8 clients".
+func (l Load) Label() string {
+	v := strconv.FormatFloat(l.Value, 'g', -1, 64)
+	switch l.Kind {
+	case LoadConcurrency:
+		return v + " clients"
+	case LoadReplay:
+		return "replay ×" + v
+	}
+	return v + " req/s"
+}
+
+// CellKey names a cell: target/load/shape, e.g. "vllm-a/rate=4/in128-out32".
+func CellKey(target string, l Load, shape string) string {
+	return target + "/" + l.String() + "/" + shape
+}
+
+// CellResult is one target at one load and shape, over its repeats.
+type CellResult struct {
+	Key    string `json:"key"`
+	Target string `json:"target"`
+	Load   Load   `json:"load"`
+	Shape  string `json:"shape"`
+	// Summary holds, for every figure, the median over the repeats.
+	Summary Stats `json:"summary"`
+	// CI holds bootstrap intervals of the summary's figures (FigureNames),
+	// at the ranking's confidence, from resampling each repeat's requests.
+	CI map[string]Interval `json:"ci"`
+	// Stable is false when any repeat's windows never agreed.
+	Stable bool `json:"stable"`
+	// Degraded is true when, in any repeat, the schedule lag p99 or the
+	// process's goroutine scheduling latency p99 exceeded 10 ms (as the
+	// exporter's infer_probe_measurement_degraded): the client fell behind
+	// or was CPU-saturated, and its latencies include its own delay.
+	Degraded bool           `json:"degraded"`
+	Repeats  []RepeatResult `json:"repeats"`
+}
+
+// StabilityChecked reports whether any repeat's stability was judged: a
+// cell none of whose repeats was (stability: {enabled: false}, a replay
+// too short to judge) is Stable by default, which says nothing.
+func (c *CellResult) StabilityChecked() bool {
+	for i := range c.Repeats {
+		if c.Repeats[i].Stability.Checked {
+			return true
+		}
+	}
+	return false
+}
+
+// Stats are one repeat's figures (or their medians over repeats).
+// Latencies are in seconds.
+type Stats struct {
+	// Requests measured (scheduled after the warm-up), by outcome.
+	Requests  int            `json:"requests"`
+	Outcomes  map[string]int `json:"outcomes"`
+	Successes int            `json:"successes"`
+	// HTTPErrors counts the measured requests answered with a non-2xx
+	// status (outcomes http_4xx and http_5xx) by code, on the bounded set
+	// observation.StatusCodes (400 ... 504, other); absent without any.
+	HTTPErrors map[string]int `json:"http_errors,omitempty"`
+	// Goodput: measured requests that succeeded and met every SLO
+	// threshold; GoodputRatio is Goodput / Requests.
+	Goodput               int     `json:"goodput"`
+	GoodputRatio          float64 `json:"goodput_ratio"`
+	WindowSeconds         float64 `json:"window_seconds"`
+	RequestsPerSecond     float64 `json:"requests_per_second"`
+	OutputTokensPerSecond float64 `json:"output_tokens_per_second"`
+	GoodputPerSecond      float64 `json:"goodput_per_second"`
+	// The token totals behind the throughputs, by the same rules, so that
+	// a total over WindowSeconds is its rate: OutputTokens are the output
+	// tokens delivered within the windows (OutputTokensPerSecond's
+	// numerator, weighted per content event, so not always whole);
+	// InputTokens the prompt tokens, as the server's usage counted them (0
+	// where it reports none), of the successful requests that ended within
+	// the windows (RequestsPerSecond's); TotalTokensPerSecond is their sum
+	// over the windows' length.
+	InputTokens          int     `json:"input_tokens"`
+	OutputTokens         float64 `json:"output_tokens"`
+	TotalTokensPerSecond float64 `json:"total_tokens_per_second"`
+	// The load side by side over the same windows: arrivals the schedule
+	// offered, those sent and those dropped (by the in-flight cap or the
+	// rate ceiling), per second, beside the completions of
+	// RequestsPerSecond. Overloaded says the server fell behind: it
+	// completed under 90% of what was sent, so requests piled up in
+	// flight (Little's law, in-flight = rate x E2E, no longer held), and
+	// OverloadNote says by how much.
+	OfferedPerSecond float64 `json:"offered_per_second"`
+	SentPerSecond    float64 `json:"sent_per_second"`
+	DroppedPerSecond float64 `json:"dropped_per_second"`
+	// InFlightAtEnd is the number of requests sent (warm-up included) and
+	// not yet ended at the end of the measured windows; InFlightExpected
+	// is Little's law's count for the figures measured, sent/s x mean E2E
+	// of the measured successes. Far more in flight than expected is a
+	// queue growing.
+	// InFlightAtStart is the same count at the start of the windows.
+	// Draining says the opposite of Overloaded: over 110% of what was
+	// sent completed in the windows, because they began with a backlog
+	// from the warm-up (a server slow at first, a warm-up too short), so
+	// the rates overstate the steady state; DrainingNote says by how much.
+	InFlightAtEnd    int     `json:"in_flight_at_end"`
+	InFlightExpected float64 `json:"in_flight_expected"`
+	InFlightAtStart  int     `json:"in_flight_at_start"`
+	Overloaded       bool    `json:"overloaded"`
+	OverloadNote     string  `json:"overload_note,omitempty"`
+	Draining         bool    `json:"draining"`
+	DrainingNote     string  `json:"draining_note,omitempty"`
+	TTFT             Dist    `json:"ttft_seconds"`
+	TTFA             Dist    `json:"ttfa_seconds"` // to the first answer token, after any reasoning (TTFT's for a model that does not reason)
+	TPOT             Dist    `json:"tpot_seconds"`
+	ITL              Dist    `json:"itl_seconds"`
+	E2E              Dist    `json:"e2e_seconds"`
+	ScheduleLag      Dist    `json:"schedule_lag_seconds"`
+	// Sampled is true when the percentiles come from a reservoir sample
+	// (more requests than max_samples_per_repeat); counts stay exact.
+	Sampled bool `json:"sampled"`
+	// ReasoningTokens are the reasoning tokens of the measured successful
+	// requests (the server's usage count, else reasoning-only content
+	// events), among their output tokens; ReasoningRequests of those
+	// requests reasoned. Both are 0 for a model that does not reason.
+	ReasoningTokens   int `json:"reasoning_tokens"`
+	ReasoningRequests int `json:"reasoning_requests"`
+}
+
+// Figure returns a figure of FigureNames by name, or a TTFA quantile
+// (ttfa_p50, ttfa_p90, ttfa_p99), which has no interval; NaN for others.
+func (s *Stats) Figure(name string) float64 {
+	d := map[string]*Dist{"ttft": &s.TTFT, "ttfa": &s.TTFA, "tpot": &s.TPOT, "e2e": &s.E2E, "itl": &s.ITL}
+	switch name {
+	case "output_tokens_per_second":
+		return s.OutputTokensPerSecond
+	case "goodput_ratio":
+		return s.GoodputRatio
+	}
+	if len(name) > 4 {
+		for prefix, dist := range d {
+			if name[:len(prefix)] == prefix && name[len(prefix)] == '_' {
+				if dist.Count == 0 {
+					return math.NaN()
+				}
+				switch name[len(prefix)+1:] {
+				case "p50":
+					return dist.P50
+				case "p90":
+					return dist.P90
+				case "p99":
+					return dist.P99
+				}
+			}
+		}
+	}
+	return math.NaN()
+}
+
+// RepeatResult is one repeat of a cell.
+type RepeatResult struct {
+	Index     int             `json:"index"`
+	Started   time.Time       `json:"started"`
+	Stats     Stats           `json:"stats"`
+	Stability StabilityResult `json:"stability"`
+	// PromptsDrawn counts prompts taken from the set, warm-up included.
+	PromptsDrawn int `json:"prompts_drawn"`
+	// SchedulingLatencyP99 is the process's goroutine scheduling latency
+	// p99 at the end of the repeat, over the last max(warmup + duration,
+	// 5 s), in seconds (runtime/metrics bucket bounds).
+	SchedulingLatencyP99 float64 `json:"scheduling_latency_p99_seconds"`
+	// WarmupSeconds is the warm-up actually used: the configured one, or
+	// longer, until the pipeline was full; WarmupNote says when it was
+	// extended or cut short, or when the windows were too short.
+	WarmupSeconds float64 `json:"warmup_seconds"`
+	WarmupNote    string  `json:"warmup_note,omitempty"`
+	// Replay is what a replay repeat did with its trace; nil for other
+	// loads.
+	Replay *ReplayResult `json:"replay,omitempty"`
+	// Distribution is the repeat's TTFT, TPOT and E2E quantiles at 1%
+	// steps, for the report's CDF charts; Windows its measured windows over
+	// time. Both are absent from reports written before them.
+	Distribution *Distribution  `json:"distribution,omitempty"`
+	Windows      *RepeatWindows `json:"windows,omitempty"`
+	// State is the repeat's recorder, kept for a shard report (in its
+	// ShardPart); not written with the repeat.
+	State *RecorderState `json:"-"`
+}
+
+// StabilityResult says whether a repeat's windows agreed.
+type StabilityResult struct {
+	Checked       bool    `json:"checked"`
+	Stable        bool    `json:"stable"`
+	WindowSeconds float64 `json:"window_seconds"`
+	// Windows measured, Extended of them added by the check.
+	Windows  int `json:"windows"`
+	Extended int `json:"extended"`
+	// Medians are each window's median E2E; Spread the last check's
+	// max/min - 1 of the compared windows.
+	Medians []Num  `json:"window_e2e_medians"`
+	Spread  Num    `json:"spread"`
+	Note    string `json:"note,omitempty"`
+}
+
+// Span is when one repeat ran, in seconds since the run started.
+type Span struct {
+	Target string  `json:"target"`
+	Cell   string  `json:"cell"`
+	Repeat int     `json:"repeat"`
+	Start  float64 `json:"start"`
+	End    float64 `json:"end"`
+}
+
+// SweepResult is the rate sweep of one target and shape.
+type SweepResult struct {
+	Target string `json:"target"`
+	Shape  string `json:"shape"`
+	// Rule is the pass rule, e.g. "goodput >= 0.95" or "success >= 0.999".
+	Rule string `json:"rule"`
+	// MaxRate is the highest rate tried that passed (0: none did);
+	// GoodputPerSecond and SuccessRatio were measured there.
+	MaxRate          float64 `json:"max_rate"`
+	GoodputPerSecond float64 `json:"goodput_per_second"`
+	SuccessRatio     float64 `json:"success_ratio"`
+	// FirstFailingRate is the lowest rate tried that failed (0: none did).
+	FirstFailingRate float64      `json:"first_failing_rate"`
+	Points           []SweepPoint `json:"points"`
+	Note             string       `json:"note,omitempty"`
+}
+
+// SweepPoint is one rate of a sweep.
+// RequestRecords says where the run's per-request records went
+// (--output.requests) and how many: Written, and LeftOut beyond the bound.
+type RequestRecords struct {
+	Path    string `json:"path"`
+	Written int    `json:"written"`
+	LeftOut int    `json:"left_out"`
+	Error   string `json:"error,omitempty"`
+}
+
+type SweepPoint struct {
+	Rate                  float64 `json:"rate"`
+	GoodputRatio          float64 `json:"goodput_ratio"`
+	GoodputPerSecond      float64 `json:"goodput_per_second"`
+	OutputTokensPerSecond float64 `json:"output_tokens_per_second"`
+	E2EP99                Num     `json:"e2e_p99"`
+	// Requests measured, and the share of them that succeeded (dropped
+	// and failed ones count against it).
+	Requests     int     `json:"requests"`
+	SuccessRatio float64 `json:"success_ratio"`
+	Pass         bool    `json:"pass"`
+	// Overloaded and Degraded say that the point was not in steady state
+	// (the cells' rules): a point whose queue grows, or whose client fell
+	// behind, fails whatever its ratio, since its ratio holds only until
+	// the backlog reaches the timeout. Note says why a point failed.
+	Overloaded bool   `json:"overloaded,omitempty"`
+	Degraded   bool   `json:"degraded,omitempty"`
+	Note       string `json:"note,omitempty"`
+}
+
+// AccuracyCheck is the known-answer checks of one target.
+type AccuracyCheck struct {
+	Target string        `json:"target"`
+	Passed int           `json:"passed"`
+	Total  int           `json:"total"`
+	Checks []CheckResult `json:"checks"`
+}
+
+// CheckResult is one known-answer check.
+type CheckResult struct {
+	Prompt string `json:"prompt"`
+	Expect string `json:"expect"`
+	Passed bool   `json:"passed"`
+	Answer string `json:"answer"`
+	Error  string `json:"error,omitempty"`
+}
+
+// Dist summarises one latency's distribution, in seconds. Quantiles
+// interpolate linearly between the two nearest order statistics (numpy's
+// default, as vLLM's benchmark reports them): with n sorted values x, the
+// p-quantile is x[h] for integer h = (n-1)p, and between x[floor h] and
+// x[floor h + 1] otherwise. An empty distribution has Count 0 and zeros.
+type Dist struct {
+	Count int     `json:"count"`
+	Mean  float64 `json:"mean"`
+	Min   float64 `json:"min"`
+	P50   float64 `json:"p50"`
+	P90   float64 `json:"p90"`
+	P95   float64 `json:"p95"`
+	P99   float64 `json:"p99"`
+	P999  float64 `json:"p99_9"`
+	Max   float64 `json:"max"`
+}
+
+// Interval is a two-sided confidence interval.
+type Interval struct {
+	Lo float64 `json:"lo"`
+	Hi float64 `json:"hi"`
+}
+
+// Distribution is a repeat's latency distributions, each as its quantiles
+// at 0%, 1%, ..., 100% (101 values, seconds; absent without values),
+// computed by Dist's interpolation from the same values as the repeat's
+// percentiles (the kept sample of its measured requests): enough to draw
+// the CDF whatever the number of requests.
+type Distribution struct {
+	TTFT []float64 `json:"ttft,omitempty"`
+	TPOT []float64 `json:"tpot,omitempty"`
+	E2E  []float64 `json:"e2e,omitempty"`
+}
+
+// RepeatWindows is a repeat over time: what happened in each measured
+// window, from the recorder's exact per-window counts (so bounded by the
+// windows' number), and the median TTFT of the kept sample by window.
+type RepeatWindows struct {
+	WindowSeconds float64 `json:"window_seconds"`
+	// Sent are the requests sent in each window, warm-up ones before it
+	// excluded; Ended the sent requests (any outcome) that ended in it;
+	// Completed the successful ones that ended in it, warm-up requests
+	// included (RequestsPerSecond's numerator); Dropped the arrivals
+	// scheduled in it and never sent.
+	Sent      []int `json:"sent"`
+	Ended     []int `json:"ended"`
+	Completed []int `json:"completed"`
+	Dropped   []int `json:"dropped"`
+	// InFlight is the number of requests sent and not ended at the end of
+	// each window (warm-up ones included); InFlightAtStart in Stats is the
+	// count at the start of the first.
+	InFlight []int `json:"in_flight"`
+	// TTFTP50 is the median TTFT of the measured requests scheduled in each
+	// window, from the kept sample (null for a window without one); the
+	// E2E medians by window of the end are StabilityResult.Medians.
+	TTFTP50 []Num `json:"ttft_p50"`
+}
+
+// Record is one request, in the one shape the bench keeps it: the
+// recorder's sample for the percentiles and the bootstrap, and, as is, a
+// shard report's records (RecorderState.Records), which the merge pools.
+// Seconds; a latency is NaN (null in JSON) when undefined or not measured.
+type Record struct {
+	Sched    float64 `json:"s"` // seconds from warmupEnd; negative for warm-up requests
+	TTFT     Num     `json:"ttft"`
+	TTFA     Num     `json:"ttfa"`
+	TPOT     Num     `json:"tpot"`
+	E2E      Num     `json:"e2e"`
+	Lag      Num     `json:"lag"`
+	Measured bool    `json:"m"`
+	Goodput  bool    `json:"g"`
+	// WinTokens[k] are the output tokens delivered in window FirstWin+k.
+	FirstWin  int32     `json:"w"`
+	WinTokens []float32 `json:"t,omitempty"`
+}
+
+// ReplayResult is what a replay repeat did with its trace, beside the
+// latency figures every cell has. A bench replay sends its whole window
+// (the replay's start..end of the trace, at its speed), the same rows to
+// every target; only a looping replay, which never ends, is cut, at the
+// warm-up plus the measured duration, and Cut says so.
+type ReplayResult struct {
+	// Rows is the number of rows of the window (one pass), after the
+	// sample; Replayed of them (and of later passes, when looping) were
+	// sent or dropped; Dropped of those were never sent.
+	Rows     int `json:"rows"`
+	Replayed int `json:"replayed"`
+	Dropped  int `json:"dropped"`
+	// WindowSeconds is the window's length at the replay's speed, from its
+	// first row's instant to its last's.
+	WindowSeconds float64 `json:"window_seconds"`
+	// Clamped counts rows the rate ceiling sent later than their trace
+	// instant.
+	Clamped uint64 `json:"clamped"`
+	// Drift is, over every row sent (warm-up included), the send instant
+	// minus the row's trace instant: the ceiling's delay plus the client's
+	// own lag, in seconds. It is measured from the trace, not from the
+	// instants the ceiling moved rows to, so a clamped row's delay is in it.
+	Drift Dist `json:"drift"`
+	// Degraded: drift p99 above the degraded-lag bound (10 ms), so the
+	// server did not see the trace's timing.
+	Degraded bool `json:"degraded"`
+	// Words says what the synthesised prompts held: "per_repeat" (words of
+	// this repeat's own), "reuse" (the same words every repeat) or
+	// "recorded" (the trace's recorded bodies, sent as they were).
+	Words string `json:"words"`
+	// Cut is empty when the whole window was replayed; otherwise where the
+	// replay was cut and why.
+	Cut string `json:"cut,omitempty"`
+}
+
+// ColdStartReport is the cold-start step's result: per repeat and, for each
+// figure, the median over the repeats that reached it. Every repeat's
+// server is stopped before the next starts, except the last one's, which
+// serves the rest of the run (the prompt calibration, the engine info and
+// the matrix meet it) and is stopped when the run ends.
+type ColdStartReport struct {
+	Target   string   `json:"target"`
+	Command  []string `json:"command"`
+	ReadyURL string   `json:"ready_url,omitempty"`
+	// RequestMaxTokens is the first-token request's max_tokens.
+	RequestMaxTokens int `json:"request_max_tokens"`
+	// Seconds from the start to readiness (ready_url's first 200), to the
+	// first token of the first successful request, and that request's own
+	// TTFT (from its sending).
+	ReadySeconds            Num               `json:"ready_seconds"`
+	FirstTokenSeconds       Num               `json:"first_token_seconds"`
+	FirstRequestTTFTSeconds Num               `json:"first_request_ttft_seconds"`
+	Failed                  int               `json:"failed"`
+	Repeats                 []ColdStartRepeat `json:"repeats"`
+}
+
+// ColdStartRepeat is one start.
+type ColdStartRepeat struct {
+	Index int `json:"index"`
+	// Started is the instant just before the command was started: the
+	// start every figure counts from.
+	Started time.Time `json:"started"`
+	// ReadySeconds is Started to the first poll of ready_url that answered
+	// 200; null without ready_url or when it never did.
+	ReadySeconds Num `json:"ready_seconds"`
+	// FirstTokenSeconds is Started to the first token of the first
+	// successful request; null when none succeeded.
+	FirstTokenSeconds Num `json:"first_token_seconds"`
+	// FirstRequestTTFTSeconds is that request's time to first token.
+	FirstRequestTTFTSeconds Num `json:"first_request_ttft_seconds"`
+	// Requests counts the first-token requests sent, the successful one
+	// included.
+	Requests int `json:"requests"`
+	// Error says why the repeat failed (the command exited, the timeout
+	// passed), with the tail of the server's output.
+	Error string `json:"error,omitempty"`
+}
+
+// PerplexityResult is one target's perplexity figure.
+type PerplexityResult struct {
+	Target string `json:"target"`
+	// Perplexity is the median of the successful scores; null when none
+	// succeeded. Min and Max bound them.
+	Perplexity Num `json:"perplexity"`
+	Min        Num `json:"min"`
+	Max        Num `json:"max"`
+	// MeanLogprob is -log(Perplexity), nats per token; Tokens the tokens
+	// scored (the text's tokens as the server counts them, less the
+	// first).
+	MeanLogprob Num `json:"mean_logprob"`
+	Tokens      int `json:"tokens"`
+	// Scores of Repeats succeeded; Failures counts the others by reason
+	// (quality.Reasons), Error is the last failure's message.
+	Scores   int            `json:"scores"`
+	Repeats  int            `json:"repeats"`
+	Failures map[string]int `json:"failures,omitempty"`
+	Error    string         `json:"error,omitempty"`
+	Dialect  string         `json:"dialect,omitempty"`
+	// Text names the bytes scored: compare perplexities only over equal
+	// hashes (and a model's own tokenizer).
+	Text       string `json:"text"`
+	TextSHA256 string `json:"text_sha256"`
+}
+
+// TargetInfo is what the report records of a target: its configuration and
+// what its info endpoints said.
+type TargetInfo struct {
+	Name            string `json:"name"`
+	URL             string `json:"url"`
+	Flavor          string `json:"flavor"`
+	ConfiguredModel string `json:"configured_model"`
+	EngineInfo
+}
+
+// EngineInfo is what a server says about itself. Empty fields are unknown.
+type EngineInfo struct {
+	Engine           string `json:"engine"`
+	EngineVersion    string `json:"engine_version"`
+	ServedModel      string `json:"served_model"`
+	MaxContextLength int    `json:"max_context_length,omitempty"`
+	// Up is whether the server's metrics (or, for Ollama, its info
+	// endpoint) answered.
+	Up bool `json:"up"`
+}
+
+// PromptSetInfo describes the prompts one target gets for one shape.
+type PromptSetInfo struct {
+	Target string `json:"target"`
+	Shape  string `json:"shape"`
+	// Tokenizer is how lengths were made exact: server (the target's own
+	// /tokenize, chat template included), server_content, or estimate (N
+	// words; the server has no tokenizer endpoint).
+	Tokenizer string `json:"tokenizer"`
+	// SHA256 covers the whole set (Size prompts), SHA256First64 the first
+	// 64: the hash the exporter's infer_probe_prompt_info shows for a
+	// workload with the same seed and lengths against the same server.
+	// Both are prompt.HashPrompts.
+	SHA256        string `json:"sha256"`
+	SHA256First64 string `json:"sha256_first64"`
+}
+
+// Weights of the composite score's components.
+type Weights struct {
+	Latency    float64 `yaml:"latency" json:"latency"`
+	Throughput float64 `yaml:"throughput" json:"throughput"`
+	Memory     float64 `yaml:"memory" json:"memory"`
+	Accuracy   float64 `yaml:"accuracy" json:"accuracy"`
+}
+
+// Input is one link of a report's audit chain: an input of the run and
+// the SHA-256 of its bytes when the run read it. `bench verify` hashes the
+// ones it can find again.
+type Input struct {
+	// Kind is exporter (the binary that ran), config (the bench file),
+	// trace (a replayed trace file) or prompt_set (the prompts one target
+	// got for one shape: their hash, prompt.HashPrompts; they were made
+	// against the target's tokenizer, so they are not files).
+	Kind string `json:"kind"`
+	// Name is the trace's or the prompt set's name ("target/shape").
+	Name string `json:"name,omitempty"`
+	// Path is the file's absolute path, for the kinds that are files.
+	Path   string `json:"path,omitempty"`
+	SHA256 string `json:"sha256"`
+	Bytes  int64  `json:"bytes,omitempty"`
+}

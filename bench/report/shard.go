@@ -1,0 +1,46 @@
+package report
+
+// ShardPart is what a shard's report carries for the merge: per cell and
+// repeat, the recorder's exact aggregates and its request records.
+type ShardPart struct {
+	Index int          `json:"index"`
+	Count int          `json:"count"`
+	Cells []ShardCells `json:"cells"`
+}
+
+// ShardCells is one cell's repeats in a shard report.
+type ShardCells struct {
+	Key     string          `json:"key"`
+	Repeats []RecorderState `json:"repeats"`
+}
+
+// RecorderState is one repeat's recorder, serialised: every count exact,
+// the request records and inter-token gaps as kept (all of them up to
+// max_samples_per_repeat and 1,000,000 gaps; a uniform reservoir beyond).
+type RecorderState struct {
+	WindowSeconds     float64        `json:"window_seconds"`
+	Windows           int            `json:"windows"`
+	SpanSeconds       float64        `json:"span_seconds"`
+	Measured          int            `json:"measured"`
+	Goodput           int            `json:"goodput"`
+	ReasoningTokens   int            `json:"reasoning_tokens"`
+	ReasoningRequests int            `json:"reasoning_requests"`
+	Outcomes          map[string]int `json:"outcomes"`
+	WinTokens         []float64      `json:"win_tokens"`
+	WinSuccesses      []int          `json:"win_successes"`
+	WinCompletions    []int          `json:"win_completions"`
+	WinInputTokens    []int          `json:"win_input_tokens,omitempty"`
+	WinOffered        []int          `json:"win_offered"`
+	WinDropped        []int          `json:"win_dropped"`
+	WinSent           []int          `json:"win_sent"`
+	WinEnded          []int          `json:"win_ended"`
+	WinE2E            [][]float64    `json:"win_e2e"`
+	Records           []Record       `json:"records"`
+	RecordsSeen       int            `json:"records_seen"`
+	ITL               []float64      `json:"itl"`
+	ITLSeen           int            `json:"itl_seen"`
+
+	// HTTPErrors are the measured requests answered with a non-2xx status,
+	// by code (observation.StatusCodes); absent without any.
+	HTTPErrors map[string]int `json:"http_errors,omitempty"`
+}
