@@ -1,7 +1,6 @@
 package main
 
 import (
-	"bytes"
 	"fmt"
 	"io"
 	"net"
@@ -11,10 +10,11 @@ import (
 	"path/filepath"
 	"regexp"
 	"strings"
-	"sync"
 	"syscall"
 	"testing"
 	"time"
+
+	"github.com/infer-exporter/infer_exporter/internal/testenv"
 )
 
 // readmeBlock is the first ```sh block after the README's heading.
@@ -33,24 +33,6 @@ func readmeBlock(t *testing.T, heading string) string {
 		t.Fatalf("README.md: no sh block under %q", heading)
 	}
 	return m[1]
-}
-
-// syncBuffer collects a child's output while the test reads it.
-type syncBuffer struct {
-	mu sync.Mutex
-	b  bytes.Buffer
-}
-
-func (s *syncBuffer) Write(p []byte) (int, error) {
-	s.mu.Lock()
-	defer s.mu.Unlock()
-	return s.b.Write(p)
-}
-
-func (s *syncBuffer) String() string {
-	s.mu.Lock()
-	defer s.mu.Unlock()
-	return s.b.String()
 }
 
 // TestReadmeServerSteps runs the README's "Point it at your server" steps
@@ -100,7 +82,7 @@ esac
 	// A process group of its own: the simulator in the background and the
 	// exporter in the foreground both end with it.
 	cmd.SysProcAttr = &syscall.SysProcAttr{Setpgid: true}
-	var out syncBuffer
+	var out testenv.Buffer
 	cmd.Stdout, cmd.Stderr = &out, &out
 	if err := cmd.Start(); err != nil {
 		t.Fatal(err)

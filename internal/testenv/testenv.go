@@ -16,7 +16,9 @@
 package testenv
 
 import (
+	"bytes"
 	"strings"
+	"sync"
 	"testing"
 )
 
@@ -49,4 +51,23 @@ func Timing(tb testing.TB) {
 	if RaceEnabled {
 		tb.Skip("a timing-accuracy test: skipped under the race detector; make test-timing runs it")
 	}
+}
+
+// Buffer collects what a child process or a logger writes while the test
+// reads it: a bytes.Buffer behind a mutex.
+type Buffer struct {
+	mu sync.Mutex
+	b  bytes.Buffer
+}
+
+func (s *Buffer) Write(p []byte) (int, error) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	return s.b.Write(p)
+}
+
+func (s *Buffer) String() string {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	return s.b.String()
 }
