@@ -71,9 +71,8 @@ func hostileServer(t *testing.T, hostile bool) *httptest.Server {
 // and their labels' overhead), for the Ollamas. Before the caps, one 1 MB
 // version alone made a 1 MB line.
 //
-// The page of the 17 targets served ordinary values is itself about 100 kB
-// (the cold-start histograms, 17 buckets × 3 phases a target, are 80 kB of
-// it), so the bound held here is the growth, not the page's total.
+// The whole page, 17 targets served hostile values with configured model
+// names of 256 bytes each (the longest a name may be), stays under 100 kB.
 func TestMetricsPageWithHostileTargets(t *testing.T) {
 	page := func(hostile bool) string {
 		srv := hostileServer(t, hostile)
@@ -107,6 +106,9 @@ func TestMetricsPageWithHostileTargets(t *testing.T) {
 	}
 	ordinary, hostile := page(false), page(true)
 	t.Logf("/metrics with 17 targets: %d bytes served ordinary values, %d bytes served hostile ones", len(ordinary), len(hostile))
+	if len(hostile) >= 100_000 {
+		t.Errorf("/metrics of 17 hostile targets is %d bytes, want under 100 kB", len(hostile))
+	}
 	if grown := len(hostile) - len(ordinary); grown > 17*2048 {
 		t.Errorf("hostile values grew the page by %d bytes, want at most %d (2 KB a target)", grown, 17*2048)
 	}
