@@ -30,6 +30,10 @@ const (
 	ExitUsage = 2
 	// ExitRegression: --baseline found a regression.
 	ExitRegression = 3
+	// ExitNoSuccess: a cell measured no successful request (every request
+	// failed, or none was sent): its figures measure nothing. The console
+	// says first what its requests met.
+	ExitNoSuccess = 4
 )
 
 // AddCommand registers `bench` on app, with its own flags (--config.file,
@@ -262,6 +266,7 @@ func runCommand(ctx context.Context, logger *slog.Logger, configFile string, col
 		fmt.Fprintln(stderr, "bench: writing the report:", err)
 		return ExitError
 	}
+	failed := failedCells(ctx, stdout, rep, cfg)
 	writeSummary(stdout, rep, f.outputDir)
 	if rep.Interrupted {
 		fmt.Fprintf(stderr, "bench: interrupted: the report in %s holds the %d cells that finished\n", f.outputDir, len(rep.Cells))
@@ -273,7 +278,19 @@ func runCommand(ctx context.Context, logger *slog.Logger, configFile string, col
 			return ExitRegression
 		}
 	}
+	if failed > 0 {
+		fmt.Fprintf(stderr, "bench: %d %s measured no successful request (above); the report in %s says what they met\n", failed, plural(failed, "cell", "cells"), f.outputDir)
+		return ExitNoSuccess
+	}
 	return ExitOK
+}
+
+// plural is one or many by n.
+func plural(n int, one, many string) string {
+	if n == 1 {
+		return one
+	}
+	return many
 }
 
 // checkCommandFlags checks that the flags name one configuration (a file,

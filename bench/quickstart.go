@@ -109,23 +109,44 @@ const maxModelsBytes = 1 << 20
 // servedModel asks an OpenAI-compatible server's /v1/models for the one
 // model it serves; a server that lists none or several needs --model.
 func servedModel(ctx context.Context, base string) (string, error) {
+	ids, url, err := servedModels(ctx, base)
+	if err != nil {
+		return "", fmt.Errorf("no --model, and %w", err)
+	}
+	if len(ids) != 1 || ids[0] == "" {
+		return "", fmt.Errorf("no --model, and %s lists %d models (%s): name one with --model", url, len(ids), listFirst(ids, 5))
+	}
+	return ids[0], nil
+}
+
+// listFirst joins at most n of ids, with "..." for the rest.
+func listFirst(ids []string, n int) string {
+	if len(ids) > n {
+		return strings.Join(ids[:n], ", ") + ", ..."
+	}
+	return strings.Join(ids, ", ")
+}
+
+// servedModels lists the models an OpenAI-compatible server's /v1/models
+// names, and the URL it asked.
+func servedModels(ctx context.Context, base string) ([]string, string, error) {
 	ctx, cancel := context.WithTimeout(ctx, 10*time.Second)
 	defer cancel()
 	url := strings.TrimSuffix(base, "/") + "/v1/models"
 	req, err := http.NewRequestWithContext(ctx, http.MethodGet, url, nil)
 	if err != nil {
-		return "", err
+		return nil, url, err
 	}
 	// A client of its own, whose connection is closed with the answer.
 	cl := &http.Client{}
 	defer cl.CloseIdleConnections()
 	resp, err := cl.Do(req)
 	if err != nil {
-		return "", fmt.Errorf("no --model, and %s: %w", url, err)
+		return nil, url, fmt.Errorf("%s: %w", url, err)
 	}
 	defer resp.Body.Close()
 	if resp.StatusCode != http.StatusOK {
-		return "", fmt.Errorf("no --model, and %s answered %s", url, resp.Status)
+		return nil, url, fmt.Errorf("%s answered %s", url, resp.Status)
 	}
 	var list struct {
 		Data []struct {
@@ -133,20 +154,13 @@ func servedModel(ctx context.Context, base string) (string, error) {
 		} `json:"data"`
 	}
 	if err := json.NewDecoder(io.LimitReader(resp.Body, maxModelsBytes)).Decode(&list); err != nil {
-		return "", fmt.Errorf("no --model, and %s: %w", url, err)
+		return nil, url, fmt.Errorf("%s: %w", url, err)
 	}
-	if len(list.Data) != 1 || list.Data[0].ID == "" {
-		var ids []string
-		for i, m := range list.Data {
-			if i == 5 {
-				ids = append(ids, "...")
-				break
-			}
-			ids = append(ids, m.ID)
-		}
-		return "", fmt.Errorf("no --model, and %s lists %d models (%s): name one with --model", url, len(list.Data), strings.Join(ids, ", "))
+	ids := make([]string, 0, len(list.Data))
+	for _, m := range list.Data {
+		ids = append(ids, m.ID)
 	}
-	return list.Data[0].ID, nil
+	return ids, url, nil
 }
 
 // loadQuick is the quick start's configuration, validated as a file's.

@@ -53,6 +53,35 @@ func TestQuickStart(t *testing.T) {
 	}
 }
 
+// TestQuickStartWrongModel: docs/bench.md's quick start with a --model the
+// server does not serve: every request is refused with a 404, the bench
+// exits ExitNoSuccess, and its console says so first, with the status and
+// the models the server serves.
+func TestQuickStartWrongModel(t *testing.T) {
+	sim := startSim(t, 10*time.Millisecond, 1, 0)
+	out := filepath.Join(t.TempDir(), "out")
+	code, stdout, stderr := runCLI(t, context.Background(), "bench", "--target.url="+sim.URL, "--model=meta-llama/Llama-3.1-8B-Instruct",
+		"--rate=4", "--input-tokens=32", "--output-tokens=8", "--duration=2s", "--output.dir="+out)
+	if code != ExitNoSuccess {
+		t.Fatalf("exit %d, want %d\n%s\n%s", code, ExitNoSuccess, stdout, stderr)
+	}
+	for _, want := range []string{"FAILED target/rate=4/in32-out8: no request succeeded", "404 ",
+		`the server does not serve model "meta-llama/Llama-3.1-8B-Instruct"; it serves: sim-model`} {
+		if !strings.Contains(stdout, want) {
+			t.Errorf("the console lacks %q:\n%s", want, stdout)
+		}
+	}
+	if i, j := strings.Index(stdout, "FAILED"), strings.Index(stdout, "leaderboard"); i < 0 || j >= 0 && j < i {
+		t.Errorf("the failure is not said before the leaderboard:\n%s", stdout)
+	}
+	if !strings.Contains(stderr, "1 cell measured no successful request") {
+		t.Errorf("stderr %q", stderr)
+	}
+	if _, err := os.Stat(filepath.Join(out, JSONFile)); err != nil {
+		t.Errorf("the report is still written: %v", err)
+	}
+}
+
 // TestQuickStartRefused: a configuration file with the quick-start flags,
 // or the flags without a URL, are refused before anything runs.
 func TestQuickStartRefused(t *testing.T) {
