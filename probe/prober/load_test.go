@@ -8,9 +8,8 @@ import (
 	"testing"
 	"time"
 
-	"github.com/infer-exporter/infer_exporter/internal/testenv"
-
 	"github.com/infer-exporter/infer_exporter/internal/simulator"
+	"github.com/infer-exporter/infer_exporter/internal/testenv"
 )
 
 // TestLoadCeiling: 200 scrapes of /probe in parallel against one target
