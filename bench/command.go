@@ -83,7 +83,7 @@ func addCommand(app *kingpin.Application, withCollectors bool, stdout, stderr io
 		collectors = collector.AddFlags(runCmd)
 	}
 	// Not Required(): --config.check needs none.
-	runCmd.Flag("output.dir", "Directory for report.json, report.csv and report.html (created if missing).").PlaceHolder("DIR").StringVar(&f.outputDir)
+	runCmd.Flag("output.dir", "Directory for report.json, report.csv, report.html and report.md (created if missing; the quick start's default: bench-out).").PlaceHolder("DIR").StringVar(&f.outputDir)
 	runCmd.Flag("output.requests", "Also write one JSON line per request (id as sent in X-Request-Id, cell, repeat, instants, TTFT, TPOT, E2E, tokens, outcome, HTTP status) to this file; gzip-compressed when it ends in .gz.").PlaceHolder("FILE").StringVar(&f.requests)
 	runCmd.Flag("output.requests.max", "At most this many request records; the rest are counted in report.json's request_records.left_out.").Default(fmt.Sprint(DefaultMaxRequestRecords)).IntVar(&f.requestsMax)
 	runCmd.Flag("baseline", "A previous report.json: compare every cell with it and exit 3 when a gated figure regressed beyond the threshold and noise.").PlaceHolder("OLD.json").StringVar(&f.baseline)
@@ -101,7 +101,7 @@ func addCommand(app *kingpin.Application, withCollectors bool, stdout, stderr io
 	runCmd.Flag("otlp.protocol", "OTLP transport: grpc or http/protobuf. Default: OTEL_EXPORTER_OTLP_PROTOCOL, else http/protobuf.").PlaceHolder("http/protobuf").EnumVar(&f.otlp.protocol, string(otlp.GRPC), string(otlp.HTTPProtobuf))
 	runCmd.Flag("otlp.traces.sample-ratio", "Share of requests whose client spans are pushed and whose traceparent says sampled; failed and stalled requests' spans are pushed whatever it is. Default: OTEL_TRACES_SAMPLER(_ARG), else 0.01.").PlaceHolder("0.01").IsSetByUser(&f.otlp.ratioSet).Float64Var(&f.otlp.ratio)
 	runCmd.Flag("otlp.histograms", "OTLP histogram aggregation: exponential or explicit.").PlaceHolder("exponential").EnumVar(&f.otlp.histograms, string(otlp.Exponential), string(otlp.Explicit))
-	runCmd.Flag("web.listen-address", "While the bench runs, serve its live infer_probe_* metrics on this address at /metrics (empty: none).").PlaceHolder(":9750").StringVar(&f.listen)
+	runCmd.Flag("web.listen-address", "While the bench runs, serve its live infer_probe_* metrics on this address at /metrics (empty: none).").PlaceHolder("ADDRESS").StringVar(&f.listen)
 	verifyCmd := cmd.Command("verify", "Hash again the inputs a report.json recorded (the exporter binary, the configuration, the traces) and say which match; exit 1 when one changed or is missing.")
 	verifyFile := verifyCmd.Arg("report", "A report.json.").Required().String()
 	verifyCmd.Action(func(*kingpin.ParseContext) error { mode = "verify"; return nil })
@@ -201,7 +201,7 @@ func runCommand(ctx context.Context, logger *slog.Logger, configFile string, col
 		return ExitError
 	}
 	if f.configCheck {
-		fmt.Fprintf(stdout, "%s: OK: %d targets, sha256 %s\n", configFile, len(cfg.Targets), cfg.SHA256)
+		fmt.Fprintf(stdout, "%s: OK: %d %s, sha256 %s\n", configFile, len(cfg.Targets), plural(len(cfg.Targets), "target", "targets"), cfg.SHA256)
 		return ExitOK
 	}
 	var base *report.Report
@@ -269,7 +269,7 @@ func runCommand(ctx context.Context, logger *slog.Logger, configFile string, col
 	failed := failedCells(ctx, stdout, rep, cfg)
 	writeSummary(stdout, rep, f.outputDir)
 	if rep.Interrupted {
-		fmt.Fprintf(stderr, "bench: interrupted: the report in %s holds the %d cells that finished\n", f.outputDir, len(rep.Cells))
+		fmt.Fprintf(stderr, "bench: interrupted: the report in %s holds the %d %s that finished\n", f.outputDir, len(rep.Cells), plural(len(rep.Cells), "cell", "cells"))
 		return ExitError
 	}
 	if rep.Baseline != nil {

@@ -94,7 +94,7 @@ func modelOf(r *report.Report, target string) string {
 // WriteResultBlocks writes one result block per cell of r.
 func WriteResultBlocks(w io.Writer, r *report.Report) {
 	if r.Interrupted {
-		fmt.Fprintf(w, "INTERRUPTED: the run was stopped; the report holds the %d cells that finished\n", len(r.Cells))
+		fmt.Fprintf(w, "INTERRUPTED: the run was stopped; the report holds the %s that finished\n", cells(len(r.Cells)))
 	}
 	for i := range r.Cells {
 		writeResultBlock(w, &r.Cells[i], modelOf(r, r.Cells[i].Target))
@@ -187,4 +187,12 @@ func CellNotes(c *report.CellResult) []string {
 		}
 	}
 	return notes
+}
+
+// cells counts cells in words: "1 cell", "0 cells", "3 cells".
+func cells(n int) string {
+	if n == 1 {
+		return "1 cell"
+	}
+	return fmt.Sprintf("%d cells", n)
 }

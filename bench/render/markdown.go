@@ -27,7 +27,7 @@ func WriteMarkdown(w io.Writer, r *report.Report) error {
 		env.Started.UTC().Format(time.RFC3339), env.Finished.UTC().Format(time.RFC3339), env.ExporterVersion, env.ExporterRevision,
 		env.OS, env.Arch, env.CPUs, report.MarkdownCell(env.ConfigFile), env.ConfigSHA256)
 	if r.Interrupted {
-		fmt.Fprintf(&b, "**INTERRUPTED**: the run was stopped before its end; this report holds the %d cells that finished, every repeat of them.\n\n", len(r.Cells))
+		fmt.Fprintf(&b, "**INTERRUPTED**: the run was stopped before its end; this report holds the %s that finished, every repeat of them.\n\n", cells(len(r.Cells)))
 	}
 
 	if bl := r.Baseline; bl != nil {

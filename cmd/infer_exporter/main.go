@@ -208,7 +208,7 @@ func checkConfig(ctx context.Context, file string) int {
 		fmt.Fprintln(os.Stderr, err)
 		return 1
 	}
-	fmt.Printf("%s: OK: %d targets, %d workloads\n", file, len(c.Targets), len(c.Workloads))
+	fmt.Printf("%s: OK: %s, %s\n", file, counted(len(c.Targets), "target"), counted(len(c.Workloads), "workload"))
 	return 0
 }
 
@@ -494,4 +494,12 @@ func startDemoSimulator(logger *slog.Logger) (func(), string, error) {
 		_ = srv.Shutdown(ctx)
 		sim.Close()
 	}, url, nil
+}
+
+// counted is n and a noun, plural unless n is 1: "1 target", "2 workloads".
+func counted(n int, noun string) string {
+	if n == 1 {
+		return "1 " + noun
+	}
+	return fmt.Sprintf("%d %ss", n, noun)
 }

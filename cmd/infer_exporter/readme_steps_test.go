@@ -121,7 +121,7 @@ esac
 		}
 		time.Sleep(200 * time.Millisecond)
 	}
-	if !strings.Contains(out.String(), "infer.yml: OK: 1 targets, 1 workloads") {
+	if !strings.Contains(out.String(), "infer.yml: OK: 1 target, 1 workload") {
 		t.Errorf("the check's verdict is missing from the steps' output:\n%s", out.String())
 	}
 	resp, err := http.Get("http://" + expAddr + "/")
