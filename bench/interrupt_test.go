@@ -88,7 +88,7 @@ bench:
 			t.Errorf("%s does not say %s (%v)", file, want, err)
 		}
 	}
-	if !strings.Contains(stdout.String(), "INTERRUPTED: the run was stopped; the report holds the 1 cells") ||
+	if !strings.Contains(stdout.String(), "INTERRUPTED: the run was stopped; the report holds the 1 cell that finished") ||
 		!strings.Contains(stdout.String(), "Cell:                                    first/rate=10/s") {
 		t.Errorf("console:\n%s", stdout.String())
 	}
