@@ -23,9 +23,15 @@ func WriteMarkdown(w io.Writer, r *report.Report) error {
 	var b strings.Builder
 	env := &r.Environment
 	fmt.Fprintf(&b, "# infer_exporter bench report\n\n")
-	fmt.Fprintf(&b, "Run %s to %s (UTC), infer_exporter %s (revision %s), %s/%s, %d CPUs. Configuration `%s`, SHA-256 `%s`.\n\n",
+	// A quick start (or a merge) has no file of its own: its configuration
+	// is kept in report.json (environment.config).
+	config := "`" + report.MarkdownCell(env.ConfigFile) + "`"
+	if env.ConfigFile == "" {
+		config = "without a file (report.json's environment.config holds it)"
+	}
+	fmt.Fprintf(&b, "Run %s to %s (UTC), infer_exporter %s (revision %s), %s/%s, %d CPUs. Configuration %s, SHA-256 `%s`.\n\n",
 		env.Started.UTC().Format(time.RFC3339), env.Finished.UTC().Format(time.RFC3339), env.ExporterVersion, env.ExporterRevision,
-		env.OS, env.Arch, env.CPUs, report.MarkdownCell(env.ConfigFile), env.ConfigSHA256)
+		env.OS, env.Arch, env.CPUs, config, env.ConfigSHA256)
 	if r.Interrupted {
 		fmt.Fprintf(&b, "**INTERRUPTED**: the run was stopped before its end; this report holds the %s that finished, every repeat of them.\n\n", cells(len(r.Cells)))
 	}
