@@ -68,7 +68,7 @@ func fileInput(kind, name, path string) report.Input {
 func auditInputs(configFile string, traces []report.TraceInfo, prompts []report.PromptSetInfo) []report.Input {
 	var ins []report.Input
 	if exe, err := os.Executable(); err == nil {
-		ins = append(ins, fileInput(InputExporter, "", exe))
+		ins = append(ins, fileInput(InputExporter, filepath.Base(exe), exe)) // the report names it; verify reads Path
 	} else {
 		ins = append(ins, report.Input{Kind: InputExporter, SHA256: "unreadable: " + err.Error()})
 	}

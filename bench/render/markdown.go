@@ -106,7 +106,11 @@ func WriteMarkdown(w io.Writer, r *report.Report) error {
 	writeMarkdownSections(&b, r)
 
 	if len(env.Inputs) > 0 {
-		b.WriteString("## Inputs\n\nThe audit chain: `infer_exporter bench verify report.json` hashes the files again.\n\n| kind | name | SHA-256 |\n| --- | --- | --- |\n")
+		b.WriteString("## Inputs\n\nThe audit chain: `infer_exporter bench verify report.json` hashes the files again. " +
+			"A `prompt_set` row identifies the prompts one target was sent for one shape (the SHA-256 of their texts, in order); " +
+			"report.json's `environment.prompt_set_sha256` hashes every set together, and each set's `sha256_first64` its first 64 prompts, " +
+			"the hash the exporter's `infer_probe_prompt_info` shows for a workload of the same seed and lengths.\n\n" +
+			"| kind | name | SHA-256 |\n| --- | --- | --- |\n")
 		for _, in := range env.Inputs {
 			name := in.Name
 			if name == "" {
