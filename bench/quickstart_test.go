@@ -3,7 +3,9 @@ package bench
 import (
 	"bytes"
 	"context"
+	"encoding/json"
 	"log/slog"
+	"math"
 	"net/http"
 	"net/http/httptest"
 	"os"
@@ -26,7 +28,7 @@ func TestQuickStart(t *testing.T) {
 	sim := startSim(t, 10*time.Millisecond, 1, 0)
 	out := filepath.Join(t.TempDir(), "out")
 	code, stdout, stderr := runCLI(t, context.Background(), "bench", "--target.url="+sim.URL, "--rate=4",
-		"--input-tokens=32", "--output-tokens=8", "--duration=2s", "--output.dir="+out)
+		"--input-tokens=32", "--output-tokens=8", "--duration=5s", "--output.dir="+out)
 	if code != ExitOK {
 		t.Fatalf("exit %d\n%s\n%s", code, stdout, stderr)
 	}
@@ -35,8 +37,23 @@ func TestQuickStart(t *testing.T) {
 		t.Fatalf("cells %+v", r.Cells)
 	}
 	c := r.Cells[0]
-	if len(c.Repeats) != 1 || c.Summary.Successes == 0 || c.Summary.WindowSeconds != 2 {
-		t.Errorf("one repeat of 2 s with successes: %d repeats, %d successes, %v s", len(c.Repeats), c.Summary.Successes, c.Summary.WindowSeconds)
+	if len(c.Repeats) != 1 || c.Summary.Successes == 0 || c.Summary.WindowSeconds != 5 {
+		t.Errorf("one repeat of 5 s with successes: %d repeats, %d successes, %v s", len(c.Repeats), c.Summary.Successes, c.Summary.WindowSeconds)
+	}
+	// The figures read as the flags: constant arrivals at --rate (20 in the
+	// window, give or take the one a window's edge cuts: 5%), and every
+	// answer asked to be --output-tokens long (ignore_eos).
+	if got := c.Summary.RequestsPerSecond; math.Abs(got-4)/4 > 0.10 {
+		t.Errorf("requests per second %.2f, want --rate 4 within 10%%", got)
+	}
+	for _, b := range sim.bodies() {
+		var req struct {
+			MaxTokens int  `json:"max_tokens"`
+			IgnoreEOS bool `json:"ignore_eos"`
+		}
+		if err := json.Unmarshal([]byte(b), &req); err != nil || req.MaxTokens != 8 || !req.IgnoreEOS {
+			t.Fatalf("request %s (%v): want max_tokens 8 and ignore_eos", b, err)
+		}
 	}
 	if r.Environment.Targets[0].ConfiguredModel != "sim-model" || r.Environment.Targets[0].Flavor != "openai-chat" {
 		t.Errorf("target %+v: want the model /v1/models lists, flavor openai-chat", r.Environment.Targets[0])
