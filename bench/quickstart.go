@@ -94,7 +94,7 @@ func quickConfig(q *quickFlags) ([]byte, error) {
 				Rates   []float64 `yaml:"rates"`
 				Shapes  []shape   `yaml:"shapes"`
 			} `yaml:"matrix"`
-			Sampling map[string]bool `yaml:"sampling"`
+			Sampling  map[string]bool `yaml:"sampling"`
 			Warmup    string          `yaml:"warmup"`
 			Duration  string          `yaml:"duration"`
 			Repeats   int             `yaml:"repeats"`
