@@ -257,9 +257,27 @@ func (b *run) cells(ctx context.Context, targets []config.Target, groups []group
 	return reps, rankGroups, nil
 }
 
-// ranking ranks the targets on the groups every one of them finished.
+// ranking ranks the targets on the groups every one of them finished,
+// leaving out a target none of whose requests succeeded: its figures
+// measure nothing, and a score of 0 would rank it beside the others (alone,
+// first).
 func (b *run) ranking(targets []config.Target, groups, rankGroups []group, reps map[string][numFigures][]float64, rep *report.Report) report.RankingResult {
-	r := rank(b.rankInput(targets, rankGroups, reps, rep))
+	var measured []config.Target
+	var unmeasured []string
+	for _, t := range targets {
+		if targetSucceeded(rep, t.Name) {
+			measured = append(measured, t)
+		} else {
+			unmeasured = append(unmeasured, t.Name)
+		}
+	}
+	r := rank(b.rankInput(measured, rankGroups, reps, rep))
+	if len(unmeasured) > 0 {
+		if len(measured) == 0 {
+			r.Entries = nil
+		}
+		r.Note = strings.TrimPrefix(r.Note+"; not ranked, no request succeeded: "+strings.Join(unmeasured, ", "), "; ")
+	}
 	if len(rankGroups) == 0 && len(groups) > 0 {
 		// Nothing to compare the targets on: no scores of 0 tied.
 		r.Entries = nil
@@ -761,4 +779,20 @@ func orUnknown(s string) string {
 		return "unknown"
 	}
 	return s
+}
+
+// targetSucceeded says whether any request of the target's cells succeeded.
+func targetSucceeded(rep *report.Report, target string) bool {
+	for i := range rep.Cells {
+		c := &rep.Cells[i]
+		if c.Target != target {
+			continue
+		}
+		for j := range c.Repeats {
+			if c.Repeats[j].Stats.Successes > 0 {
+				return true
+			}
+		}
+	}
+	return false
 }
