@@ -43,8 +43,15 @@ func TestQuickStart(t *testing.T) {
 	// The figures read as the flags: constant arrivals at --rate (20 in the
 	// window, give or take the one a window's edge cuts: 5%), and every
 	// answer asked to be --output-tokens long (ignore_eos).
-	if got := c.Summary.RequestsPerSecond; math.Abs(got-4)/4 > 0.10 {
-		t.Errorf("requests per second %.2f, want --rate 4 within 10%%", got)
+	// The offered rate is the schedule's, whatever the machine; the
+	// printed throughput equals it unless a busy machine made the client
+	// late enough for the wire ceiling to drop an arrival (counted, and
+	// then the throughput is the ceiling's business, not the flags').
+	if got := c.Summary.OfferedPerSecond; math.Abs(got-4)/4 > 0.10 {
+		t.Errorf("offered %.2f req/s, want --rate 4 within 10%%", got)
+	}
+	if got := c.Summary.RequestsPerSecond; c.Summary.DroppedPerSecond == 0 && math.Abs(got-4)/4 > 0.10 {
+		t.Errorf("requests per second %.2f with none dropped, want --rate 4 within 10%%", got)
 	}
 	for _, b := range sim.bodies() {
 		var req struct {
