@@ -27,6 +27,7 @@ var notInCSV = map[string]string{
 	"summary.*_seconds.count":        "the number of values behind a distribution: report.json",
 	"summary.*_seconds.min":          "the distributions' minima: report.json",
 	"summary.schedule_lag_seconds.*": "the client's own delay: its p99 is a column (degraded judges it), the rest is in report.json",
+	"stability":                      "the stable column says it in words: stable, unstable (flagged), not judged, not checked",
 	"ci.*":                           "the other figures' intervals: report.json (the ranking and the baseline gate read them)",
 }
 
@@ -150,7 +151,7 @@ func oneAndMerged(t *testing.T, requests int) (one, merged *Report) {
 	reportOf := func(rec *recorder) (*Report, RecorderState) {
 		st := rec.export(1, 0)
 		stats, smp := rec.finish(1, 0)
-		res := RepeatResult{Stats: stats, Stability: StabilityResult{Spread: report.NaN()}, Distribution: smp.distribution(), Windows: rec.windows(1)}
+		res := RepeatResult{Stats: stats, Stability: StabilityResult{}, Distribution: smp.distribution(), Windows: rec.windows(1)}
 		acc := [][]cellAcc{{{repeats: []RepeatResult{res}, samples: []*sample{smp}}}}
 		groups := []group{{name: "s", load: load}}
 		cells, reps := assembleCells(context.Background(), spec, []string{"a"}, groups, acc)

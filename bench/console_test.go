@@ -170,7 +170,7 @@ func TestStableNotChecked(t *testing.T) {
 			c := report.CellResult{Key: "a/rate=1/s", Target: "a", Load: report.Load{Kind: report.LoadRate, Value: 1}, Shape: "s", Stable: tc.stable,
 				Summary: report.Stats{Outcomes: map[string]int{}}}
 			for i, ch := range tc.checked {
-				c.Repeats = append(c.Repeats, report.RepeatResult{Index: i, Stability: report.StabilityResult{Checked: ch, Stable: tc.stable, Spread: report.NaN()}})
+				c.Repeats = append(c.Repeats, report.RepeatResult{Index: i, Stability: report.StabilityResult{Checked: ch, Stable: tc.stable}})
 			}
 			col := report.ColumnNamed("stable")
 			if got := col.CSV(&c); got != tc.csv {

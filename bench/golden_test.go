@@ -121,11 +121,14 @@ func goldenReport(t testing.TB) *Report {
 				stats, smp := rec.finish(3, 0)
 				med, _ := rec.windowMedians(3)
 				res := RepeatResult{Index: r, Started: w0.Add(time.Duration(gi*10+r) * time.Second).UTC(), Stats: stats,
-					Stability:    StabilityResult{WindowSeconds: 1, Windows: 3, Spread: report.NaN()},
+					Stability: StabilityResult{WindowSeconds: 1, Windows: 3,
+						Growth: report.NaN(), GrowthLow: report.NaN(), GrowthHigh: report.NaN(), NeedSeconds: report.NaN()},
 					PromptsDrawn: n, SchedulingLatencyP99: 0.0001, WarmupSeconds: 0.5,
 					Distribution: smp.distribution(), Windows: rec.windows(3)}
 				if ti == 1 && gi == 1 && r == 1 {
-					res.Stability.Checked, res.Stability.Note = true, "windows never agreed"
+					res.Stability.Checked, res.Stability.State, res.Stability.Requests = true, report.StateUnstable, 23
+					res.Stability.Growth, res.Stability.GrowthLow, res.Stability.GrowthHigh = 0.3, 0.12, 0.5
+					res.Stability.Note = "unstable: length-normalised latency grew +30.0% across the span (+12.0% to +50.0% at 99.5%), 23 requests, Mann-Kendall z 3.10"
 				}
 				if ti == 1 && gi == 0 {
 					res.SchedulingLatencyP99 = 0.02 // degraded

@@ -3,6 +3,7 @@ package bench
 import (
 	"context"
 	"fmt"
+	"time"
 
 	"github.com/infer-exporter/infer_exporter/bench/report"
 	"github.com/infer-exporter/infer_exporter/internal/config"
@@ -124,7 +125,6 @@ func mergeRepeat(byIndex []ShardFile, ci, ri int, spec *Spec) (report.RepeatResu
 		if rr.Started.Before(res.Started) {
 			res.Started = rr.Started
 		}
-		res.Stability.Stable = res.Stability.Stable && (rr.Stability.Stable || !rr.Stability.Checked)
 		res.Stability.Checked = res.Stability.Checked || rr.Stability.Checked
 		res.SchedulingLatencyP99 = max(res.SchedulingLatencyP99, rr.SchedulingLatencyP99)
 		res.PromptsDrawn += rr.PromptsDrawn
@@ -145,19 +145,22 @@ func mergeRepeat(byIndex []ShardFile, ci, ri int, spec *Spec) (report.RepeatResu
 		res.Stability.Medians = append(res.Stability.Medians, report.Num(m))
 	}
 	if st := spec.Stability; res.Stability.Checked && st.On() {
-		// The shards ran the same windows, unextended: the
-		// stability is the pooled windows', judged as one process
-		// judges its own.
-		ok, spread, judged := judgeStability(rc, k, st)
-		res.Stability.Stable, res.Stability.Spread, res.Stability.Windows, res.Stability.Note = ok, report.Num(spread), k, ""
-		switch {
-		case !judged:
-			res.Stability.Checked, res.Stability.Spread = false, report.NaN()
-			res.Stability.Note = fmt.Sprintf("not judged: the merged windows had fewer than %d windows of at least %d successes (%d windows of %s)",
-				st.Windows, st.MinRequests, k, st.Window)
-		case !ok:
-			res.Stability.Note = fmt.Sprintf("the merged windows did not agree within %.0f%% (spread %.1f%%, %d windows of %s); sharded runs are not extended: lengthen duration",
-				st.Tolerance*100, spread*100, k, st.Window)
+		// The shards ran the same windows, unextended: the stability is
+		// the pooled requests', judged as one process judges its own (a
+		// replay's over its complete windows).
+		judged := k
+		if span > 0 {
+			judged = int(span / rc.window)
+		}
+		res.Stability.Windows = judged
+		if judged < 1 {
+			res.Stability.Checked, res.Stability.State, res.Stability.Stable = false, "", false
+			res.Stability.Note = fmt.Sprintf("not judged: the merged replay filled no complete window of %s", rc.window)
+		} else {
+			setVerdict(&res.Stability, rc.judge(judged, time.Duration(judged)*rc.window, st.Rule()))
+			if res.Stats.Overloaded && res.Stability.Stable {
+				res.Stability.State, res.Stability.Stable, res.Stability.Note = report.StateUnstable, false, res.Stats.OverloadNote
+			}
 		}
 	}
 	if len(replays) > 0 {

@@ -61,7 +61,7 @@ func testShardJSON(t testing.TB, requests int) [2][]byte {
 			Environment: Environment{Config: cfg.EffectiveYAML(), ConfigSHA256: cfg.SHA256, Seed: cfg.Bench.Seed,
 				MaxSamplesRepeat: cfg.Bench.MaxSamplesPerRepeat, Started: w0, Finished: w0.Add(time.Minute)},
 			Cells: []CellResult{{Key: key, Target: "a", Load: Load{Kind: LoadRate, Value: 10}, Shape: "s",
-				Repeats: []RepeatResult{{Stats: stats, Stability: StabilityResult{Spread: report.NaN()}}}, Summary: stats}},
+				Repeats: []RepeatResult{{Stats: stats, Stability: StabilityResult{}}}, Summary: stats}},
 			Shard: &ShardPart{Index: i, Count: 2, Cells: []ShardCells{{Key: key, Repeats: []RecorderState{st}}}},
 		}
 		var b bytes.Buffer

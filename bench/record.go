@@ -9,6 +9,7 @@ import (
 	"time"
 
 	"github.com/infer-exporter/infer_exporter/bench/report"
+	"github.com/infer-exporter/infer_exporter/bench/stability"
 	"github.com/infer-exporter/infer_exporter/internal/config"
 	"github.com/infer-exporter/infer_exporter/probe/observation"
 	"github.com/infer-exporter/infer_exporter/probe/slo"
@@ -102,7 +103,21 @@ type recorder struct {
 	winE2E            [][]float64
 	// droppedAll counts every dropped request, measured or not.
 	droppedAll int
+	// winCapDropped are the arrivals of each window the in-flight cap
+	// dropped (not those a rate ceiling dropped by design): the client
+	// could not send what it was asked to, so the server kept up with less.
+	winCapDropped []int
+	// points are the successful measured requests the stability rule
+	// judges: all of them up to maxStabilityPoints, a uniform reservoir of
+	// pointsSeen beyond.
+	points     []report.StabilityPoint
+	pointsSeen int
 }
+
+// maxStabilityPoints bounds the requests a repeat keeps for the stability
+// rule: 32 bytes each, 640 KB a repeat at most. The rule itself tests at
+// most 3,000 (an even subsample in time order beyond).
+const maxStabilityPoints = 20000
 
 // droppedRows is the number of requests dropped, warm-up included.
 func (rc *recorder) droppedRows() int {
@@ -344,6 +359,10 @@ func (rc *recorder) countWindows(obs *observation.Request, rec *report.Record, s
 		if obs.Outcome == observation.Dropped {
 			rc.winDropped = grow(rc.winDropped, w+1)
 			rc.winDropped[w]++
+			if obs.DropReason == workload.DropInFlightCap {
+				rc.winCapDropped = grow(rc.winCapDropped, w+1)
+				rc.winCapDropped[w]++
+			}
 		}
 	}
 	for k, tok := range rec.WinTokens {
@@ -368,7 +387,57 @@ func (rc *recorder) countWindows(obs *observation.Request, rec *report.Record, s
 				rc.winE2E[w] = append(rc.winE2E[w], float64(rec.E2E))
 			}
 		}
+		if e2e := float64(rec.E2E); e2e > 0 {
+			rc.addPoint(report.StabilityPoint{Done: obs.End.Sub(rc.warmupEnd).Seconds(), E2E: e2e,
+				Input: obs.PromptTokens, Output: obs.OutputTokens})
+		}
 	}
+}
+
+// addPoint keeps one request for the stability rule (Algorithm R beyond
+// maxStabilityPoints). rc.mu is held.
+func (rc *recorder) addPoint(p report.StabilityPoint) {
+	rc.pointsSeen++
+	if len(rc.points) < maxStabilityPoints {
+		rc.points = append(rc.points, p)
+	} else if j := rc.rng.IntN(rc.pointsSeen); j < maxStabilityPoints {
+		rc.points[j] = p
+	}
+}
+
+// judge is the stability rule's verdict on the measured span [0, span)
+// from windows [0, k): the successful requests that ended within it, and
+// the queue's counts over those windows (bench/stability).
+func (rc *recorder) judge(k int, span time.Duration, rule stability.Spec) stability.Verdict {
+	rc.settle()
+	rc.mu.Lock()
+	defer rc.mu.Unlock()
+	limit := span.Seconds()
+	reqs := make([]stability.Request, 0, len(rc.points))
+	for _, p := range rc.points {
+		if p.Done >= 0 && p.Done <= limit {
+			reqs = append(reqs, stability.Request{Done: time.Duration(p.Done * float64(time.Second)), E2E: p.E2E,
+				InputTokens: p.Input, OutputTokens: p.Output})
+		}
+	}
+	return stability.Judge(reqs, span, rc.load(k), rule)
+}
+
+// load is what the windows [0, k) say of the queue: sent and ended within
+// them, in flight at their start and end, and the arrivals the in-flight
+// cap dropped. rc.mu is held.
+func (rc *recorder) load(k int) stability.Load {
+	l := stability.Load{InFlightStart: winAt(rc.winSent, 0) - winAt(rc.winEnded, 0)}
+	l.InFlightEnd = l.InFlightStart
+	for i := 1; i <= k; i++ {
+		l.Sent += winAt(rc.winSent, i)
+		l.Ended += winAt(rc.winEnded, i)
+		l.InFlightEnd += winAt(rc.winSent, i) - winAt(rc.winEnded, i)
+	}
+	for w := 0; w < k; w++ {
+		l.Dropped += winAt(rc.winCapDropped, w)
+	}
+	return l
 }
 
 // reasoningTokens is a request's reasoning tokens: the server's count when
@@ -430,24 +499,6 @@ func (rc *recorder) windowMedians(k int) (medians []float64, counts []int) {
 		}
 	}
 	return medians, counts
-}
-
-// stable reports whether the last n of windows [0, k) agree: each has at
-// least minReqs successes, and their medians are within tol (max/min - 1).
-func stable(medians []float64, counts []int, n, minReqs int, tol float64) (ok bool, spread float64) {
-	k := len(medians)
-	if k < n {
-		return false, math.NaN()
-	}
-	lo, hi := math.Inf(1), math.Inf(-1)
-	for w := k - n; w < k; w++ {
-		if counts[w] < minReqs || math.IsNaN(medians[w]) {
-			return false, math.NaN()
-		}
-		lo, hi = min(lo, medians[w]), max(hi, medians[w])
-	}
-	spread = hi/lo - 1
-	return spread <= tol, spread
 }
 
 // finish turns what was recorded over windows [0, k) into the repeat's
@@ -532,6 +583,12 @@ func (rc *recorder) judgeSteadyState(st *report.Stats, k int, span time.Duration
 		st.Overloaded = true
 		st.OverloadNote = fmt.Sprintf("overloaded: %d requests ended in the windows (successes and failures) against %d sent (%.0f%%), and the requests in flight grew from %d at the start of the windows to %d in flight at the end, beyond what Poisson arrivals allow (%.1f by Little's law at the mean E2E); the rest waited in flight, so requests/s is the server's capacity, not the offered rate",
 			endedIn, sentIn, 100*float64(endedIn)/float64(max(sentIn, 1)), st.InFlightAtStart, st.InFlightAtEnd, st.InFlightExpected)
+	}
+	if over, why := stability.Overload(stability.Load{Dropped: capDropped(rc.winCapDropped, k), Sent: sentIn}); over && !st.Overloaded {
+		// The client's own cap turned arrivals away: what the server
+		// kept up with is less than what was offered.
+		st.Overloaded = true
+		st.OverloadNote = why + fmt.Sprintf(" (the requests in flight reached the cap): the server did not keep up with the offered %.4g req/s, so requests/s is what it sustained", st.OfferedPerSecond)
 	}
 	if span == 0 && verdict == drainingBacklog {
 		st.Draining = true
@@ -625,6 +682,15 @@ func steadyState(sent, ended, startInFlight, endInFlight int) int {
 		return drainingBacklog
 	}
 	return steady
+}
+
+// capDropped is the arrivals the in-flight cap dropped in windows [0, k).
+func capDropped(win []int, k int) int {
+	n := 0
+	for w := 0; w < k; w++ {
+		n += winAt(win, w)
+	}
+	return n
 }
 
 // The noise bound of steadyState: standard deviations, and requests.

@@ -11,6 +11,7 @@ import (
 	"time"
 
 	"github.com/infer-exporter/infer_exporter/bench/report"
+	"github.com/infer-exporter/infer_exporter/bench/stability"
 	"github.com/infer-exporter/infer_exporter/probe/client"
 	"github.com/infer-exporter/infer_exporter/probe/plan"
 	"github.com/infer-exporter/infer_exporter/probe/replay"
@@ -165,31 +166,38 @@ func (b *run) repeatWindows(p repeatPlan, replayed bool) repeatWindows {
 	return w
 }
 
-// judgeStability is the stability rule: whether the last st.Windows of the
-// k windows measured agree within st.Tolerance, each with at least
-// st.MinRequests successes. spread is their max/min - 1; judged is false
-// when there are fewer such windows than the rule compares.
-func judgeStability(rec *recorder, k int, st StabilitySpec) (ok bool, spread float64, judged bool) {
-	med, cnt := rec.windowMedians(k)
-	ok, spread = stable(med, cnt, st.Windows, st.MinRequests, st.Tolerance)
-	return ok, spread, k >= st.Windows && !math.IsNaN(spread)
+// setVerdict records the stability rule's verdict in a repeat's result:
+// its state, its drift with the interval, and why in words (only when not
+// stable: the console lists it among the notes).
+func setVerdict(res *report.StabilityResult, v stability.Verdict) {
+	res.State, res.Stable = string(v.State), v.State == stability.Stable
+	res.Growth, res.GrowthLow, res.GrowthHigh = report.Num(v.Growth), report.Num(v.GrowthLo), report.Num(v.GrowthHi)
+	res.Requests, res.NeedSeconds = v.N, report.NaN()
+	if v.NeedSeconds > 0 {
+		res.NeedSeconds = report.Num(v.NeedSeconds)
+	}
+	res.Note = ""
+	if v.State != stability.Stable {
+		res.Note = v.Reason
+	}
 }
 
-// extension decides, at the end of each measured window, whether the
-// repeat goes on: while its windows are not judged stable, one more
-// window, up to the most.
+// extension decides, at the end of the base windows and of each
+// extension, whether the repeat goes on: only while the stability rule
+// cannot judge it and its drift is suggestive (stability.Extend), to the
+// span the rule says it needs, in whole windows, up to the most. A quiet
+// span too short to judge is not extended: it is "not judged", with the
+// span it would need.
 type extension struct {
-	rec *recorder
-	win repeatWindows
-	st  StabilitySpec
-	res *report.StabilityResult
+	rec  *recorder
+	win  repeatWindows
+	rule stability.Spec
+	res  *report.StabilityResult
 	// k is the windows measured so far; lead is the part of the warm-up
 	// the recorder's clock does not hold (a replay's recorder starts at
 	// the warm-up's end, its schedule at the trace's clock).
 	k    int
 	lead time.Duration
-	// tooFew says the last judgement had too few successes to judge.
-	tooFew bool
 }
 
 // first is the first limit: the end of the base windows after the warm-up,
@@ -199,34 +207,30 @@ func (e *extension) first() (time.Duration, bool) {
 	return e.lead + w + time.Duration(e.k)*e.win.window, ok
 }
 
+// judge judges the k windows measured so far.
+func (e *extension) judge() stability.Verdict {
+	v := e.rec.judge(e.k, time.Duration(e.k)*e.win.window, e.rule)
+	setVerdict(e.res, v)
+	return v
+}
+
 func (e *extension) decide() (time.Duration, bool) {
 	if !e.win.check {
 		return 0, false
 	}
-	ok, spread, judged := judgeStability(e.rec, e.k, e.st)
-	e.res.Spread = report.Num(spread)
-	e.tooFew = !judged && e.k >= e.st.Windows
-	if ok {
-		e.res.Stable = true
+	v := e.judge()
+	need, ok := stability.Extend(v, time.Duration(e.k)*e.win.window, time.Duration(e.win.most)*e.win.window)
+	if !ok {
 		return 0, false
 	}
-	if e.k >= e.win.most {
+	k := min(int(math.Ceil(float64(need)/float64(e.win.window))), e.win.most)
+	if k <= e.k {
 		return 0, false
 	}
-	e.k++
-	e.res.Extended++
+	e.res.Extended += k - e.k
+	e.k = k
 	w, _ := e.rec.warmup(time.Now())
 	return w + time.Duration(e.k)*e.win.window, true
-}
-
-// note says why an extended repeat was never judged stable.
-func (e *extension) note() string {
-	if e.tooFew {
-		return fmt.Sprintf("never judged stable: windows had fewer than %d successful requests (%d windows of %s)",
-			e.st.MinRequests, e.k, e.win.window)
-	}
-	return fmt.Sprintf("windows never agreed within %.0f%% (last spread %.1f%%) after %d windows of %s",
-		e.st.Tolerance*100, float64(e.res.Spread)*100, e.k, e.win.window)
 }
 
 // repeat runs one repeat through the exporter's own runner and client, so
@@ -237,17 +241,18 @@ func (b *run) repeat(ctx context.Context, p repeatPlan) (report.RepeatResult, *s
 		return report.RepeatResult{}, nil, err
 	}
 	if l.none {
-		return report.RepeatResult{Index: p.index, Stats: report.Stats{Outcomes: map[string]int{}}, Stability: report.StabilityResult{Spread: report.NaN(),
+		return report.RepeatResult{Index: p.index, Stats: report.Stats{Outcomes: map[string]int{}}, Stability: report.StabilityResult{Growth: report.NaN(), GrowthLow: report.NaN(), GrowthHigh: report.NaN(), NeedSeconds: report.NaN(),
 			Note: "this shard has none of the cell's clients"}}, &sample{scale: 1}, nil
 	}
 	win := b.repeatWindows(p, l.replay != nil)
 	cl := client.New(client.Options{MaxConnsPerHost: l.limits.MaxInFlight})
 	defer cl.Close()
 
-	res := report.RepeatResult{Index: p.index, Stability: report.StabilityResult{Checked: win.check, WindowSeconds: win.window.Seconds(), Spread: report.NaN()}}
+	res := report.RepeatResult{Index: p.index, Stability: report.StabilityResult{Checked: win.check, WindowSeconds: win.window.Seconds(),
+		Growth: report.NaN(), GrowthLow: report.NaN(), GrowthHigh: report.NaN(), NeedSeconds: report.NaN()}}
 	t0 := time.Now()
 	rec, clock := b.repeatRecorder(p, t0, win.window, l.replay != nil)
-	ext := &extension{rec: rec, win: win, st: b.spec.Stability, res: &res.Stability, k: win.base}
+	ext := &extension{rec: rec, win: win, rule: b.spec.Stability.Rule(), res: &res.Stability, k: win.base}
 	if l.replay != nil {
 		ext.lead = p.warmup
 	}
@@ -280,7 +285,7 @@ func (b *run) repeat(ctx context.Context, p repeatPlan) (report.RepeatResult, *s
 		lvl = slog.LevelDebug // the bar says it
 	}
 	b.logger.Log(ctx, lvl, "repeat done", "cell", p.cell, "repeat", p.index+1, "requests", res.Stats.Requests,
-		"successes", res.Stats.Successes, "e2e_p50", res.Stats.E2E.P50, "stable", res.Stability.Stable || !win.check)
+		"successes", res.Stats.Successes, "e2e_p50", res.Stats.E2E.P50, "stability", stateWord(res.Stability))
 	return res, smp, nil
 }
 
@@ -383,13 +388,30 @@ func (b *run) finishRepeat(res *report.RepeatResult, p repeatPlan, l *repeatLoad
 	for _, m := range med {
 		res.Stability.Medians = append(res.Stability.Medians, report.Num(m))
 	}
-	if l.replay != nil {
-		l.replay.finish(res, rec, stop, k, window, p.stability && b.spec.Stability.On(), b.spec.Stability)
+	switch {
+	case l.replay != nil:
+		l.replay.finish(res, rec, stop, k, window, p.stability && b.spec.Stability.On(), ext.rule)
+	case ext.win.check || p.trendWindows > 0:
+		// The verdict on every window measured (a sweep's point too: its
+		// pass rule asks whether the latency grew). The last decision
+		// judged the same windows; the requests that ended since count.
+		res.Stability.Checked = true
+		ext.judge()
 	}
-	if ext.win.check && !res.Stability.Stable {
-		res.Stability.Note = ext.note()
+	if res.Stats.Overloaded && res.Stability.Checked && res.Stability.State == report.StateStable {
+		// The rule weighs the same queue evidence; a cell is never both.
+		res.Stability.State, res.Stability.Stable, res.Stability.Note = report.StateUnstable, false, res.Stats.OverloadNote
 	}
 	return smp
+}
+
+// stateWord is a repeat's stability as the logs say it: its state, or
+// "not_checked".
+func stateWord(st report.StabilityResult) string {
+	if !st.Checked || st.State == "" {
+		return "not_checked"
+	}
+	return st.State
 }
 
 // warmupNote says how the warm-up went when it was not as configured, and
@@ -419,7 +441,7 @@ type replayRun struct {
 // finish adds the replay's result to the repeat's, and, when the repeat is
 // judged (judge), its stability, afterwards, on the windows the trace
 // filled: a replay is never extended, its rows are the trace's.
-func (r *replayRun) finish(res *report.RepeatResult, rec *recorder, stop *stopSchedule, k int, window time.Duration, judge bool, st StabilitySpec) {
+func (r *replayRun) finish(res *report.RepeatResult, rec *recorder, stop *stopSchedule, k int, window time.Duration, judge bool, rule stability.Spec) {
 	r.rec.result(r.res)
 	r.res.Clamped = stop.Clamped()
 	// Every row dropped, the warm-up's too: a row not sent is lost to the
@@ -432,19 +454,19 @@ func (r *replayRun) finish(res *report.RepeatResult, rec *recorder, stop *stopSc
 	if !judge {
 		return
 	}
-	ok, spread, judged := judgeStability(rec, k, st)
-	res.Stability.Spread = report.Num(spread)
-	switch {
-	case !judged:
-		res.Stability.Note = fmt.Sprintf("not judged: trace ended (%d windows of %s, %d needed with at least %d successes each)",
-			k, window, st.Windows, st.MinRequests)
-	default:
-		res.Stability.Checked, res.Stability.Stable = true, ok
-		if !ok {
-			res.Stability.Note = fmt.Sprintf("the trace's last %d windows did not agree within %.0f%% (spread %.1f%%); a replay is not extended",
-				st.Windows, st.Tolerance*100, spread*100)
-		}
+	// Over the complete windows only: the trace's last, partial window
+	// holds its stragglers, not the server's steady state.
+	complete := k
+	if stop.ended {
+		span := time.Duration(res.Stats.WindowSeconds * float64(time.Second))
+		complete = int(span / window)
 	}
+	if complete < 1 {
+		res.Stability.Note = fmt.Sprintf("not judged: the trace filled no complete window of %s", window)
+		return
+	}
+	res.Stability.Checked, res.Stability.Windows = true, complete
+	setVerdict(&res.Stability, rec.judge(complete, time.Duration(complete)*window, rule))
 }
 
 // replayRecorder hears one replay repeat (replay.Recorder): every row's

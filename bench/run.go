@@ -465,14 +465,13 @@ func assembleCells(ctx context.Context, spec *Spec, targets []string, groups []g
 			stats := make([]report.Stats, len(a.repeats))
 			for i, r := range a.repeats {
 				stats[i] = r.Stats
-				if r.Stability.Checked && !r.Stability.Stable {
-					cell.Stable = false
-				}
 				if r.Stats.ScheduleLag.Count > 0 && r.Stats.ScheduleLag.P99 > degradedLag.Seconds() || r.SchedulingLatencyP99 > degradedLag.Seconds() ||
 					r.Replay != nil && r.Replay.Degraded {
 					cell.Degraded = true
 				}
 			}
+			cell.Stability = report.CellStability(a.repeats)
+			cell.Stable = cell.Stability == report.StateStable || cell.Stability == ""
 			cell.Summary = medianStats(stats)
 			bs := bootstrapCellContext(ctx, a.samples, spec.Ranking.Resamples, uint64(spec.Seed), hashString(key))
 			for f := 0; f < numFigures; f++ {
@@ -635,12 +634,16 @@ func (b *run) sweep(ctx context.Context, t *config.Target, ct *client.Target, sh
 		// steady state, for either rule.
 		pt.Overloaded = s.Overloaded
 		pt.Degraded = s.ScheduleLag.Count > 0 && s.ScheduleLag.P99 > degradedLag.Seconds() || r.SchedulingLatencyP99 > degradedLag.Seconds()
-		growth, grew := latencyGrowth(r.Stability.Medians, b.spec.Stability.Tolerance)
+		// The stability rule's verdict on the point: a drift of the
+		// length-normalised latency that is significant and at least
+		// the tolerance means a queue was building; one merely not
+		// judged (too few requests) does not fail the point.
+		grew := r.Stability.State == report.StateUnstable && float64(r.Stability.Growth) > 0
 		switch {
 		case pt.Pass && pt.Overloaded:
 			pt.Pass, pt.Note = false, "failed for growth: "+s.OverloadNote
 		case pt.Pass && grew:
-			pt.Pass, pt.Note = false, fmt.Sprintf("failed for growth: the median E2E rose %.0f%% from the point's first window to its last (%d windows), so a queue was building: the server does not sustain this rate", growth*100, len(r.Stability.Medians))
+			pt.Pass, pt.Note = false, "failed for growth: "+r.Stability.Note+"; a queue was building: the server does not sustain this rate"
 		case pt.Pass && pt.Degraded:
 			pt.Pass, pt.Note = false, "failed: the client was degraded (schedule lag or scheduling latency p99 above 10 ms), so the point measured the client"
 		case !pt.Pass:
@@ -700,29 +703,6 @@ func (b *run) sweep(ctx context.Context, t *config.Target, ct *client.Target, sh
 // sweepTrendWindows is how many windows a sweep point's measured time is
 // split into to see its latency's trend.
 const sweepTrendWindows = 3
-
-// latencyGrowth reports how much the median E2E rose from the first window
-// to the last, and whether that is a queue building: every window's median
-// at least the one before, and the last above the first by more than tol
-// (the stability tolerance). A rate above the server's capacity builds its
-// queue at the excess rate, so the waits, and the E2E with them, grow
-// steadily over the point, long before the backlog reaches the timeout; a
-// rate the server sustains leaves them flat, up to noise.
-func latencyGrowth(medians []report.Num, tol float64) (float64, bool) {
-	if len(medians) < 2 {
-		return 0, false
-	}
-	first, last := float64(medians[0]), float64(medians[len(medians)-1])
-	if math.IsNaN(first) || math.IsNaN(last) || first <= 0 {
-		return 0, false
-	}
-	for i := 1; i < len(medians); i++ {
-		if math.IsNaN(float64(medians[i])) || medians[i] < medians[i-1] {
-			return last/first - 1, false
-		}
-	}
-	return last/first - 1, last > first*(1+tol)
-}
 
 // rankInput gathers what the ranking needs from the cells.
 func (b *run) rankInput(targets []config.Target, groups []group, reps map[string][numFigures][]float64, rep *report.Report) *rankInput {

@@ -103,6 +103,8 @@ func (rc *recorder) export(k int, span time.Duration) report.RecorderState {
 		st.HTTPErrors = maps.Clone(rc.httpErrors)
 	}
 	st.Records = append(st.Records, rc.recs...)
+	st.WinCapDropped = rc.winCapDropped
+	st.Points, st.PointsSeen = append([]report.StabilityPoint(nil), rc.points...), rc.pointsSeen
 	return st
 }
 
@@ -156,6 +158,10 @@ func mergeStates(parts []report.RecorderState, maxRecs, maxITL int) (*recorder, 
 		addInts(&rc.winInputTokens, p.WinInputTokens)
 		addInts(&rc.winOffered, p.WinOffered)
 		addInts(&rc.winDropped, p.WinDropped)
+		addInts(&rc.winCapDropped, p.WinCapDropped)
+		for _, pt := range p.Points {
+			rc.addPoint(pt)
+		}
 		addInts(&rc.winSent, p.WinSent)
 		addInts(&rc.winEnded, p.WinEnded)
 		rc.winE2E = grow(rc.winE2E, len(p.WinE2E))

@@ -240,7 +240,8 @@ func mdCounts(m map[string]int, skip string) string {
 	return strings.Join(parts, ", ")
 }
 
-// mdStability says how a repeat's stability was judged.
+// mdStability says how a repeat's stability was judged: its state, and
+// the drift with its interval or why it was not judged.
 func mdStability(st report.StabilityResult) string {
 	switch {
 	case !st.Checked && st.Note != "":
@@ -248,9 +249,10 @@ func mdStability(st report.StabilityResult) string {
 	case !st.Checked:
 		return "not checked"
 	case st.Stable:
-		return fmt.Sprintf("stable over %d windows (spread %s%%)", st.Windows, mdNum(report.Num(float64(st.Spread)*100), 1))
+		return fmt.Sprintf("stable over %d windows, %d requests (drift %s%%, %s%% to %s%%)", st.Windows, st.Requests,
+			mdNum(report.Num(float64(st.Growth)*100), 1), mdNum(report.Num(float64(st.GrowthLow)*100), 1), mdNum(report.Num(float64(st.GrowthHigh)*100), 1))
 	}
-	return "unstable: " + st.Note
+	return st.Note
 }
 
 // mdThin names the cells whose p99 in the Markdown table come from fewer

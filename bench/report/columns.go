@@ -177,12 +177,17 @@ var Columns = func() []Column {
 		{Name: "load", JSON: "load.value", Unit: UnitNumber, Merge: MergeSame, Num: func(c *CellResult) float64 { return c.Load.Value }},
 		text("shape", "shape", func(c *CellResult) string { return c.Shape }),
 		{Name: "repeats", JSON: "repeats", Unit: UnitCount, Merge: MergeSame, Num: func(c *CellResult) float64 { return float64(len(c.Repeats)) }},
-		// A cell none of whose repeats was judged (stability: {enabled:
-		// false}, a replay too short) is not stable: it is not checked.
+		// Three states: a cell none of whose repeats was checked
+		// (stability: {enabled: false}, a replay too short) is "not
+		// checked"; one the rule could not judge is "not judged", never
+		// the red "unstable".
 		worded(flagged(Column{Name: "stable", JSON: "stable", Unit: UnitBool, Merge: MergeRepeats, Num: func(c *CellResult) float64 { return B2F(c.Stable) }}, "unstable", false),
 			func(c *CellResult) string {
-				if !c.StabilityChecked() {
+				switch {
+				case !c.StabilityChecked():
 					return NotChecked
+				case c.Stability == StateNotJudged:
+					return NotJudged
 				}
 				return ""
 			}),
@@ -247,6 +252,10 @@ var CSVHeader = func() []string {
 
 // notChecked is the word of a figure that was not judged.
 const NotChecked = "not checked"
+
+// NotJudged is the word of a cell the stability rule could not judge (too
+// few requests for the drift it must catch).
+const NotJudged = "not judged"
 
 // wordOf is the column's word for the cell ("" when it has none).
 func (c *Column) WordOf(cell *CellResult) string {

@@ -136,14 +136,38 @@ type CellResult struct {
 	// CI holds bootstrap intervals of the summary's figures (FigureNames),
 	// at the ranking's confidence, from resampling each repeat's requests.
 	CI map[string]Interval `json:"ci"`
-	// Stable is false when any repeat's windows never agreed.
-	Stable bool `json:"stable"`
+	// Stability is the cell's state: "unstable" when any repeat was,
+	// else "not_judged" when any repeat was, else "stable" when any was
+	// judged ("" when none was checked). Stable is false when any repeat
+	// was unstable or not judged.
+	Stability string `json:"stability,omitempty"`
+	Stable    bool   `json:"stable"`
 	// Degraded is true when, in any repeat, the schedule lag p99 or the
 	// process's goroutine scheduling latency p99 exceeded 10 ms (as the
 	// exporter's infer_probe_measurement_degraded): the client fell behind
 	// or was CPU-saturated, and its latencies include its own delay.
 	Degraded bool           `json:"degraded"`
 	Repeats  []RepeatResult `json:"repeats"`
+}
+
+// CellStability is a cell's state from its repeats': "unstable" when any
+// was, else "not_judged" when any was, else "stable" when any was judged,
+// else "" (none was checked).
+func CellStability(repeats []RepeatResult) string {
+	state := ""
+	for i := range repeats {
+		st := &repeats[i].Stability
+		switch {
+		case !st.Checked:
+		case st.State == StateUnstable:
+			return StateUnstable
+		case st.State == StateNotJudged || st.State == "":
+			state = StateNotJudged
+		case state == "":
+			state = StateStable
+		}
+	}
+	return state
 }
 
 // StabilityChecked reports whether any repeat's stability was judged: a
@@ -292,20 +316,42 @@ type RepeatResult struct {
 	State *RecorderState `json:"-"`
 }
 
-// StabilityResult says whether a repeat's windows agreed.
+// StabilityResult is how a repeat's steady state was judged
+// (bench/stability): State is "stable", "unstable" or "not_judged" ("" when
+// the repeat was not checked), Note says why in words.
 type StabilityResult struct {
-	Checked       bool    `json:"checked"`
-	Stable        bool    `json:"stable"`
+	Checked bool `json:"checked"`
+	// State is the verdict; Stable is State == "stable".
+	State  string `json:"state,omitempty"`
+	Stable bool   `json:"stable"`
+	// WindowSeconds is the windows' length, Windows those judged, Extended
+	// of them added because the drift was suggestive.
 	WindowSeconds float64 `json:"window_seconds"`
-	// Windows measured, Extended of them added by the check.
-	Windows  int `json:"windows"`
-	Extended int `json:"extended"`
-	// Medians are each window's median E2E; Spread the last check's
-	// max/min - 1 of the compared windows.
-	Medians []Num  `json:"window_e2e_medians"`
-	Spread  Num    `json:"spread"`
-	Note    string `json:"note,omitempty"`
+	Windows       int     `json:"windows"`
+	Extended      int     `json:"extended"`
+	// Medians are each window's median E2E (for the charts; the rule
+	// judges the requests, not these).
+	Medians []Num `json:"window_e2e_medians"`
+	// Growth is the drift of the length-normalised E2E across the judged
+	// span (0.25: the end 25% slower than the start), with its interval
+	// [GrowthLow, GrowthHigh]; NaN when not computed.
+	Growth     Num `json:"growth"`
+	GrowthLow  Num `json:"growth_low"`
+	GrowthHigh Num `json:"growth_high"`
+	// Requests are the successful requests judged; NeedSeconds, when not
+	// judged, the span this rate would need.
+	Requests    int    `json:"requests"`
+	NeedSeconds Num    `json:"need_seconds"`
+	Note        string `json:"note,omitempty"`
 }
+
+// Stability states, as StabilityResult.State and CellResult.Stability say
+// them.
+const (
+	StateStable    = "stable"
+	StateUnstable  = "unstable"
+	StateNotJudged = "not_judged"
+)
 
 // Span is when one repeat ran, in seconds since the run started.
 type Span struct {

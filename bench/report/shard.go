@@ -43,4 +43,22 @@ type RecorderState struct {
 	// HTTPErrors are the measured requests answered with a non-2xx status,
 	// by code (observation.StatusCodes); absent without any.
 	HTTPErrors map[string]int `json:"http_errors,omitempty"`
+
+	// WinCapDropped are the arrivals the client's in-flight cap dropped, by
+	// window: the queue's evidence the stability rule weighs.
+	WinCapDropped []int `json:"win_cap_dropped,omitempty"`
+	// Points are the successful measured requests the stability rule
+	// judges (a uniform sample of PointsSeen beyond 20,000).
+	Points     []StabilityPoint `json:"stability_points,omitempty"`
+	PointsSeen int              `json:"stability_points_seen,omitempty"`
+}
+
+// StabilityPoint is one successful measured request as the stability rule
+// sees it: when it ended, in seconds after the warm-up, its E2E in
+// seconds, and its lengths in tokens.
+type StabilityPoint struct {
+	Done   float64 `json:"done"`
+	E2E    float64 `json:"e2e"`
+	Input  int     `json:"input"`
+	Output int     `json:"output"`
 }
