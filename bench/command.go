@@ -2,11 +2,14 @@ package bench
 
 import (
 	"context"
+	"errors"
 	"fmt"
 	"io"
 	"log/slog"
+	"math"
 	"os"
 	"path/filepath"
+	"strconv"
 	"time"
 
 	"github.com/alecthomas/kingpin/v2"
@@ -24,9 +27,11 @@ import (
 const (
 	ExitOK = 0
 	// ExitError: the configuration, a target, the baseline or an output
-	// could not be used; or the run was interrupted.
+	// could not be used (a write error on --output.requests's file
+	// included, after the report is written); or the run was interrupted.
 	ExitError = 1
-	// ExitUsage: the command line is incomplete.
+	// ExitUsage: the command line is incomplete. (A flag's value that
+	// kingpin refuses, such as --output.requests.max=0, exits 2 from main.)
 	ExitUsage = 2
 	// ExitRegression: --baseline found a regression.
 	ExitRegression = 3
@@ -84,8 +89,10 @@ func addCommand(app *kingpin.Application, withCollectors bool, stdout, stderr io
 	}
 	// Not Required(): --config.check needs none.
 	runCmd.Flag("output.dir", "Directory for report.json, report.csv, report.html and report.md (created if missing; the quick start's default: bench-out).").PlaceHolder("DIR").StringVar(&f.outputDir)
-	runCmd.Flag("output.requests", "Also write one JSON line per request (id as sent in X-Request-Id, cell, repeat, instants, TTFT, TPOT, E2E, tokens, outcome, HTTP status) to this file; gzip-compressed when it ends in .gz.").PlaceHolder("FILE").StringVar(&f.requests)
-	runCmd.Flag("output.requests.max", "At most this many request records; the rest are counted in report.json's request_records.left_out.").Default(fmt.Sprint(DefaultMaxRequestRecords)).IntVar(&f.requestsMax)
+	runCmd.Flag("output.requests", "Also write one JSON line per request (id as sent in X-Request-Id, cell, repeat, instants, TTFT, TPOT, E2E, tokens, outcome, HTTP status) to this file; gzip-compressed when it ends in .gz. A FIFO, socket or directory is refused; a write error fails the run (exit 1).").PlaceHolder("FILE").StringVar(&f.requests)
+	// Not IntVar: kingpin parses an int through a float, so that 1.5 read
+	// as 1 and 1e30 as whatever the conversion made of it.
+	runCmd.Flag("output.requests.max", "At most this many request records, a whole number of at least 1; the rest are counted in report.json's request_records.left_out.").Default(fmt.Sprint(DefaultMaxRequestRecords)).SetValue(positiveInt{"output.requests.max", &f.requestsMax})
 	runCmd.Flag("baseline", "A previous report.json: compare every cell with it and exit 3 when a gated figure regressed beyond the threshold and noise.").PlaceHolder("OLD.json").StringVar(&f.baseline)
 	runCmd.Flag("baseline.threshold", "Relative growth of a gated figure that counts as a regression (0: bench.regression.threshold, default 0.05).").Default("0").Float64Var(&f.threshold)
 	runCmd.Flag("progress", "Progress on stderr: auto (a bar when stderr is a terminal, else a line per repeat as it ends), always (the bar) or never.").Default("auto").EnumVar(&f.progress, "auto", "always", "never")
@@ -186,6 +193,14 @@ func runCommand(ctx context.Context, logger *slog.Logger, configFile string, col
 	if code, ok := checkCommandFlags(configFile, quick, f, stderr); !ok {
 		return code
 	}
+	if f.requests != "" && !f.configCheck {
+		// Before any request, and before a quick start asks the server
+		// for its model: a FIFO would hang the run at its end.
+		if err := checkRequestsPath(f.requests); err != nil {
+			fmt.Fprintln(stderr, "bench:", err)
+			return ExitError
+		}
+	}
 	var cfg *Config
 	var err error
 	if quick {
@@ -212,7 +227,7 @@ func runCommand(ctx context.Context, logger *slog.Logger, configFile string, col
 			return ExitError
 		}
 	}
-	opts := Options{Logger: logger, RequestsPath: f.requests, RequestsMax: max(f.requestsMax, 1)}
+	opts := Options{Logger: logger, RequestsPath: f.requests, RequestsMax: f.requestsMax}
 	if f.shard != "" {
 		sh, err := ParseShard(f.shard)
 		if err != nil {
@@ -268,15 +283,21 @@ func runCommand(ctx context.Context, logger *slog.Logger, configFile string, col
 	}
 	failed := failedCells(ctx, stdout, rep, cfg)
 	writeSummary(stdout, rep, f.outputDir)
+	recordsFailed := requestRecordsFailed(stderr, rep.RequestRecords, f.outputDir)
 	if rep.Interrupted {
 		fmt.Fprintf(stderr, "bench: interrupted: the report in %s holds the %d %s that finished\n", f.outputDir, len(rep.Cells), plural(len(rep.Cells), "cell", "cells"))
 		return ExitError
 	}
 	if rep.Baseline != nil {
 		writeComparisonText(stdout, rep.Baseline)
-		if len(rep.Baseline.Regressions) > 0 {
-			return ExitRegression
-		}
+	}
+	// An output the run could not write fails it as an unusable output
+	// does, before the verdicts on the figures, which the report keeps.
+	if recordsFailed {
+		return ExitError
+	}
+	if rep.Baseline != nil && len(rep.Baseline.Regressions) > 0 {
+		return ExitRegression
 	}
 	if failed > 0 {
 		fmt.Fprintf(stderr, "bench: %d %s measured no successful request (above); the report in %s says what they met\n", failed, plural(failed, "cell", "cells"), f.outputDir)
@@ -284,6 +305,42 @@ func runCommand(ctx context.Context, logger *slog.Logger, configFile string, col
 	}
 	return ExitOK
 }
+
+// requestRecordsFailed says on stderr, when writing --output.requests
+// failed, what the file holds; true when it failed.
+func requestRecordsFailed(stderr io.Writer, rr *report.RequestRecords, dir string) bool {
+	if rr == nil || rr.Error == "" {
+		return false
+	}
+	fmt.Fprintf(stderr, "bench: --output.requests=%s: %s: %d %s written, %d dropped; the report in %s says so\n",
+		rr.Path, rr.Error, rr.Written, plural(rr.Written, "record", "records"), rr.Dropped, dir)
+	return true
+}
+
+// positiveInt is a flag's whole number of at least 1, parsed as an
+// integer, so that 0, -1, 1.5, 1e30 or a number beyond the int's range is
+// refused with the flag's name rather than turned into another number.
+// Kingpin's error does not name the flag: the value's does.
+type positiveInt struct {
+	flag string
+	v    *int
+}
+
+func (p positiveInt) Set(s string) error {
+	n, err := strconv.ParseInt(s, 10, 0)
+	switch {
+	case errors.Is(err, strconv.ErrRange):
+		return fmt.Errorf("--%s=%s: beyond %d", p.flag, s, math.MaxInt)
+	case err != nil:
+		return fmt.Errorf("--%s=%s: not a whole number", p.flag, s)
+	case n < 1:
+		return fmt.Errorf("--%s=%d: at least 1 (leave the flag out for the default, %d)", p.flag, n, DefaultMaxRequestRecords)
+	}
+	*p.v = int(n)
+	return nil
+}
+
+func (p positiveInt) String() string { return strconv.Itoa(*p.v) }
 
 // plural is one or many by n.
 func plural(n int, one, many string) string {

@@ -275,6 +275,9 @@ func (b *run) repeat(ctx context.Context, p repeatPlan) (report.RepeatResult, *s
 	runner.Run(ctx)
 	end := time.Now()
 	if err := ctx.Err(); err != nil {
+		if ro.requests != nil {
+			ro.requests.flushInterrupted() // its requests were sent: their records are written
+		}
 		return report.RepeatResult{}, nil, fmt.Errorf("cell %s: interrupted: %w", p.cell, err)
 	}
 	smp := b.finishRepeat(&res, p, &l, rec, stop, ext, end, ro.requests)

@@ -7,6 +7,8 @@ import (
 	"errors"
 	"fmt"
 	"io"
+	"io/fs"
+	"log/slog"
 	"os"
 	"path/filepath"
 	"strings"
@@ -54,34 +56,121 @@ type RequestRecord struct {
 // requestLog writes the run's request records, at most max of them, to a
 // file; a name ending in .gz is gzip-compressed. Safe for concurrent use:
 // every repeat's observer writes through it.
+//
+// Every record taken within the bound ends in one of two counts: written
+// (the file took it, and the file was then closed without error) or
+// dropped (a write error, or a failed close, kept it from the file). The
+// report gives both, so that written is what a reader of the file finds.
 type requestLog struct {
-	mu      sync.Mutex
-	f       *os.File
-	gz      *gzip.Writer
-	w       *bufio.Writer
-	max     int
+	mu     sync.Mutex
+	path   string
+	logger *slog.Logger
+	f      *os.File
+	file   *countingWriter // the bytes the file took
+	gz     *gzip.Writer
+	w      *bufio.Writer
+	max    int
+	taken  int // records within max: written, dropped, or held by a repeat
+	// written: records confirmed in the file by a flush; Close moves them
+	// to dropped when the file then fails to close.
 	written int
+	dropped int
 	left    int // records beyond max, not written
 	err     error
+	closed  bool
 }
 
-func openRequestLog(path string, max int) (*requestLog, error) {
+// checkRequestsPath refuses, before any request is sent, a path that is
+// not a file the records can be written to without waiting on a reader: a
+// FIFO (nothing may read it, and the run would hang on its open or its
+// writes), a socket, a directory, a block device. A path that does not
+// exist yet is created as a regular file. A character device is written
+// as a file is: /dev/null discards the records, and one that fails (the
+// ENOSPC of /dev/full) fails the run through its write error.
+func checkRequestsPath(path string) error {
+	fi, err := os.Stat(path)
+	if errors.Is(err, fs.ErrNotExist) {
+		return nil
+	}
+	if err != nil {
+		return fmt.Errorf("--output.requests=%s: %w", path, err)
+	}
+	return checkRequestsMode(path, fi.Mode())
+}
+
+// checkRequestsMode says why a file of this mode cannot take the records.
+func checkRequestsMode(path string, mode fs.FileMode) error {
+	var what string
+	switch {
+	case mode.IsRegular(), mode&fs.ModeCharDevice != 0:
+		return nil
+	case mode&fs.ModeNamedPipe != 0:
+		what = "a FIFO (named pipe): the bench would wait on its reader, and hang when none reads"
+	case mode&fs.ModeSocket != 0:
+		what = "a socket"
+	case mode.IsDir():
+		return fmt.Errorf("--output.requests=%s: a directory, not a file: name a file in it, e.g. %s", path, filepath.Join(path, "requests.jsonl"))
+	case mode&fs.ModeDevice != 0:
+		what = "a block device"
+	default:
+		what = "not a regular file (" + mode.Type().String() + ")"
+	}
+	return fmt.Errorf("--output.requests=%s: %s; the records go to a regular file (to follow them as the run writes them, tail -f it)", path, what)
+}
+
+// requestWriteTimeout bounds each repeat's write of its records to a file
+// that can wait (a terminal): past it the write fails, as a full disk's
+// does, rather than stop the run. A regular file takes no deadline.
+const requestWriteTimeout = 10 * time.Second
+
+func openRequestLog(path string, max int, logger *slog.Logger) (*requestLog, error) {
+	if max < 1 {
+		return nil, fmt.Errorf("--output.requests.max=%d: at least 1 record (leave it out for %d)", max, DefaultMaxRequestRecords)
+	}
+	if err := checkRequestsPath(path); err != nil {
+		return nil, err
+	}
 	// Its folder may be --output.dir, which the reports create later.
 	if err := os.MkdirAll(filepath.Dir(path), 0o755); err != nil {
 		return nil, fmt.Errorf("--output.requests: %w", err)
 	}
-	f, err := os.Create(path)
+	// Opened without waiting: a FIFO put at the path since the check fails
+	// to open (no reader) or opens at once, and is refused below.
+	f, err := createNoBlock(path)
 	if err != nil {
 		return nil, fmt.Errorf("--output.requests: %w", err)
 	}
-	l := &requestLog{f: f, max: max}
-	var w io.Writer = f
+	fi, err := f.Stat()
+	if err == nil {
+		err = checkRequestsMode(path, fi.Mode())
+	}
+	if err != nil {
+		f.Close()
+		return nil, err
+	}
+	if logger == nil {
+		logger = slog.New(slog.DiscardHandler)
+	}
+	l := &requestLog{path: path, logger: logger, f: f, file: &countingWriter{w: f}, max: max}
+	var w io.Writer = l.file
 	if strings.HasSuffix(path, ".gz") {
-		l.gz = gzip.NewWriter(f)
+		l.gz = gzip.NewWriter(w)
 		w = l.gz
 	}
 	l.w = bufio.NewWriterSize(w, 64<<10)
 	return l, nil
+}
+
+// countingWriter counts the bytes its writer took.
+type countingWriter struct {
+	w io.Writer
+	n int64
+}
+
+func (c *countingWriter) Write(p []byte) (int, error) {
+	n, err := c.w.Write(p)
+	c.n += int64(n)
+	return n, err
 }
 
 // reserve takes room for one record within the bound; false: none is
@@ -89,51 +178,127 @@ func openRequestLog(path string, max int) (*requestLog, error) {
 func (l *requestLog) reserve() bool {
 	l.mu.Lock()
 	defer l.mu.Unlock()
-	if l.written >= l.max {
+	if l.taken >= l.max {
 		l.left++
 		return false
 	}
-	l.written++
+	l.taken++
 	return true
 }
 
-// write appends records already reserved.
+// write appends records already reserved, and flushes them to the file
+// (through the compressor too: a .gz file decodes up to its last flush),
+// so that written counts what the file took. After a write error every
+// record is dropped: the file's end is then uncertain.
 func (l *requestLog) write(rs []RequestRecord) {
 	l.mu.Lock()
 	defer l.mu.Unlock()
+	if len(rs) == 0 {
+		return
+	}
+	if l.err != nil || l.closed {
+		l.dropped += len(rs)
+		return
+	}
+	// A terminal can wait on its reader: bound the wait. A file that
+	// cannot take a deadline (a regular file, /dev/null) does not wait.
+	if err := l.f.SetWriteDeadline(time.Now().Add(requestWriteTimeout)); err == nil {
+		defer l.f.SetWriteDeadline(time.Time{})
+	}
+	start := l.file.n
+	var ends []int64 // each record's end in the file, uncompressed
+	var off int64
+	var err error
 	for i := range rs {
-		if l.err != nil {
-			return
+		b, merr := json.Marshal(&rs[i])
+		if merr != nil {
+			err = merr
+			break
 		}
-		b, err := json.Marshal(&rs[i])
-		if err != nil {
-			l.err = err
-			return
+		b = append(b, '\n')
+		if _, err = l.w.Write(b); err != nil {
+			break
 		}
-		l.w.Write(b)
-		if err := l.w.WriteByte('\n'); err != nil {
-			l.err = err
+		off += int64(len(b))
+		ends = append(ends, off)
+	}
+	if err == nil {
+		err = l.w.Flush()
+	}
+	if err == nil && l.gz != nil {
+		err = l.gz.Flush()
+	}
+	if err == nil {
+		l.written += len(rs)
+		return
+	}
+	// The lines the file took whole are in it; a compressed stream only
+	// up to its last flush.
+	whole := 0
+	if l.gz == nil {
+		for _, e := range ends {
+			if e <= l.file.n-start {
+				whole++
+			}
 		}
 	}
+	l.written += whole
+	l.dropped += len(rs) - whole
+	l.fail(err)
 }
 
-// Close flushes and closes the file; it reports the first write error.
+// fail keeps the first error, and logs it: the run goes on, and its
+// report and exit status say the records are incomplete.
+func (l *requestLog) fail(err error) {
+	if l.err != nil {
+		return
+	}
+	l.err = err
+	l.logger.Error("request records: writing the file failed; the records after this are dropped, and the report and the exit status say so",
+		"path", l.path, "err", err, "written", l.written, "dropped", l.dropped)
+}
+
+// Close ends the compressed stream, syncs a regular file to disk and
+// closes it; it reports the first write error. Records that a failed
+// close leaves unconfirmed move from written to dropped. A second Close
+// does nothing.
 func (l *requestLog) Close() error {
 	l.mu.Lock()
 	defer l.mu.Unlock()
-	err := l.err
-	err = errors.Join(err, l.w.Flush())
-	if l.gz != nil {
-		err = errors.Join(err, l.gz.Close())
+	if l.closed {
+		return l.err
 	}
-	return errors.Join(err, l.f.Close())
+	l.closed = true
+	// A record taken and never handed to write (a repeat that ended
+	// without flushing) is not in the file: dropped.
+	l.dropped += l.taken - l.written - l.dropped
+	var err error
+	if l.err == nil {
+		// Every batch was flushed: only the gzip footer remains.
+		if l.gz != nil {
+			err = l.gz.Close()
+		}
+		if fi, serr := l.f.Stat(); err == nil && serr == nil && fi.Mode().IsRegular() {
+			err = l.f.Sync()
+		}
+	}
+	if cerr := l.f.Close(); err == nil && l.err == nil {
+		err = cerr
+	}
+	if err != nil {
+		l.dropped += l.written
+		l.written = 0
+		l.fail(fmt.Errorf("closing the file: %w", err))
+	}
+	return l.err
 }
 
-// counts returns the records written and those left out beyond the bound.
-func (l *requestLog) counts() (written, left int) {
+// counts returns the records written, those dropped by a write error, and
+// those left out beyond the bound.
+func (l *requestLog) counts() (written, dropped, left int) {
 	l.mu.Lock()
 	defer l.mu.Unlock()
-	return l.written, l.left
+	return l.written, l.dropped, l.left
 }
 
 // observer records the requests of one repeat: their ids are prefix-Seq,
@@ -158,13 +323,25 @@ var _ workload.Observer = (*requestRecorder)(nil)
 // flush writes the repeat's records, those scheduled at or after
 // warmupEnd marked measured.
 func (r *requestRecorder) flush(warmupEnd time.Time) {
+	w := float64(warmupEnd.UnixNano()) / 1e9
+	r.write(func(rec *RequestRecord) bool { return rec.Scheduled >= w })
+}
+
+// flushInterrupted writes the records of a repeat that an interrupt cut
+// short, none of them measured: the repeat is in no cell's figures. Its
+// requests were sent all the same, so their records join the server's
+// log as the others do, and written counts them.
+func (r *requestRecorder) flushInterrupted() {
+	r.write(func(*RequestRecord) bool { return false })
+}
+
+func (r *requestRecorder) write(measured func(*RequestRecord) bool) {
 	r.mu.Lock()
 	recs := r.recs
 	r.recs = nil
 	r.mu.Unlock()
-	w := float64(warmupEnd.UnixNano()) / 1e9
 	for i := range recs {
-		recs[i].Measured = recs[i].Scheduled >= w
+		recs[i].Measured = measured(&recs[i])
 	}
 	r.log.write(recs)
 }

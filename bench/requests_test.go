@@ -2,14 +2,21 @@ package bench
 
 import (
 	"bufio"
+	"bytes"
+	"cmp"
 	"compress/gzip"
 	"context"
 	"encoding/json"
+	"math"
 	"os"
 	"path/filepath"
 	"slices"
+	"strconv"
+	"strings"
 	"testing"
 	"time"
+
+	"github.com/alecthomas/kingpin/v2"
 )
 
 // TestRequestRecords: --output.requests writes one record per request of
@@ -117,5 +124,55 @@ bench:
 	}
 	if rr := readReport(t, out2).RequestRecords; lines != 5 || rr == nil || rr.Written != 5 || rr.LeftOut != len(recs)-5 {
 		t.Errorf("bound 5: %d lines, report %+v, want 5 written and %d left out", lines, rr, len(recs)-5)
+	}
+}
+
+// TestRequestRecordsMax: --output.requests.max is a whole number of at
+// least 1, read as an integer: 0 and -1 are refused (they became 1), and
+// so are 1.5 and 1e30 and a number beyond the int's range (kingpin's int
+// went through a float, and made of them 1 and an arbitrary number), each
+// with the flag's name and why; the default is DefaultMaxRequestRecords.
+// An Options.RequestsMax below 0 is refused by Run too.
+func TestRequestRecordsMax(t *testing.T) {
+	cases := []struct {
+		arg  string // "": the flag left out
+		want int
+		err  string // part of the refusal
+	}{
+		{"", DefaultMaxRequestRecords, ""},
+		{"7", 7, ""},
+		{"9223372036854775807", math.MaxInt, ""},
+		{"0", 0, "at least 1"},
+		{"-1", 0, "at least 1"},
+		{"1.5", 0, "not a whole number"},
+		{"1e30", 0, "not a whole number"},
+		{"99999999999999999999", 0, "beyond"},
+		{"many", 0, "not a whole number"},
+	}
+	for _, tc := range cases {
+		t.Run(cmp.Or(tc.arg, "default"), func(t *testing.T) {
+			app := kingpin.New("infer_exporter", "")
+			var stdout, stderr bytes.Buffer
+			addCommand(app, false, &stdout, &stderr)
+			args := []string{"bench", "--output.requests=r.jsonl"}
+			if tc.arg != "" {
+				args = append(args, "--output.requests.max="+tc.arg)
+			}
+			_, err := app.Parse(args)
+			got, _ := strconv.Atoi(app.GetCommand("bench").GetCommand("run").GetFlag("output.requests.max").Model().Value.String())
+			switch {
+			case tc.err == "" && err != nil:
+				t.Fatalf("refused: %v", err)
+			case tc.err == "" && got != tc.want:
+				t.Errorf("max %d, want %d", got, tc.want)
+			case tc.err != "" && err == nil:
+				t.Errorf("accepted as %d", got)
+			case tc.err != "" && (!strings.Contains(err.Error(), "output.requests.max") || !strings.Contains(err.Error(), tc.err)):
+				t.Errorf("error %q: want the flag's name and %q", err, tc.err)
+			}
+		})
+	}
+	if _, err := openRequestLog(filepath.Join(t.TempDir(), "r.jsonl"), -1, nil); err == nil || !strings.Contains(err.Error(), "at least 1") {
+		t.Errorf("RequestsMax -1: %v", err)
 	}
 }

@@ -53,7 +53,10 @@ type Options struct {
 	OTLP func(target *config.Target, cell string, repeat int, slo config.SLO, sampling config.Sampling) (workload.Observer, workload.Tracer)
 	// RequestsPath, when set, is where every request's record goes, one
 	// JSON line each (gzip-compressed when it ends in .gz), at most
-	// RequestsMax of them (0: DefaultMaxRequestRecords).
+	// RequestsMax of them (0: DefaultMaxRequestRecords; less is refused).
+	// A path that is not a regular file or a character device (a FIFO) is
+	// refused before anything is sent; a write error is in the report's
+	// request_records.
 	RequestsPath string
 	RequestsMax  int
 }
@@ -99,7 +102,7 @@ func Run(ctx context.Context, cfg *Config, opts Options) (*report.Report, error)
 	spec := &cfg.Bench
 	b := &run{cfg: cfg, spec: spec, opts: opts, logger: opts.Logger, start: time.Now().UTC()}
 	if opts.RequestsPath != "" {
-		l, err := openRequestLog(opts.RequestsPath, cmp.Or(opts.RequestsMax, DefaultMaxRequestRecords))
+		l, err := openRequestLog(opts.RequestsPath, cmp.Or(opts.RequestsMax, DefaultMaxRequestRecords), opts.Logger)
 		if err != nil {
 			return nil, err
 		}
@@ -402,12 +405,12 @@ func (b *run) gpuReport(gpu *gpuSampler, rep *report.Report) {
 }
 
 // closeRequests closes the request log and says in the report what it
-// holds.
+// holds, and the write error that left records out of it.
 func (b *run) closeRequests(rep *report.Report) {
 	if l := b.requests; l != nil {
 		err := l.Close()
-		written, left := l.counts()
-		rep.RequestRecords = &report.RequestRecords{Path: b.opts.RequestsPath, Written: written, LeftOut: left}
+		written, dropped, left := l.counts()
+		rep.RequestRecords = &report.RequestRecords{Path: b.opts.RequestsPath, Written: written, Dropped: dropped, LeftOut: left}
 		if err != nil {
 			rep.RequestRecords.Error = err.Error()
 		}

@@ -35,6 +35,10 @@ func WriteMarkdown(w io.Writer, r *report.Report) error {
 	if r.Interrupted {
 		fmt.Fprintf(&b, "**INTERRUPTED**: the run was stopped before its end; this report holds the %s that finished, every repeat of them.\n\n", cells(len(r.Cells)))
 	}
+	if rr := r.RequestRecords; rr != nil && rr.Error != "" {
+		fmt.Fprintf(&b, "**REQUEST RECORDS INCOMPLETE**: writing `%s` failed (%s): %d written, %d dropped; the bench command exits 1 on it. The figures below do not depend on it.\n\n",
+			report.MarkdownCell(rr.Path), report.MarkdownCell(rr.Error), rr.Written, rr.Dropped)
+	}
 
 	if bl := r.Baseline; bl != nil {
 		b.WriteString("## Against the baseline\n\n")
@@ -219,6 +223,11 @@ func writeMarkdownSections(b *strings.Builder, r *report.Report) {
 				p.Tokens, p.Scores, p.Repeats, report.MarkdownCell(fail))
 		}
 		b.WriteString("\n")
+	}
+
+	if rr := r.RequestRecords; rr != nil {
+		b.WriteString("## Request records\n\nThe per-request records of `--output.requests`: written (the lines the file holds), dropped by a write error, and left out beyond `--output.requests.max`.\n\n| file | written | dropped | left out | error |\n| --- | --- | --- | --- | --- |\n")
+		fmt.Fprintf(b, "| `%s` | %d | %d | %d | %s |\n\n", report.MarkdownCell(rr.Path), rr.Written, rr.Dropped, rr.LeftOut, report.MarkdownCell(rr.Error))
 	}
 
 	if cs := r.ColdStart; cs != nil {

@@ -379,16 +379,20 @@ type SweepResult struct {
 	Note             string       `json:"note,omitempty"`
 }
 
-// SweepPoint is one rate of a sweep.
 // RequestRecords says where the run's per-request records went
-// (--output.requests) and how many: Written, and LeftOut beyond the bound.
+// (--output.requests) and how many: Written, the lines the file holds
+// (confirmed by a flush and a close without error); Dropped, records within
+// the bound that a write error kept out of it, with Error; and LeftOut,
+// beyond the bound.
 type RequestRecords struct {
 	Path    string `json:"path"`
 	Written int    `json:"written"`
+	Dropped int    `json:"dropped"`
 	LeftOut int    `json:"left_out"`
 	Error   string `json:"error,omitempty"`
 }
 
+// SweepPoint is one rate of a sweep.
 type SweepPoint struct {
 	Rate                  float64 `json:"rate"`
 	GoodputRatio          float64 `json:"goodput_ratio"`
