@@ -29,6 +29,7 @@ var notInCSV = map[string]string{
 	"summary.schedule_lag_seconds.*": "the client's own delay: its p99 is a column (degraded judges it), the rest is in report.json",
 	"stability":                      "the stable column says it in words: stable, unstable (flagged), not judged, not checked",
 	"ci.*":                           "the other figures' intervals: report.json (the ranking and the baseline gate read them)",
+	"partial":                        "only a run interrupted during its first cell has it: report.json, the Markdown table's and the HTML report's flags (report.CellFlags), the console",
 }
 
 // jsonLeaves are the JSON paths of t's fields (a struct), below prefix: a

@@ -285,7 +285,7 @@ func runCommand(ctx context.Context, logger *slog.Logger, configFile string, col
 	writeSummary(stdout, rep, f.outputDir)
 	recordsFailed := requestRecordsFailed(stderr, rep.RequestRecords, f.outputDir)
 	if rep.Interrupted {
-		fmt.Fprintf(stderr, "bench: interrupted: the report in %s holds the %d %s that finished\n", f.outputDir, len(rep.Cells), plural(len(rep.Cells), "cell", "cells"))
+		fmt.Fprintf(stderr, "bench: interrupted: the report in %s holds %s\n", f.outputDir, render.InterruptedHolds(rep))
 		return ExitError
 	}
 	if rep.Baseline != nil {

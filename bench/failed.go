@@ -9,18 +9,22 @@ import (
 	"strings"
 
 	"github.com/infer-exporter/infer_exporter/bench/report"
+	"github.com/infer-exporter/infer_exporter/internal/config"
+	"github.com/infer-exporter/infer_exporter/probe/client"
 )
 
 // failedCells writes to w, first, each cell whose repeats measured no
 // successful request, with what its requests met: their outcomes and HTTP
 // statuses, and for a 404 from an OpenAI-compatible target the models its
 // /v1/models lists (the usual cause: --model names a model the server does
-// not serve). It returns how many cells failed so. A figure of such a cell
-// measures nothing, so the run fails (ExitNoSuccess) rather than rank it.
+// not serve), in the sentence the live exporter and /probe log
+// (client.Models.NotServed). It returns how many cells failed so. A
+// figure of such a cell measures nothing, so the run fails
+// (ExitNoSuccess) rather than rank it.
 func failedCells(ctx context.Context, w io.Writer, r *report.Report, cfg *Config) int {
-	urls, models := map[string]string{}, map[string]string{}
-	for _, t := range cfg.Targets {
-		urls[t.Name], models[t.Name] = t.URL, t.Model
+	targets := map[string]*config.Target{}
+	for i := range cfg.Targets {
+		targets[cfg.Targets[i].Name] = &cfg.Targets[i]
 	}
 	served := map[string]string{} // target -> what its /v1/models said
 	n := 0
@@ -51,20 +55,28 @@ func failedCells(ctx context.Context, w io.Writer, r *report.Report, cfg *Config
 		}
 		said, ok := served[c.Target]
 		if !ok {
-			ids, url, err := servedModels(ctx, urls[c.Target])
-			switch {
-			case err != nil:
-				said = fmt.Sprintf("the server answered 404, and %v", err)
-			case slices.Contains(ids, models[c.Target]):
-				said = fmt.Sprintf("the server answered 404, though %s lists model %q", url, models[c.Target])
-			default:
-				said = fmt.Sprintf("the server does not serve model %q; it serves: %s (%s)", models[c.Target], listFirst(ids, 10), url)
-			}
+			said = notServed(ctx, targets[c.Target])
 			served[c.Target] = said
 		}
 		fmt.Fprintf(w, "  %s\n", said)
 	}
 	return n
+}
+
+// notServed asks t's server for the models it serves, with t's
+// credentials, and says why it answered 404.
+func notServed(ctx context.Context, t *config.Target) string {
+	if t == nil {
+		return "the server answered 404 (not found)"
+	}
+	ct, err := client.TargetOf(t)
+	if err != nil {
+		return fmt.Sprintf("the server answered 404 (not found), and %v", err)
+	}
+	// A client of its own, whose connection is closed with the answer.
+	cl := client.New(client.Options{MaxConnsPerHost: 1})
+	defer cl.Close()
+	return cl.Models(ctx, ct).NotServed(ct.Model)
 }
 
 // counts writes a count map as "k n, k n" in key order.

@@ -40,6 +40,8 @@ type progress struct {
 	cur   *liveRepeat
 	quit  chan struct{}
 	wg    sync.WaitGroup
+	// closeOnce ends the bar once (close).
+	closeOnce sync.Once
 }
 
 // newProgress follows units of the planned durations: a bar on bar, or
@@ -147,15 +149,20 @@ func (p *progress) draw() {
 		strings.Repeat("#", filled), strings.Repeat(".", width-filled), done, total, elapsed, eta, p.label, cell)
 }
 
-// close stops redrawing and ends the bar's line.
+// close stops redrawing and ends the bar's line, once: the run closes
+// it when interrupted, before anything is said of the interrupt (a line
+// logged while the bar is drawn would be glued to it), and again at its
+// end.
 func (p *progress) close() {
 	if p == nil || p.bar == nil {
 		return
 	}
-	close(p.quit)
-	p.wg.Wait()
-	p.draw()
-	fmt.Fprintln(p.bar)
+	p.closeOnce.Do(func() {
+		close(p.quit)
+		p.wg.Wait()
+		p.draw()
+		fmt.Fprintln(p.bar)
+	})
 }
 
 // progressLine is a repeat's plain line when it ends: the cell's place in

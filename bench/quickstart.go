@@ -2,17 +2,14 @@ package bench
 
 import (
 	"context"
-	"encoding/json"
 	"errors"
 	"fmt"
-	"io"
-	"net/http"
-	"strings"
 	"time"
 
 	yaml "go.yaml.in/yaml/v3"
 
 	"github.com/infer-exporter/infer_exporter/internal/config"
+	"github.com/infer-exporter/infer_exporter/probe/client"
 )
 
 // The quick start: `bench --target.url=URL --rate=2 --duration=10s` runs
@@ -110,64 +107,20 @@ func quickConfig(q *quickFlags) ([]byte, error) {
 	return yaml.Marshal(&doc)
 }
 
-// maxModelsBytes bounds the /v1/models answer read.
-const maxModelsBytes = 1 << 20
-
 // servedModel asks an OpenAI-compatible server's /v1/models for the one
 // model it serves; a server that lists none or several needs --model.
 func servedModel(ctx context.Context, base string) (string, error) {
-	ids, url, err := servedModels(ctx, base)
-	if err != nil {
-		return "", fmt.Errorf("no --model, and %w", err)
-	}
-	if len(ids) != 1 || ids[0] == "" {
-		return "", fmt.Errorf("no --model, and %s lists %d models (%s): name one with --model", url, len(ids), listFirst(ids, 5))
-	}
-	return ids[0], nil
-}
-
-// listFirst joins at most n of ids, with "..." for the rest.
-func listFirst(ids []string, n int) string {
-	if len(ids) > n {
-		return strings.Join(ids[:n], ", ") + ", ..."
-	}
-	return strings.Join(ids, ", ")
-}
-
-// servedModels lists the models an OpenAI-compatible server's /v1/models
-// names, and the URL it asked.
-func servedModels(ctx context.Context, base string) ([]string, string, error) {
-	ctx, cancel := context.WithTimeout(ctx, 10*time.Second)
-	defer cancel()
-	url := strings.TrimSuffix(base, "/") + "/v1/models"
-	req, err := http.NewRequestWithContext(ctx, http.MethodGet, url, nil)
-	if err != nil {
-		return nil, url, err
-	}
 	// A client of its own, whose connection is closed with the answer.
-	cl := &http.Client{}
-	defer cl.CloseIdleConnections()
-	resp, err := cl.Do(req)
-	if err != nil {
-		return nil, url, fmt.Errorf("%s: %w", url, err)
+	cl := client.New(client.Options{MaxConnsPerHost: 1})
+	defer cl.Close()
+	m := cl.Models(ctx, &client.Target{BaseURL: base})
+	if m.Err != nil {
+		return "", fmt.Errorf("no --model, and %w", m.Err)
 	}
-	defer resp.Body.Close()
-	if resp.StatusCode != http.StatusOK {
-		return nil, url, fmt.Errorf("%s answered %s", url, resp.Status)
+	if len(m.IDs) != 1 || m.IDs[0] == "" {
+		return "", fmt.Errorf("no --model, and %s lists %d models (%s): name one with --model", m.URL, len(m.IDs), client.ListModels(m.IDs, 5))
 	}
-	var list struct {
-		Data []struct {
-			ID string `json:"id"`
-		} `json:"data"`
-	}
-	if err := json.NewDecoder(io.LimitReader(resp.Body, maxModelsBytes)).Decode(&list); err != nil {
-		return nil, url, fmt.Errorf("%s: %w", url, err)
-	}
-	ids := make([]string, 0, len(list.Data))
-	for _, m := range list.Data {
-		ids = append(ids, m.ID)
-	}
-	return ids, url, nil
+	return m.IDs[0], nil
 }
 
 // loadQuick is the quick start's configuration, validated as a file's.

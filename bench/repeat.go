@@ -275,10 +275,26 @@ func (b *run) repeat(ctx context.Context, p repeatPlan) (report.RepeatResult, *s
 	runner.Run(ctx)
 	end := time.Now()
 	if err := ctx.Err(); err != nil {
-		if ro.requests != nil {
-			ro.requests.flushInterrupted() // its requests were sent: their records are written
+		err = fmt.Errorf("cell %s: interrupted: %w", p.cell, err)
+		measured := end.Sub(rec.warmupEndAt())
+		if !p.keepPartial || measured <= 0 {
+			// Nothing to keep, or nothing measured yet (the interrupt
+			// came in the warm-up).
+			if ro.requests != nil {
+				ro.requests.flushInterrupted() // its requests were sent: their records are written
+			}
+			return report.RepeatResult{}, nil, err
 		}
-		return report.RepeatResult{}, nil, fmt.Errorf("cell %s: interrupted: %w", p.cell, err)
+		// What was measured before the interrupt, over the windows it
+		// reached: the requests the interrupt cut short are cancelled.
+		res.Partial = true
+		ext.k = max(1, int(math.Ceil(float64(measured)/float64(win.window))))
+		smp := b.finishRepeat(&res, p, &l, rec, stop, ext, end, ro.requests)
+		res.Stability.Checked, res.Stability.State, res.Stability.Stable = false, "", false
+		res.Stability.Note = fmt.Sprintf("not judged: interrupted after %.1f s measured", measured.Seconds())
+		b.timeline = append(b.timeline, report.Span{Target: p.target.Name, Cell: p.cell, Repeat: p.index,
+			Start: t0.Sub(b.start).Seconds(), End: end.Sub(b.start).Seconds()})
+		return res, smp, err
 	}
 	smp := b.finishRepeat(&res, p, &l, rec, stop, ext, end, ro.requests)
 	b.timeline = append(b.timeline, report.Span{Target: p.target.Name, Cell: p.cell, Repeat: p.index,
@@ -358,9 +374,10 @@ func (b *run) finishRepeat(res *report.RepeatResult, p repeatPlan, l *repeatLoad
 	ext *extension, end time.Time, requests *requestRecorder) *sample {
 	window := ext.win.window
 	var span time.Duration
-	if stop.ended {
-		// The trace ran out: the measured time ends with the run (its
-		// last request's end), over every window it reached.
+	if stop.ended || res.Partial {
+		// The trace ran out, or the interrupt came: the measured time
+		// ends with the run (its last request's end), over every window
+		// it reached.
 		span = max(end.Sub(rec.warmupEndAt()), time.Millisecond)
 		ext.k = max(1, int(math.Ceil(float64(span)/float64(window))))
 	}

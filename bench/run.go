@@ -10,6 +10,7 @@ import (
 	"maps"
 	"math"
 	"runtime"
+	"slices"
 	"strings"
 	"time"
 
@@ -163,6 +164,9 @@ func Run(ctx context.Context, cfg *Config, opts Options) (*report.Report, error)
 	groups := matrixGroups(spec)
 	b.progress = newProgress(opts.Progress, opts.ProgressLines, b.plans(groups, len(targets)))
 	defer b.progress.close()
+	// An interrupt ends the bar's line at once: what the repeat and the
+	// run then log of it starts on a line of its own.
+	defer context.AfterFunc(ctx, b.progress.close)()
 
 	acc, interrupted, err := b.runMatrix(ctx, targets, cts, groups)
 	if err != nil {
@@ -249,7 +253,13 @@ func (b *run) cells(ctx context.Context, targets []config.Target, groups []group
 		// the process).
 		cells, reps, rankGroups = finishedCells(context.WithoutCancel(ctx), spec, names, groups, acc)
 		rep.Interrupted = true
-		b.logger.Warn("bench interrupted: reporting the finished cells", "cells", len(cells))
+		kept := 0
+		for i := range cells {
+			if cells[i].Partial {
+				kept++
+			}
+		}
+		b.logger.Warn("bench interrupted: reporting the finished cells", "cells", len(cells)-kept, "partial", kept)
 	} else {
 		cells, reps = assembleCells(ctx, spec, names, groups, acc)
 		if err := ctx.Err(); err != nil {
@@ -334,6 +344,9 @@ func (b *run) runMatrix(ctx context.Context, targets []config.Target, cts []*cli
 	for gi := range groups {
 		acc[gi] = make([]cellAcc, len(targets))
 	}
+	// finished says a cell has finished, every repeat of it: until one
+	// has, an interrupt keeps the cell that ran, partial.
+	finished := false
 matrix:
 	for gi, g := range groups {
 		for r := 0; r < spec.Repeats; r++ {
@@ -348,9 +361,17 @@ matrix:
 				res, smp, err := b.repeat(ctx, repeatPlan{
 					target: &targets[ti], ct: cts[ti], group: g, index: r,
 					warmup: spec.Warmup, duration: spec.Duration, stability: true, cell: key, watch: watch,
+					keepPartial: !finished,
 				})
 				if err != nil && ctx.Err() != nil {
 					interrupted = true
+					// The bar's line ends here, so that what is said of
+					// the interrupt starts on a line of its own.
+					b.progress.close()
+					if res.Partial {
+						acc[gi][ti].repeats = append(acc[gi][ti].repeats, res)
+						acc[gi][ti].samples = append(acc[gi][ti].samples, smp)
+					}
 					break matrix
 				}
 				if err != nil {
@@ -358,6 +379,7 @@ matrix:
 				}
 				acc[gi][ti].repeats = append(acc[gi][ti].repeats, res)
 				acc[gi][ti].samples = append(acc[gi][ti].samples, smp)
+				finished = finished || len(acc[gi][ti].repeats) == spec.Repeats
 				b.progress.step(progressLine(gi*len(targets)+ti+1, len(groups)*len(targets), r+1, spec.Repeats, name,
 					&res.Stats, time.Since(res.Started)))
 			}
@@ -418,7 +440,8 @@ func (b *run) closeRequests(rep *report.Report) {
 }
 
 // finishedCells assembles, after an interrupt, the cells whose every
-// repeat ran, in assembleCells' order, and returns with them the groups
+// repeat ran, and the cell the interrupt cut short when none had (its
+// repeats so far, the last partial), in assembleCells' order, and returns with them the groups
 // that every target finished (the ranking compares targets within a
 // group, so a group that some target did not finish is not ranked).
 func finishedCells(ctx context.Context, spec *Spec, targets []string, groups []group, acc [][]cellAcc) ([]report.CellResult, map[string][numFigures][]float64, []group) {
@@ -426,7 +449,7 @@ func finishedCells(ctx context.Context, spec *Spec, targets []string, groups []g
 	reps := map[string][numFigures][]float64{}
 	for ti, target := range targets {
 		for gi, g := range groups {
-			if len(acc[gi][ti].repeats) < spec.Repeats {
+			if len(acc[gi][ti].repeats) < spec.Repeats && !partial(acc[gi][ti].repeats) {
 				continue
 			}
 			cs, rs := assembleCells(ctx, spec, []string{target}, []group{g}, [][]cellAcc{{acc[gi][ti]}})
@@ -438,13 +461,19 @@ func finishedCells(ctx context.Context, spec *Spec, targets []string, groups []g
 	for gi, g := range groups {
 		all := true
 		for ti := range targets {
-			all = all && len(acc[gi][ti].repeats) == spec.Repeats
+			all = all && len(acc[gi][ti].repeats) == spec.Repeats && !partial(acc[gi][ti].repeats)
 		}
 		if all {
 			whole = append(whole, g)
 		}
 	}
 	return cells, reps, whole
+}
+
+// partial says whether one of repeats is partial (cut short by the
+// interrupt): its cell is reported, marked partial, and never ranked.
+func partial(repeats []report.RepeatResult) bool {
+	return slices.ContainsFunc(repeats, func(r report.RepeatResult) bool { return r.Partial })
 }
 
 // cellAcc gathers a cell's repeats: acc[group][target].
@@ -464,7 +493,7 @@ func assembleCells(ctx context.Context, spec *Spec, targets []string, groups []g
 			a := &acc[gi][ti]
 			key := report.CellKey(target, g.load, g.name)
 			cell := report.CellResult{Key: key, Target: target, Load: g.load, Shape: g.name,
-				Repeats: a.repeats, Stable: true, CI: map[string]report.Interval{}}
+				Repeats: a.repeats, Stable: true, CI: map[string]report.Interval{}, Partial: partial(a.repeats)}
 			stats := make([]report.Stats, len(a.repeats))
 			for i, r := range a.repeats {
 				stats[i] = r.Stats
@@ -562,6 +591,11 @@ type repeatPlan struct {
 	// repeat's window medians show whether its latency grew (a sweep
 	// point's steady state).
 	trendWindows int
+	// keepPartial, when set, has an interrupt keep what the repeat
+	// measured before it, marked partial (report.RepeatResult.Partial),
+	// rather than nothing: set until a cell has finished, so that a run
+	// stopped during its first cell still reports what it measured.
+	keepPartial bool
 }
 
 // knownAnswers runs the accuracy checks against one target, one at a time,

@@ -91,10 +91,20 @@ func modelOf(r *report.Report, target string) string {
 	return ""
 }
 
+// partialMeasured is the measured time of a partial cell's partial repeat.
+func partialMeasured(c *report.CellResult) string {
+	for i := range c.Repeats {
+		if r := &c.Repeats[i]; r.Partial {
+			return fmt.Sprintf("%.1f s", r.Stats.WindowSeconds)
+		}
+	}
+	return "-"
+}
+
 // WriteResultBlocks writes one result block per cell of r.
 func WriteResultBlocks(w io.Writer, r *report.Report) {
 	if r.Interrupted {
-		fmt.Fprintf(w, "INTERRUPTED: the run was stopped; the report holds the %s that finished\n", cells(len(r.Cells)))
+		fmt.Fprintf(w, "INTERRUPTED: the run was stopped; the report holds %s\n", InterruptedHolds(r))
 	}
 	for i := range r.Cells {
 		writeResultBlock(w, &r.Cells[i], modelOf(r, r.Cells[i].Target))
@@ -116,6 +126,9 @@ func blockHeading(fill, title string) string {
 func writeResultBlock(w io.Writer, c *report.CellResult, model string) {
 	fmt.Fprintln(w, blockHeading("=", CellName(c.Target, model, c.Load, c.Shape)))
 	blockLine(w, "Cell:", c.Key)
+	if c.Partial {
+		blockLine(w, "PARTIAL:", fmt.Sprintf("interrupted after %s measured; not ranked", partialMeasured(c)))
+	}
 	blockLine(w, "Successful requests:", report.ColumnNamed("successes").CSV(c))
 	// Failed: every measured request of another outcome, by outcome
 	// (summary.outcomes: the median count of each over the repeats).
@@ -190,6 +203,23 @@ func CellNotes(c *report.CellResult) []string {
 }
 
 // cells counts cells in words: "1 cell", "0 cells", "3 cells".
+// InterruptedHolds says what an interrupted run's report holds: the cells
+// that finished, every repeat of them; or, when the interrupt came during
+// the first cell, that cell's partial figures; or nothing, when it came
+// before the first cell measured anything.
+func InterruptedHolds(r *report.Report) string {
+	finished, partial := r.CellCounts()
+	switch {
+	case finished == 0 && partial == 0:
+		return "no cell: the interrupt came before the first cell measured anything"
+	case partial == 0:
+		return fmt.Sprintf("the %s that finished", cells(finished))
+	case finished == 0:
+		return fmt.Sprintf("%s cut short by the interrupt, marked PARTIAL: no cell had finished, and its figures cover only the time it measured before the interrupt", cells(partial))
+	}
+	return fmt.Sprintf("the %s that finished, and %s cut short by the interrupt, marked PARTIAL", cells(finished), cells(partial))
+}
+
 func cells(n int) string {
 	if n == 1 {
 		return "1 cell"

@@ -28,7 +28,9 @@ func WriteHTML(w io.Writer, r *report.Report) error {
 }
 
 var templateFuncs = template.FuncMap{
-	"sec":   report.FormatSeconds,
+	"sec": report.FormatSeconds,
+	// holds says what an interrupted run's report holds.
+	"holds": InterruptedHolds,
 	"num":   report.FormatNumber,
 	"ratio": report.FormatRatio,
 	"bytes": report.FormatBytes,

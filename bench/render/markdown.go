@@ -33,7 +33,7 @@ func WriteMarkdown(w io.Writer, r *report.Report) error {
 		env.Started.UTC().Format(time.RFC3339), env.Finished.UTC().Format(time.RFC3339), env.ExporterVersion, env.ExporterRevision,
 		env.OS, env.Arch, env.CPUs, config, env.ConfigSHA256)
 	if r.Interrupted {
-		fmt.Fprintf(&b, "**INTERRUPTED**: the run was stopped before its end; this report holds the %s that finished, every repeat of them.\n\n", cells(len(r.Cells)))
+		fmt.Fprintf(&b, "**INTERRUPTED**: the run was stopped before its end; this report holds %s.\n\n", InterruptedHolds(r))
 	}
 	if rr := r.RequestRecords; rr != nil && rr.Error != "" {
 		fmt.Fprintf(&b, "**REQUEST RECORDS INCOMPLETE**: writing `%s` failed (%s): %d written, %d dropped; the bench command exits 1 on it. The figures below do not depend on it.\n\n",

@@ -330,11 +330,15 @@ type CellFlag struct {
 	Raised bool
 }
 
-// cellFlags is what the Markdown table's flags column, the HTML report's
-// cell headings and the console's result blocks say of a cell, in the
-// columns' order.
+// cellFlags is what the Markdown table's flags column and the HTML
+// report's cell headings say of a cell: whether it is partial, then the
+// columns' flags in their order.
 func CellFlags(cell *CellResult) []CellFlag {
 	var flags []CellFlag
+	if cell.Partial {
+		// First: every figure after it is over a cut-short repeat.
+		flags = append(flags, CellFlag{Text: "PARTIAL (interrupted)", Raised: true})
+	}
 	for i := range Columns {
 		c := &Columns[i]
 		if w := c.WordOf(cell); w != "" {

@@ -148,6 +148,23 @@ type CellResult struct {
 	// or was CPU-saturated, and its latencies include its own delay.
 	Degraded bool           `json:"degraded"`
 	Repeats  []RepeatResult `json:"repeats"`
+	// Partial is true when a repeat of the cell is partial: the run was
+	// interrupted while it ran (RepeatResult.Partial). Only a run
+	// interrupted during its first cell keeps one; it is never ranked.
+	Partial bool `json:"partial,omitempty"`
+}
+
+// CellCounts counts r's cells whose every repeat finished, and its partial
+// cells (CellResult.Partial).
+func (r *Report) CellCounts() (finished, partial int) {
+	for i := range r.Cells {
+		if r.Cells[i].Partial {
+			partial++
+		} else {
+			finished++
+		}
+	}
+	return finished, partial
 }
 
 // CellStability is a cell's state from its repeats': "unstable" when any
@@ -303,6 +320,11 @@ type RepeatResult struct {
 	// extended or cut short, or when the windows were too short.
 	WarmupSeconds float64 `json:"warmup_seconds"`
 	WarmupNote    string  `json:"warmup_note,omitempty"`
+	// Partial is true when the run was interrupted while the repeat ran:
+	// its figures are over the time it measured before the interrupt
+	// (stats.window_seconds), its requests that the interrupt cut short
+	// are counted cancelled, and its stability is not judged.
+	Partial bool `json:"partial,omitempty"`
 	// Replay is what a replay repeat did with its trace; nil for other
 	// loads.
 	Replay *ReplayResult `json:"replay,omitempty"`

@@ -266,16 +266,6 @@ func build(ctx context.Context, c *config.Config, metrics *Metrics, opts Options
 		if sess != nil {
 			sess.Bind(metrics.sessions.series(series.lv))
 		}
-		var observer workload.Observer = series
-		var monitor workload.Monitor = series
-		if opts.Observe != nil {
-			if extra := opts.Observe(t, w); extra != nil {
-				observer = workload.Observers{series, extra}
-				if s, ok := extra.(interface{ Stalls(workload.StallScan) }); ok {
-					monitor = stallsTee{series, s}
-				}
-			}
-		}
 		// One client per workload: its connection pool is sized to the
 		// workload's in-flight cap.
 		copts := client.Options{MaxConnsPerHost: w.MaxInFlight, Wire: opts.Transport}
@@ -284,6 +274,16 @@ func build(ctx context.Context, c *config.Config, metrics *Metrics, opts Options
 		}
 		cl := client.New(copts)
 		clients = append(clients, cl)
+		observers := workload.Observers{series, &modelObserver{watch: metrics.models, client: cl, target: target, logger: logger}}
+		var monitor workload.Monitor = series
+		if opts.Observe != nil {
+			if extra := opts.Observe(t, w); extra != nil {
+				observers = append(observers, extra)
+				if s, ok := extra.(interface{ Stalls(workload.StallScan) }); ok {
+					monitor = stallsTee{series, s}
+				}
+			}
+		}
 		series.Transport(cl.TransportName(target))
 		var ready func() bool
 		if opts.Ready != nil && t.Metrics.Engine != config.ServerEngineNone {
@@ -297,7 +297,7 @@ func build(ctx context.Context, c *config.Config, metrics *Metrics, opts Options
 			Source:     source,
 			Prepare:    prepare,
 			Client:     cl,
-			Observer:   observer,
+			Observer:   observers,
 			Monitor:    monitor,
 			Tracer:     opts.Tracer,
 			Template:   plan.Template{Sampling: w.Sampling, Timeout: t.Timeout},

@@ -6,6 +6,7 @@ import (
 	"github.com/prometheus/client_golang/prometheus"
 
 	"github.com/infer-exporter/infer_exporter/internal/config"
+	"github.com/infer-exporter/infer_exporter/probe/client"
 	"github.com/infer-exporter/infer_exporter/probe/observation"
 	"github.com/infer-exporter/infer_exporter/probe/slo"
 	"github.com/infer-exporter/infer_exporter/probe/workload"
@@ -71,6 +72,10 @@ type Metrics struct {
 	// calibrator builds the prompt sets.
 	prompts    *PromptMetrics
 	calibrator *Calibrator
+
+	// models says once per target, across workloads and reloads, that its
+	// server does not serve the configured model (models.go).
+	models *client.ModelWatch
 }
 
 // NewMetrics creates the vectors and registers them with reg.
@@ -147,6 +152,7 @@ func NewMetrics(reg prometheus.Registerer) *Metrics {
 	m.sessions = newSessionMetrics(reg)
 	m.prompts = NewPromptMetrics(reg)
 	m.calibrator = NewCalibrator(m.prompts)
+	m.models = &client.ModelWatch{}
 	return m
 }
 

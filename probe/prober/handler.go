@@ -20,6 +20,7 @@ import (
 
 	"github.com/infer-exporter/infer_exporter/internal/config"
 	"github.com/infer-exporter/infer_exporter/internal/textcut"
+	"github.com/infer-exporter/infer_exporter/probe/client"
 	"github.com/infer-exporter/infer_exporter/probe/observation"
 )
 
@@ -80,6 +81,9 @@ type Handler struct {
 	invalid  *prometheus.CounterVec
 	refused  *prometheus.CounterVec
 	probes   atomic.Int64 // probes started, for prompt seeds
+	// models says once per target that its server does not serve the
+	// probe's model (run.go, sayModel).
+	models client.ModelWatch
 
 	mu        sync.Mutex
 	policyCfg *config.Config

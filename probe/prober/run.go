@@ -176,8 +176,53 @@ func (h *Handler) probe(ctx context.Context, p *probeRun) *result {
 	}
 	wg.Wait()
 
+	h.sayModel(ctx, p, cl, ct, res, logger)
 	h.judge(res, m, g, logger)
 	return res
+}
+
+// sayModel says why a probe's requests were refused as not found
+// (client.ModelRefused), from what the server's /v1/models lists: in the
+// probe's own log (debug=true, the landing page's history) at each such
+// probe, and in the exporter's log once per target and model, at warning
+// level, until a probe of it succeeds again; the exporter's log otherwise
+// hears probes at debug level only (logging.go). The server's models are
+// read once per story (client.ModelWatch), not at every scrape: later
+// probes repeat what was said.
+func (h *Handler) sayModel(ctx context.Context, p *probeRun, cl *client.Client, ct *client.Target, res *result, logger *slog.Logger) {
+	refused, served := false, false
+	see := func(o *observation.Request) {
+		refused = refused || client.ModelRefused(o)
+		served = served || o.Outcome == observation.Success
+	}
+	for i := range res.requests {
+		see(&res.requests[i])
+	}
+	for i := range res.checks {
+		see(&res.checks[i].obs)
+	}
+	switch {
+	case served && !refused:
+		h.models.Served(ct)
+		return
+	case !refused:
+		return
+	}
+	said := h.models.Said(ct)
+	if said == "" {
+		if ctx.Err() != nil {
+			// No time left to look: the requests' statuses say the rest.
+			return
+		}
+		due := h.models.Due(ct)
+		said = scrub(cl.Models(ctx, ct).NotServed(ct.Model), p.policy.secrets)
+		if due {
+			h.models.Say(ct, said)
+			h.opts.Logger.Warn("Probe requests refused: "+said, "module", p.moduleName,
+				"target", displayTarget(p.rawTarget), "model", ct.Model)
+		}
+	}
+	logger.Error("Requests refused: "+said, "model", ct.Model)
 }
 
 // notSent marks the requests from index requests and the checks from index
