@@ -70,9 +70,10 @@ test-slow:
 # The timing-accuracy tests (named ...Accuracy..., testenv.Timing), which
 # compare measured latencies with the simulator's ground truth: one package
 # at a time (-p 1) and without the race detector, so that no other test
-# competes for the CPU.
+# competes for the CPU. A failed one runs again alone, up to 3 tries in all
+# (internal/testenv/accuracy.sh says why).
 test-timing:
-	$(GO) test -p 1 -count=1 -run 'Accuracy' -timeout 10m ./...
+	GO="$(GO)" bash internal/testenv/accuracy.sh
 
 # The end-to-end tests with a real Prometheus and Alertmanager, an
 # OpenTelemetry Collector, Ollama and the control plane: alone, without the
