@@ -1,6 +1,10 @@
 # The README's two commands are `make demo` (`go run ./cmd/infer_exporter
 # --demo`, quieter) and `make test`.
 GO ?= go
+# bash with pipefail: the steps that run side by side prefix their lines
+# through sed, and a failure must still fail the step.
+SHELL := /bin/bash
+.SHELLFLAGS := -o pipefail -c
 
 # go-nvml's cgo preamble calls NVML functions that nvml.h marks deprecated,
 # so the first build of the collector prints some 150 lines of gcc
@@ -23,7 +27,7 @@ LDFLAGS := -X github.com/prometheus/common/version.Version=$(VERSION) \
 PROMTOOL := $(GO) tool -modfile=tools/prometheus/go.mod promtool
 JSONNET := $(GO) tool -modfile=tools/prometheus/go.mod jsonnet
 
-.PHONY: build demo quick test test-race test-slow test-timing test-e2e tools mixin bench lint lint-mixin
+.PHONY: build demo quick test test-race-slow test-race test-slow test-timing test-e2e tools mixin bench lint lint-mixin
 
 build:
 	$(GO) build -ldflags "$(LDFLAGS)" -o $(BIN) ./cmd/infer_exporter
@@ -43,10 +47,20 @@ quick:
 	$(GO) test -short -count=1 ./...
 
 # Every test, in the order that fails fastest: lint, the pinned tools, the
-# race step, the slow step, the timing-accuracy tests, the end-to-end tests.
+# race step and the slow step side by side (the slow step's tests pass
+# beside a busy machine, and it mostly waits on real time and on
+# promtool), the timing-accuracy tests alone, the end-to-end tests.
 # `tools` builds the pinned tools first (Go's build cache keeps them for
 # every later step and run).
-test: lint tools lint-mixin test-race test-slow test-timing test-e2e
+test: lint tools lint-mixin test-race-slow test-timing test-e2e
+
+# The race and slow steps at once, each line prefixed with its step.
+test-race-slow:
+	@echo "make test-race and make test-slow, side by side: their lines start race: and slow:"
+	@$(MAKE) --no-print-directory -j2 --output-sync=line STEP_PREFIX=1 test-race test-slow
+
+# sed -u: a line as soon as it is written, not at the end of the step.
+prefix = $(if $(STEP_PREFIX),2>&1 | sed -u 's/^/$(1): /')
 
 lint:
 	@out=$$(gofmt -l $$(git ls-files '*.go')); if [ -n "$$out" ]; then echo "gofmt needed:"; echo "$$out"; exit 1; fi
@@ -55,7 +69,7 @@ lint:
 
 # The race detector over every test of `make quick`: our code's concurrency.
 test-race:
-	$(GO) test -race -short -count=1 -timeout 20m ./...
+	$(GO) test -race -short -count=1 -timeout 20m ./... $(call prefix,race)
 
 # What -short leaves out, less the timing and end-to-end tests: the suites
 # that run a pinned tool (the mixin's promtool and jsonnet, kubeconform, Pod
@@ -65,7 +79,7 @@ test-race:
 # hold such tests (those that call testenv.Slow or a realstack tool).
 SLOW_PKGS = $(sort $(dir $(shell git grep -l -E 'testenv\.Slow|realstack\.(Tool|ModuleTool|BuildExporter|Chromium)' -- '*_test.go' ':!internal/testenv' ':!internal/realstack')))
 test-slow:
-	$(GO) test -count=1 -skip 'Accuracy|EndToEnd' -timeout 20m $(addprefix ./,$(SLOW_PKGS))
+	$(GO) test -count=1 -skip 'Accuracy|EndToEnd' -timeout 20m $(addprefix ./,$(SLOW_PKGS)) $(call prefix,slow)
 
 # The timing-accuracy tests (named ...Accuracy..., testenv.Timing), which
 # compare measured latencies with the simulator's ground truth: one package
