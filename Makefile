@@ -27,7 +27,7 @@ LDFLAGS := -X github.com/prometheus/common/version.Version=$(VERSION) \
 PROMTOOL := $(GO) tool -modfile=tools/prometheus/go.mod promtool
 JSONNET := $(GO) tool -modfile=tools/prometheus/go.mod jsonnet
 
-.PHONY: build demo quick test test-race-slow test-race test-slow test-timing test-e2e tools mixin bench lint lint-mixin
+.PHONY: build demo quick test test-race-slow test-race test-slow test-timing test-e2e test-e2e-alerts test-e2e-stacks tools mixin bench lint lint-mixin
 
 build:
 	$(GO) build -ldflags "$(LDFLAGS)" -o $(BIN) ./cmd/infer_exporter
@@ -90,10 +90,19 @@ test-timing:
 	GO="$(GO)" bash internal/testenv/accuracy.sh
 
 # The end-to-end tests with a real Prometheus and Alertmanager, an
-# OpenTelemetry Collector, Ollama and the control plane: alone, without the
-# race detector, so that their latencies are the simulator's.
+# OpenTelemetry Collector, Ollama and the control plane, without the race
+# detector, in two processes side by side: TestEndToEnd spends most of its
+# two minutes waiting for Prometheus's rules and Alertmanager (a 75 s
+# baseline, alerts firing and resolving), while the others run their
+# stacks. Lines prefixed alerts: and stacks:.
 test-e2e:
-	$(GO) test -count=1 -run 'EndToEnd' -timeout 20m -v ./e2e/
+	@$(MAKE) --no-print-directory -j2 --output-sync=line STEP_PREFIX=1 test-e2e-alerts test-e2e-stacks
+
+test-e2e-alerts:
+	$(GO) test -count=1 -run '^TestEndToEnd$$' -timeout 20m -v ./e2e/ $(call prefix,alerts)
+
+test-e2e-stacks:
+	$(GO) test -count=1 -run 'EndToEnd' -skip '^TestEndToEnd$$' -timeout 20m -v ./e2e/ $(call prefix,stacks)
 
 # The pinned tools, built in parallel groups (one per module): most of a cold
 # build is spent where a group uses one core (a big link, and Ollama's C++,
