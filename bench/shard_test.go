@@ -354,3 +354,109 @@ bench:
 		})
 	}
 }
+
+// TestShardedReplayMergesAsOneProcess: a replay whose trace spans six
+// windows (60 rows 100 ms apart, windows of 1 s), through 2 and through 3
+// shards, merges into exactly one process's request count, with the
+// stability check on (the default) and off. bench merge allowed a replay
+// repeat one window, and refused every shard of a longer replay
+// ("windows: 4 exceeds the 1 windows its configuration allows"). The
+// counts are of rows by their trace instants (a row is measured when its
+// instant is past the warm-up), so they hold on a loaded machine too.
+func TestShardedReplayMergesAsOneProcess(t *testing.T) {
+	testenv.Slow(t, "real time: about 40 s")
+	st := startSim(t, 10*time.Millisecond, 1, 0)
+	dir := t.TempDir()
+	writeTestFile(t, dir, "trace.jsonl", mooncakeTrace(60, 100*time.Millisecond, 100, 4))
+	for _, tc := range []struct {
+		name, stability string
+		windows         int // the merged repeat's, at least
+	}{
+		// Windows of 3 s / 3: the trace's 5.9 s after the 0.5 s warm-up
+		// fill 5 complete windows and a partial one.
+		{"stability on", "", 5},
+		// Windows of the duration, 1 s.
+		{"stability off", "  stability: {enabled: false}\n", 5},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			duration := "3s"
+			if tc.stability != "" {
+				duration = "1s"
+			}
+			cfg := writeTestFile(t, dir, strings.ReplaceAll(tc.name, " ", "-")+".yml", targetsYAML([]string{"sim"}, []*simTarget{st})+`
+bench:
+  seed: 5
+  matrix:
+    replays: [{name: mc, source: mooncake, path: trace.jsonl}]
+  warmup: 500ms
+  duration: `+duration+`
+  repeats: 1
+  sampling: {ignore_eos: true}
+  ranking: {resamples: 100}
+`+tc.stability)
+			one := filepath.Join(dir, tc.name, "one")
+			if code, so, se := runCLI(t, context.Background(), "bench", "--config.file="+cfg, "--output.dir="+one); code != ExitOK {
+				t.Fatalf("one process: exit %d\n%s\n%s", code, so, se)
+			}
+			single := readReport(t, one).Cells[0]
+			// The rows whose instants are past the warm-up: 55 of 60.
+			if single.Summary.Requests != 55 {
+				t.Fatalf("one process measured %d requests, want the 55 rows after the warm-up", single.Summary.Requests)
+			}
+			for _, n := range []int{2, 3} {
+				files := runShards(t, filepath.Join(dir, tc.name), n, cfg)
+				merged := filepath.Join(dir, tc.name, fmt.Sprintf("merged-%d", n))
+				if code, so, se := runCLI(t, context.Background(), append([]string{"bench", "merge", "--output.dir=" + merged}, files...)...); code != ExitOK {
+					t.Fatalf("%d shards: merge: exit %d\n%s\n%s", n, code, so, se)
+				}
+				mc := readReport(t, merged).Cells[0]
+				mr, sr := mc.Repeats[0], single.Repeats[0]
+				windows := func(r RepeatResult) int {
+					if r.Windows == nil {
+						return 0
+					}
+					return len(r.Windows.Sent)
+				}
+				t.Logf("%d shards: %d requests merged, %d in one process; %d windows merged, %d in one process; replayed %d / %d, dropped %d / %d",
+					n, mc.Summary.Requests, single.Summary.Requests, windows(mr), windows(sr), mr.Replay.Replayed, sr.Replay.Replayed, mr.Replay.Dropped, sr.Replay.Dropped)
+				if mc.Summary.Requests != single.Summary.Requests {
+					t.Errorf("%d shards: %d requests merged, %d in one process", n, mc.Summary.Requests, single.Summary.Requests)
+				}
+				if windows(mr) < tc.windows {
+					t.Errorf("%d shards: the merged repeat has %d windows, want the trace's %d or more", n, windows(mr), tc.windows)
+				}
+				if mr.Replay.Replayed+mr.Replay.Dropped != sr.Replay.Replayed+sr.Replay.Dropped {
+					t.Errorf("%d shards: %d rows replayed or dropped merged, %d in one process", n, mr.Replay.Replayed+mr.Replay.Dropped, sr.Replay.Replayed+sr.Replay.Dropped)
+				}
+			}
+		})
+	}
+}
+
+// runShards runs n shards of the bench of cfg at once, each in its own
+// output directory under dir, with extra arguments, and returns their
+// report files in shard order.
+func runShards(t *testing.T, dir string, n int, cfg string, extra ...string) []string {
+	t.Helper()
+	var wg sync.WaitGroup
+	codes := make([]int, n)
+	errs := make([]string, n)
+	var files []string
+	for i := range n {
+		out := filepath.Join(dir, fmt.Sprintf("n%d-shard-%d", n, i))
+		files = append(files, filepath.Join(out, JSONFile))
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			args := append([]string{"bench", "--config.file=" + cfg, fmt.Sprintf("--shard=%d/%d", i, n), "--output.dir=" + out}, extra...)
+			codes[i], _, errs[i] = runCLI(t, context.Background(), args...)
+		}()
+	}
+	wg.Wait()
+	for i, c := range codes {
+		if c != ExitOK {
+			t.Fatalf("shard %d/%d exited %d\n%s", i, n, c, errs[i])
+		}
+	}
+	return files
+}
