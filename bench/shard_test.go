@@ -9,6 +9,7 @@ import (
 	"net"
 	"net/http"
 	"path/filepath"
+	"strconv"
 	"strings"
 	"sync"
 	"testing"
@@ -404,7 +405,7 @@ bench:
 				t.Fatalf("one process measured %d requests, want the 55 rows after the warm-up", single.Summary.Requests)
 			}
 			for _, n := range []int{2, 3} {
-				files := runShards(t, filepath.Join(dir, tc.name), n, cfg)
+				files := runShards(t, filepath.Join(dir, tc.name), n, cfg, nil)
 				merged := filepath.Join(dir, tc.name, fmt.Sprintf("merged-%d", n))
 				if code, so, se := runCLI(t, context.Background(), append([]string{"bench", "merge", "--output.dir=" + merged}, files...)...); code != ExitOK {
 					t.Fatalf("%d shards: merge: exit %d\n%s\n%s", n, code, so, se)
@@ -436,9 +437,9 @@ bench:
 }
 
 // runShards runs n shards of the bench of cfg at once, each in its own
-// output directory under dir, with extra arguments, and returns their
-// report files in shard order.
-func runShards(t *testing.T, dir string, n int, cfg string, extra ...string) []string {
+// output directory under dir, with extra(i)'s arguments (nil: none), and
+// returns their report files in shard order.
+func runShards(t *testing.T, dir string, n int, cfg string, extra func(i int) []string) []string {
 	t.Helper()
 	var wg sync.WaitGroup
 	codes := make([]int, n)
@@ -450,7 +451,10 @@ func runShards(t *testing.T, dir string, n int, cfg string, extra ...string) []s
 		wg.Add(1)
 		go func() {
 			defer wg.Done()
-			args := append([]string{"bench", "--config.file=" + cfg, fmt.Sprintf("--shard=%d/%d", i, n), "--output.dir=" + out}, extra...)
+			args := []string{"bench", "--config.file=" + cfg, fmt.Sprintf("--shard=%d/%d", i, n), "--output.dir=" + out}
+			if extra != nil {
+				args = append(args, extra(i)...)
+			}
 			codes[i], _, errs[i] = runCLI(t, context.Background(), args...)
 		}()
 	}
@@ -461,4 +465,183 @@ func runShards(t *testing.T, dir string, n int, cfg string, extra ...string) []s
 		}
 	}
 	return files
+}
+
+func TestParseStartAt(t *testing.T) {
+	now := time.Date(2026, 12, 3, 21, 0, 0, 0, time.UTC)
+	for _, tc := range []struct {
+		in   string
+		want time.Time
+		err  string
+	}{
+		{"2026-12-03T21:00:10Z", now.Add(10 * time.Second), ""},
+		{"2026-12-03T22:00:10.25+01:00", now.Add(10*time.Second + 250*time.Millisecond), ""},
+		{fmt.Sprint(now.Unix() + 30), now.Add(30 * time.Second), ""},
+		{fmt.Sprintf("%d.5", now.Unix()), now.Add(500 * time.Millisecond), ""},
+		// Passed instants are taken: the run starts late and says so.
+		{"2026-12-03T20:00:00Z", now.Add(-time.Hour), ""},
+		{"2026-12-05T21:00:00Z", time.Time{}, "more than 24h0m0s"},
+		// Milliseconds given for seconds.
+		{fmt.Sprint(now.UnixMilli()), time.Time{}, "want an RFC 3339 instant"},
+		{"tomorrow", time.Time{}, "want an RFC 3339 instant"},
+		{"NaN", time.Time{}, "want an RFC 3339 instant"},
+		{"-5", time.Time{}, "want an RFC 3339 instant"},
+	} {
+		got, err := ParseStartAt(tc.in, now)
+		if tc.err != "" {
+			if err == nil || !strings.Contains(err.Error(), tc.err) {
+				t.Errorf("%q: %v, %v; want an error with %q", tc.in, got, err, tc.err)
+			}
+			continue
+		}
+		if err != nil || !got.Equal(tc.want) {
+			t.Errorf("%q: %v, %v; want %v", tc.in, got, err, tc.want)
+		}
+	}
+}
+
+// TestShardClockPlan: every repeat's agreed start counts from the agreed
+// ones before it, never from when a shard got there: a shard that
+// overran one repeat starts it at once, late, and is on the schedule
+// again for the next.
+func TestShardClockPlan(t *testing.T) {
+	at := time.Date(2026, 12, 3, 21, 0, 0, 0, time.UTC)
+	c := &shardClock{next: at, slack: 10 * time.Second}
+	for i, tc := range []struct {
+		length time.Duration
+		want   time.Time
+	}{
+		{30 * time.Second, at},
+		{time.Minute, at.Add(40 * time.Second)},
+		{5 * time.Second, at.Add(110 * time.Second)},
+		{0, at.Add(125 * time.Second)},
+	} {
+		if got := c.plan(tc.length); !got.Equal(tc.want) {
+			t.Errorf("repeat %d: agreed start %v, want %v", i, got, tc.want)
+		}
+	}
+
+	// An instant that has passed: the repeat starts now, from now.
+	before := time.Now()
+	origin, woke, err := waitUntil(context.Background(), before.Add(-time.Second))
+	if err != nil || origin.Before(before) || !origin.Equal(woke) {
+		t.Errorf("a passed instant: origin %v, woke %v, %v; want both now", origin, woke, err)
+	}
+	// An instant ahead: the schedule's origin is the instant itself.
+	ahead := time.Now().Add(30 * time.Millisecond)
+	origin, woke, err = waitUntil(context.Background(), ahead)
+	if err != nil || !origin.Equal(ahead) || woke.Before(ahead) {
+		t.Errorf("an instant ahead: origin %v, woke %v, %v; want origin %v and a wake after it", origin, woke, err, ahead)
+	}
+	// An interrupt ends the wait.
+	ctx, cancel := context.WithCancel(context.Background())
+	cancel()
+	if _, _, err := waitUntil(ctx, time.Now().Add(time.Hour)); err == nil {
+		t.Error("a cancelled wait returned no error")
+	}
+}
+
+// pairedTrace writes n Mooncake rows in pairs that share an instant, gap
+// apart: dealt out to 2 shards, each pair is one row of each shard, its
+// k-th.
+func pairedTrace(n int, gap time.Duration) string {
+	var b strings.Builder
+	for i := range n {
+		fmt.Fprintf(&b, `{"timestamp": %d, "input_length": 100, "output_length": 4, "hash_ids": [%d]}`+"\n", (time.Duration(i/2) * gap).Milliseconds(), i)
+	}
+	return b.String()
+}
+
+// TestShardsShareOneClock: two shards given one --shard.start-at replay a
+// trace whose rows come in pairs sharing an instant, one row of each pair
+// to each shard. Their request records (--output.requests) schedule the
+// two rows of every pair at one instant to the microsecond, whatever the
+// machine's load: their schedules have one origin, the agreed instant.
+// (Two shards started together on their own were 124-479 ms apart.) The
+// merged report gives each shard's start offset; here within 100 ms, the
+// wake-up of a loaded machine: TestShardsShareOneClockAccuracy holds them,
+// and the send instants, to 20 ms.
+func TestShardsShareOneClock(t *testing.T) {
+	testenv.Slow(t, "real time: about 6 s")
+	shardsShareOneClock(t, 100*time.Millisecond)
+}
+
+// TestShardsShareOneClockAccuracy: the same run, the rows of every pair
+// sent within 20 ms of each other, and the merged start offsets within
+// 20 ms (make test-timing: alone on the machine).
+func TestShardsShareOneClockAccuracy(t *testing.T) {
+	testenv.Timing(t)
+	shardsShareOneClock(t, 20*time.Millisecond)
+}
+
+func shardsShareOneClock(t *testing.T, bound time.Duration) {
+	st := startSim(t, 10*time.Millisecond, 1, 0)
+	dir := t.TempDir()
+	const rows = 40
+	writeTestFile(t, dir, "trace.jsonl", pairedTrace(rows, 100*time.Millisecond))
+	cfg := writeTestFile(t, dir, "b.yml", targetsYAML([]string{"sim"}, []*simTarget{st})+`
+bench:
+  seed: 3
+  matrix:
+    replays: [{name: mc, source: mooncake, path: trace.jsonl}]
+  warmup: 0s
+  duration: 1s
+  repeats: 1
+  stability: {enabled: false}
+  sampling: {ignore_eos: true}
+  ranking: {resamples: 100}
+`)
+	startAt := time.Now().Add(2 * time.Second).UTC()
+	files := runShards(t, dir, 2, cfg, func(i int) []string {
+		return []string{"--shard.start-at=" + startAt.Format(time.RFC3339Nano), "--output.requests=" + filepath.Join(dir, fmt.Sprintf("requests-%d.jsonl", i))}
+	})
+	for i, f := range files {
+		sp := readReport(t, filepath.Dir(f)).Shard
+		if sp.StartAt == nil || !sp.StartAt.Equal(startAt) || sp.SlackSeconds != DefaultShardSlack.Seconds() {
+			t.Errorf("shard %d: start_at %v, slack %v s; want %v and %v s", i, sp.StartAt, sp.SlackSeconds, startAt, DefaultShardSlack.Seconds())
+		}
+	}
+	merged := filepath.Join(dir, "merged")
+	if code, so, se := runCLI(t, context.Background(), append([]string{"bench", "merge", "--output.dir=" + merged}, files...)...); code != ExitOK {
+		t.Fatalf("merge: exit %d\n%s\n%s", code, so, se)
+	}
+	rr := readReport(t, merged).Cells[0].Repeats[0]
+	t.Logf("merged start offsets %v s", rr.ShardStartOffsets)
+	if len(rr.ShardStartOffsets) != 2 || rr.ShardStartOffsets[0] != 0 && rr.ShardStartOffsets[1] != 0 {
+		t.Fatalf("merged start offsets %v: want one per shard, the earliest 0", rr.ShardStartOffsets)
+	}
+	for i, off := range rr.ShardStartOffsets {
+		if !(float64(off) >= 0 && float64(off) <= bound.Seconds()) {
+			t.Errorf("shard %d started %v s after the earliest, want at most %v", i, off, bound)
+		}
+	}
+
+	// The k-th row of each shard is the k-th pair's: one trace instant.
+	type row struct{ scheduled, sent float64 }
+	byShard := make([]map[int]row, 2)
+	for i := range byShard {
+		byShard[i] = map[int]row{}
+		for _, r := range recordLines(t, filepath.Join(dir, fmt.Sprintf("requests-%d.jsonl", i))) {
+			n, err := strconv.Atoi(r.ID[strings.LastIndex(r.ID, "-")+1:])
+			if err != nil || r.Sent == nil {
+				t.Fatalf("shard %d: record %+v: no arrival number or no send", i, r)
+			}
+			byShard[i][n] = row{r.Scheduled, *r.Sent}
+		}
+	}
+	if len(byShard[0]) != rows/2 || len(byShard[1]) != rows/2 {
+		t.Fatalf("%d and %d records, want %d each", len(byShard[0]), len(byShard[1]), rows/2)
+	}
+	var worst float64
+	for n, a := range byShard[0] {
+		b := byShard[1][n]
+		if d := math.Abs(a.scheduled - b.scheduled); d > 1e-6 {
+			t.Errorf("pair %d: scheduled %.6f by shard 0, %.6f by shard 1: want one instant", n, a.scheduled, b.scheduled)
+		}
+		worst = max(worst, math.Abs(a.sent-b.sent))
+	}
+	t.Logf("the pairs' send instants at most %.1f ms apart", worst*1000)
+	if worst > bound.Seconds() {
+		t.Errorf("a pair's rows were sent %.1f ms apart, want at most %v", worst*1000, bound)
+	}
 }
