@@ -327,7 +327,7 @@ func replayWindows(cfg *Config, c *report.CellResult, ri int) int {
 	} else {
 		// The default ceiling is ten times the busiest second's rows, so
 		// it holds rows back by at most a tenth of the seconds they fill.
-		span += (math.Ceil(res.WindowSeconds) + 1) / 10
+		span += (math.Ceil(span) + 1) / 10
 	}
 	timeout := config.DefaultTimeout
 	for _, t := range cfg.RunTargets() {
