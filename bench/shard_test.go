@@ -554,15 +554,16 @@ func pairedTrace(n int, gap time.Duration) string {
 
 // TestShardsShareOneClock: two shards given one --shard.start-at replay a
 // trace whose rows come in pairs sharing an instant, one row of each pair
-// to each shard. Their request records (--output.requests) schedule the
-// two rows of every pair at one instant to the microsecond, whatever the
-// machine's load: their schedules have one origin, the agreed instant.
+// to each shard, twice (two repeats). Their request records
+// (--output.requests) schedule the two rows of every pair at one instant
+// to the microsecond, whatever the machine's load, in the second repeat
+// too: their schedules have one origin, the agreed instant.
 // (Two shards started together on their own were 124-479 ms apart.) The
 // merged report gives each shard's start offset; here within 100 ms, the
 // wake-up of a loaded machine: TestShardsShareOneClockAccuracy holds them,
 // and the send instants, to 20 ms.
 func TestShardsShareOneClock(t *testing.T) {
-	testenv.Slow(t, "real time: about 6 s")
+	testenv.Slow(t, "real time: about 8 s")
 	shardsShareOneClock(t, 100*time.Millisecond)
 }
 
@@ -577,7 +578,7 @@ func TestShardsShareOneClockAccuracy(t *testing.T) {
 func shardsShareOneClock(t *testing.T, bound time.Duration) {
 	st := startSim(t, 10*time.Millisecond, 1, 0)
 	dir := t.TempDir()
-	const rows = 40
+	const rows, repeats = 40, 2
 	writeTestFile(t, dir, "trace.jsonl", pairedTrace(rows, 100*time.Millisecond))
 	cfg := writeTestFile(t, dir, "b.yml", targetsYAML([]string{"sim"}, []*simTarget{st})+`
 bench:
@@ -586,62 +587,101 @@ bench:
     replays: [{name: mc, source: mooncake, path: trace.jsonl}]
   warmup: 0s
   duration: 1s
-  repeats: 1
+  repeats: 2
   stability: {enabled: false}
   sampling: {ignore_eos: true}
   ranking: {resamples: 100}
 `)
+	// The second repeat starts at the first's agreed start plus its
+	// planned length (the trace's 1.9 s and the replay's lead) plus 1 s.
 	startAt := time.Now().Add(2 * time.Second).UTC()
 	files := runShards(t, dir, 2, cfg, func(i int) []string {
-		return []string{"--shard.start-at=" + startAt.Format(time.RFC3339Nano), "--output.requests=" + filepath.Join(dir, fmt.Sprintf("requests-%d.jsonl", i))}
+		return []string{"--shard.start-at=" + startAt.Format(time.RFC3339Nano), "--shard.slack=1s",
+			"--output.requests=" + filepath.Join(dir, fmt.Sprintf("requests-%d.jsonl", i))}
 	})
 	for i, f := range files {
 		sp := readReport(t, filepath.Dir(f)).Shard
-		if sp.StartAt == nil || !sp.StartAt.Equal(startAt) || sp.SlackSeconds != DefaultShardSlack.Seconds() {
-			t.Errorf("shard %d: start_at %v, slack %v s; want %v and %v s", i, sp.StartAt, sp.SlackSeconds, startAt, DefaultShardSlack.Seconds())
+		if sp.StartAt == nil || !sp.StartAt.Equal(startAt) || sp.SlackSeconds != 1 {
+			t.Errorf("shard %d: start_at %v, slack %v s; want %v and 1 s", i, sp.StartAt, sp.SlackSeconds, startAt)
 		}
 	}
 	merged := filepath.Join(dir, "merged")
 	if code, so, se := runCLI(t, context.Background(), append([]string{"bench", "merge", "--output.dir=" + merged}, files...)...); code != ExitOK {
 		t.Fatalf("merge: exit %d\n%s\n%s", code, so, se)
 	}
-	rr := readReport(t, merged).Cells[0].Repeats[0]
-	t.Logf("merged start offsets %v s", rr.ShardStartOffsets)
-	if len(rr.ShardStartOffsets) != 2 || rr.ShardStartOffsets[0] != 0 && rr.ShardStartOffsets[1] != 0 {
-		t.Fatalf("merged start offsets %v: want one per shard, the earliest 0", rr.ShardStartOffsets)
-	}
-	for i, off := range rr.ShardStartOffsets {
-		if !(float64(off) >= 0 && float64(off) <= bound.Seconds()) {
-			t.Errorf("shard %d started %v s after the earliest, want at most %v", i, off, bound)
+	for ri, rr := range readReport(t, merged).Cells[0].Repeats {
+		offs := rr.ShardStartOffsets
+		t.Logf("repeat %d: merged start offsets %v s", ri+1, offs)
+		if len(offs) != 2 || offs[0] != 0 && offs[1] != 0 {
+			t.Fatalf("repeat %d: merged start offsets %v: want one per shard, the earliest 0", ri+1, offs)
+		}
+		for i, off := range offs {
+			if !(float64(off) >= 0 && float64(off) <= bound.Seconds()) {
+				t.Errorf("repeat %d: shard %d started %v s after the earliest, want at most %v", ri+1, i, off, bound)
+			}
 		}
 	}
 
-	// The k-th row of each shard is the k-th pair's: one trace instant.
+	// The k-th row of each shard in a repeat is the k-th pair's: one
+	// trace instant.
+	type key struct{ repeat, n int }
 	type row struct{ scheduled, sent float64 }
-	byShard := make([]map[int]row, 2)
+	byShard := make([]map[key]row, 2)
 	for i := range byShard {
-		byShard[i] = map[int]row{}
+		byShard[i] = map[key]row{}
 		for _, r := range recordLines(t, filepath.Join(dir, fmt.Sprintf("requests-%d.jsonl", i))) {
 			n, err := strconv.Atoi(r.ID[strings.LastIndex(r.ID, "-")+1:])
 			if err != nil || r.Sent == nil {
 				t.Fatalf("shard %d: record %+v: no arrival number or no send", i, r)
 			}
-			byShard[i][n] = row{r.Scheduled, *r.Sent}
+			byShard[i][key{r.Repeat, n}] = row{r.Scheduled, *r.Sent}
 		}
 	}
-	if len(byShard[0]) != rows/2 || len(byShard[1]) != rows/2 {
-		t.Fatalf("%d and %d records, want %d each", len(byShard[0]), len(byShard[1]), rows/2)
+	if len(byShard[0]) != repeats*rows/2 || len(byShard[1]) != repeats*rows/2 {
+		t.Fatalf("%d and %d records, want %d each", len(byShard[0]), len(byShard[1]), repeats*rows/2)
 	}
 	var worst float64
-	for n, a := range byShard[0] {
-		b := byShard[1][n]
+	for k, a := range byShard[0] {
+		b, ok := byShard[1][k]
+		if !ok {
+			t.Fatalf("repeat %d row %d: shard 1 has no record", k.repeat, k.n)
+		}
 		if d := math.Abs(a.scheduled - b.scheduled); d > 1e-6 {
-			t.Errorf("pair %d: scheduled %.6f by shard 0, %.6f by shard 1: want one instant", n, a.scheduled, b.scheduled)
+			t.Errorf("repeat %d pair %d: scheduled %.6f by shard 0, %.6f by shard 1: want one instant", k.repeat, k.n, a.scheduled, b.scheduled)
 		}
 		worst = max(worst, math.Abs(a.sent-b.sent))
 	}
 	t.Logf("the pairs' send instants at most %.1f ms apart", worst*1000)
 	if worst > bound.Seconds() {
 		t.Errorf("a pair's rows were sent %.1f ms apart, want at most %v", worst*1000, bound)
+	}
+}
+
+// TestShardStartAtFlags: --shard.start-at and --shard.slack are checked
+// before anything runs, --config.check included (a manifest's command
+// line is checked that way): a value that is no instant, an instant over
+// a day ahead or a negative slack exit 2.
+func TestShardStartAtFlags(t *testing.T) {
+	dir := t.TempDir()
+	file := writeTestFile(t, dir, "b.yml", "targets: [{name: a, url: 'http://127.0.0.1:1', model: m}]\nbench: {matrix: {rates: [1]}}\n")
+	soon := fmt.Sprint(time.Now().Unix() + 30)
+	for _, tc := range []struct {
+		name string
+		args []string
+		code int
+		want string
+	}{
+		{"unix seconds", []string{"--shard.start-at=" + soon}, ExitOK, "OK"},
+		{"rfc 3339 and slack", []string{"--shard.start-at=" + time.Now().Add(time.Minute).UTC().Format(time.RFC3339), "--shard.slack=30s"}, ExitOK, "OK"},
+		{"no instant", []string{"--shard.start-at=soon"}, ExitUsage, "want an RFC 3339 instant"},
+		{"two days ahead", []string{"--shard.start-at=" + time.Now().Add(48*time.Hour).UTC().Format(time.RFC3339)}, ExitUsage, "more than 24h"},
+		{"negative slack", []string{"--shard.start-at=" + soon, "--shard.slack=-1s"}, ExitUsage, "must not be negative"},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			code, stdout, stderr := runCLI(t, context.Background(), append([]string{"bench", "--config.file=" + file, "--config.check"}, tc.args...)...)
+			if code != tc.code || !strings.Contains(stdout+stderr, tc.want) {
+				t.Errorf("exit %d, stdout %q, stderr %q; want %d and %q", code, stdout, stderr, tc.code, tc.want)
+			}
+		})
 	}
 }
