@@ -51,6 +51,8 @@ func AddCommand(app *kingpin.Application) (*kingpin.CmdClause, func(ctx context.
 
 type commandFlags struct {
 	shard       string
+	startAt     string
+	shardSlack  time.Duration
 	listen      string
 	configFile  string
 	configCheck bool
@@ -97,6 +99,8 @@ func addCommand(app *kingpin.Application, withCollectors bool, stdout, stderr io
 	runCmd.Flag("baseline.threshold", "Relative growth of a gated figure that counts as a regression (0: bench.regression.threshold, default 0.05).").Default("0").Float64Var(&f.threshold)
 	runCmd.Flag("progress", "Progress on stderr: auto (a bar when stderr is a terminal, else a line per repeat as it ends), always (the bar) or never.").Default("auto").EnumVar(&f.progress, "auto", "always", "never")
 	runCmd.Flag("shard", "Run shard i of N (0 <= i < N, as a Kubernetes Indexed Job's completion index): this process sends arrival n of the shared seeded schedule when n mod N = i; `bench merge` combines the shard reports.").PlaceHolder("i/N").StringVar(&f.shard)
+	runCmd.Flag("shard.start-at", "The instant the first repeat starts, given alike to every shard (RFC 3339, or Unix seconds): each shard waits for it, and starts each later repeat at the previous one's agreed start plus its planned length (warm-up + duration, or a replay's window) plus --shard.slack, so that the shards' schedules share one clock.").PlaceHolder("TIME").StringVar(&f.startAt)
+	runCmd.Flag("shard.slack", "With --shard.start-at: the time after each repeat's planned length for its requests to end before the next repeat's agreed start; a shard that overruns it starts that repeat late and logs it.").Default(DefaultShardSlack.String()).DurationVar(&f.shardSlack)
 	// The quick start: one cell from flags, without a configuration file.
 	runCmd.Flag("target.url", "Quick start, without --config.file: the server's base URL (OpenAI chat API); one cell of --rate, --input-tokens, --output-tokens for --duration.").PlaceHolder("URL").StringVar(&f.quick.url)
 	runCmd.Flag("model", "Quick start: the model to ask for (default: the one model the server's /v1/models lists).").StringVar(&f.quick.model)
@@ -193,6 +197,19 @@ func runCommand(ctx context.Context, logger *slog.Logger, configFile string, col
 	if code, ok := checkCommandFlags(configFile, quick, f, stderr); !ok {
 		return code
 	}
+	// Checked under --config.check too: a manifest's command line is.
+	var startAt time.Time
+	if f.startAt != "" {
+		var err error
+		if startAt, err = ParseStartAt(f.startAt, time.Now()); err != nil {
+			fmt.Fprintln(stderr, err)
+			return ExitUsage
+		}
+	}
+	if f.shardSlack < 0 {
+		fmt.Fprintf(stderr, "--shard.slack=%s: must not be negative\n", f.shardSlack)
+		return ExitUsage
+	}
 	if f.requests != "" && !f.configCheck {
 		// Before any request, and before a quick start asks the server
 		// for its model: a FIFO would hang the run at its end.
@@ -239,6 +256,13 @@ func runCommand(ctx context.Context, logger *slog.Logger, configFile string, col
 			return ExitUsage
 		}
 		opts.Shard = sh
+	}
+	if !startAt.IsZero() {
+		at := startAt
+		if ago := time.Since(at); ago > 0 && logger != nil {
+			logger.Warn("--shard.start-at has passed: the first repeat starts now, late, and the merged report's shard_start_offsets_seconds will show it", "start_at", at.UTC().Format(time.RFC3339Nano), "ago", ago.Round(time.Millisecond))
+		}
+		opts.StartAt, opts.ShardSlack = at, f.shardSlack
 	}
 	if f.listen != "" {
 		stop, err := serveLive(ctx, f.listen, &opts, logger)

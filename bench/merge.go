@@ -122,7 +122,7 @@ func mergeRepeat(byIndex []ShardFile, ci, ri int, spec *Spec) (report.RepeatResu
 		sc := r.Shard.Cells[ci]
 		parts = append(parts, sc.Repeats[ri])
 		rr := r.Cells[ci].Repeats[ri]
-		if rr.Started.Before(res.Started) {
+		if !rr.Started.IsZero() && (rr.Started.Before(res.Started) || res.Started.IsZero()) {
 			res.Started = rr.Started
 		}
 		res.Stability.Checked = res.Stability.Checked || rr.Stability.Checked
@@ -133,6 +133,15 @@ func mergeRepeat(byIndex []ShardFile, ci, ri int, spec *Spec) (report.RepeatResu
 		}
 	}
 	res.PromptsDrawn -= c.Repeats[ri].PromptsDrawn // counted once above
+	// Each shard's start after the earliest's: how far apart their
+	// schedules began (one instant when they shared --shard.start-at).
+	for _, sf := range byIndex {
+		off := report.NaN() // a shard without a share of the repeat never started it
+		if s := sf.Report.Cells[ci].Repeats[ri].Started; !s.IsZero() {
+			off = report.Num(s.Sub(res.Started).Seconds())
+		}
+		res.ShardStartOffsets = append(res.ShardStartOffsets, off)
+	}
 	rc, k, span := mergeStates(parts, spec.MaxSamplesPerRepeat, DefaultMaxITLSamples)
 	stats, smp := rc.finish(k, span)
 	res.Stats = stats

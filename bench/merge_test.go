@@ -374,3 +374,54 @@ func TestMergeDistributionAsOneProcess(t *testing.T) {
 		t.Errorf("in flight at the end of the last window %d, Stats %d", w.InFlight[0], r1.Stats.InFlightAtEnd)
 	}
 }
+
+// TestReplayWindowsBound: the windows bench merge allows a replay repeat
+// follow its span (the trace's window at its speed, the rows the ceiling
+// can hold back, the request timeout, a second; over the window, plus one)
+// and stay within MaxShardWindows whatever a shard claims.
+func TestReplayWindowsBound(t *testing.T) {
+	conf := func(replay, stability string) *Config {
+		cfg, err := parseEmbedded(context.Background(), []byte(`targets:
+  - {name: a, url: 'http://127.0.0.1:1', model: m, timeout: 2s}
+bench:
+  matrix: {replays: [{name: mc, source: mooncake, path: t.jsonl`+replay+`}]}
+  warmup: 500ms
+  duration: 3s
+  repeats: 1
+`+stability), "b.yml")
+		if err != nil {
+			t.Fatal(err)
+		}
+		return cfg
+	}
+	for _, tc := range []struct {
+		name              string
+		replay, stability string
+		window            float64 // the trace's, at its speed, as the shard reports it
+		rows              int
+		want              int
+	}{
+		// Windows of 1 s: 6 + 0.7 (a tenth of 7 s under the default
+		// ceiling) + 2 + 1 = 9.7 s: 10 windows, and one more.
+		{"stability on", "", "", 6, 60, 11},
+		// Windows of the duration, 3 s: 4 windows, and one more.
+		{"stability off", "", "  stability: {enabled: false}\n", 6, 60, 5},
+		// 60 rows under 10 req/s: up to 6 s held back; 15 s.
+		{"max_rate", ", max_rate: 10", "", 6, 60, 16},
+		// The configuration bounds the window, (end - start) / speed:
+		// 2 + 0.3 + 2 + 1 s.
+		{"end", ", end: 4s, speed: 2", "", 600, 60, 7},
+		// A looping replay is cut at warm-up + duration: its base windows.
+		{"loop", ", loop: true", "", 6, 60, 3},
+		// A claim of a window of 10^6 s stays within MaxShardWindows.
+		{"hostile window", "", "", 1e6, 60, MaxShardWindows},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			c := &CellResult{Target: "a", Shape: "mc", Load: Load{Kind: LoadReplay, Value: 1},
+				Repeats: []RepeatResult{{Replay: &ReplayResult{WindowSeconds: tc.window, Rows: tc.rows}}}}
+			if got := maxWindows(conf(tc.replay, tc.stability), c, 0); got != tc.want {
+				t.Errorf("%d windows allowed, want %d", got, tc.want)
+			}
+		})
+	}
+}

@@ -8,6 +8,7 @@ import (
 	"strings"
 
 	"github.com/infer-exporter/infer_exporter/bench/report"
+	"github.com/infer-exporter/infer_exporter/internal/config"
 	"github.com/infer-exporter/infer_exporter/probe/observation"
 )
 
@@ -239,11 +240,25 @@ func checkShardCells(sf ShardFile, first *report.Report, cfg *Config) error {
 		case len(sc.Repeats) != len(c.Repeats):
 			return fmt.Errorf("%s: shard.cells[%d].repeats: %d repeats, shard 0 has %d", sf.File, ci, len(sc.Repeats), len(c.Repeats))
 		}
-		maxK := maxWindows(spec, c.Load)
 		for ri := range c.Repeats {
 			if err := checkRepeat(&rc.Repeats[ri]); err != nil {
 				return fmt.Errorf("%s: cells[%d].repeats[%d].%w", sf.File, ci, ri, err)
 			}
+			// Every shard read the same trace (sameInputs) and computed
+			// its whole seeded window: one length, one row count.
+			fr, rr := c.Repeats[ri].Replay, rc.Repeats[ri].Replay
+			switch {
+			case c.Load.Kind != report.LoadReplay:
+			case rr == nil:
+				return fmt.Errorf("%s: cells[%d].repeats[%d].replay: absent in a replay cell", sf.File, ci, ri)
+			case fr == nil:
+				// Shard 0 is checked first: its own absent replay is refused above.
+				return fmt.Errorf("%s: cells[%d].repeats[%d].replay: shard 0's is absent", sf.File, ci, ri)
+			case rr.WindowSeconds != fr.WindowSeconds || rr.Rows != fr.Rows:
+				return fmt.Errorf("%s: cells[%d].repeats[%d].replay: a window of %v s and %d rows, shard 0's has %v s and %d rows: the shards did not replay one trace",
+					sf.File, ci, ri, rr.WindowSeconds, rr.Rows, fr.WindowSeconds, fr.Rows)
+			}
+			maxK := maxWindows(cfg, &c, ri)
 			if err := checkState(&sc.Repeats[ri], maxK, spec.MaxSamplesPerRepeat); err != nil {
 				return fmt.Errorf("%s: shard.cells[%d].repeats[%d].%w", sf.File, ci, ri, err)
 			}
@@ -252,17 +267,77 @@ func checkShardCells(sf ShardFile, first *report.Report, cfg *Config) error {
 	return nil
 }
 
-// maxWindows is the most windows a repeat of a cell of load l can have
-// under spec: one, unless the stability check extends it, window by
-// window, up to stability.max_duration (run.repeat).
-func maxWindows(spec *Spec, l report.Load) int {
+// maxWindows is the most windows repeat ri of cell c can have under cfg:
+// one, unless the stability check extends it, window by window, up to
+// stability.max_duration (run.repeat); a replay's as many as its span
+// fills (replayWindows).
+func maxWindows(cfg *Config, c *report.CellResult, ri int) int {
+	spec := &cfg.Bench
 	st := spec.Stability
-	if !st.On() || l.Kind == report.LoadReplay || st.Window <= 0 {
+	if c.Load.Kind == report.LoadReplay {
+		return replayWindows(cfg, c, ri)
+	}
+	if !st.On() || st.Window <= 0 {
 		return 1
 	}
 	base := math.Ceil(float64(spec.Duration) / float64(st.Window))
 	k := max(base, math.Floor(float64(st.MaxDuration)/float64(st.Window)))
 	return int(min(k, MaxShardWindows))
+}
+
+// replayWindows is the most windows a replay repeat can measure: a
+// looping one is cut after its base windows (warm-up + duration); one
+// that plays its window once measures from its warm-up's end to its last
+// request's end (run.finishRepeat), which is at most the trace's window
+// at its speed, plus the delay of the rows its rate ceiling held back,
+// plus the target's request timeout, plus a second for the client's own
+// lag: a window more than that span fills. The trace is not read here
+// (the merge runs offline), so its window's length and rows are shard
+// 0's, which every shard must agree with (checkShardCells) and which are
+// themselves bounded (checkRepeat): the windows stay within
+// MaxShardWindows whatever a report claims.
+func replayWindows(cfg *Config, c *report.CellResult, ri int) int {
+	spec := &cfg.Bench
+	st := spec.Stability
+	window := spec.Duration // run.repeatWindows: the stability window when it is on
+	if st.On() && st.Window > 0 {
+		window = st.Window
+	}
+	if window <= 0 {
+		return 1
+	}
+	base := math.Ceil(float64(spec.Duration) / float64(window))
+	var rp *ReplaySpec
+	for i := range spec.Matrix.Replays {
+		if spec.Matrix.Replays[i].Name == c.Shape {
+			rp = &spec.Matrix.Replays[i]
+		}
+	}
+	res := c.Repeats[ri].Replay
+	if rp == nil || rp.Loop || res == nil {
+		return int(min(max(base, 1), MaxShardWindows))
+	}
+	span := res.WindowSeconds
+	if rp.End > 0 && rp.Speed > 0 {
+		span = min(span, (rp.End-rp.Start).Seconds()/rp.Speed)
+	}
+	if rp.MaxRate > 0 {
+		// At worst every row waits its turn under the ceiling.
+		span += float64(res.Rows) / rp.MaxRate
+	} else {
+		// The default ceiling is ten times the busiest second's rows, so
+		// it holds rows back by at most a tenth of the seconds they fill.
+		span += (math.Ceil(span) + 1) / 10
+	}
+	timeout := config.DefaultTimeout
+	for _, t := range cfg.RunTargets() {
+		if t.Name == c.Target && t.Timeout > 0 {
+			timeout = t.Timeout
+		}
+	}
+	span += timeout.Seconds() + 1
+	k := math.Ceil(span/window.Seconds()) + 1
+	return int(min(max(k, base, 1), MaxShardWindows))
 }
 
 // checkRepeat checks the figures of a shard's repeat result that the merge
@@ -286,6 +361,9 @@ func checkRepeat(rr *report.RepeatResult) error {
 		if rp.Clamped > MaxShardCount {
 			return fmt.Errorf("replay.clamped: %d exceeds %d (bench.MaxShardCount)", rp.Clamped, uint64(MaxShardCount))
 		}
+		if err := seconds("replay.window_seconds", rp.WindowSeconds, false); err != nil {
+			return err
+		}
 		if err := seconds("replay.drift.p99", rp.Drift.P99, true); err != nil {
 			return err
 		}
@@ -301,7 +379,7 @@ func checkRepeat(rr *report.RepeatResult) error {
 func checkState(st *report.RecorderState, maxK, maxRecs int) error {
 	switch {
 	case st.Windows < 0 || st.Windows > maxK:
-		return fmt.Errorf("windows: %d exceeds the %d windows its configuration allows a repeat of this cell (the stability check's max_duration / window)", st.Windows, maxK)
+		return fmt.Errorf("windows: %d exceeds the %d windows its configuration allows a repeat of this cell (the stability check's max_duration / window, or a replay's span / window)", st.Windows, maxK)
 	case !(st.WindowSeconds >= 0 && st.WindowSeconds <= MaxShardSeconds):
 		return fmt.Errorf("window_seconds: %v is not in [0, %g]", st.WindowSeconds, MaxShardSeconds)
 	case st.Windows > 0 && st.WindowSeconds == 0:

@@ -240,6 +240,12 @@ func (b *run) repeat(ctx context.Context, p repeatPlan) (report.RepeatResult, *s
 	if err != nil {
 		return report.RepeatResult{}, nil, err
 	}
+	var agreed time.Time
+	if b.clock != nil {
+		// Taken even by a shard without a share of the cell: every shard
+		// plans every repeat, so that they agree on the next one's start.
+		agreed = b.clock.plan(b.plannedLength(p, &l))
+	}
 	if l.none {
 		return report.RepeatResult{Index: p.index, Stats: report.Stats{Outcomes: map[string]int{}}, Stability: report.StabilityResult{Growth: report.NaN(), GrowthLow: report.NaN(), GrowthHigh: report.NaN(), NeedSeconds: report.NaN(),
 			Note: "this shard has none of the cell's clients"}}, &sample{scale: 1}, nil
@@ -251,6 +257,19 @@ func (b *run) repeat(ctx context.Context, p repeatPlan) (report.RepeatResult, *s
 	res := report.RepeatResult{Index: p.index, Stability: report.StabilityResult{Checked: win.check, WindowSeconds: win.window.Seconds(),
 		Growth: report.NaN(), GrowthLow: report.NaN(), GrowthHigh: report.NaN(), NeedSeconds: report.NaN()}}
 	t0 := time.Now()
+	started := t0
+	if b.clock != nil {
+		// The schedule starts at the agreed instant, not when this
+		// process woke: every shard's schedule then has one origin, and
+		// a late wake-up is its first arrivals' lag, caught up.
+		if t0, started, err = waitUntil(ctx, agreed); err != nil {
+			return report.RepeatResult{}, nil, fmt.Errorf("cell %s: interrupted: %w", p.cell, err)
+		}
+		if late := started.Sub(agreed); late > lateStart {
+			b.logger.Warn("repeat started late: this shard reached the start all shards agreed on after it had passed (an earlier repeat overran its planned length and --shard.slack, or --shard.start-at was too soon)",
+				"cell", p.cell, "repeat", p.index+1, "agreed", agreed.UTC().Format(time.RFC3339Nano), "late", late.Round(time.Millisecond))
+		}
+	}
 	rec, clock := b.repeatRecorder(p, t0, win.window, l.replay != nil)
 	ext := &extension{rec: rec, win: win, rule: b.spec.Stability.Rule(), res: &res.Stability, k: win.base}
 	if l.replay != nil {
@@ -266,12 +285,18 @@ func (b *run) repeat(ctx context.Context, p repeatPlan) (report.RepeatResult, *s
 	// room for its largest group; a closed loop (no max rate) has none.
 	limits := l.limits
 	limits.DegradedLag = degradedLag
-	runner := workload.Plan{
+	runnerPlan := workload.Plan{
 		Name: ro.prefix, Target: p.ct, Source: l.source(stop), Client: cl, Observer: ro.observers, Monitor: ro.monitor, Tracer: ro.tracer,
 		Template: plan.Template{Sampling: b.spec.Sampling, Timeout: p.target.Timeout},
 		Limits:   limits, Logger: b.logger, Saturation: b.sched,
-	}.Runner()
-	res.Started = t0
+	}
+	if b.clock != nil {
+		// The agreed instant, every shard's: their arrivals are due
+		// together (the recorder's clock counts from it too).
+		runnerPlan.Start = t0
+	}
+	runner := runnerPlan.Runner()
+	res.Started = started
 	runner.Run(ctx)
 	end := time.Now()
 	if err := ctx.Err(); err != nil {
@@ -306,6 +331,25 @@ func (b *run) repeat(ctx context.Context, p repeatPlan) (report.RepeatResult, *s
 	b.logger.Log(ctx, lvl, "repeat done", "cell", p.cell, "repeat", p.index+1, "requests", res.Stats.Requests,
 		"successes", res.Stats.Successes, "e2e_p50", res.Stats.E2E.P50, "stability", stateWord(res.Stability))
 	return res, smp, nil
+}
+
+// lateStart is how late after the agreed instant a repeat may start
+// before the log says so: more than a timer's wake-up on a loaded machine.
+const lateStart = 20 * time.Millisecond
+
+// plannedLength is a repeat's length as every shard plans it, from the
+// configuration and the trace alone: the warm-up and the duration, or a
+// replay's window at its speed (its clock starts ReplayLead late); a
+// looping replay is cut at warm-up + duration. The requests' drain after
+// it is what the clock's slack is for.
+func (b *run) plannedLength(p repeatPlan, l *repeatLoad) time.Duration {
+	switch {
+	case l.replay != nil && !l.replay.looping:
+		return workload.ReplayLead + time.Duration(l.replay.res.WindowSeconds*float64(time.Second))
+	case l.replay != nil:
+		return workload.ReplayLead + p.warmup + p.duration
+	}
+	return p.warmup + p.duration
 }
 
 // repeatRecorder is the repeat's recorder, and the instant its schedule

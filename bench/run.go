@@ -60,6 +60,13 @@ type Options struct {
 	// request_records.
 	RequestsPath string
 	RequestsMax  int
+	// StartAt, when set, is the instant the run's first repeat starts,
+	// given alike to every shard (--shard.start-at); each later repeat
+	// starts at an instant every shard derives from it, its predecessor's
+	// planned length plus ShardSlack later (shardClock; the command's
+	// default is DefaultShardSlack).
+	StartAt    time.Time
+	ShardSlack time.Duration
 }
 
 // degradedLag is the schedule lag p99 above which a repeat is flagged
@@ -78,6 +85,7 @@ type run struct {
 	progress *progress
 	timeline []report.Span
 	requests *requestLog // nil without Options.RequestsPath
+	clock    *shardClock // nil without Options.StartAt
 }
 
 // group is one column of the matrix: a load and a shape, or a replay.
@@ -102,6 +110,9 @@ func Run(ctx context.Context, cfg *Config, opts Options) (*report.Report, error)
 	}
 	spec := &cfg.Bench
 	b := &run{cfg: cfg, spec: spec, opts: opts, logger: opts.Logger, start: time.Now().UTC()}
+	if !opts.StartAt.IsZero() {
+		b.clock = &shardClock{next: opts.StartAt, slack: opts.ShardSlack}
+	}
 	if opts.RequestsPath != "" {
 		l, err := openRequestLog(opts.RequestsPath, cmp.Or(opts.RequestsMax, DefaultMaxRequestRecords), opts.Logger)
 		if err != nil {
@@ -243,6 +254,10 @@ func (b *run) cells(ctx context.Context, targets []config.Target, groups []group
 	}
 	if opts.Shard.On() {
 		rep.Shard = shardPart(opts.Shard, names, groups, acc)
+		if c := b.clock; c != nil {
+			at := opts.StartAt.UTC()
+			rep.Shard.StartAt, rep.Shard.SlackSeconds = &at, c.slack.Seconds()
+		}
 	}
 	var cells []report.CellResult
 	var reps map[string][numFigures][]float64

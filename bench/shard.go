@@ -1,6 +1,7 @@
 package bench
 
 import (
+	"context"
 	"fmt"
 	"maps"
 	"math"
@@ -204,4 +205,72 @@ func shardPart(sh Shard, targets []string, groups []group, acc [][]cellAcc) *rep
 		}
 	}
 	return part
+}
+
+// DefaultShardSlack is --shard.slack: the time a repeat is given, past its
+// planned length, to drain its requests before the next repeat's agreed
+// start.
+const DefaultShardSlack = 10 * time.Second
+
+// maxStartAhead bounds --shard.start-at: an instant further ahead is a
+// mistake (milliseconds read as seconds), not a plan.
+const maxStartAhead = 24 * time.Hour
+
+// ParseStartAt reads --shard.start-at: an RFC 3339 instant
+// (2026-12-03T21:00:00Z) or a Unix time in seconds, fractional or not
+// (1796331600, as busybox's `date +%s` writes it), at most a day after
+// now.
+func ParseStartAt(s string, now time.Time) (time.Time, error) {
+	var at time.Time
+	if f, err := strconv.ParseFloat(s, 64); err == nil && !math.IsNaN(f) && !math.IsInf(f, 0) && f > 0 && f < 1e11 {
+		sec, frac := math.Modf(f)
+		at = time.Unix(int64(sec), int64(math.Round(frac*1e9)))
+	} else if at, err = time.Parse(time.RFC3339Nano, s); err != nil {
+		return time.Time{}, fmt.Errorf("--shard.start-at=%q: want an RFC 3339 instant (2006-01-02T15:04:05Z) or a Unix time in seconds", s)
+	}
+	if at.Sub(now) > maxStartAhead {
+		return time.Time{}, fmt.Errorf("--shard.start-at=%q: %s ahead, more than %s", s, at.Sub(now).Round(time.Second), maxStartAhead)
+	}
+	return at, nil
+}
+
+// shardClock is the schedule of repeat starts that every shard of a run
+// computes alike, with no word between them: the first repeat starts at
+// the instant given to all (--shard.start-at), and each next one at the
+// previous one's agreed start plus its planned length (plannedLength:
+// warm-up + duration, or a replay's window, the same on every shard) plus
+// the slack. A repeat's end cannot be agreed on, since each shard drains
+// its own requests; its planned start can. A shard that overruns a slot
+// starts its next repeat late, at once, and says so; the one after is on
+// the agreed schedule again, since every start is counted from the
+// agreed ones, never from a late one.
+type shardClock struct {
+	next  time.Time // the agreed start of the next repeat
+	slack time.Duration
+}
+
+// plan takes the agreed start of the next repeat, of the given planned
+// length, and moves the clock past it.
+func (c *shardClock) plan(length time.Duration) time.Time {
+	at := c.next
+	c.next = at.Add(length + c.slack)
+	return at
+}
+
+// waitUntil waits until at, or ctx's end. It returns the instant the
+// repeat's schedule starts from, at itself when the wait reached it, now
+// when at had already passed, and the instant it woke.
+func waitUntil(ctx context.Context, at time.Time) (origin, woke time.Time, err error) {
+	if d := time.Until(at); d > 0 {
+		t := time.NewTimer(d)
+		defer t.Stop()
+		select {
+		case <-ctx.Done():
+			return time.Time{}, time.Time{}, ctx.Err()
+		case <-t.C:
+		}
+		return at, time.Now(), nil
+	}
+	now := time.Now()
+	return now, now, nil
 }

@@ -9,6 +9,7 @@ import (
 	"net"
 	"net/http"
 	"path/filepath"
+	"strconv"
 	"strings"
 	"sync"
 	"testing"
@@ -350,6 +351,336 @@ bench:
 			}
 			if ms.Windows != 3 || !ms.Checked {
 				t.Errorf("merged stability %+v: want judged on the 3 pooled windows", ms)
+			}
+		})
+	}
+}
+
+// TestShardedReplayMergesAsOneProcess: a replay whose trace spans six
+// windows (60 rows 100 ms apart, windows of 1 s), through 2 and through 3
+// shards, merges into exactly one process's request count, with the
+// stability check on (the default) and off. bench merge allowed a replay
+// repeat one window, and refused every shard of a longer replay
+// ("windows: 4 exceeds the 1 windows its configuration allows"). The
+// counts are of rows by their trace instants (a row is measured when its
+// instant is past the warm-up), so they hold on a loaded machine too.
+func TestShardedReplayMergesAsOneProcess(t *testing.T) {
+	testenv.Slow(t, "real time: about 40 s")
+	st := startSim(t, 10*time.Millisecond, 1, 0)
+	dir := t.TempDir()
+	writeTestFile(t, dir, "trace.jsonl", mooncakeTrace(60, 100*time.Millisecond, 100, 4))
+	for _, tc := range []struct {
+		name, stability string
+		windows         int // the merged repeat's, at least
+	}{
+		// Windows of 3 s / 3: the trace's 5.9 s after the 0.5 s warm-up
+		// fill 5 complete windows and a partial one.
+		{"stability on", "", 5},
+		// Windows of the duration, 1 s.
+		{"stability off", "  stability: {enabled: false}\n", 5},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			duration := "3s"
+			if tc.stability != "" {
+				duration = "1s"
+			}
+			cfg := writeTestFile(t, dir, strings.ReplaceAll(tc.name, " ", "-")+".yml", targetsYAML([]string{"sim"}, []*simTarget{st})+`
+bench:
+  seed: 5
+  matrix:
+    replays: [{name: mc, source: mooncake, path: trace.jsonl}]
+  warmup: 500ms
+  duration: `+duration+`
+  repeats: 1
+  sampling: {ignore_eos: true}
+  ranking: {resamples: 100}
+`+tc.stability)
+			one := filepath.Join(dir, tc.name, "one")
+			if code, so, se := runCLI(t, context.Background(), "bench", "--config.file="+cfg, "--output.dir="+one); code != ExitOK {
+				t.Fatalf("one process: exit %d\n%s\n%s", code, so, se)
+			}
+			single := readReport(t, one).Cells[0]
+			// The rows whose instants are past the warm-up: 55 of 60.
+			if single.Summary.Requests != 55 {
+				t.Fatalf("one process measured %d requests, want the 55 rows after the warm-up", single.Summary.Requests)
+			}
+			for _, n := range []int{2, 3} {
+				files := runShards(t, filepath.Join(dir, tc.name), n, cfg, nil)
+				merged := filepath.Join(dir, tc.name, fmt.Sprintf("merged-%d", n))
+				if code, so, se := runCLI(t, context.Background(), append([]string{"bench", "merge", "--output.dir=" + merged}, files...)...); code != ExitOK {
+					t.Fatalf("%d shards: merge: exit %d\n%s\n%s", n, code, so, se)
+				}
+				mc := readReport(t, merged).Cells[0]
+				mr, sr := mc.Repeats[0], single.Repeats[0]
+				windows := func(r RepeatResult) int {
+					if r.Windows == nil {
+						return 0
+					}
+					return len(r.Windows.Sent)
+				}
+				t.Logf("%d shards: %d requests merged, %d in one process; %d windows merged, %d in one process; replayed %d / %d, dropped %d / %d",
+					n, mc.Summary.Requests, single.Summary.Requests, windows(mr), windows(sr), mr.Replay.Replayed, sr.Replay.Replayed, mr.Replay.Dropped, sr.Replay.Dropped)
+				if mc.Summary.Requests != single.Summary.Requests {
+					t.Errorf("%d shards: %d requests merged, %d in one process", n, mc.Summary.Requests, single.Summary.Requests)
+				}
+				if windows(mr) < tc.windows {
+					t.Errorf("%d shards: the merged repeat has %d windows, want the trace's %d or more", n, windows(mr), tc.windows)
+				}
+				// Replayed counts the rows sent or dropped: the whole trace,
+				// whatever a loaded machine dropped.
+				if mr.Replay.Replayed != sr.Replay.Replayed {
+					t.Errorf("%d shards: %d rows replayed merged, %d in one process", n, mr.Replay.Replayed, sr.Replay.Replayed)
+				}
+			}
+		})
+	}
+}
+
+// runShards runs n shards of the bench of cfg at once, each in its own
+// output directory under dir, with extra(i)'s arguments (nil: none), and
+// returns their report files in shard order.
+func runShards(t *testing.T, dir string, n int, cfg string, extra func(i int) []string) []string {
+	t.Helper()
+	var wg sync.WaitGroup
+	codes := make([]int, n)
+	errs := make([]string, n)
+	var files []string
+	for i := range n {
+		out := filepath.Join(dir, fmt.Sprintf("n%d-shard-%d", n, i))
+		files = append(files, filepath.Join(out, JSONFile))
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			args := []string{"bench", "--config.file=" + cfg, fmt.Sprintf("--shard=%d/%d", i, n), "--output.dir=" + out}
+			if extra != nil {
+				args = append(args, extra(i)...)
+			}
+			codes[i], _, errs[i] = runCLI(t, context.Background(), args...)
+		}()
+	}
+	wg.Wait()
+	for i, c := range codes {
+		if c != ExitOK {
+			t.Fatalf("shard %d/%d exited %d\n%s", i, n, c, errs[i])
+		}
+	}
+	return files
+}
+
+func TestParseStartAt(t *testing.T) {
+	now := time.Date(2026, 12, 3, 21, 0, 0, 0, time.UTC)
+	for _, tc := range []struct {
+		in   string
+		want time.Time
+		err  string
+	}{
+		{"2026-12-03T21:00:10Z", now.Add(10 * time.Second), ""},
+		{"2026-12-03T22:00:10.25+01:00", now.Add(10*time.Second + 250*time.Millisecond), ""},
+		{fmt.Sprint(now.Unix() + 30), now.Add(30 * time.Second), ""},
+		{fmt.Sprintf("%d.5", now.Unix()), now.Add(500 * time.Millisecond), ""},
+		// Passed instants are taken: the run starts late and says so.
+		{"2026-12-03T20:00:00Z", now.Add(-time.Hour), ""},
+		{"2026-12-05T21:00:00Z", time.Time{}, "more than 24h0m0s"},
+		// Milliseconds given for seconds.
+		{fmt.Sprint(now.UnixMilli()), time.Time{}, "want an RFC 3339 instant"},
+		{"tomorrow", time.Time{}, "want an RFC 3339 instant"},
+		{"NaN", time.Time{}, "want an RFC 3339 instant"},
+		{"-5", time.Time{}, "want an RFC 3339 instant"},
+	} {
+		got, err := ParseStartAt(tc.in, now)
+		if tc.err != "" {
+			if err == nil || !strings.Contains(err.Error(), tc.err) {
+				t.Errorf("%q: %v, %v; want an error with %q", tc.in, got, err, tc.err)
+			}
+			continue
+		}
+		if err != nil || !got.Equal(tc.want) {
+			t.Errorf("%q: %v, %v; want %v", tc.in, got, err, tc.want)
+		}
+	}
+}
+
+// TestShardClockPlan: every repeat's agreed start counts from the agreed
+// ones before it, never from when a shard got there: a shard that
+// overran one repeat starts it at once, late, and is on the schedule
+// again for the next.
+func TestShardClockPlan(t *testing.T) {
+	at := time.Date(2026, 12, 3, 21, 0, 0, 0, time.UTC)
+	c := &shardClock{next: at, slack: 10 * time.Second}
+	for i, tc := range []struct {
+		length time.Duration
+		want   time.Time
+	}{
+		{30 * time.Second, at},
+		{time.Minute, at.Add(40 * time.Second)},
+		{5 * time.Second, at.Add(110 * time.Second)},
+		{0, at.Add(125 * time.Second)},
+	} {
+		if got := c.plan(tc.length); !got.Equal(tc.want) {
+			t.Errorf("repeat %d: agreed start %v, want %v", i, got, tc.want)
+		}
+	}
+
+	// An instant that has passed: the repeat starts now, from now.
+	before := time.Now()
+	origin, woke, err := waitUntil(context.Background(), before.Add(-time.Second))
+	if err != nil || origin.Before(before) || !origin.Equal(woke) {
+		t.Errorf("a passed instant: origin %v, woke %v, %v; want both now", origin, woke, err)
+	}
+	// An instant ahead: the schedule's origin is the instant itself.
+	ahead := time.Now().Add(30 * time.Millisecond)
+	origin, woke, err = waitUntil(context.Background(), ahead)
+	if err != nil || !origin.Equal(ahead) || woke.Before(ahead) {
+		t.Errorf("an instant ahead: origin %v, woke %v, %v; want origin %v and a wake after it", origin, woke, err, ahead)
+	}
+	// An interrupt ends the wait.
+	ctx, cancel := context.WithCancel(context.Background())
+	cancel()
+	if _, _, err := waitUntil(ctx, time.Now().Add(time.Hour)); err == nil {
+		t.Error("a cancelled wait returned no error")
+	}
+}
+
+// pairedTrace writes n Mooncake rows in pairs that share an instant, gap
+// apart: dealt out to 2 shards, each pair is one row of each shard, its
+// k-th.
+func pairedTrace(n int, gap time.Duration) string {
+	var b strings.Builder
+	for i := range n {
+		fmt.Fprintf(&b, `{"timestamp": %d, "input_length": 100, "output_length": 4, "hash_ids": [%d]}`+"\n", (time.Duration(i/2) * gap).Milliseconds(), i)
+	}
+	return b.String()
+}
+
+// TestShardsShareOneClock: two shards given one --shard.start-at replay a
+// trace whose rows come in pairs sharing an instant, one row of each pair
+// to each shard, twice (two repeats). Their request records
+// (--output.requests) schedule the two rows of every pair at one instant
+// to the microsecond, whatever the machine's load, in the second repeat
+// too: their schedules have one origin, the agreed instant.
+// (Two shards started together on their own were 124-479 ms apart.) The
+// merged report gives each shard's start offset; here within 100 ms, the
+// wake-up of a loaded machine: TestShardsShareOneClockAccuracy holds them,
+// and the send instants, to 20 ms.
+func TestShardsShareOneClock(t *testing.T) {
+	testenv.Slow(t, "real time: about 8 s")
+	shardsShareOneClock(t, 100*time.Millisecond)
+}
+
+// TestShardsShareOneClockAccuracy: the same run, the rows of every pair
+// sent within 20 ms of each other, and the merged start offsets within
+// 20 ms (make test-timing: alone on the machine).
+func TestShardsShareOneClockAccuracy(t *testing.T) {
+	testenv.Timing(t)
+	shardsShareOneClock(t, 20*time.Millisecond)
+}
+
+func shardsShareOneClock(t *testing.T, bound time.Duration) {
+	st := startSim(t, 10*time.Millisecond, 1, 0)
+	dir := t.TempDir()
+	const rows, repeats = 40, 2
+	writeTestFile(t, dir, "trace.jsonl", pairedTrace(rows, 100*time.Millisecond))
+	cfg := writeTestFile(t, dir, "b.yml", targetsYAML([]string{"sim"}, []*simTarget{st})+`
+bench:
+  seed: 3
+  matrix:
+    replays: [{name: mc, source: mooncake, path: trace.jsonl}]
+  warmup: 0s
+  duration: 1s
+  repeats: 2
+  stability: {enabled: false}
+  sampling: {ignore_eos: true}
+  ranking: {resamples: 100}
+`)
+	// The second repeat starts at the first's agreed start plus its
+	// planned length (the trace's 1.9 s and the replay's lead) plus 1 s.
+	startAt := time.Now().Add(2 * time.Second).UTC()
+	files := runShards(t, dir, 2, cfg, func(i int) []string {
+		return []string{"--shard.start-at=" + startAt.Format(time.RFC3339Nano), "--shard.slack=1s",
+			"--output.requests=" + filepath.Join(dir, fmt.Sprintf("requests-%d.jsonl", i))}
+	})
+	for i, f := range files {
+		sp := readReport(t, filepath.Dir(f)).Shard
+		if sp.StartAt == nil || !sp.StartAt.Equal(startAt) || sp.SlackSeconds != 1 {
+			t.Errorf("shard %d: start_at %v, slack %v s; want %v and 1 s", i, sp.StartAt, sp.SlackSeconds, startAt)
+		}
+	}
+	merged := filepath.Join(dir, "merged")
+	if code, so, se := runCLI(t, context.Background(), append([]string{"bench", "merge", "--output.dir=" + merged}, files...)...); code != ExitOK {
+		t.Fatalf("merge: exit %d\n%s\n%s", code, so, se)
+	}
+	for ri, rr := range readReport(t, merged).Cells[0].Repeats {
+		offs := rr.ShardStartOffsets
+		t.Logf("repeat %d: merged start offsets %v s", ri+1, offs)
+		if len(offs) != 2 || offs[0] != 0 && offs[1] != 0 {
+			t.Fatalf("repeat %d: merged start offsets %v: want one per shard, the earliest 0", ri+1, offs)
+		}
+		for i, off := range offs {
+			if !(float64(off) >= 0 && float64(off) <= bound.Seconds()) {
+				t.Errorf("repeat %d: shard %d started %v s after the earliest, want at most %v", ri+1, i, off, bound)
+			}
+		}
+	}
+
+	// The k-th row of each shard in a repeat is the k-th pair's: one
+	// trace instant.
+	type key struct{ repeat, n int }
+	type row struct{ scheduled, sent float64 }
+	byShard := make([]map[key]row, 2)
+	for i := range byShard {
+		byShard[i] = map[key]row{}
+		for _, r := range recordLines(t, filepath.Join(dir, fmt.Sprintf("requests-%d.jsonl", i))) {
+			n, err := strconv.Atoi(r.ID[strings.LastIndex(r.ID, "-")+1:])
+			if err != nil || r.Sent == nil {
+				t.Fatalf("shard %d: record %+v: no arrival number or no send", i, r)
+			}
+			byShard[i][key{r.Repeat, n}] = row{r.Scheduled, *r.Sent}
+		}
+	}
+	if len(byShard[0]) != repeats*rows/2 || len(byShard[1]) != repeats*rows/2 {
+		t.Fatalf("%d and %d records, want %d each", len(byShard[0]), len(byShard[1]), repeats*rows/2)
+	}
+	var worst float64
+	for k, a := range byShard[0] {
+		b, ok := byShard[1][k]
+		if !ok {
+			t.Fatalf("repeat %d row %d: shard 1 has no record", k.repeat, k.n)
+		}
+		if d := math.Abs(a.scheduled - b.scheduled); d > 1e-6 {
+			t.Errorf("repeat %d pair %d: scheduled %.6f by shard 0, %.6f by shard 1: want one instant", k.repeat, k.n, a.scheduled, b.scheduled)
+		}
+		worst = max(worst, math.Abs(a.sent-b.sent))
+	}
+	t.Logf("the pairs' send instants at most %.1f ms apart", worst*1000)
+	if worst > bound.Seconds() {
+		t.Errorf("a pair's rows were sent %.1f ms apart, want at most %v", worst*1000, bound)
+	}
+}
+
+// TestShardStartAtFlags: --shard.start-at and --shard.slack are checked
+// before anything runs, --config.check included (a manifest's command
+// line is checked that way): a value that is no instant, an instant over
+// a day ahead or a negative slack exit 2.
+func TestShardStartAtFlags(t *testing.T) {
+	dir := t.TempDir()
+	file := writeTestFile(t, dir, "b.yml", "targets: [{name: a, url: 'http://127.0.0.1:1', model: m}]\nbench: {matrix: {rates: [1]}}\n")
+	soon := fmt.Sprint(time.Now().Unix() + 30)
+	for _, tc := range []struct {
+		name string
+		args []string
+		code int
+		want string
+	}{
+		{"unix seconds", []string{"--shard.start-at=" + soon}, ExitOK, "OK"},
+		{"rfc 3339 and slack", []string{"--shard.start-at=" + time.Now().Add(time.Minute).UTC().Format(time.RFC3339), "--shard.slack=30s"}, ExitOK, "OK"},
+		{"no instant", []string{"--shard.start-at=soon"}, ExitUsage, "want an RFC 3339 instant"},
+		{"two days ahead", []string{"--shard.start-at=" + time.Now().Add(48*time.Hour).UTC().Format(time.RFC3339)}, ExitUsage, "more than 24h"},
+		{"negative slack", []string{"--shard.start-at=" + soon, "--shard.slack=-1s"}, ExitUsage, "must not be negative"},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			code, stdout, stderr := runCLI(t, context.Background(), append([]string{"bench", "--config.file=" + file, "--config.check"}, tc.args...)...)
+			if code != tc.code || !strings.Contains(stdout+stderr, tc.want) {
+				t.Errorf("exit %d, stdout %q, stderr %q; want %d and %q", code, stdout, stderr, tc.code, tc.want)
 			}
 		})
 	}

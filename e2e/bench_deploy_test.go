@@ -163,6 +163,8 @@ func TestBenchManifests(t *testing.T) {
 		"--web.listen-address=:9750",
 		"--progress=never",
 		"--no-collector.nvml",
+		// --shard.start-at, from the barrier (TestBenchScripts).
+		"@" + barrier.env["START_FILE"],
 	}
 	if !slices.Equal(main.args, wantArgs) {
 		t.Errorf("shard args = %q, want %q", main.args, wantArgs)
@@ -175,6 +177,19 @@ func TestBenchManifests(t *testing.T) {
 	}
 	if barrier.env["SHARDS"] != strconv.Itoa(n) || barrier.env["RESULTS_DIR"] != barrier.mounts["results"] || barrier.mounts["results"] != "/results" {
 		t.Errorf("barrier env %v, mounts %v: want SHARDS=%d and RESULTS_DIR its results mount /results", barrier.env, barrier.mounts, n)
+	}
+	// The barrier writes the start on the pod's own volume "start", which
+	// the bench reads.
+	if sm := barrier.mounts["start"]; sm == "" || filepath.Dir(barrier.env["START_FILE"]) != sm || main.mounts["start"] != sm {
+		t.Errorf("barrier START_FILE %q, mounts %v, bench mounts %v: want the file on the volume start, mounted by both", barrier.env["START_FILE"], barrier.mounts, main.mounts)
+	}
+	for _, v := range asList(ps["volumes"]) {
+		if asMap(v)["name"] == "start" && asMap(v)["emptyDir"] == nil {
+			t.Errorf("shards: volume start is %v, want an emptyDir: the pod's own, never another run's", v)
+		}
+	}
+	if lead, err := strconv.Atoi(barrier.env["START_LEAD_SECONDS"]); err != nil || lead < 10 {
+		t.Errorf("barrier START_LEAD_SECONDS %q: want at least 10 s, room for every pod to see the barrier full and load its bench", barrier.env["START_LEAD_SECONDS"])
 	}
 	if barrier.env["JOB_UID"] != "fieldRef:metadata.labels['batch.kubernetes.io/controller-uid']" {
 		t.Errorf("barrier JOB_UID = %q, want the Job's uid label", barrier.env["JOB_UID"])
@@ -403,9 +418,14 @@ func TestBenchScripts(t *testing.T) {
 			}
 		}
 		merge := startScript(t, ctx, wait, dir, map[string]string{"JOB_UID": "merge-run"})
+		// Each pod's start file is on its own volume.
+		startFile := func(i int) string { return filepath.Join(dir, fmt.Sprintf("start-%d", i)) }
+		shard := func(i int) map[string]string {
+			return map[string]string{"JOB_UID": "run-2", "JOB_COMPLETION_INDEX": strconv.Itoa(i), "START_FILE": startFile(i)}
+		}
 		var procs []*shellProc
 		for i := range n - 1 {
-			procs = append(procs, startScript(t, ctx, barrier, dir, map[string]string{"JOB_UID": "run-2", "JOB_COMPLETION_INDEX": strconv.Itoa(i)}))
+			procs = append(procs, startScript(t, ctx, barrier, dir, shard(i)))
 		}
 		// The first N-1 arrive and remove their stale reports; none passes.
 		deadline := time.Now().Add(20 * time.Second)
@@ -438,10 +458,31 @@ func TestBenchScripts(t *testing.T) {
 		if !merge.running() {
 			t.Fatalf("the merge went ahead on stale reports:\n%s", merge.out)
 		}
-		procs = append(procs, startScript(t, ctx, barrier, dir, map[string]string{"JOB_UID": "run-2", "JOB_COMPLETION_INDEX": strconv.Itoa(n - 1)}))
+		last := time.Now().Unix()
+		procs = append(procs, startScript(t, ctx, barrier, dir, shard(n-1)))
 		for i, p := range procs {
 			if err := p.wait(t, 20*time.Second); err != nil {
 				t.Errorf("shard %d's barrier: %v\n%s", i, err, p.out)
+			}
+		}
+		// Every shard got one start: the last arrival plus the lead, as
+		// the bench's --shard.start-at.
+		lead, _ := strconv.ParseInt(barrier.env["START_LEAD_SECONDS"], 10, 64)
+		var starts []string
+		for i := range n {
+			b, err := os.ReadFile(startFile(i))
+			if err != nil {
+				t.Fatalf("shard %d: no start file: %v", i, err)
+			}
+			starts = append(starts, strings.TrimSpace(string(b)))
+		}
+		at, err := strconv.ParseInt(strings.TrimPrefix(starts[0], "--shard.start-at="), 10, 64)
+		if err != nil || !strings.HasPrefix(starts[0], "--shard.start-at=") || at < last+lead || at > last+lead+2 {
+			t.Errorf("shard 0's start file %q: want --shard.start-at= the last arrival (%d) plus %d s", starts[0], last, lead)
+		}
+		for i, s := range starts {
+			if s != starts[0] {
+				t.Errorf("shard %d starts at %q, shard 0 at %q: want one instant", i, s, starts[0])
 			}
 		}
 		if !merge.running() {
@@ -482,7 +523,7 @@ func TestBenchScripts(t *testing.T) {
 		want *regexp.Regexp
 	}{
 		{"barrier times out", func(dir string) *shellProc {
-			return startScript(t, ctx, barrier, dir, map[string]string{"JOB_UID": "run-3", "JOB_COMPLETION_INDEX": "0", "BARRIER_TIMEOUT_SECONDS": "1"})
+			return startScript(t, ctx, barrier, dir, map[string]string{"JOB_UID": "run-3", "JOB_COMPLETION_INDEX": "0", "BARRIER_TIMEOUT_SECONDS": "1", "START_FILE": filepath.Join(dir, "start")})
 		}, regexp.MustCompile(fmt.Sprintf(`barrier: 1 of %d shards arrived within 1s`, n))},
 		{"merge ignores an earlier run's reports", func(dir string) *shellProc {
 			for i := range n {
@@ -512,10 +553,17 @@ func TestBenchCommandLines(t *testing.T) {
 	bin := realstack.BuildExporter(t)
 	shards := benchDoc(t, "shards-job.yaml")
 	main := byName(containers(podSpec(shards), "containers"), "bench")
+	// The start file as the barrier writes it (TestBenchScripts).
+	startFile := filepath.Join(t.TempDir(), "start")
+	if err := os.WriteFile(startFile, fmt.Appendf(nil, "--shard.start-at=%d\n", time.Now().Unix()+30), 0o644); err != nil {
+		t.Fatal(err)
+	}
 	var args []string
 	for _, a := range main.args {
 		a = strings.ReplaceAll(a, "$(JOB_COMPLETION_INDEX)", "1")
 		switch {
+		case strings.HasPrefix(a, "@"):
+			a = "@" + startFile
 		case strings.HasPrefix(a, "--config.file="):
 			a = "--config.file=" + filepath.Join(root, benchDir, "bench.yml")
 		case strings.HasPrefix(a, "--output.dir="):

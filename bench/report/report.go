@@ -328,6 +328,12 @@ type RepeatResult struct {
 	// Replay is what a replay repeat did with its trace; nil for other
 	// loads.
 	Replay *ReplayResult `json:"replay,omitempty"`
+	// ShardStartOffsets, in a merged report, is each shard's start of
+	// this repeat (its started, shard by shard) after the earliest
+	// shard's, in seconds: how far apart the shards' schedules began; null
+	// for a shard that sent none of the repeat (a closed loop of fewer
+	// clients than shards).
+	ShardStartOffsets []Num `json:"shard_start_offsets_seconds,omitempty"`
 	// Distribution is the repeat's TTFT, TPOT and E2E quantiles at 1%
 	// steps, for the report's CDF charts; Windows its measured windows over
 	// time. Both are absent from reports written before them.

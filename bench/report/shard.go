@@ -1,11 +1,19 @@
 package report
 
+import "time"
+
 // ShardPart is what a shard's report carries for the merge: per cell and
 // repeat, the recorder's exact aggregates and its request records.
 type ShardPart struct {
-	Index int          `json:"index"`
-	Count int          `json:"count"`
-	Cells []ShardCells `json:"cells"`
+	Index int `json:"index"`
+	Count int `json:"count"`
+	// StartAt is the instant given to every shard for its first repeat
+	// (--shard.start-at), and SlackSeconds the room after each repeat's
+	// planned length before the next one's agreed start; absent when the
+	// shard started on its own.
+	StartAt      *time.Time   `json:"start_at,omitempty"`
+	SlackSeconds float64      `json:"slack_seconds,omitempty"`
+	Cells        []ShardCells `json:"cells"`
 }
 
 // ShardCells is one cell's repeats in a shard report.

@@ -126,6 +126,12 @@ type Plan struct {
 	// DropTargetNotReady), and the schedule keeps its clock, so that no
 	// burst follows the return of readiness. Nil: always ready.
 	Ready func() bool
+	// Start, when set, is the instant the run's clock starts from (a
+	// replay's ReplayLead later), rather than the instant Run starts:
+	// processes given one Start share one clock, their arrivals due at
+	// one instant each (the shards of a bench, --shard.start-at). An
+	// instant already passed makes the first arrivals late, caught up.
+	Start time.Time
 }
 
 // Limits bound a workload: what it may have in flight and send, for how
@@ -396,6 +402,9 @@ func (r *Runner) dispatch(ctx, loopCtx context.Context, cancel context.CancelFun
 	d := &dispatcher{r: r, inFlight: &r.inFlight, lags: newLagWindow(r.degradedWindow(), 10), cancel: cancel, ceiling: r.ceiling()}
 	bound := r.Source.Bound()
 	d.start = time.Now()
+	if !r.Start.IsZero() {
+		d.start = r.Start
+	}
 	if bound {
 		// A replay's first rows often share an instant, each with a long
 		// prompt: its clock starts ReplayLead from now, so that they are
