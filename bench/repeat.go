@@ -146,7 +146,7 @@ func (b *run) repeatWindows(p repeatPlan, replayed bool) repeatWindows {
 		// A replay's windows are the stability windows too: it is judged
 		// afterwards, over every window its trace filled.
 		w.window = st.Window
-		w.base = int(math.Ceil(float64(p.duration) / float64(w.window)))
+		w.base = wholeWindows(p.duration, w.window)
 		w.most = max(w.base, int(st.MaxDuration/w.window))
 		if b.opts.Shard.On() {
 			// Every shard of a run measures the same windows: none
@@ -164,6 +164,14 @@ func (b *run) repeatWindows(p repeatPlan, replayed bool) repeatWindows {
 		w.check, w.most = false, w.base
 	}
 	return w
+}
+
+// wholeWindows is the duration in whole windows, the last one completed:
+// a remainder under a microsecond is the window's own rounding (10 s in 3
+// windows of 3.333333333 s), not a window more, which would measure a
+// third longer than planned.
+func wholeWindows(duration, window time.Duration) int {
+	return max(1, int((duration-time.Microsecond+window-1)/window))
 }
 
 // setVerdict records the stability rule's verdict in a repeat's result:
