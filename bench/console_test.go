@@ -1,16 +1,26 @@
 package bench
 
 import (
+	"bytes"
+	"context"
 	"fmt"
+	"io"
+	"log/slog"
 	"maps"
+	"path/filepath"
+	"regexp"
 	"slices"
 	"strconv"
 	"strings"
+	"sync"
 	"testing"
 	"time"
 
+	"github.com/alecthomas/kingpin/v2"
+
 	"github.com/infer-exporter/infer_exporter/bench/render"
 	"github.com/infer-exporter/infer_exporter/bench/report"
+	"github.com/infer-exporter/infer_exporter/internal/testenv"
 )
 
 // parseBlocks reads the result blocks back from a command's stdout: per
@@ -193,4 +203,108 @@ func TestStableNotChecked(t *testing.T) {
 			}
 		})
 	}
+}
+
+// TestPlanSaidFirst: before its first repeat a bench states its plan on
+// the console (the plain lines of a log, here) and in the log: the cells
+// and repeats, a repeat's warm-up with its bound, its measured time with
+// the stability extension, the planned time and the most it may take.
+func TestPlanSaidFirst(t *testing.T) {
+	testenv.Slow(t, "runs a bench of two 1-second repeats in real time")
+	sim := startSim(t, 5*time.Millisecond, 1, 0)
+	dir := t.TempDir()
+	yml := targetsYAML([]string{"sim"}, []*simTarget{sim}) + `
+bench:
+  matrix:
+    process: constant
+    rates: [10, 20]
+    shapes: [{name: s, input_tokens: 16, output_tokens: 4}]
+  warmup: 200ms
+  duration: 1s
+  repeats: 1
+  prompt_set_size: 10
+  stability: {max_duration: 2s}
+  ranking: {resamples: 100}
+`
+	var stderr, logged bytes.Buffer
+	var stdout bytes.Buffer
+	app := kingpin.New("infer_exporter", "")
+	_, run := addCommand(app, false, &stdout, &stderr)
+	if _, err := app.Parse([]string{"bench", "--config.file=" + writeTestFile(t, dir, "b.yml", yml), "--output.dir=" + filepath.Join(dir, "out")}); err != nil {
+		t.Fatal(err)
+	}
+	if code := run(context.Background(), slog.New(slog.NewTextHandler(&logged, nil))); code != ExitOK {
+		t.Fatalf("exit %d\n%s\n%s", code, stdout.String(), stderr.String())
+	}
+	lines := strings.Split(strings.TrimSpace(stderr.String()), "\n")
+	want := "plan: 2 cells × 1 repeat; each repeat: warm-up 200ms (longer until the pipeline is full, at most 1.2s), " +
+		"then 1s measured, up to 2s when the stability rule extends a repeat whose drift is suggestive; " +
+		"2.4s planned, at most 6.4s (the requests in flight at each repeat's end aside)"
+	if len(lines) < 3 || lines[0] != want || !strings.HasPrefix(lines[1], "cell 1/2 ") {
+		t.Errorf("stderr does not open with the plan, then the first cell:\n%s\nwant first\n%s", stderr.String(), want)
+	}
+	if !strings.Contains(logged.String(), `msg="bench plan" cells=2 repeats=1 warmup=200ms max_warmup=1.2s measured=1s max_measured=2s planned=2.4s at_most=6.4s`) {
+		t.Errorf("the log does not state the plan:\n%s", logged.String())
+	}
+}
+
+// barLength is the running repeat's elapsed/length on the bar, with its
+// reason when it gives one.
+var barLength = regexp.MustCompile(`(\d+)/(\d+) s(?: \(([^)]*)\))?, \d+ sent`)
+
+// TestBarSaysWhyLonger: a repeat whose warm-up lasts past the configured
+// one (requests of half a second, a warm-up of 100 ms) lengthens on the
+// bar with the reason, and the bar never shows more seconds than the
+// repeat's length without one (the issue's "21/12 s").
+func TestBarSaysWhyLonger(t *testing.T) {
+	testenv.Slow(t, "runs a bench of one repeat of requests of half a second in real time")
+	sim := startSim(t, 50*time.Millisecond, 1, 0)
+	dir := t.TempDir()
+	yml := targetsYAML([]string{"sim"}, []*simTarget{sim}) + `
+bench:
+  matrix:
+    process: constant
+    rates: [4]
+    shapes: [{name: s, input_tokens: 16, output_tokens: 10}]
+  warmup: 100ms
+  duration: 1s
+  repeats: 1
+  prompt_set_size: 10
+  stability: {enabled: false}
+  sampling: {ignore_eos: true}
+  ranking: {resamples: 100}
+`
+	var stderr, stdout bytes.Buffer
+	app := kingpin.New("infer_exporter", "")
+	_, run := addCommand(app, false, &stdout, &syncWriter{w: &stderr})
+	if _, err := app.Parse([]string{"bench", "--config.file=" + writeTestFile(t, dir, "b.yml", yml), "--output.dir=" + filepath.Join(dir, "out"), "--progress=always"}); err != nil {
+		t.Fatal(err)
+	}
+	if code := run(context.Background(), slog.New(slog.DiscardHandler)); code != ExitOK {
+		t.Fatalf("exit %d\n%s\n%s", code, stdout.String(), stderr.String())
+	}
+	said := false
+	for _, m := range barLength.FindAllStringSubmatch(stderr.String(), -1) {
+		elapsed, _ := strconv.Atoi(m[1])
+		length, _ := strconv.Atoi(m[2])
+		if elapsed > length && m[3] == "" {
+			t.Errorf("%q: past the repeat's length without a reason", m[0])
+		}
+		said = said || strings.HasPrefix(m[3], "warm-up")
+	}
+	if !said {
+		t.Errorf("the bar never says the warm-up lasted longer:\n%q", stderr.String())
+	}
+}
+
+// syncWriter is a writer for the bar's goroutine and the run's both.
+type syncWriter struct {
+	mu sync.Mutex
+	w  io.Writer
+}
+
+func (s *syncWriter) Write(p []byte) (int, error) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	return s.w.Write(p)
 }

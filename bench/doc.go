@@ -14,9 +14,11 @@
 // the NVML collector for the GPUs.
 //
 // Files: config.go (the bench configuration, validated section by
-// section), run.go (the matrix), repeat.go (one repeat: a builder per load
-// kind, the stability rule, the replay's part), schedule.go (stopping at
-// window ends, closed loop), record.go (per-request records and window
+// section), run.go (the matrix), runplan.go (how long the matrix is
+// planned to take, and may), progress.go (the bar and its estimate),
+// repeat.go (one repeat: a builder per load kind, the stability rule, the
+// replay's part), schedule.go (stopping at window ends, closed loop),
+// record.go (per-request records and window
 // accounting), stats.go (percentiles, bootstrap), rank.go (the composite
 // score and its intervals), baseline.go (the regression gate), gpu.go (GPU
 // sampling), info.go (engine info), report.go (writing the files),

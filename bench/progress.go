@@ -24,9 +24,10 @@ func IsTerminal(f *os.File) bool {
 
 // progress follows the matrix's repeats (its units): on a terminal as a
 // one-line bar redrawn in place, with the running repeat's own figures
-// (elapsed of planned, sent, completed, req/s and TTFT p50 so far) and an
-// estimate of the time left from the planned durations; elsewhere as one
-// plain line per repeat when it ends. A nil *progress says nothing.
+// (elapsed of its current limit, and why that limit is not the plan; sent,
+// completed, req/s and TTFT p50 so far) and an estimate of the time left
+// from the planned durations; elsewhere as one plain line per repeat when
+// it ends. A nil *progress says nothing.
 type progress struct {
 	bar   io.Writer // a terminal, or nil
 	lines io.Writer // plain lines, or nil
@@ -94,6 +95,41 @@ func (p *progress) begin(label string, planned time.Duration) workload.Observer 
 	return nil
 }
 
+// say writes line on a line of its own, before the bar when there is one
+// (the run's plan, said before the first repeat).
+func (p *progress) say(line string) {
+	if p == nil {
+		return
+	}
+	if p.lines != nil {
+		fmt.Fprintln(p.lines, line)
+		return
+	}
+	p.mu.Lock()
+	fmt.Fprintf(p.bar, "\r\033[K%s\n", line)
+	p.mu.Unlock()
+	p.draw()
+}
+
+// limit says the running repeat now ends at end (its schedule's limit; the
+// requests then in flight run on), and why in a few words when that is not
+// its plan: a warm-up that lasts until the pipeline is full, a stability
+// extension. The bar's length of the repeat, and the time left, follow it.
+func (p *progress) limit(end time.Time, why string) {
+	if p == nil {
+		return
+	}
+	p.mu.Lock()
+	cur := p.cur
+	p.mu.Unlock()
+	if cur == nil {
+		return
+	}
+	cur.mu.Lock()
+	cur.length, cur.why = end.Sub(cur.start), why
+	cur.mu.Unlock()
+}
+
 // step counts one unit done; line, when set, is its plain line.
 func (p *progress) step(line string) {
 	if p == nil {
@@ -112,15 +148,22 @@ func (p *progress) step(line string) {
 }
 
 // etaOf is the time left when done units have ended and the next has run
-// for elapsed: what remains of its plan (nothing once overdue) and the
-// plans of the units after it. It counts time, not units: a matrix of
-// unequal cells (a long replay after short rates) is estimated by their
-// durations.
-func etaOf(plans []time.Duration, done int, elapsed time.Duration) time.Duration {
+// for elapsed, its length now being length (its limit so far: its plan,
+// or longer once its warm-up or the stability rule extended it; 0: its
+// plan): what remains of that length (nothing once overdue, while its
+// last requests drain) and the plans of the units after it. It counts
+// time, not units: a matrix of unequal cells (a long replay after short
+// rates) is estimated by their durations. The units after the running one
+// count their plan, not their most: most repeats are never extended, and
+// one that is says so when it is.
+func etaOf(plans []time.Duration, done int, length, elapsed time.Duration) time.Duration {
 	if done >= len(plans) {
 		return 0
 	}
-	left := max(0, plans[done]-elapsed)
+	if length <= 0 {
+		length = plans[done]
+	}
+	left := max(0, length-elapsed)
 	for _, d := range plans[done+1:] {
 		left += d
 	}
@@ -137,14 +180,15 @@ func (p *progress) draw() {
 	if total > 0 {
 		filled = width * done / total
 	}
-	var inCell time.Duration
+	var inCell, length time.Duration
 	cell := ""
 	if p.cur != nil {
 		inCell = time.Since(p.cur.start)
+		length, _ = p.cur.current()
 		cell = "  " + p.cur.figures(inCell)
 	}
 	elapsed := time.Since(p.start).Truncate(time.Second)
-	eta := etaOf(p.plans, done, inCell).Truncate(time.Second)
+	eta := etaOf(p.plans, done, length, inCell).Truncate(time.Second)
 	fmt.Fprintf(p.bar, "\r\033[K[%s%s] %d/%d  %s elapsed, eta %s  %s%s",
 		strings.Repeat("#", filled), strings.Repeat(".", width-filled), done, total, elapsed, eta, p.label, cell)
 }
@@ -169,8 +213,9 @@ func (p *progress) close() {
 // the matrix (i of n) and its repeat when there are several, its name, and
 // the repeat's own figures from its Stats (report.json's repeat): measured
 // requests sent (not dropped), their successes, completions per second,
-// TTFT p50, and the repeat's wall time, warm-up included.
-func progressLine(i, n, repeat, repeats int, name string, st *report.Stats, wall time.Duration) string {
+// TTFT p50, and the repeat's wall time, warm-up included, with why it was
+// longer than planned when it was (longer, from longerThanPlanned).
+func progressLine(i, n, repeat, repeats int, name string, st *report.Stats, wall time.Duration, longer string) string {
 	rep := ""
 	if repeats > 1 {
 		rep = fmt.Sprintf(" repeat %d/%d", repeat, repeats)
@@ -180,17 +225,41 @@ func progressLine(i, n, repeat, repeats int, name string, st *report.Stats, wall
 		ttft = fmt.Sprintf("%.0f ms", st.TTFT.P50*1000)
 	}
 	sent := st.Requests - st.Outcomes[string(observation.Dropped)]
-	return fmt.Sprintf("cell %d/%d%s %s: %d sent, %d ok, %.2f req/s, TTFT p50 %s (%.1f s)",
-		i, n, rep, name, sent, st.Successes, st.RequestsPerSecond, ttft, wall.Seconds())
+	if longer != "" {
+		longer = "; " + longer
+	}
+	return fmt.Sprintf("cell %d/%d%s %s: %d sent, %d ok, %.2f req/s, TTFT p50 %s (%.1f s%s)",
+		i, n, rep, name, sent, st.Successes, st.RequestsPerSecond, ttft, wall.Seconds(), longer)
+}
+
+// longerThanPlanned says in a few words why a repeat ran longer than its
+// plan: a warm-up that lasted past the configured one (until the pipeline
+// was full, or cut at its bound), measured windows the stability rule
+// added; "" when neither.
+func longerThanPlanned(res *report.RepeatResult, warmup time.Duration) string {
+	var why []string
+	// A millisecond's slack: the configured warm-up read back from seconds.
+	if w := time.Duration(res.WarmupSeconds * float64(time.Second)); w > warmup+time.Millisecond {
+		why = append(why, fmt.Sprintf("warm-up %.1f s, not %.1f s", w.Seconds(), warmup.Seconds()))
+	}
+	if n := res.Stability.Extended; n > 0 {
+		why = append(why, fmt.Sprintf("extended %.0f s for stability", float64(n)*res.Stability.WindowSeconds))
+	}
+	return strings.Join(why, ", ")
 }
 
 // liveRepeat counts the running repeat's requests for the bar, as they
-// happen (warm-up included: the bar says what the server is doing now).
+// happen (warm-up included: the bar says what the server is doing now),
+// and holds its current length.
 type liveRepeat struct {
 	start   time.Time
 	planned time.Duration
 
-	mu        sync.Mutex
+	mu sync.Mutex
+	// length is the repeat's limit from start once the repeat has said
+	// it (0: planned), why the reason it differs from the plan.
+	length    time.Duration
+	why       string
 	sent      int
 	completed int
 	ttft      []float64 // the first maxLiveTTFT, then a ring of the latest
@@ -238,16 +307,24 @@ func (l *liveRepeat) Done(*observation.Request) {
 // Dropped implements workload.Observer.
 func (l *liveRepeat) Dropped(*observation.Request) {}
 
+// current is the repeat's length so far (0 when neither planned nor
+// said) and why it differs from the plan.
+func (l *liveRepeat) current() (time.Duration, string) {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	if l.length > 0 {
+		return l.length, l.why
+	}
+	return l.planned, l.why
+}
+
 // figures is the bar's text for the repeat, elapsed into it.
 func (l *liveRepeat) figures(elapsed time.Duration) string {
+	length, why := l.current()
 	l.mu.Lock()
 	sent, completed := l.sent, l.completed
 	ttft := slices.Clone(l.ttft)
 	l.mu.Unlock()
-	plan := "?"
-	if l.planned > 0 {
-		plan = fmt.Sprintf("%.0f", l.planned.Seconds())
-	}
 	rate := 0.0
 	if elapsed > 0 {
 		rate = float64(completed) / elapsed.Seconds()
@@ -256,5 +333,30 @@ func (l *liveRepeat) figures(elapsed time.Duration) string {
 	if m := median(ttft); !math.IsNaN(m) {
 		p50 = fmt.Sprintf("%.0f ms", m*1000)
 	}
-	return fmt.Sprintf("%.0f/%s s, %d sent, %d done, %.2f req/s, TTFT p50 %s", elapsed.Seconds(), plan, sent, completed, rate, p50)
+	return fmt.Sprintf("%s, %d sent, %d done, %.2f req/s, TTFT p50 %s", lengthText(elapsed, length, why, sent-completed), sent, completed, rate, p50)
+}
+
+// lengthText is the bar's "elapsed/length s" of a repeat, with why its
+// length is not the plan, and, past its length (its schedule ended), the
+// requests it still waits for: a repeat never shows more seconds than its
+// length without a reason.
+func lengthText(elapsed, length time.Duration, why string, inFlight int) string {
+	// In whole seconds, as shown: 12.4 of 12 reads 12/12, not overdue.
+	shown, of := math.Round(elapsed.Seconds()), math.Round(length.Seconds())
+	plan := "?"
+	if length > 0 {
+		plan = fmt.Sprintf("%.0f", of)
+	}
+	var reasons []string
+	if why != "" {
+		reasons = append(reasons, why)
+	}
+	if length > 0 && shown > of {
+		reasons = append(reasons, fmt.Sprintf("draining %d in flight", max(0, inFlight)))
+	}
+	text := fmt.Sprintf("%.0f/%s s", shown, plan)
+	if len(reasons) > 0 {
+		text += " (" + strings.Join(reasons, "; ") + ")"
+	}
+	return text
 }

@@ -146,7 +146,7 @@ func (b *run) repeatWindows(p repeatPlan, replayed bool) repeatWindows {
 		// A replay's windows are the stability windows too: it is judged
 		// afterwards, over every window its trace filled.
 		w.window = st.Window
-		w.base = int(math.Ceil(float64(p.duration) / float64(w.window)))
+		w.base = wholeWindows(p.duration, w.window)
 		w.most = max(w.base, int(st.MaxDuration/w.window))
 		if b.opts.Shard.On() {
 			// Every shard of a run measures the same windows: none
@@ -164,6 +164,14 @@ func (b *run) repeatWindows(p repeatPlan, replayed bool) repeatWindows {
 		w.check, w.most = false, w.base
 	}
 	return w
+}
+
+// wholeWindows is the duration in whole windows, the last one completed:
+// a remainder under a microsecond is the window's own rounding (10 s in 3
+// windows of 3.333333333 s), not a window more, which would measure a
+// third longer than planned.
+func wholeWindows(duration, window time.Duration) int {
+	return max(1, int((duration-time.Microsecond+window-1)/window))
 }
 
 // setVerdict records the stability rule's verdict in a repeat's result:
@@ -198,13 +206,55 @@ type extension struct {
 	// the warm-up's end, its schedule at the trace's clock).
 	k    int
 	lead time.Duration
+	// tell, when set, hears each new limit with why it is not the plan
+	// (the progress bar, the log): settled is false while the warm-up goes
+	// on past its configured length, the limit then a floor that grows.
+	tell func(limit time.Duration, why string, settled bool)
+	// warmWhy and extWhy are the reasons so far: a longer warm-up, an
+	// extension.
+	warmWhy, extWhy string
+}
+
+// say tells the limit and every reason so far, joined.
+func (e *extension) say(limit time.Duration, settled bool) {
+	if e.tell == nil {
+		return
+	}
+	var why []string
+	for _, w := range []string{e.warmWhy, e.extWhy} {
+		if w != "" {
+			why = append(why, w)
+		}
+	}
+	e.tell(limit, strings.Join(why, "; "), settled)
 }
 
 // first is the first limit: the end of the base windows after the warm-up,
-// once the warm-up is known.
+// once the warm-up is known. Until then, past the configured warm-up, the
+// limit is at least the base windows from now (the warm-up ends at a
+// completion still to come), and is told as such.
 func (e *extension) first() (time.Duration, bool) {
-	w, ok := e.rec.warmup(time.Now())
-	return e.lead + w + time.Duration(e.k)*e.win.window, ok
+	now := time.Now()
+	w, ok := e.rec.warmup(now)
+	base := time.Duration(e.k) * e.win.window
+	if !ok {
+		if past := now.Sub(e.rec.t0); past > e.rec.minWarmup {
+			e.warmWhy = "warm-up: no request completed yet"
+			e.say(e.lead+past+base, false)
+		}
+		return 0, false
+	}
+	e.warmWhy = ""
+	// A tenth of a second's slack: what the bar's one decimal shows.
+	if w > e.rec.minWarmup+100*time.Millisecond {
+		e.warmWhy = fmt.Sprintf("warm-up extended to %.1f s, until the pipeline was full", w.Seconds())
+		if _, cut := e.rec.warmupUsed(); cut {
+			e.warmWhy = fmt.Sprintf("warm-up cut at its bound, %.1f s: no request completed", w.Seconds())
+		}
+	}
+	limit := e.lead + w + base
+	e.say(limit, true)
+	return limit, true
 }
 
 // judge judges the k windows measured so far.
@@ -230,7 +280,19 @@ func (e *extension) decide() (time.Duration, bool) {
 	e.res.Extended += k - e.k
 	e.k = k
 	w, _ := e.rec.warmup(time.Now())
-	return w + time.Duration(e.k)*e.win.window, true
+	limit := w + time.Duration(e.k)*e.win.window
+	e.extWhy = extensionWhy(time.Duration(e.k)*e.win.window, v.Growth)
+	e.say(limit, true)
+	return limit, true
+}
+
+// extensionWhy is a stability extension's reason in a few words: the
+// measured time it extends to, and the drift that asked for it.
+func extensionWhy(measured time.Duration, growth float64) string {
+	if math.IsNaN(growth) {
+		return fmt.Sprintf("extended to %s measured: drift suggestive", measured)
+	}
+	return fmt.Sprintf("extended to %s measured: drift %+.0f%% suggestive", measured, growth*100)
 }
 
 // repeat runs one repeat through the exporter's own runner and client, so
@@ -271,7 +333,19 @@ func (b *run) repeat(ctx context.Context, p repeatPlan) (report.RepeatResult, *s
 		}
 	}
 	rec, clock := b.repeatRecorder(p, t0, win.window, l.replay != nil)
-	ext := &extension{rec: rec, win: win, rule: b.spec.Stability.Rule(), res: &res.Stability, k: win.base}
+	lvl := slog.LevelInfo
+	if b.progress != nil {
+		lvl = slog.LevelDebug // the bar says it
+	}
+	ext := &extension{rec: rec, win: win, rule: b.spec.Stability.Rule(), res: &res.Stability, k: win.base,
+		tell: func(limit time.Duration, why string, settled bool) {
+			// The bar's length follows the limit; the log says once why
+			// the repeat runs longer than planned.
+			b.progress.limit(clock.Add(limit), why)
+			if settled && why != "" {
+				b.logger.Log(ctx, lvl, "repeat longer than planned", "cell", p.cell, "repeat", p.index+1, "until", limit.Round(time.Millisecond), "why", why)
+			}
+		}}
 	if l.replay != nil {
 		ext.lead = p.warmup
 	}
@@ -324,10 +398,6 @@ func (b *run) repeat(ctx context.Context, p repeatPlan) (report.RepeatResult, *s
 	smp := b.finishRepeat(&res, p, &l, rec, stop, ext, end, ro.requests)
 	b.timeline = append(b.timeline, report.Span{Target: p.target.Name, Cell: p.cell, Repeat: p.index,
 		Start: t0.Sub(b.start).Seconds(), End: end.Sub(b.start).Seconds()})
-	lvl := slog.LevelInfo
-	if b.progress != nil {
-		lvl = slog.LevelDebug // the bar says it
-	}
 	b.logger.Log(ctx, lvl, "repeat done", "cell", p.cell, "repeat", p.index+1, "requests", res.Stats.Requests,
 		"successes", res.Stats.Successes, "e2e_p50", res.Stats.E2E.P50, "stability", stateWord(res.Stability))
 	return res, smp, nil

@@ -173,8 +173,15 @@ func Run(ctx context.Context, cfg *Config, opts Options) (*report.Report, error)
 	}
 
 	groups := matrixGroups(spec)
-	b.progress = newProgress(opts.Progress, opts.ProgressLines, b.plans(groups, len(targets)))
+	rp := b.runPlan(groups, len(targets))
+	b.progress = newProgress(opts.Progress, opts.ProgressLines, rp.planned())
 	defer b.progress.close()
+	// The plan first: a run that may take longer than planned says so, and
+	// by how much, before its first repeat.
+	if line := rp.line(); line != "" {
+		b.progress.say(line)
+		rp.log(b.logger)
+	}
 	// An interrupt ends the bar's line at once: what the repeat and the
 	// run then log of it starts on a line of its own.
 	defer context.AfterFunc(ctx, b.progress.close)()
@@ -228,19 +235,6 @@ func (b *run) promptSet(ctx context.Context, targets []config.Target) (*PromptSe
 		shapes = spec.Matrix.Shapes
 	}
 	return NewPromptSet(ctx, targets, shapes, spec.PromptSetSize, spec.Seed)
-}
-
-// plans are the progress's units: each repeat, in the order they run.
-func (b *run) plans(groups []group, targets int) []time.Duration {
-	var plans []time.Duration
-	for _, g := range groups {
-		for r := 0; r < b.spec.Repeats; r++ {
-			for range targets {
-				plans = append(plans, b.planned(g))
-			}
-		}
-	}
-	return plans
 }
 
 // cells puts the matrix's cells (and a shard's part) in the report, and
@@ -372,7 +366,7 @@ matrix:
 				if spec.Repeats > 1 {
 					label = fmt.Sprintf("%s repeat %d/%d", name, r+1, spec.Repeats)
 				}
-				watch := b.progress.begin(label, b.planned(g))
+				watch := b.progress.begin(label, b.span(g).planned)
 				res, smp, err := b.repeat(ctx, repeatPlan{
 					target: &targets[ti], ct: cts[ti], group: g, index: r,
 					warmup: spec.Warmup, duration: spec.Duration, stability: true, cell: key, watch: watch,
@@ -396,7 +390,7 @@ matrix:
 				acc[gi][ti].samples = append(acc[gi][ti].samples, smp)
 				finished = finished || len(acc[gi][ti].repeats) == spec.Repeats
 				b.progress.step(progressLine(gi*len(targets)+ti+1, len(groups)*len(targets), r+1, spec.Repeats, name,
-					&res.Stats, time.Since(res.Started)))
+					&res.Stats, time.Since(res.Started), longerThanPlanned(&res, spec.Warmup)))
 			}
 		}
 	}
@@ -565,26 +559,6 @@ func (b *run) environment(ctx context.Context, targets []config.Target) report.E
 		})
 	}
 	return env
-}
-
-// planned is how long a repeat of a group is planned to last, for the
-// progress's estimate: its warm-up and measured duration (a stability
-// extension or a longer warm-up comes on top), or a replay's warm-up and
-// window of the trace at its speed (a looping one is cut at the duration).
-func (b *run) planned(g group) time.Duration {
-	d := b.spec.Warmup + b.spec.Duration
-	if r := g.replay; r != nil && !r.Loop {
-		recs := b.traces[r.Name].Records
-		if len(recs) == 0 {
-			return b.spec.Warmup
-		}
-		end := recs[len(recs)-1].Offset
-		if r.End > 0 {
-			end = min(end, r.End)
-		}
-		d = b.spec.Warmup + time.Duration(float64(max(0, end-r.Start))/r.Speed)
-	}
-	return d
 }
 
 // repeatPlan is one repeat to run.
