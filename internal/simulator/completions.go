@@ -47,6 +47,15 @@ type generateRequest struct {
 	Echo           bool            `json:"echo"`
 	Logprobs       json.RawMessage `json:"logprobs"`
 	PromptLogprobs *int            `json:"prompt_logprobs"`
+	// Tools are the functions a chat request offers; only the first's
+	// name is read (see genParams.toolName).
+	Tools []struct {
+		Function struct {
+			Name string `json:"name"`
+		} `json:"function"`
+	} `json:"tools"`
+	// ToolChoice "none" asks for a text answer despite the tools.
+	ToolChoice json.RawMessage `json:"tool_choice"`
 }
 
 // maxLogprobsParam is the largest logprobs and prompt_logprobs a request may
@@ -132,6 +141,11 @@ type genParams struct {
 	// reasoning (Config.ReasoningTokens for a chat generation, else 0); a
 	// generation shorter than that is reasoning only.
 	reasoning int
+	// toolName, for a chat request that offers tools, is the JSON string
+	// (quoted) of the function its answer calls, the first tool's: the
+	// answer is then a tool call, streamed as vLLM streams one (doc.go,
+	// "Tool calls"). Empty: the answer is text.
+	toolName []byte
 
 	// Log-probabilities of a completions request (logprobs.go): echo the
 	// prompt in the answer; logprobs and promptLogprobs are the requested
@@ -171,6 +185,13 @@ func (s *Simulator) parseGenerate(w http.ResponseWriter, r *http.Request, chat b
 	p.includeUsage = req.Stream && req.StreamOptions != nil && req.StreamOptions.IncludeUsage
 	if req.N != nil && *req.N != 1 {
 		return nil, http.StatusBadRequest, errors.New("only n=1 is supported")
+	}
+	if chat && len(req.Tools) > 0 && string(bytes.TrimSpace(req.ToolChoice)) != `"none"` {
+		name := req.Tools[0].Function.Name
+		if name == "" {
+			name = "tool"
+		}
+		p.toolName, _ = json.Marshal(name)
 	}
 	if chat {
 		if len(req.Messages) == 0 {
@@ -408,7 +429,23 @@ const (
 	finishNull      = `null`
 	chatChunkObject = "chat.completion.chunk"
 	textObject      = "text_completion"
+
+	// A tool call's deltas, as vLLM streams them: the first names the
+	// function, the others carry pieces of its arguments.
+	toolCallOpen       = `"delta":{"tool_calls":[{"index":0,"id":"call_0","type":"function","function":{"name":`
+	toolCallFirstClose = `,"arguments":""}}]},"logprobs":null,"finish_reason":`
+	toolArgsOpen       = `"delta":{"tool_calls":[{"index":0,"function":{"arguments":"`
+	toolArgsClose      = `"}}]},"logprobs":null,"finish_reason":`
 )
+
+// toolFinish is a tool call's finish_reason: "tool_calls" where a text
+// answer would say "stop", as vLLM says it.
+func toolFinish(fr string) string {
+	if fr == `"`+finishStop+`"` {
+		return `"tool_calls"`
+	}
+	return fr
+}
 
 // contentPad is the text PadContentBytes appends to every streamed content
 // token ("" when off).
@@ -473,6 +510,14 @@ func (s *Simulator) stream(ctx context.Context, w http.ResponseWriter, p *genPar
 			switch {
 			case p.chat && written < p.reasoning:
 				buf = append(append(append(append(buf, reasoningOpen...), piece...), chatDeltaClose...), fr...)
+			case p.toolName != nil && written == p.reasoning:
+				// The first answer token opens the call: its id, type
+				// and name, with empty arguments.
+				buf = append(append(append(buf, toolCallOpen...), p.toolName...), toolCallFirstClose...)
+				buf = append(buf, toolFinish(fr)...)
+			case p.toolName != nil:
+				buf = append(append(append(append(buf, toolArgsOpen...), piece...), pad...), toolArgsClose...)
+				buf = append(buf, toolFinish(fr)...)
 			case p.chat:
 				buf = append(append(append(append(append(buf, chatDeltaOpen...), piece...), pad...), chatDeltaClose...), fr...)
 			default:
@@ -584,7 +629,11 @@ func (s *Simulator) respond(ctx context.Context, w http.ResponseWriter, p *genPa
 	for i := range nr {
 		reasoning.WriteString(outputPiece(p.key, i))
 	}
+	call := p.toolName != nil && nr < produced
 	for i := nr; i < produced; i++ {
+		if call && i == nr {
+			continue // a tool call's first token is its name
+		}
 		text.WriteString(outputPiece(p.key, i))
 	}
 	textJSON, _ := json.Marshal(text.String())
@@ -596,9 +645,19 @@ func (s *Simulator) respond(ctx context.Context, w http.ResponseWriter, p *genPa
 	b = append(b, choiceOpen...)
 	if p.chat {
 		b = append(b, `"message":{"role":"assistant","content":`...)
-		if p.reasoning > 0 && nr == produced {
+		switch {
+		case p.reasoning > 0 && nr == produced:
 			b = append(b, "null"...) // reasoning only: no answer
-		} else {
+		case call:
+			b = append(b, `null,"tool_calls":[{"id":"call_0","type":"function","function":{"name":`...)
+			b = append(b, p.toolName...)
+			b = append(b, `,"arguments":`...)
+			b = append(b, textJSON...)
+			b = append(b, `}}]`...)
+			if reason == finishStop {
+				reason = "tool_calls"
+			}
+		default:
 			b = append(b, textJSON...)
 		}
 		if p.reasoning > 0 {

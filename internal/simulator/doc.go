@@ -72,6 +72,23 @@
 // content chunk's. The engine's timing model and metrics do not tell the
 // two kinds apart (each is one generated token).
 //
+// # Tool calls
+//
+// A /v1/chat/completions request that offers "tools" (and whose
+// tool_choice is not "none") is answered with a call of the first tool's
+// function, as vLLM streams one with a tool-call
+// parser: after the role chunk (and any reasoning), the first answer token
+// is one chunk whose delta is {"tool_calls":[{"index":0,"id":"call_0",
+// "type":"function","function":{"name":"<name>","arguments":""}}]}, and
+// each later token one {"tool_calls":[{"index":0,"function":{"arguments":
+// " word"}}]} chunk, with no content member; a generation that stops says
+// finish_reason "tool_calls". Each is one generated token at the decode
+// step, as a content token is, stamped alike, and usage counts them all.
+// The arguments are the generated words, not JSON: nothing checks them.
+// A non-streaming body holds the call in message.tool_calls (content
+// null), its arguments the words after the first token. Ollama's native
+// APIs ignore tools.
+//
 // # Tokenizer
 //
 // Specified in tokenizer.go: tokens are strings.Fields words, ids are FNV-1a

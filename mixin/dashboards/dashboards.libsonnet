@@ -257,7 +257,7 @@ local names = import '../rules/names.libsonnet';
         ),
         d.timeseries(
           'Streamed and completed tokens per second',
-          'Content events per second as they arrive (infer_probe_streamed_tokens_total, reasoning and answer), beside output tokens of successful requests per second (infer_probe_completion_tokens_total: the server\'s usage count, at the end of each request). Streamed rises during a stream; an event may carry more than one token.',
+          'Content events per second as they arrive (infer_probe_streamed_tokens_total, all kinds: content, reasoning and tool calls), beside output tokens of successful requests per second (infer_probe_completion_tokens_total: the server\'s usage count, at the end of each request). Streamed rises during a stream; an event may carry more than one token.',
           [
             d.target('sum by (target, model, workload) (rate(infer_probe_streamed_tokens_total%s[$__rate_interval]))' % rawProbe, stream + ' streamed'),
             d.target('sum by (target, model, workload) (rate(infer_probe_completion_tokens_total%s[$__rate_interval]))' % rawProbe, stream + ' completed'),

@@ -112,11 +112,12 @@ type Events interface {
 	Sent(obs *observation.Request)
 	// Content: a content event arrived; its instant is the last of
 	// obs.TokenTimes and obs.ContentEvents counts it (1: the first token).
-	// obs.LastReasoning says whether it carried reasoning text only;
-	// obs.FirstAnswer is set from the first event that carried answer text
-	// (so it equals the event's instant when this is that event) and
-	// obs.ReasoningEvents counts the reasoning-only events so far, this one
-	// included.
+	// obs.LastReasoning says whether it carried reasoning text only, and
+	// obs.LastToolCall whether it carried a tool call; obs.FirstAnswer is
+	// set from the first event that carried answer text or a tool call (so
+	// it equals the event's instant when this is that event), and
+	// obs.ReasoningEvents and obs.ToolCallEvents count the reasoning-only
+	// and the tool-call events so far, this one included.
 	Content(obs *observation.Request)
 }
 
@@ -502,7 +503,9 @@ func (c *Client) readStream(ctx context.Context, dec Decoder, r *Request, obs *o
 			obs.Outcome, obs.Err = observation.StreamError, err
 			break
 		}
-		if len(ch.Content) > 0 || len(ch.Reasoning) > 0 {
+		// Every token-bearing frame is a token: answer text, reasoning,
+		// or a tool call (whose stream has no content at all).
+		if len(ch.Content) > 0 || len(ch.Reasoning) > 0 || len(ch.ToolCall) > 0 {
 			if obs.FirstToken.IsZero() {
 				obs.FirstToken = at
 			}
@@ -523,10 +526,16 @@ func (c *Client) readStream(ctx context.Context, dec Decoder, r *Request, obs *o
 			}
 			obs.ContentEvents++
 			// Set before the observer hears of the event: it reads them live.
-			obs.LastReasoning = len(ch.Content) == 0
+			obs.LastToolCall = len(ch.ToolCall) > 0
+			obs.LastReasoning = len(ch.Content) == 0 && !obs.LastToolCall
+			if obs.LastToolCall {
+				obs.ToolCallEvents++
+			}
 			if obs.LastReasoning {
 				obs.ReasoningEvents++
 			} else if obs.FirstAnswer.IsZero() {
+				// A tool call is an answer: an agent's turn that
+				// calls a tool has its time to first answer.
 				obs.FirstAnswer = at
 			}
 			if r.Events != nil {

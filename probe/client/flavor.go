@@ -59,6 +59,12 @@ type Chunk struct {
 	// frame. Reasoning tokens are output tokens: they count for the first
 	// token and for token times, but are not part of the answer text.
 	Reasoning []byte
+	// ToolCall is tool-call text carried by this frame: the name and the
+	// arguments of the calls the model generated (OpenAI tool_calls
+	// deltas, Ollama message.tool_calls). A tool call is the model's
+	// answer: it counts for the first token, the first answer and token
+	// times, but it is not answer text.
+	ToolCall []byte
 	// HasUsage says the frame carried a token count; PromptTokens and
 	// CompletionTokens are then the server's cumulative counts.
 	HasUsage         bool

@@ -1,6 +1,7 @@
 package client
 
 import (
+	"bytes"
 	"context"
 	"encoding/json"
 	"errors"
@@ -21,9 +22,13 @@ import (
 // carries the server's counts: "eval_count" (output tokens) and
 // "prompt_eval_count" (prompt tokens), with durations in nanoseconds.
 // Reasoning models add "thinking" (generate) or message.thinking (chat),
-// which are output tokens too. A line is a content event when any of
-// response, thinking, message.content or message.thinking is non-empty;
-// thinking is not part of the answer text. An error is {"error": "..."},
+// which are output tokens too. A chat answer that calls a tool puts it in
+// message.tool_calls, [{"function": {"name": ..., "arguments": {...}}}]
+// (arguments a JSON object, not a string as in the OpenAI API). A line is a
+// content event when any of response, thinking, message.content,
+// message.thinking or a tool call's name or arguments is non-empty;
+// thinking is not part of the answer text, nor is a tool call, which is an
+// answer all the same. An error is {"error": "..."},
 // before or inside the stream. A server that does not stream answers with
 // the "done" line alone, holding the whole answer: one content event, a
 // success without TPOT or ITL.
@@ -81,8 +86,14 @@ type ollamaFrame struct {
 	Response *string `json:"response"`
 	Thinking *string `json:"thinking"`
 	Message  *struct {
-		Content  *string `json:"content"`
-		Thinking *string `json:"thinking"`
+		Content   *string `json:"content"`
+		Thinking  *string `json:"thinking"`
+		ToolCalls []struct {
+			Function *struct {
+				Name      *string         `json:"name"`
+				Arguments json.RawMessage `json:"arguments"`
+			} `json:"function"`
+		} `json:"tool_calls"`
 	} `json:"message"`
 	Done            bool            `json:"done"`
 	EvalCount       *int64          `json:"eval_count"`
@@ -139,15 +150,27 @@ func (d *ollamaDecoder) Decode(c *Chunk) error {
 	if err := serverError(f.Error); err != nil {
 		return err
 	}
-	// Each of the four text fields makes the line a content event when it
-	// is non-empty, wherever it sits: /api/generate writes response and
-	// thinking, /api/chat message.content and message.thinking, and a line
-	// carrying both shapes loses nothing.
+	// Each of the four text fields, and a tool call, makes the line a
+	// content event when it is non-empty, wherever it sits: /api/generate
+	// writes response and thinking, /api/chat message.content,
+	// message.thinking and message.tool_calls, and a line carrying both
+	// shapes loses nothing.
 	c.Content = appendOptional(c.Content[:0], f.Response)
 	c.Reasoning = appendOptional(c.Reasoning[:0], f.Thinking)
 	if m := f.Message; m != nil {
 		c.Content = appendOptional(c.Content, m.Content)
 		c.Reasoning = appendOptional(c.Reasoning, m.Thinking)
+		c.ToolCall = c.ToolCall[:0]
+		for _, tc := range m.ToolCalls {
+			if fn := tc.Function; fn != nil {
+				c.ToolCall = appendOptional(c.ToolCall, fn.Name)
+				// The arguments object's JSON text is what the
+				// model generated.
+				if a := bytes.TrimSpace(fn.Arguments); len(a) > 0 && !bytes.Equal(a, []byte("null")) {
+					c.ToolCall = append(c.ToolCall, a...)
+				}
+			}
+		}
 	}
 	if !f.Done {
 		if d.last {

@@ -23,14 +23,24 @@ import (
 //     encoding/json allows) whose top level is an object.
 //   - A non-null "error", or "object": "error", is an error the server
 //     reported.
-//   - The fields read are choices[].delta|message.content|reasoning_content|
-//     reasoning, choices[].text, usage.prompt_tokens|completion_tokens, and
+//   - The fields read are choices[].delta|message.content|refusal|
+//     reasoning_content|reasoning, choices[].delta|message.tool_calls[].
+//     function.name|arguments, choices[].delta|message.function_call.name|
+//     arguments (the deprecated single call), choices[].text,
+//     usage.prompt_tokens|completion_tokens, and
 //     usage.completion_tokens_details.reasoning_tokens. Each may be absent
-//     or null. Present with the wrong type (choices not an array, a choice,
-//     delta, message, usage or completion_tokens_details not an object, a
-//     text not a string, a count not an integer in [0, 1e9]) the chunk
-//     cannot be read and is a protocol error, rather than a token silently
-//     lost.
+//     or null. Present with the wrong type (choices or tool_calls not an
+//     array, a choice, delta, message, tool call, function, function_call,
+//     usage or completion_tokens_details not an object, a text not a
+//     string, a count not an integer in [0, 1e9]) the chunk cannot be read
+//     and is a protocol error, rather than a token silently lost.
+//   - Answer text (Chunk.Content) is, per choice, the delta's content and
+//     refusal, the message's content and refusal, then text; reasoning the
+//     delta's reasoning_content and reasoning, then the message's.
+//     Tool-call text (Chunk.ToolCall) is, per choice, the delta's tool
+//     calls then function_call, then the message's, each call its name
+//     then its arguments: what the model generated, so that a stream whose
+//     answer is a tool call has its tokens timed like any other.
 //   - The reasoning-token count is read apart from the usage flag: a usage
 //     object whose only count is completion_tokens_details.reasoning_tokens
 //     carries that count but no usage (Chunk.HasUsage stays false).
@@ -70,21 +80,39 @@ type countSlot struct {
 	v     int
 }
 
-// textObject is a delta or message: content, reasoning_content, reasoning.
+// textObject is a delta or message: content, refusal, reasoning_content,
+// reasoning, and the tool-call text of tool_calls and function_call.
 type textObject struct {
-	state                          uint8
-	content, reasoningC, reasoning textSlot
+	state                                   uint8
+	content, refusal, reasoningC, reasoning textSlot
+	// toolCalls is the state of tool_calls and calls its text: every
+	// call's name then arguments, in order (a later tool_calls key
+	// replaces it, as a later key's value wins).
+	toolCalls uint8
+	calls     []byte
+	// fnCall is the state of the deprecated function_call; its text.
+	fnCall uint8
+	fn     []byte
+	// name and argument are the scratch of the tool call or
+	// function_call being read (the last of each key wins, so they are
+	// kept apart until its object ends).
+	name, argument textSlot
 }
 
 func (o *textObject) reset() {
 	o.state = slotAbsent
 	o.content.reset()
+	o.refusal.reset()
 	o.reasoningC.reset()
 	o.reasoning.reset()
+	o.toolCalls, o.calls = slotAbsent, o.calls[:0]
+	o.fnCall, o.fn = slotAbsent, o.fn[:0]
 }
 
 func (o *textObject) bad() bool {
-	return o.state == slotBad || o.content.state == slotBad || o.reasoningC.state == slotBad || o.reasoning.state == slotBad
+	return o.state == slotBad || o.content.state == slotBad || o.refusal.state == slotBad ||
+		o.reasoningC.state == slotBad || o.reasoning.state == slotBad ||
+		o.toolCalls == slotBad || o.fnCall == slotBad
 }
 
 // openAIChunk is the scanner and the decoded fields of one chunk. It is
@@ -95,18 +123,18 @@ type openAIChunk struct {
 
 	key []byte // scratch for keys with escapes
 
-	choicesBad         bool
-	content, reasoning []byte
-	delta, message     textObject
-	text               textSlot
-	usageState         uint8
-	prompt, completion countSlot
-	detailsState       uint8     // usage.completion_tokens_details
-	reasoningTokens    countSlot // ...its reasoning_tokens
-	errorPresent       bool
-	errorRaw           []byte
-	objectError        bool
-	messageRaw         []byte
+	choicesBad                   bool
+	content, reasoning, toolCall []byte
+	delta, message               textObject
+	text                         textSlot
+	usageState                   uint8
+	prompt, completion           countSlot
+	detailsState                 uint8     // usage.completion_tokens_details
+	reasoningTokens              countSlot // ...its reasoning_tokens
+	errorPresent                 bool
+	errorRaw                     []byte
+	objectError                  bool
+	messageRaw                   []byte
 }
 
 // decode reads one JSON document into out. out's byte slices alias c and are
@@ -124,7 +152,7 @@ func (c *openAIChunk) decode(data []byte, out *Chunk) error {
 		c.detailsState == slotBad || c.reasoningTokens.state == slotBad:
 		return &ProtocolError{Msg: "unreadable event " + excerpt(data), Err: errWrongType}
 	}
-	out.Content, out.Reasoning = c.content, c.reasoning
+	out.Content, out.Reasoning, out.ToolCall = c.content, c.reasoning, c.toolCall
 	if c.usageState == slotValue && (c.prompt.state == slotValue || c.completion.state == slotValue) {
 		out.HasUsage = true
 		out.PromptTokens, out.CompletionTokens = c.prompt.v, c.completion.v
@@ -139,7 +167,7 @@ func (c *openAIChunk) decode(data []byte, out *Chunk) error {
 func (c *openAIChunk) scan(data []byte) error {
 	c.data, c.pos = data, 0
 	c.choicesBad = false
-	c.content, c.reasoning = c.content[:0], c.reasoning[:0]
+	c.content, c.reasoning, c.toolCall = c.content[:0], c.reasoning[:0], c.toolCall[:0]
 	c.usageState = slotAbsent
 	c.prompt, c.completion = countSlot{}, countSlot{}
 	c.detailsState, c.reasoningTokens = slotAbsent, countSlot{}
@@ -213,7 +241,7 @@ func (c *openAIChunk) scan(data []byte) error {
 // scanChoices reads the value of "choices", at nesting depth for its array.
 func (c *openAIChunk) scanChoices(depth int) error {
 	c.choicesBad = false
-	c.content, c.reasoning = c.content[:0], c.reasoning[:0]
+	c.content, c.reasoning, c.toolCall = c.content[:0], c.reasoning[:0], c.toolCall[:0]
 	switch c.peek() {
 	case 'n':
 		return c.literal("null")
@@ -281,12 +309,18 @@ func (c *openAIChunk) scanChoice(depth int) error {
 		return nil
 	}
 	c.content = append(c.content, c.delta.content.buf...)
+	c.content = append(c.content, c.delta.refusal.buf...)
 	c.content = append(c.content, c.message.content.buf...)
+	c.content = append(c.content, c.message.refusal.buf...)
 	c.content = append(c.content, c.text.buf...)
 	c.reasoning = append(c.reasoning, c.delta.reasoningC.buf...)
 	c.reasoning = append(c.reasoning, c.delta.reasoning.buf...)
 	c.reasoning = append(c.reasoning, c.message.reasoningC.buf...)
 	c.reasoning = append(c.reasoning, c.message.reasoning.buf...)
+	c.toolCall = append(c.toolCall, c.delta.calls...)
+	c.toolCall = append(c.toolCall, c.delta.fn...)
+	c.toolCall = append(c.toolCall, c.message.calls...)
+	c.toolCall = append(c.toolCall, c.message.fn...)
 	return nil
 }
 
@@ -297,13 +331,103 @@ func (c *openAIChunk) scanTextObject(o *textObject, depth int) error {
 		switch string(key) {
 		case "content":
 			return c.scanText(&o.content, depth)
+		case "refusal":
+			return c.scanText(&o.refusal, depth)
 		case "reasoning_content":
 			return c.scanText(&o.reasoningC, depth)
 		case "reasoning":
 			return c.scanText(&o.reasoning, depth)
+		case "tool_calls":
+			return c.scanToolCalls(o, depth+1)
+		case "function_call":
+			o.fn = o.fn[:0]
+			err := c.scanFunction(o, &o.fnCall, depth+1)
+			if err == nil && o.fnCall == slotValue {
+				o.fn = o.appendCall(o.fn)
+			}
+			return err
 		}
 		return c.skipValue(depth)
 	})
+}
+
+// scanToolCalls reads the value of tool_calls, at depth for its array:
+// [{"index": 0, "id": ..., "type": "function", "function": {"name": ...,
+// "arguments": ...}}, ...], each part optional in a delta.
+func (c *openAIChunk) scanToolCalls(o *textObject, depth int) error {
+	o.calls = o.calls[:0]
+	switch c.peek() {
+	case 'n':
+		o.toolCalls = slotNull
+		return c.literal("null")
+	case '[':
+	default:
+		o.toolCalls = slotBad
+		return c.skipValue(depth - 1)
+	}
+	o.toolCalls = slotValue
+	if err := c.openContainer(depth); err != nil {
+		return err
+	}
+	for first := true; ; {
+		ok, err := c.nextElem(&first)
+		if err != nil || !ok {
+			return err
+		}
+		if c.peek() != '{' {
+			o.toolCalls = slotBad
+			if err := c.skipValue(depth); err != nil {
+				return err
+			}
+			continue
+		}
+		// A call's "function" key may repeat; the last one wins.
+		var callState, fnState uint8
+		o.name.reset()
+		o.argument.reset()
+		err = c.scanObject(&callState, depth+1, func(key []byte) error {
+			if string(key) != "function" {
+				return c.skipValue(depth + 1)
+			}
+			return c.scanFunction(o, &fnState, depth+2)
+		})
+		if err != nil {
+			return err
+		}
+		if fnState == slotBad {
+			o.toolCalls = slotBad
+		} else if fnState == slotValue {
+			o.calls = o.appendCall(o.calls)
+		}
+	}
+}
+
+// scanFunction reads a tool call's function, or a function_call: an
+// object-or-null at depth whose name and arguments are texts, left in
+// o.name and o.argument. A wrong-typed name or argument makes *state
+// slotBad.
+func (c *openAIChunk) scanFunction(o *textObject, state *uint8, depth int) error {
+	o.name.reset()
+	o.argument.reset()
+	err := c.scanObject(state, depth, func(key []byte) error {
+		switch string(key) {
+		case "name":
+			return c.scanText(&o.name, depth)
+		case "arguments":
+			return c.scanText(&o.argument, depth)
+		}
+		return c.skipValue(depth)
+	})
+	if o.name.state == slotBad || o.argument.state == slotBad {
+		*state = slotBad
+	}
+	return err
+}
+
+// appendCall appends the call just read: its name, then its arguments.
+func (o *textObject) appendCall(dst []byte) []byte {
+	dst = append(dst, o.name.buf...)
+	return append(dst, o.argument.buf...)
 }
 
 // scanObject reads an object-or-null value whose container is at depth,

@@ -12,11 +12,11 @@ import (
 
 // decoded is what a chunk means to the probe.
 type decoded struct {
-	Err                bool
-	Content, Reasoning string
-	HasUsage           bool
-	Prompt, Completion int
-	ReasoningTokens    int
+	Err                          bool
+	Content, Reasoning, ToolCall string
+	HasUsage                     bool
+	Prompt, Completion           int
+	ReasoningTokens              int
 }
 
 // oracle reads a chunk the slow, obvious way: encoding/json into `any`, then
@@ -53,6 +53,32 @@ func oracle(data []byte) decoded {
 		}
 		return true
 	}
+	// function reads a tool call's function or a function_call: an object
+	// or null whose name and arguments are texts.
+	function := func(v any, dst *string) bool {
+		switch fn := v.(type) {
+		case nil:
+			return true
+		case map[string]any:
+			return text(fn, "name", dst) && text(fn, "arguments", dst)
+		}
+		return false
+	}
+	toolCalls := func(o map[string]any, dst *string) bool {
+		switch calls := o["tool_calls"].(type) {
+		case nil:
+		case []any:
+			for _, el := range calls {
+				call, ok := el.(map[string]any)
+				if !ok || !function(call["function"], dst) {
+					return false
+				}
+			}
+		default:
+			return false
+		}
+		return function(o["function_call"], dst)
+	}
 	switch ch := top["choices"].(type) {
 	case nil:
 	case []any:
@@ -61,12 +87,12 @@ func oracle(data []byte) decoded {
 			if !ok {
 				return bad
 			}
-			var content, reasoning string
+			var content, reasoning, toolCall string
 			for _, k := range []string{"delta", "message"} {
 				switch o := choice[k].(type) {
 				case nil:
 				case map[string]any:
-					if !text(o, "content", &content) {
+					if !text(o, "content", &content) || !text(o, "refusal", &content) {
 						return bad
 					}
 				default:
@@ -83,8 +109,16 @@ func oracle(data []byte) decoded {
 					}
 				}
 			}
+			for _, k := range []string{"delta", "message"} {
+				if o, ok := choice[k].(map[string]any); ok {
+					if !toolCalls(o, &toolCall) {
+						return bad
+					}
+				}
+			}
 			out.Content += content
 			out.Reasoning += reasoning
+			out.ToolCall += toolCall
 		}
 	default:
 		return bad
@@ -138,7 +172,7 @@ func scanChunk(c *openAIChunk, data []byte) decoded {
 		return decoded{Err: true}
 	}
 	return decoded{
-		Content: string(ch.Content), Reasoning: string(ch.Reasoning),
+		Content: string(ch.Content), Reasoning: string(ch.Reasoning), ToolCall: string(ch.ToolCall),
 		HasUsage: ch.HasUsage, Prompt: ch.PromptTokens, Completion: ch.CompletionTokens,
 		ReasoningTokens: ch.ReasoningTokens,
 	}
@@ -179,6 +213,27 @@ var chunkSeeds = []string{
 	`{"usage":null,"completion_tokens_details":{"reasoning_tokens":2}}`,
 	`{"usage":{"completion_tokens_details":{"x":{"reasoning_tokens":2},"reasoning_tokens":1e0}}}`,
 	"{\"choices\":[{\"delta\":{\"content\":\"\xff\xfeok\\u0041\xc3\"}}]}", // invalid UTF-8 bytes
+	// Tool calls, as vLLM, SGLang and OpenAI stream them: the first delta
+	// names the function, the rest carry arguments.
+	`{"choices":[{"index":0,"delta":{"role":"assistant","content":null,"tool_calls":[{"index":0,"id":"call_1","type":"function","function":{"name":"get_weather","arguments":""}}]},"finish_reason":null}]}`,
+	`{"choices":[{"index":0,"delta":{"tool_calls":[{"index":0,"function":{"arguments":"{\"city\": \"Pa"}}]}}]}`,
+	`{"choices":[{"delta":{"tool_calls":[{"index":0,"function":{"name":"a","arguments":"1"}},{"index":1,"function":{"name":"b","arguments":"2"}}]}}]}`,
+	`{"choices":[{"message":{"role":"assistant","content":null,"tool_calls":[{"id":"0","type":"function","function":{"name":"f","arguments":"{\"x\":1}","description":null}}]}}]}`,
+	`{"choices":[{"delta":{"tool_calls":null,"refusal":null,"function_call":null,"content":"a"}}]}`,
+	`{"choices":[{"delta":{"refusal":"I can't"}},{"message":{"refusal":"no","content":"x"}}]}`,
+	`{"choices":[{"delta":{"function_call":{"name":"f","arguments":"{}"},"tool_calls":[{"function":{"name":"g"}}]}}]}`,
+	`{"choices":[{"delta":{"tool_calls":[{"function":{"name":"a"},"function":{"arguments":"b"}}],"tool_calls":[{"function":null}]}}]}`,
+	`{"choices":[{"delta":{"tool_calls":[{"function":{"name":5},"function":{"name":"ok"}}]}}]}`,
+	`{"choices":[{"delta":{"tool_calls":[{"function":{"name":"a","name":7}}]}}]}`,
+	`{"choices":[{"delta":{"tool_calls":[{"function":{"arguments":{"x":1}}}]}}]}`,
+	`{"choices":[{"delta":{"tool_calls":{"function":{"name":"a"}}}}]}`,
+	`{"choices":[{"delta":{"tool_calls":[null]}}]}`,
+	`{"choices":[{"delta":{"tool_calls":[{"function":"f"}]}}]}`,
+	`{"choices":[{"delta":{"tool_calls":[{"function":{"name":"a"}},1]}}]}`,
+	`{"choices":[{"delta":{"tool_calls":[{}, {"id":"x"}]}}]}`,
+	`{"choices":[{"delta":{"function_call":[1]}}]}`,
+	`{"choices":[{"delta":{"refusal":1}}]}`,
+	`{"choices":[{"delta":{"tool_calls":[{"function":{"name":"\u0066n\ud800","arguments":"\"q\""}}]}}]}`,
 	"{\"a\":\"\x01\"}", "{\"a\":\"\x7f\"}",
 	`{"choices":[{"delta":{"content":"\ud800\ud800\udc00"}}]}`,
 	`{"a":[1,2,{"b":[true,false,null,-0.5e+3]}],"choices":null}`,
@@ -218,6 +273,19 @@ func TestDecodeChunkRecorded(t *testing.T) {
 			if got != want || got.Err {
 				t.Errorf("%s: %.80q:\n got %+v\nwant %+v", f, data, got, want)
 			}
+		}
+	}
+	// TGI's recorded tool-call stream, a JSON array of its chunks, and its
+	// non-streamed answer: every chunk carries tool-call text.
+	stream := strings.Split(sseOfChunkArray(t, "stream_tgi_openai_chat_tool_call_chunks.json"), "\n\n")
+	for _, ev := range append(stream, "data: "+readTestdata(t, "tgi_openai_chat_tool_call.json")) {
+		data, ok := strings.CutPrefix(ev, "data: ")
+		if !ok || data == "[DONE]" {
+			continue
+		}
+		got, want := scanChunk(&c, []byte(data)), oracle([]byte(data))
+		if got != want || got.Err || got.ToolCall == "" {
+			t.Errorf("tgi: %.80q:\n got %+v\nwant %+v", data, got, want)
 		}
 	}
 }
@@ -268,6 +336,20 @@ func BenchmarkDecodeChunk(b *testing.B) {
 		for b.Loop() {
 			ch.Reset()
 			if err := c.decode(usage, &ch); err != nil || ch.ReasoningTokens != 30 {
+				b.Fatal(err)
+			}
+		}
+	})
+	// An argument delta of a tool call, as vLLM streams it: the tool-call
+	// text is read without allocating either.
+	call := []byte(`{"id":"chatcmpl-8f0b1c2d3e4f","object":"chat.completion.chunk","created":1732000000,"model":"meta-llama/Llama-3.1-8B-Instruct","choices":[{"index":0,"delta":{"tool_calls":[{"index":0,"function":{"arguments":"\"city\""}}]},"logprobs":null,"finish_reason":null}]}`)
+	b.Run("scanner-tool-call", func(b *testing.B) {
+		var c openAIChunk
+		var ch Chunk
+		b.ReportAllocs()
+		for b.Loop() {
+			ch.Reset()
+			if err := c.decode(call, &ch); err != nil || len(ch.ToolCall) == 0 {
 				b.Fatal(err)
 			}
 		}

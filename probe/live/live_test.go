@@ -67,9 +67,9 @@ func TestLiveFiguresLongGenerations(t *testing.T) {
 	defer func() { cancel(); <-done }()
 
 	time.Sleep(7 * time.Second)
-	before := testutil.ToFloat64(s.streamedAnswer)
+	before := testutil.ToFloat64(s.streamedContent)
 	time.Sleep(time.Second)
-	after := testutil.ToFloat64(s.streamedAnswer)
+	after := testutil.ToFloat64(s.streamedContent)
 	ended := 0.0
 	for _, c := range s.requests {
 		ended += testutil.ToFloat64(c)
@@ -118,7 +118,7 @@ func TestStreamedTokensMatchUsage(t *testing.T) {
 			t.Errorf("request %d: %s, %d events, %d tokens from %s", o.Seq, o.Outcome, o.ContentEvents, o.OutputTokens, o.TokenSource)
 		}
 	}
-	if streamed, usage := testutil.ToFloat64(s.streamedAnswer), testutil.ToFloat64(s.completionTokens); streamed != usage || usage != 60*12 {
+	if streamed, usage := testutil.ToFloat64(s.streamedContent), testutil.ToFloat64(s.completionTokens); streamed != usage || usage != 60*12 {
 		t.Errorf("streamed tokens %v, usage %v, want both %d", streamed, usage, 60*12)
 	}
 	if n := histCount(t, s.ttft); n != 12 {
@@ -150,7 +150,7 @@ func TestStallSeenWithinTwiceItsThreshold(t *testing.T) {
 	deadline := time.Now().Add(10 * time.Second)
 	var stallStart time.Time
 	for time.Now().Before(deadline) {
-		if stallStart.IsZero() && testutil.ToFloat64(s.streamedAnswer) >= 20 {
+		if stallStart.IsZero() && testutil.ToFloat64(s.streamedContent) >= 20 {
 			stallStart = time.Now()
 		}
 		if testutil.ToFloat64(s.stalled) >= 1 {

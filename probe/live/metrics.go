@@ -127,7 +127,7 @@ func NewMetrics(reg prometheus.Registerer) *Metrics {
 		degraded: prometheus.NewGaugeVec(prometheus.GaugeOpts{Namespace: namespace, Name: "measurement_degraded",
 			Help: "1 when the client falls behind its schedule or is CPU-saturated, so its latencies include its own delay; else 0."}, labels),
 		streamed: prometheus.NewCounterVec(prometheus.CounterOpts{Namespace: namespace, Name: "streamed_tokens_total",
-			Help: "Content events as they arrive, by kind (reasoning, answer); completion_tokens_total has the usage count at the end."}, with("kind")),
+			Help: "Content events as they arrive, by kind (content, reasoning, tool_call); completion_tokens_total has the usage count at the end."}, with("kind")),
 		stalls: prometheus.NewCounterVec(prometheus.CounterOpts{Namespace: namespace, Name: "stalls_total",
 			Help: "Requests in flight that received nothing for longer than the workload's stall_threshold (each stall counted once)."}, labels),
 		stalled: prometheus.NewGaugeVec(prometheus.GaugeOpts{Namespace: namespace, Name: "stalled_requests",
@@ -158,26 +158,35 @@ func NewMetrics(reg prometheus.Registerer) *Metrics {
 
 // Series is one workload's view of the metrics, with its labels bound.
 type Series struct {
-	m                              *Metrics
-	lv                             []string
-	ttft, tpot, itl, e2e, lag      prometheus.Observer
-	promptTokens, completionTokens prometheus.Counter
-	goodput, clamped               prometheus.Counter
-	requests                       map[observation.Outcome]prometheus.Counter
-	httpErrors                     map[string]prometheus.Counter // by observation.StatusCodes
-	tokenSource                    map[observation.TokenSource]prometheus.Counter
-	checks                         map[string]prometheus.Counter // by result; nil without checks
-	inFlight, rate, maxRate        prometheus.Gauge
-	maxInFlight, degraded, lagP99  prometheus.Gauge
-	streamedAnswer, streamedReason prometheus.Counter
-	stalls, reasoningTokens        prometheus.Counter
-	stalled, oldestAge             prometheus.Gauge
-	ttfa                           prometheus.Observer
-	slo                            config.SLO
+	m                               *Metrics
+	lv                              []string
+	ttft, tpot, itl, e2e, lag       prometheus.Observer
+	promptTokens, completionTokens  prometheus.Counter
+	goodput, clamped                prometheus.Counter
+	requests                        map[observation.Outcome]prometheus.Counter
+	httpErrors                      map[string]prometheus.Counter // by observation.StatusCodes
+	tokenSource                     map[observation.TokenSource]prometheus.Counter
+	checks                          map[string]prometheus.Counter // by result; nil without checks
+	inFlight, rate, maxRate         prometheus.Gauge
+	maxInFlight, degraded, lagP99   prometheus.Gauge
+	streamedContent, streamedReason prometheus.Counter
+	streamedToolCall                prometheus.Counter
+	stalls, reasoningTokens         prometheus.Counter
+	stalled, oldestAge              prometheus.Gauge
+	ttfa                            prometheus.Observer
+	slo                             config.SLO
 	// sloMet and sloMissed count each configured threshold's judgements,
 	// by slo name; absent for a threshold not set.
 	sloMet, sloMissed map[string]prometheus.Counter
 }
+
+// The kind label's values of streamed_tokens_total: one per event, bounded.
+// An event that carries a tool call is a tool_call even beside answer text.
+const (
+	kindContent   = "content"
+	kindReasoning = "reasoning"
+	kindToolCall  = "tool_call"
+)
 
 // The slo label's values, the metrics an SLO threshold can bound.
 const (
@@ -209,8 +218,9 @@ func (m *Metrics) Series(target, model, name string, slo config.SLO) *Series {
 		maxRate:          m.maxRate.WithLabelValues(lv...),
 		degraded:         m.degraded.WithLabelValues(lv...),
 		lagP99:           m.lagP99.WithLabelValues(lv...),
-		streamedAnswer:   m.streamed.WithLabelValues(append(lv[:3:3], "answer")...),
-		streamedReason:   m.streamed.WithLabelValues(append(lv[:3:3], "reasoning")...),
+		streamedContent:  m.streamed.WithLabelValues(append(lv[:3:3], kindContent)...),
+		streamedReason:   m.streamed.WithLabelValues(append(lv[:3:3], kindReasoning)...),
+		streamedToolCall: m.streamed.WithLabelValues(append(lv[:3:3], kindToolCall)...),
 		reasoningTokens:  m.reasoningTokens.WithLabelValues(lv...),
 		ttfa:             m.ttfa.WithLabelValues(lv...),
 		stalls:           m.stalls.WithLabelValues(lv...),
@@ -335,7 +345,12 @@ func (s *Series) Token(o *observation.Request) {
 	if o.LastReasoning {
 		s.streamedReason.Inc()
 	} else {
-		s.streamedAnswer.Inc()
+		if o.LastToolCall {
+			s.streamedToolCall.Inc()
+		} else {
+			s.streamedContent.Inc()
+		}
+		// A tool call is an answer token: the first answer may be one.
 		if o.ContentEvents-o.ReasoningEvents == 1 { // the first answer token
 			if d, ok := o.TTFA(); ok {
 				s.ttfa.Observe(d.Seconds())

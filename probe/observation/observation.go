@@ -69,8 +69,9 @@ type Request struct {
 	// Sent is when the client began writing the request. Sent-Scheduled is the
 	// schedule lag.
 	Sent time.Time
-	// FirstToken is when the first content or reasoning token was read; zero if
-	// none arrived. Role-only and empty chunks do not count.
+	// FirstToken is when the first token was read (answer text, reasoning
+	// or a tool call's name or arguments); zero if none arrived. Role-only
+	// and empty chunks do not count.
 	FirstToken time.Time
 	// TokenTimes holds the read instant of every content-bearing event, the
 	// first included. ITL is the gaps between consecutive entries.
@@ -78,10 +79,12 @@ type Request struct {
 	// End is when the last byte of the response was read (or the failure
 	// happened).
 	End time.Time
-	// FirstAnswer is when the first content event carrying answer text (not
-	// only reasoning) was read; zero if none. For a model that reasons
-	// first, FirstToken is its first reasoning token and FirstAnswer its
-	// first answer token (AIPerf's time to first output token).
+	// FirstAnswer is when the first content event carrying answer text or
+	// a tool call (not only reasoning) was read; zero if none. For a model
+	// that reasons first, FirstToken is its first reasoning token and
+	// FirstAnswer its first answer token (AIPerf's time to first output
+	// token). A tool call is an answer: the turn of an agent that calls a
+	// tool ends there.
 	FirstAnswer time.Time
 	// ReasoningEvents counts the content events that carried reasoning
 	// text only (reasoning_content, reasoning, Ollama thinking).
@@ -89,6 +92,13 @@ type Request struct {
 	// LastReasoning: the latest content event carried reasoning text only
 	// (for an observer that hears each event as it arrives).
 	LastReasoning bool
+	// ToolCallEvents counts the content events that carried tool-call text
+	// (a function's name or arguments). They are answer events: an event
+	// is reasoning, or answer, and among the answer events some carry a
+	// tool call.
+	ToolCallEvents int
+	// LastToolCall: the latest content event carried tool-call text.
+	LastToolCall bool
 
 	Outcome    Outcome
 	DropReason string // set when Outcome is Dropped

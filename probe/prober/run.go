@@ -284,6 +284,10 @@ func (h *Handler) send(ctx context.Context, tc *targetCeiling, cl *client.Client
 		}
 		attrs = append(attrs, "reasoning_events", o.ReasoningEvents, "reasoning_tokens", o.ReasoningTokens)
 	}
+	if o.ToolCallEvents > 0 {
+		// An answer that called a tool: its events carried the call.
+		attrs = append(attrs, "tool_call_events", o.ToolCallEvents)
+	}
 	if d, ok := o.TPOT(); ok {
 		attrs = append(attrs, "tpot_seconds", d.Seconds())
 	}
