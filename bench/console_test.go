@@ -4,7 +4,6 @@ import (
 	"bytes"
 	"context"
 	"fmt"
-	"io"
 	"log/slog"
 	"maps"
 	"path/filepath"
@@ -12,7 +11,6 @@ import (
 	"slices"
 	"strconv"
 	"strings"
-	"sync"
 	"testing"
 	"time"
 
@@ -274,9 +272,10 @@ bench:
   sampling: {ignore_eos: true}
   ranking: {resamples: 100}
 `
-	var stderr, stdout bytes.Buffer
+	var stdout bytes.Buffer
+	var stderr testenv.Buffer // the bar's goroutine and the run's both write it
 	app := kingpin.New("infer_exporter", "")
-	_, run := addCommand(app, false, &stdout, &syncWriter{w: &stderr})
+	_, run := addCommand(app, false, &stdout, &stderr)
 	if _, err := app.Parse([]string{"bench", "--config.file=" + writeTestFile(t, dir, "b.yml", yml), "--output.dir=" + filepath.Join(dir, "out"), "--progress=always"}); err != nil {
 		t.Fatal(err)
 	}
@@ -295,16 +294,4 @@ bench:
 	if !said {
 		t.Errorf("the bar never says the warm-up lasted longer:\n%q", stderr.String())
 	}
-}
-
-// syncWriter is a writer for the bar's goroutine and the run's both.
-type syncWriter struct {
-	mu sync.Mutex
-	w  io.Writer
-}
-
-func (s *syncWriter) Write(p []byte) (int, error) {
-	s.mu.Lock()
-	defer s.mu.Unlock()
-	return s.w.Write(p)
 }
