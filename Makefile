@@ -57,9 +57,11 @@ test: lint tools lint-mixin test-race-slow test-timing test-e2e
 # The race and slow steps at once, each line prefixed with its step.
 test-race-slow:
 	@echo "make test-race and make test-slow, side by side: their lines start race: and slow:"
-	@$(MAKE) --no-print-directory -j2 --output-sync=line STEP_PREFIX=1 test-race test-slow
+	@$(MAKE) --no-print-directory -j2 STEP_PREFIX=1 test-race test-slow
 
-# sed -u: a line as soon as it is written, not at the end of the step.
+# sed -u: a line as soon as it is written, not at the end of the step (make's
+# --output-sync would hold a step's whole output until it ends); each line
+# is one write, so the two steps' lines interleave whole.
 prefix = $(if $(STEP_PREFIX),2>&1 | sed -u 's/^/$(1): /')
 
 lint:
@@ -96,7 +98,7 @@ test-timing:
 # baseline, alerts firing and resolving), while the others run their
 # stacks. Lines prefixed alerts: and stacks:.
 test-e2e:
-	@$(MAKE) --no-print-directory -j2 --output-sync=line STEP_PREFIX=1 test-e2e-alerts test-e2e-stacks
+	@$(MAKE) --no-print-directory -j2 STEP_PREFIX=1 test-e2e-alerts test-e2e-stacks
 
 test-e2e-alerts:
 	$(GO) test -count=1 -run '^TestEndToEnd$$' -timeout 20m -v ./e2e/ $(call prefix,alerts)
