@@ -15,6 +15,7 @@ import (
 	"github.com/alecthomas/kingpin/v2"
 	"github.com/prometheus/common/version"
 
+	"github.com/infer-exporter/infer_exporter/bench/merge"
 	"github.com/infer-exporter/infer_exporter/bench/render"
 	"github.com/infer-exporter/infer_exporter/bench/report"
 	"github.com/infer-exporter/infer_exporter/collector"
@@ -141,18 +142,18 @@ func mergeCommand(ctx context.Context, files []string, dir string, stdout, stder
 		fmt.Fprintln(stderr, "bench merge needs --output.dir")
 		return ExitUsage
 	}
-	if len(files) > MaxShards {
-		fmt.Fprintf(stderr, "bench merge: %d reports: at most %d shards\n", len(files), MaxShards)
+	if len(files) > merge.MaxShards {
+		fmt.Fprintf(stderr, "bench merge: %d reports: at most %d shards\n", len(files), merge.MaxShards)
 		return ExitUsage
 	}
-	var shards []ShardFile
+	var shards []merge.ShardFile
 	for _, file := range files {
 		r, err := report.ReadJSONContext(ctx, file)
 		if err != nil {
 			fmt.Fprintln(stderr, "bench merge:", err)
 			return ExitError
 		}
-		shards = append(shards, ShardFile{File: file, Report: r})
+		shards = append(shards, merge.ShardFile{File: file, Report: r})
 	}
 	rep, err := Merge(ctx, shards)
 	if err != nil {
@@ -179,12 +180,12 @@ func verifyCommand(ctx context.Context, file string, stdout, stderr io.Writer) i
 		fmt.Fprintf(stderr, "bench verify: %s records no inputs (a report from before the audit chain)\n", file)
 		return ExitError
 	}
-	vs := Verify(ctx, r)
+	vs := merge.Verify(ctx, r)
 	if err := ctx.Err(); err != nil {
 		fmt.Fprintf(stderr, "bench verify: %s: interrupted: %v\n", file, err)
 		return ExitError
 	}
-	if !writeVerification(stdout, vs) {
+	if !merge.WriteVerification(stdout, vs) {
 		fmt.Fprintf(stdout, "%s: an input changed or is missing\n", file)
 		return ExitError
 	}

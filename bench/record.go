@@ -147,7 +147,7 @@ func (r *recorder) Dropped(o *observation.Request) { r.observe(o) }
 func newRecorder(t0 time.Time, minWarmup, maxWarmup, window time.Duration, slo config.SLO, maxRecs, maxITL int, seed uint64) *recorder {
 	return &recorder{
 		t0: t0, minWarmup: minWarmup, maxWarmup: max(minWarmup, maxWarmup), window: window, slo: slo,
-		maxRecs: maxRecs, maxITL: maxITL, windowCap: windowE2ECap,
+		maxRecs: maxRecs, maxITL: maxITL, windowCap: report.MaxWindowE2E,
 		rng:        rand.New(rand.NewPCG(seed, 0x5bd1e995)),
 		outcomes:   map[observation.Outcome]int{},
 		httpErrors: map[string]int{},

@@ -16,6 +16,7 @@ import (
 
 	"github.com/prometheus/common/version"
 
+	"github.com/infer-exporter/infer_exporter/bench/merge"
 	"github.com/infer-exporter/infer_exporter/bench/render"
 	"github.com/infer-exporter/infer_exporter/bench/report"
 	"github.com/infer-exporter/infer_exporter/internal/config"
@@ -493,7 +494,8 @@ type cellAcc struct {
 
 // assembleCells turns the repeats into cells, target by target; each
 // cell's bootstrap now, so that only its resampled figures, not its
-// requests, are kept for the ranking. Run and Merge share it.
+// requests, are kept for the ranking. Run and bench merge share it
+// (shardRun.Figures).
 func assembleCells(ctx context.Context, spec *Spec, targets []string, groups []group, acc [][]cellAcc) ([]report.CellResult, map[string][numFigures][]float64) {
 	var cells []report.CellResult
 	reps := map[string][numFigures][]float64{}
@@ -546,7 +548,7 @@ func (b *run) environment(ctx context.Context, targets []config.Target) report.E
 		env.Traces = append(env.Traces, report.TraceInfo{Name: r.Name, Source: r.Source, Path: r.Path,
 			Records: len(b.traces[r.Name].Records), Skipped: b.traces[r.Name].Skipped})
 	}
-	env.Inputs = auditInputs(b.cfg.File, env.Traces, env.PromptSets)
+	env.Inputs = merge.Inputs(b.cfg.File, env.Traces, env.PromptSets)
 	src := b.opts.Info
 	if src == nil {
 		src = ServerInfo{Logger: b.logger}
