@@ -127,25 +127,11 @@ func Run(ctx context.Context, cfg *Config, opts Options) (*report.Report, error)
 	if err != nil {
 		return nil, err
 	}
-	// The cold-start step comes first: the server it starts (and, by
-	// default, leaves running until the run ends) is the one the prompt
-	// calibration, the engine info and the matrix then meet.
-	var coldStart *report.ColdStartReport
-	if spec.ColdStart != nil {
-		cs, stopServer, err := b.coldStart(ctx, targets, cts)
-		if err != nil {
-			return nil, err
-		}
-		defer stopServer()
-		coldStart = cs
-	}
-	if b.prompts, err = b.promptSet(ctx, targets); err != nil {
+	rep, stopServer, err := b.prepare(ctx, targets, cts)
+	defer stopServer() // a server the cold-start step started, even when prepare failed after it
+	if err != nil {
 		return nil, err
 	}
-	if err := b.readTraces(); err != nil {
-		return nil, err
-	}
-	rep := &report.Report{Schema: report.Schema, Environment: b.environment(ctx, targets), ColdStart: coldStart}
 
 	var gpu *gpuSampler
 	gctx, stopGPU := context.WithCancel(ctx)
@@ -164,14 +150,7 @@ func Run(ctx context.Context, cfg *Config, opts Options) (*report.Report, error)
 	go func() { defer close(schedDone); b.sched.Run(gctx) }()
 	defer func() { stopGPU(); <-schedDone }()
 
-	if len(spec.KnownAnswers) > 0 {
-		for i := range targets {
-			rep.Accuracy = append(rep.Accuracy, b.knownAnswers(ctx, &targets[i], cts[i]))
-		}
-	}
-	if spec.Perplexity != nil {
-		rep.Perplexity = b.perplexity(ctx, targets, cts)
-	}
+	b.accuracy(ctx, targets, cts, rep)
 
 	groups := matrixGroups(spec)
 	rp := b.runPlan(groups, len(targets))
@@ -212,6 +191,44 @@ func Run(ctx context.Context, cfg *Config, opts Options) (*report.Report, error)
 	rep.Environment.Finished = time.Now().UTC()
 	b.closeRequests(rep)
 	return rep, nil
+}
+
+// prepare readies the run before its first measured request: the
+// cold-start step, the prompt set, the traces, and the report with its
+// environment. The cold-start step comes first: the server it starts (and,
+// by default, leaves running until the run ends, when stopServer stops it)
+// is the one the prompt calibration, the engine info and the matrix then
+// meet.
+func (b *run) prepare(ctx context.Context, targets []config.Target, cts []*client.Target) (rep *report.Report, stopServer func(), err error) {
+	stopServer = func() {}
+	var coldStart *report.ColdStartReport
+	if b.spec.ColdStart != nil {
+		cs, stop, err := b.coldStart(ctx, targets, cts)
+		if err != nil {
+			return nil, stopServer, err
+		}
+		coldStart, stopServer = cs, stop
+	}
+	if b.prompts, err = b.promptSet(ctx, targets); err != nil {
+		return nil, stopServer, err
+	}
+	if err := b.readTraces(); err != nil {
+		return nil, stopServer, err
+	}
+	return &report.Report{Schema: report.Schema, Environment: b.environment(ctx, targets), ColdStart: coldStart}, stopServer, nil
+}
+
+// accuracy runs the known-answer checks and scores the perplexity of
+// every target, when the configuration asks for them.
+func (b *run) accuracy(ctx context.Context, targets []config.Target, cts []*client.Target, rep *report.Report) {
+	if len(b.spec.KnownAnswers) > 0 {
+		for i := range targets {
+			rep.Accuracy = append(rep.Accuracy, b.knownAnswers(ctx, &targets[i], cts[i]))
+		}
+	}
+	if b.spec.Perplexity != nil {
+		rep.Perplexity = b.perplexity(ctx, targets, cts)
+	}
 }
 
 // clientTargets are the run's targets as the client reaches them.
