@@ -406,14 +406,6 @@ func (p positiveInt) Set(s string) error {
 
 func (p positiveInt) String() string { return strconv.Itoa(*p.v) }
 
-// plural is one or many by n.
-func plural(n int, one, many string) string {
-	if n == 1 {
-		return one
-	}
-	return many
-}
-
 // checkCommandFlags checks that the flags name one configuration (a file,
 // or the quick-start flags) and an output, defaulting the quick start's;
 // false with the exit code when they do not.

@@ -423,6 +423,22 @@ func (rc *recorder) judge(k int, span time.Duration, rule stability.Spec) stabil
 	return stability.Judge(reqs, span, rc.load(k), rule)
 }
 
+// setVerdict records the stability rule's verdict in a repeat's result:
+// its state, its drift with the interval, and why in words (only when not
+// stable: the console lists it among the notes).
+func setVerdict(res *report.StabilityResult, v stability.Verdict) {
+	res.State, res.Stable = string(v.State), v.State == stability.Stable
+	res.Growth, res.GrowthLow, res.GrowthHigh = report.Num(v.Growth), report.Num(v.GrowthLo), report.Num(v.GrowthHi)
+	res.Requests, res.NeedSeconds = v.N, report.NaN()
+	if v.NeedSeconds > 0 {
+		res.NeedSeconds = report.Num(v.NeedSeconds)
+	}
+	res.Note = ""
+	if v.State != stability.Stable {
+		res.Note = v.Reason
+	}
+}
+
 // load is what the windows [0, k) say of the queue: sent and ended within
 // them, in flight at their start and end, and the arrivals the in-flight
 // cap dropped. rc.mu is held.

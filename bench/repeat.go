@@ -174,22 +174,6 @@ func wholeWindows(duration, window time.Duration) int {
 	return max(1, int((duration-time.Microsecond+window-1)/window))
 }
 
-// setVerdict records the stability rule's verdict in a repeat's result:
-// its state, its drift with the interval, and why in words (only when not
-// stable: the console lists it among the notes).
-func setVerdict(res *report.StabilityResult, v stability.Verdict) {
-	res.State, res.Stable = string(v.State), v.State == stability.Stable
-	res.Growth, res.GrowthLow, res.GrowthHigh = report.Num(v.Growth), report.Num(v.GrowthLo), report.Num(v.GrowthHi)
-	res.Requests, res.NeedSeconds = v.N, report.NaN()
-	if v.NeedSeconds > 0 {
-		res.NeedSeconds = report.Num(v.NeedSeconds)
-	}
-	res.Note = ""
-	if v.State != stability.Stable {
-		res.Note = v.Reason
-	}
-}
-
 // extension decides, at the end of the base windows and of each
 // extension, whether the repeat goes on: only while the stability rule
 // cannot judge it and its drift is suggestive (stability.Extend), to the
