@@ -146,14 +146,10 @@ func mergeCommand(ctx context.Context, files []string, dir string, stdout, stder
 		fmt.Fprintf(stderr, "bench merge: %d reports: at most %d shards\n", len(files), merge.MaxShards)
 		return ExitUsage
 	}
-	var shards []merge.ShardFile
-	for _, file := range files {
-		r, err := report.ReadJSONContext(ctx, file)
-		if err != nil {
-			fmt.Fprintln(stderr, "bench merge:", err)
-			return ExitError
-		}
-		shards = append(shards, merge.ShardFile{File: file, Report: r})
+	shards, err := merge.Read(ctx, files)
+	if err != nil {
+		fmt.Fprintln(stderr, "bench merge:", err)
+		return ExitError
 	}
 	rep, err := Merge(ctx, shards)
 	if err != nil {

@@ -31,24 +31,6 @@ const (
 	MaxShardSeconds = 1e6
 )
 
-// outcomeNames is the closed set of request outcomes a shard may count.
-var outcomeNames = func() map[string]bool {
-	m := map[string]bool{}
-	for _, o := range observation.Outcomes {
-		m[string(o)] = true
-	}
-	return m
-}()
-
-// statusCodeNames is the closed set of status codes a shard may count.
-var statusCodeNames = func() map[string]bool {
-	m := map[string]bool{}
-	for _, c := range observation.StatusCodes {
-		m[c] = true
-	}
-	return m
-}()
-
 // check checks the shard reports of one merge against each other and
 // against their embedded configuration, which read parses and validates
 // as the bench validates its own (offline: the files it names are not
@@ -343,7 +325,7 @@ func checkState(st *report.RecorderState, maxK, maxRecs int) error {
 // names, counts in bounds, no more status codes than failed requests.
 func checkOutcomes(st *report.RecorderState) error {
 	for o, n := range st.Outcomes {
-		if !outcomeNames[o] {
+		if !slices.Contains(observation.Outcomes, observation.Outcome(o)) {
 			return fmt.Errorf("outcomes: %.64q is not an outcome (%v)", o, observation.Outcomes)
 		}
 		if err := count("outcomes."+o, n); err != nil {
@@ -352,7 +334,7 @@ func checkOutcomes(st *report.RecorderState) error {
 	}
 	failed := 0
 	for code, n := range st.HTTPErrors {
-		if !statusCodeNames[code] {
+		if !slices.Contains(observation.StatusCodes, code) {
 			return fmt.Errorf("http_errors: %.64q is not a status code of the set (%v)", code, observation.StatusCodes)
 		}
 		if err := count("http_errors."+code, n); err != nil {

@@ -26,6 +26,20 @@ type ShardFile struct {
 	Report *report.Report
 }
 
+// Read reads the shards' report files, each within report.ReadJSON's
+// bounds; ctx ends the reads at their next chunk. An error names the file.
+func Read(ctx context.Context, files []string) ([]ShardFile, error) {
+	var shards []ShardFile
+	for _, file := range files {
+		r, err := report.ReadJSONContext(ctx, file)
+		if err != nil {
+			return nil, err
+		}
+		shards = append(shards, ShardFile{File: file, Report: r})
+	}
+	return shards, nil
+}
+
 // MaxShards bounds N, the shards of a split run.
 const MaxShards = 10000
 
