@@ -52,11 +52,11 @@ bench:
 			t.Errorf("input %+v: no SHA-256", in)
 		}
 	}
-	if kinds[InputExporter] != 1 || kinds[InputConfig] != 1 || kinds[InputTrace] != 1 || kinds[InputPromptSet] != 2 {
+	if kinds[report.InputExporter] != 1 || kinds[report.InputConfig] != 1 || kinds[report.InputTrace] != 1 || kinds[report.InputPromptSet] != 2 {
 		t.Errorf("inputs %+v", env.Inputs)
 	}
 	for _, in := range env.Inputs {
-		if in.Kind == InputConfig && in.SHA256 != env.ConfigSHA256 {
+		if in.Kind == report.InputConfig && in.SHA256 != env.ConfigSHA256 {
 			t.Errorf("config hashed %s, loaded as %s", in.SHA256, env.ConfigSHA256)
 		}
 	}

@@ -5,16 +5,18 @@ import (
 	"math"
 	"strings"
 	"testing"
+
+	"github.com/infer-exporter/infer_exporter/bench/report"
 )
 
-func reportWith(sha string, cells ...CellResult) *Report {
-	return &Report{Schema: Schema, Environment: Environment{PromptSetSHA256: sha, ConfigSHA256: "c"}, Cells: cells}
+func reportWith(sha string, cells ...report.CellResult) *report.Report {
+	return &report.Report{Schema: report.Schema, Environment: report.Environment{PromptSetSHA256: sha, ConfigSHA256: "c"}, Cells: cells}
 }
 
-func cellP99(key string, p99, lo, hi float64) CellResult {
-	c := CellResult{Key: key, Summary: Stats{E2E: Dist{Count: 100, P50: p99 / 2, P99: p99}, OutputTokensPerSecond: 100}, CI: map[string]Interval{}}
+func cellP99(key string, p99, lo, hi float64) report.CellResult {
+	c := report.CellResult{Key: key, Summary: report.Stats{E2E: report.Dist{Count: 100, P50: p99 / 2, P99: p99}, OutputTokensPerSecond: 100}, CI: map[string]report.Interval{}}
 	if lo > 0 {
-		c.CI["e2e_p99"] = Interval{Lo: lo, Hi: hi}
+		c.CI["e2e_p99"] = report.Interval{Lo: lo, Hi: hi}
 	}
 	return c
 }

@@ -35,7 +35,7 @@ func TestMain(m *testing.M) { goleak.VerifyTestMain(m) }
 // steps are 5 and 10 ms of wall time, long against the scheduler's noise
 // on a shared 2-core machine, and the runs stay short.
 
-func readReport(t *testing.T, dir string) *Report {
+func readReport(t *testing.T, dir string) *report.Report {
 	t.Helper()
 	r, err := report.ReadJSON(filepath.Join(dir, JSONFile))
 	if err != nil {
@@ -102,7 +102,7 @@ bench:
 	// The figures follow the simulators' step times: TPOT is the step, and
 	// the slow target's is twice the fast one's (20 ms and 40 ms; stated
 	// tolerance 10%, for the client's read delays).
-	cells := map[string]*CellResult{}
+	cells := map[string]*report.CellResult{}
 	for i := range r.Cells {
 		cells[r.Cells[i].Key] = &r.Cells[i]
 	}
@@ -118,7 +118,7 @@ bench:
 			}))
 		}
 		for _, c := range []struct {
-			cell *CellResult
+			cell *report.CellResult
 			step float64
 		}{{f, 0.020}, {s, 0.040}} {
 			if got := c.cell.Summary.TPOT.P50; math.Abs(got-c.step)/c.step > 0.1 {
@@ -201,14 +201,14 @@ var (
 
 // checkHTMLMatchesJSON reads every figure of the HTML report back and
 // compares it with the JSON's: the exact value, and the text shown.
-func checkHTMLMatchesJSON(t *testing.T, path string, r *Report) {
+func checkHTMLMatchesJSON(t *testing.T, path string, r *report.Report) {
 	t.Helper()
 	b, err := os.ReadFile(path)
 	if err != nil {
 		t.Fatal(err)
 	}
 	html := string(b)
-	cells := map[string]*CellResult{}
+	cells := map[string]*report.CellResult{}
 	for i := range r.Cells {
 		cells[r.Cells[i].Key] = &r.Cells[i]
 	}
@@ -222,7 +222,7 @@ func checkHTMLMatchesJSON(t *testing.T, path string, r *Report) {
 		if c == nil {
 			t.Fatalf("HTML cell %q not in the JSON", tm[1])
 		}
-		dists := map[string]Dist{"ttft": c.Summary.TTFT, "tpot": c.Summary.TPOT, "itl": c.Summary.ITL, "e2e": c.Summary.E2E, "lag": c.Summary.ScheduleLag}
+		dists := map[string]report.Dist{"ttft": c.Summary.TTFT, "tpot": c.Summary.TPOT, "itl": c.Summary.ITL, "e2e": c.Summary.E2E, "lag": c.Summary.ScheduleLag}
 		for _, row := range distRowRE.FindAllStringSubmatch(tm[2], -1) {
 			for _, td := range tdRE.FindAllStringSubmatch(row[2], -1) {
 				var want float64
@@ -272,7 +272,7 @@ func checkHTMLMatchesJSON(t *testing.T, path string, r *Report) {
 	}
 }
 
-func checkCSVMatchesJSON(t *testing.T, path string, r *Report) {
+func checkCSVMatchesJSON(t *testing.T, path string, r *report.Report) {
 	t.Helper()
 	b, err := os.ReadFile(path)
 	if err != nil {
@@ -325,7 +325,7 @@ func promptsOf(t *testing.T, bodies []string) []string {
 // warm-up by an arrival, and the seed fixes what each arrival sends, not how
 // many arrivals a run reaches.
 func TestSameSeedSamePrompts(t *testing.T) {
-	run := func(seed int) (*Report, map[string]string) {
+	run := func(seed int) (*report.Report, map[string]string) {
 		sim := startSim(t, 2*time.Millisecond, 0.5, 0)
 		dir := t.TempDir()
 		cfg := targetsYAML([]string{"sim"}, []*simTarget{sim}) + fmt.Sprintf(`

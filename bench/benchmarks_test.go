@@ -49,20 +49,20 @@ func BenchmarkRecorderObserve(b *testing.B) {
 }
 
 // syntheticReport is a report of targets × loads cells with made-up figures.
-func syntheticReport(targets, loads int) *Report {
-	r := &Report{Schema: Schema}
+func syntheticReport(targets, loads int) *report.Report {
+	r := &report.Report{Schema: report.Schema}
 	rng := rand.New(rand.NewPCG(3, 4))
 	for t := 0; t < targets; t++ {
 		name := fmt.Sprintf("t%d", t)
-		r.Environment.Targets = append(r.Environment.Targets, TargetInfo{Name: name})
-		r.Ranking.Entries = append(r.Ranking.Entries, RankEntry{Target: name, Rank: t + 1, Score: 1 / float64(t+1),
+		r.Environment.Targets = append(r.Environment.Targets, report.TargetInfo{Name: name})
+		r.Ranking.Entries = append(r.Ranking.Entries, report.RankEntry{Target: name, Rank: t + 1, Score: 1 / float64(t+1),
 			Latency: 1, Throughput: 1, Memory: report.NaN(), Accuracy: report.NaN(), PeakMemoryBytes: report.NaN()})
 		for l := 0; l < loads; l++ {
 			d := summarize([]float64{rng.Float64(), rng.Float64(), rng.Float64()})
-			load := Load{Kind: LoadRate, Value: float64(l + 1)}
-			r.Cells = append(r.Cells, CellResult{Key: CellKey(name, load, "s"), Target: name, Load: load, Shape: "s",
-				Summary: Stats{Requests: 100, TTFT: d, TPOT: d, ITL: d, E2E: d, ScheduleLag: d, OutputTokensPerSecond: 100 * rng.Float64()},
-				CI:      map[string]Interval{"e2e_p99": {Lo: 1, Hi: 2}}, Stable: true, Repeats: []RepeatResult{{}}})
+			load := report.Load{Kind: report.LoadRate, Value: float64(l + 1)}
+			r.Cells = append(r.Cells, report.CellResult{Key: report.CellKey(name, load, "s"), Target: name, Load: load, Shape: "s",
+				Summary: report.Stats{Requests: 100, TTFT: d, TPOT: d, ITL: d, E2E: d, ScheduleLag: d, OutputTokensPerSecond: 100 * rng.Float64()},
+				CI:      map[string]report.Interval{"e2e_p99": {Lo: 1, Hi: 2}}, Stable: true, Repeats: []report.RepeatResult{{}}})
 		}
 	}
 	return r

@@ -218,7 +218,7 @@ func TestColdStartMeasuresTheLoad(t *testing.T) {
 			t.Errorf("repeat %d: %d requests, want 1 (sent once ready)", i+1, r.Requests)
 		}
 	}
-	if !(cs.ReadySeconds >= Num(delay.Seconds())) || !(cs.FirstTokenSeconds > cs.ReadySeconds) {
+	if !(cs.ReadySeconds >= report.Num(delay.Seconds())) || !(cs.FirstTokenSeconds > cs.ReadySeconds) {
 		t.Errorf("medians: ready %v, first token %v", cs.ReadySeconds, cs.FirstTokenSeconds)
 	}
 	if len(rep.Cells) != 1 || rep.Cells[0].Summary.Successes == 0 {
@@ -301,7 +301,7 @@ func TestColdStartFailures(t *testing.T) {
 				cmd = strings.ReplaceAll(tc.command, "ESCAPED", escaped)
 			}
 			cfg := coldStartConfig(t, dir, addr, fmt.Sprintf("    command: %s\n    ready_url: http://%s/health\n    stop_timeout: 5s\n%s", cmd, addr, tc.extra))
-			var rep *Report
+			var rep *report.Report
 			var err error
 			done := make(chan struct{})
 			go func() { defer close(done); rep, err = Run(context.Background(), cfg, Options{}) }()

@@ -12,6 +12,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/infer-exporter/infer_exporter/bench/merge"
 	"github.com/infer-exporter/infer_exporter/bench/render"
 	"github.com/infer-exporter/infer_exporter/bench/report"
 	"github.com/infer-exporter/infer_exporter/internal/config"
@@ -58,7 +59,7 @@ func jsonLeaves(t reflect.Type, prefix string) []string {
 // positions are 1..n, flags are on flags.
 func TestColumnsComplete(t *testing.T) {
 	var leaves []string
-	for _, l := range jsonLeaves(reflect.TypeOf(CellResult{}), "") {
+	for _, l := range jsonLeaves(reflect.TypeOf(report.CellResult{}), "") {
 		switch l {
 		case "ci":
 			for _, f := range FigureNames {
@@ -129,7 +130,7 @@ func TestColumnsComplete(t *testing.T) {
 // oneAndMerged builds, from the same synthetic requests, the report of one
 // process and the merge of two shards' reports (round-tripped through
 // JSON, as bench merge reads them).
-func oneAndMerged(t *testing.T, requests int) (one, merged *Report) {
+func oneAndMerged(t *testing.T, requests int) (one, merged *report.Report) {
 	t.Helper()
 	cfg, err := Parse([]byte(testShardConfig), "b.yml")
 	if err != nil {
@@ -137,8 +138,8 @@ func oneAndMerged(t *testing.T, requests int) (one, merged *Report) {
 	}
 	spec := &cfg.Bench
 	w0 := time.Unix(1000, 0)
-	load := Load{Kind: LoadRate, Value: 10}
-	key := CellKey("a", load, "s")
+	load := report.Load{Kind: report.LoadRate, Value: 10}
+	key := report.CellKey("a", load, "s")
 	newRec := func() *recorder {
 		return newRecorderAt(w0, spec.Duration, config.SLO{E2E: 200 * time.Millisecond}, spec.MaxSamplesPerRepeat, DefaultMaxITLSamples, 1)
 	}
@@ -147,25 +148,25 @@ func oneAndMerged(t *testing.T, requests int) (one, merged *Report) {
 		single.observe(o)
 		shards[i%2].observe(o)
 	}
-	env := Environment{Config: cfg.EffectiveYAML(), ConfigSHA256: cfg.SHA256, Seed: spec.Seed,
+	env := report.Environment{Config: cfg.EffectiveYAML(), ConfigSHA256: cfg.SHA256, Seed: spec.Seed,
 		MaxSamplesRepeat: spec.MaxSamplesPerRepeat, Started: w0, Finished: w0.Add(time.Minute)}
-	reportOf := func(rec *recorder) (*Report, RecorderState) {
+	reportOf := func(rec *recorder) (*report.Report, report.RecorderState) {
 		st := rec.export(1, 0)
 		stats, smp := rec.finish(1, 0)
-		res := RepeatResult{Stats: stats, Stability: StabilityResult{}, Distribution: smp.distribution(), Windows: rec.windows(1)}
-		acc := [][]cellAcc{{{repeats: []RepeatResult{res}, samples: []*sample{smp}}}}
+		res := report.RepeatResult{Stats: stats, Stability: report.StabilityResult{}, Distribution: smp.distribution(), Windows: rec.windows(1)}
+		acc := [][]cellAcc{{{repeats: []report.RepeatResult{res}, samples: []*sample{smp}}}}
 		groups := []group{{name: "s", load: load}}
 		cells, reps := assembleCells(context.Background(), spec, []string{"a"}, groups, acc)
-		r := &Report{Schema: Schema, Environment: env, Cells: cells}
+		r := &report.Report{Schema: report.Schema, Environment: env, Cells: cells}
 		b := &run{cfg: cfg, spec: spec}
 		r.Ranking = rank(b.rankInput([]config.Target{{Name: "a"}}, groups, reps, r))
 		return r, st
 	}
 	one, _ = reportOf(single)
-	var files []ShardFile
+	var files []merge.ShardFile
 	for i, rec := range shards {
 		r, st := reportOf(rec)
-		r.Shard = &ShardPart{Index: i, Count: 2, Cells: []ShardCells{{Key: key, Repeats: []RecorderState{st}}}}
+		r.Shard = &report.ShardPart{Index: i, Count: 2, Cells: []report.ShardCells{{Key: key, Repeats: []report.RecorderState{st}}}}
 		var b bytes.Buffer
 		if err := render.WriteJSON(&b, r); err != nil {
 			t.Fatal(err)
@@ -174,7 +175,7 @@ func oneAndMerged(t *testing.T, requests int) (one, merged *Report) {
 		if err != nil {
 			t.Fatal(err)
 		}
-		files = append(files, ShardFile{File: "shard-" + strconv.Itoa(i) + ".json", Report: d})
+		files = append(files, merge.ShardFile{File: "shard-" + strconv.Itoa(i) + ".json", Report: d})
 	}
 	merged, err = Merge(context.Background(), files)
 	if err != nil {
@@ -226,7 +227,7 @@ func TestColumnsMergeAsOneProcess(t *testing.T) {
 // figure is that figure, whatever the field (a repeat without values in
 // between does not change it): a field added to Stats has its median.
 func TestMedianStatsEveryField(t *testing.T) {
-	var s Stats
+	var s report.Stats
 	v := reflect.ValueOf(&s).Elem()
 	for i := 0; i < v.NumField(); i++ {
 		switch f := v.Field(i); f.Kind() {
@@ -241,12 +242,12 @@ func TestMedianStatsEveryField(t *testing.T) {
 		case reflect.Map:
 			f.Set(reflect.ValueOf(map[string]int{"success": i + 1}))
 		case reflect.Struct:
-			f.Set(reflect.ValueOf(Dist{Count: i + 1, Mean: 0.1, Min: 0.01, P50: 0.2, P90: 0.3, P95: 0.4, P99: 0.5, P999: 0.6, Max: 0.7}))
+			f.Set(reflect.ValueOf(report.Dist{Count: i + 1, Mean: 0.1, Min: 0.01, P50: 0.2, P90: 0.3, P95: 0.4, P99: 0.5, P999: 0.6, Max: 0.7}))
 		default:
 			t.Fatalf("Stats.%s: a %s, which the test does not fill", v.Type().Field(i).Name, f.Kind())
 		}
 	}
-	for _, all := range [][]Stats{{s}, {s, s, s}, {s, {Outcomes: map[string]int{}}, s}} {
+	for _, all := range [][]report.Stats{{s}, {s, s, s}, {s, {Outcomes: map[string]int{}}, s}} {
 		if got := medianStats(all); !reflect.DeepEqual(got, s) {
 			t.Errorf("median of %d repeats:\n got %+v\nwant %+v", len(all), got, s)
 		}
@@ -265,7 +266,7 @@ func TestCSVSampledColumn(t *testing.T) {
 		}
 		st, _ := rec.finish(3, 0)
 		var b bytes.Buffer
-		if err := render.WriteCSV(&b, &Report{Cells: []CellResult{{Key: "k", Summary: st}}}); err != nil {
+		if err := render.WriteCSV(&b, &report.Report{Cells: []report.CellResult{{Key: "k", Summary: st}}}); err != nil {
 			t.Fatal(err)
 		}
 		return strings.Split(strings.TrimSpace(b.String()), "\n")
@@ -305,7 +306,7 @@ func TestCSVHTTP429Column(t *testing.T) {
 	if want := map[string]int{"429": 2, "503": 1, "401": 1, "other": 1}; !reflect.DeepEqual(st.HTTPErrors, want) {
 		t.Errorf("http_errors %v, want %v", st.HTTPErrors, want)
 	}
-	cell := &CellResult{Summary: st}
+	cell := &report.CellResult{Summary: st}
 	i := slices.IndexFunc(report.Columns, func(c report.Column) bool { return c.Name == "http_429" })
 	if i < 1 || report.Columns[i-1].Name != "sampled" {
 		t.Fatalf("http_429 at %d, not after sampled", i)
@@ -317,8 +318,8 @@ func TestCSVHTTP429Column(t *testing.T) {
 	// A cell without failures has 0 and no http_errors in report.json.
 	clean := newRecorderAt(w0, time.Second, config.SLO{}, 100, DefaultMaxITLSamples, 1)
 	st, _ = clean.finish(1, 0)
-	if st.HTTPErrors != nil || last.CSV(&CellResult{Summary: st}) != "0" {
-		t.Errorf("no failures: http_errors %v, column %q", st.HTTPErrors, last.CSV(&CellResult{Summary: st}))
+	if st.HTTPErrors != nil || last.CSV(&report.CellResult{Summary: st}) != "0" {
+		t.Errorf("no failures: http_errors %v, column %q", st.HTTPErrors, last.CSV(&report.CellResult{Summary: st}))
 	}
 }
 
@@ -370,7 +371,7 @@ func TestCSVTokenTotalsColumns(t *testing.T) {
 		report.Columns[i+1].Name != "output_tokens" || report.Columns[i+2].Name != "total_tokens_per_second" {
 		t.Fatalf("input_tokens at %d: not http_429, input_tokens, output_tokens, total_tokens_per_second", i)
 	}
-	cell := &CellResult{Summary: st}
+	cell := &report.CellResult{Summary: st}
 	for j, want := range []string{"350", "12", "181"} {
 		if got := report.Columns[i+j].CSV(cell); got != want {
 			t.Errorf("column %s = %q, want %s", report.Columns[i+j].Name, got, want)

@@ -15,6 +15,7 @@ import (
 	"github.com/alecthomas/kingpin/v2"
 	"github.com/prometheus/common/version"
 
+	"github.com/infer-exporter/infer_exporter/bench/merge"
 	"github.com/infer-exporter/infer_exporter/bench/render"
 	"github.com/infer-exporter/infer_exporter/bench/report"
 	"github.com/infer-exporter/infer_exporter/collector"
@@ -141,18 +142,14 @@ func mergeCommand(ctx context.Context, files []string, dir string, stdout, stder
 		fmt.Fprintln(stderr, "bench merge needs --output.dir")
 		return ExitUsage
 	}
-	if len(files) > MaxShards {
-		fmt.Fprintf(stderr, "bench merge: %d reports: at most %d shards\n", len(files), MaxShards)
+	if len(files) > merge.MaxShards {
+		fmt.Fprintf(stderr, "bench merge: %d reports: at most %d shards\n", len(files), merge.MaxShards)
 		return ExitUsage
 	}
-	var shards []ShardFile
-	for _, file := range files {
-		r, err := report.ReadJSONContext(ctx, file)
-		if err != nil {
-			fmt.Fprintln(stderr, "bench merge:", err)
-			return ExitError
-		}
-		shards = append(shards, ShardFile{File: file, Report: r})
+	shards, err := merge.Read(ctx, files)
+	if err != nil {
+		fmt.Fprintln(stderr, "bench merge:", err)
+		return ExitError
 	}
 	rep, err := Merge(ctx, shards)
 	if err != nil {
@@ -179,12 +176,12 @@ func verifyCommand(ctx context.Context, file string, stdout, stderr io.Writer) i
 		fmt.Fprintf(stderr, "bench verify: %s records no inputs (a report from before the audit chain)\n", file)
 		return ExitError
 	}
-	vs := Verify(ctx, r)
+	vs := merge.Verify(ctx, r)
 	if err := ctx.Err(); err != nil {
 		fmt.Fprintf(stderr, "bench verify: %s: interrupted: %v\n", file, err)
 		return ExitError
 	}
-	if !writeVerification(stdout, vs) {
+	if !merge.WriteVerification(stdout, vs) {
 		fmt.Fprintf(stdout, "%s: an input changed or is missing\n", file)
 		return ExitError
 	}
@@ -197,26 +194,9 @@ func runCommand(ctx context.Context, logger *slog.Logger, configFile string, col
 	if code, ok := checkCommandFlags(configFile, quick, f, stderr); !ok {
 		return code
 	}
-	// Checked under --config.check too: a manifest's command line is.
-	var startAt time.Time
-	if f.startAt != "" {
-		var err error
-		if startAt, err = ParseStartAt(f.startAt, time.Now()); err != nil {
-			fmt.Fprintln(stderr, err)
-			return ExitUsage
-		}
-	}
-	if f.shardSlack < 0 {
-		fmt.Fprintf(stderr, "--shard.slack=%s: must not be negative\n", f.shardSlack)
-		return ExitUsage
-	}
-	if f.requests != "" && !f.configCheck {
-		// Before any request, and before a quick start asks the server
-		// for its model: a FIFO would hang the run at its end.
-		if err := checkRequestsPath(f.requests); err != nil {
-			fmt.Fprintln(stderr, "bench:", err)
-			return ExitError
-		}
+	startAt, code, ok := checkRunFlags(f, stderr)
+	if !ok {
+		return code
 	}
 	var cfg *Config
 	var err error
@@ -244,16 +224,69 @@ func runCommand(ctx context.Context, logger *slog.Logger, configFile string, col
 			return ExitError
 		}
 	}
-	opts := Options{Logger: logger, RequestsPath: f.requests, RequestsMax: f.requestsMax}
+	opts, stop, code, ok := runOptions(ctx, logger, cfg, collectors, f, startAt, stderr)
+	if !ok {
+		return code
+	}
+	defer stop()
+	logger.Info("bench starting", "config", configFile, "sha256", cfg.SHA256, "output", f.outputDir)
+	rep, err := Run(ctx, cfg, opts)
+	if err != nil {
+		fmt.Fprintln(stderr, "bench:", err)
+		return ExitError
+	}
+	return runResult(ctx, rep, base, cfg, f, stdout, stderr)
+}
+
+// checkRunFlags checks the run's flags that need no configuration: the
+// shards' clock and --output.requests' path; it returns --shard.start-at's
+// instant, or false with the exit code.
+func checkRunFlags(f *commandFlags, stderr io.Writer) (time.Time, int, bool) {
+	// Checked under --config.check too: a manifest's command line is.
+	var startAt time.Time
+	if f.startAt != "" {
+		var err error
+		if startAt, err = ParseStartAt(f.startAt, time.Now()); err != nil {
+			fmt.Fprintln(stderr, err)
+			return time.Time{}, ExitUsage, false
+		}
+	}
+	if f.shardSlack < 0 {
+		fmt.Fprintf(stderr, "--shard.slack=%s: must not be negative\n", f.shardSlack)
+		return time.Time{}, ExitUsage, false
+	}
+	if f.requests != "" && !f.configCheck {
+		// Before any request, and before a quick start asks the server
+		// for its model: a FIFO would hang the run at its end.
+		if err := checkRequestsPath(f.requests); err != nil {
+			fmt.Fprintln(stderr, "bench:", err)
+			return time.Time{}, ExitError, false
+		}
+	}
+	return startAt, 0, true
+}
+
+// runOptions are the run's collaborators from the flags: its shard and
+// clock, the live series, the OTLP push, the GPUs and the progress. stop
+// ends what they started, in the reverse order; false with the exit code
+// when one could not be had (what was started is stopped).
+func runOptions(ctx context.Context, logger *slog.Logger, cfg *Config, collectors *collector.Settings, f *commandFlags, startAt time.Time, stderr io.Writer) (opts Options, stop func(), code int, ok bool) {
+	var stops []func()
+	stop = func() {
+		for i := len(stops) - 1; i >= 0; i-- {
+			stops[i]()
+		}
+	}
+	opts = Options{Logger: logger, RequestsPath: f.requests, RequestsMax: f.requestsMax}
 	if f.shard != "" {
 		sh, err := ParseShard(f.shard)
 		if err != nil {
 			fmt.Fprintln(stderr, err)
-			return ExitUsage
+			return opts, stop, ExitUsage, false
 		}
 		if sh.On() && (cfg.Bench.Sweep != nil || cfg.Bench.ColdStart != nil) {
 			fmt.Fprintln(stderr, "--shard: a sweep or a cold-start step runs in one process: take them out of a split run's configuration")
-			return ExitUsage
+			return opts, stop, ExitUsage, false
 		}
 		opts.Shard = sh
 	}
@@ -265,35 +298,38 @@ func runCommand(ctx context.Context, logger *slog.Logger, configFile string, col
 		opts.StartAt, opts.ShardSlack = at, f.shardSlack
 	}
 	if f.listen != "" {
-		stop, err := serveLive(ctx, f.listen, &opts, logger)
+		stopLive, err := serveLive(ctx, f.listen, &opts, logger)
 		if err != nil {
 			fmt.Fprintln(stderr, "bench: --web.listen-address:", err)
-			return ExitError
+			return opts, stop, ExitError, false
 		}
-		defer stop()
+		stops = append(stops, stopLive)
 	}
 	if otlp.Enabled(f.otlp.endpoint, os.Getenv) {
-		stop, err := startOTLP(ctx, &f.otlp, &opts, logger)
+		stopOTLP, err := startOTLP(ctx, &f.otlp, &opts, logger)
 		if err != nil {
 			fmt.Fprintln(stderr, "bench: otlp:", err)
-			return ExitError
+			stop()
+			return opts, stop, ExitError, false
 		}
-		defer stop()
+		stops = append(stops, stopOTLP)
 	}
 	if collectors != nil {
 		gpus, note, closeGPUs := gpuSource(ctx, collectors, logger)
-		defer closeGPUs()
+		stops = append(stops, closeGPUs)
 		opts.GPUs, opts.GPUNote = gpus, note
 	} else {
 		opts.GPUNote = "GPU collectors not configured"
 	}
 	setProgress(&opts, f.progress, stderr)
-	logger.Info("bench starting", "config", configFile, "sha256", cfg.SHA256, "output", f.outputDir)
-	rep, err := Run(ctx, cfg, opts)
-	if err != nil {
-		fmt.Fprintln(stderr, "bench:", err)
-		return ExitError
-	}
+	return opts, stop, 0, true
+}
+
+// runResult writes the run's report and says its result: the comparison
+// with the baseline, the failed cells, and the exit code by their order
+// (an interrupt, an output not written, a regression, a cell without a
+// success).
+func runResult(ctx context.Context, rep, base *report.Report, cfg *Config, f *commandFlags, stdout, stderr io.Writer) int {
 	if base != nil {
 		threshold := cfg.Bench.Regression.Threshold
 		if f.threshold > 0 {
@@ -365,14 +401,6 @@ func (p positiveInt) Set(s string) error {
 }
 
 func (p positiveInt) String() string { return strconv.Itoa(*p.v) }
-
-// plural is one or many by n.
-func plural(n int, one, many string) string {
-	if n == 1 {
-		return one
-	}
-	return many
-}
 
 // checkCommandFlags checks that the flags name one configuration (a file,
 // or the quick-start flags) and an output, defaulting the quick start's;

@@ -276,8 +276,9 @@ const (
 	DefaultMaxInFlight         = 512
 	DefaultPromptSetSize       = 1000
 	DefaultMaxSamplesPerRepeat = 100000
-	// DefaultMaxITLSamples bounds the inter-token gaps kept per repeat (8 MB).
-	DefaultMaxITLSamples     = 1000000
+	// DefaultMaxITLSamples bounds the inter-token gaps kept per repeat:
+	// the recorder's bound, which bench merge holds a shard to.
+	DefaultMaxITLSamples     = report.MaxITL
 	DefaultStabilityWindows  = 3
 	DefaultStabilityTol      = 0.1
 	DefaultStabilityMinReqs  = 20

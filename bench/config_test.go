@@ -9,6 +9,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/infer-exporter/infer_exporter/bench/report"
 	"github.com/infer-exporter/infer_exporter/internal/config"
 )
 
@@ -61,7 +62,7 @@ func TestParseGood(t *testing.T) {
 	if s.Stability.Window != 20*time.Second || s.Stability.MaxDuration != 3*DefaultDuration || !s.Stability.On() {
 		t.Errorf("stability %+v", s.Stability)
 	}
-	if *s.Weights != (Weights{Latency: 1}) {
+	if *s.Weights != (report.Weights{Latency: 1}) {
 		t.Errorf("weights %+v: a weights block replaces the defaults", *s.Weights)
 	}
 	if s.Sweep.Factor != 2 || s.Sweep.Warmup != 0 || s.Sweep.Duration != DefaultDuration || s.Sweep.MinGoodput != 0.95 {

@@ -13,16 +13,20 @@
 // engine scraper for engine identity (engine.Scraper) and
 // the NVML collector for the GPUs.
 //
-// Files: config.go (the bench configuration, validated section by
-// section), run.go (the matrix), runplan.go (how long the matrix is
-// planned to take, and may), progress.go (the bar and its estimate),
-// repeat.go (one repeat: a builder per load kind, the stability rule, the
-// replay's part), schedule.go (stopping at window ends, closed loop),
-// record.go (per-request records and window
-// accounting), stats.go (percentiles, bootstrap), rank.go (the composite
-// score and its intervals), baseline.go (the regression gate), gpu.go (GPU
-// sampling), info.go (engine info), report.go (writing the files),
-// shard.go, merge.go and mergecheck.go (shards and bench merge),
-// command.go (the kingpin command). The report's schema is bench/report's,
-// its renderers bench/render's. docs/bench.md defines every figure.
+// Files, roughly from the bottom up (the configuration first, the command
+// last): config.go (the bench configuration, validated section by section),
+// schedule.go (stopping at window ends, closed loop), prompts.go, stats.go
+// (percentiles, bootstrap), record.go (per-request records, window
+// accounting and the stability verdict), requests.go (--output.requests),
+// rank.go (the composite score and its intervals), progress.go (the bar and
+// its estimate), gpu.go (GPU sampling), info.go (engine info), quality.go
+// (perplexity), report.go (writing the files), run.go (the matrix, its plan
+// and the known-answer checks), shard.go (a shard's share of a split run,
+// and the bench's side of bench merge: merge.Run), repeat.go (one repeat: a
+// builder per load kind, the stability extension, the replay's part),
+// coldstart.go, baseline.go (the regression gate), failed.go,
+// quickstart.go, live.go and command.go (the kingpin command). The report's
+// schema is bench/report's, its renderers bench/render's; bench merge, its
+// checks and bench verify work on files alone in bench/merge. docs/bench.md
+// defines every figure.
 package bench

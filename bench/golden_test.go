@@ -11,6 +11,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/infer-exporter/infer_exporter/bench/merge"
 	"github.com/infer-exporter/infer_exporter/bench/render"
 	"github.com/infer-exporter/infer_exporter/bench/report"
 	"github.com/infer-exporter/infer_exporter/internal/config"
@@ -97,7 +98,7 @@ func goldenRequests(seed uint64, n int, slow float64) []*observation.Request {
 // synthetic requests of every cell and repeat go through the recorder,
 // finish, assembleCells and the ranking; the environment, the sweep, the
 // inputs, the baseline and the cold-start step are fixed.
-func goldenReport(t testing.TB) *Report {
+func goldenReport(t testing.TB) *report.Report {
 	t.Helper()
 	cfg, err := Parse([]byte(goldenConfig), "golden.yml")
 	if err != nil {
@@ -106,7 +107,7 @@ func goldenReport(t testing.TB) *Report {
 	spec := &cfg.Bench
 	w0 := time.Unix(1000, 0)
 	names := []string{"fast", "slow"}
-	groups := []group{{name: "s", load: Load{Kind: LoadRate, Value: 4}}, {name: "s", load: Load{Kind: LoadRate, Value: 8}}}
+	groups := []group{{name: "s", load: report.Load{Kind: report.LoadRate, Value: 4}}, {name: "s", load: report.Load{Kind: report.LoadRate, Value: 8}}}
 	acc := make([][]cellAcc, len(groups))
 	for gi, g := range groups {
 		acc[gi] = make([]cellAcc, len(names))
@@ -120,8 +121,8 @@ func goldenReport(t testing.TB) *Report {
 				}
 				stats, smp := rec.finish(3, 0)
 				med, _ := rec.windowMedians(3)
-				res := RepeatResult{Index: r, Started: w0.Add(time.Duration(gi*10+r) * time.Second).UTC(), Stats: stats,
-					Stability: StabilityResult{WindowSeconds: 1, Windows: 3,
+				res := report.RepeatResult{Index: r, Started: w0.Add(time.Duration(gi*10+r) * time.Second).UTC(), Stats: stats,
+					Stability: report.StabilityResult{WindowSeconds: 1, Windows: 3,
 						Growth: report.NaN(), GrowthLow: report.NaN(), GrowthHigh: report.NaN(), NeedSeconds: report.NaN()},
 					PromptsDrawn: n, SchedulingLatencyP99: 0.0001, WarmupSeconds: 0.5,
 					Distribution: smp.distribution(), Windows: rec.windows(3)}
@@ -134,17 +135,17 @@ func goldenReport(t testing.TB) *Report {
 					res.SchedulingLatencyP99 = 0.02 // degraded
 				}
 				for _, m := range med {
-					res.Stability.Medians = append(res.Stability.Medians, Num(m))
+					res.Stability.Medians = append(res.Stability.Medians, report.Num(m))
 				}
 				acc[gi][ti].repeats = append(acc[gi][ti].repeats, res)
 				acc[gi][ti].samples = append(acc[gi][ti].samples, smp)
 			}
 		}
 	}
-	rep := &Report{Schema: Schema, Environment: Environment{
+	rep := &report.Report{Schema: report.Schema, Environment: report.Environment{
 		ExporterVersion: "0.0.0-golden", ExporterRevision: "golden", GoVersion: "go", OS: "linux", Arch: "amd64", CPUs: 2,
 		Started: w0.UTC(), Finished: w0.Add(time.Minute).UTC(),
-		Inputs:     []Input{{Kind: InputConfig, Path: "golden.yml", SHA256: cfg.SHA256, Bytes: int64(len(goldenConfig))}},
+		Inputs:     []report.Input{{Kind: report.InputConfig, Path: "golden.yml", SHA256: cfg.SHA256, Bytes: int64(len(goldenConfig))}},
 		ConfigFile: "golden.yml", ConfigSHA256: cfg.SHA256, Config: cfg.EffectiveYAML(),
 		Seed: spec.Seed, MaxSamplesRepeat: spec.MaxSamplesPerRepeat,
 	}}
@@ -156,19 +157,19 @@ func goldenReport(t testing.TB) *Report {
 	}
 	b := &run{cfg: cfg, spec: spec}
 	rep.Ranking = rank(b.rankInput(targets, groups, reps, rep))
-	rep.Sweeps = []SweepResult{{Target: "fast", Shape: "s", Rule: "goodput >= 0.95", MaxRate: 4, GoodputPerSecond: 3.5,
-		SuccessRatio: 0.97, FirstFailingRate: 8, Points: []SweepPoint{{Rate: 4, GoodputRatio: 0.96, Requests: 14, SuccessRatio: 0.97, Pass: true, E2EP99: 0.2}}}}
+	rep.Sweeps = []report.SweepResult{{Target: "fast", Shape: "s", Rule: "goodput >= 0.95", MaxRate: 4, GoodputPerSecond: 3.5,
+		SuccessRatio: 0.97, FirstFailingRate: 8, Points: []report.SweepPoint{{Rate: 4, GoodputRatio: 0.96, Requests: 14, SuccessRatio: 0.97, Pass: true, E2EP99: 0.2}}}}
 	for _, c := range rep.Cells {
-		rep.Timeline = append(rep.Timeline, Span{Target: c.Target, Cell: c.Key, Repeat: 0, Start: 1, End: 4.5})
+		rep.Timeline = append(rep.Timeline, report.Span{Target: c.Target, Cell: c.Key, Repeat: 0, Start: 1, End: 4.5})
 	}
 	// A baseline: the same report, its slow target 20% slower.
 	base := *rep
-	base.Cells = append([]CellResult(nil), rep.Cells...)
+	base.Cells = append([]report.CellResult(nil), rep.Cells...)
 	for i := range base.Cells {
 		base.Cells[i].Summary.E2E.P99 /= 1.2
 	}
 	rep.Baseline = Compare(&base, rep, "baseline.json", 0.1, []string{"e2e_p99", "output_tokens_per_second"}, 0.95)
-	rep.ColdStart = &ColdStartReport{Target: "fast", Command: []string{"server", "--port=1"}, RequestMaxTokens: 8, Failed: 1, Repeats: []ColdStartRepeat{
+	rep.ColdStart = &report.ColdStartReport{Target: "fast", Command: []string{"server", "--port=1"}, RequestMaxTokens: 8, Failed: 1, Repeats: []report.ColdStartRepeat{
 		{Index: 0, Started: w0.UTC(), ReadySeconds: 1.5, FirstTokenSeconds: 1.75, FirstRequestTTFTSeconds: 0.25, Requests: 2},
 		{Index: 1, Started: w0.Add(time.Minute).UTC(), ReadySeconds: report.NaN(), FirstTokenSeconds: report.NaN(), FirstRequestTTFTSeconds: report.NaN(), Error: "exited: status 1"},
 	}, ReadySeconds: 1.5, FirstTokenSeconds: 1.75, FirstRequestTTFTSeconds: 0.25}
@@ -176,16 +177,16 @@ func goldenReport(t testing.TB) *Report {
 }
 
 // goldenMerged is the merge of testShardJSON's two synthetic shards.
-func goldenMerged(t testing.TB) *Report {
+func goldenMerged(t testing.TB) *report.Report {
 	t.Helper()
 	raw := testShardJSON(t, 40)
-	var shards []ShardFile
+	var shards []merge.ShardFile
 	for i, b := range raw {
 		r, err := report.Decode(b)
 		if err != nil {
 			t.Fatal(err)
 		}
-		shards = append(shards, ShardFile{File: "shard-" + string(rune('0'+i)) + ".json", Report: r})
+		shards = append(shards, merge.ShardFile{File: "shard-" + string(rune('0'+i)) + ".json", Report: r})
 	}
 	rep, err := Merge(context.Background(), shards)
 	if err != nil {
@@ -197,7 +198,7 @@ func goldenMerged(t testing.TB) *Report {
 // goldenRecorded is a real run's report (e2e/gpu/results/report.json, an
 // H200 run, copied), decoded: its outputs render its figures as they were
 // measured.
-func goldenRecorded(t testing.TB) *Report {
+func goldenRecorded(t testing.TB) *report.Report {
 	t.Helper()
 	b, err := os.ReadFile(filepath.Join("testdata", "golden", "h200.input.json"))
 	if err != nil {
@@ -212,7 +213,7 @@ func goldenRecorded(t testing.TB) *Report {
 
 // checkGolden compares what write renders of r with testdata/golden/name,
 // byte for byte (or rewrites it with -update).
-func checkGolden(t *testing.T, name string, r *Report, write func(io.Writer, *Report) error) {
+func checkGolden(t *testing.T, name string, r *report.Report, write func(io.Writer, *report.Report) error) {
 	t.Helper()
 	var b bytes.Buffer
 	if err := write(&b, r); err != nil {
@@ -255,11 +256,11 @@ func checkGolden(t *testing.T, name string, r *Report, write func(io.Writer, *Re
 func TestGoldenReport(t *testing.T) {
 	outputs := []struct {
 		ext   string
-		write func(io.Writer, *Report) error
+		write func(io.Writer, *report.Report) error
 	}{{"json", render.WriteJSON}, {"csv", render.WriteCSV}, {"md", render.WriteMarkdown}, {"html", render.WriteHTML}}
 	for _, tc := range []struct {
 		prefix string
-		report func(testing.TB) *Report
+		report func(testing.TB) *report.Report
 	}{{"report", goldenReport}, {"merged", goldenMerged}, {"h200", goldenRecorded}} {
 		t.Run(tc.prefix, func(t *testing.T) {
 			r := tc.report(t)

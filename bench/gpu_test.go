@@ -6,6 +6,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/infer-exporter/infer_exporter/bench/report"
 	"github.com/infer-exporter/infer_exporter/collector"
 )
 
@@ -62,7 +63,7 @@ func TestGPUSampler(t *testing.T) {
 	f.set("0", 20e9, 60, 200)
 	f.set("1", 50e9, 61, -1)
 	g.sample(at(4))
-	r := g.report([]Span{{Target: "a", Start: 0, End: 2.5}, {Target: "b", Start: 3, End: 5}})
+	r := g.report([]report.Span{{Target: "a", Start: 0, End: 2.5}, {Target: "b", Start: 3, End: 5}})
 	if !r.Available || len(r.Devices) != 2 || r.Devices[0].Name != "NVIDIA H200" || r.Devices[1].DriverVersion != "570.1" || r.Devices[0].CUDAVersion != "12.8" {
 		t.Fatalf("devices %+v", r.Devices)
 	}

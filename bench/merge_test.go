@@ -12,6 +12,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/infer-exporter/infer_exporter/bench/merge"
 	"github.com/infer-exporter/infer_exporter/bench/render"
 	"github.com/infer-exporter/infer_exporter/bench/report"
 	"github.com/infer-exporter/infer_exporter/internal/config"
@@ -41,7 +42,7 @@ func testShardJSON(t testing.TB, requests int) [2][]byte {
 	}
 	w0 := time.Unix(1000, 0)
 	at := func(s float64) time.Time { return w0.Add(time.Duration(s * float64(time.Second))) }
-	key := CellKey("a", Load{Kind: LoadRate, Value: 10}, "s")
+	key := report.CellKey("a", report.Load{Kind: report.LoadRate, Value: 10}, "s")
 	var out [2][]byte
 	for i := range out {
 		rec := newRecorderAt(w0, cfg.Bench.Duration, config.SLO{}, cfg.Bench.MaxSamplesPerRepeat, DefaultMaxITLSamples, 1)
@@ -57,12 +58,12 @@ func testShardJSON(t testing.TB, requests int) [2][]byte {
 		}
 		st := rec.export(1, 0)
 		stats, _ := rec.finish(1, 0)
-		r := &Report{Schema: Schema,
-			Environment: Environment{Config: cfg.EffectiveYAML(), ConfigSHA256: cfg.SHA256, Seed: cfg.Bench.Seed,
+		r := &report.Report{Schema: report.Schema,
+			Environment: report.Environment{Config: cfg.EffectiveYAML(), ConfigSHA256: cfg.SHA256, Seed: cfg.Bench.Seed,
 				MaxSamplesRepeat: cfg.Bench.MaxSamplesPerRepeat, Started: w0, Finished: w0.Add(time.Minute)},
-			Cells: []CellResult{{Key: key, Target: "a", Load: Load{Kind: LoadRate, Value: 10}, Shape: "s",
-				Repeats: []RepeatResult{{Stats: stats, Stability: StabilityResult{}}}, Summary: stats}},
-			Shard: &ShardPart{Index: i, Count: 2, Cells: []ShardCells{{Key: key, Repeats: []RecorderState{st}}}},
+			Cells: []report.CellResult{{Key: key, Target: "a", Load: report.Load{Kind: report.LoadRate, Value: 10}, Shape: "s",
+				Repeats: []report.RepeatResult{{Stats: stats, Stability: report.StabilityResult{}}}, Summary: stats}},
+			Shard: &report.ShardPart{Index: i, Count: 2, Cells: []report.ShardCells{{Key: key, Repeats: []report.RecorderState{st}}}},
 		}
 		var b bytes.Buffer
 		if err := render.WriteJSON(&b, r); err != nil {
@@ -78,7 +79,7 @@ func testShardJSON(t testing.TB, requests int) [2][]byte {
 // exhausted memory, looped for ever, or merged silently with exit 0.
 func TestMergeRefusesCraftedShards(t *testing.T) {
 	legit := testShardJSON(t, 40)
-	read := func(t *testing.T, b []byte) *Report {
+	read := func(t *testing.T, b []byte) *report.Report {
 		r, err := report.Decode(b)
 		if err != nil {
 			t.Fatal(err)
@@ -86,61 +87,61 @@ func TestMergeRefusesCraftedShards(t *testing.T) {
 		return r
 	}
 	// Sanity: the legitimate pair merges.
-	if _, err := Merge(context.Background(), []ShardFile{{"shard-0.json", read(t, legit[0])}, {"shard-1.json", read(t, legit[1])}}); err != nil {
+	if _, err := Merge(context.Background(), []merge.ShardFile{{File: "shard-0.json", Report: read(t, legit[0])}, {File: "shard-1.json", Report: read(t, legit[1])}}); err != nil {
 		t.Fatalf("legitimate shards: %v", err)
 	}
-	repl := func(old, new string) func(*Report) {
-		return func(r *Report) { r.Environment.Config = strings.Replace(r.Environment.Config, old, new, 1) }
+	repl := func(old, new string) func(*report.Report) {
+		return func(r *report.Report) { r.Environment.Config = strings.Replace(r.Environment.Config, old, new, 1) }
 	}
-	state := func(f func(*RecorderState)) func(*Report) {
-		return func(r *Report) { f(&r.Shard.Cells[0].Repeats[0]) }
+	state := func(f func(*report.RecorderState)) func(*report.Report) {
+		return func(r *report.Report) { f(&r.Shard.Cells[0].Repeats[0]) }
 	}
 	for _, tc := range []struct {
 		name  string
 		both  bool // the change is made to both shards (the configuration: equal text)
-		craft func(*Report)
+		craft func(*report.Report)
 		want  string // shard-1.json unless both
 	}{
-		{"cells [] on shard 1", false, func(r *Report) { r.Shard.Cells = []ShardCells{} }, "shard-1.json: shard.cells: 0 cells, shard 0 has 1"},
-		{"repeats [] on shard 1", false, func(r *Report) { r.Shard.Cells[0].Repeats = nil }, "shard-1.json: shard.cells[0].repeats: 0 repeats"},
-		{"report cells [] on shard 1", false, func(r *Report) { r.Cells = nil }, "shard-1.json: cells: 0 cells"},
-		{"windows 1e8", false, state(func(s *RecorderState) { s.Windows = 100000000 }), "shard-1.json: shard.cells[0].repeats[0].windows: 100000000 exceeds"},
-		{"windows 9e18", false, state(func(s *RecorderState) { s.Windows = 9e18 }), "shard-1.json: shard.cells[0].repeats[0].windows: 9000000000000000000 exceeds"},
+		{"cells [] on shard 1", false, func(r *report.Report) { r.Shard.Cells = []report.ShardCells{} }, "shard-1.json: shard.cells: 0 cells, shard 0 has 1"},
+		{"repeats [] on shard 1", false, func(r *report.Report) { r.Shard.Cells[0].Repeats = nil }, "shard-1.json: shard.cells[0].repeats: 0 repeats"},
+		{"report cells [] on shard 1", false, func(r *report.Report) { r.Cells = nil }, "shard-1.json: cells: 0 cells"},
+		{"windows 1e8", false, state(func(s *report.RecorderState) { s.Windows = 100000000 }), "shard-1.json: shard.cells[0].repeats[0].windows: 100000000 exceeds"},
+		{"windows 9e18", false, state(func(s *report.RecorderState) { s.Windows = 9e18 }), "shard-1.json: shard.cells[0].repeats[0].windows: 9000000000000000000 exceeds"},
 		{"resamples 2e9", true, repl("resamples: 100", "resamples: 2000000000"), "shard-0.json: environment.config"},
 		{"confidence NaN", true, repl("confidence: 0.95", "confidence: .nan"), "bench.ranking.confidence"},
-		{"negative measured", false, state(func(s *RecorderState) { s.Measured = -5 }), "shard-1.json: shard.cells[0].repeats[0].measured: -5"},
-		{"negative outcome", false, state(func(s *RecorderState) { s.Outcomes["success"] = -1 }), "shard-1.json: shard.cells[0].repeats[0].outcomes.success: -1"},
-		{"negative window count", false, state(func(s *RecorderState) { s.WinSent[0] = -1 }), "shard-1.json: shard.cells[0].repeats[0].win_sent[0]: -1"},
-		{"unknown outcome", false, state(func(s *RecorderState) { s.Outcomes["teleported"] = 1 }), `shard-1.json: shard.cells[0].repeats[0].outcomes: "teleported" is not an outcome`},
-		{"ITL +1e308", false, state(func(s *RecorderState) { s.ITL[0] = 1e308 }), "shard-1.json: shard.cells[0].repeats[0].itl[0]: 1e+308"},
-		{"ITL -1e308", false, state(func(s *RecorderState) { s.ITL[0] = -1e308 }), "shard-1.json: shard.cells[0].repeats[0].itl[0]: -1e+308"},
-		{"e2e 1e308", false, state(func(s *RecorderState) { s.Records[0].E2E = 1e308 }), "shard-1.json: shard.cells[0].repeats[0].records[0].e2e"},
-		{"window tokens -1", false, state(func(s *RecorderState) { s.WinTokens[0] = -1 }), "shard-1.json: shard.cells[0].repeats[0].win_tokens[0]"},
-		{"records seen below kept", false, state(func(s *RecorderState) { s.RecordsSeen = 1 }), "shard-1.json: shard.cells[0].repeats[0].records_seen: 1"},
-		{"another seed, same config hash", false, func(r *Report) { r.Environment.Seed = 8 }, "shard-1.json: environment.seed: 8"},
+		{"negative measured", false, state(func(s *report.RecorderState) { s.Measured = -5 }), "shard-1.json: shard.cells[0].repeats[0].measured: -5"},
+		{"negative outcome", false, state(func(s *report.RecorderState) { s.Outcomes["success"] = -1 }), "shard-1.json: shard.cells[0].repeats[0].outcomes.success: -1"},
+		{"negative window count", false, state(func(s *report.RecorderState) { s.WinSent[0] = -1 }), "shard-1.json: shard.cells[0].repeats[0].win_sent[0]: -1"},
+		{"unknown outcome", false, state(func(s *report.RecorderState) { s.Outcomes["teleported"] = 1 }), `shard-1.json: shard.cells[0].repeats[0].outcomes: "teleported" is not an outcome`},
+		{"ITL +1e308", false, state(func(s *report.RecorderState) { s.ITL[0] = 1e308 }), "shard-1.json: shard.cells[0].repeats[0].itl[0]: 1e+308"},
+		{"ITL -1e308", false, state(func(s *report.RecorderState) { s.ITL[0] = -1e308 }), "shard-1.json: shard.cells[0].repeats[0].itl[0]: -1e+308"},
+		{"e2e 1e308", false, state(func(s *report.RecorderState) { s.Records[0].E2E = 1e308 }), "shard-1.json: shard.cells[0].repeats[0].records[0].e2e"},
+		{"window tokens -1", false, state(func(s *report.RecorderState) { s.WinTokens[0] = -1 }), "shard-1.json: shard.cells[0].repeats[0].win_tokens[0]"},
+		{"records seen below kept", false, state(func(s *report.RecorderState) { s.RecordsSeen = 1 }), "shard-1.json: shard.cells[0].repeats[0].records_seen: 1"},
+		{"another seed, same config hash", false, func(r *report.Report) { r.Environment.Seed = 8 }, "shard-1.json: environment.seed: 8"},
 		{"another config text, same hash", false, repl("seed: 7", "seed: 8"), "shard-1.json: environment.config: differs"},
-		{"another cell key", false, func(r *Report) { r.Shard.Cells[0].Key = "x" }, `shard-1.json: shard.cells[0].key: "x"`},
-		{"shard count 0", false, func(r *Report) { r.Shard.Count = 0 }, "shard-1.json: shard.count: 0"},
-		{"shard index repeated", false, func(r *Report) { r.Shard.Index = 0 }, "shard.index: shards of 2: shard 1 is missing or repeated"},
-		{"not a shard", false, func(r *Report) { r.Shard = nil }, "shard-1.json: shard: absent"},
-		{"interrupted shard", false, func(r *Report) { r.Interrupted = true }, "shard-1.json: interrupted: this shard was stopped"},
-		{"another exporter binary", false, func(r *Report) { r.Environment.Inputs[0].SHA256 = strings.Repeat("ab", 32) }, "shard-1.json: environment.inputs: exporter has sha256 abababababab"},
-		{"a trace shard 0 did not read", false, func(r *Report) {
-			r.Environment.Inputs = append(r.Environment.Inputs, Input{Kind: InputTrace, Name: "mc", SHA256: strings.Repeat("cd", 32)})
+		{"another cell key", false, func(r *report.Report) { r.Shard.Cells[0].Key = "x" }, `shard-1.json: shard.cells[0].key: "x"`},
+		{"shard count 0", false, func(r *report.Report) { r.Shard.Count = 0 }, "shard-1.json: shard.count: 0"},
+		{"shard index repeated", false, func(r *report.Report) { r.Shard.Index = 0 }, "shard.index: shards of 2: shard 1 is missing or repeated"},
+		{"not a shard", false, func(r *report.Report) { r.Shard = nil }, "shard-1.json: shard: absent"},
+		{"interrupted shard", false, func(r *report.Report) { r.Interrupted = true }, "shard-1.json: interrupted: this shard was stopped"},
+		{"another exporter binary", false, func(r *report.Report) { r.Environment.Inputs[0].SHA256 = strings.Repeat("ab", 32) }, "shard-1.json: environment.inputs: exporter has sha256 abababababab"},
+		{"a trace shard 0 did not read", false, func(r *report.Report) {
+			r.Environment.Inputs = append(r.Environment.Inputs, report.Input{Kind: report.InputTrace, Name: "mc", SHA256: strings.Repeat("cd", 32)})
 		}, "shard-1.json: environment.inputs: trace mc is not among shard-0.json's inputs"},
-		{"an input missing", false, func(r *Report) { r.Environment.Inputs = r.Environment.Inputs[1:] }, "shard-1.json: environment.inputs: exporter of shard-0.json is missing"},
-		{"negative input tokens", false, state(func(s *RecorderState) { s.WinInputTokens = []int{-1} }), "shard-1.json: shard.cells[0].repeats[0].win_input_tokens[0]: -1"},
+		{"an input missing", false, func(r *report.Report) { r.Environment.Inputs = r.Environment.Inputs[1:] }, "shard-1.json: environment.inputs: exporter of shard-0.json is missing"},
+		{"negative input tokens", false, state(func(s *report.RecorderState) { s.WinInputTokens = []int{-1} }), "shard-1.json: shard.cells[0].repeats[0].win_input_tokens[0]: -1"},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			r0, r1 := read(t, legit[0]), read(t, legit[1])
-			for _, r := range []*Report{r0, r1} {
-				r.Environment.Inputs = []Input{{Kind: InputExporter, SHA256: strings.Repeat("01", 32)}, {Kind: InputConfig, SHA256: strings.Repeat("02", 32)}}
+			for _, r := range []*report.Report{r0, r1} {
+				r.Environment.Inputs = []report.Input{{Kind: report.InputExporter, SHA256: strings.Repeat("01", 32)}, {Kind: report.InputConfig, SHA256: strings.Repeat("02", 32)}}
 			}
 			tc.craft(r1)
 			if tc.both {
 				tc.craft(r0)
 			}
-			rep, err := Merge(context.Background(), []ShardFile{{"shard-0.json", r0}, {"shard-1.json", r1}})
+			rep, err := Merge(context.Background(), []merge.ShardFile{{File: "shard-0.json", Report: r0}, {File: "shard-1.json", Report: r1}})
 			if err == nil || !strings.Contains(err.Error(), tc.want) {
 				t.Fatalf("Merge error %v, want one with %q (report %v)", err, tc.want, rep != nil)
 			}
@@ -210,7 +211,7 @@ func TestMergeAndVerifyEndOnSIGTERM(t *testing.T) {
 	if err := os.Truncate(huge, size); err != nil {
 		t.Skipf("no sparse file here: %v", err)
 	}
-	rep := &Report{Schema: Schema, Environment: Environment{Inputs: []Input{{Kind: InputTrace, Name: "t", Path: huge, SHA256: "00", Bytes: size}}}}
+	rep := &report.Report{Schema: report.Schema, Environment: report.Environment{Inputs: []report.Input{{Kind: report.InputTrace, Name: "t", Path: huge, SHA256: "00", Bytes: size}}}}
 	var b bytes.Buffer
 	if err := render.WriteJSON(&b, rep); err != nil {
 		t.Fatal(err)
@@ -260,29 +261,6 @@ func TestMergeAndVerifyEndOnSIGTERM(t *testing.T) {
 	}
 }
 
-// TestVerifyRefusesWhatIsNotItsInput (issue 23): an input now a FIFO or a
-// device, or larger than its recorded size, is changed, found without
-// reading it.
-func TestVerifyRefusesWhatIsNotItsInput(t *testing.T) {
-	dir := t.TempDir()
-	fifo := filepath.Join(dir, "fifo")
-	if err := syscall.Mkfifo(fifo, 0o600); err != nil {
-		t.Fatal(err)
-	}
-	grown := writeTestFile(t, dir, "grown", "0123456789")
-	r := &Report{Environment: Environment{Inputs: []Input{
-		{Kind: InputTrace, Path: fifo, SHA256: "00", Bytes: 10},
-		{Kind: InputTrace, Path: "/dev/zero", SHA256: "00", Bytes: 10},
-		{Kind: InputTrace, Path: grown, SHA256: "00", Bytes: 4},
-	}}}
-	for i, v := range Verify(context.Background(), r) {
-		want := []string{"not a regular file", "not a regular file", "10 bytes, recorded 4"}[i]
-		if v.Status != VerifyChanged || !strings.Contains(v.Note, want) {
-			t.Errorf("%s: %s %q, want changed with %q", v.Input.Path, v.Status, v.Note, want)
-		}
-	}
-}
-
 // FuzzReadShard feeds bytes to the report reader and, when they decode,
 // merges them as shard 1 beside a legitimate shard 0: no input panics,
 // allocates beyond report.MaxReportDecodedBytes, or merges with a figure that is
@@ -306,12 +284,12 @@ func FuzzReadShard(f *testing.F) {
 		}
 		// report.Decode hands out its report; the legitimate shard 0 is
 		// shared, so merge from a copy that this input cannot change.
-		var s0 Report
+		var s0 report.Report
 		raw, _ := json.Marshal(shard0)
 		if err := json.Unmarshal(raw, &s0); err != nil {
 			t.Fatal(err)
 		}
-		rep, err := Merge(context.Background(), []ShardFile{{"shard-0.json", &s0}, {"fuzz.json", r}})
+		rep, err := Merge(context.Background(), []merge.ShardFile{{File: "shard-0.json", Report: &s0}, {File: "fuzz.json", Report: r}})
 		if err != nil {
 			return
 		}
@@ -414,11 +392,11 @@ bench:
 		// A looping replay is cut at warm-up + duration: its base windows.
 		{"loop", ", loop: true", "", 6, 60, 3},
 		// A claim of a window of 10^6 s stays within MaxShardWindows.
-		{"hostile window", "", "", 1e6, 60, MaxShardWindows},
+		{"hostile window", "", "", 1e6, 60, merge.MaxShardWindows},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
-			c := &CellResult{Target: "a", Shape: "mc", Load: Load{Kind: LoadReplay, Value: 1},
-				Repeats: []RepeatResult{{Replay: &ReplayResult{WindowSeconds: tc.window, Rows: tc.rows}}}}
+			c := &report.CellResult{Target: "a", Shape: "mc", Load: report.Load{Kind: report.LoadReplay, Value: 1},
+				Repeats: []report.RepeatResult{{Replay: &report.ReplayResult{WindowSeconds: tc.window, Rows: tc.rows}}}}
 			if got := maxWindows(conf(tc.replay, tc.stability), c, 0); got != tc.want {
 				t.Errorf("%d windows allowed, want %d", got, tc.want)
 			}

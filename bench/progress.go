@@ -360,3 +360,11 @@ func lengthText(elapsed, length time.Duration, why string, inFlight int) string 
 	}
 	return text
 }
+
+// plural is one or many by n.
+func plural(n int, one, many string) string {
+	if n == 1 {
+		return one
+	}
+	return many
+}

@@ -143,12 +143,12 @@ func TestProgressSay(t *testing.T) {
 // TestProgressLines: without a terminal, one plain line per repeat when it
 // ends, from the repeat's figures; nothing without a writer.
 func TestProgressLines(t *testing.T) {
-	st := Stats{Requests: 42, Successes: 39, Outcomes: map[string]int{"success": 39, "dropped": 2, "timeout": 1},
-		RequestsPerSecond: 3.984, TTFT: Dist{Count: 40, P50: 0.1234}}
+	st := report.Stats{Requests: 42, Successes: 39, Outcomes: map[string]int{"success": 39, "dropped": 2, "timeout": 1},
+		RequestsPerSecond: 3.984, TTFT: report.Dist{Count: 40, P50: 0.1234}}
 	for _, tc := range []struct {
 		name            string
 		i, n, r, rs     int
-		st              Stats
+		st              report.Stats
 		wall            time.Duration
 		longer          string
 		want            string
@@ -158,13 +158,13 @@ func TestProgressLines(t *testing.T) {
 			"cell 2/4 openai/sim-model/w rate 4: 40 sent, 39 ok, 3.98 req/s, TTFT p50 123 ms (10.0 s)", "openai", "w"},
 		{"repeats", 1, 2, 2, 3, st, 12345 * time.Millisecond, "",
 			"cell 1/2 repeat 2/3 openai/sim-model/w rate 4: 40 sent, 39 ok, 3.98 req/s, TTFT p50 123 ms (12.3 s)", "openai", "w"},
-		{"nothing answered", 1, 1, 1, 1, Stats{Requests: 3, Outcomes: map[string]int{"dropped": 3}}, time.Second, "",
+		{"nothing answered", 1, 1, 1, 1, report.Stats{Requests: 3, Outcomes: map[string]int{"dropped": 3}}, time.Second, "",
 			"cell 1/1 a/sim-model/s rate 4: 0 sent, 0 ok, 0.00 req/s, TTFT p50 - (1.0 s)", "a", "s"},
 		{"longer than planned", 1, 3, 1, 1, st, 32500 * time.Millisecond, "extended 20 s for stability",
 			"cell 1/3 openai/sim-model/w rate 4: 40 sent, 39 ok, 3.98 req/s, TTFT p50 123 ms (32.5 s; extended 20 s for stability)", "openai", "w"},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
-			name := render.CellName(tc.cellName, "sim-model", Load{Kind: LoadRate, Value: 4}, tc.shape)
+			name := render.CellName(tc.cellName, "sim-model", report.Load{Kind: report.LoadRate, Value: 4}, tc.shape)
 			if got := progressLine(tc.i, tc.n, tc.r, tc.rs, name, &tc.st, tc.wall, tc.longer); got != tc.want {
 				t.Errorf("got  %q\nwant %q", got, tc.want)
 			}
@@ -217,13 +217,13 @@ func TestLongerThanPlanned(t *testing.T) {
 func TestCellName(t *testing.T) {
 	for _, tc := range []struct {
 		target, model string
-		load          Load
+		load          report.Load
 		shape, want   string
 	}{
-		{"vllm", "meta-llama/Llama-3.1-8B", Load{Kind: LoadRate, Value: 4}, "chat", "vllm/meta-llama/Llama-3.1-8B/chat rate 4"},
-		{"a", "m", Load{Kind: LoadConcurrency, Value: 8}, "s", "a/m/s concurrency 8"},
-		{"a", "m", Load{Kind: LoadReplay, Value: 0.5}, "azure", "a/m/azure replay x0.5"},
-		{"a", "", Load{Kind: LoadRate, Value: 0.25}, "s", "a/s rate 0.25"},
+		{"vllm", "meta-llama/Llama-3.1-8B", report.Load{Kind: report.LoadRate, Value: 4}, "chat", "vllm/meta-llama/Llama-3.1-8B/chat rate 4"},
+		{"a", "m", report.Load{Kind: report.LoadConcurrency, Value: 8}, "s", "a/m/s concurrency 8"},
+		{"a", "m", report.Load{Kind: report.LoadReplay, Value: 0.5}, "azure", "a/m/azure replay x0.5"},
+		{"a", "", report.Load{Kind: report.LoadRate, Value: 0.25}, "s", "a/s rate 0.25"},
 	} {
 		if got := render.CellName(tc.target, tc.model, tc.load, tc.shape); got != tc.want {
 			t.Errorf("render.CellName = %q, want %q", got, tc.want)

@@ -55,7 +55,7 @@ bench:
 	}
 	for _, p := range r.Perplexity {
 		w := want[p.Target]
-		for _, v := range []Num{p.Perplexity, p.Min, p.Max} {
+		for _, v := range []report.Num{p.Perplexity, p.Min, p.Max} {
 			if math.Abs(float64(v)-w) > 1e-9*w {
 				t.Errorf("%s: perplexity %v (min %v, max %v), the simulator's truth %v", p.Target, p.Perplexity, p.Min, p.Max, w)
 			}

@@ -9,6 +9,7 @@ import (
 	"time"
 
 	"github.com/infer-exporter/infer_exporter/bench/render"
+	"github.com/infer-exporter/infer_exporter/bench/report"
 	"github.com/infer-exporter/infer_exporter/internal/config"
 	"github.com/infer-exporter/infer_exporter/probe/observation"
 )
@@ -53,7 +54,7 @@ func TestRecorderReasoning(t *testing.T) {
 	// Over repeats: medians, as for every figure.
 	other := st
 	other.ReasoningTokens, other.TTFA.P50 = 41, 0.3
-	m := medianStats([]Stats{st, other, other})
+	m := medianStats([]report.Stats{st, other, other})
 	if m.ReasoningTokens != 41 || m.TTFA.P50 != 0.3 || m.ReasoningRequests != 2 {
 		t.Errorf("median: %d reasoning tokens, %d requests, TTFA p50 %v", m.ReasoningTokens, m.ReasoningRequests, m.TTFA.P50)
 	}
@@ -62,9 +63,9 @@ func TestRecorderReasoning(t *testing.T) {
 // TestReportCSVReasoningColumns: the TTFA and reasoning columns follow the
 // existing ones, which keep their places.
 func TestReportCSVReasoningColumns(t *testing.T) {
-	r := &Report{Cells: []CellResult{{Key: "k", Summary: Stats{
-		TTFT:            Dist{Count: 2, P50: 0.1},
-		TTFA:            Dist{Count: 2, P50: 0.7, Max: 0.9},
+	r := &report.Report{Cells: []report.CellResult{{Key: "k", Summary: report.Stats{
+		TTFT:            report.Dist{Count: 2, P50: 0.1},
+		TTFA:            report.Dist{Count: 2, P50: 0.7, Max: 0.9},
 		ReasoningTokens: 60, ReasoningRequests: 2,
 	}}}}
 	var buf bytes.Buffer

@@ -147,7 +147,7 @@ func (r *recorder) Dropped(o *observation.Request) { r.observe(o) }
 func newRecorder(t0 time.Time, minWarmup, maxWarmup, window time.Duration, slo config.SLO, maxRecs, maxITL int, seed uint64) *recorder {
 	return &recorder{
 		t0: t0, minWarmup: minWarmup, maxWarmup: max(minWarmup, maxWarmup), window: window, slo: slo,
-		maxRecs: maxRecs, maxITL: maxITL, windowCap: windowE2ECap,
+		maxRecs: maxRecs, maxITL: maxITL, windowCap: report.MaxWindowE2E,
 		rng:        rand.New(rand.NewPCG(seed, 0x5bd1e995)),
 		outcomes:   map[observation.Outcome]int{},
 		httpErrors: map[string]int{},
@@ -421,6 +421,22 @@ func (rc *recorder) judge(k int, span time.Duration, rule stability.Spec) stabil
 		}
 	}
 	return stability.Judge(reqs, span, rc.load(k), rule)
+}
+
+// setVerdict records the stability rule's verdict in a repeat's result:
+// its state, its drift with the interval, and why in words (only when not
+// stable: the console lists it among the notes).
+func setVerdict(res *report.StabilityResult, v stability.Verdict) {
+	res.State, res.Stable = string(v.State), v.State == stability.Stable
+	res.Growth, res.GrowthLow, res.GrowthHigh = report.Num(v.Growth), report.Num(v.GrowthLo), report.Num(v.GrowthHi)
+	res.Requests, res.NeedSeconds = v.N, report.NaN()
+	if v.NeedSeconds > 0 {
+		res.NeedSeconds = report.Num(v.NeedSeconds)
+	}
+	res.Note = ""
+	if v.State != stability.Stable {
+		res.Note = v.Reason
+	}
 }
 
 // load is what the windows [0, k) say of the queue: sent and ended within

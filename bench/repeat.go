@@ -174,22 +174,6 @@ func wholeWindows(duration, window time.Duration) int {
 	return max(1, int((duration-time.Microsecond+window-1)/window))
 }
 
-// setVerdict records the stability rule's verdict in a repeat's result:
-// its state, its drift with the interval, and why in words (only when not
-// stable: the console lists it among the notes).
-func setVerdict(res *report.StabilityResult, v stability.Verdict) {
-	res.State, res.Stable = string(v.State), v.State == stability.Stable
-	res.Growth, res.GrowthLow, res.GrowthHigh = report.Num(v.Growth), report.Num(v.GrowthLo), report.Num(v.GrowthHi)
-	res.Requests, res.NeedSeconds = v.N, report.NaN()
-	if v.NeedSeconds > 0 {
-		res.NeedSeconds = report.Num(v.NeedSeconds)
-	}
-	res.Note = ""
-	if v.State != stability.Stable {
-		res.Note = v.Reason
-	}
-}
-
 // extension decides, at the end of the base windows and of each
 // extension, whether the repeat goes on: only while the stability rule
 // cannot judge it and its drift is suggestive (stability.Extend), to the
@@ -318,19 +302,9 @@ func (b *run) repeat(ctx context.Context, p repeatPlan) (report.RepeatResult, *s
 
 	res := report.RepeatResult{Index: p.index, Stability: report.StabilityResult{Checked: win.check, WindowSeconds: win.window.Seconds(),
 		Growth: report.NaN(), GrowthLow: report.NaN(), GrowthHigh: report.NaN(), NeedSeconds: report.NaN()}}
-	t0 := time.Now()
-	started := t0
-	if b.clock != nil {
-		// The schedule starts at the agreed instant, not when this
-		// process woke: every shard's schedule then has one origin, and
-		// a late wake-up is its first arrivals' lag, caught up.
-		if t0, started, err = waitUntil(ctx, agreed); err != nil {
-			return report.RepeatResult{}, nil, fmt.Errorf("cell %s: interrupted: %w", p.cell, err)
-		}
-		if late := started.Sub(agreed); late > lateStart {
-			b.logger.Warn("repeat started late: this shard reached the start all shards agreed on after it had passed (an earlier repeat overran its planned length and --shard.slack, or --shard.start-at was too soon)",
-				"cell", p.cell, "repeat", p.index+1, "agreed", agreed.UTC().Format(time.RFC3339Nano), "late", late.Round(time.Millisecond))
-		}
+	t0, started, err := b.startRepeat(ctx, p, agreed)
+	if err != nil {
+		return report.RepeatResult{}, nil, err
 	}
 	rec, clock := b.repeatRecorder(p, t0, win.window, l.replay != nil)
 	lvl := slog.LevelInfo
@@ -391,16 +365,41 @@ func (b *run) repeat(ctx context.Context, p repeatPlan) (report.RepeatResult, *s
 		smp := b.finishRepeat(&res, p, &l, rec, stop, ext, end, ro.requests)
 		res.Stability.Checked, res.Stability.State, res.Stability.Stable = false, "", false
 		res.Stability.Note = fmt.Sprintf("not judged: interrupted after %.1f s measured", measured.Seconds())
-		b.timeline = append(b.timeline, report.Span{Target: p.target.Name, Cell: p.cell, Repeat: p.index,
-			Start: t0.Sub(b.start).Seconds(), End: end.Sub(b.start).Seconds()})
+		b.addSpan(p, t0, end)
 		return res, smp, err
 	}
 	smp := b.finishRepeat(&res, p, &l, rec, stop, ext, end, ro.requests)
-	b.timeline = append(b.timeline, report.Span{Target: p.target.Name, Cell: p.cell, Repeat: p.index,
-		Start: t0.Sub(b.start).Seconds(), End: end.Sub(b.start).Seconds()})
+	b.addSpan(p, t0, end)
 	b.logger.Log(ctx, lvl, "repeat done", "cell", p.cell, "repeat", p.index+1, "requests", res.Stats.Requests,
 		"successes", res.Stats.Successes, "e2e_p50", res.Stats.E2E.P50, "stability", stateWord(res.Stability))
 	return res, smp, nil
+}
+
+// startRepeat is the instant a repeat's schedule starts from, t0, and the
+// instant it started, now; with the shards' clock both are the agreed
+// instant, which it waits for (agreed), or now when that has passed.
+func (b *run) startRepeat(ctx context.Context, p repeatPlan, agreed time.Time) (t0, started time.Time, err error) {
+	t0 = time.Now()
+	if b.clock == nil {
+		return t0, t0, nil
+	}
+	// The schedule starts at the agreed instant, not when this process
+	// woke: every shard's schedule then has one origin, and a late
+	// wake-up is its first arrivals' lag, caught up.
+	if t0, started, err = waitUntil(ctx, agreed); err != nil {
+		return t0, started, fmt.Errorf("cell %s: interrupted: %w", p.cell, err)
+	}
+	if late := started.Sub(agreed); late > lateStart {
+		b.logger.Warn("repeat started late: this shard reached the start all shards agreed on after it had passed (an earlier repeat overran its planned length and --shard.slack, or --shard.start-at was too soon)",
+			"cell", p.cell, "repeat", p.index+1, "agreed", agreed.UTC().Format(time.RFC3339Nano), "late", late.Round(time.Millisecond))
+	}
+	return t0, started, nil
+}
+
+// addSpan puts a repeat that ran from t0 to end on the run's timeline.
+func (b *run) addSpan(p repeatPlan, t0, end time.Time) {
+	b.timeline = append(b.timeline, report.Span{Target: p.target.Name, Cell: p.cell, Repeat: p.index,
+		Start: t0.Sub(b.start).Seconds(), End: end.Sub(b.start).Seconds()})
 }
 
 // lateStart is how late after the agreed instant a repeat may start

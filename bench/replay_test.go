@@ -33,7 +33,7 @@ func mooncakeTrace(n int, gap time.Duration, in, out int) string {
 // replayBench runs a bench of the given bench section against fresh
 // simulators, one per target name, and returns the report and the bodies
 // each simulator received.
-func replayBench(t *testing.T, trace, benchYAML string, names ...string) (*Report, [][]string, string) {
+func replayBench(t *testing.T, trace, benchYAML string, names ...string) (*report.Report, [][]string, string) {
 	t.Helper()
 	var sims []*simTarget
 	for range names {

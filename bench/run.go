@@ -16,6 +16,7 @@ import (
 
 	"github.com/prometheus/common/version"
 
+	"github.com/infer-exporter/infer_exporter/bench/merge"
 	"github.com/infer-exporter/infer_exporter/bench/render"
 	"github.com/infer-exporter/infer_exporter/bench/report"
 	"github.com/infer-exporter/infer_exporter/internal/config"
@@ -126,25 +127,11 @@ func Run(ctx context.Context, cfg *Config, opts Options) (*report.Report, error)
 	if err != nil {
 		return nil, err
 	}
-	// The cold-start step comes first: the server it starts (and, by
-	// default, leaves running until the run ends) is the one the prompt
-	// calibration, the engine info and the matrix then meet.
-	var coldStart *report.ColdStartReport
-	if spec.ColdStart != nil {
-		cs, stopServer, err := b.coldStart(ctx, targets, cts)
-		if err != nil {
-			return nil, err
-		}
-		defer stopServer()
-		coldStart = cs
-	}
-	if b.prompts, err = b.promptSet(ctx, targets); err != nil {
+	rep, stopServer, err := b.prepare(ctx, targets, cts)
+	defer stopServer() // a server the cold-start step started, even when prepare failed after it
+	if err != nil {
 		return nil, err
 	}
-	if err := b.readTraces(); err != nil {
-		return nil, err
-	}
-	rep := &report.Report{Schema: report.Schema, Environment: b.environment(ctx, targets), ColdStart: coldStart}
 
 	var gpu *gpuSampler
 	gctx, stopGPU := context.WithCancel(ctx)
@@ -163,14 +150,7 @@ func Run(ctx context.Context, cfg *Config, opts Options) (*report.Report, error)
 	go func() { defer close(schedDone); b.sched.Run(gctx) }()
 	defer func() { stopGPU(); <-schedDone }()
 
-	if len(spec.KnownAnswers) > 0 {
-		for i := range targets {
-			rep.Accuracy = append(rep.Accuracy, b.knownAnswers(ctx, &targets[i], cts[i]))
-		}
-	}
-	if spec.Perplexity != nil {
-		rep.Perplexity = b.perplexity(ctx, targets, cts)
-	}
+	b.accuracy(ctx, targets, cts, rep)
 
 	groups := matrixGroups(spec)
 	rp := b.runPlan(groups, len(targets))
@@ -211,6 +191,44 @@ func Run(ctx context.Context, cfg *Config, opts Options) (*report.Report, error)
 	rep.Environment.Finished = time.Now().UTC()
 	b.closeRequests(rep)
 	return rep, nil
+}
+
+// prepare readies the run before its first measured request: the
+// cold-start step, the prompt set, the traces, and the report with its
+// environment. The cold-start step comes first: the server it starts (and,
+// by default, leaves running until the run ends, when stopServer stops it)
+// is the one the prompt calibration, the engine info and the matrix then
+// meet.
+func (b *run) prepare(ctx context.Context, targets []config.Target, cts []*client.Target) (rep *report.Report, stopServer func(), err error) {
+	stopServer = func() {}
+	var coldStart *report.ColdStartReport
+	if b.spec.ColdStart != nil {
+		cs, stop, err := b.coldStart(ctx, targets, cts)
+		if err != nil {
+			return nil, stopServer, err
+		}
+		coldStart, stopServer = cs, stop
+	}
+	if b.prompts, err = b.promptSet(ctx, targets); err != nil {
+		return nil, stopServer, err
+	}
+	if err := b.readTraces(); err != nil {
+		return nil, stopServer, err
+	}
+	return &report.Report{Schema: report.Schema, Environment: b.environment(ctx, targets), ColdStart: coldStart}, stopServer, nil
+}
+
+// accuracy runs the known-answer checks and scores the perplexity of
+// every target, when the configuration asks for them.
+func (b *run) accuracy(ctx context.Context, targets []config.Target, cts []*client.Target, rep *report.Report) {
+	if len(b.spec.KnownAnswers) > 0 {
+		for i := range targets {
+			rep.Accuracy = append(rep.Accuracy, b.knownAnswers(ctx, &targets[i], cts[i]))
+		}
+	}
+	if b.spec.Perplexity != nil {
+		rep.Perplexity = b.perplexity(ctx, targets, cts)
+	}
 }
 
 // clientTargets are the run's targets as the client reaches them.
@@ -493,7 +511,8 @@ type cellAcc struct {
 
 // assembleCells turns the repeats into cells, target by target; each
 // cell's bootstrap now, so that only its resampled figures, not its
-// requests, are kept for the ranking. Run and Merge share it.
+// requests, are kept for the ranking. Run and bench merge share it
+// (shardRun.Figures).
 func assembleCells(ctx context.Context, spec *Spec, targets []string, groups []group, acc [][]cellAcc) ([]report.CellResult, map[string][numFigures][]float64) {
 	var cells []report.CellResult
 	reps := map[string][numFigures][]float64{}
@@ -546,7 +565,7 @@ func (b *run) environment(ctx context.Context, targets []config.Target) report.E
 		env.Traces = append(env.Traces, report.TraceInfo{Name: r.Name, Source: r.Source, Path: r.Path,
 			Records: len(b.traces[r.Name].Records), Skipped: b.traces[r.Name].Skipped})
 	}
-	env.Inputs = auditInputs(b.cfg.File, env.Traces, env.PromptSets)
+	env.Inputs = merge.Inputs(b.cfg.File, env.Traces, env.PromptSets)
 	src := b.opts.Info
 	if src == nil {
 		src = ServerInfo{Logger: b.logger}
@@ -801,4 +820,167 @@ func targetSucceeded(rep *report.Report, target string) bool {
 		}
 	}
 	return false
+}
+
+// repeatSpan is how long one repeat runs: planned, as configured (its
+// warm-up, then its measured windows; a replay, its trace's window at its
+// speed), and at most (a warm-up that lasts until its bound because no
+// request completed, then every window the stability rule may extend it
+// to). The requests in flight at a repeat's end run on after either (they
+// are waited for), counted in neither: no plan can know them.
+type repeatSpan struct{ planned, most time.Duration }
+
+// runPlan is what the matrix is planned to take: said before its first
+// repeat (line), in the log, and counted by the progress's estimate.
+type runPlan struct {
+	cells, repeats int
+	// loads says the matrix has rate or concurrency cells, whose repeats
+	// the fields below describe: the configured warm-up and its bound
+	// (the warm-up lasts until the pipeline is full: its first completion's
+	// 1.25 × E2E, or the bound when none completes), the measured time
+	// (the duration in whole stability windows), the most the stability
+	// rule extends it to, and why it never does when it cannot.
+	loads             bool
+	warmup, maxWarmup time.Duration
+	duration          time.Duration
+	measured, most    time.Duration
+	window            time.Duration
+	fixed             string
+	// replays says the matrix replays traces; sweep, that a rate sweep
+	// runs after it (its points depend on the rates that pass: no plan).
+	replays, sweep bool
+	// units are each repeat's span, in the order they run.
+	units []repeatSpan
+}
+
+// planned are the units' planned spans, the progress's units.
+func (rp *runPlan) planned() []time.Duration {
+	out := make([]time.Duration, len(rp.units))
+	for i, u := range rp.units {
+		out[i] = u.planned
+	}
+	return out
+}
+
+// totals are the matrix's planned time and the most it may take.
+func (rp *runPlan) totals() (planned, most time.Duration) {
+	for _, u := range rp.units {
+		planned += u.planned
+		most += u.most
+	}
+	return planned, most
+}
+
+// line says the plan in words: the cells and repeats, a repeat's warm-up
+// and measured time with how far each may grow, and the matrix's planned
+// time beside the most it may take. A run that takes longer than planned
+// has said so before it started.
+func (rp *runPlan) line() string {
+	if len(rp.units) == 0 {
+		if rp.sweep {
+			return "plan: the rate sweep alone, whose length depends on the rates that pass"
+		}
+		return ""
+	}
+	ms := toMillisecond
+	var parts []string
+	if rp.loads {
+		warm := fmt.Sprintf("warm-up %s (longer until the pipeline is full, at most %s)", ms(rp.warmup), ms(rp.maxWarmup))
+		if rp.warmup == 0 {
+			warm = fmt.Sprintf("warm-up until the pipeline is full (at most %s)", ms(rp.maxWarmup))
+		}
+		meas := fmt.Sprintf("then %s measured", ms(rp.measured))
+		if ms(rp.measured) != ms(rp.duration) {
+			meas += fmt.Sprintf(" (the duration, %s, in whole windows of %s)", ms(rp.duration), ms(rp.window))
+		}
+		if rp.fixed == "" {
+			meas += fmt.Sprintf(", up to %s when the stability rule extends a repeat whose drift is suggestive", ms(rp.most))
+		} else {
+			meas += ", never extended (" + rp.fixed + ")"
+		}
+		parts = append(parts, "each repeat: "+warm+", "+meas)
+	}
+	if rp.replays {
+		parts = append(parts, "a replay: its trace's window after the warm-up, never extended")
+	}
+	planned, most := rp.totals()
+	total := fmt.Sprintf("%s planned", ms(planned))
+	if ms(most) > ms(planned) {
+		total += fmt.Sprintf(", at most %s", ms(most))
+	}
+	total += " (the requests in flight at each repeat's end aside)"
+	parts = append(parts, total)
+	if rp.sweep {
+		parts = append(parts, "then the rate sweep, whose length depends on the rates that pass")
+	}
+	return fmt.Sprintf("plan: %d %s × %d %s; %s", rp.cells, plural(rp.cells, "cell", "cells"), rp.repeats, plural(rp.repeats, "repeat", "repeats"),
+		strings.Join(parts, "; "))
+}
+
+// log states the plan in the log, its durations to the millisecond.
+func (rp *runPlan) log(logger *slog.Logger) {
+	ms := toMillisecond
+	planned, most := rp.totals()
+	logger.Info("bench plan", "cells", rp.cells, "repeats", rp.repeats, "warmup", ms(rp.warmup), "max_warmup", ms(rp.maxWarmup),
+		"measured", ms(rp.measured), "max_measured", ms(rp.most), "planned", ms(planned), "at_most", ms(most), "sweep", rp.sweep)
+}
+
+// toMillisecond is a duration as the plan says it: 10 s in 3 windows
+// measures 9.999999999 s, said 10s.
+func toMillisecond(d time.Duration) time.Duration { return d.Round(time.Millisecond) }
+
+// runPlan is the matrix's plan: its groups on targets targets, each
+// repeat's span in the order runMatrix runs them.
+func (b *run) runPlan(groups []group, targets int) *runPlan {
+	spec := b.spec
+	rp := &runPlan{cells: len(groups) * targets, repeats: spec.Repeats, sweep: spec.Sweep != nil,
+		warmup: spec.Warmup, maxWarmup: spec.Warmup + spec.Duration, duration: spec.Duration}
+	win := b.repeatWindows(repeatPlan{duration: spec.Duration, stability: true}, false)
+	rp.window, rp.measured, rp.most = win.window, time.Duration(win.base)*win.window, time.Duration(win.most)*win.window
+	switch {
+	case !spec.Stability.On():
+		rp.fixed = "the stability check is off"
+	case b.opts.Shard.On():
+		rp.fixed = "a shard: bench merge judges the pooled windows"
+	case win.most <= win.base:
+		rp.fixed = "stability.max_duration leaves no room"
+	}
+	for _, g := range groups {
+		rp.replays = rp.replays || g.replay != nil
+		rp.loads = rp.loads || g.replay == nil
+		for r := 0; r < spec.Repeats; r++ {
+			for range targets {
+				rp.units = append(rp.units, b.span(g))
+			}
+		}
+	}
+	return rp
+}
+
+// span is how long a repeat of a group runs (repeatSpan): a rate's or a
+// concurrency's, its warm-up and measured windows, at most the warm-up's
+// bound and the windows the stability rule may extend it to; a replay's,
+// its warm-up and its trace's window at its speed (a looping one is cut
+// at its measured windows), never longer: its warm-up is the configured
+// one and it is never extended.
+func (b *run) span(g group) repeatSpan {
+	spec := b.spec
+	win := b.repeatWindows(repeatPlan{duration: spec.Duration, stability: true}, g.replay != nil)
+	measured := spec.Warmup + time.Duration(win.base)*win.window
+	switch r := g.replay; {
+	case r == nil:
+		return repeatSpan{planned: measured, most: spec.Warmup + spec.Duration + time.Duration(win.most)*win.window}
+	case r.Loop:
+		return repeatSpan{planned: measured, most: measured}
+	}
+	r := g.replay
+	d := spec.Warmup
+	if recs := b.traces[r.Name].Records; len(recs) > 0 {
+		end := recs[len(recs)-1].Offset
+		if r.End > 0 {
+			end = min(end, r.End)
+		}
+		d += time.Duration(float64(max(0, end-r.Start)) / r.Speed)
+	}
+	return repeatSpan{planned: d, most: d}
 }

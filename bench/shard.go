@@ -9,6 +9,7 @@ import (
 	"strings"
 	"time"
 
+	"github.com/infer-exporter/infer_exporter/bench/merge"
 	"github.com/infer-exporter/infer_exporter/bench/report"
 	"github.com/infer-exporter/infer_exporter/internal/config"
 	"github.com/infer-exporter/infer_exporter/probe/observation"
@@ -25,9 +26,6 @@ import (
 // process would have written.
 type Shard struct{ Index, Count int }
 
-// MaxShards bounds N.
-const MaxShards = 10000
-
 // ParseShard reads "i/N".
 func ParseShard(s string) (Shard, error) {
 	a, b, ok := strings.Cut(s, "/")
@@ -36,8 +34,8 @@ func ParseShard(s string) (Shard, error) {
 	switch {
 	case !ok || err1 != nil || err2 != nil:
 		return Shard{}, fmt.Errorf("--shard=%q: want i/N, such as 0/4", s)
-	case n < 1 || n > MaxShards:
-		return Shard{}, fmt.Errorf("--shard=%q: N must be in [1, %d]", s, MaxShards)
+	case n < 1 || n > merge.MaxShards:
+		return Shard{}, fmt.Errorf("--shard=%q: N must be in [1, %d]", s, merge.MaxShards)
 	case i < 0 || i >= n:
 		return Shard{}, fmt.Errorf("--shard=%q: i must be in [0, N) (0-based, as a Job's completion index)", s)
 	}
@@ -109,80 +107,30 @@ func (rc *recorder) export(k int, span time.Duration) report.RecorderState {
 	return st
 }
 
-// mergeStates builds the recorder of one repeat as a single process would
-// have kept it from the shards' recorders of that repeat: counts and
-// per-window aggregates add up; the records are the union, exact while no
-// shard sampled; a shard that sampled contributes, like every other, a
-// uniform share at the lowest sampling fraction among them, so that the
-// union stays a uniform sample of all the requests.
-func mergeStates(parts []report.RecorderState, maxRecs, maxITL int) (*recorder, int, time.Duration) {
-	window := 0.0
-	for _, p := range parts {
-		window = max(window, p.WindowSeconds)
+// recorderOf is the recorder that holds st, a repeat's recorders as
+// bench merge pooled them (merge.PoolStates), with the windows and the
+// measured span they cover: export's inverse, from which the figures of
+// the merged repeat are computed as one process computes its own. Its
+// stability points are kept as a recorder keeps its own (addPoint), the
+// pool holding every shard's.
+func recorderOf(st report.RecorderState, maxRecs, maxITL int) (*recorder, int, time.Duration) {
+	rc := newRecorderAt(time.Unix(0, 0), time.Duration(st.WindowSeconds*float64(time.Second)), config.SLO{}, maxRecs, maxITL, 1)
+	rc.measured, rc.goodput = st.Measured, st.Goodput
+	rc.reasoningTokens, rc.reasoningRequests = st.ReasoningTokens, st.ReasoningRequests
+	for o, n := range st.Outcomes {
+		rc.outcomes[observation.Outcome(o)] += n
 	}
-	rc := newRecorderAt(time.Unix(0, 0), time.Duration(window*float64(time.Second)), config.SLO{}, maxRecs, maxITL, 1)
-	rc.outcomes = map[observation.Outcome]int{}
-	k, span := 0, 0.0
-	addInts := func(dst *[]int, src []int) {
-		*dst = grow(*dst, len(src))
-		for i, v := range src {
-			(*dst)[i] += v
-		}
+	for code, n := range st.HTTPErrors {
+		rc.httpErrors[code] += n
 	}
-	fracRec, fracITL := 1.0, 1.0
-	for _, p := range parts {
-		if p.RecordsSeen > 0 {
-			fracRec = min(fracRec, float64(len(p.Records))/float64(p.RecordsSeen))
-		}
-		if p.ITLSeen > 0 {
-			fracITL = min(fracITL, float64(len(p.ITL))/float64(p.ITLSeen))
-		}
+	rc.winTokens, rc.winSuccesses, rc.winCompletions, rc.winInputTokens = st.WinTokens, st.WinSuccesses, st.WinCompletions, st.WinInputTokens
+	rc.winOffered, rc.winDropped, rc.winCapDropped = st.WinOffered, st.WinDropped, st.WinCapDropped
+	rc.winSent, rc.winEnded, rc.winE2E = st.WinSent, st.WinEnded, st.WinE2E
+	for _, p := range st.Points {
+		rc.addPoint(p)
 	}
-	for _, p := range parts {
-		k, span = max(k, p.Windows), max(span, p.SpanSeconds)
-		rc.measured += p.Measured
-		rc.goodput += p.Goodput
-		rc.reasoningTokens += p.ReasoningTokens
-		rc.reasoningRequests += p.ReasoningRequests
-		for o, n := range p.Outcomes {
-			rc.outcomes[observation.Outcome(o)] += n
-		}
-		for code, n := range p.HTTPErrors {
-			rc.httpErrors[code] += n
-		}
-		rc.winTokens = grow(rc.winTokens, len(p.WinTokens))
-		for i, v := range p.WinTokens {
-			rc.winTokens[i] += v
-		}
-		addInts(&rc.winSuccesses, p.WinSuccesses)
-		addInts(&rc.winCompletions, p.WinCompletions)
-		addInts(&rc.winInputTokens, p.WinInputTokens)
-		addInts(&rc.winOffered, p.WinOffered)
-		addInts(&rc.winDropped, p.WinDropped)
-		addInts(&rc.winCapDropped, p.WinCapDropped)
-		for _, pt := range p.Points {
-			rc.addPoint(pt)
-		}
-		addInts(&rc.winSent, p.WinSent)
-		addInts(&rc.winEnded, p.WinEnded)
-		rc.winE2E = grow(rc.winE2E, len(p.WinE2E))
-		for i, v := range p.WinE2E {
-			rc.winE2E[i] = append(rc.winE2E[i], v...)
-		}
-		take := len(p.Records)
-		if p.RecordsSeen > 0 {
-			take = min(take, int(math.Round(fracRec*float64(p.RecordsSeen))))
-		}
-		rc.recs = append(rc.recs, p.Records[:take]...)
-		rc.recsSeen += p.RecordsSeen
-		takeITL := len(p.ITL)
-		if p.ITLSeen > 0 {
-			takeITL = min(takeITL, int(math.Round(fracITL*float64(p.ITLSeen))))
-		}
-		rc.itl = append(rc.itl, p.ITL[:takeITL]...)
-		rc.itlSeen += p.ITLSeen
-	}
-	return rc, k, time.Duration(span * float64(time.Second))
+	rc.recs, rc.recsSeen, rc.itl, rc.itlSeen = st.Records, st.RecordsSeen, st.ITL, st.ITLSeen
+	return rc, st.Windows, time.Duration(st.SpanSeconds * float64(time.Second))
 }
 
 // shardPart collects a shard's recorders, cell by cell (the order of
@@ -273,4 +221,189 @@ func waitUntil(ctx context.Context, at time.Time) (origin, woke time.Time, err e
 	}
 	now := time.Now()
 	return now, now, nil
+}
+
+// Merge merges the reports of a split run's shards (merge.Merge), the
+// bench reading the configuration they embedded and computing the
+// figures of their pool.
+func Merge(ctx context.Context, shards []merge.ShardFile) (*report.Report, error) {
+	return merge.Merge(ctx, shards, readShardRun)
+}
+
+// shardRun is a split run as bench merge asks the bench for it
+// (merge.Run): the configuration its shards embedded.
+type shardRun struct{ cfg *Config }
+
+// readShardRun is merge.ReadRun: the embedded configuration, parsed and
+// validated offline (parseEmbedded).
+func readShardRun(ctx context.Context, text []byte, field string) (merge.Run, error) {
+	cfg, err := parseEmbedded(ctx, text, field)
+	if err != nil {
+		return nil, err
+	}
+	return shardRun{cfg}, nil
+}
+
+// Matrix implements merge.Run: the run's targets and groups, in the order
+// it runs them (matrixGroups).
+func (r shardRun) Matrix() merge.Matrix {
+	spec := &r.cfg.Bench
+	m := merge.Matrix{Seed: spec.Seed, MaxSamplesPerRepeat: spec.MaxSamplesPerRepeat, Repeats: spec.Repeats}
+	for _, t := range r.cfg.RunTargets() {
+		m.Targets = append(m.Targets, t.Name)
+	}
+	for _, g := range matrixGroups(spec) {
+		m.Groups = append(m.Groups, merge.Group{Shape: g.name, Load: g.load})
+	}
+	return m
+}
+
+// MaxWindows implements merge.Run (maxWindows).
+func (r shardRun) MaxWindows(c *report.CellResult, ri int) int { return maxWindows(r.cfg, c, ri) }
+
+// Figures implements merge.Run: every pooled repeat's figures
+// (pooledRepeat), then the cells and the ranking, as Run computes them.
+func (r shardRun) Figures(ctx context.Context, rep *report.Report) error {
+	spec := &r.cfg.Bench
+	targets, groups := r.cfg.RunTargets(), matrixGroups(spec)
+	names := make([]string, len(targets))
+	for i := range targets {
+		names[i] = targets[i].Name
+	}
+	acc := make([][]cellAcc, len(groups))
+	for gi := range groups {
+		acc[gi] = make([]cellAcc, len(names))
+	}
+	// The pool's cells are the matrix's (merge checked them): target by
+	// target, then group by group, as assembleCells orders them.
+	for ci := range rep.Cells {
+		ti, gi := ci/len(groups), ci%len(groups)
+		for ri := range rep.Cells[ci].Repeats {
+			if err := ctx.Err(); err != nil {
+				return err
+			}
+			res := rep.Cells[ci].Repeats[ri]
+			smp := pooledRepeat(&res, rep.Shard.Cells[ci].Repeats[ri], spec)
+			acc[gi][ti].repeats = append(acc[gi][ti].repeats, res)
+			acc[gi][ti].samples = append(acc[gi][ti].samples, smp)
+		}
+	}
+	cells, reps := assembleCells(ctx, spec, names, groups, acc)
+	if err := ctx.Err(); err != nil {
+		return err
+	}
+	rep.Cells = cells
+	b := &run{cfg: r.cfg, spec: spec}
+	rep.Ranking = rank(b.rankInput(targets, groups, reps, rep))
+	return nil
+}
+
+// pooledRepeat fills a merged repeat's figures from its pooled recorder,
+// as finishRepeat fills one process's, and judges its stability on the
+// pooled windows; it returns the repeat's bootstrap sample.
+func pooledRepeat(res *report.RepeatResult, st report.RecorderState, spec *Spec) *sample {
+	rc, k, span := recorderOf(st, spec.MaxSamplesPerRepeat, DefaultMaxITLSamples)
+	stats, smp := rc.finish(k, span)
+	res.Stats = stats
+	// The pooled records' distribution and the added-up windows,
+	// as one process draws its own.
+	res.Distribution, res.Windows = smp.distribution(), rc.windows(k)
+	res.Stability.Medians = nil
+	med, _ := rc.windowMedians(k)
+	for _, m := range med {
+		res.Stability.Medians = append(res.Stability.Medians, report.Num(m))
+	}
+	if st := spec.Stability; res.Stability.Checked && st.On() {
+		// The shards ran the same windows, unextended: the stability is
+		// the pooled requests', judged as one process judges its own (a
+		// replay's over its complete windows).
+		judged := k
+		if span > 0 {
+			judged = int(span / rc.window)
+		}
+		res.Stability.Windows = judged
+		if judged < 1 {
+			res.Stability.Checked, res.Stability.State, res.Stability.Stable = false, "", false
+			res.Stability.Note = fmt.Sprintf("not judged: the merged replay filled no complete window of %s", rc.window)
+		} else {
+			setVerdict(&res.Stability, rc.judge(judged, time.Duration(judged)*rc.window, st.Rule()))
+			if res.Stats.Overloaded && res.Stability.Stable {
+				res.Stability.State, res.Stability.Stable, res.Stability.Note = report.StateUnstable, false, res.Stats.OverloadNote
+			}
+		}
+	}
+	return smp
+}
+
+// maxWindows is the most windows repeat ri of cell c can have under cfg:
+// one, unless the stability check extends it, window by window, up to
+// stability.max_duration (run.repeat); a replay's as many as its span
+// fills (replayWindows).
+func maxWindows(cfg *Config, c *report.CellResult, ri int) int {
+	spec := &cfg.Bench
+	st := spec.Stability
+	if c.Load.Kind == report.LoadReplay {
+		return replayWindows(cfg, c, ri)
+	}
+	if !st.On() || st.Window <= 0 {
+		return 1
+	}
+	base := math.Ceil(float64(spec.Duration) / float64(st.Window))
+	k := max(base, math.Floor(float64(st.MaxDuration)/float64(st.Window)))
+	return int(min(k, merge.MaxShardWindows))
+}
+
+// replayWindows is the most windows a replay repeat can measure: a
+// looping one is cut after its base windows (warm-up + duration); one
+// that plays its window once measures from its warm-up's end to its last
+// request's end (run.finishRepeat), which is at most the trace's window
+// at its speed, plus the delay of the rows its rate ceiling held back,
+// plus the target's request timeout, plus a second for the client's own
+// lag: a window more than that span fills. The trace is not read here
+// (the merge runs offline), so its window's length and rows are shard
+// 0's, which every shard must agree with and which are themselves bounded
+// (bench/merge's checks): the windows stay within merge.MaxShardWindows
+// whatever a report claims.
+func replayWindows(cfg *Config, c *report.CellResult, ri int) int {
+	spec := &cfg.Bench
+	st := spec.Stability
+	window := spec.Duration // run.repeatWindows: the stability window when it is on
+	if st.On() && st.Window > 0 {
+		window = st.Window
+	}
+	if window <= 0 {
+		return 1
+	}
+	base := math.Ceil(float64(spec.Duration) / float64(window))
+	var rp *ReplaySpec
+	for i := range spec.Matrix.Replays {
+		if spec.Matrix.Replays[i].Name == c.Shape {
+			rp = &spec.Matrix.Replays[i]
+		}
+	}
+	res := c.Repeats[ri].Replay
+	if rp == nil || rp.Loop || res == nil {
+		return int(min(max(base, 1), merge.MaxShardWindows))
+	}
+	span := res.WindowSeconds
+	if rp.End > 0 && rp.Speed > 0 {
+		span = min(span, (rp.End-rp.Start).Seconds()/rp.Speed)
+	}
+	if rp.MaxRate > 0 {
+		// At worst every row waits its turn under the ceiling.
+		span += float64(res.Rows) / rp.MaxRate
+	} else {
+		// The default ceiling is ten times the busiest second's rows, so
+		// it holds rows back by at most a tenth of the seconds they fill.
+		span += (math.Ceil(span) + 1) / 10
+	}
+	timeout := config.DefaultTimeout
+	for _, t := range cfg.RunTargets() {
+		if t.Name == c.Target && t.Timeout > 0 {
+			timeout = t.Timeout
+		}
+	}
+	span += timeout.Seconds() + 1
+	k := math.Ceil(span/window.Seconds()) + 1
+	return int(min(max(k, base, 1), merge.MaxShardWindows))
 }

@@ -15,6 +15,8 @@ import (
 	"testing"
 	"time"
 
+	"github.com/infer-exporter/infer_exporter/bench/merge"
+	"github.com/infer-exporter/infer_exporter/bench/report"
 	"github.com/infer-exporter/infer_exporter/internal/config"
 	"github.com/infer-exporter/infer_exporter/internal/testenv"
 	"github.com/infer-exporter/infer_exporter/probe/observation"
@@ -89,11 +91,11 @@ func TestMergeStatesExact(t *testing.T) {
 		shards[i%3].observe(o)
 	}
 	want, wantS := one.finish(3, 0)
-	var parts []RecorderState
+	var parts []report.RecorderState
 	for _, s := range shards {
 		parts = append(parts, s.export(3, 0))
 	}
-	rc, k, span := mergeStates(parts, 100000, 1000000)
+	rc, k, span := recorderOf(merge.PoolStates(parts), 100000, 1000000)
 	got, gotS := rc.finish(k, span)
 	if k != 3 || span != 0 {
 		t.Fatalf("windows %d, span %v", k, span)
@@ -198,7 +200,7 @@ bench:
 		if mc.Key != c.Key {
 			t.Fatalf("cell %d: %s merged, %s single", i, mc.Key, c.Key)
 		}
-		if c.Load.Kind == LoadConcurrency {
+		if c.Load.Kind == report.LoadConcurrency {
 			// A closed loop's count follows its latencies: within 15%.
 			if timing && math.Abs(float64(sm.Requests-sa.Requests)) > 0.15*float64(sa.Requests) {
 				t.Errorf("%s: %d requests merged, %d single", c.Key, sm.Requests, sa.Requests)
@@ -206,7 +208,7 @@ bench:
 		} else if sm.Requests != sa.Requests || sm.Successes != sa.Successes {
 			t.Errorf("%s: %d requests (%d successes) merged, %d (%d) single: want them equal", c.Key, sm.Requests, sm.Successes, sa.Requests, sa.Successes)
 		}
-		if s0.Cells[i].Summary.Requests >= sa.Requests && c.Load.Kind != LoadConcurrency {
+		if s0.Cells[i].Summary.Requests >= sa.Requests && c.Load.Kind != report.LoadConcurrency {
 			t.Errorf("%s: shard 0 alone sent %d of %d", c.Key, s0.Cells[i].Summary.Requests, sa.Requests)
 		}
 		// 15%, and at least 10 ms: the two shards run at once beside the
@@ -412,7 +414,7 @@ bench:
 				}
 				mc := readReport(t, merged).Cells[0]
 				mr, sr := mc.Repeats[0], single.Repeats[0]
-				windows := func(r RepeatResult) int {
+				windows := func(r report.RepeatResult) int {
 					if r.Windows == nil {
 						return 0
 					}

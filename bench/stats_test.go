@@ -7,6 +7,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/infer-exporter/infer_exporter/bench/report"
 	"github.com/infer-exporter/infer_exporter/internal/config"
 	"github.com/infer-exporter/infer_exporter/probe/observation"
 )
@@ -135,8 +136,8 @@ func TestBootstrapCoverage(t *testing.T) {
 
 // rankFromSamples ranks targets whose single cell has the given E2E values,
 // bootstrapped as Run does.
-func rankFromSamples(names []string, data [][]float64) RankingResult {
-	in := &rankInput{targets: names, weights: Weights{Latency: 1, Throughput: 0}, figure: "e2e_p50",
+func rankFromSamples(names []string, data [][]float64) report.RankingResult {
+	in := &rankInput{targets: names, weights: report.Weights{Latency: 1, Throughput: 0}, figure: "e2e_p50",
 		confidence: 0.95, resamples: 1000, seed: 1}
 	g := rankGroup{}
 	for i, xs := range data {
@@ -191,10 +192,10 @@ func TestIdenticalTargetsTie(t *testing.T) {
 }
 
 func TestMedianStats(t *testing.T) {
-	a := Stats{Requests: 10, Outcomes: map[string]int{"success": 10}, E2E: Dist{Count: 10, P50: 1, P99: 3}, OutputTokensPerSecond: 5}
-	b := Stats{Requests: 12, Outcomes: map[string]int{"success": 11, "timeout": 1}, E2E: Dist{Count: 11, P50: 2, P99: 2}, OutputTokensPerSecond: 7}
-	c := Stats{Requests: 11, Outcomes: map[string]int{"success": 11}, E2E: Dist{Count: 11, P50: 1.5, P99: 9}, OutputTokensPerSecond: 6}
-	m := medianStats([]Stats{a, b, c})
+	a := report.Stats{Requests: 10, Outcomes: map[string]int{"success": 10}, E2E: report.Dist{Count: 10, P50: 1, P99: 3}, OutputTokensPerSecond: 5}
+	b := report.Stats{Requests: 12, Outcomes: map[string]int{"success": 11, "timeout": 1}, E2E: report.Dist{Count: 11, P50: 2, P99: 2}, OutputTokensPerSecond: 7}
+	c := report.Stats{Requests: 11, Outcomes: map[string]int{"success": 11}, E2E: report.Dist{Count: 11, P50: 1.5, P99: 9}, OutputTokensPerSecond: 6}
+	m := medianStats([]report.Stats{a, b, c})
 	if m.Requests != 11 || m.E2E.P50 != 1.5 || m.E2E.P99 != 3 || m.OutputTokensPerSecond != 6 || m.Outcomes["timeout"] != 0 || m.Outcomes["success"] != 11 {
 		t.Errorf("median %+v", m)
 	}

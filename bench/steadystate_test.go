@@ -6,6 +6,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/infer-exporter/infer_exporter/bench/report"
 	"github.com/infer-exporter/infer_exporter/internal/config"
 	"github.com/infer-exporter/infer_exporter/probe/observation"
 )
@@ -16,7 +17,7 @@ import (
 // service seconds long (±10%); a request fails at once with probability
 // failFast (an instant 503) without taking a slot. It returns what the
 // recorder makes of the windows.
-func queueCell(seed uint64, rate, service float64, servers int, failFast float64, warmup, windows int) Stats {
+func queueCell(seed uint64, rate, service float64, servers int, failFast float64, warmup, windows int) report.Stats {
 	rng := rand.New(rand.NewPCG(seed, 7))
 	w0 := time.Unix(10_000, 0)
 	at := func(s float64) time.Time { return w0.Add(time.Duration(s * float64(time.Second))) }

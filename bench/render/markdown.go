@@ -40,44 +40,10 @@ func WriteMarkdown(w io.Writer, r *report.Report) error {
 			report.MarkdownCell(rr.Path), report.MarkdownCell(rr.Error), rr.Written, rr.Dropped)
 	}
 
-	if bl := r.Baseline; bl != nil {
-		b.WriteString("## Against the baseline\n\n")
-		if len(bl.Regressions) > 0 {
-			fmt.Fprintf(&b, "**REGRESSED**: %d gated figure(s) grew beyond %s and the noise, against `%s`:\n\n",
-				len(bl.Regressions), strconv.FormatFloat(bl.Threshold*100, 'f', -1, 64)+"%", report.MarkdownCell(bl.BaselineFile))
-			b.WriteString("| cell | figure | old | new | change |\n| --- | --- | --- | --- | --- |\n")
-			for _, c := range bl.Cells {
-				if c.Regressed {
-					fmt.Fprintf(&b, "| %s | %s | %s | %s | %s%% |\n", report.MarkdownCell(c.Cell), c.Figure,
-						strconv.FormatFloat(c.Old, 'g', 4, 64), strconv.FormatFloat(c.New, 'g', 4, 64), strconv.FormatFloat(c.Change*100, 'f', 1, 64))
-				}
-			}
-		} else {
-			fmt.Fprintf(&b, "No regression against `%s`: no gated figure (%s) grew beyond %s and the noise.\n",
-				report.MarkdownCell(bl.BaselineFile), strings.Join(bl.Gated, ", "), strconv.FormatFloat(bl.Threshold*100, 'f', -1, 64)+"%")
-		}
-		for _, wn := range bl.Warnings {
-			fmt.Fprintf(&b, "\n> %s\n", report.MarkdownCell(wn))
-		}
-		b.WriteString("\n")
+	if r.Baseline != nil {
+		mdBaseline(&b, r.Baseline)
 	}
-
-	b.WriteString("## Leaderboard\n\n")
-	if len(r.Ranking.Entries) == 0 {
-		b.WriteString("No target was ranked.\n\n")
-	} else {
-		fmt.Fprintf(&b, "Score: weighted mean of %s (`=` marks a rank tied with its neighbour at %s confidence).\n\n",
-			strings.Join(r.Ranking.Components, ", "), strconv.FormatFloat(r.Ranking.Confidence, 'g', -1, 64))
-		b.WriteString("| rank | target | score | interval |\n| --- | --- | --- | --- |\n")
-		for _, e := range r.Ranking.Entries {
-			tie := ""
-			if e.Tied {
-				tie = "="
-			}
-			fmt.Fprintf(&b, "| %s%d | %s | %s | %s – %s |\n", tie, e.Rank, report.MarkdownCell(e.Target), report.MarkdownRatio(e.Score), report.MarkdownRatio(e.ScoreCI.Lo), report.MarkdownRatio(e.ScoreCI.Hi))
-		}
-		b.WriteString("\n")
-	}
+	mdLeaderboard(&b, &r.Ranking)
 
 	b.WriteString("## Cells\n\nMedian over repeats. Latencies in ms from the scheduled instant; rates per second over the measured windows.\n\n")
 	b.WriteString("| cell |")
@@ -284,4 +250,49 @@ func mdThin(r *report.Report) []string {
 		}
 	}
 	return out
+}
+
+// mdBaseline is the comparison with the baseline: the regressed figures,
+// or that none regressed, and the comparison's warnings.
+func mdBaseline(b *strings.Builder, bl *report.Comparison) {
+	b.WriteString("## Against the baseline\n\n")
+	if len(bl.Regressions) > 0 {
+		fmt.Fprintf(b, "**REGRESSED**: %d gated figure(s) grew beyond %s and the noise, against `%s`:\n\n",
+			len(bl.Regressions), strconv.FormatFloat(bl.Threshold*100, 'f', -1, 64)+"%", report.MarkdownCell(bl.BaselineFile))
+		b.WriteString("| cell | figure | old | new | change |\n| --- | --- | --- | --- | --- |\n")
+		for _, c := range bl.Cells {
+			if c.Regressed {
+				fmt.Fprintf(b, "| %s | %s | %s | %s | %s%% |\n", report.MarkdownCell(c.Cell), c.Figure,
+					strconv.FormatFloat(c.Old, 'g', 4, 64), strconv.FormatFloat(c.New, 'g', 4, 64), strconv.FormatFloat(c.Change*100, 'f', 1, 64))
+			}
+		}
+	} else {
+		fmt.Fprintf(b, "No regression against `%s`: no gated figure (%s) grew beyond %s and the noise.\n",
+			report.MarkdownCell(bl.BaselineFile), strings.Join(bl.Gated, ", "), strconv.FormatFloat(bl.Threshold*100, 'f', -1, 64)+"%")
+	}
+	for _, wn := range bl.Warnings {
+		fmt.Fprintf(b, "\n> %s\n", report.MarkdownCell(wn))
+	}
+	b.WriteString("\n")
+}
+
+// mdLeaderboard is the ranking's table: each target's rank (tied ones
+// marked), score and interval.
+func mdLeaderboard(b *strings.Builder, rk *report.RankingResult) {
+	b.WriteString("## Leaderboard\n\n")
+	if len(rk.Entries) == 0 {
+		b.WriteString("No target was ranked.\n\n")
+	} else {
+		fmt.Fprintf(b, "Score: weighted mean of %s (`=` marks a rank tied with its neighbour at %s confidence).\n\n",
+			strings.Join(rk.Components, ", "), strconv.FormatFloat(rk.Confidence, 'g', -1, 64))
+		b.WriteString("| rank | target | score | interval |\n| --- | --- | --- | --- |\n")
+		for _, e := range rk.Entries {
+			tie := ""
+			if e.Tied {
+				tie = "="
+			}
+			fmt.Fprintf(b, "| %s%d | %s | %s | %s – %s |\n", tie, e.Rank, report.MarkdownCell(e.Target), report.MarkdownRatio(e.Score), report.MarkdownRatio(e.ScoreCI.Lo), report.MarkdownRatio(e.ScoreCI.Hi))
+		}
+		b.WriteString("\n")
+	}
 }

@@ -41,13 +41,13 @@ type MergeRule int
 const (
 	_ MergeRule = iota
 	// mergeSame: the cell's identity, the same in every shard
-	// (validateShards checks it), taken from shard 0.
+	// (bench merge checks it), taken from shard 0.
 	MergeSame
 	// mergeCounts: recomputed by finish from the shards' exact counts and
 	// per-window sums (RecorderState), added up: exactly one process's.
 	MergeCounts
 	// mergePooled: recomputed from the shards' request records and
-	// inter-token gaps, pooled (mergeStates): one process's, to rounding,
+	// inter-token gaps, pooled (merge.PoolStates): one process's, to rounding,
 	// while no shard sampled them (a reservoir of the same fraction of
 	// every shard's beyond).
 	MergePooled

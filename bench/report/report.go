@@ -699,3 +699,11 @@ type Input struct {
 	SHA256 string `json:"sha256"`
 	Bytes  int64  `json:"bytes,omitempty"`
 }
+
+// The kinds of Input.
+const (
+	InputExporter  = "exporter"
+	InputConfig    = "config"
+	InputTrace     = "trace"
+	InputPromptSet = "prompt_set"
+)

@@ -2,6 +2,16 @@ package report
 
 import "time"
 
+// What a recorder keeps of a repeat, whatever its configuration: bench
+// merge refuses a state that holds more.
+const (
+	// MaxITL is the inter-token gaps kept (8 MB).
+	MaxITL = 1000000
+	// MaxWindowE2E is the E2E values kept per window for the stability
+	// check (the first ones of the window).
+	MaxWindowE2E = 10000
+)
+
 // ShardPart is what a shard's report carries for the merge: per cell and
 // repeat, the recorder's exact aggregates and its request records.
 type ShardPart struct {
@@ -24,7 +34,8 @@ type ShardCells struct {
 
 // RecorderState is one repeat's recorder, serialised: every count exact,
 // the request records and inter-token gaps as kept (all of them up to
-// max_samples_per_repeat and 1,000,000 gaps; a uniform reservoir beyond).
+// max_samples_per_repeat and MaxITL gaps; a uniform reservoir beyond),
+// and at most MaxWindowE2E E2E values a window.
 type RecorderState struct {
 	WindowSeconds     float64        `json:"window_seconds"`
 	Windows           int            `json:"windows"`

@@ -152,21 +152,7 @@ func Judge(reqs []Request, span time.Duration, load Load, spec Spec) Verdict {
 	v.N = len(rs)
 	sec := span.Seconds()
 	if v.N < spec.MinRequests || !(sec > 0) {
-		if v.Overloaded {
-			v.State, v.Reason = Unstable, over
-			return v
-		}
-		v.State = NotJudged
-		switch {
-		case !(sec > 0):
-			v.Reason = "not judged: the span has no length"
-		case v.N == 0:
-			v.Reason = "not judged: no successful requests in the span"
-		default:
-			v.NeedSeconds = sec * float64(spec.MinRequests) / float64(v.N)
-			v.Reason = fmt.Sprintf("not judged: %d successful requests in %.0f s, fewer than the %d needed; at this rate that takes %.0f s",
-				v.N, sec, spec.MinRequests, v.NeedSeconds)
-		}
+		tooFew(&v, over, sec, spec)
 		return v
 	}
 
@@ -179,9 +165,65 @@ func Judge(reqs []Request, span time.Duration, load Load, spec Spec) Verdict {
 		}
 		return 0
 	})
+	t, res := residuals(rs, sec)
+	dev := make([]float64, len(res))
+	m := median(slices.Clone(res))
+	for i, e := range res {
+		dev[i] = math.Abs(e - m)
+	}
+	v.Sigma = 1.4826 * median(dev)
+
+	tt, rr := t, res
+	if n := len(rs); n > spec.MaxPoints {
+		tt, rr = make([]float64, spec.MaxPoints), make([]float64, spec.MaxPoints)
+		for i := range tt {
+			j := i * n / spec.MaxPoints
+			tt[i], rr[i] = t[j], res[j]
+		}
+	}
+	tr := theilSen(tt, rr, spec.Alpha, serialLags(rs, sec, len(tt)))
+	if math.IsNaN(tr.Slope) {
+		v.State, v.Reason = NotJudged, "not judged: every request ended at the same instant"
+		if v.Overloaded {
+			v.State, v.Reason = Unstable, over
+		}
+		return v
+	}
+	v.Growth, v.GrowthLo, v.GrowthHi = math.Expm1(tr.Slope), math.Expm1(tr.Lo), math.Expm1(tr.Hi)
+	v.Z, v.Inflation = tr.Z, tr.Inflation
+	decide(&v, tr, len(rs), sec, spec, over)
+	return v
+}
+
+// tooFew is the verdict on a span with fewer successful requests than
+// the rule needs, or no length: unstable when the queue was overloaded,
+// else not judged, with the span this rate would need.
+func tooFew(v *Verdict, over string, sec float64, spec Spec) {
+	if v.Overloaded {
+		v.State, v.Reason = Unstable, over
+		return
+	}
+	v.State = NotJudged
+	switch {
+	case !(sec > 0):
+		v.Reason = "not judged: the span has no length"
+	case v.N == 0:
+		v.Reason = "not judged: no successful requests in the span"
+	default:
+		v.NeedSeconds = sec * float64(spec.MinRequests) / float64(v.N)
+		v.Reason = fmt.Sprintf("not judged: %d successful requests in %.0f s, fewer than the %d needed; at this rate that takes %.0f s",
+			v.N, sec, spec.MinRequests, v.NeedSeconds)
+	}
+}
+
+// residuals are the requests' completion instants, as fractions of the
+// span, and their log E2E less what their lengths explain (log input, log
+// output and its square): the length-normalised latency the trend is
+// tested on. rs is in completion order.
+func residuals(rs []Request, sec float64) (t, res []float64) {
 	n := len(rs)
 	y := make([]float64, n)
-	t := make([]float64, n)
+	t = make([]float64, n)
 	lin := make([]float64, n)
 	lout := make([]float64, n)
 	lout2 := make([]float64, n)
@@ -192,44 +234,30 @@ func Judge(reqs []Request, span time.Duration, load Load, spec Spec) Verdict {
 		lout[i] = math.Log(float64(max(r.OutputTokens, 1)))
 		lout2[i] = lout[i] * lout[i]
 	}
-	res := lengthFit(y, [][]float64{lin, lout, lout2})
+	return t, lengthFit(y, [][]float64{lin, lout, lout2})
+}
 
-	dev := make([]float64, n)
-	m := median(slices.Clone(res))
-	for i, e := range res {
-		dev[i] = math.Abs(e - m)
-	}
-	v.Sigma = 1.4826 * median(dev)
-
-	tt, rr := t, res
-	if n > spec.MaxPoints {
-		tt, rr = make([]float64, spec.MaxPoints), make([]float64, spec.MaxPoints)
-		for i := range tt {
-			j := i * n / spec.MaxPoints
-			tt[i], rr[i] = t[j], res[j]
-		}
-	}
-	// Requests that overlap in the server share its state; allow for
-	// serial correlation over the completions of two median E2E (the
-	// requests in flight with one, twice: L = rate × E2E by Little's law),
-	// at least n^(1/3) lags.
+// serialLags is how many lags of serial correlation the trend test allows
+// for among points of the rs: requests that overlap in the server share
+// its state, so it allows for the completions of two median E2E (the
+// requests in flight with one, twice: L = rate × E2E by Little's law),
+// at least points^(1/3) lags.
+func serialLags(rs []Request, sec float64, points int) int {
+	n := len(rs)
 	e2e := make([]float64, n)
 	for i, r := range rs {
 		e2e[i] = r.E2E
 	}
-	lag := int(math.Ceil(2 * float64(n) / sec * median(e2e) * float64(len(tt)) / float64(n)))
-	lag = max(lag, int(math.Ceil(math.Cbrt(float64(len(tt))))))
-	tr := theilSen(tt, rr, spec.Alpha, lag)
-	if math.IsNaN(tr.Slope) {
-		v.State, v.Reason = NotJudged, "not judged: every request ended at the same instant"
-		if v.Overloaded {
-			v.State, v.Reason = Unstable, over
-		}
-		return v
-	}
-	v.Growth, v.GrowthLo, v.GrowthHi = math.Expm1(tr.Slope), math.Expm1(tr.Lo), math.Expm1(tr.Hi)
-	v.Z, v.Inflation = tr.Z, tr.Inflation
+	lag := int(math.Ceil(2 * float64(n) / sec * median(e2e) * float64(points) / float64(n)))
+	return max(lag, int(math.Ceil(math.Cbrt(float64(points)))))
+}
 
+// decide gives the verdict on n requests over sec seconds from their
+// trend tr: unstable when overloaded, or when the drift is at least the
+// floor and its interval excludes none; stable when the interval is
+// narrow enough to have caught DetectGrowth; else not judged, with the
+// span it would need and whether the drift is suggestive.
+func decide(v *Verdict, tr trend, n int, sec float64, spec Spec, over string) {
 	floor := math.Log1p(spec.MaxGrowth)
 	delta := math.Log1p(spec.DetectGrowth)
 	za := zQuantile(1 - spec.Alpha/2)
@@ -271,7 +299,6 @@ func Judge(reqs []Request, span time.Duration, load Load, spec Spec) Verdict {
 		v.Reason = fmt.Sprintf("not judged: drift %s; the length-normalised latency scatters by %.2f (log), too much for %d requests to catch a %.0f%% drift; at this rate that takes %.0f s",
 			drift, v.Sigma, n, 100*spec.DetectGrowth, v.NeedSeconds)
 	}
-	return v
 }
 
 // Extend says whether a span judged v should run on, and to what length:

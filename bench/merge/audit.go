@@ -1,4 +1,4 @@
-package bench
+package merge
 
 import (
 	"context"
@@ -10,14 +10,6 @@ import (
 	"path/filepath"
 
 	"github.com/infer-exporter/infer_exporter/bench/report"
-)
-
-// Input kinds.
-const (
-	InputExporter  = "exporter"
-	InputConfig    = "config"
-	InputTrace     = "trace"
-	InputPromptSet = "prompt_set"
 )
 
 // hashFile returns the hex SHA-256 and size of a regular file's bytes, of
@@ -63,23 +55,24 @@ func fileInput(kind, name, path string) report.Input {
 	return in
 }
 
-// auditInputs lists a run's inputs: the running binary, the configuration
-// file, every trace and every prompt set.
-func auditInputs(configFile string, traces []report.TraceInfo, prompts []report.PromptSetInfo) []report.Input {
+// Inputs lists a run's inputs, the links of its report's audit chain: the
+// running binary, the configuration file, every trace and every prompt
+// set, each file hashed now (Verify hashes them again).
+func Inputs(configFile string, traces []report.TraceInfo, prompts []report.PromptSetInfo) []report.Input {
 	var ins []report.Input
 	if exe, err := os.Executable(); err == nil {
-		ins = append(ins, fileInput(InputExporter, filepath.Base(exe), exe)) // the report names it; verify reads Path
+		ins = append(ins, fileInput(report.InputExporter, filepath.Base(exe), exe)) // the report names it; verify reads Path
 	} else {
-		ins = append(ins, report.Input{Kind: InputExporter, SHA256: "unreadable: " + err.Error()})
+		ins = append(ins, report.Input{Kind: report.InputExporter, SHA256: "unreadable: " + err.Error()})
 	}
 	if configFile != "" {
-		ins = append(ins, fileInput(InputConfig, "", configFile))
+		ins = append(ins, fileInput(report.InputConfig, "", configFile))
 	}
 	for _, t := range traces {
-		ins = append(ins, fileInput(InputTrace, t.Name, t.Path))
+		ins = append(ins, fileInput(report.InputTrace, t.Name, t.Path))
 	}
 	for _, p := range prompts {
-		ins = append(ins, report.Input{Kind: InputPromptSet, Name: p.Target + "/" + p.Shape, SHA256: p.SHA256})
+		ins = append(ins, report.Input{Kind: report.InputPromptSet, Name: p.Target + "/" + p.Shape, SHA256: p.SHA256})
 	}
 	return ins
 }
@@ -164,9 +157,9 @@ func verifyFile(ctx context.Context, in report.Input) Verification {
 // size of 0, which Input's JSON leaves out.
 const emptySHA256 = "e3b0c44298fc1c149afbf4c8996fb92427ae41e4649b934ca495991b7852b855"
 
-// writeVerification prints one line per input and returns whether every
+// WriteVerification prints one line per input and returns whether every
 // input that is a file was found and matches.
-func writeVerification(w io.Writer, vs []Verification) bool {
+func WriteVerification(w io.Writer, vs []Verification) bool {
 	ok := len(vs) > 0
 	for _, v := range vs {
 		name := v.Input.Kind

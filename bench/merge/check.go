@@ -1,4 +1,4 @@
-package bench
+package merge
 
 import (
 	"context"
@@ -8,7 +8,6 @@ import (
 	"strings"
 
 	"github.com/infer-exporter/infer_exporter/bench/report"
-	"github.com/infer-exporter/infer_exporter/internal/config"
 	"github.com/infer-exporter/infer_exporter/probe/observation"
 )
 
@@ -30,36 +29,15 @@ const (
 	// lasts; ±1e308 is no measurement, and would overflow the merged
 	// means to infinity.
 	MaxShardSeconds = 1e6
-	// windowE2ECap is the E2E values a recorder keeps per window for the
-	// stability check (newRecorder's windowCap).
-	windowE2ECap = 10000
 )
 
-// outcomeNames is the closed set of request outcomes a shard may count.
-var outcomeNames = func() map[string]bool {
-	m := map[string]bool{}
-	for _, o := range observation.Outcomes {
-		m[string(o)] = true
-	}
-	return m
-}()
-
-// statusCodeNames is the closed set of status codes a shard may count.
-var statusCodeNames = func() map[string]bool {
-	m := map[string]bool{}
-	for _, c := range observation.StatusCodes {
-		m[c] = true
-	}
-	return m
-}()
-
-// validateShards checks the shard reports of one merge against each other
-// and against their embedded configuration, which it parses and validates
+// check checks the shard reports of one merge against each other and
+// against their embedded configuration, which read parses and validates
 // as the bench validates its own (offline: the files it names are not
-// read), and returns them in shard order with that configuration. Every
-// error names the file and the field, as in
+// read), and returns them in shard order with that configuration's run.
+// Every error names the file and the field, as in
 // "shard-1.json: shard.cells[0].repeats[2].windows: 100000000 exceeds ...".
-func validateShards(ctx context.Context, shards []ShardFile) ([]ShardFile, *Config, error) {
+func check(ctx context.Context, shards []ShardFile, read ReadRun) ([]ShardFile, Run, error) {
 	n := 0
 	for i, sf := range shards {
 		r := sf.Report
@@ -102,23 +80,23 @@ func validateShards(ctx context.Context, shards []ShardFile) ([]ShardFile, *Conf
 
 	first := byIndex[0]
 	env := &first.Report.Environment
-	cfg, err := parseEmbedded(ctx, []byte(env.Config), first.File+": environment.config")
+	run, err := read(ctx, []byte(env.Config), first.File+": environment.config")
 	if err != nil {
 		return nil, nil, err
 	}
-	spec := &cfg.Bench
-	if env.Seed != spec.Seed {
-		return nil, nil, fmt.Errorf("%s: environment.seed: %d, its configuration's bench.seed %d", first.File, env.Seed, spec.Seed)
+	m := run.Matrix()
+	if env.Seed != m.Seed {
+		return nil, nil, fmt.Errorf("%s: environment.seed: %d, its configuration's bench.seed %d", first.File, env.Seed, m.Seed)
 	}
-	if env.MaxSamplesRepeat != spec.MaxSamplesPerRepeat {
-		return nil, nil, fmt.Errorf("%s: environment.max_samples_per_repeat: %d, its configuration's %d", first.File, env.MaxSamplesRepeat, spec.MaxSamplesPerRepeat)
+	if env.MaxSamplesRepeat != m.MaxSamplesPerRepeat {
+		return nil, nil, fmt.Errorf("%s: environment.max_samples_per_repeat: %d, its configuration's %d", first.File, env.MaxSamplesRepeat, m.MaxSamplesPerRepeat)
 	}
-	if err := checkMatrix(first, cfg); err != nil {
+	if err := checkMatrix(first, &m); err != nil {
 		return nil, nil, err
 	}
 	for _, sf := range byIndex[1:] {
-		if err := ctx.Err(); err != nil {
-			return nil, nil, fmt.Errorf("merge interrupted: %w", err)
+		if err := interrupted(ctx); err != nil {
+			return nil, nil, err
 		}
 		e := &sf.Report.Environment
 		switch {
@@ -137,14 +115,14 @@ func validateShards(ctx context.Context, shards []ShardFile) ([]ShardFile, *Conf
 		}
 	}
 	for _, sf := range byIndex {
-		if err := ctx.Err(); err != nil {
-			return nil, nil, fmt.Errorf("merge interrupted: %w", err)
+		if err := interrupted(ctx); err != nil {
+			return nil, nil, err
 		}
-		if err := checkShardCells(sf, first.Report, cfg); err != nil {
+		if err := checkShardCells(sf, first.Report, run, m.MaxSamplesPerRepeat); err != nil {
 			return nil, nil, err
 		}
 	}
-	return byIndex, cfg, nil
+	return byIndex, run, nil
 }
 
 // sameInputs refuses a shard whose audited inputs (the exporter binary,
@@ -185,43 +163,30 @@ func name(sf ShardFile, i int) string {
 }
 
 // checkMatrix checks that shard 0's cells are its configuration's matrix:
-// every run target × every group (shape × load, then the replays), in
-// assembleCells' order, each with bench.repeats repeats.
-func checkMatrix(sf ShardFile, cfg *Config) error {
-	r, spec := sf.Report, &cfg.Bench
-	targets := cfg.RunTargets()
-	var groups []report.Load
-	var shapes []string
-	for _, sh := range spec.Matrix.Shapes {
-		for _, v := range spec.Matrix.Rates {
-			groups, shapes = append(groups, report.Load{Kind: report.LoadRate, Value: v}), append(shapes, sh.Name)
-		}
-		for _, v := range spec.Matrix.Concurrencies {
-			groups, shapes = append(groups, report.Load{Kind: report.LoadConcurrency, Value: float64(v)}), append(shapes, sh.Name)
-		}
-	}
-	for _, rp := range spec.Matrix.Replays {
-		groups, shapes = append(groups, report.Load{Kind: report.LoadReplay, Value: rp.Speed}), append(shapes, rp.Name)
-	}
+// every run target × every group (shape × load, then the replays), in the
+// order the bench runs them, each with bench.repeats repeats.
+func checkMatrix(sf ShardFile, m *Matrix) error {
+	r, targets, groups := sf.Report, m.Targets, m.Groups
 	if want := len(targets) * len(groups); len(r.Cells) != want {
 		return fmt.Errorf("%s: cells: %d cells, its configuration's matrix has %d (%d targets × %d loads and shapes)", sf.File, len(r.Cells), want, len(targets), len(groups))
 	}
 	for ci, c := range r.Cells {
-		t, g := targets[ci/len(groups)].Name, ci%len(groups)
-		if key := report.CellKey(t, groups[g], shapes[g]); c.Key != key || c.Target != t || c.Load != groups[g] || c.Shape != shapes[g] {
+		t, g := targets[ci/len(groups)], groups[ci%len(groups)]
+		if key := report.CellKey(t, g.Load, g.Shape); c.Key != key || c.Target != t || c.Load != g.Load || c.Shape != g.Shape {
 			return fmt.Errorf("%s: cells[%d].key: %q, its configuration's matrix has %q there", sf.File, ci, c.Key, key)
 		}
-		if len(c.Repeats) != spec.Repeats {
-			return fmt.Errorf("%s: cells[%d].repeats: %d repeats, its configuration's bench.repeats is %d", sf.File, ci, len(c.Repeats), spec.Repeats)
+		if len(c.Repeats) != m.Repeats {
+			return fmt.Errorf("%s: cells[%d].repeats: %d repeats, its configuration's bench.repeats is %d", sf.File, ci, len(c.Repeats), m.Repeats)
 		}
 	}
 	return nil
 }
 
 // checkShardCells checks one shard's cells and recorders against shard 0's
-// (whose cells checkMatrix checked) and the configuration.
-func checkShardCells(sf ShardFile, first *report.Report, cfg *Config) error {
-	r, spec := sf.Report, &cfg.Bench
+// (whose cells checkMatrix checked) and the configuration's run: the
+// windows it allows a repeat, the records it keeps (maxRecs).
+func checkShardCells(sf ShardFile, first *report.Report, run Run, maxRecs int) error {
+	r := sf.Report
 	if len(r.Cells) != len(first.Cells) {
 		return fmt.Errorf("%s: cells: %d cells, shard 0 has %d", sf.File, len(r.Cells), len(first.Cells))
 	}
@@ -258,86 +223,13 @@ func checkShardCells(sf ShardFile, first *report.Report, cfg *Config) error {
 				return fmt.Errorf("%s: cells[%d].repeats[%d].replay: a window of %v s and %d rows, shard 0's has %v s and %d rows: the shards did not replay one trace",
 					sf.File, ci, ri, rr.WindowSeconds, rr.Rows, fr.WindowSeconds, fr.Rows)
 			}
-			maxK := maxWindows(cfg, &c, ri)
-			if err := checkState(&sc.Repeats[ri], maxK, spec.MaxSamplesPerRepeat); err != nil {
+			maxK := run.MaxWindows(&c, ri)
+			if err := checkState(&sc.Repeats[ri], maxK, maxRecs); err != nil {
 				return fmt.Errorf("%s: shard.cells[%d].repeats[%d].%w", sf.File, ci, ri, err)
 			}
 		}
 	}
 	return nil
-}
-
-// maxWindows is the most windows repeat ri of cell c can have under cfg:
-// one, unless the stability check extends it, window by window, up to
-// stability.max_duration (run.repeat); a replay's as many as its span
-// fills (replayWindows).
-func maxWindows(cfg *Config, c *report.CellResult, ri int) int {
-	spec := &cfg.Bench
-	st := spec.Stability
-	if c.Load.Kind == report.LoadReplay {
-		return replayWindows(cfg, c, ri)
-	}
-	if !st.On() || st.Window <= 0 {
-		return 1
-	}
-	base := math.Ceil(float64(spec.Duration) / float64(st.Window))
-	k := max(base, math.Floor(float64(st.MaxDuration)/float64(st.Window)))
-	return int(min(k, MaxShardWindows))
-}
-
-// replayWindows is the most windows a replay repeat can measure: a
-// looping one is cut after its base windows (warm-up + duration); one
-// that plays its window once measures from its warm-up's end to its last
-// request's end (run.finishRepeat), which is at most the trace's window
-// at its speed, plus the delay of the rows its rate ceiling held back,
-// plus the target's request timeout, plus a second for the client's own
-// lag: a window more than that span fills. The trace is not read here
-// (the merge runs offline), so its window's length and rows are shard
-// 0's, which every shard must agree with (checkShardCells) and which are
-// themselves bounded (checkRepeat): the windows stay within
-// MaxShardWindows whatever a report claims.
-func replayWindows(cfg *Config, c *report.CellResult, ri int) int {
-	spec := &cfg.Bench
-	st := spec.Stability
-	window := spec.Duration // run.repeatWindows: the stability window when it is on
-	if st.On() && st.Window > 0 {
-		window = st.Window
-	}
-	if window <= 0 {
-		return 1
-	}
-	base := math.Ceil(float64(spec.Duration) / float64(window))
-	var rp *ReplaySpec
-	for i := range spec.Matrix.Replays {
-		if spec.Matrix.Replays[i].Name == c.Shape {
-			rp = &spec.Matrix.Replays[i]
-		}
-	}
-	res := c.Repeats[ri].Replay
-	if rp == nil || rp.Loop || res == nil {
-		return int(min(max(base, 1), MaxShardWindows))
-	}
-	span := res.WindowSeconds
-	if rp.End > 0 && rp.Speed > 0 {
-		span = min(span, (rp.End-rp.Start).Seconds()/rp.Speed)
-	}
-	if rp.MaxRate > 0 {
-		// At worst every row waits its turn under the ceiling.
-		span += float64(res.Rows) / rp.MaxRate
-	} else {
-		// The default ceiling is ten times the busiest second's rows, so
-		// it holds rows back by at most a tenth of the seconds they fill.
-		span += (math.Ceil(span) + 1) / 10
-	}
-	timeout := config.DefaultTimeout
-	for _, t := range cfg.RunTargets() {
-		if t.Name == c.Target && t.Timeout > 0 {
-			timeout = t.Timeout
-		}
-	}
-	span += timeout.Seconds() + 1
-	k := math.Ceil(span/window.Seconds()) + 1
-	return int(min(max(k, base, 1), MaxShardWindows))
 }
 
 // checkRepeat checks the figures of a shard's repeat result that the merge
@@ -359,7 +251,7 @@ func checkRepeat(rr *report.RepeatResult) error {
 			}
 		}
 		if rp.Clamped > MaxShardCount {
-			return fmt.Errorf("replay.clamped: %d exceeds %d (bench.MaxShardCount)", rp.Clamped, uint64(MaxShardCount))
+			return fmt.Errorf("replay.clamped: %d exceeds %d (merge.MaxShardCount)", rp.Clamped, uint64(MaxShardCount))
 		}
 		if err := seconds("replay.window_seconds", rp.WindowSeconds, false); err != nil {
 			return err
@@ -405,8 +297,8 @@ func checkState(st *report.RecorderState, maxK, maxRecs int) error {
 		return fmt.Errorf("records: %d records, above its configuration's max_samples_per_repeat %d", len(st.Records), maxRecs)
 	case st.RecordsSeen < len(st.Records):
 		return fmt.Errorf("records_seen: %d, below the %d records kept", st.RecordsSeen, len(st.Records))
-	case len(st.ITL) > DefaultMaxITLSamples:
-		return fmt.Errorf("itl: %d gaps, above the %d a recorder keeps", len(st.ITL), DefaultMaxITLSamples)
+	case len(st.ITL) > report.MaxITL:
+		return fmt.Errorf("itl: %d gaps, above the %d a recorder keeps", len(st.ITL), report.MaxITL)
 	case st.ITLSeen < len(st.ITL):
 		return fmt.Errorf("itl_seen: %d, below the %d gaps kept", st.ITLSeen, len(st.ITL))
 	}
@@ -433,7 +325,7 @@ func checkState(st *report.RecorderState, maxK, maxRecs int) error {
 // names, counts in bounds, no more status codes than failed requests.
 func checkOutcomes(st *report.RecorderState) error {
 	for o, n := range st.Outcomes {
-		if !outcomeNames[o] {
+		if !slices.Contains(observation.Outcomes, observation.Outcome(o)) {
 			return fmt.Errorf("outcomes: %.64q is not an outcome (%v)", o, observation.Outcomes)
 		}
 		if err := count("outcomes."+o, n); err != nil {
@@ -442,7 +334,7 @@ func checkOutcomes(st *report.RecorderState) error {
 	}
 	failed := 0
 	for code, n := range st.HTTPErrors {
-		if !statusCodeNames[code] {
+		if !slices.Contains(observation.StatusCodes, code) {
 			return fmt.Errorf("http_errors: %.64q is not a status code of the set (%v)", code, observation.StatusCodes)
 		}
 		if err := count("http_errors."+code, n); err != nil {
@@ -467,7 +359,7 @@ func checkWindows(st *report.RecorderState) error {
 		{"win_dropped", st.WinDropped}, {"win_sent", st.WinSent}, {"win_ended", st.WinEnded},
 	} {
 		if len(l.v) > MaxShardWindows+1 {
-			return fmt.Errorf("%s: %d windows, above %d (bench.MaxShardWindows)", l.field, len(l.v), MaxShardWindows)
+			return fmt.Errorf("%s: %d windows, above %d (merge.MaxShardWindows)", l.field, len(l.v), MaxShardWindows)
 		}
 		for i, v := range l.v {
 			if err := count(fmt.Sprintf("%s[%d]", l.field, i), v); err != nil {
@@ -476,7 +368,7 @@ func checkWindows(st *report.RecorderState) error {
 		}
 	}
 	if len(st.WinTokens) > MaxShardWindows {
-		return fmt.Errorf("win_tokens: %d windows, above %d (bench.MaxShardWindows)", len(st.WinTokens), MaxShardWindows)
+		return fmt.Errorf("win_tokens: %d windows, above %d (merge.MaxShardWindows)", len(st.WinTokens), MaxShardWindows)
 	}
 	for i, v := range st.WinTokens {
 		if !(v >= 0 && v <= MaxShardCount) {
@@ -484,11 +376,11 @@ func checkWindows(st *report.RecorderState) error {
 		}
 	}
 	if len(st.WinE2E) > MaxShardWindows {
-		return fmt.Errorf("win_e2e: %d windows, above %d (bench.MaxShardWindows)", len(st.WinE2E), MaxShardWindows)
+		return fmt.Errorf("win_e2e: %d windows, above %d (merge.MaxShardWindows)", len(st.WinE2E), MaxShardWindows)
 	}
 	for i, w := range st.WinE2E {
-		if len(w) > windowE2ECap {
-			return fmt.Errorf("win_e2e[%d]: %d values, above the %d a recorder keeps per window", i, len(w), windowE2ECap)
+		if len(w) > report.MaxWindowE2E {
+			return fmt.Errorf("win_e2e[%d]: %d values, above the %d a recorder keeps per window", i, len(w), report.MaxWindowE2E)
 		}
 		for j, v := range w {
 			if err := seconds(fmt.Sprintf("win_e2e[%d][%d]", i, j), v, false); err != nil {
@@ -519,7 +411,7 @@ func checkRecord(r *report.Record) error {
 		return fmt.Errorf("lag: %v is not in [-%g, %g]", l, MaxShardSeconds, MaxShardSeconds)
 	}
 	if r.FirstWin < 0 || r.FirstWin > MaxShardWindows || len(r.WinTokens) > MaxShardWindows {
-		return fmt.Errorf("w: window %d with %d windows of tokens, not within %d windows (bench.MaxShardWindows)", r.FirstWin, len(r.WinTokens), MaxShardWindows)
+		return fmt.Errorf("w: window %d with %d windows of tokens, not within %d windows (merge.MaxShardWindows)", r.FirstWin, len(r.WinTokens), MaxShardWindows)
 	}
 	for i, v := range r.WinTokens {
 		if !(v >= 0 && float64(v) <= MaxShardCount) {
@@ -532,7 +424,7 @@ func checkRecord(r *report.Record) error {
 // count checks a count: in [0, MaxShardCount].
 func count(field string, v int) error {
 	if v < 0 || v > MaxShardCount {
-		return fmt.Errorf("%s: %d is not a count in [0, %d] (bench.MaxShardCount)", field, v, int64(MaxShardCount))
+		return fmt.Errorf("%s: %d is not a count in [0, %d] (merge.MaxShardCount)", field, v, int64(MaxShardCount))
 	}
 	return nil
 }
@@ -544,7 +436,7 @@ func seconds(field string, v float64, nullable bool) error {
 		return nil
 	}
 	if !(v >= 0 && v <= MaxShardSeconds) {
-		return fmt.Errorf("%s: %v is not a duration in [0, %g] seconds (bench.MaxShardSeconds)", field, v, MaxShardSeconds)
+		return fmt.Errorf("%s: %v is not a duration in [0, %g] seconds (merge.MaxShardSeconds)", field, v, MaxShardSeconds)
 	}
 	return nil
 }
