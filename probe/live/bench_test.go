@@ -60,3 +60,26 @@ func BenchmarkSeriesRequest(b *testing.B) {
 		s.Done(o)
 	}
 }
+
+// BenchmarkExemplarObserve is what exemplarEvery saves: one of our
+// histograms' series observed plainly, and with an exemplar at every call
+// (client_golang's ObserveWithExemplar, the exemplar's protobuf built and
+// the native histogram's exemplars kept under a lock each time).
+func BenchmarkExemplarObserve(b *testing.B) {
+	h := histogram("x_seconds", "x", tokenBuckets).WithLabelValues("t", "m", "w")
+	traceID, spanID := observation.Trace{TraceID: [16]byte{1}, SpanID: [8]byte{1}}.IDs()
+	labels := prometheus.Labels{exemplarTraceID: traceID, exemplarSpanID: spanID}
+	b.Run("plain", func(b *testing.B) {
+		b.ReportAllocs()
+		for i := range b.N {
+			h.Observe(float64(i%100) * 0.001)
+		}
+	})
+	b.Run("exemplar", func(b *testing.B) {
+		b.ReportAllocs()
+		eo := h.(prometheus.ExemplarObserver)
+		for i := range b.N {
+			eo.ObserveWithExemplar(float64(i%100)*0.001, labels)
+		}
+	})
+}

@@ -22,7 +22,8 @@ const (
 // exemplarEvery is the shortest time, on the requests' clock, between two
 // exemplars of one bucket of one series. client_golang keeps the latest
 // exemplar of each bucket, and replacing it is expensive: 1.3 µs and 11
-// allocations a call on the 2-core sandbox (the exemplar's protobuf, its
+// allocations a call against 55 ns and none for a plain observation
+// (BenchmarkExemplarObserve on 2 shared cores; the exemplar's protobuf, its
 // timestamp and labels, and the native histogram's exemplars kept by
 // value under a lock), some 10% of the client's whole CPU per chunk were
 // every gap between tokens to carry one. A second is shorter than any
