@@ -7,6 +7,7 @@ import (
 	"log/slog"
 	"net/http"
 	"net/http/httptest"
+	"net/url"
 	"os"
 	"path/filepath"
 	"regexp"
@@ -22,7 +23,7 @@ import (
 // omExemplar is a classic bucket's line with its exemplar in the
 // OpenMetrics text: `name_bucket{labels} count # {trace_id="<32
 // hex>",span_id="<16 hex>"} value timestamp`.
-var omExemplar = regexp.MustCompile(`^([a-z_]+)_bucket\{[^}]*\} \d+ # \{trace_id="([0-9a-f]{32})",span_id="([0-9a-f]{16})"\} \S+ \S+$`)
+var omExemplar = regexp.MustCompile(`^([a-z0-9_]+)_bucket\{[^}]*\} \d+ # \{trace_id="([0-9a-f]{32})",span_id="([0-9a-f]{16})"\} \S+ \S+$`)
 
 // getOpenMetrics fetches url asking for the OpenMetrics text, as
 // Prometheus does, and fails unless that is what comes back.
@@ -95,14 +96,15 @@ func otlpSink(t *testing.T) string {
 	return srv.URL
 }
 
-// TestMetricsExemplarsJoinServerTraceparents is the acceptance of the
+// TestExemplarsJoinServerTraceparents is the acceptance of the
 // exemplars: the exporter with spans pushed at a head ratio of 0 (no
 // request's span chosen, every traceparent sent with flag 00), a workload
 // against a simulator that logs each request's traceparent. Its /metrics,
 // asked for OpenMetrics, shows `# {trace_id="<32 hex>",span_id="<16
-// hex>"} value timestamp` on the TTFT and E2E buckets, and every exemplar
-// names the trace and span ids of a traceparent the server received.
-func TestMetricsExemplarsJoinServerTraceparents(t *testing.T) {
+// hex>"} value timestamp` on the TTFT and E2E buckets, as does a probe's
+// answer, and every exemplar names the trace and span ids of a
+// traceparent the server received.
+func TestExemplarsJoinServerTraceparents(t *testing.T) {
 	var serverLog testenv.Buffer
 	cfg := simulator.DefaultConfig()
 	cfg.TimeScale = 0.1
@@ -110,6 +112,13 @@ func TestMetricsExemplarsJoinServerTraceparents(t *testing.T) {
 	file := filepath.Join(t.TempDir(), "c.yml")
 	if err := os.WriteFile(file, []byte(fmt.Sprintf(`targets:
   - {name: t, url: %q, model: sim-model, timeout: 30s, metrics: {engine: none}}
+modules:
+  m:
+    target: t
+    requests: 3
+    prompt:
+      output_tokens: {dist: fixed, mean: 4}
+    sampling: {ignore_eos: true}
 workloads:
   - name: w
     target: t
@@ -133,9 +142,18 @@ workloads:
 			found[e[0]] = true
 		}
 		if found["infer_probe_time_to_first_token_seconds"] && found["infer_probe_request_duration_seconds"] {
-			// Read after the scrape: each request was logged before its answer.
+			// And a probe's: its traced histograms' buckets.
+			probe := exemplarsOf(t, getOpenMetrics(t, base+"/probe?module=m&target="+url.QueryEscape(simURL)))
+			probed := map[string]bool{}
+			for _, e := range probe {
+				probed[e[0]] = true
+			}
+			if !probed["probe_time_to_first_token_histogram_seconds"] || !probed["probe_e2e_latency_histogram_seconds"] {
+				t.Errorf("a probe's answer has no exemplar on its TTFT and E2E buckets: %v", probe)
+			}
+			// Read after the scrapes: each request was logged before its answer.
 			received := receivedTraceparents(serverLog.String())
-			for _, e := range exemplars {
+			for _, e := range append(exemplars, probe...) {
 				if span, ok := received[e[1]]; !ok || span != e[2] {
 					t.Errorf("exemplar on %s: trace %s span %s, which the server never received (it logged %d traceparents)", e[0], e[1], e[2], len(received))
 				}
