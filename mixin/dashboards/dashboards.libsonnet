@@ -94,11 +94,18 @@ local names = import '../rules/names.libsonnet';
     { text: 'failed', color: 'red' },
   ],
 
+  // A latency panel: the recorded quantiles, and the raw histogram's
+  // highest quantile, not drawn (refId X, hidden), there for its
+  // exemplars: a recording rule's series has none.
   local quantilePanel(h, title, description) = d.timeseries(
     title,
-    description + ' Quantiles %s over %s, from the recording rule %s.' % [std.join(', ', [p.num(q) for q in c.quantiles]), c.rateWindow, n.quantile(h)],
-    [d.target('%s%s' % [n.quantile(h), rec], stream + ' q{{quantile}}')],
+    description + ' Quantiles %s over %s, from the recording rule %s. The points are exemplars of %s: one request each, one a bucket at a time, whose trace_id links to its trace where the Prometheus data source has an exemplar link (docs/mixin.md).' % [std.join(', ', [p.num(q) for q in c.quantiles]), c.rateWindow, n.quantile(h), n.histograms[h]],
+    [
+      d.target('%s%s' % [n.quantile(h), rec], stream + ' q{{quantile}}'),
+      d.target(rawQuantile(std.sort(c.quantiles)[std.length(c.quantiles) - 1], n.histograms[h]), stream + ' exemplars', refId='X', exemplar=true),
+    ],
     's',
+    hidden=['X'],
   ),
 
   grafanaDashboards+:: {

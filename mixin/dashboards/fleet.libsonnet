@@ -157,9 +157,9 @@ local fleetNames = import '../rules/fleet_names.libsonnet';
         ),
         d.timeseries(
           'Bench: TTFT and E2E',
-          'p50 and p99 of TTFT and end-to-end latency over every shard\'s requests, over the rate interval.',
+          'p50 and p99 of TTFT and end-to-end latency over every shard\'s requests, over the rate interval. The points are exemplars of both histograms (asked with the p99 of each): one request each, one a bucket at a time, whose trace_id links to its trace where the Prometheus data source has an exemplar link (docs/mixin.md).',
           [
-            d.target(benchQuantile(q, m.metric), '%s %s %s' % [stream, m.name, p.quantileName(q)])
+            d.target(benchQuantile(q, m.metric), '%s %s %s' % [stream, m.name, p.quantileName(q)], exemplar=q == 0.99)
             for m in [
               { name: 'TTFT', metric: 'infer_probe_time_to_first_token_seconds' },
               { name: 'E2E', metric: 'infer_probe_request_duration_seconds' },

@@ -9,7 +9,11 @@
     for i in std.range(0, std.length(targets) - 1)
   ],
 
-  target(expr, legend='', instant=false, format='time_series', refId=null):: {
+  // exemplar: Grafana asks Prometheus for the exemplars of the series the
+  // query reads too (query_exemplars), and draws each as a point that
+  // links to its trace: a raw histogram's, never a recording rule's
+  // (Prometheus keeps exemplars of scraped series only).
+  target(expr, legend='', instant=false, format='time_series', refId=null, exemplar=false):: {
     datasource: ds,
     expr: expr,
     legendFormat: legend,
@@ -17,10 +21,14 @@
     [if instant then 'range']: false,
     format: format,
     [if refId != null then 'refId']: refId,
+    [if exemplar then 'exemplar']: true,
   },
 
-  // A time series panel. width is in grid columns (24 per row).
-  timeseries(title, description, targets, unit, width=12, height=8, min=null, max=null, stack=false):: {
+  // A time series panel. width is in grid columns (24 per row). hidden:
+  // refIds whose lines are not drawn, listed nor in the tooltip, for a
+  // query there for its exemplars alone (Grafana draws exemplars as
+  // annotations, which the override does not touch).
+  timeseries(title, description, targets, unit, width=12, height=8, min=null, max=null, stack=false, hidden=[]):: {
     type: 'timeseries',
     title: title,
     description: description,
@@ -39,7 +47,13 @@
           stacking: { mode: if stack then 'normal' else 'none', group: 'A' },
         },
       },
-      overrides: [],
+      overrides: [
+        {
+          matcher: { id: 'byFrameRefID', options: ref },
+          properties: [{ id: 'custom.hideFrom', value: { legend: true, tooltip: true, viz: true } }],
+        }
+        for ref in hidden
+      ],
     },
     options: {
       legend: { displayMode: 'table', placement: 'bottom', showLegend: true, calcs: ['mean', 'max', 'lastNotNull'] },

@@ -39,6 +39,12 @@ func histogram(name, help string, buckets []float64) *prometheus.HistogramVec {
 		NativeHistogramBucketFactor:     1.1,
 		NativeHistogramMaxBucketNumber:  160,
 		NativeHistogramMinResetDuration: time.Hour,
+		// The native histogram's exemplars are kept apart from the
+		// classic buckets', spread by value (client_golang replaces the
+		// oldest past its 5 min TTL, else one of the closest pair): as
+		// many as the classic buckets hold, so that a scrape of either
+		// kind finds as many, and bounded as they are.
+		NativeHistogramMaxExemplars: len(buckets) + 1,
 	}, labels)
 }
 
@@ -143,7 +149,7 @@ func NewMetrics(reg prometheus.Registerer) *Metrics {
 		clientInfo: prometheus.NewGaugeVec(prometheus.GaugeOpts{Namespace: namespace, Name: "client_info",
 			Help: "1; transport: the HTTP client that sends the workload's requests, h1 (the minimal HTTP/1.1 client) or net/http."}, with("transport")),
 	}
-	reg.MustRegister(m.ttft, m.tpot, m.itl, m.e2e, m.lag,
+	reg.MustRegister(exemplarVec{m.ttft}, exemplarVec{m.tpot}, exemplarVec{m.itl}, exemplarVec{m.e2e}, m.lag,
 		m.promptTokens, m.completionTokens, m.requests, m.dropped, m.goodput, m.tokenSource, m.clamped, m.checks,
 		m.inFlight, m.maxInFlight, m.rate, m.maxRate, m.lagP99, m.degraded, m.state, m.clientInfo,
 		m.streamed, m.stalls, m.stalled, m.oldestAge, m.ttfa, m.reasoningTokens, m.httpErrors,
@@ -158,9 +164,12 @@ func NewMetrics(reg prometheus.Registerer) *Metrics {
 
 // Series is one workload's view of the metrics, with its labels bound.
 type Series struct {
-	m                               *Metrics
-	lv                              []string
-	ttft, tpot, itl, e2e, lag       prometheus.Observer
+	m  *Metrics
+	lv []string
+	// The latencies whose observations carry their request's trace ids
+	// as exemplars (exemplars.go).
+	ttft, tpot, itl, e2e            *exemplarHistogram
+	lag                             prometheus.Observer
 	promptTokens, completionTokens  prometheus.Counter
 	goodput, clamped                prometheus.Counter
 	requests                        map[observation.Outcome]prometheus.Counter
@@ -202,8 +211,10 @@ func (m *Metrics) Series(target, model, name string, slo config.SLO) *Series {
 	lv := []string{target, model, name}
 	s := &Series{
 		m: m, lv: lv, slo: slo,
-		ttft: m.ttft.WithLabelValues(lv...), tpot: m.tpot.WithLabelValues(lv...),
-		itl: m.itl.WithLabelValues(lv...), e2e: m.e2e.WithLabelValues(lv...),
+		ttft:             newExemplarHistogram(m.ttft.WithLabelValues(lv...), latencyBuckets),
+		tpot:             newExemplarHistogram(m.tpot.WithLabelValues(lv...), tokenBuckets),
+		itl:              newExemplarHistogram(m.itl.WithLabelValues(lv...), tokenBuckets),
+		e2e:              newExemplarHistogram(m.e2e.WithLabelValues(lv...), latencyBuckets),
 		lag:              m.lag.WithLabelValues(lv...),
 		promptTokens:     m.promptTokens.WithLabelValues(lv...),
 		completionTokens: m.completionTokens.WithLabelValues(lv...),
@@ -334,7 +345,7 @@ func (s *Series) Sent(*observation.Request) {}
 // arrives, not when the request ends, whatever its outcome then.
 func (s *Series) FirstToken(o *observation.Request) {
 	if d, ok := o.TTFT(); ok {
-		s.ttft.Observe(d.Seconds())
+		s.ttft.observe(d.Seconds(), o.FirstToken, o.Trace)
 	}
 }
 
@@ -358,7 +369,7 @@ func (s *Series) Token(o *observation.Request) {
 		}
 	}
 	if n := len(o.TokenTimes); n >= 2 {
-		s.itl.Observe(o.TokenTimes[n-1].Sub(o.TokenTimes[n-2]).Seconds())
+		s.itl.observe(o.TokenTimes[n-1].Sub(o.TokenTimes[n-2]).Seconds(), o.TokenTimes[n-1], o.Trace)
 	}
 }
 
@@ -433,11 +444,11 @@ func (s *Series) Observe(o *observation.Request) {
 	// TPOT, E2E and tokens describe completed generations only: a request
 	// cut short would report a shorter latency than the server gives.
 	e2e, _ := o.E2E()
-	s.e2e.Observe(e2e.Seconds())
+	s.e2e.observe(e2e.Seconds(), o.End, o.Trace)
 	s.judge(sloE2E, e2e, s.slo.E2E)
 	tpot, hasTPOT := o.TPOT()
 	if hasTPOT {
-		s.tpot.Observe(tpot.Seconds())
+		s.tpot.observe(tpot.Seconds(), o.End, o.Trace)
 		s.judge(sloTPOT, tpot, s.slo.TPOT)
 	}
 	s.promptTokens.Add(float64(o.PromptTokens))

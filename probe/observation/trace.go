@@ -1,5 +1,7 @@
 package observation
 
+import "encoding/hex"
+
 // Trace is the W3C trace context a request was sent with (its
 // traceparent header): the trace and span ids of the client's span of the
 // request, which a server that continues the trace (vLLM's
@@ -43,4 +45,16 @@ func (t Trace) AppendTraceparent(b []byte) []byte {
 func (t Trace) Traceparent() string {
 	var buf [TraceparentLen]byte
 	return string(t.AppendTraceparent(buf[:0]))
+}
+
+// IDs are t's trace and span ids in lower-case hex, 32 and 16 digits, as
+// its traceparent writes them and as Tempo and Jaeger look a trace up:
+// the labels of the exemplars on /metrics and /probe. One allocation: both
+// are slices of one string.
+func (t Trace) IDs() (traceID, spanID string) {
+	var buf [2 * (len(t.TraceID) + len(t.SpanID))]byte
+	hex.Encode(buf[:2*len(t.TraceID)], t.TraceID[:])
+	hex.Encode(buf[2*len(t.TraceID):], t.SpanID[:])
+	s := string(buf[:])
+	return s[:2*len(t.TraceID)], s[2*len(t.TraceID):]
 }

@@ -1,6 +1,7 @@
 package observation
 
 import (
+	"strings"
 	"testing"
 )
 
@@ -28,6 +29,11 @@ func TestTraceparent(t *testing.T) {
 			}
 			if got := tc.tr.Traceparent(); got != tc.want || len(got) != TraceparentLen {
 				t.Errorf("Traceparent = %q, want %q", got, tc.want)
+			}
+			// The exemplars' ids are the traceparent's, digit for digit.
+			traceID, spanID := tc.tr.IDs()
+			if want := "00-" + traceID + "-" + spanID + "-"; !strings.HasPrefix(tc.want, want) || len(traceID) != 32 || len(spanID) != 16 {
+				t.Errorf("IDs = %q, %q; traceparent %q", traceID, spanID, tc.want)
 			}
 		})
 	}

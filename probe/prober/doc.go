@@ -53,6 +53,19 @@
 //     finished.
 //   - for modules with known-answer checks: probe_known_answer_success and
 //     probe_known_answer_check_success{check="0".."k-1"}.
+//   - when the probe's requests were traced (Options.Spans: the OTLP spans
+//     pushed), the TTFT, TPOT, ITL and E2E figures again as histograms,
+//     with the continuous probe's buckets, whose buckets carry exemplars:
+//     probe_time_to_first_token_histogram_seconds,
+//     probe_time_per_output_token_histogram_seconds,
+//     probe_inter_token_latency_histogram_seconds,
+//     probe_e2e_latency_histogram_seconds. A bucket's exemplar is the last
+//     request (in request order) whose value fell in it: the trace_id and
+//     span_id of the traceparent it was sent with, its value and the
+//     instant it was measured. OpenMetrics allows exemplars on a
+//     histogram's buckets but not on a summary or a gauge; they show in the
+//     OpenMetrics text, which the answer is in when the scraper asks for
+//     it, as Prometheus does, and in the protobuf exposition.
 //
 // As in the continuous probe, TTFT counts every request that got a token,
 // and TPOT, E2E and tokens count successful requests only.

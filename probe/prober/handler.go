@@ -203,7 +203,10 @@ func (h *Handler) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 		writeText(w, debug)
 		return
 	}
-	promhttp.HandlerFor(reg, promhttp.HandlerOpts{}).ServeHTTP(w, r)
+	// OpenMetrics when the scraper asks for it (Prometheus does): the
+	// text format that carries the exemplars of a traced probe's
+	// histograms (exemplars.go).
+	promhttp.HandlerFor(reg, promhttp.HandlerOpts{EnableOpenMetrics: true}).ServeHTTP(w, r)
 }
 
 // defaultScrapeTimeout applies when a scrape sends no timeout header, as in

@@ -158,6 +158,8 @@ func (c resultCollector) Collect(ch chan<- prometheus.Metric) {
 	codes := map[string]int{}
 	good := 0
 	var ttft, ttfa, tpot, e2e, itl []float64
+	// The same figures with their requests' trace ids (exemplars.go).
+	ttftT, tpotT, itlT, e2eT := newTracedFigure(latencyBuckets), newTracedFigure(tokenBuckets), newTracedFigure(tokenBuckets), newTracedFigure(latencyBuckets)
 	reasoning := 0
 	for i := range res.requests {
 		o := &res.requests[i]
@@ -167,13 +169,20 @@ func (c resultCollector) Collect(ch chan<- prometheus.Metric) {
 		gauge(descReqSuccess, b2f(o.Outcome == observation.Success), idx)
 		if d, ok := o.TTFT(); ok {
 			ttft = append(ttft, d.Seconds())
+			ttftT.add(d.Seconds(), o.FirstToken, o.Trace)
 			gauge(descReqTTFT, d.Seconds(), idx)
 		}
 		if d, ok := o.TTFA(); ok {
 			ttfa = append(ttfa, d.Seconds())
 			gauge(descReqTTFA, d.Seconds(), idx)
 		}
-		o.ITLs(func(d time.Duration) { itl = append(itl, d.Seconds()) })
+		// ITLs gives the gaps in order, the k-th ending at TokenTimes[k].
+		k := 0
+		o.ITLs(func(d time.Duration) {
+			k++
+			itl = append(itl, d.Seconds())
+			itlT.add(d.Seconds(), o.TokenTimes[k], o.Trace)
+		})
 		if o.Outcome != observation.Success {
 			continue
 		}
@@ -181,10 +190,12 @@ func (c resultCollector) Collect(ch chan<- prometheus.Metric) {
 		// generations only; a request cut short would look faster.
 		if d, ok := o.E2E(); ok {
 			e2e = append(e2e, d.Seconds())
+			e2eT.add(d.Seconds(), o.End, o.Trace)
 			gauge(descReqE2E, d.Seconds(), idx)
 		}
 		if d, ok := o.TPOT(); ok {
 			tpot = append(tpot, d.Seconds())
+			tpotT.add(d.Seconds(), o.End, o.Trace)
 			gauge(descReqTPOT, d.Seconds(), idx)
 		}
 		gauge(descReqTokens, float64(o.OutputTokens), idx)
@@ -211,6 +222,10 @@ func (c resultCollector) Collect(ch chan<- prometheus.Metric) {
 	summary(ch, descTPOT, tpot)
 	summary(ch, descE2E, e2e)
 	summary(ch, descITL, itl)
+	ttftT.send(ch, descTTFTTraced)
+	tpotT.send(ch, descTPOTTraced)
+	itlT.send(ch, descITLTraced)
+	e2eT.send(ch, descE2ETraced)
 
 	if res.checks != nil {
 		all := true

@@ -273,6 +273,11 @@ func (h *Handler) send(ctx context.Context, tc *targetCeiling, cl *client.Client
 	o := j.obs
 	attrs := []any{"request", j.name(), "request_id", j.req.RequestID, "outcome", o.Outcome, "http_status", o.HTTPStatus,
 		"output_tokens", o.OutputTokens, "token_source", o.TokenSource}
+	if o.Trace.Valid() {
+		// The trace to look the request up by, as its exemplars name it.
+		traceID, _ := o.Trace.IDs()
+		attrs = append(attrs, "trace_id", traceID)
+	}
 	if d, ok := o.TTFT(); ok {
 		attrs = append(attrs, "ttft_seconds", d.Seconds())
 	}

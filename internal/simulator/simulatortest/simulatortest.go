@@ -17,7 +17,15 @@ import (
 // outlives the test.
 func StartTest(tb testing.TB, cfg simulator.Config) (baseURL string, sim *simulator.Simulator) {
 	tb.Helper()
-	sim, err := simulator.New(cfg, slog.New(slog.DiscardHandler))
+	return StartTestLogged(tb, cfg, slog.New(slog.DiscardHandler))
+}
+
+// StartTestLogged is StartTest with the simulator logging to logger: at
+// debug level, each generation request with its X-Request-Id and
+// traceparent, which a test joins with what the client measured.
+func StartTestLogged(tb testing.TB, cfg simulator.Config, logger *slog.Logger) (baseURL string, sim *simulator.Simulator) {
+	tb.Helper()
+	sim, err := simulator.New(cfg, logger)
 	if err != nil {
 		tb.Fatalf("simulator: %v", err)
 	}
