@@ -18,6 +18,7 @@ import (
 // report.md carries the same numbers as report.json; `bench verify` passes
 // on the fresh report and names the input that changed once one is edited.
 func TestAuditChainAndMarkdown(t *testing.T) {
+	t.Parallel() // mostly waits on real time: beside the package's other such tests
 	st := []*simTarget{startSim(t, 5*time.Millisecond, 1, 0), startSim(t, 10*time.Millisecond, 1, 0)}
 	dir := t.TempDir()
 	trace := writeTestFile(t, dir, "trace.jsonl", mooncakeTrace(6, 50*time.Millisecond, 100, 4))

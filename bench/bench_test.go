@@ -325,6 +325,7 @@ func promptsOf(t *testing.T, bodies []string) []string {
 // warm-up by an arrival, and the seed fixes what each arrival sends, not how
 // many arrivals a run reaches.
 func TestSameSeedSamePrompts(t *testing.T) {
+	t.Parallel() // mostly waits on real time: beside the package's other such tests
 	run := func(seed int) (*report.Report, map[string]string) {
 		sim := startSim(t, 2*time.Millisecond, 0.5, 0)
 		dir := t.TempDir()
@@ -474,6 +475,7 @@ bench:
 // window of 300 ms held none on a starved CPU (the race detector beside
 // tool builds), and its median was NaN.
 func TestStabilityNeverAgrees(t *testing.T) {
+	t.Parallel() // mostly waits on real time: beside the package's other such tests
 	cfg := simulator.DefaultConfig()
 	cfg.TimeScale, cfg.DecodeStep, cfg.DecodePerSeq, cfg.MaxNumSeqs = 0.5, 10*time.Millisecond, 0, 1
 	sim, err := simulator.New(cfg, slog.New(slog.DiscardHandler))
@@ -748,6 +750,7 @@ bench:
 // reported overloaded, with offered, sent, dropped and completed rates that
 // add up, never a request rate that stands unexplained beside the tokens.
 func TestOverloadSaysSo(t *testing.T) {
+	t.Parallel() // mostly waits on real time: beside the package's other such tests
 	cfg := simulator.DefaultConfig()
 	cfg.DecodeStep, cfg.DecodePerSeq, cfg.PrefillTokensPerSecond = 20*time.Millisecond, 0, 1e6
 	cfg.MaxNumSeqs = 2

@@ -61,6 +61,7 @@ func parseBlocks(t *testing.T, stdout string) map[string]map[string][]string {
 // (the file's, as written) at the block's printed precision; the block is
 // plain text (no terminal escapes).
 func TestResultBlockIsTheReport(t *testing.T) {
+	t.Parallel() // mostly waits on real time: beside the package's other such tests
 	sim := startSim(t, 10*time.Millisecond, 1, 0)
 	dir := t.TempDir()
 	yml := targetsYAML([]string{"sim"}, []*simTarget{sim}) + `
@@ -208,6 +209,7 @@ func TestStableNotChecked(t *testing.T) {
 // and repeats, a repeat's warm-up with its bound, its measured time with
 // the stability extension, the planned time and the most it may take.
 func TestPlanSaidFirst(t *testing.T) {
+	t.Parallel() // mostly waits on real time: beside the package's other such tests
 	testenv.Slow(t, "runs a bench of two 1-second repeats in real time")
 	sim := startSim(t, 5*time.Millisecond, 1, 0)
 	dir := t.TempDir()
@@ -255,6 +257,7 @@ var barLength = regexp.MustCompile(`(\d+)/(\d+) s(?: \(([^)]*)\))?, \d+ sent`)
 // bar with the reason, and the bar never shows more seconds than the
 // repeat's length without one (the issue's "21/12 s").
 func TestBarSaysWhyLonger(t *testing.T) {
+	t.Parallel() // mostly waits on real time: beside the package's other such tests
 	testenv.Slow(t, "runs a bench of one repeat of requests of half a second in real time")
 	sim := startSim(t, 50*time.Millisecond, 1, 0)
 	dir := t.TempDir()

@@ -76,6 +76,7 @@ const screenshotFile = "bench-report-cell.png"
 // chart drew: its SVG holds marks, and its box in the screenshot holds the
 // series' colours (the heatmap: its colour scale's).
 func TestHTMLRendersInChromium(t *testing.T) {
+	t.Parallel() // mostly waits on real time: beside the package's other such tests
 	bin := realstack.Chromium(t)
 	gpus := newFakeGPUs()
 	gpus.set("0", 90e9, 55, 350)

@@ -25,6 +25,7 @@ import (
 // a configuration file, asks /v1/models for the model it was not given,
 // writes the report in --output.dir and prints the cell's result block.
 func TestQuickStart(t *testing.T) {
+	t.Parallel() // mostly waits on real time: beside the package's other such tests
 	sim := startSim(t, 10*time.Millisecond, 1, 0)
 	out := filepath.Join(t.TempDir(), "out")
 	code, stdout, stderr := runCLI(t, context.Background(), "bench", "--target.url="+sim.URL, "--rate=4",
@@ -82,6 +83,7 @@ func TestQuickStart(t *testing.T) {
 // exits ExitNoSuccess, and its console says so first, with the status and
 // the models the server serves.
 func TestQuickStartWrongModel(t *testing.T) {
+	t.Parallel() // mostly waits on real time: beside the package's other such tests
 	sim := startSim(t, 10*time.Millisecond, 1, 0)
 	out := filepath.Join(t.TempDir(), "out")
 	code, stdout, stderr := runCLI(t, context.Background(), "bench", "--target.url="+sim.URL, "--model=meta-llama/Llama-3.1-8B-Instruct",
@@ -170,6 +172,7 @@ func TestServedModel(t *testing.T) {
 // live listener opens only with --web.listen-address): both end well,
 // each with its own report.
 func TestTwoBenchesSideBySide(t *testing.T) {
+	t.Parallel() // mostly waits on real time: beside the package's other such tests
 	sim := startSim(t, 10*time.Millisecond, 1, 0)
 	dir := t.TempDir()
 	type result struct {

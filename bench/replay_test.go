@@ -56,6 +56,7 @@ func replayBench(t *testing.T, trace, benchYAML string, names ...string) (*repor
 // targets could get different parts of the trace and the report did not
 // say it.
 func TestReplayWholeWindow(t *testing.T) {
+	t.Parallel() // mostly waits on real time: beside the package's other such tests
 	const rows = 30
 	r, bodies, _ := replayBench(t, mooncakeTrace(rows, 100*time.Millisecond, 600, 4), `
 bench:
@@ -313,6 +314,7 @@ func unevenTrace(offsets []int, in, out int) string {
 // (The old cell measured the first window only, judged none, reported a
 // warm-up of 0 and cut a loop at its duration.)
 func TestReplayWholeReplayFigures(t *testing.T) {
+	t.Parallel() // mostly waits on real time: beside the package's other such tests
 	var offsets []int
 	for ms := 0; ms < 500; ms += 100 {
 		offsets = append(offsets, ms) // the warm-up

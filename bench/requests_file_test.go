@@ -215,6 +215,7 @@ func mkfifo(t *testing.T, path string) {
 // records as dropped, and exits 1 after the report is written. /dev/null
 // (a character device) is accepted: its records are written, to nowhere.
 func TestRequestRecordsWritten(t *testing.T) {
+	t.Parallel() // mostly waits on real time: beside the package's other such tests
 	testenv.Slow(t, "real time: four benches of about 2 s")
 	cases := []struct {
 		name string

@@ -27,6 +27,7 @@ import (
 // --output.requests.max=5 five are written and the rest counted as left
 // out in report.json.
 func TestRequestRecords(t *testing.T) {
+	t.Parallel() // mostly waits on real time: beside the package's other such tests
 	st := startSim(t, 5*time.Millisecond, 1, 0)
 	dir := t.TempDir()
 	cfg := writeTestFile(t, dir, "b.yml", targetsYAML([]string{"sim"}, []*simTarget{st})+`

@@ -123,6 +123,11 @@ func TestMergeStatesExact(t *testing.T) {
 	}
 }
 
+// The tests below compare shards merged with one process, request for
+// request, and are not t.Parallel: beside the package's parallel tests on 2
+// cores, the one process (run after the shards) lost requests to timeouts
+// that the shards had not.
+
 // TestShardsAgreeWithOneProcess: two processes with --shard=0/2 and 1/2
 // against the simulator, merged, agree with one process: request counts of
 // the open-loop and replay cells exactly (the shared seeded schedule is
