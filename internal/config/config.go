@@ -109,6 +109,9 @@ type Workload struct {
 	// Sessions, when set, makes the workload multi-turn conversations
 	// arriving by Arrival, in place of Prompt (sessions.go).
 	Sessions *Sessions `yaml:"sessions"`
+	// Kinds are the tools, response format and images every request
+	// carries (kinds.go).
+	Kinds RequestKinds `yaml:",inline"`
 }
 
 // Prompt describes the synthetic prompts and their output lengths.
@@ -221,6 +224,7 @@ func ParseContext(ctx context.Context, data []byte, file string) (*Config, error
 	v := validator{file: file, root: root}
 	c.applyDefaults()
 	c.validate(&v)
+	c.compileKinds(ctx, filepath.Dir(file), &v)
 	if len(v.errs) > 0 {
 		return nil, JoinErrors(v.errs)
 	}

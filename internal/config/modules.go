@@ -55,6 +55,9 @@ type Module struct {
 	// MaxPerplexity (kind perplexity; 0: none) fails a probe whose
 	// perplexity is above it.
 	MaxPerplexity float64 `yaml:"max_perplexity"`
+	// Kinds are the tools, response format and images every request
+	// carries (kinds.go); a probe fails when an answer is not valid.
+	Kinds RequestKinds `yaml:",inline"`
 
 	// BearerToken is read from BearerTokenFile at load time.
 	BearerToken Secret `yaml:"-"`

@@ -51,11 +51,71 @@ type generateRequest struct {
 	// name is read (see genParams.toolName).
 	Tools []struct {
 		Function struct {
-			Name string `json:"name"`
+			Name       string          `json:"name"`
+			Parameters json.RawMessage `json:"parameters"`
 		} `json:"function"`
 	} `json:"tools"`
-	// ToolChoice "none" asks for a text answer despite the tools.
+	// ToolChoice "none" asks for a text answer despite the tools; a
+	// named function ({"type":"function","function":{"name":...}}) is the
+	// one called.
 	ToolChoice json.RawMessage `json:"tool_choice"`
+	// ResponseFormat asks for a JSON answer (structured.go).
+	ResponseFormat *struct {
+		Type       string `json:"type"`
+		JSONSchema struct {
+			Schema json.RawMessage `json:"schema"`
+		} `json:"json_schema"`
+	} `json:"response_format"`
+}
+
+// structuredRequest sets p's answer document from the request's tools or
+// response format (structured.go): the called function's arguments, or
+// the structured answer. Called once the output length is drawn.
+func (p *genParams) structuredRequest(req *generateRequest) {
+	if p.toolName != nil {
+		params := req.Tools[p.toolIndex].Function.Parameters
+		if len(bytes.TrimSpace(params)) == 0 {
+			p.doc = []byte("{}")
+		} else {
+			p.doc = structuredDoc(params)
+		}
+		return
+	}
+	if rf := req.ResponseFormat; rf != nil {
+		switch rf.Type {
+		case "json_schema":
+			p.doc = structuredDoc(rf.JSONSchema.Schema)
+		case "json_object":
+			p.doc = structuredDoc(nil)
+		}
+	}
+}
+
+// docTokens is how many answer tokens carry the document: those after the
+// reasoning, and after a tool call's first token, its name.
+func (p *genParams) docTokens() int {
+	n := p.target - p.reasoningOf(p.target)
+	if p.toolName != nil {
+		n--
+	}
+	return n
+}
+
+// answerPieces are the document's pieces for its tokens, cut by the
+// InvalidStructured fault; nil without a document. A tool call with no
+// token for its arguments gets them whole in its first (its name's) delta.
+func (p *genParams) answerPieces(f *Faults) (pieces [][]byte, inline []byte) {
+	if p.doc == nil {
+		return nil, nil
+	}
+	doc := breakDoc(p.doc, p.key, f.InvalidStructured)
+	if n := p.docTokens(); n > 0 {
+		return docPieces(doc, n), nil
+	}
+	if one := docPieces(doc, 1); len(one) == 1 {
+		return nil, one[0]
+	}
+	return nil, nil
 }
 
 // maxLogprobsParam is the largest logprobs and prompt_logprobs a request may
@@ -146,6 +206,11 @@ type genParams struct {
 	// answer is then a tool call, streamed as vLLM streams one (doc.go,
 	// "Tool calls"). Empty: the answer is text.
 	toolName []byte
+	// toolIndex is the called function's index among the request's tools.
+	toolIndex int
+	// doc, when set, is the answer's JSON document (structured.go): a
+	// tool call's arguments, or a response format's answer.
+	doc []byte
 
 	// Log-probabilities of a completions request (logprobs.go): echo the
 	// prompt in the answer; logprobs and promptLogprobs are the requested
@@ -187,7 +252,19 @@ func (s *Simulator) parseGenerate(w http.ResponseWriter, r *http.Request, chat b
 		return nil, http.StatusBadRequest, errors.New("only n=1 is supported")
 	}
 	if chat && len(req.Tools) > 0 && string(bytes.TrimSpace(req.ToolChoice)) != `"none"` {
-		name := req.Tools[0].Function.Name
+		var named struct {
+			Function struct {
+				Name string `json:"name"`
+			} `json:"function"`
+		}
+		if json.Unmarshal(req.ToolChoice, &named) == nil && named.Function.Name != "" {
+			for i, t := range req.Tools {
+				if t.Function.Name == named.Function.Name {
+					p.toolIndex = i
+				}
+			}
+		}
+		name := req.Tools[p.toolIndex].Function.Name
 		if name == "" {
 			name = "tool"
 		}
@@ -222,6 +299,7 @@ func (s *Simulator) parseGenerate(w http.ResponseWriter, r *http.Request, chat b
 	if status, err := s.limitParams(p, maxTokens, req.MinTokens, req.IgnoreEOS); err != nil {
 		return nil, status, err
 	}
+	p.structuredRequest(&req)
 	return p, 0, nil
 }
 
@@ -482,6 +560,8 @@ func (s *Simulator) stream(ctx context.Context, w http.ResponseWriter, p *genPar
 	// content.
 	reasoningOpen := `"delta":{"` + s.cfg.ReasoningField + `":"`
 	pad := contentPad(f)
+	pieces, inline := p.answerPieces(f)
+	docStart := p.target - len(pieces) // the first token that carries the document
 	written, roleSent := 0, !p.chat
 	for {
 		select {
@@ -502,6 +582,9 @@ func (s *Simulator) stream(ctx context.Context, w http.ResponseWriter, p *genPar
 				roleSent = true
 			}
 			piece := outputPiece(p.key, written)
+			if pieces != nil && written >= docStart && written-docStart < len(pieces) {
+				piece = string(pieces[written-docStart])
+			}
 			fr := finishNull
 			if finished && written == produced-1 {
 				fr = `"` + why + `"`
@@ -513,7 +596,12 @@ func (s *Simulator) stream(ctx context.Context, w http.ResponseWriter, p *genPar
 			case p.toolName != nil && written == p.reasoning:
 				// The first answer token opens the call: its id, type
 				// and name, with empty arguments.
-				buf = append(append(append(buf, toolCallOpen...), p.toolName...), toolCallFirstClose...)
+				buf = append(append(buf, toolCallOpen...), p.toolName...)
+				if inline != nil {
+					buf = append(append(append(buf, `,"arguments":"`...), inline...), toolArgsClose...)
+				} else {
+					buf = append(buf, toolCallFirstClose...)
+				}
 				buf = append(buf, toolFinish(fr)...)
 			case p.toolName != nil:
 				buf = append(append(append(append(buf, toolArgsOpen...), piece...), pad...), toolArgsClose...)
@@ -630,6 +718,7 @@ func (s *Simulator) respond(ctx context.Context, w http.ResponseWriter, p *genPa
 		reasoning.WriteString(outputPiece(p.key, i))
 	}
 	call := p.toolName != nil && nr < produced
+	pieces, inline := p.answerPieces(f)
 	for i := nr; i < produced; i++ {
 		if call && i == nr {
 			continue // a tool call's first token is its name
@@ -637,6 +726,14 @@ func (s *Simulator) respond(ctx context.Context, w http.ResponseWriter, p *genPa
 		text.WriteString(outputPiece(p.key, i))
 	}
 	textJSON, _ := json.Marshal(text.String())
+	if p.doc != nil {
+		// The document's pieces are JSON string bodies already.
+		b := append([]byte{'"'}, inline...)
+		for _, piece := range pieces {
+			b = append(b, piece...)
+		}
+		textJSON = append(b, '"')
+	}
 	object := textObject
 	if p.chat {
 		object = "chat.completion"

@@ -196,6 +196,11 @@ type Faults struct {
 	// text must hold against. Streaming responses of every flavor; at most
 	// MaxPadContentBytes.
 	PadContentBytes int
+	// InvalidStructured (0..1, 0 = off) is the fraction of structured
+	// answers (a response_format's, a tool call's arguments) whose JSON is
+	// cut by its last byte, so that it no longer parses. Which answers is
+	// a hash of the seed and the prompt: a rerun breaks the same ones.
+	InvalidStructured float64
 }
 
 // MaxPadContentBytes bounds PadContentBytes: past the client's 1 MiB line
@@ -235,6 +240,8 @@ func (f Faults) Validate() error {
 		return fmt.Errorf("pad_content_bytes %d is outside 0..%d", f.PadContentBytes, MaxPadContentBytes)
 	case f.StallMidStream > 0 && f.StallAfterTokens < 1:
 		return errors.New("stall_mid_stream needs stall_after_tokens >= 1")
+	case !(f.InvalidStructured >= 0 && f.InvalidStructured <= 1):
+		return fmt.Errorf("invalid_structured %v is outside 0..1", f.InvalidStructured)
 	case !(f.LogprobPenalty >= 0 && f.LogprobPenalty <= MaxLogprobPenalty):
 		return fmt.Errorf("logprob_penalty %v is outside 0..%d nats", f.LogprobPenalty, MaxLogprobPenalty)
 	}
@@ -254,6 +261,7 @@ type faultsJSON struct {
 	SlowHeaders           string  `json:"slow_headers"`
 	LogprobPenalty        float64 `json:"logprob_penalty"`
 	PadContentBytes       int     `json:"pad_content_bytes"`
+	InvalidStructured     float64 `json:"invalid_structured"`
 }
 
 // MarshalJSON writes durations as Go duration strings ("1.5s").
@@ -270,6 +278,7 @@ func (f Faults) MarshalJSON() ([]byte, error) {
 		SlowHeaders:           f.SlowHeaders.String(),
 		LogprobPenalty:        f.LogprobPenalty,
 		PadContentBytes:       f.PadContentBytes,
+		InvalidStructured:     f.InvalidStructured,
 	})
 }
 
@@ -292,6 +301,7 @@ func (f *Faults) UnmarshalJSON(data []byte) error {
 		MalformedAfterTokens:  w.MalformedAfterTokens,
 		LogprobPenalty:        w.LogprobPenalty,
 		PadContentBytes:       w.PadContentBytes,
+		InvalidStructured:     w.InvalidStructured,
 	}
 	for _, d := range []struct {
 		name string
@@ -364,6 +374,7 @@ func AddFlags(cmd FlagAdder) *Config {
 	cmd.Flag("fault.malformed-after-tokens", "Emit one malformed event after N content chunks, then continue (0 = off).").Default(it(d.Faults.MalformedAfterTokens)).IntVar(&f.MalformedAfterTokens)
 	cmd.Flag("fault.slow-headers", "Wait this long before writing response headers.").Default(d.Faults.SlowHeaders.String()).DurationVar(&f.SlowHeaders)
 	cmd.Flag("fault.logprob-penalty", "Subtract this many nats from every reported log-probability: perplexity rises exp(penalty) times (0 = off).").Default(ff(d.Faults.LogprobPenalty)).Float64Var(&f.LogprobPenalty)
+	cmd.Flag("fault.invalid-structured", "Fraction (0..1) of structured answers and tool-call arguments whose JSON is cut by its last byte (0 = off).").Default(ff(d.Faults.InvalidStructured)).Float64Var(&f.InvalidStructured)
 	cmd.Flag("fault.pad-content-bytes", "Append this many bytes of text to every streamed content token: answers far larger than their tokens (0 = off).").Default(it(d.Faults.PadContentBytes)).IntVar(&f.PadContentBytes)
 	return c
 }

@@ -31,7 +31,7 @@ func TestAdminFaults(t *testing.T) {
 		"slowdown": 1.0, "error_rate": 0.0, "error_status": 503.0,
 		"stall_before_first_token": "0s", "stall_mid_stream": "0s", "stall_after_tokens": 0.0,
 		"disconnect_after_tokens": 0.0, "malformed_after_tokens": 0.0, "slow_headers": "0s",
-		"logprob_penalty": 0.0, "pad_content_bytes": 0.0,
+		"logprob_penalty": 0.0, "pad_content_bytes": 0.0, "invalid_structured": 0.0,
 	}
 	if !jsonEqual(got, want) {
 		t.Errorf("GET %v, want %v", got, want)

@@ -72,8 +72,12 @@ type Request struct {
 	// honour it.
 	RawBody []byte
 	// KeepText keeps the generated answer text in the observation, for
-	// known-answer checks. Reasoning text is not kept.
+	// known-answer checks, and the tool-call text (obs.ToolCalls), for the
+	// validity checks. Reasoning text is not kept.
 	KeepText bool
+	// Attach is what the request carries beside its prompt (tools, a
+	// response format, images), built once per workload; nil: nothing.
+	Attach *Attachments
 	// MaxTextBytes bounds the answer text KeepText keeps; 0 means
 	// DefaultMaxTextBytes. It is checked as each event arrives: a server
 	// that answers more ends the request as a stream error, so a target's
@@ -477,6 +481,7 @@ func (c *Client) readStream(ctx context.Context, dec Decoder, r *Request, obs *o
 	var (
 		ch              Chunk
 		text            strings.Builder
+		calls           strings.Builder
 		textLimit       = r.MaxTextBytes
 		usagePrompt     int
 		usageCompletion int
@@ -542,7 +547,7 @@ func (c *Client) readStream(ctx context.Context, dec Decoder, r *Request, obs *o
 				r.Events.Content(obs)
 			}
 			if r.KeepText {
-				if text.Len()+len(ch.Content) > textLimit {
+				if text.Len()+calls.Len()+len(ch.Content)+len(ch.ToolCall) > textLimit {
 					// Checked before the bytes are kept: a server that
 					// answers more than was asked for never holds more
 					// than textLimit of this process's memory.
@@ -552,6 +557,7 @@ func (c *Client) readStream(ctx context.Context, dec Decoder, r *Request, obs *o
 					break
 				}
 				text.Write(ch.Content)
+				calls.Write(ch.ToolCall)
 			}
 		}
 		if ch.HasUsage {
@@ -578,6 +584,7 @@ func (c *Client) readStream(ctx context.Context, dec Decoder, r *Request, obs *o
 	if r.KeepText {
 		// A Builder's String is its buffer, not a copy of it.
 		obs.Text = text.String()
+		obs.ToolCalls = calls.String()
 	}
 }
 

@@ -55,6 +55,7 @@ func (f ollamaFlavor) NewRequest(ctx context.Context, t *Target, r *Request) (*h
 	} else {
 		body["prompt"] = r.Prompt
 	}
+	r.Attach.setOllama(body, f.Chat(), r.Prompt)
 	options := map[string]any{}
 	if r.MaxTokens > 0 {
 		options["num_predict"] = r.MaxTokens

@@ -51,10 +51,11 @@ func (f openAIFlavor) body(t *Target, r *Request) ([]byte, error) {
 		body["model"] = t.Model
 	}
 	if f.Chat() {
-		body["messages"] = []map[string]string{{"role": "user", "content": r.Prompt}}
+		body["messages"] = r.Attach.openAIMessages(r.Prompt)
 	} else {
 		body["prompt"] = r.Prompt
 	}
+	r.Attach.setOpenAI(body, f.Chat())
 	body["stream"] = true
 	body["stream_options"] = map[string]bool{"include_usage": true}
 	if r.MaxTokens > 0 {

@@ -259,7 +259,12 @@ func build(ctx context.Context, c *config.Config, metrics *Metrics, opts Options
 			}
 			maxRate = ol.MaxRate
 		}
+		kinds, err := plan.NewKinds(&w.Kinds)
+		if err != nil {
+			return runners, clients, fmt.Errorf("workload %q: %w", w.Name, err)
+		}
 		series := metrics.Series(t.Name, t.Model, w.Name, w.SLO)
+		series.InitValidity(kinds.Structured(), kinds.OffersTools())
 		if replayed != nil {
 			replayed.bind(series)
 		}
@@ -300,7 +305,7 @@ func build(ctx context.Context, c *config.Config, metrics *Metrics, opts Options
 			Observer:   observers,
 			Monitor:    monitor,
 			Tracer:     opts.Tracer,
-			Template:   plan.Template{Sampling: w.Sampling, Timeout: t.Timeout},
+			Template:   plan.Template{Sampling: w.Sampling, Timeout: t.Timeout, Kinds: kinds},
 			Checks:     w.Checks,
 			Saturation: saturation,
 			Logger:     logger,

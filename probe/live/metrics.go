@@ -73,6 +73,7 @@ type Metrics struct {
 
 	// sessions are the sessions workloads' series (sessions_metrics.go).
 	sessions *sessionMetrics
+	validity *validityMetrics // validity.go
 
 	// prompts describes each workload's prompt set (calibration, hash);
 	// calibrator builds the prompt sets.
@@ -156,6 +157,7 @@ func NewMetrics(reg prometheus.Registerer) *Metrics {
 		m.sloThreshold, m.sloRequests)
 	m.replay = newReplayMetrics(reg)
 	m.sessions = newSessionMetrics(reg)
+	m.validity = newValidityMetrics(reg)
 	m.prompts = NewPromptMetrics(reg)
 	m.calibrator = NewCalibrator(m.prompts)
 	m.models = &client.ModelWatch{}
@@ -187,6 +189,7 @@ type Series struct {
 	// sloMet and sloMissed count each configured threshold's judgements,
 	// by slo name; absent for a threshold not set.
 	sloMet, sloMissed map[string]prometheus.Counter
+	validity          validitySeries // validity.go
 }
 
 // The kind label's values of streamed_tokens_total: one per event, bounded.
@@ -291,6 +294,7 @@ func (s *Series) Delete() {
 	}
 	s.m.replay.delete(match)
 	s.m.sessions.delete(match)
+	s.m.validity.delete(match)
 	s.m.prompts.Delete(s.lv[0], s.lv[1], s.lv[2])
 }
 
@@ -426,6 +430,7 @@ func (s *Series) State(state string) { s.SetState(state) }
 // outcome, schedule lag, and for a success its E2E, TPOT, tokens and goodput.
 func (s *Series) Observe(o *observation.Request) {
 	s.requests[o.Outcome].Inc()
+	s.validity.observe(o)
 	if code := o.ErrorCode(); code != "" {
 		s.httpErrors[code].Inc()
 	}

@@ -119,6 +119,15 @@ type Request struct {
 	// Text is the generated text, kept only when the caller asked for it
 	// (known-answer checks).
 	Text string
+	// ToolCalls is the tool-call text the answer carried, each call's name
+	// then its arguments, kept with Text (a tool call is not answer text).
+	ToolCalls string
+	// StructuredCheck and ToolCallCheck are the validity of a structured
+	// answer and of a tool call (one of ValidityResults), set for a
+	// successful request whose workload asked for one (probe/validity); ""
+	// when it was not checked.
+	StructuredCheck string
+	ToolCallCheck   string
 
 	// RequestID is the X-Request-Id the request was sent with ("" when
 	// none), by which the server's logs and spans name it.
@@ -196,3 +205,23 @@ func (r *Request) ITLs(fn func(time.Duration)) {
 		fn(r.TokenTimes[i].Sub(r.TokenTimes[i-1]))
 	}
 }
+
+// The results of a validity check (Request.StructuredCheck and
+// ToolCallCheck): a bounded set, a label's values.
+const (
+	// Valid: the answer parsed and matched its schema; the call named a
+	// declared function whose parameters its arguments matched.
+	Valid = "valid"
+	// InvalidJSON: the answer or the call's arguments did not parse.
+	InvalidJSON = "invalid_json"
+	// SchemaMismatch: it parsed but did not match its schema.
+	SchemaMismatch = "schema_mismatch"
+	// UnknownTool: the call named a function the request did not declare.
+	UnknownTool = "unknown_tool"
+	// NoCall: the request offered tools and the answer called none.
+	NoCall = "no_call"
+)
+
+// ValidityResults lists every validity result, in the order of their
+// definitions.
+var ValidityResults = []string{Valid, InvalidJSON, SchemaMismatch, UnknownTool, NoCall}

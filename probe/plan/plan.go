@@ -63,12 +63,15 @@ type Template struct {
 	Sampling config.Sampling
 	// Timeout bounds each request, send to last byte; 0: only the context.
 	Timeout time.Duration
+	// Kinds, when set, are the tools, response format and images every
+	// request carries, and the judge of its answer (NewKinds).
+	Kinds *Kinds
 }
 
 // Request is the request of a synthetic prompt: its text, its output length
 // as max_tokens, and the sampling parameters.
 func (t Template) Request(p prompt.Prompt) *client.Request {
-	return &client.Request{
+	r := &client.Request{
 		Prompt:      p.Text,
 		MaxTokens:   p.OutputTokens,
 		IgnoreEOS:   t.Sampling.IgnoreEOS,
@@ -78,6 +81,8 @@ func (t Template) Request(p prompt.Prompt) *client.Request {
 		Seed:        t.Sampling.Seed,
 		Timeout:     t.Timeout,
 	}
+	t.Kinds.apply(r)
+	return r
 }
 
 // KnownAnswer is the request of a known-answer check. Temperature is 0

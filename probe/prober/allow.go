@@ -34,6 +34,9 @@ const (
 	ReasonSLOMissed = "slo_missed"
 	// ReasonWrongAnswer: a known-answer check did not match.
 	ReasonWrongAnswer = "wrong_answer"
+	// ReasonInvalidAnswer: a structured answer or a tool call was not valid
+	// (its JSON, its schema, its function: plan.Kinds.Check).
+	ReasonInvalidAnswer = "invalid_answer"
 	// ReasonPerplexityExceeded: a perplexity module's score was above its
 	// max_perplexity.
 	ReasonPerplexityExceeded = "perplexity_exceeded"
@@ -42,7 +45,7 @@ const (
 // Reasons lists every failure reason, in precedence order: a probe reports
 // the first that applies.
 var Reasons = []string{ReasonBadTarget, ReasonNotAllowed, ReasonConcurrencyCeiling, ReasonRateCeiling,
-	ReasonRequestFailed, ReasonSLOMissed, ReasonWrongAnswer, ReasonPerplexityExceeded}
+	ReasonRequestFailed, ReasonSLOMissed, ReasonWrongAnswer, ReasonPerplexityExceeded, ReasonInvalidAnswer}
 
 // refusal is a target or address the prober will not reach, with the
 // reason label and a sentence for the debug output.

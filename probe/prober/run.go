@@ -120,7 +120,16 @@ func (h *Handler) probe(ctx context.Context, p *probeRun) *result {
 	gen := prompt.New(m.Prompt.InputTokens, m.Prompt.OutputTokens, seed)
 	// The probe's deadline bounds every request, so the template has no
 	// timeout of its own.
-	tmpl := plan.Template{Sampling: m.Sampling}
+	// The module's tools, response format and images, built per probe:
+	// its schemas were compiled at load, and its images are bounded
+	// (config.MaxImagePixelBytes).
+	kinds, err := plan.NewKinds(&m.Kinds)
+	if err != nil {
+		res.reason = ReasonRequestFailed
+		logger.Error("Building the module's requests", "err", err)
+		return res
+	}
+	tmpl := plan.Template{Sampling: m.Sampling, Kinds: kinds}
 	// Each request carries an X-Request-Id the server can log (vLLM takes it
 	// as its request id): probe-<module>-<probe number>-<request>.
 	id := func(kind string, i int) string {
@@ -177,7 +186,7 @@ func (h *Handler) probe(ctx context.Context, p *probeRun) *result {
 	wg.Wait()
 
 	h.sayModel(ctx, p, cl, ct, res, logger)
-	h.judge(res, m, g, logger)
+	h.judge(res, m, kinds, g, logger)
 	return res
 }
 
@@ -314,8 +323,8 @@ func (j job) name() string {
 }
 
 // judge decides the probe's success and reason, in Reasons' order.
-func (h *Handler) judge(res *result, m *config.Module, g *guard, logger *slog.Logger) {
-	var rateDropped, failed, sloMissed, wrong bool
+func (h *Handler) judge(res *result, m *config.Module, kinds *plan.Kinds, g *guard, logger *slog.Logger) {
+	var rateDropped, failed, sloMissed, wrong, invalid bool
 	for i := range res.requests {
 		o := &res.requests[i]
 		switch {
@@ -326,6 +335,13 @@ func (h *Handler) judge(res *result, m *config.Module, g *guard, logger *slog.Lo
 		case !slo.Met(o, m.SLO):
 			sloMissed = true
 			logger.Warn("Request missed the SLO", "request", fmt.Sprintf("request[%d]", i), "slo_ttft", m.SLO.TTFT, "slo_tpot", m.SLO.TPOT, "slo_e2e", m.SLO.E2E)
+		}
+		// Validity is judged apart from the SLO: a fast broken answer
+		// fails as one, and the log says why.
+		if why := kinds.Check(o); why != "" {
+			invalid = true
+			logger.Warn("Answer not valid", "request", fmt.Sprintf("request[%d]", i), "structured", o.StructuredCheck,
+				"tool_call", o.ToolCallCheck, "why", why, "answer", textcut.Cut(o.Text+o.ToolCalls, maxAnswerShown))
 		}
 	}
 	for i := range res.checks {
@@ -360,6 +376,8 @@ func (h *Handler) judge(res *result, m *config.Module, g *guard, logger *slog.Lo
 		res.reason = ReasonRequestFailed
 	case sloMissed:
 		res.reason = ReasonSLOMissed
+	case invalid:
+		res.reason = ReasonInvalidAnswer
 	case wrong:
 		res.reason = ReasonWrongAnswer
 	default:

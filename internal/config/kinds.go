@@ -1,0 +1,346 @@
+package config
+
+import (
+	"bytes"
+	"context"
+	"encoding/json"
+	"fmt"
+	"path/filepath"
+	"regexp"
+
+	"github.com/santhosh-tekuri/jsonschema/v6"
+)
+
+// RequestKinds is what a workload's or a module's requests carry beside
+// their prompt: tools the model may call, a response format its answer
+// must follow, images. Each is checked against the answer (probe/validity):
+// a tool call must name a declared function with arguments that match its
+// parameters, a structured answer must parse and match its schema.
+//
+// Workloads and modules hold it inline, so its keys sit beside prompt:
+//
+//	tools:
+//	  - name: get_weather
+//	    description: The weather in a city.
+//	    parameters: {type: object, properties: {city: {type: string}}, required: [city]}
+//	tool_choice: required
+//	response_format: {type: json_schema, schema_file: answer.schema.json}
+//	images: {count: 2, width: 256, height: 256, format: png}
+type RequestKinds struct {
+	Tools []Tool `yaml:"tools"`
+	// ToolChoice is auto (the default: the model may call a tool),
+	// required (it must), or the name of one of Tools (it must call that
+	// one). Only with tools.
+	ToolChoice string `yaml:"tool_choice"`
+	// ResponseFormat asks for a JSON answer, of any shape (json_object) or
+	// of a schema (json_schema).
+	ResponseFormat *ResponseFormat `yaml:"response_format"`
+	// Images are synthetic images sent with every request.
+	Images *Images `yaml:"images"`
+}
+
+// Tool is a function the model may call.
+type Tool struct {
+	// Name matches ^[a-zA-Z0-9_-]{1,64}$, as the OpenAI API requires.
+	Name        string `yaml:"name"`
+	Description string `yaml:"description"`
+	// Parameters is the JSON Schema of the call's arguments (an object
+	// schema, inline in YAML); empty: any object.
+	Parameters map[string]any `yaml:"parameters"`
+
+	// ParametersJSON and Schema are Parameters encoded and compiled at
+	// load time: once per configuration, never per request.
+	ParametersJSON json.RawMessage    `yaml:"-"`
+	Schema         *jsonschema.Schema `yaml:"-"`
+}
+
+// ResponseFormat asks for a structured answer.
+type ResponseFormat struct {
+	// Type is json_object (any JSON object) or json_schema (one that
+	// matches Schema or SchemaFile).
+	Type string `yaml:"type"`
+	// Name is json_schema's name as the OpenAI API sends it (default
+	// "answer").
+	Name string `yaml:"name"`
+	// Schema is the JSON Schema inline; SchemaFile a JSON file holding it
+	// (relative to the configuration file). One of them with json_schema.
+	Schema     map[string]any `yaml:"schema"`
+	SchemaFile string         `yaml:"schema_file"`
+
+	// SchemaJSON and Compiled are the schema encoded and compiled at
+	// load time; nil for json_object, which only has to be an object.
+	SchemaJSON json.RawMessage    `yaml:"-"`
+	Compiled   *jsonschema.Schema `yaml:"-"`
+}
+
+// Images are deterministic synthetic images sent with every request of a
+// workload (OpenAI content parts with data URLs; Ollama's base64 images).
+type Images struct {
+	Count  int `yaml:"count"`
+	Width  int `yaml:"width"`
+	Height int `yaml:"height"`
+	// Format is png (the default) or jpeg.
+	Format string `yaml:"format"`
+	// Seed makes the pixels; the same seed, the same bytes.
+	Seed int64 `yaml:"seed"`
+}
+
+// Values and bounds of the request kinds.
+const (
+	ToolChoiceAuto     = "auto"
+	ToolChoiceRequired = "required"
+
+	ResponseJSONObject = "json_object"
+	ResponseJSONSchema = "json_schema"
+
+	ImagePNG  = "png"
+	ImageJPEG = "jpeg"
+
+	// MaxTools bounds a request's tools (and the counters' work per answer).
+	MaxTools = 32
+	// MaxSchemaBytes bounds a schema, encoded as JSON: a tool's parameters
+	// or a response format's schema, inline or from its file.
+	MaxSchemaBytes = 64 << 10
+	// MaxImages bounds the images of one request.
+	MaxImages = 16
+	// MaxImageSide bounds an image's width and height, in pixels.
+	MaxImageSide = 4096
+	// MaxImagePixelBytes bounds count × width × height × 3 (the images'
+	// RGB bytes), and with it the encoded bytes a request carries: a PNG
+	// holds at most its raw bytes and some framing, a JPEG far fewer.
+	MaxImagePixelBytes = 16 << 20
+)
+
+// toolNameRE is the OpenAI API's rule for function names; it also keeps
+// '{' out of a name, which the validator relies on to split a call's name
+// from its arguments.
+var toolNameRE = regexp.MustCompile(`^[a-zA-Z0-9_-]{1,64}$`)
+
+// Flavors that can send each kind: the wire formats that have a field for
+// it. Others would drop it silently, and their answers would be judged
+// against a request that was never made.
+var (
+	toolFlavors     = []Flavor{"ollama-chat", "openai-chat"}
+	responseFlavors = []Flavor{"ollama-chat", "ollama-generate", "openai-chat", "openai-completions"}
+	imageFlavors    = []Flavor{"ollama-chat", "ollama-generate", "openai-chat"}
+)
+
+// Any says whether the kinds ask for anything beyond the prompt.
+func (k *RequestKinds) Any() bool {
+	return len(k.Tools) > 0 || k.ResponseFormat != nil || k.Images != nil
+}
+
+// compileKinds validates the request kinds of every workload and module,
+// reads their schema files (relative to dir) and compiles their schemas.
+func (c *Config) compileKinds(ctx context.Context, dir string, v *validator) {
+	for i := range c.Workloads {
+		w := &c.Workloads[i]
+		if !w.Kinds.Any() && w.Kinds.ToolChoice == "" {
+			continue
+		}
+		p := path{"workloads", i}
+		flavor := FlavorOpenAIChat
+		if t, ok := c.Target(w.Target); ok {
+			flavor = t.Flavor
+		}
+		if w.Replay != nil || w.Sessions != nil {
+			// A recorded body carries its own tools and images; a
+			// session's turns are conversations of text.
+			v.add(p, kindField(&w.Kinds), "not with replay or sessions: a recorded body carries its own, and sessions are text")
+			continue
+		}
+		w.Kinds.validate(ctx, v, p, flavor, dir)
+	}
+	for _, name := range c.moduleNames() {
+		m := c.Modules[name]
+		if !m.Kinds.Any() && m.Kinds.ToolChoice == "" {
+			continue
+		}
+		flavor := m.Flavor
+		if flavor == "" {
+			flavor = FlavorOpenAIChat
+			if t, ok := c.Target(m.Target); ok {
+				flavor = t.Flavor
+			}
+		}
+		if m.Kind == ModuleKindPerplexity {
+			v.add(path{"modules", name}, kindField(&m.Kinds), "not with kind perplexity, which sends a reference text")
+			continue
+		}
+		m.Kinds.validate(ctx, v, path{"modules", name}, flavor, dir)
+		c.Modules[name] = m
+	}
+}
+
+// kindField names the first kind set, for an error about all of them.
+func kindField(k *RequestKinds) string {
+	switch {
+	case len(k.Tools) > 0:
+		return "tools"
+	case k.ResponseFormat != nil:
+		return "response_format"
+	case k.Images != nil:
+		return "images"
+	}
+	return "tool_choice"
+}
+
+func flavorIn(f Flavor, list []Flavor) bool {
+	for _, x := range list {
+		if x == f {
+			return true
+		}
+	}
+	return false
+}
+
+func (k *RequestKinds) validate(ctx context.Context, v *validator, p path, flavor Flavor, dir string) {
+	at := func(field ...any) path { return append(append(path{}, p...), field...) }
+	if len(k.Tools) > 0 && !flavorIn(flavor, toolFlavors) {
+		v.add(p, "tools", fmt.Sprintf("flavor %s has no tools; flavors that do: %v", flavor, toolFlavors))
+	}
+	if len(k.Tools) > MaxTools {
+		v.add(p, "tools", fmt.Sprintf("at most %d tools, got %d", MaxTools, len(k.Tools)))
+	}
+	names := map[string]bool{}
+	for i := range k.Tools {
+		t := &k.Tools[i]
+		switch {
+		case !toolNameRE.MatchString(t.Name):
+			v.add(at("tools", i), "name", fmt.Sprintf("%s must match %s", quote(t.Name), toolNameRE))
+		case names[t.Name]:
+			v.add(at("tools", i), "name", fmt.Sprintf("%s is used by another tool", quote(t.Name)))
+		}
+		names[t.Name] = true
+		params := t.Parameters
+		if params == nil {
+			params = map[string]any{"type": "object"}
+		}
+		t.ParametersJSON, t.Schema = compileSchema(v, at("tools", i, "parameters"), params)
+	}
+	switch choice := k.ToolChoice; {
+	case choice == "":
+		if len(k.Tools) > 0 {
+			k.ToolChoice = ToolChoiceAuto
+		}
+	case len(k.Tools) == 0:
+		v.add(p, "tool_choice", "only with tools")
+	case choice != ToolChoiceAuto && choice != ToolChoiceRequired && !names[choice]:
+		v.add(p, "tool_choice", fmt.Sprintf("%s is not auto, required or the name of a tool", quote(choice)))
+	}
+	if rf := k.ResponseFormat; rf != nil {
+		rp := at("response_format")
+		if !flavorIn(flavor, responseFlavors) {
+			v.add(p, "response_format", fmt.Sprintf("flavor %s has no response format; flavors that do: %v", flavor, responseFlavors))
+		}
+		switch rf.Type {
+		case ResponseJSONObject:
+			if rf.Schema != nil || rf.SchemaFile != "" {
+				v.add(rp, "schema", "only with type json_schema")
+			}
+		case ResponseJSONSchema:
+			if rf.Name == "" {
+				rf.Name = "answer"
+			} else if !toolNameRE.MatchString(rf.Name) {
+				v.add(rp, "name", fmt.Sprintf("%s must match %s", quote(rf.Name), toolNameRE))
+			}
+			switch {
+			case rf.Schema != nil && rf.SchemaFile != "":
+				v.add(rp, "schema_file", "set either schema or schema_file, not both")
+			case rf.Schema != nil:
+				rf.SchemaJSON, rf.Compiled = compileSchema(v, append(rp, "schema"), rf.Schema)
+			case rf.SchemaFile != "":
+				rf.SchemaJSON, rf.Compiled = compileSchemaFile(ctx, v, append(rp, "schema_file"), dir, rf.SchemaFile)
+			default:
+				v.add(rp, "schema", "is required with type json_schema (or schema_file)")
+			}
+		default:
+			v.add(rp, "type", fmt.Sprintf("%s is not json_object or json_schema", quote(rf.Type)))
+		}
+	}
+	if im := k.Images; im != nil {
+		ip := at("images")
+		if !flavorIn(flavor, imageFlavors) {
+			v.add(p, "images", fmt.Sprintf("flavor %s has no images; flavors that do: %v", flavor, imageFlavors))
+		}
+		if im.Format == "" {
+			im.Format = ImagePNG
+		}
+		switch {
+		case im.Count < 1 || im.Count > MaxImages:
+			v.add(ip, "count", fmt.Sprintf("must be between 1 and %d", MaxImages))
+		case im.Width < 1 || im.Width > MaxImageSide:
+			v.add(ip, "width", fmt.Sprintf("must be between 1 and %d", MaxImageSide))
+		case im.Height < 1 || im.Height > MaxImageSide:
+			v.add(ip, "height", fmt.Sprintf("must be between 1 and %d", MaxImageSide))
+		case im.Format != ImagePNG && im.Format != ImageJPEG:
+			v.add(ip, "format", fmt.Sprintf("%s is not png or jpeg", quote(im.Format)))
+		case im.Count*im.Width*im.Height*3 > MaxImagePixelBytes:
+			v.add(ip, "count", fmt.Sprintf("%d images of %dx%d are %s of pixels: at most %s a request (config.MaxImagePixelBytes)",
+				im.Count, im.Width, im.Height, byteSize(int64(im.Count*im.Width*im.Height*3)), byteSize(MaxImagePixelBytes)))
+		}
+	}
+}
+
+// compileSchema encodes a schema written in YAML as JSON and compiles it.
+func compileSchema(v *validator, p path, doc map[string]any) (json.RawMessage, *jsonschema.Schema) {
+	b, err := json.Marshal(doc)
+	if err != nil {
+		// YAML that JSON cannot say: a mapping with non-string keys.
+		v.addPath(p, fmt.Sprintf("is not a JSON document: %v", err))
+		return nil, nil
+	}
+	return compileSchemaJSON(v, p, b)
+}
+
+// compileSchemaFile reads a schema's JSON file (bounded) and compiles it.
+func compileSchemaFile(ctx context.Context, v *validator, p path, dir, file string) (json.RawMessage, *jsonschema.Schema) {
+	if !filepath.IsAbs(file) {
+		file = filepath.Join(dir, file)
+	}
+	ctx, cancel := context.WithTimeout(ctx, secretReadTimeout)
+	defer cancel()
+	b, err := readBounded(ctx, file, MaxSchemaBytes)
+	if err != nil {
+		v.addPath(p, fmt.Sprintf("cannot read %s: %v", file, err))
+		return nil, nil
+	}
+	return compileSchemaJSON(v, p, b)
+}
+
+// compileSchemaJSON compiles a JSON Schema with no loader: a $ref outside
+// the document (a URL, a file) is refused, so loading a configuration
+// never reaches the network or another file.
+func compileSchemaJSON(v *validator, p path, b []byte) (json.RawMessage, *jsonschema.Schema) {
+	if len(b) > MaxSchemaBytes {
+		v.addPath(p, fmt.Sprintf("a schema of %s: at most %s (config.MaxSchemaBytes)", byteSize(int64(len(b))), byteSize(MaxSchemaBytes)))
+		return nil, nil
+	}
+	doc, err := jsonschema.UnmarshalJSON(bytes.NewReader(b))
+	if err != nil {
+		v.addPath(p, fmt.Sprintf("is not JSON: %v", err))
+		return nil, nil
+	}
+	if _, ok := doc.(map[string]any); !ok {
+		v.addPath(p, "a schema is a JSON object")
+		return nil, nil
+	}
+	c := jsonschema.NewCompiler()
+	c.UseLoader(jsonschema.SchemeURLLoader{})
+	const url = "mem:///schema.json"
+	if err := c.AddResource(url, doc); err != nil {
+		v.addPath(p, fmt.Sprintf("is not a JSON Schema: %v", err))
+		return nil, nil
+	}
+	s, err := c.Compile(url)
+	if err != nil {
+		v.addPath(p, fmt.Sprintf("is not a valid JSON Schema: %v", err))
+		return nil, nil
+	}
+	var compact bytes.Buffer
+	if err := json.Compact(&compact, b); err != nil {
+		v.addPath(p, fmt.Sprintf("is not JSON: %v", err))
+		return nil, nil
+	}
+	return compact.Bytes(), s
+}

@@ -1,0 +1,95 @@
+package client
+
+import "encoding/json"
+
+// Attachments are what a request carries beside its prompt: tools, a
+// response format, images. A workload builds them once (probe/plan) and
+// every request shares them, read only; each flavor puts them where its
+// API has a field for them (the configuration refuses a kind on a flavor
+// that has none).
+type Attachments struct {
+	// Tools is the JSON array sent as "tools", in the OpenAI API's shape
+	// ([{"type":"function","function":{...}}]), which Ollama's /api/chat
+	// shares.
+	Tools json.RawMessage
+	// ToolChoice is the JSON of OpenAI's "tool_choice"; Ollama has none.
+	ToolChoice json.RawMessage
+	// ResponseFormat is the JSON of OpenAI's "response_format".
+	ResponseFormat json.RawMessage
+	// OllamaFormat is Ollama's "format": "json", or the schema itself.
+	OllamaFormat json.RawMessage
+	// Images go as OpenAI content parts (data URLs) and as Ollama's
+	// base64 "images".
+	Images []Image
+}
+
+// Image is one encoded image.
+type Image struct {
+	// Base64 is the image's bytes in standard base64.
+	Base64 string
+	// DataURL is "data:<media type>;base64,<Base64>".
+	DataURL string
+}
+
+// openAIMessages is a chat body's messages: the prompt as a string, or,
+// with images, as content parts, the text first.
+func (a *Attachments) openAIMessages(prompt string) any {
+	if a == nil || len(a.Images) == 0 {
+		return []map[string]string{{"role": "user", "content": prompt}}
+	}
+	parts := make([]map[string]any, 0, 1+len(a.Images))
+	parts = append(parts, map[string]any{"type": "text", "text": prompt})
+	for _, im := range a.Images {
+		parts = append(parts, map[string]any{"type": "image_url", "image_url": map[string]string{"url": im.DataURL}})
+	}
+	return []map[string]any{{"role": "user", "content": parts}}
+}
+
+// setOpenAI puts the attachments into an OpenAI body (the images are in
+// its messages already); completions take only the response format.
+func (a *Attachments) setOpenAI(body map[string]any, chat bool) {
+	if a == nil {
+		return
+	}
+	if chat && a.Tools != nil {
+		body["tools"] = a.Tools
+		if a.ToolChoice != nil {
+			body["tool_choice"] = a.ToolChoice
+		}
+	}
+	if a.ResponseFormat != nil {
+		body["response_format"] = a.ResponseFormat
+	}
+}
+
+// base64s are the images as Ollama takes them.
+func (a *Attachments) base64s() []string {
+	out := make([]string, len(a.Images))
+	for i, im := range a.Images {
+		out[i] = im.Base64
+	}
+	return out
+}
+
+// setOllama puts the attachments into an Ollama body: images beside the
+// prompt (/api/generate) or in the message (/api/chat), tools on chat.
+func (a *Attachments) setOllama(body map[string]any, chat bool, prompt string) {
+	if a == nil {
+		return
+	}
+	if chat {
+		msg := map[string]any{"role": "user", "content": prompt}
+		if len(a.Images) > 0 {
+			msg["images"] = a.base64s()
+		}
+		body["messages"] = []map[string]any{msg}
+		if a.Tools != nil {
+			body["tools"] = a.Tools
+		}
+	} else if len(a.Images) > 0 {
+		body["images"] = a.base64s()
+	}
+	if a.OllamaFormat != nil {
+		body["format"] = a.OllamaFormat
+	}
+}

@@ -1,0 +1,183 @@
+package plan
+
+import (
+	"context"
+	"fmt"
+	"strings"
+	"sync"
+	"testing"
+
+	"github.com/infer-exporter/infer_exporter/internal/config"
+	"github.com/infer-exporter/infer_exporter/internal/simulator/simulatortest"
+	"github.com/infer-exporter/infer_exporter/probe/client"
+	"github.com/infer-exporter/infer_exporter/probe/observation"
+	"github.com/infer-exporter/infer_exporter/probe/prompt"
+)
+
+// kindsConfig is a configuration of one workload against url with kinds
+// (YAML lines at the workload's indentation).
+func kindsConfig(t *testing.T, url, flavor, kinds string) *config.Config {
+	t.Helper()
+	c, err := config.Parse([]byte(fmt.Sprintf(`targets:
+  - {name: sim, url: %q, model: sim-model, flavor: %s}
+workloads:
+  - name: w
+    target: sim
+    arrival: {rate: 1}
+%s`, url, flavor, kinds)), "c.yml")
+	if err != nil {
+		t.Fatal(err)
+	}
+	return c
+}
+
+const (
+	weatherTool = `    tools:
+      - name: get_weather
+        parameters:
+          type: object
+          properties: {city: {type: string, minLength: 1}, days: {type: integer, minimum: 1}}
+          required: [city, days]
+      - name: noargs
+`
+	answerSchema = `    response_format:
+      type: json_schema
+      schema: {type: object, properties: {n: {type: integer}, tags: {type: array, items: {type: string}}}, required: [n, tags]}
+`
+)
+
+func TestKindsCheck(t *testing.T) {
+	c := kindsConfig(t, "http://127.0.0.1:1", "openai-chat", weatherTool+answerSchema)
+	k, err := NewKinds(&c.Workloads[0].Kinds)
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, tc := range []struct {
+		name, text, calls    string
+		structured, toolCall string
+	}{
+		{"valid call", "", `get_weather{"city":"Paris","days":2}`, "", observation.Valid},
+		{"valid call, empty arguments", "", `noargs`, "", observation.Valid},
+		{"two valid calls", "", `noargs{}get_weather{"city":"x","days":1}`, "", observation.Valid},
+		{"unknown tool", "", `get_time{}`, "", observation.UnknownTool},
+		{"bad arguments", "", `get_weather{"city":"Paris"`, "", observation.InvalidJSON},
+		{"arguments mismatch", "", `get_weather{"city":"Paris","days":"2"}`, "", observation.SchemaMismatch},
+		{"second call invalid", "", `noargs{}get_weather{"city":""}`, "", observation.SchemaMismatch},
+		{"no call, valid answer", `{"n":1,"tags":[]}`, "", observation.Valid, observation.NoCall},
+		{"no call, broken answer", `{"n":1,"tags":[]`, "", observation.InvalidJSON, observation.NoCall},
+		{"answer mismatch", `{"n":1.5,"tags":[]}`, "", observation.SchemaMismatch, observation.NoCall},
+		{"answer in a fence", "```json\n{\"n\":1,\"tags\":[]}\n```", "", observation.InvalidJSON, observation.NoCall},
+		{"answer then text", `{"n":1,"tags":[]} done`, "", observation.InvalidJSON, observation.NoCall},
+	} {
+		o := &observation.Request{Outcome: observation.Success, Text: tc.text, ToolCalls: tc.calls}
+		why := k.Check(o)
+		if o.StructuredCheck != tc.structured || o.ToolCallCheck != tc.toolCall {
+			t.Errorf("%s: structured %q, tool call %q; want %q, %q (%s)", tc.name, o.StructuredCheck, o.ToolCallCheck, tc.structured, tc.toolCall, why)
+		}
+		if (tc.structured == observation.Valid || tc.structured == "") && tc.toolCall == observation.Valid && why != "" {
+			t.Errorf("%s: valid, but why = %q", tc.name, why)
+		}
+		if (tc.structured != observation.Valid && tc.structured != "" || tc.toolCall != observation.Valid) && why == "" {
+			t.Errorf("%s: not valid, and no reason", tc.name)
+		}
+	}
+	// A failed request is not judged: it is counted as a failure already.
+	o := &observation.Request{Outcome: observation.Timeout, Text: "{"}
+	if k.Check(o); o.StructuredCheck != "" || o.ToolCallCheck != "" {
+		t.Errorf("a timeout was judged: %q %q", o.StructuredCheck, o.ToolCallCheck)
+	}
+}
+
+// TestKindsRequestBodies: the prompt asks for what the request offers,
+// and the answer is kept for the check.
+func TestKindsRequest(t *testing.T) {
+	c := kindsConfig(t, "http://127.0.0.1:1", "openai-chat", weatherTool+"    tool_choice: get_weather\n    images: {count: 2, width: 8, height: 8}\n")
+	k, err := NewKinds(&c.Workloads[0].Kinds)
+	if err != nil {
+		t.Fatal(err)
+	}
+	r := Template{Kinds: k}.Request(prompt.Prompt{Text: "hello", OutputTokens: 4})
+	if !strings.HasPrefix(r.Prompt, "hello\n\n") || !strings.Contains(r.Prompt, "get_weather") || !r.KeepText {
+		t.Errorf("request %q, keep text %v", r.Prompt, r.KeepText)
+	}
+	a := r.Attach
+	if len(a.Images) != 2 || !strings.HasPrefix(a.Images[0].DataURL, "data:image/png;base64,iVBOR") ||
+		string(a.ToolChoice) != `{"function":{"name":"get_weather"},"type":"function"}` {
+		t.Errorf("attachments: %d images, tool_choice %s", len(a.Images), a.ToolChoice)
+	}
+}
+
+// TestKindsValidRatioAgainstSimulator: against the simulator with 10% of
+// structured answers cut by a byte, the valid ratio is 0.90 within
+// binomial noise. n = 1000 requests of distinct prompts; the fault draws
+// each answer by a hash of its prompt, so the count is a fixed number for
+// these prompts, and the bound is what any other 1000 would meet 99.9% of
+// the time: 900 ± 3.29·sqrt(1000·0.9·0.1) = 900 ± 31.2, so [869, 931].
+// Every answer that is not valid must be invalid_json (the fault's only
+// effect), and each is judged: a tool call's arguments as its parameters,
+// a response format's answer as its schema.
+func TestKindsValidRatioAgainstSimulator(t *testing.T) {
+	const n, lo, hi = 1000, 869, 931
+	for _, tc := range []struct {
+		name, kinds string
+		tools       bool
+	}{
+		{"json_schema", answerSchema, false},
+		{"json_object", "    response_format: {type: json_object}\n", false},
+		{"tools", weatherTool + "    tool_choice: get_weather\n", true},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			sim := simulatortest.InstantConfig()
+			sim.Faults.InvalidStructured = 0.1
+			url, _ := simulatortest.StartTest(t, sim)
+			c := kindsConfig(t, url, "openai-chat", tc.kinds)
+			k, err := NewKinds(&c.Workloads[0].Kinds)
+			if err != nil {
+				t.Fatal(err)
+			}
+			target, err := client.TargetOf(&c.Targets[0])
+			if err != nil {
+				t.Fatal(err)
+			}
+			cl := client.New(client.Options{MaxConnsPerHost: 8})
+			defer cl.Close()
+			tmpl := Template{Kinds: k}
+			counts := map[string]int{}
+			var mu sync.Mutex
+			var wg sync.WaitGroup
+			sem := make(chan struct{}, 8)
+			for i := range n {
+				wg.Add(1)
+				sem <- struct{}{}
+				go func() {
+					defer func() { <-sem; wg.Done() }()
+					// Lengths from 1 to 40 tokens: the document is spread
+					// over however many the answer has.
+					r := tmpl.Request(prompt.Prompt{Text: fmt.Sprintf("request number %d", i), OutputTokens: 1 + i%40})
+					var o observation.Request
+					cl.Do(context.Background(), target, r, &o)
+					why := k.Check(&o)
+					result := o.StructuredCheck
+					if tc.tools {
+						result = o.ToolCallCheck
+					}
+					mu.Lock()
+					defer mu.Unlock()
+					if o.Outcome != observation.Success {
+						counts[string(o.Outcome)]++
+						return
+					}
+					counts[result]++
+					if result != observation.Valid && result != observation.InvalidJSON {
+						t.Errorf("request %d: %s (%s)", i, result, why)
+					}
+				}()
+			}
+			wg.Wait()
+			if v := counts[observation.Valid]; v < lo || v > hi || counts[observation.Valid]+counts[observation.InvalidJSON] != n {
+				t.Errorf("%v: valid %d of %d, want [%d, %d] with the rest invalid_json", counts, v, n, lo, hi)
+			}
+			t.Logf("%v", counts)
+		})
+	}
+}
