@@ -36,7 +36,7 @@ type sessionRun struct {
 // runSessions builds the one sessions workload of a configuration (its
 // workload block is workload, after "target: t") against a simulator with
 // cfg, as the exporter does, and runs it until it ends or stop returns.
-func runSessions(t *testing.T, cfg simulator.Config, flavor, block string, stop func(ctx context.Context, cancel context.CancelFunc)) sessionRun {
+func runSessions(t *testing.T, cfg simulator.Config, flavor, block string, stop func(ctx context.Context, cancel context.CancelFunc, started func() float64)) sessionRun {
 	t.Helper()
 	url, sim := simulatortest.StartTest(t, cfg)
 	c, err := config.Parse([]byte(fmt.Sprintf(`
@@ -76,7 +76,8 @@ workloads:
 	done := make(chan struct{})
 	go func() { r.Run(ctx); close(done) }()
 	if stop != nil {
-		stop(ctx, cancel)
+		series := metrics.sessions.series(liveSeries(r).lv)
+		stop(ctx, cancel, func() float64 { return testutil.ToFloat64(series.started) })
 	}
 	<-done
 	if st := r.Status(); st.State != workload.StateFinished {
@@ -301,7 +302,7 @@ func TestSessionsEndEarly(t *testing.T) {
 		name     string
 		sim      func(*simulator.Config)
 		workload string
-		stop     func(ctx context.Context, cancel context.CancelFunc)
+		stop     func(ctx context.Context, cancel context.CancelFunc, started func() float64)
 		want     map[string]float64 // ended by reason; dropped under "dropped:<reason>"
 		turns    float64            // successful turns, in all
 		// allStopped: every session started is stopped (want is unused).
@@ -358,11 +359,16 @@ func TestSessionsEndEarly(t *testing.T) {
 			name:     "cancelled",
 			sim:      func(c *simulator.Config) { c.TimeScale = 1 },
 			workload: "    arrival: {process: constant, rate: 10}\n" + strings.Replace(common, "mean: 24", "mean: 1000", 1) + "      turns: {dist: fixed, mean: 6}\n      think_time: {dist: fixed, mean: 10ms}\n",
-			stop: func(ctx context.Context, cancel context.CancelFunc) {
-				time.Sleep(500 * time.Millisecond)
+			// Stopped once a session has started, not after a fixed
+			// sleep: on a starved machine no session had started 500 ms
+			// after the run did.
+			stop: func(ctx context.Context, cancel context.CancelFunc, started func() float64) {
+				for started() < 1 && ctx.Err() == nil {
+					time.Sleep(10 * time.Millisecond)
+				}
 				cancel()
 			},
-			// How many sessions arrived in the 500 ms is the clock's
+			// How many sessions arrived before the stop is the clock's
 			// business; each of them is stopped.
 			allStopped: true,
 		},
