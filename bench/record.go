@@ -93,7 +93,7 @@ type recorder struct {
 	// winGoodTokens are winTokens of the requests that met the SLO
 	// (warm-up ones included, as winTokens counts them).
 	winGoodTokens []float64
-	winSuccesses []int
+	winSuccesses  []int
 	// winCompletions counts every successful request that ended in each
 	// window, warm-up requests included: the same rule as winTokens, so
 	// that requests/s and tokens/s describe the same deliveries.
