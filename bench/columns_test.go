@@ -22,15 +22,20 @@ import (
 // notInCSV are the cell's report.json fields that no column shows, each
 // with its reason (path.Match patterns over the fields' JSON paths).
 var notInCSV = map[string]string{
-	"summary.outcomes":               "one count per outcome, a set that varies: report.json",
-	"summary.overload_note":          "a sentence for people: the command's summary, the HTML report",
-	"summary.draining_note":          "a sentence for people: the command's summary, the HTML report",
-	"summary.*_seconds.count":        "the number of values behind a distribution: report.json",
-	"summary.*_seconds.min":          "the distributions' minima: report.json",
-	"summary.schedule_lag_seconds.*": "the client's own delay: its p99 is a column (degraded judges it), the rest is in report.json",
-	"stability":                      "the stable column says it in words: stable, unstable (flagged), not judged, not checked",
-	"ci.*":                           "the other figures' intervals: report.json (the ranking and the baseline gate read them)",
-	"partial":                        "only a run interrupted during its first cell has it: report.json, the Markdown table's and the HTML report's flags (report.CellFlags), the console",
+	"summary.outcomes":                "one count per outcome, a set that varies: report.json",
+	"summary.overload_note":           "a sentence for people: the command's summary, the HTML report",
+	"summary.draining_note":           "a sentence for people: the command's summary, the HTML report",
+	"summary.*_seconds.count":         "the number of values behind a distribution: report.json",
+	"summary.*_seconds.min":           "the distributions' minima: report.json",
+	"summary.schedule_lag_seconds.*":  "the client's own delay: its p99 is a column (degraded judges it), the rest is in report.json",
+	"stability":                       "the stable column says it in words: stable, unstable (flagged), not judged, not checked",
+	"ci.*":                            "the other figures' intervals: report.json (the ranking and the baseline gate read them)",
+	"partial":                         "only a run interrupted during its first cell has it: report.json, the Markdown table's and the HTML report's flags (report.CellFlags), the console",
+	"summary.efficiency.gpus":         "the GPUs counted: report.json, the Markdown and HTML efficiency sections",
+	"summary.efficiency.gpu_hour_usd": "the price the cost is from: report.json, the Markdown and HTML efficiency sections",
+	"summary.efficiency.cost_usd":     "the span's cost, behind the cost per million tokens: report.json",
+	"summary.efficiency.devices":      "one entry per GPU, a set that varies: report.json",
+	"summary.efficiency.note":         "a sentence for people: the console, the Markdown and HTML efficiency sections",
 }
 
 // jsonLeaves are the JSON paths of t's fields (a struct), below prefix: a
@@ -45,6 +50,11 @@ func jsonLeaves(t reflect.Type, prefix string) []string {
 		}
 		if f.Type.Kind() == reflect.Struct && f.Type != reflect.TypeOf(time.Time{}) {
 			out = append(out, jsonLeaves(f.Type, prefix+name+".")...)
+			continue
+		}
+		if f.Type.Kind() == reflect.Pointer && f.Type.Elem().Kind() == reflect.Struct && f.Type.Elem() != reflect.TypeOf(time.Time{}) {
+			// An optional part (summary.efficiency): its fields.
+			out = append(out, jsonLeaves(f.Type.Elem(), prefix+name+".")...)
 			continue
 		}
 		out = append(out, prefix+name)
@@ -199,7 +209,9 @@ func TestColumnsMergeAsOneProcess(t *testing.T) {
 	for _, col := range report.Columns {
 		a, b := col.CSV(c1), col.CSV(cm)
 		switch col.Merge {
-		case report.MergeSame, report.MergeCounts, report.MergeRepeats:
+		case report.MergeSame, report.MergeCounts, report.MergeRepeats, report.MergeEnergy:
+			// MergeEnergy: both without GPUs here (empty);
+			// TestMergeEfficiency merges GPU energies.
 			if a != b {
 				t.Errorf("%s (exact): merged %q, one process %q", col.Name, b, a)
 			}
@@ -243,6 +255,10 @@ func TestMedianStatsEveryField(t *testing.T) {
 			f.Set(reflect.ValueOf(map[string]int{"success": i + 1}))
 		case reflect.Struct:
 			f.Set(reflect.ValueOf(report.Dist{Count: i + 1, Mean: 0.1, Min: 0.01, P50: 0.2, P90: 0.3, P95: 0.4, P99: 0.5, P999: 0.6, Max: 0.7}))
+		case reflect.Pointer:
+			f.Set(reflect.ValueOf(&report.Efficiency{Source: report.EnergyPower, EnergyJoules: 1000, JoulesPerOutputToken: 0.5, JoulesPerGoodOutputToken: 0.6,
+				GPUs: 2, GPUHourUSD: 4, CostUSD: 0.1, CostPerMillionOutputTokens: 50, CostPerMillionGoodOutputTokens: 60, Note: "note",
+				Devices: []report.GPUEnergy{{GPU: "0", UUID: "GPU-0", Name: "H", Joules: 400, Source: report.EnergyCounter}, {GPU: "1", UUID: "GPU-1", Name: "H", Joules: 600, Source: report.EnergyPower}}}))
 		default:
 			t.Fatalf("Stats.%s: a %s, which the test does not fill", v.Type().Field(i).Name, f.Kind())
 		}

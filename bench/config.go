@@ -6,10 +6,12 @@ import (
 	"encoding/hex"
 	"errors"
 	"fmt"
+	"maps"
 	"math"
 	"os"
 	"path/filepath"
 	"regexp"
+	"slices"
 	"strconv"
 	"strings"
 	"time"
@@ -82,6 +84,21 @@ type Spec struct {
 	// reference text before the matrix, for the report and the ranking's
 	// accuracy component (quality.go).
 	Perplexity *PerplexitySpec `yaml:"perplexity"`
+	// Cost, when set, prices the GPUs by the hour, for each cell's cost
+	// per million output tokens (efficiency.go).
+	Cost *CostSpec `yaml:"cost"`
+}
+
+// CostSpec prices the GPUs that serve the targets, in US dollars per GPU
+// and hour. A GPU the bench reads through NVML is priced by its model
+// (GPUHourUSDByModel, keyed by NVML's name, e.g. "NVIDIA H100 80GB
+// HBM3"), else at GPUHourUSD. GPUs, when set, is the number of GPUs to
+// price at GPUHourUSD in place of those NVML reads: a server on another
+// host, whose GPUs this one cannot see.
+type CostSpec struct {
+	GPUHourUSD        *float64           `yaml:"gpu_hour_usd"`
+	GPUHourUSDByModel map[string]float64 `yaml:"gpu_hour_usd_by_model"`
+	GPUs              int                `yaml:"gpus"`
 }
 
 // MatrixSpec is the set of cells: every target × every load × every shape.
@@ -237,7 +254,8 @@ const (
 )
 
 // DefaultWeights are the issue's: latency 0.4, throughput 0.3, memory 0.2,
-// accuracy 0.1.
+// accuracy 0.1; efficiency 0 (scored and shown, not weighed, unless
+// asked for).
 var DefaultWeights = report.Weights{Latency: 0.4, Throughput: 0.3, Memory: 0.2, Accuracy: 0.1}
 
 // References fix the normalisation of the score's components. Zero means
@@ -293,6 +311,11 @@ const (
 // Limits of the bench block, besides the exporter's (config.MaxTokens,
 // config.MaxListItems, config.MaxNameBytes, config.MaxFileBytes, ...).
 const (
+	// MaxGPUHourUSD bounds a GPU's price per hour (bench.cost): far above
+	// any rental, below what would make a typo's cost look real.
+	MaxGPUHourUSD = 10000
+	// MaxCostGPUs bounds bench.cost.gpus.
+	MaxCostGPUs = 100000
 	// MaxPromptSetSize bounds prompt_set_size.
 	MaxPromptSetSize = 100000
 	// MaxPromptSetTokens bounds the tokens of the prompt set, which is held
@@ -663,6 +686,7 @@ func (c *Config) validate(v *validator) {
 	c.validateReplays(v, shapes)
 	c.validateColdStart(v)
 	c.validatePerplexity(v)
+	c.validateCost(v)
 	if c.Bench.GPUSampleInterval < 0 {
 		v.add(path{"bench"}, "gpu_sample_interval", "must be positive")
 	}
@@ -840,9 +864,10 @@ func (c *Config) validateRanking(v *validator) {
 	s := &c.Bench
 	bp := path{"bench"}
 	w := s.Weights
-	if w.Latency < 0 || w.Throughput < 0 || w.Memory < 0 || w.Accuracy < 0 {
-		v.add(bp, "weights", "must not be negative")
-	} else if w.Latency+w.Throughput+w.Memory+w.Accuracy == 0 {
+	if !(w.Latency >= 0 && w.Throughput >= 0 && w.Memory >= 0 && w.Accuracy >= 0 && w.Efficiency >= 0) ||
+		math.IsInf(w.Latency+w.Throughput+w.Memory+w.Accuracy+w.Efficiency, 0) {
+		v.add(bp, "weights", "must be finite and not negative")
+	} else if w.Latency+w.Throughput+w.Memory+w.Accuracy+w.Efficiency == 0 {
 		v.add(bp, "weights", "at least one weight must be positive")
 	}
 	if s.References.Latency < 0 || s.References.Throughput < 0 || s.References.MemoryBytes < 0 {
@@ -1060,5 +1085,47 @@ func (c *Config) validateReplays(v *validator, shapes map[string]bool) {
 		if r.ForceOutputTokens && r.Source != "jsonl" {
 			v.add(p, "force_output_tokens", "only applies to source jsonl")
 		}
+	}
+}
+
+// validateCost checks bench.cost: prices finite, not negative and at most
+// MaxGPUHourUSD; a model map of named entries within the file's limits; a
+// GPU count within MaxCostGPUs that has a price to be priced at.
+func (c *Config) validateCost(v *validator) {
+	cs := c.Bench.Cost
+	if cs == nil {
+		return
+	}
+	cp := path{"bench", "cost"}
+	price := func(p path, field string, usd float64) {
+		if !(usd >= 0 && usd <= MaxGPUHourUSD) {
+			v.add(p, field, fmt.Sprintf("a price per GPU-hour in USD must be in [0, %d], got %v", MaxGPUHourUSD, usd))
+		}
+	}
+	if cs.GPUHourUSD == nil && len(cs.GPUHourUSDByModel) == 0 {
+		v.add(path{"bench"}, "cost", "gives no price: set gpu_hour_usd, gpu_hour_usd_by_model, or both")
+	}
+	if cs.GPUHourUSD != nil {
+		price(cp, "gpu_hour_usd", *cs.GPUHourUSD)
+	}
+	if len(cs.GPUHourUSDByModel) > config.MaxListItems {
+		v.add(cp, "gpu_hour_usd_by_model", fmt.Sprintf("at most %d models, got %d", config.MaxListItems, len(cs.GPUHourUSDByModel)))
+	}
+	for _, model := range slices.Sorted(maps.Keys(cs.GPUHourUSDByModel)) {
+		mp := append(cp.clone(), "gpu_hour_usd_by_model")
+		switch {
+		case strings.TrimSpace(model) == "":
+			v.add(mp, model, "a GPU model name (NVML's, as report.json's environment.gpus names it) must not be empty")
+		case len(model) > config.MaxNameBytes:
+			v.add(mp, model, fmt.Sprintf("a GPU model name is at most %d bytes", config.MaxNameBytes))
+		default:
+			price(mp, model, cs.GPUHourUSDByModel[model])
+		}
+	}
+	switch {
+	case cs.GPUs < 0 || cs.GPUs > MaxCostGPUs:
+		v.add(cp, "gpus", fmt.Sprintf("must be in [0, %d], got %d", MaxCostGPUs, cs.GPUs))
+	case cs.GPUs > 0 && cs.GPUHourUSD == nil:
+		v.add(cp, "gpus", "prices GPUs this host does not read, whose model is unknown: set gpu_hour_usd")
 	}
 }

@@ -29,10 +29,22 @@ type gpuSampler struct {
 	devices map[string]report.GPUDevice
 	samples []report.GPUSample
 	rounds  int
+	// energy are the GPUs' energy counter and power readings, each at the
+	// instant the collector took it (efficiency.go reads them).
+	energy    []energyReading
+	maxEnergy int
+}
+
+// energyReading is one GPU's energy counter and power, as the collector
+// read them at at (NaN when absent).
+type energyReading struct {
+	gpu, uuid, name string
+	at              time.Time
+	joules, watts   report.Num
 }
 
 func newGPUSampler(src GPUReader, start time.Time, interval time.Duration) *gpuSampler {
-	return &gpuSampler{src: src, start: start, interval: interval, maxSamples: 100000, devices: map[string]report.GPUDevice{}}
+	return &gpuSampler{src: src, start: start, interval: interval, maxSamples: 100000, maxEnergy: 400000, devices: map[string]report.GPUDevice{}}
 }
 
 // run samples until ctx is done.
@@ -43,6 +55,9 @@ func (g *gpuSampler) run(ctx context.Context) {
 	for {
 		select {
 		case <-ctx.Done():
+			// The run's last repeat ended before: a last reading of the
+			// counters, so that its span ends within their readings.
+			g.readEnergy(g.src.GPUs(), time.Now())
 			return
 		case now := <-t.C:
 			if g.sample(now) {
@@ -63,6 +78,7 @@ func num(r collector.Reading) report.Num {
 // sample takes one reading; it reports whether the interval changed.
 func (g *gpuSampler) sample(now time.Time) (decimated bool) {
 	snaps := g.src.GPUs()
+	g.readEnergy(snaps, now)
 	g.mu.Lock()
 	defer g.mu.Unlock()
 	type reading struct{ used, temp, power report.Num }
@@ -209,4 +225,48 @@ func addRange(r *report.Range, n *int, sum *float64, v report.Num) {
 	}
 	*n++
 	*sum += float64(v)
+}
+
+// readEnergy keeps each GPU's energy counter and power from snaps, at the
+// instant the collector read them (now when a snapshot has none), once
+// per reading: a snapshot the collector has not renewed since is skipped.
+func (g *gpuSampler) readEnergy(snaps []collector.GPUSnapshot, now time.Time) {
+	g.mu.Lock()
+	defer g.mu.Unlock()
+	for _, s := range snaps {
+		if !s.EnergyJoules.OK && !s.PowerWatts.OK {
+			continue
+		}
+		at := s.At
+		if at.IsZero() {
+			at = now
+		}
+		gpu := strconv.Itoa(s.Index)
+		if last := g.lastEnergy(gpu); last != nil && !at.After(last.at) {
+			continue
+		}
+		g.energy = append(g.energy, energyReading{gpu: gpu, uuid: s.UUID, name: s.Name, at: at, joules: num(s.EnergyJoules), watts: num(s.PowerWatts)})
+	}
+	if len(g.energy) >= g.maxEnergy {
+		// Full: keep every other reading of each GPU (the first and the
+		// last kept), which halves the resolution, not the span.
+		kept, n := g.energy[:0], map[string]int{}
+		for i, r := range g.energy {
+			if n[r.gpu]%2 == 0 || i == len(g.energy)-1 {
+				kept = append(kept, r)
+			}
+			n[r.gpu]++
+		}
+		g.energy = kept
+	}
+}
+
+// lastEnergy is the latest reading of gpu; g.mu is held.
+func (g *gpuSampler) lastEnergy(gpu string) *energyReading {
+	for i := len(g.energy) - 1; i >= 0; i-- {
+		if g.energy[i].gpu == gpu {
+			return &g.energy[i]
+		}
+	}
+	return nil
 }

@@ -12,7 +12,9 @@ import (
 // rankGroup is one load and shape: per target, the latency and throughput
 // point values and their bootstrap resamples.
 type rankGroup struct {
-	lat, thr       []float64   // [target]
+	lat, thr []float64 // [target]
+	// joules are each target's joules per output token (NaN: none).
+	joules         []float64
 	latRep, thrRep [][]float64 // [target][resample]
 }
 
@@ -29,6 +31,10 @@ type rankInput struct {
 	// without bench.perplexity or when no target was scored. With checks,
 	// it makes the accuracy component (quality.go).
 	perplexity []float64
+	// efficiency says every target has joules per output token in every
+	// group: the efficiency component is scored (the same in every
+	// resample: the energy is not resampled).
+	efficiency bool
 	weights    report.Weights
 	refs       References
 	figure     string
@@ -37,7 +43,7 @@ type rankInput struct {
 	seed       uint64
 }
 
-type components struct{ lat, thr, mem, acc []float64 }
+type components struct{ lat, thr, mem, acc, eff []float64 }
 
 // scores computes the components and composite scores for one set of
 // values. lat and thr are [group][target].
@@ -97,6 +103,10 @@ func (in *rankInput) scores(lat, thr [][]float64, acc []float64) (components, []
 		c.acc = acc
 		wsum += w.Accuracy
 	}
+	if in.efficiency {
+		c.eff = in.efficiencyScores()
+		wsum += w.Efficiency
+	}
 	s := make([]float64, n)
 	for t := 0; t < n; t++ {
 		if wsum <= 0 {
@@ -109,9 +119,29 @@ func (in *rankInput) scores(lat, thr [][]float64, acc []float64) (components, []
 		if c.acc != nil {
 			v += w.Accuracy * c.acc[t]
 		}
+		if c.eff != nil {
+			v += w.Efficiency * c.eff[t]
+		}
 		s[t] = v / wsum
 	}
 	return c, s
+}
+
+// efficiencyScores are the targets' efficiency components: per group,
+// the lowest joules per output token / the target's, averaged over the
+// groups.
+func (in *rankInput) efficiencyScores() []float64 {
+	out := make([]float64, len(in.targets))
+	for _, g := range in.groups {
+		best := math.Inf(1)
+		for _, j := range g.joules {
+			best = min(best, j)
+		}
+		for t, j := range g.joules {
+			out[t] += best / j / float64(len(in.groups))
+		}
+	}
+	return out
 }
 
 // ranksOf gives 1 to the highest score; equal scores share the best rank.
@@ -164,12 +194,18 @@ func rank(in *rankInput) report.RankingResult {
 	if in.checks != nil || in.perplexity != nil {
 		res.Components = append(res.Components, "accuracy")
 	}
+	if in.efficiency {
+		res.Components = append(res.Components, "efficiency")
+	}
 	var notes []string
 	if in.memory == nil && in.weights.Memory > 0 {
 		notes = append(notes, "memory not scored: not every target has a nonzero peak GPU memory reading (no NVML, or its server is not on the GPUs this host sees)")
 	}
 	if in.checks == nil && in.perplexity == nil && in.weights.Accuracy > 0 {
 		notes = append(notes, "accuracy not scored: no known-answer checks configured, and no perplexity scored")
+	}
+	if !in.efficiency && in.weights.Efficiency > 0 {
+		notes = append(notes, "efficiency not scored: not every target has joules per output token in every load and shape (no NVML, a GPU whose readings did not cover a cell, or a cell without tokens)")
 	}
 	res.Note = strings.Join(notes, "; ")
 	if n == 0 {
@@ -222,12 +258,15 @@ func rank(in *rankInput) report.RankingResult {
 	entries := make([]report.RankEntry, n)
 	for t := 0; t < n; t++ {
 		e := report.RankEntry{Target: in.targets[t], Score: score[t], Latency: report.Num(comp.lat[t]), Throughput: report.Num(comp.thr[t]),
-			Memory: report.NaN(), Accuracy: report.NaN(), PeakMemoryBytes: report.NaN()}
+			Memory: report.NaN(), Accuracy: report.NaN(), Efficiency: report.NaN(), PeakMemoryBytes: report.NaN()}
 		if comp.mem != nil {
 			e.Memory, e.PeakMemoryBytes = report.Num(comp.mem[t]), report.Num(in.memory[t])
 		}
 		if comp.acc != nil {
 			e.Accuracy = report.Num(comp.acc[t])
+		}
+		if comp.eff != nil {
+			e.Efficiency = report.Num(comp.eff[t])
 		}
 		e.ScoreCI, _ = percentileInterval(repScores[t], in.confidence)
 		ri, _ := percentileInterval(repRanks[t], in.confidence)

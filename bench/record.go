@@ -40,7 +40,11 @@ import (
 //     windows, warm-up requests included (the same rule as the tokens: what
 //     the server delivered within the windows), over their length;
 //   - goodput ratio: measured requests that succeeded and met every SLO
-//     threshold, over measured requests (dropped and failed included).
+//     threshold, over measured requests (dropped and failed included);
+//   - good output tokens: the output throughput's tokens of the requests
+//     that met every SLO threshold (warm-up ones included, as the
+//     throughput counts theirs): joules and cost per good token divide by
+//     them (efficiency.go).
 
 // recorder collects a repeat's observations. Done (it is the runner's Observer) runs on the runner's
 // request goroutines, so it locks.
@@ -85,8 +89,11 @@ type recorder struct {
 	reasoningTokens   int
 	reasoningRequests int
 	// Exact per-window aggregates, whatever the sampling.
-	winTokens    []float64
-	winSuccesses []int
+	winTokens []float64
+	// winGoodTokens are winTokens of the requests that met the SLO
+	// (warm-up ones included, as winTokens counts them).
+	winGoodTokens []float64
+	winSuccesses  []int
 	// winCompletions counts every successful request that ended in each
 	// window, warm-up requests included: the same rule as winTokens, so
 	// that requests/s and tokens/s describe the same deliveries.
@@ -242,7 +249,7 @@ func (rc *recorder) record(obs *observation.Request) {
 	if measured {
 		rc.countMeasured(obs, &rec, success)
 	}
-	rc.countWindows(obs, &rec, success, measured)
+	rc.countWindows(obs, &rec, success, measured, success && slo.Met(obs, rc.slo))
 	if !measured && rec.WinTokens == nil {
 		return // a warm-up request that delivered nothing in the windows
 	}
@@ -337,7 +344,7 @@ func (rc *recorder) countMeasured(obs *observation.Request, rec *report.Record, 
 
 // countWindows counts a request in the windows: sent and ended, offered
 // and dropped, its tokens, completions and successes. rc.mu is held.
-func (rc *recorder) countWindows(obs *observation.Request, rec *report.Record, success, measured bool) {
+func (rc *recorder) countWindows(obs *observation.Request, rec *report.Record, success, measured, good bool) {
 	if obs.Outcome == observation.Dropped {
 		rc.droppedAll++
 	}
@@ -369,6 +376,10 @@ func (rc *recorder) countWindows(obs *observation.Request, rec *report.Record, s
 		w := int(rec.FirstWin) + k
 		rc.winTokens = grow(rc.winTokens, w+1)
 		rc.winTokens[w] += float64(tok)
+		if good {
+			rc.winGoodTokens = grow(rc.winGoodTokens, w+1)
+			rc.winGoodTokens[w] += float64(tok)
+		}
 	}
 	if success {
 		if w := rc.winOf(obs.End); w >= 0 {
@@ -544,11 +555,14 @@ func (rc *recorder) finish(k int, span time.Duration) (report.Stats, *sample) {
 		st.HTTPErrors = maps.Clone(rc.httpErrors)
 	}
 	st.ReasoningTokens, st.ReasoningRequests = rc.reasoningTokens, rc.reasoningRequests
-	var tokens float64
+	var tokens, good float64
 	var completions, offered, dropped, input int
 	for w := 0; w < k; w++ {
 		if w < len(rc.winTokens) {
 			tokens += rc.winTokens[w]
+		}
+		if w < len(rc.winGoodTokens) {
+			good += rc.winGoodTokens[w]
 		}
 		completions += winAt(rc.winCompletions, w)
 		input += winAt(rc.winInputTokens, w)
@@ -561,7 +575,7 @@ func (rc *recorder) finish(k int, span time.Duration) (report.Stats, *sample) {
 		st.InFlightAtEnd += winAt(rc.winSent, i) - winAt(rc.winEnded, i)
 	}
 	st.InFlightAtStart = winAt(rc.winSent, 0) - winAt(rc.winEnded, 0)
-	st.InputTokens, st.OutputTokens = input, tokens
+	st.InputTokens, st.OutputTokens, st.GoodOutputTokens = input, tokens, good
 	if windowSec > 0 {
 		st.OutputTokensPerSecond = tokens / windowSec
 		st.TotalTokensPerSecond = (float64(input) + tokens) / windowSec

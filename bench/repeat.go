@@ -497,6 +497,7 @@ func (b *run) finishRepeat(res *report.RepeatResult, p repeatPlan, l *repeatLoad
 	k := ext.k
 	stats, smp := rec.finish(k, span)
 	res.Stats = stats
+	b.noteSpan(p.cell, p.index, rec.warmupEndAt(), stats.WindowSeconds)
 	res.Distribution, res.Windows = smp.distribution(), rec.windows(k)
 	if requests != nil {
 		requests.flush(rec.warmupEndAt())

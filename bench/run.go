@@ -87,6 +87,9 @@ type run struct {
 	timeline []report.Span
 	requests *requestLog // nil without Options.RequestsPath
 	clock    *shardClock // nil without Options.StartAt
+	// spans are where each repeat's measured windows lay, for its energy
+	// (fillEfficiency).
+	spans map[spanKey]measuredSpan
 }
 
 // group is one column of the matrix: a load and a shape, or a replay.
@@ -185,6 +188,7 @@ func Run(ctx context.Context, cfg *Config, opts Options) (*report.Report, error)
 	stopGPU()
 	<-gpuDone
 	b.gpuReport(gpu, rep)
+	b.fillEfficiency(gpu, rep)
 	rep.Timeline = b.timeline
 
 	rep.Ranking = b.ranking(targets, groups, rankGroups, reps, rep)
@@ -773,8 +777,19 @@ func (b *run) rankInput(targets []config.Target, groups []group, reps map[string
 			g.thr = append(g.thr, c.Summary.OutputTokensPerSecond)
 			g.latRep = append(g.latRep, reps[key][fig])
 			g.thrRep = append(g.thrRep, reps[key][figThroughput])
+			j := math.NaN()
+			if e := c.Summary.Efficiency; e != nil && e.JoulesPerOutputToken.Valid() && e.JoulesPerOutputToken > 0 {
+				j = float64(e.JoulesPerOutputToken)
+			}
+			g.joules = append(g.joules, j)
 		}
 		in.groups = append(in.groups, g)
+	}
+	in.efficiency = len(in.groups) > 0
+	for _, g := range in.groups {
+		for _, j := range g.joules {
+			in.efficiency = in.efficiency && !math.IsNaN(j)
+		}
 	}
 	if peaks := rep.GPU.PeakMemoryBytes; len(peaks) > 0 {
 		mem := make([]float64, len(targets))

@@ -91,7 +91,7 @@ func (rc *recorder) export(k int, span time.Duration) report.RecorderState {
 		WindowSeconds: rc.window.Seconds(), Windows: k, SpanSeconds: span.Seconds(),
 		Measured: rc.measured, Goodput: rc.goodput, ReasoningTokens: rc.reasoningTokens, ReasoningRequests: rc.reasoningRequests,
 		Outcomes:  map[string]int{},
-		WinTokens: rc.winTokens, WinSuccesses: rc.winSuccesses, WinCompletions: rc.winCompletions, WinInputTokens: rc.winInputTokens,
+		WinTokens: rc.winTokens, WinGoodTokens: rc.winGoodTokens, WinSuccesses: rc.winSuccesses, WinCompletions: rc.winCompletions, WinInputTokens: rc.winInputTokens,
 		WinOffered: rc.winOffered, WinDropped: rc.winDropped, WinSent: rc.winSent, WinEnded: rc.winEnded, WinE2E: rc.winE2E,
 		RecordsSeen: rc.recsSeen, ITL: rc.itl, ITLSeen: rc.itlSeen,
 	}
@@ -124,6 +124,7 @@ func recorderOf(st report.RecorderState, maxRecs, maxITL int) (*recorder, int, t
 		rc.httpErrors[code] += n
 	}
 	rc.winTokens, rc.winSuccesses, rc.winCompletions, rc.winInputTokens = st.WinTokens, st.WinSuccesses, st.WinCompletions, st.WinInputTokens
+	rc.winGoodTokens = st.WinGoodTokens
 	rc.winOffered, rc.winDropped, rc.winCapDropped = st.WinOffered, st.WinDropped, st.WinCapDropped
 	rc.winSent, rc.winEnded, rc.winE2E = st.WinSent, st.WinEnded, st.WinE2E
 	for _, p := range st.Points {
@@ -304,7 +305,12 @@ func (r shardRun) Figures(ctx context.Context, rep *report.Report) error {
 func pooledRepeat(res *report.RepeatResult, st report.RecorderState, spec *Spec) *sample {
 	rc, k, span := recorderOf(st, spec.MaxSamplesPerRepeat, DefaultMaxITLSamples)
 	stats, smp := rc.finish(k, span)
+	var devices []report.GPUEnergy
+	if e := res.Stats.Efficiency; e != nil {
+		devices = e.Devices // every shard's GPUs, each once (merge.poolRepeat)
+	}
 	res.Stats = stats
+	res.Stats.Efficiency = efficiencyOf(&res.Stats, devices, spec.Cost)
 	// The pooled records' distribution and the added-up windows,
 	// as one process draws its own.
 	res.Distribution, res.Windows = smp.distribution(), rc.windows(k)

@@ -29,6 +29,11 @@ const (
 	// lasts; ±1e308 is no measurement, and would overflow the merged
 	// means to infinity.
 	MaxShardSeconds = 1e6
+	// MaxShardGPUs bounds the GPUs a shard's repeat reports the energy
+	// of, and MaxShardJoules each GPU's energy: 10^12 J is a 1 kW GPU
+	// for over 30 years.
+	MaxShardGPUs   = 4096
+	MaxShardJoules = 1e12
 )
 
 // check checks the shard reports of one merge against each other and
@@ -241,6 +246,23 @@ func checkRepeat(rr *report.RepeatResult) error {
 	if err := seconds("scheduling_latency_p99_seconds", rr.SchedulingLatencyP99, false); err != nil {
 		return err
 	}
+	if e := rr.Stats.Efficiency; e != nil {
+		if len(e.Devices) > MaxShardGPUs {
+			return fmt.Errorf("stats.efficiency.devices: %d GPUs, above %d (merge.MaxShardGPUs)", len(e.Devices), MaxShardGPUs)
+		}
+		for i, d := range e.Devices {
+			switch {
+			case !slices.Contains([]string{"", report.EnergyCounter, report.EnergyPower}, d.Source):
+				return fmt.Errorf("stats.efficiency.devices[%d].source: %.64q is not an energy source", i, d.Source)
+			case d.Source == "" && !math.IsNaN(float64(d.Joules)):
+				return fmt.Errorf("stats.efficiency.devices[%d].joules: a figure without a source", i)
+			case d.Source != "" && !(d.Joules >= 0 && d.Joules <= MaxShardJoules):
+				return fmt.Errorf("stats.efficiency.devices[%d].joules: %v is not in [0, %g]", i, float64(d.Joules), float64(MaxShardJoules))
+			case len(d.UUID) > 256 || len(d.Name) > 256 || len(d.GPU) > 256:
+				return fmt.Errorf("stats.efficiency.devices[%d]: a name longer than 256 bytes", i)
+			}
+		}
+	}
 	if rp := rr.Replay; rp != nil {
 		for _, c := range []struct {
 			field string
@@ -367,12 +389,22 @@ func checkWindows(st *report.RecorderState) error {
 			}
 		}
 	}
-	if len(st.WinTokens) > MaxShardWindows {
-		return fmt.Errorf("win_tokens: %d windows, above %d (merge.MaxShardWindows)", len(st.WinTokens), MaxShardWindows)
+	for _, l := range []struct {
+		field string
+		v     []float64
+	}{{"win_tokens", st.WinTokens}, {"win_good_tokens", st.WinGoodTokens}} {
+		if len(l.v) > MaxShardWindows {
+			return fmt.Errorf("%s: %d windows, above %d (merge.MaxShardWindows)", l.field, len(l.v), MaxShardWindows)
+		}
+		for i, v := range l.v {
+			if !(v >= 0 && v <= MaxShardCount) {
+				return fmt.Errorf("%s[%d]: %v is not in [0, %d]", l.field, i, v, int64(MaxShardCount))
+			}
+		}
 	}
-	for i, v := range st.WinTokens {
-		if !(v >= 0 && v <= MaxShardCount) {
-			return fmt.Errorf("win_tokens[%d]: %v is not in [0, %d]", i, v, int64(MaxShardCount))
+	for i, v := range st.WinGoodTokens {
+		if i < len(st.WinTokens) && v > st.WinTokens[i]*(1+1e-6) || i >= len(st.WinTokens) && v > 0 {
+			return fmt.Errorf("win_good_tokens[%d]: %v, above the window's %v tokens", i, v, winAt(st.WinTokens, i))
 		}
 	}
 	if len(st.WinE2E) > MaxShardWindows {
@@ -439,4 +471,12 @@ func seconds(field string, v float64, nullable bool) error {
 		return fmt.Errorf("%s: %v is not a duration in [0, %g] seconds (merge.MaxShardSeconds)", field, v, MaxShardSeconds)
 	}
 	return nil
+}
+
+// winAt is a window's value, 0 past the windows given.
+func winAt(a []float64, i int) float64 {
+	if i < len(a) {
+		return a[i]
+	}
+	return 0
 }

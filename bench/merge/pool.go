@@ -2,6 +2,7 @@ package merge
 
 import (
 	"context"
+	"fmt"
 	"math"
 
 	"github.com/infer-exporter/infer_exporter/bench/report"
@@ -59,6 +60,29 @@ func poolRepeat(byIndex []ShardFile, ci, ri int) (report.RepeatResult, report.Re
 	c := &byIndex[0].Report.Cells[ci]
 	res := c.Repeats[ri]
 	var replays []*report.ReplayResult
+	// Each GPU's energy once: shards on one host read the same GPUs (by
+	// UUID; shard 0's reading is kept), shards on several hosts add theirs.
+	var devices []report.GPUEnergy
+	seen := map[string]bool{}
+	for si, sf := range byIndex {
+		if e := sf.Report.Cells[ci].Repeats[ri].Stats.Efficiency; e != nil {
+			for _, d := range e.Devices {
+				id := d.UUID
+				if id == "" {
+					id = fmt.Sprintf("shard %d GPU %s", si, d.GPU)
+				}
+				if !seen[id] {
+					seen[id] = true
+					devices = append(devices, d)
+				}
+			}
+		}
+	}
+	res.Stats.Efficiency = nil
+	if len(devices) > 0 {
+		// Run.Figures computes the rest over the pooled tokens.
+		res.Stats.Efficiency = &report.Efficiency{Devices: devices}
+	}
 	for _, sf := range byIndex {
 		r := sf.Report
 		// check held every shard's cells and repeats to shard 0's.
@@ -143,9 +167,11 @@ func PoolStates(parts []report.RecorderState) report.RecorderState {
 		for code, n := range p.HTTPErrors {
 			st.HTTPErrors[code] += n
 		}
-		st.WinTokens = grow(st.WinTokens, len(p.WinTokens))
-		for i, v := range p.WinTokens {
-			st.WinTokens[i] += v
+		for _, l := range []struct{ dst, src *[]float64 }{{&st.WinTokens, &p.WinTokens}, {&st.WinGoodTokens, &p.WinGoodTokens}} {
+			*l.dst = grow(*l.dst, len(*l.src))
+			for i, v := range *l.src {
+				(*l.dst)[i] += v
+			}
 		}
 		for _, l := range []struct{ dst, src *[]int }{
 			{&st.WinSuccesses, &p.WinSuccesses}, {&st.WinCompletions, &p.WinCompletions}, {&st.WinInputTokens, &p.WinInputTokens},

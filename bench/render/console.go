@@ -157,6 +157,7 @@ func writeResultBlock(w io.Writer, c *report.CellResult, model string) {
 			blockLine(w, q.label+" "+d.short+" (ms):", value)
 		}
 	}
+	writeBlockEfficiency(w, c)
 	fmt.Fprintln(w, blockHeading("-", "Flags and notes"))
 	for _, f := range blockFlags {
 		blockLine(w, f.label, report.ColumnNamed(f.column).CSV(c))

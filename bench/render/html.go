@@ -132,6 +132,9 @@ var templateFuncs = template.FuncMap{
 	// flags are the cell's flags as the Markdown table says them (the
 	// columns table's).
 	"flags": func(c report.CellResult) []report.CellFlag { return report.CellFlags(&c) },
+	// efficient says whether any cell has efficiency figures (a GPU read
+	// or a price configured).
+	"efficient": HasEfficiency,
 }
 
 type namedDist struct {

@@ -64,6 +64,8 @@ func WriteMarkdown(w io.Writer, r *report.Report) error {
 		fmt.Fprintf(&b, "Some p99 above come from fewer than the 100 samples a p99 needs (drawn towards the largest value): %s.\n\n", strings.Join(thin, "; "))
 	}
 
+	mdEfficiency(&b, r)
+
 	if len(r.Sweeps) > 0 {
 		b.WriteString("## Rate sweep\n\n| target | shape | rule | max rate | success ratio there | first failing rate |\n| --- | --- | --- | --- | --- | --- |\n")
 		for _, sw := range r.Sweeps {

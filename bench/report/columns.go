@@ -59,6 +59,11 @@ const (
 	// records: an interval of the same figure, from other draws than one
 	// process's (the records are pooled shard by shard).
 	MergeBootstrap
+	// mergeEnergy: the efficiency figures, recomputed over the pooled
+	// tokens and windows from the shards' GPU energies, each GPU (by UUID)
+	// once: shards on one host read the same GPUs, shards on several add
+	// theirs.
+	MergeEnergy
 )
 
 // column is one figure of a cell.
@@ -116,6 +121,16 @@ var Columns = func() []Column {
 	worded := func(c Column, word func(*CellResult) string) Column {
 		c.Word = word
 		return c
+	}
+	// efficiency is a figure of summary.efficiency, NaN without one.
+	efficiency := func(name string, f func(*Efficiency) Num) Column {
+		return Column{Name: name, JSON: "summary.efficiency." + name, Unit: UnitNumber, Merge: MergeEnergy,
+			Num: func(c *CellResult) float64 {
+				if e := c.Summary.Efficiency; e != nil {
+					return float64(f(e))
+				}
+				return math.NaN()
+			}}
 	}
 	// dist is the columns of one latency distribution, <name>_<q>_seconds;
 	// Markdown shows its p50 and p99 at md50 and md99 when set.
@@ -236,6 +251,22 @@ var Columns = func() []Column {
 		count("input_tokens", MergeCounts, func(s *Stats) int { return s.InputTokens }),
 		stat("output_tokens", UnitNumber, MergeCounts, func(s *Stats) float64 { return s.OutputTokens }),
 		stat("total_tokens_per_second", UnitPerSecond, MergeCounts, func(s *Stats) float64 { return s.TotalTokensPerSecond }),
+		// The output tokens of the requests that met the SLO, and the
+		// energy and cost per output token (summary.efficiency; empty
+		// without a GPU read or a price).
+		stat("good_output_tokens", UnitNumber, MergeCounts, func(s *Stats) float64 { return s.GoodOutputTokens }),
+		Column{Name: "energy_source", JSON: "summary.efficiency.source", Unit: UnitText, Merge: MergeEnergy,
+			Text: func(c *CellResult) string {
+				if e := c.Summary.Efficiency; e != nil {
+					return e.Source
+				}
+				return ""
+			}},
+		efficiency("energy_joules", func(e *Efficiency) Num { return e.EnergyJoules }),
+		efficiency("joules_per_output_token", func(e *Efficiency) Num { return e.JoulesPerOutputToken }),
+		efficiency("joules_per_good_output_token", func(e *Efficiency) Num { return e.JoulesPerGoodOutputToken }),
+		efficiency("cost_per_million_output_tokens_usd", func(e *Efficiency) Num { return e.CostPerMillionOutputTokens }),
+		efficiency("cost_per_million_good_output_tokens_usd", func(e *Efficiency) Num { return e.CostPerMillionGoodOutputTokens }),
 	)
 	return cols
 }()

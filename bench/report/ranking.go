@@ -24,6 +24,9 @@ const DefaultLatencyMetric = "e2e_p50"
 //     target has a peak (NVML present).
 //   - accuracy: the fraction of known-answer checks passed; only when
 //     checks are configured.
+//   - efficiency: per group, the lowest joules per output token of any
+//     target / this target's; averaged; only when every target has the
+//     figure in every group (NVML present). Its weight defaults to 0.
 //
 // The intervals come from the bootstrap: each resample draws every
 // repeat's requests with replacement (and each target's known-answer
@@ -67,6 +70,7 @@ type RankEntry struct {
 	Throughput Num `json:"throughput_score"`
 	Memory     Num `json:"memory_score"`
 	Accuracy   Num `json:"accuracy_score"`
+	Efficiency Num `json:"efficiency_score"`
 	// PeakMemoryBytes is the peak GPU memory used; null without NVML.
 	PeakMemoryBytes Num `json:"peak_memory_bytes"`
 }

@@ -271,6 +271,63 @@ type Stats struct {
 	// requests reasoned. Both are 0 for a model that does not reason.
 	ReasoningTokens   int `json:"reasoning_tokens"`
 	ReasoningRequests int `json:"reasoning_requests"`
+	// GoodOutputTokens are the output tokens delivered within the windows
+	// (OutputTokens' rule) by the successful requests that met every SLO
+	// threshold, warm-up ones included; OutputTokens without an SLO.
+	GoodOutputTokens float64 `json:"good_output_tokens"`
+	// Efficiency is the energy and cost of the measured span per output
+	// token; absent when no GPU was read and no price configured.
+	Efficiency *Efficiency `json:"efficiency,omitempty"`
+}
+
+// Energy sources (Efficiency.Source, GPUEnergy.Source).
+const (
+	// EnergyCounter: NVML's total energy counter
+	// (nvmlDeviceGetTotalEnergyConsumption), its change over the span.
+	EnergyCounter = "energy_counter"
+	// EnergyPower: the sampled power readings integrated over the span
+	// (a GPU whose counter is not supported).
+	EnergyPower = "power_samples"
+)
+
+// Efficiency is what the measured span of a repeat (or, in a cell's
+// summary, the median over its repeats, figure by figure) cost in energy
+// and money, per output token. The span is the measured windows
+// (Stats.WindowSeconds from the end of the warm-up); the tokens are
+// Stats.OutputTokens and Stats.GoodOutputTokens, the ones the throughput
+// counts. A figure is null when it cannot be had: no GPU read, a GPU whose
+// readings do not cover the span, no price, no tokens.
+type Efficiency struct {
+	// Source is how the energy was obtained: EnergyCounter when every
+	// GPU's counter covered the span, EnergyPower when any GPU's came from
+	// its power readings; empty when no GPU was read.
+	Source string `json:"source"`
+	// EnergyJoules is the GPUs' energy over the span, summed over them.
+	EnergyJoules             Num `json:"energy_joules"`
+	JoulesPerOutputToken     Num `json:"joules_per_output_token"`
+	JoulesPerGoodOutputToken Num `json:"joules_per_good_output_token"`
+	// GPUs are the GPUs counted: read over the span, or bench.cost.gpus.
+	GPUs int `json:"gpus"`
+	// GPUHourUSD is the price of those GPUs together for an hour
+	// (bench.cost); CostUSD the price of the span.
+	GPUHourUSD                     Num `json:"gpu_hour_usd"`
+	CostUSD                        Num `json:"cost_usd"`
+	CostPerMillionOutputTokens     Num `json:"cost_per_million_output_tokens_usd"`
+	CostPerMillionGoodOutputTokens Num `json:"cost_per_million_good_output_tokens_usd"`
+	// Devices are each GPU's share; Note says why a figure is null.
+	Devices []GPUEnergy `json:"devices,omitempty"`
+	Note    string      `json:"note,omitempty"`
+}
+
+// GPUEnergy is one GPU's energy over a measured span.
+type GPUEnergy struct {
+	GPU    string `json:"gpu"`
+	UUID   string `json:"uuid"`
+	Name   string `json:"name"`
+	Joules Num    `json:"joules"`
+	// Source is EnergyCounter or EnergyPower; empty when neither covered
+	// the span (Joules null).
+	Source string `json:"source"`
 }
 
 // Figure returns a figure of FigureNames by name, or a TTFA quantile
@@ -681,6 +738,9 @@ type Weights struct {
 	Throughput float64 `yaml:"throughput" json:"throughput"`
 	Memory     float64 `yaml:"memory" json:"memory"`
 	Accuracy   float64 `yaml:"accuracy" json:"accuracy"`
+	// Efficiency weighs joules per output token (default 0: not part of
+	// the score unless asked for).
+	Efficiency float64 `yaml:"efficiency" json:"efficiency"`
 }
 
 // Input is one link of a report's audit chain: an input of the run and

@@ -46,18 +46,20 @@ type RecorderState struct {
 	ReasoningRequests int            `json:"reasoning_requests"`
 	Outcomes          map[string]int `json:"outcomes"`
 	WinTokens         []float64      `json:"win_tokens"`
-	WinSuccesses      []int          `json:"win_successes"`
-	WinCompletions    []int          `json:"win_completions"`
-	WinInputTokens    []int          `json:"win_input_tokens,omitempty"`
-	WinOffered        []int          `json:"win_offered"`
-	WinDropped        []int          `json:"win_dropped"`
-	WinSent           []int          `json:"win_sent"`
-	WinEnded          []int          `json:"win_ended"`
-	WinE2E            [][]float64    `json:"win_e2e"`
-	Records           []Record       `json:"records"`
-	RecordsSeen       int            `json:"records_seen"`
-	ITL               []float64      `json:"itl"`
-	ITLSeen           int            `json:"itl_seen"`
+	// WinGoodTokens are WinTokens of the requests that met the SLO.
+	WinGoodTokens  []float64   `json:"win_good_tokens,omitempty"`
+	WinSuccesses   []int       `json:"win_successes"`
+	WinCompletions []int       `json:"win_completions"`
+	WinInputTokens []int       `json:"win_input_tokens,omitempty"`
+	WinOffered     []int       `json:"win_offered"`
+	WinDropped     []int       `json:"win_dropped"`
+	WinSent        []int       `json:"win_sent"`
+	WinEnded       []int       `json:"win_ended"`
+	WinE2E         [][]float64 `json:"win_e2e"`
+	Records        []Record    `json:"records"`
+	RecordsSeen    int         `json:"records_seen"`
+	ITL            []float64   `json:"itl"`
+	ITLSeen        int         `json:"itl_seen"`
 
 	// HTTPErrors are the measured requests answered with a non-2xx status,
 	// by code (observation.StatusCodes); absent without any.
