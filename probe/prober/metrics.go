@@ -102,10 +102,10 @@ func (res *result) throughput() (tokens int, perSecond float64, ok bool) {
 // and check take values from closed sets or bounded indexes (request < 100,
 // check < 20).
 var (
-	descSuccess  = prometheus.NewDesc("probe_success", "1 if the probe succeeded: every request succeeded, met the SLO, answered validly and matched its known answer (perplexity modules: scored, within max); else 0.", nil, nil)
+	descSuccess  = prometheus.NewDesc("probe_success", "1 if every request succeeded, met the SLO, answered validly and matched its known answer (perplexity modules: scored, within max); else 0.", nil, nil)
 	descDuration = prometheus.NewDesc("probe_duration_seconds", "How long the probe took, from the scrape's arrival to the end of its last request.", nil, nil)
 	descTimeout  = prometheus.NewDesc("probe_timeout_seconds", "The probe's deadline: the scrape timeout (X-Prometheus-Scrape-Timeout-Seconds, else 120s) minus --timeout-offset, capped by the module's timeout.", nil, nil)
-	descFailed   = prometheus.NewDesc("probe_failed_due_to", "1 for the reason the probe failed, else 0 (bad_target, not_allowed, *_ceiling, request_failed, slo_missed, wrong_answer, perplexity_exceeded, invalid_answer).", []string{"reason"}, nil)
+	descFailed   = prometheus.NewDesc("probe_failed_due_to", "1 for why the probe failed, else 0 (bad_target, not_allowed, *_ceiling, request_failed, slo_missed, wrong_answer, perplexity_exceeded, invalid_answer)", []string{"reason"}, nil)
 	descStatus   = prometheus.NewDesc("probe_http_status_code", "HTTP status of the first request that failed, else of the last request; 0 when it got no response.", nil, nil)
 	descRequests = prometheus.NewDesc("probe_requests", "The module's requests in this probe, by outcome (dropped: never sent); they sum to the module's request count.", []string{"outcome"}, nil)
 	descHTTPErrs = prometheus.NewDesc("probe_http_errors", "The module's requests answered with a non-2xx status, by code: 400, 401, 403, 404, 408, 413, 422, 429, 500, 502, 503, 504 or other.", []string{"code"}, nil)
