@@ -417,6 +417,11 @@ func TestServerMetricsSimulator(t *testing.T) {
 			if snap.values.has[qPrefixHits] && snap.values.v[qPrefixHits] == 0 {
 				t.Errorf("no prefix-cache hits after a repeated prompt")
 			}
+			// vLLM's LoRA gauge: the simulator's --max-loras (1 by
+			// default), no adapter serving.
+			if wantEngine == engineVLLM && (!snap.values.hasLoRA || snap.values.maxLoRA != 1 || snap.values.loraRunning != 0) {
+				t.Errorf("LoRA %v max %d running %d, want true 1 0", snap.values.hasLoRA, snap.values.maxLoRA, snap.values.loraRunning)
+			}
 			if snap.info == nil {
 				t.Fatalf("no info")
 			}

@@ -76,6 +76,9 @@ var engineRenames = map[string]map[string]string{
 		"vllm:request_generation_tokens":    "vllm:request_generation_tokens",
 		// The Python server's process collector, as in V1 (load.go).
 		"process_start_time_seconds": "process_start_time_seconds",
+		// The LoRA gauge, the same name in V0 (vLLM's metrics design
+		// document lists it among the V0 metrics).
+		"vllm:lora_requests_info": "vllm:lora_requests_info",
 	},
 	EngineSGLang: {
 		"vllm:num_requests_running":        "sglang:num_running_reqs",
