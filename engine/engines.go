@@ -2,6 +2,7 @@ package engine
 
 import (
 	"sort"
+	"strconv"
 	"strings"
 
 	dto "github.com/prometheus/client_model/go"
@@ -42,6 +43,8 @@ const (
 	qPrefixHits
 	qPrefixQueries
 	qPreemptions
+	qPromptTokens
+	qGenerationTokens
 	numQuantities
 )
 
@@ -94,10 +97,22 @@ type reasonSource struct {
 }
 
 // source is one engine series that gives a quantity: a family, optionally
-// restricted to the series whose labels match.
+// restricted to the series whose labels match. histSum reads the sum of a
+// histogram family instead of a sample's value: a token counter that an
+// engine keeps only as the sum of a per-request length histogram (TGI,
+// Triton's TensorRT-LLM backend).
 type source struct {
-	family string
-	match  map[string]string
+	family  string
+	match   map[string]string
+	histSum bool
+}
+
+// loraSource is vLLM's LoRA info gauge: one series per combination of its
+// labels, the value the wall-clock time vLLM last set it, so the latest
+// series (the highest value) is the state now; the running and waiting
+// labels list adapter names, comma-separated; max the static limit.
+type loraSource struct {
+	family, running, waiting, max string
 }
 
 // engineMapping says where an engine keeps each quantity. Each quantity has
@@ -116,6 +131,14 @@ type engineMapping struct {
 	// histograms are tried in order like sources; finished likewise.
 	histograms [numHistQuantities][]source
 	finished   []reasonSource
+	lora       *loraSource
+}
+
+// hsum is a source that reads the sum of histogram family's observations.
+func hsum(family string, kv ...string) source {
+	s := src(family, kv...)
+	s.histSum = true
+	return s
 }
 
 func src(family string, kv ...string) source {
@@ -143,7 +166,20 @@ var engineMappings = []engineMapping{
 			qPrefixHits:    {src("vllm:prefix_cache_hits_total"), src("vllm:gpu_prefix_cache_hits_total")},
 			qPrefixQueries: {src("vllm:prefix_cache_queries_total"), src("vllm:gpu_prefix_cache_queries_total")},
 			qPreemptions:   {src("vllm:num_preemptions_total")},
+			// Tokens, the same names in V0 and V1 (the V1 fixture carries
+			// them; vllm/v1/metrics/loggers.py "Number of prefill tokens
+			// processed." / "Number of generation tokens processed."):
+			// counted as the engine computes them, every request's.
+			qPromptTokens:     {src("vllm:prompt_tokens_total")},
+			qGenerationTokens: {src("vllm:generation_tokens_total")},
 		},
+		// vLLM's docs/design/metrics.md, "LoRA Metrics": a gauge whose
+		// value is the wall-clock time and whose labels
+		// running_lora_adapters and waiting_lora_adapters list adapters,
+		// comma-separated; max_lora is --max-loras. Only with
+		// --enable-lora.
+		lora: &loraSource{family: "vllm:lora_requests_info", running: "running_lora_adapters",
+			waiting: "waiting_lora_adapters", max: "max_lora"},
 		// The same names in V0 and V1 (vLLM's docs/design/metrics.md lists
 		// them among the v0 metrics, and the V1 fixture carries them). The
 		// request's phases are observed when it finishes: queue = first
@@ -176,6 +212,14 @@ var engineMappings = []engineMapping{
 			// Retraction is SGLang's preemption (the counter; the older
 			// sglang:num_retracted_reqs is a gauge of the last interval).
 			qPreemptions: {src("sglang:num_retracted_requests_total")},
+			// Tokens (the recorded scrape carries both;
+			// sglang/srt/metrics/collector.py): counted per finished
+			// request, so a request in flight adds its tokens when it
+			// ends. SGLang's LoRA metrics (sglang:lora_pool_slots_used,
+			// _total) count adapter slots in GPU memory, not adapters by
+			// request state: not mapped to infer_server_lora_adapters.
+			qPromptTokens:     {src("sglang:prompt_tokens_total")},
+			qGenerationTokens: {src("sglang:generation_tokens_total")},
 		},
 		// sglang/srt/metrics/collector.py: TTFT from the tokenizer
 		// manager's receipt of the request; queue_time_seconds from the
@@ -195,6 +239,14 @@ var engineMappings = []engineMapping{
 		sources: [numQuantities][]source{
 			qRunning: {src("tgi_batch_current_size")},
 			qWaiting: {src("tgi_queue_size")},
+			// TGI keeps no token counter: the sums of its per-request
+			// length histograms are one (router/src/server.rs observes
+			// tgi_request_generated_tokens when a request succeeds, and
+			// router/src/validation.rs tgi_request_input_length when a
+			// request is validated), so failed requests' output is not
+			// counted. The recorded scrape carries the input length.
+			qPromptTokens:     {hsum("tgi_request_input_length")},
+			qGenerationTokens: {hsum("tgi_request_generated_tokens")},
 		},
 		// TGI's docs (reference/metrics): queue time in seconds, input and
 		// generated lengths in tokens per request. TGI has no TTFT, no
@@ -213,6 +265,11 @@ var engineMappings = []engineMapping{
 			qWaiting: {src("llamacpp:requests_deferred")},
 			// Removed from newer builds: then read from /slots.
 			qKVUsage: {src("llamacpp:kv_cache_usage_ratio")},
+			// tools/server/server.cpp's /metrics (--metrics): "Number of
+			// prompt tokens processed." and "Number of generation tokens
+			// processed.", counted per finished task.
+			qPromptTokens:     {src("llamacpp:prompt_tokens_total")},
+			qGenerationTokens: {src("llamacpp:tokens_predicted_total")},
 		},
 	},
 	{
@@ -224,6 +281,15 @@ var engineMappings = []engineMapping{
 			// per-model count of requests awaiting execution.
 			qWaiting: {src("nv_trt_llm_request_metrics", "request_type", "waiting"), src("nv_inference_pending_request_count")},
 			qKVUsage: {src("nv_trt_llm_kv_cache_block_metrics", "kv_cache_block_type", "fraction")},
+			// The TensorRT-LLM backend's per-response token histograms
+			// (inflight_batcher_llm/src/custom_metrics_reporter/
+			// custom_metrics_reporter.cc: nv_llm_output_token_len
+			// {response_metric_type="total_output_tokens"} and
+			// nv_llm_input_token_len{response_metric_type=
+			// "total_input_tokens"}); their sums are the token counters.
+			// Not in the recorded scrapes, which predate them.
+			qPromptTokens:     {hsum("nv_llm_input_token_len", "response_metric_type", "total_input_tokens")},
+			qGenerationTokens: {hsum("nv_llm_output_token_len", "response_metric_type", "total_output_tokens")},
 		},
 	},
 	{
@@ -285,6 +351,9 @@ func engineFamilies(engine string) []string {
 	for _, r := range m.finished {
 		add(r.family)
 	}
+	if m.lora != nil {
+		add(m.lora.family)
+	}
 	return out
 }
 
@@ -318,6 +387,12 @@ type values struct {
 	hist        [numHistQuantities]Histogram
 	finished    [numReasons]float64
 	hasFinished [numReasons]bool
+
+	// The LoRA adapters running and waiting (counts), and the engine's
+	// max_lora (0: not reported), when hasLoRA.
+	hasLoRA                  bool
+	loraRunning, loraWaiting int
+	maxLoRA                  int
 }
 
 func (vs *values) set(q quantity, v float64) { vs.v[q], vs.has[q] = v, true }
@@ -339,6 +414,12 @@ func normalize(engine string, fams map[string]*dto.MetricFamily, model string) v
 			mf := fams[s.family]
 			if mf == nil {
 				continue
+			}
+			if s.histSum {
+				if h := aggregateHistogram(mf, pick(mf, s.match, m.modelLabel, model)); h.OK {
+					vs.set(q, h.Sum)
+				}
+				break
 			}
 			v, ok := aggregate(mf, s.match, m.modelLabel, model, q == qKVUsage)
 			if ok {
@@ -376,6 +457,11 @@ func normalize(engine string, fams map[string]*dto.MetricFamily, model string) v
 			vs.hasFinished[i] = true
 		}
 		break
+	}
+	if m.lora != nil {
+		if mf := fams[m.lora.family]; mf != nil {
+			readLoRA(&vs, mf, *m.lora, m.modelLabel, model)
+		}
 	}
 	// Hits without queries (or the reverse) give no ratio and would read as
 	// one: expose the pair or neither.
@@ -453,4 +539,51 @@ series:
 		}
 	}
 	return picked
+}
+
+// maxMaxLoRA bounds the max_lora label of infer_server_info: vLLM's
+// --max-loras is a small count of adapter slots in a batch; a value that is
+// not a whole number from 1 to this is not believed and left out.
+const maxMaxLoRA = 65536
+
+// readLoRA reads vLLM's LoRA info gauge. vLLM sets a new series (new label
+// values) to the current time whenever the adapters change and keeps the
+// old ones, so the state now is the series of the highest value; with
+// data-parallel ranks (an engine label) each rank's latest series counts,
+// and an adapter running on two ranks is one adapter. The counts are of
+// distinct non-empty names; the names themselves never become labels.
+func readLoRA(vs *values, mf *dto.MetricFamily, ls loraSource, modelLabel, model string) {
+	latest := map[string]*dto.Metric{}
+	at := map[string]float64{}
+	for _, m := range pick(mf, nil, modelLabel, model) {
+		v, ok := sampleValue(mf, m)
+		if !ok || v != v {
+			continue
+		}
+		rank, _ := labelValue(m, "engine")
+		if cur, seen := at[rank]; !seen || v > cur {
+			latest[rank], at[rank] = m, v
+		}
+	}
+	if len(latest) == 0 {
+		return
+	}
+	running, waiting := map[string]bool{}, map[string]bool{}
+	maxLoRA := 0
+	for _, m := range latest {
+		for label, set := range map[string]map[string]bool{ls.running: running, ls.waiting: waiting} {
+			v, _ := labelValue(m, label)
+			for _, name := range strings.Split(v, ",") {
+				if name = strings.TrimSpace(name); name != "" {
+					set[name] = true
+				}
+			}
+		}
+		if v, ok := labelValue(m, ls.max); ok {
+			if n, err := strconv.Atoi(strings.TrimSpace(v)); err == nil && n >= 1 && n <= maxMaxLoRA {
+				maxLoRA = max(maxLoRA, n)
+			}
+		}
+	}
+	vs.hasLoRA, vs.loraRunning, vs.loraWaiting, vs.maxLoRA = true, len(running), len(waiting), maxLoRA
 }

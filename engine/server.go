@@ -51,6 +51,8 @@ type Scraper struct {
 	hitsDesc, queriesDesc, preemptDesc       *prometheus.Desc
 	infoDesc, durationDesc, ageDesc          *prometheus.Desc
 	loadedDesc                               *prometheus.Desc
+	promptTokensDesc, generationTokensDesc   *prometheus.Desc
+	loraDesc                                 *prometheus.Desc
 	histDesc                                 [numHistQuantities]*prometheus.Desc
 	finishedDesc                             *prometheus.Desc
 }
@@ -84,8 +86,14 @@ func NewScraper(logger *slog.Logger, opts ...Option) *Scraper {
 		queriesDesc: d("prefix_cache_queries_total", "Prefix-cache lookups, cumulative, in the same unit as infer_server_prefix_cache_hits_total. Reset when the engine restarts.",
 			labels),
 		preemptDesc: d("preemptions_total", "Requests the engine preempted (SGLang: retracted), cumulative. Reset when the engine restarts.", labels),
-		infoDesc: d("info", "The engine behind the target, as its info endpoints report it; max_context_length is empty when it reports none.",
-			[]string{"target", "engine", "version", "model", "max_context_length"}),
+		promptTokensDesc: d("prompt_tokens_total", "Prompt tokens the engine processed, every client's, cumulative, as the engine counts them (docs/metrics.md gives each engine's source). Reset when the engine restarts.",
+			labels),
+		generationTokensDesc: d("generation_tokens_total", "Output tokens the engine generated, every client's, cumulative, as the engine counts them (docs/metrics.md gives each engine's source). Reset when the engine restarts.",
+			labels),
+		loraDesc: d("lora_adapters", "LoRA adapters with requests running in the engine's batch (state=running) or waiting for it (state=waiting), as the engine's latest LoRA report lists them.",
+			[]string{"target", "engine", "model", "state"}),
+		infoDesc: d("info", "The engine behind the target, as its info endpoints report it; max_context_length is empty when it reports none, max_lora (the LoRA adapters one batch may hold) when the engine serves no LoRA.",
+			[]string{"target", "engine", "version", "model", "max_context_length", "max_lora"}),
 		loadedDesc: d("loaded_model_bytes", "Memory taken by each model the engine reports loaded (Ollama's /api/ps), in all (memory=total) and on GPUs (memory=vram).",
 			[]string{"target", "engine", "loaded_model", "memory"}),
 		durationDesc: d("scrape_duration_seconds", "How long the last background scrape of the target's metrics took, info and slot endpoints included.",
@@ -118,7 +126,8 @@ var histogramSeries = [numHistQuantities]struct{ name, help string }{
 // Describe sends every descriptor.
 func (s *Scraper) Describe(ch chan<- *prometheus.Desc) {
 	for _, d := range []*prometheus.Desc{s.upDesc, s.kvDesc, s.runningDesc, s.waitingDesc, s.hitsDesc,
-		s.queriesDesc, s.preemptDesc, s.infoDesc, s.durationDesc, s.ageDesc, s.loadedDesc, s.finishedDesc} {
+		s.queriesDesc, s.preemptDesc, s.infoDesc, s.durationDesc, s.ageDesc, s.loadedDesc, s.finishedDesc,
+		s.promptTokensDesc, s.generationTokensDesc, s.loraDesc} {
 		ch <- d
 	}
 	for _, d := range s.histDesc {
@@ -175,6 +184,15 @@ type Info struct {
 	// engine's unit, preemptions), as normalised by engines.go.
 	Running, Waiting, KVCacheUsage                   Reading
 	PrefixCacheHits, PrefixCacheQueries, Preemptions Reading
+	// The engine's own token counters, every client's requests (not only
+	// the probe's): prompt tokens processed and output tokens generated.
+	PromptTokensTotal, GenerationTokensTotal Reading
+
+	// LoRARunning and LoRAWaiting are the LoRA adapters with requests
+	// running and waiting (vLLM's lora_requests_info); MaxLoRA the
+	// adapters one batch may hold, 0 when the engine reports none.
+	LoRARunning, LoRAWaiting Reading
+	MaxLoRA                  int
 
 	// The engine's per-request histograms, its buckets passed through
 	// (engines.go, histogram.go): its own TTFT, queue, prefill and decode
@@ -210,7 +228,11 @@ func (snap *serverSnapshot) export() Info {
 		At: snap.at, Duration: snap.duration,
 		Running: r(qRunning), Waiting: r(qWaiting), KVCacheUsage: r(qKVUsage),
 		PrefixCacheHits: r(qPrefixHits), PrefixCacheQueries: r(qPrefixQueries), Preemptions: r(qPreemptions),
-		TTFT: snap.values.hist[hTTFT].clone(), QueueTime: snap.values.hist[hQueueTime].clone(),
+		PromptTokensTotal: r(qPromptTokens), GenerationTokensTotal: r(qGenerationTokens),
+		LoRARunning: Reading{Value: float64(snap.values.loraRunning), OK: snap.values.hasLoRA},
+		LoRAWaiting: Reading{Value: float64(snap.values.loraWaiting), OK: snap.values.hasLoRA},
+		MaxLoRA:     snap.values.maxLoRA,
+		TTFT:        snap.values.hist[hTTFT].clone(), QueueTime: snap.values.hist[hQueueTime].clone(),
 		PrefillTime: snap.values.hist[hPrefillTime].clone(), DecodeTime: snap.values.hist[hDecodeTime].clone(),
 		PromptTokens: snap.values.hist[hPromptTokens].clone(), GenerationTokens: snap.values.hist[hGenerationTokens].clone(),
 	}
@@ -295,6 +317,8 @@ func (s *Scraper) Collect(ch chan<- prometheus.Metric) {
 			{i.PrefixCacheHits, s.hitsDesc, prometheus.CounterValue},
 			{i.PrefixCacheQueries, s.queriesDesc, prometheus.CounterValue},
 			{i.Preemptions, s.preemptDesc, prometheus.CounterValue},
+			{i.PromptTokensTotal, s.promptTokensDesc, prometheus.CounterValue},
+			{i.GenerationTokensTotal, s.generationTokensDesc, prometheus.CounterValue},
 		} {
 			if q.r.OK {
 				ch <- prometheus.MustNewConstMetric(q.desc, q.typ, q.r.Value, lv...)
@@ -310,12 +334,21 @@ func (s *Scraper) Collect(ch chan<- prometheus.Metric) {
 				ch <- prometheus.MustNewConstMetric(s.finishedDesc, prometheus.CounterValue, r.Value, i.Target, i.Engine, i.Model, reasons[j])
 			}
 		}
+		if i.LoRARunning.OK {
+			ch <- prometheus.MustNewConstMetric(s.loraDesc, prometheus.GaugeValue, i.LoRARunning.Value, i.Target, i.Engine, i.Model, "running")
+		}
+		if i.LoRAWaiting.OK {
+			ch <- prometheus.MustNewConstMetric(s.loraDesc, prometheus.GaugeValue, i.LoRAWaiting.Value, i.Target, i.Engine, i.Model, "waiting")
+		}
 		if i.HasInfo {
-			ctxLen := ""
+			ctxLen, maxLoRA := "", ""
 			if i.MaxContextLength > 0 {
 				ctxLen = strconv.Itoa(i.MaxContextLength)
 			}
-			ch <- prometheus.MustNewConstMetric(s.infoDesc, prometheus.GaugeValue, 1, i.Target, i.Engine, i.Version, i.ServedModel, ctxLen)
+			if i.MaxLoRA > 0 {
+				maxLoRA = strconv.Itoa(i.MaxLoRA)
+			}
+			ch <- prometheus.MustNewConstMetric(s.infoDesc, prometheus.GaugeValue, 1, i.Target, i.Engine, i.Version, i.ServedModel, ctxLen, maxLoRA)
 		}
 		for _, m := range i.LoadedModels {
 			ch <- prometheus.MustNewConstMetric(s.loadedDesc, prometheus.GaugeValue, float64(m.Bytes), i.Target, i.Engine, m.Name, "total")

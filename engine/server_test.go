@@ -43,7 +43,7 @@ type want map[quantity]float64
 
 func checkValues(t *testing.T, got values, w want) {
 	t.Helper()
-	names := []string{"running", "waiting", "kv_usage", "prefix_hits", "prefix_queries", "preemptions"}
+	names := []string{"running", "waiting", "kv_usage", "prefix_hits", "prefix_queries", "preemptions", "prompt_tokens", "generation_tokens"}
 	for q := quantity(0); q < numQuantities; q++ {
 		wv, wantHas := w[q]
 		switch {
@@ -63,14 +63,19 @@ func TestRecordedMetrics(t *testing.T) {
 		want                want
 	}{
 		{"metrics_vllm_v1.txt", engineVLLM, "facebook/opt-125m",
-			want{qRunning: 0, qWaiting: 0, qKVUsage: 0, qPrefixHits: 64, qPrefixQueries: 117, qPreemptions: 0}},
+			want{qRunning: 0, qWaiting: 0, qKVUsage: 0, qPrefixHits: 64, qPrefixQueries: 117, qPreemptions: 0,
+				qPromptTokens: 5, qGenerationTokens: 7}},
 		{"metrics_vllm_legacy_excerpt.txt", engineVLLM, "facebook/opt-125m",
 			want{qRunning: 0, qWaiting: 0, qKVUsage: 0, qPreemptions: 0}},
 		// Older SGLang: a hit rate gauge but no cached-token counter, so
 		// no prefix-cache pair; no retraction counter.
 		{"metrics_sglang.txt", engineSGLang, "meta-llama/Llama-3.1-8B-Instruct",
-			want{qRunning: 162, qWaiting: 2826, qKVUsage: 0.28}},
-		{"metrics_tgi.txt", engineTGI, "", want{qRunning: 0, qWaiting: 0}},
+			want{qRunning: 162, qWaiting: 2826, qKVUsage: 0.28, qPromptTokens: 8128902, qGenerationTokens: 7557572}},
+		// TGI's prompt tokens are the sum of its input-length histogram;
+		// the recorded scrape has no generated-length histogram (none
+		// succeeded through the router's generate path when it was taken),
+		// so no generation counter.
+		{"metrics_tgi.txt", engineTGI, "", want{qRunning: 0, qWaiting: 0, qPromptTokens: 662}},
 		// The model label is tensorrt_llm while the target's model (the
 		// path's) is the ensemble: every series counts.
 		{"metrics_triton_trtllm.txt", engineTriton, "ensemble", want{qRunning: 1, qWaiting: 1, qKVUsage: 0.4875}},
@@ -211,28 +216,30 @@ func TestServerMetricsRecordedServers(t *testing.T) {
 	}{
 		{"vllm", "facebook/opt-125m", map[string]string{"/metrics": "metrics_vllm_v1.txt", "/version": "version_vllm.json"}, "vllm", 1,
 			map[string]float64{
-				"infer_server_prefix_cache_hits_total{engine=vllm,model=facebook/opt-125m,target=vllm}":                64,
-				"infer_server_prefix_cache_queries_total{engine=vllm,model=facebook/opt-125m,target=vllm}":             117,
-				"infer_server_info{engine=vllm,max_context_length=,model=facebook/opt-125m,target=vllm,version=0.4.3}": 1,
+				"infer_server_prefix_cache_hits_total{engine=vllm,model=facebook/opt-125m,target=vllm}":                          64,
+				"infer_server_prefix_cache_queries_total{engine=vllm,model=facebook/opt-125m,target=vllm}":                       117,
+				"infer_server_info{engine=vllm,max_context_length=,max_lora=,model=facebook/opt-125m,target=vllm,version=0.4.3}": 1,
+				"infer_server_prompt_tokens_total{engine=vllm,model=facebook/opt-125m,target=vllm}":                              5,
+				"infer_server_generation_tokens_total{engine=vllm,model=facebook/opt-125m,target=vllm}":                          7,
 			}},
 		{"ollama", "tiny", map[string]string{"/api/version": "ollama_api_version.json", "/api/ps": "ollama_api_ps.json"}, "ollama", 1,
 			map[string]float64{
-				"infer_server_info{engine=ollama,max_context_length=2048,model=tiny:latest,target=ollama,version=0.0.0}": 1,
-				"infer_server_loaded_model_bytes{engine=ollama,loaded_model=tiny:latest,memory=total,target=ollama}":     22293504,
-				"infer_server_loaded_model_bytes{engine=ollama,loaded_model=tiny:latest,memory=vram,target=ollama}":      0,
+				"infer_server_info{engine=ollama,max_context_length=2048,max_lora=,model=tiny:latest,target=ollama,version=0.0.0}": 1,
+				"infer_server_loaded_model_bytes{engine=ollama,loaded_model=tiny:latest,memory=total,target=ollama}":               22293504,
+				"infer_server_loaded_model_bytes{engine=ollama,loaded_model=tiny:latest,memory=vram,target=ollama}":                0,
 			}},
 		// llama.cpp with metrics disabled: detected from /props, running
 		// from /slots (both slots processing); these slots carry no prompt
 		// length, so no KV usage.
 		{"llamacpp", "m", map[string]string{"/props": "props_llamacpp.json", "/slots": "slots_llamacpp.json", "/v1/models": "v1_models_llamacpp.json"}, "llamacpp", 0,
 			map[string]float64{
-				"infer_server_requests_running{engine=llamacpp,model=m,target=llamacpp}":                                                                                                        2,
-				"infer_server_info{engine=llamacpp,max_context_length=1024,model=../models/Meta-Llama-3.1-8B-Instruct-Q4_K_M.gguf,target=llamacpp,version=b(build number)-(build commit hash)}": 1,
+				"infer_server_requests_running{engine=llamacpp,model=m,target=llamacpp}": 2,
+				"infer_server_info{engine=llamacpp,max_context_length=1024,max_lora=,model=../models/Meta-Llama-3.1-8B-Instruct-Q4_K_M.gguf,target=llamacpp,version=b(build number)-(build commit hash)}": 1,
 			}},
 		{"triton", "ensemble", map[string]string{"/metrics": "metrics_triton_trtllm.txt", "/v2": "server_metadata_triton_v2.json"}, "triton", 1,
 			map[string]float64{
-				"infer_server_kv_cache_usage_ratio{engine=triton,model=ensemble,target=triton}":                    0.4875,
-				"infer_server_info{engine=triton,max_context_length=,model=ensemble,target=triton,version=2.38.0}": 1,
+				"infer_server_kv_cache_usage_ratio{engine=triton,model=ensemble,target=triton}":                              0.4875,
+				"infer_server_info{engine=triton,max_context_length=,max_lora=,model=ensemble,target=triton,version=2.38.0}": 1,
 			}},
 		{"dcgm", "m", map[string]string{"/metrics": "metrics_dcgm.txt"}, "unknown", 1, nil},
 	}
@@ -355,7 +362,8 @@ func TestServerMetricsSimulator(t *testing.T) {
 			m := mappingFor(wantEngine)
 			src := map[quantity]string{qRunning: "vllm:num_requests_running", qWaiting: "vllm:num_requests_waiting",
 				qKVUsage: "vllm:kv_cache_usage_perc", qPrefixHits: "vllm:prefix_cache_hits_total",
-				qPrefixQueries: "vllm:prefix_cache_queries_total", qPreemptions: "vllm:num_preemptions_total"}
+				qPrefixQueries: "vllm:prefix_cache_queries_total", qPreemptions: "vllm:num_preemptions_total",
+				qPromptTokens: "vllm:prompt_tokens_total", qGenerationTokens: "vllm:generation_tokens_total"}
 			if wantEngine == engineSGLang {
 				src[qPrefixQueries] = "vllm:prompt_tokens_total" // SGLang counts prompt tokens per request
 			}
@@ -369,6 +377,12 @@ func TestServerMetricsSimulator(t *testing.T) {
 				delete(w, qPrefixQueries)
 			}
 			checkValues(t, snap.values, w)
+			// Every engine that counts tokens counted the two requests'
+			// 3 output tokens each, whether from a counter or a length
+			// histogram's sum (TGI, Triton).
+			if snap.values.has[qGenerationTokens] && snap.values.v[qGenerationTokens] != 6 {
+				t.Errorf("generation tokens %v, want 6", snap.values.v[qGenerationTokens])
+			}
 			// The histograms the engine has, equal to the simulator's own
 			// (in its vLLM names); the others absent.
 			simHist := map[string]*dto.Histogram{}
@@ -402,6 +416,11 @@ func TestServerMetricsSimulator(t *testing.T) {
 			}
 			if snap.values.has[qPrefixHits] && snap.values.v[qPrefixHits] == 0 {
 				t.Errorf("no prefix-cache hits after a repeated prompt")
+			}
+			// vLLM's LoRA gauge: the simulator's --max-loras (1 by
+			// default), no adapter serving.
+			if wantEngine == engineVLLM && (!snap.values.hasLoRA || snap.values.maxLoRA != 1 || snap.values.loraRunning != 0) {
+				t.Errorf("LoRA %v max %d running %d, want true 1 0", snap.values.hasLoRA, snap.values.maxLoRA, snap.values.loraRunning)
 			}
 			if snap.info == nil {
 				t.Fatalf("no info")

@@ -65,6 +65,7 @@ func TestSnapshotsMatchCollect(t *testing.T) {
 		for name, r := range map[string]Reading{
 			"requests_running": i.Running, "requests_waiting": i.Waiting, "kv_cache_usage_ratio": i.KVCacheUsage,
 			"prefix_cache_hits_total": i.PrefixCacheHits, "prefix_cache_queries_total": i.PrefixCacheQueries, "preemptions_total": i.Preemptions,
+			"prompt_tokens_total": i.PromptTokensTotal, "generation_tokens_total": i.GenerationTokensTotal,
 		} {
 			if r.OK {
 				want["infer_server_"+name+lv] = r.Value
@@ -76,7 +77,11 @@ func TestSnapshotsMatchCollect(t *testing.T) {
 		if i.MaxContextLength > 0 {
 			ctxLen = strconv.Itoa(i.MaxContextLength)
 		}
-		want[fmt.Sprintf("infer_server_info{engine=%s,max_context_length=%s,model=%s,target=%s,version=%s}", i.Engine, ctxLen, i.ServedModel, i.Target, i.Version)] = 1
+		maxLoRA := ""
+		if i.MaxLoRA > 0 {
+			maxLoRA = strconv.Itoa(i.MaxLoRA)
+		}
+		want[fmt.Sprintf("infer_server_info{engine=%s,max_context_length=%s,max_lora=%s,model=%s,target=%s,version=%s}", i.Engine, ctxLen, maxLoRA, i.ServedModel, i.Target, i.Version)] = 1
 		want["infer_server_scrape_duration_seconds{target="+i.Target+"}"] = i.Duration.Seconds()
 		for k, w := range want {
 			if g, ok := got[k]; !ok || g != w {

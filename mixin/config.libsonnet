@@ -150,6 +150,21 @@
     // GSP.
     criticalXids: '48|74|79|94|95|119|120',
 
+    // The price of one GPU for an hour, in US dollars, by the GPU's model
+    // as NVML names it (infer_gpu_info's name label, exactly), for the cost
+    // per output token. The defaults are illustrative on-demand rental
+    // prices, not a quote: set your own (a contract, a reservation, the
+    // hardware's amortised cost and power). A GPU whose model is not here
+    // has no price, and an instance with such a GPU no cost figures; {}
+    // prices none. One recording rule per model, so a name holds any
+    // character (it is escaped into the rule's label matcher).
+    gpuHourlyPriceUSD: {
+      'NVIDIA H100 80GB HBM3': 2.5,
+      'NVIDIA H200': 3.5,
+      'NVIDIA A100-SXM4-80GB': 1.5,
+      'NVIDIA L4': 0.8,
+    },
+
     // The ranking score: a weighted sum of four components, each normalised
     // against a reference value to 0..maxComponent (1 = as good as the
     // reference). A component that cannot be measured (no GPU metrics, no

@@ -34,6 +34,10 @@ type Config struct {
 	// PrefillTokensPerSecond is the prefill throughput: a step costs
 	// prefill_tokens/PrefillTokensPerSecond on top of the rest.
 	PrefillTokensPerSecond float64
+	// MaxLoRA is vLLM's --max-loras: with it above 0 the simulator
+	// exposes vllm:lora_requests_info as vLLM with --enable-lora does
+	// (it serves no adapter: the running and waiting lists are empty).
+	MaxLoRA int
 	// MaxNumSeqs is the largest number of running sequences (vLLM's
 	// max_num_seqs).
 	MaxNumSeqs int
@@ -103,6 +107,7 @@ func DefaultConfig() Config {
 		DecodePerSeq:           50 * time.Microsecond,
 		PrefillTokensPerSecond: 10000,
 		MaxNumSeqs:             256,
+		MaxLoRA:                1,
 		MaxBatchedTokens:       8192,
 		KVBlocks:               8192,
 		BlockSize:              16,
@@ -341,6 +346,7 @@ func AddFlags(cmd FlagAdder) *Config {
 	it := strconv.Itoa
 
 	cmd.Flag("sim.model", "Served model name.").Default(d.Model).StringVar(&c.Model)
+	cmd.Flag("sim.max-lora", "vLLM's --max-loras, exposed in vllm:lora_requests_info (0: no LoRA gauge).").Default(strconv.Itoa(d.MaxLoRA)).IntVar(&c.MaxLoRA)
 	cmd.Flag("sim.max-model-len", "Context length in tokens (prompt + max_tokens).").Default(it(d.MaxModelLen)).IntVar(&c.MaxModelLen)
 	cmd.Flag("sim.time-scale", "Multiplier on every step duration: 1 = real time, 0.1 = ten times faster, 0 = instant.").Default(ff(d.TimeScale)).Float64Var(&c.TimeScale)
 	cmd.Flag("sim.decode-step", "Fixed cost of one engine step (forward pass).").Default(d.DecodeStep.String()).DurationVar(&c.DecodeStep)

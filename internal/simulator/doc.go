@@ -182,6 +182,8 @@
 // vllm:prefix_cache_hits_total, vllm:num_preemptions_total,
 // vllm:prompt_tokens_total (added when a request samples its first token),
 // vllm:generation_tokens_total (every sampled token),
+// vllm:lora_requests_info (with Config.MaxLoRA above 0, 1 by default: its
+// max_lora, no adapters running or waiting, the value the time of the scrape),
 // vllm:request_success_total{finished_reason="stop"|"length"|"abort"}
 // (abort: the client went away before the engine finished the request),
 // and the histograms vllm:time_to_first_token_seconds,

@@ -76,6 +76,9 @@ var engineRenames = map[string]map[string]string{
 		"vllm:request_generation_tokens":    "vllm:request_generation_tokens",
 		// The Python server's process collector, as in V1 (load.go).
 		"process_start_time_seconds": "process_start_time_seconds",
+		// The LoRA gauge, the same name in V0 (vLLM's metrics design
+		// document lists it among the V0 metrics).
+		"vllm:lora_requests_info": "vllm:lora_requests_info",
 	},
 	EngineSGLang: {
 		"vllm:num_requests_running":        "sglang:num_running_reqs",
@@ -201,7 +204,26 @@ func (s *Simulator) tritonFamilies(mfs []*dto.MetricFamily) []*dto.MetricFamily 
 		}
 		return mf
 	}
-	return []*dto.MetricFamily{
+	// The backend's per-response token histograms (tensorrtllm_backend's
+	// custom_metrics_reporter.cc): the simulator's length histograms, its
+	// buckets, labelled as the backend labels them.
+	tokens := func(name, from, kind string) *dto.MetricFamily {
+		for _, mf := range mfs {
+			if mf.GetName() == from && len(mf.Metric) == 1 && mf.Metric[0].Histogram != nil {
+				return &dto.MetricFamily{Name: proto.String(name), Help: proto.String("TRT LLM response metrics"),
+					Type: dto.MetricType_HISTOGRAM.Enum(), Metric: []*dto.Metric{{
+						Label: []*dto.LabelPair{
+							{Name: proto.String("model"), Value: proto.String(s.cfg.Model)},
+							{Name: proto.String("response_metric_type"), Value: proto.String(kind)},
+							{Name: proto.String("version"), Value: proto.String("1")},
+						},
+						Histogram: proto.Clone(mf.Metric[0].Histogram).(*dto.Histogram),
+					}}}
+			}
+		}
+		return nil
+	}
+	out := []*dto.MetricFamily{
 		gauge("nv_trt_llm_kv_cache_block_metrics", "TRT LLM KV cache block metrics", "kv_cache_block_type",
 			[]string{"fraction", "max", "tokens_per"},
 			[]float64{value["vllm:kv_cache_usage_perc"], float64(s.cfg.KVBlocks), float64(s.cfg.BlockSize)}),
@@ -209,6 +231,15 @@ func (s *Simulator) tritonFamilies(mfs []*dto.MetricFamily) []*dto.MetricFamily 
 			[]string{"max", "scheduled", "waiting"},
 			[]float64{float64(s.cfg.MaxNumSeqs), value["vllm:num_requests_running"], value["vllm:num_requests_waiting"]}),
 	}
+	for _, mf := range []*dto.MetricFamily{
+		tokens("nv_llm_input_token_len", "vllm:request_prompt_tokens", "total_input_tokens"),
+		tokens("nv_llm_output_token_len", "vllm:request_generation_tokens", "total_output_tokens"),
+	} {
+		if mf != nil {
+			out = append(out, mf)
+		}
+	}
+	return out
 }
 
 // engineVersion is what the info endpoints report as the engine's version.

@@ -1,6 +1,11 @@
 package simulator
 
-import "github.com/prometheus/client_golang/prometheus"
+import (
+	"strconv"
+	"time"
+
+	"github.com/prometheus/client_golang/prometheus"
+)
 
 // Finish reasons, as vLLM's finished_reason label spells them.
 const (
@@ -99,4 +104,18 @@ func newMetrics(reg prometheus.Registerer, model string, maxModelLen int) *metri
 		m.success[r] = sv.WithLabelValues(r)
 	}
 	return m
+}
+
+// registerLoRA exposes vLLM's LoRA gauge as vLLM with --enable-lora does
+// (docs/design/metrics.md, "LoRA Metrics"): its value the wall-clock time
+// of the report, max_lora the adapters one batch may hold, and the
+// adapters with requests running and waiting, comma-separated. The
+// simulator serves no adapter, so both lists are empty.
+func registerLoRA(reg prometheus.Registerer, maxLoRA int, now func() time.Time) {
+	reg.MustRegister(prometheus.NewGaugeFunc(prometheus.GaugeOpts{
+		Name: "vllm:lora_requests_info",
+		Help: "Running stats on lora requests.",
+		ConstLabels: prometheus.Labels{"max_lora": strconv.Itoa(maxLoRA),
+			"running_lora_adapters": "", "waiting_lora_adapters": ""},
+	}, func() float64 { return float64(now().UnixNano()) / 1e9 }))
 }

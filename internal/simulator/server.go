@@ -87,6 +87,9 @@ func New(cfg Config, logger *slog.Logger) (*Simulator, error) {
 	f := cfg.Faults
 	s.faults.Store(&f)
 	m := newMetrics(s.registry, cfg.Model, cfg.MaxModelLen)
+	if cfg.MaxLoRA > 0 {
+		registerLoRA(s.registry, cfg.MaxLoRA, time.Now)
+	}
 	registerProcessStart(s.registry, started)
 	s.engine = newEngine(&s.cfg, m, &s.faults)
 	s.handler = s.loadGate(s.routes())

@@ -696,7 +696,7 @@ func TestAddFlags(t *testing.T) {
 	}
 	_, err := app.Parse([]string{"simulate", "--sim.model=m", "--sim.time-scale=0.5", "--sim.decode-step=5ms",
 		"--sim.decode-per-seq=1ms", "--sim.prefill-tokens-per-second=500", "--sim.max-num-seqs=4",
-		"--sim.max-batched-tokens=64", "--sim.kv-blocks=100", "--sim.block-size=8", "--sim.seed=7", "--sim.max-model-len=512",
+		"--sim.max-batched-tokens=64", "--sim.kv-blocks=100", "--sim.block-size=8", "--sim.seed=7", "--sim.max-model-len=512", "--sim.max-lora=3",
 		"--fault.slowdown=2", "--fault.error-rate=0.25", "--fault.error-status=429",
 		"--fault.stall-before-first-token=1s", "--fault.stall-mid-stream=2s", "--fault.stall-after-tokens=3",
 		"--fault.disconnect-after-tokens=4", "--fault.malformed-after-tokens=5", "--fault.slow-headers=6s", "--sim.engine=tgi"})
@@ -704,7 +704,7 @@ func TestAddFlags(t *testing.T) {
 		t.Fatal(err)
 	}
 	want := simulator.Config{Model: "m", MaxModelLen: 512, TimeScale: 0.5, DecodeStep: 5 * time.Millisecond,
-		DecodePerSeq: time.Millisecond, PrefillTokensPerSecond: 500, MaxNumSeqs: 4, MaxBatchedTokens: 64,
+		DecodePerSeq: time.Millisecond, PrefillTokensPerSecond: 500, MaxLoRA: 3, MaxNumSeqs: 4, MaxBatchedTokens: 64,
 		KVBlocks: 100, BlockSize: 8, Seed: 7, Faults: simulator.Faults{Slowdown: 2, ErrorRate: 0.25, ErrorStatus: 429,
 			StallBeforeFirstToken: time.Second, StallMidStream: 2 * time.Second, StallAfterTokens: 3,
 			DisconnectAfterTokens: 4, MalformedAfterTokens: 5, SlowHeaders: 6 * time.Second}, Engine: "tgi"}

@@ -368,7 +368,13 @@ local names = import '../rules/names.libsonnet';
         { ref: 'H', title: 'Output tokens/s', unit: 'suffix: tok/s', expr: n.outputTokenRate + rec },
         { ref: 'I', title: 'GPU memory', unit: 'bytes', expr: perWorkload(n.targetServingMemory) },
         { ref: 'J', title: 'Accuracy', unit: 'percentunit', expr: n.accuracy + rec },
-        { ref: 'K', title: 'Tokens per joule', unit: 'suffix: tok/J', expr: perWorkload(n.tokensPerJoule) },
+        // The server's own figures, every client's tokens (not the
+        // probe's sample): its output tokens/s, the energy and the cost of
+        // each output token, and the cost of one that met the SLOs.
+        { ref: 'K', title: 'Server output tokens/s', unit: 'suffix: tok/s', expr: perWorkload(n.serverGenerationTokenRate) },
+        { ref: 'L', title: 'Energy per output token', unit: 'joule', expr: perWorkload(n.energyPerToken) },
+        { ref: 'M', title: '$ per 1M output tokens', unit: 'currencyUSD', expr: perWorkload('1e6 * ' + n.costPerToken) },
+        { ref: 'N', title: '$ per 1M good tokens', unit: 'currencyUSD', expr: perWorkload('1e6 * ' + n.costPerGoodToken) },
       ];
       [
         d.table(
@@ -451,10 +457,10 @@ local names = import '../rules/names.libsonnet';
           width=8,
         ),
         d.timeseries(
-          'Tokens per joule',
-          'Output tokens the probe measured per joule the instance\'s GPUs drew (%s).' % n.tokensPerJoule,
-          [d.target(n.tokensPerJoule + p.selector(clusterMatcher), '{{target}} / {{model}}')],
-          'suffix: tok/J',
+          'Energy per output token',
+          'Joules the instance\'s GPUs drew per output token the server generated, every client\'s tokens (%s).' % n.energyPerToken,
+          [d.target(n.energyPerToken + p.selector(clusterMatcher), '{{target}} / {{model}}')],
+          'joule',
           width=8,
           min=0,
         ),
@@ -589,6 +595,46 @@ local names = import '../rules/names.libsonnet';
           width=12,
           height=8,
           hide=['__name__', 'job', 'instance'],
+        ),
+        d.timeseries(
+          'LoRA adapters',
+          'LoRA adapters with requests running in the engine\'s batch and waiting for it (infer_server_lora_adapters; vLLM with --enable-lora); max_lora in the Engines table is how many one batch may hold.',
+          [d.target('infer_server_lora_adapters' + s, legend + ' {{state}}')],
+          'short',
+          width=12,
+          min=0,
+        ),
+        d.row('Energy and cost'),
+        d.timeseries(
+          'Server tokens per second',
+          'Output and prompt tokens the engine counted per second, every client\'s (%s, %s), beside the probe\'s own output tokens: the probe is a sample of the server\'s traffic.' % [n.serverGenerationTokenRate, n.serverPromptTokenRate],
+          [
+            d.target(n.serverGenerationTokenRate + trec, '{{target}} output'),
+            d.target(n.serverPromptTokenRate + trec, '{{target}} prompt'),
+            d.target('sum by (target) (rate(infer_probe_completion_tokens_total%s[$__rate_interval]))' % ps, '{{target}} probe output'),
+          ],
+          'suffix: tok/s',
+          width=8,
+          min=0,
+        ),
+        d.timeseries(
+          'Energy per output token',
+          'Joules the GPUs serving the target drew per output token the server generated, over %s (%s): the GPUs\' energy counter over the server\'s own token count.' % [c.rateWindow, n.energyPerToken],
+          [d.target(n.energyPerToken + trec, '{{target}}')],
+          'joule',
+          width=8,
+          min=0,
+        ),
+        d.timeseries(
+          'Cost per million output tokens',
+          'US dollars per million output tokens, from the GPUs\' price per hour in the mixin\'s _config.gpuHourlyPriceUSD over the server\'s output tokens (%s); per good token, over the share of the probe\'s requests that met every SLO (%s). Absent where a GPU\'s model has no price.' % [n.costPerToken, n.costPerGoodToken],
+          [
+            d.target('1e6 * ' + n.costPerToken + trec, '{{target}}'),
+            d.target('1e6 * ' + n.costPerGoodToken + trec, '{{target}} good tokens'),
+          ],
+          'currencyUSD',
+          width=8,
+          min=0,
         ),
         d.row('Requests inside the engine'),
         d.timeseries(

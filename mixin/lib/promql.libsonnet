@@ -19,6 +19,10 @@
   // 'p99' for 0.99, 'p50' for 0.5, 'p999' for 0.999.
   quantileName(q):: 'p' + std.strReplace($.num(q * 100), '.', ''),
 
+  // A PromQL string literal of s: double-quoted, its backslashes and
+  // double quotes escaped (a GPU's model name becomes a label matcher).
+  str(s):: '"' + std.strReplace(std.strReplace(s, '\\', '\\\\'), '"', '\\"') + '"',
+
   // A number as written by hand: 0.95, not 0.94999999999999996.
   num(x):: std.format('%.12g', x),
 }

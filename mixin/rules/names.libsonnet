@@ -33,13 +33,25 @@ local p = import '../lib/promql.libsonnet';
 
     gpuEnergyRate: glevel + ':infer_gpu_energy_joules:rate' + w,
     gpuServingMemory: glevel + ':infer_gpu_serving_memory_used_bytes:sum',
-    targetOutputTokenRate: tlevel + ':infer_probe_completion_tokens:rate' + w,
     targetEnergyRate: tlevel + ':infer_gpu_energy_joules:rate' + w,
-    tokensPerJoule: tlevel + ':infer_probe_completion_tokens_per_joule:ratio_rate' + w,
+    // The price per hour of each GPU whose model _config.gpuHourlyPriceUSD
+    // prices, per instance where every GPU is priced, and per target.
+    gpuHourlyPrice: glevel + '_gpu_name:infer_gpu_hourly_price_usd:config',
+    instanceHourlyPrice: glevel + ':infer_gpu_hourly_price_usd:sum',
+    targetHourlyPrice: tlevel + ':infer_gpu_hourly_price_usd:sum',
     targetServingMemory: tlevel + ':infer_gpu_serving_memory_used_bytes:sum',
 
     kvCacheUsage: tlevel + ':infer_server_kv_cache_usage_ratio:avg_over_time' + w,
     prefixCacheHitRatio: tlevel + ':infer_server_prefix_cache_hits:ratio_rate' + w,
+    // The server's own tokens (every client's), and what each output token
+    // cost in energy and money: joules and US dollars per token (base
+    // units; the dashboards show dollars per million).
+    serverGenerationTokenRate: tlevel + ':infer_server_generation_tokens:rate' + w,
+    serverPromptTokenRate: tlevel + ':infer_server_prompt_tokens:rate' + w,
+    targetGoodputRatio: tlevel + ':infer_probe_goodput_requests:ratio_rate' + w,
+    energyPerToken: tlevel + ':infer_gpu_energy_joules_per_generation_token:ratio_rate' + w,
+    costPerToken: tlevel + ':infer_gpu_cost_usd_per_generation_token:ratio_rate' + w,
+    costPerGoodToken: tlevel + ':infer_gpu_cost_usd_per_good_generation_token:ratio_rate' + w,
 
     pinnedBaseline(h):: tlevel + ':' + self.histograms[h] + ':' + p.quantileName(c.regression.quantile) + '_baseline',
 

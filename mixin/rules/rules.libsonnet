@@ -37,6 +37,16 @@ local names = import 'names.libsonnet';
 
   local threshold = c.slo.ttftThreshold,
 
+  // 1 per instance and target: the frame that joins a target to its
+  // instance's GPUs (gpuJoinLabels), from the engine scraper's series (a
+  // target whose metrics are read) or the probe's (one with workloads).
+  local targets = '(group by (%(g)s, %(t)s) (infer_server_up%(server)s) or group by (%(g)s, %(t)s) (infer_probe_requests_total%(probe)s))' % {
+    g: gby,
+    t: tby,
+    server: p.selector(c.serverSelector),
+    probe: probe(),
+  },
+
   prometheusRules+:: {
     groups+: [
       {
@@ -65,6 +75,15 @@ local names = import 'names.libsonnet';
                 /
                 (sum by (%(by)s) (rate(infer_probe_requests_total%(sent)s[%(w)s])) > 0)
               ||| % { by: by, sel: probe(), sent: sent, w: w },
+            },
+            {
+              // The same per target and model, over every workload of it.
+              record: n.targetGoodputRatio,
+              expr: |||
+                sum by (%(t)s) (rate(infer_probe_goodput_requests_total%(sel)s[%(w)s]))
+                /
+                (sum by (%(t)s) (rate(infer_probe_requests_total%(sent)s[%(w)s])) > 0)
+              ||| % { t: tby, sel: probe(), sent: sent, w: w },
             },
             {
               // Jitter: the coefficient of variation (standard deviation
@@ -196,29 +215,55 @@ local names = import 'names.libsonnet';
             ||| % { g: gby, proc: p.selector(c.gpuSelector, 'process=~"%s"' % c.ranking.servingProcesses), sel: p.selector(c.gpuSelector) },
           },
           {
-            record: n.targetOutputTokenRate,
-            expr: 'sum by (%s) (rate(infer_probe_completion_tokens_total%s[%s]))' % [tby, probe(), w],
-          },
-          {
             // The power of the GPUs of the instance(s) that measure each
-            // target: the probe and NVML come from the same scrape.
+            // target: the exporter and NVML come from the same scrape, so
+            // a target is joined to its instance's GPUs through the
+            // engine scraper's series or the probe's, whichever it has.
             record: n.targetEnergyRate,
             expr: |||
               sum by (%(t)s) (
                 %(e)s
                 * on (%(g)s) group_right ()
-                group by (%(g)s, %(t)s) (infer_probe_requests_total%(sel)s)
+                %(targets)s
               )
-            ||| % { t: tby, g: gby, e: n.gpuEnergyRate, sel: probe() },
+            ||| % { t: tby, g: gby, e: n.gpuEnergyRate, targets: targets },
+          },
+        ] + [
+          {
+            // The configured price of each GPU of a priced model
+            // (_config.gpuHourlyPriceUSD), one rule per model: the GPU's
+            // identity series times the price. A GPU of a model not in the
+            // map has none.
+            record: n.gpuHourlyPrice,
+            expr: 'group by (%s, gpu, name) (infer_gpu_info%s) * %s' % [
+              gby, p.selector(c.gpuSelector, 'name=' + p.str(model)), p.num(c.gpuHourlyPriceUSD[model]),
+            ],
+            // The series carry it already; as the rule's label it tells
+            // the rules of one name apart (promtool's duplicate check).
+            labels: { name: model },
+          }
+          for model in std.objectFields(c.gpuHourlyPriceUSD)
+        ] + [
+          {
+            // The GPUs' price per hour of each instance whose every GPU is
+            // priced: an instance with a GPU of a model not in the map has
+            // none, rather than a price that leaves that GPU out.
+            record: n.instanceHourlyPrice,
+            expr: |||
+              sum by (%(g)s) (%(price)s)
+              and on (%(g)s)
+              (count by (%(g)s) (%(price)s) == count by (%(g)s) (infer_gpu_info%(sel)s))
+            ||| % { g: gby, price: n.gpuHourlyPrice, sel: p.selector(c.gpuSelector) },
           },
           {
-            // Output tokens the probe measured per joule the GPUs drew. Per
-            // target and model, not per workload: the energy of GPUs shared
-            // by concurrent workloads cannot be split among them. Only the
-            // probe's tokens count, so this is the server's efficiency when
-            // the probe is its only load (a benchmark), a lower bound else.
-            record: n.tokensPerJoule,
-            expr: '%s / (%s > 0)' % [n.targetOutputTokenRate, n.targetEnergyRate],
+            record: n.targetHourlyPrice,
+            expr: |||
+              sum by (%(t)s) (
+                %(price)s
+                * on (%(g)s) group_right ()
+                %(targets)s
+              )
+            ||| % { t: tby, g: gby, price: n.instanceHourlyPrice, targets: targets },
           },
           {
             record: n.targetServingMemory,
@@ -248,6 +293,39 @@ local names = import 'names.libsonnet';
               /
               (sum by (%(t)s) (rate(infer_server_prefix_cache_queries_total%(sel)s[%(w)s])) > 0)
             ||| % { t: tby, sel: p.selector(c.serverSelector), w: w },
+          },
+          {
+            // Output and prompt tokens the engine counted per second, every
+            // client's (infer_server_*_tokens_total: docs/metrics.md gives
+            // each engine's source).
+            record: n.serverGenerationTokenRate,
+            expr: 'sum by (%s) (rate(infer_server_generation_tokens_total%s[%s]))' % [tby, p.selector(c.serverSelector), w],
+          },
+          {
+            record: n.serverPromptTokenRate,
+            expr: 'sum by (%s) (rate(infer_server_prompt_tokens_total%s[%s]))' % [tby, p.selector(c.serverSelector), w],
+          },
+          {
+            // Joules per output token: the power of the GPUs serving the
+            // target over the tokens the server generated, all its
+            // clients' (the probe's are a sample). Prompt tokens are not
+            // in the denominator: their energy is charged to the output.
+            record: n.energyPerToken,
+            expr: '%s\n/\n(%s > 0)\n' % [n.targetEnergyRate, n.serverGenerationTokenRate],
+          },
+          {
+            // US dollars per output token: the GPUs' configured price per
+            // second over the server's output tokens per second.
+            record: n.costPerToken,
+            expr: '%s / 3600\n/\n(%s > 0)\n' % [n.targetHourlyPrice, n.serverGenerationTokenRate],
+          },
+          {
+            // Per good output token: the cost per token over the share of
+            // the probe's requests that met every SLO (goodput), so a
+            // server that misses its SLOs pays for the tokens nobody could
+            // use. The probe's attainment stands for the server's traffic.
+            record: n.costPerGoodToken,
+            expr: '%s\n/\n(%s > 0)\n' % [n.costPerToken, n.targetGoodputRatio],
           },
         ],
       },
