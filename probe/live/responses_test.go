@@ -12,6 +12,7 @@ import (
 	"github.com/prometheus/client_golang/prometheus/testutil"
 
 	"github.com/infer-exporter/infer_exporter/internal/config"
+	"github.com/infer-exporter/infer_exporter/internal/simulator"
 	"github.com/infer-exporter/infer_exporter/internal/simulator/simulatortest"
 	"github.com/infer-exporter/infer_exporter/internal/testenv"
 	"github.com/infer-exporter/infer_exporter/probe/client"
@@ -200,6 +201,45 @@ func TestResponsesAccuracy(t *testing.T) {
 			}
 			if got := testutil.ToFloat64(s.completionTokens); got != requests*(more+1) {
 				t.Errorf("completion tokens %v, want %d", got, requests*(more+1))
+			}
+		})
+	}
+}
+
+// TestResponsesFaults: the simulator's faults on /v1/responses each give
+// their outcome, as on chat: a cut stream disconnected after the events it
+// carried, a malformed event a stream error, an injected status its class,
+// a stall past the timeout a timeout.
+func TestResponsesFaults(t *testing.T) {
+	for _, tc := range []struct {
+		name    string
+		faults  simulator.Faults
+		timeout time.Duration
+		want    observation.Outcome
+		events  int
+	}{
+		{"disconnect mid-stream", simulator.Faults{DisconnectAfterTokens: 3}, 10 * time.Second, observation.Disconnected, 3},
+		{"malformed event", simulator.Faults{MalformedAfterTokens: 3}, 10 * time.Second, observation.StreamError, 3},
+		{"429", simulator.Faults{ErrorRate: 1, ErrorStatus: 429}, 10 * time.Second, observation.HTTP4xx, 0},
+		{"stall mid-stream", simulator.Faults{StallMidStream: 5 * time.Second, StallAfterTokens: 3}, 500 * time.Millisecond, observation.Timeout, 3},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			cfg := simulator.DefaultConfig()
+			cfg.TimeScale = 0.05
+			f := tc.faults
+			f.Slowdown = 1
+			if f.ErrorStatus == 0 {
+				f.ErrorStatus = 503
+			}
+			cfg.Faults = f
+			baseURL, _ := simulatortest.StartTest(t, cfg)
+			cl := client.New(client.Options{MaxConnsPerHost: 1})
+			defer cl.Close()
+			o := &observation.Request{Scheduled: time.Now()}
+			cl.Do(t.Context(), &client.Target{BaseURL: baseURL, Model: cfg.Model, Flavor: client.OpenAIResponses},
+				&client.Request{Prompt: "a b c", MaxTokens: 12, IgnoreEOS: true, Timeout: tc.timeout}, o)
+			if o.Outcome != tc.want || o.ContentEvents != tc.events {
+				t.Errorf("outcome %s (%v) after %d events, want %s after %d", o.Outcome, o.Err, o.ContentEvents, tc.want, tc.events)
 			}
 		})
 	}
