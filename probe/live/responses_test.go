@@ -244,3 +244,32 @@ func TestResponsesFaults(t *testing.T) {
 		})
 	}
 }
+
+// TestResponsesPromptsCalibrated: a prompt calibrated for an
+// openai-responses target (counted as a chat message, template included)
+// is exactly its length in the server's usage: /v1/responses templates its
+// input as chat does.
+func TestResponsesPromptsCalibrated(t *testing.T) {
+	cfg := simulatortest.InstantConfig()
+	url, _ := simulatortest.StartTest(t, cfg)
+	pm := NewCalibrator(NewPromptMetrics(prometheus.NewRegistry()))
+	tg := &config.Target{Name: "t", URL: url, Model: cfg.Model, Flavor: "openai-responses"}
+	const in = 100
+	w := &config.Workload{Name: "w", Prompt: config.Prompt{Seed: 1,
+		InputTokens: config.Distribution{Dist: "fixed", Mean: in}, OutputTokens: config.Distribution{Dist: "fixed", Mean: 4}}}
+	ps, err := pm.Prompts(t.Context(), tg, w, nil, nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	cl := client.New(client.Options{})
+	defer cl.Close()
+	for range 3 {
+		p := ps.Next()
+		o := &observation.Request{Scheduled: time.Now()}
+		cl.Do(t.Context(), &client.Target{BaseURL: url, Model: cfg.Model, Flavor: client.OpenAIResponses},
+			&client.Request{Prompt: p.Text, MaxTokens: p.OutputTokens, IgnoreEOS: true, Timeout: time.Minute}, o)
+		if o.Outcome != observation.Success || o.PromptTokens != in || o.OutputTokens != 4 {
+			t.Errorf("%s (%v): %d prompt and %d output tokens, want %d and 4", o.Outcome, o.Err, o.PromptTokens, o.OutputTokens, in)
+		}
+	}
+}
