@@ -80,7 +80,7 @@ func TestParseErrors(t *testing.T) {
 		{"process typo", strings.Replace(base, "rate: 1", "rate: 1\n      process: poison", 1), []string{`workloads[0].arrival.process: must be one of "constant", "poisson", "gamma"; got "poison"; did you mean "poisson"?`}},
 		{"dist typo", base + "    prompt:\n      input_tokens: {dist: lognormall}\n", []string{`"lognormall" is not one of fixed, uniform, normal, lognormal; did you mean "lognormal"?`}},
 		{"engine typo", strings.Replace(base, "model: m", "model: m\n    metrics: {engine: vlm}", 1), []string{`targets[0].metrics.engine: "vlm" is not one of auto, none,`, `; did you mean "vllm"?`}},
-		{"no near value", strings.Replace(base, "model: m", "model: m\n    flavor: grpc", 1), []string{`"grpc" is not one of [llamacpp ollama-chat ollama-generate openai-chat openai-completions sglang tgi triton]`}},
+		{"no near value", strings.Replace(base, "model: m", "model: m\n    flavor: grpc", 1), []string{`"grpc" is not one of [llamacpp ollama-chat ollama-generate openai-chat openai-completions openai-responses sglang tgi triton]`}},
 		{"duplicate target", strings.Replace(base, "workloads:", "  - name: local\n    url: http://127.0.0.1:1\n    model: m\nworkloads:", 1), []string{`c.yml:5: targets[1].name: "local" is used by another target`}},
 		{"authorization header", strings.Replace(base, "model: m", "model: m\n    headers: {Authorization: x}", 1), []string{"targets[0].headers: must not set Authorization"}},
 		{"header value with CR LF", strings.Replace(base, "model: m", "model: m\n    headers: {X-A: \"v\\r\\nX-Injected: 1\"}", 1), []string{`targets[0].headers.X-A: header value has a control character ('\r' at byte 1)`}},

@@ -85,6 +85,10 @@ var flavorTable = []FlavorFacts{
 	},
 	{Name: "openai-chat", Prompt: PromptChat, Provider: "openai", PerplexityDialect: "openai-echo"},
 	{Name: "openai-completions", Prompt: PromptText, Provider: "openai", PerplexityDialect: "openai-echo"},
+	{
+		Name: "openai-responses", Prompt: PromptChat, Provider: "openai",
+		NoPerplexity: "the Responses API returns log-probabilities (include message.output_text.logprobs) of generated tokens only, and has no echo of the prompt's",
+	},
 	{Name: "sglang", Prompt: PromptText, Provider: "sglang", PerplexityDialect: "sglang"},
 	{Name: "tgi", Prompt: PromptText, Provider: "tgi", PerplexityDialect: "tgi"},
 	{

@@ -118,7 +118,7 @@ func TestFlavorFactChecksCatchMissing(t *testing.T) {
 
 // TestFlavorViews: the lists derived from the table.
 func TestFlavorViews(t *testing.T) {
-	if want := []string{"llamacpp", "ollama-chat", "ollama-generate", "openai-chat", "openai-completions", "sglang", "tgi", "triton"}; !slices.Equal(Flavors, want) {
+	if want := []string{"llamacpp", "ollama-chat", "ollama-generate", "openai-chat", "openai-completions", "openai-responses", "sglang", "tgi", "triton"}; !slices.Equal(Flavors, want) {
 		t.Errorf("Flavors = %v, want %v", Flavors, want)
 	}
 	if want := []string{"openai-chat", "openai-completions", "sglang", "tgi"}; !slices.Equal(PerplexityFlavors, want) {

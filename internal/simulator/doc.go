@@ -89,6 +89,39 @@
 // null), its arguments the words after the first token. Ollama's native
 // APIs ignore tools.
 //
+// # Responses API
+//
+// With the vLLM engines, POST /v1/responses serves the OpenAI Responses API
+// as vLLM does. Its request is a chat generation: "instructions" is a
+// system message and "input" a user message (a string) or a list of items,
+// messages (content a string or an array of input_text, output_text or
+// text parts) and function_call_output items (a tool message), other items
+// ignored; it reasons in reasoning mode. Honoured fields: model, input,
+// instructions, max_output_tokens (as max_tokens), stream, tools and
+// tool_choice (as for chat; a tool's name is read at its top level, or in
+// "function"), and, as the simulator's length controls, ignore_eos and
+// min_tokens (vLLM's /v1/responses has neither). Streamed, each event is an
+// "event: <type>" line and a "data:" line whose JSON has that "type", the
+// next "sequence_number" from 0 and a sim_emit_unix_nano, then a blank
+// line: response.created and response.in_progress, written before the
+// first token; for the reasoning (in reasoning mode) a reasoning item's
+// response.output_item.added and response.content_part.added, one
+// response.reasoning_text.delta per reasoning token, its .done, the part's
+// and the item's done events; then the answer's item: a message with one
+// response.output_text.delta per token, or, for a request with tools, a
+// function_call item (named at its output_item.added) with one
+// response.function_call_arguments.delta per token (every answer token is
+// an arguments delta, so that each generated token is one delta); its done
+// events, which repeat the words (without pad_content_bytes' padding); and
+// response.completed, or response.incomplete with incomplete_details
+// {"reason": "max_output_tokens"} when the generation ended at its length,
+// carrying the response with its output and usage {input_tokens,
+// output_tokens, output_tokens_details.reasoning_tokens, total_tokens}.
+// There is no [DONE]. Not streamed, the answer is that response object,
+// with sim_arrival_unix_nano and sim_emit_unix_nano. The malformed-chunk
+// fault writes a response.output_text.delta event whose data is
+// "{not json".
+//
 // # Tokenizer
 //
 // Specified in tokenizer.go: tokens are strings.Fields words, ids are FNV-1a

@@ -80,6 +80,16 @@ func (s *Simulator) streamNative(ctx context.Context, w http.ResponseWriter, p *
 	}
 	written, reason := 0, ""
 	pad := contentPad(f)
+	if bp, ok := np.(interface{ begin([]byte) []byte }); ok {
+		// What a protocol writes before the first token (the Responses
+		// API's response.created).
+		if !write(bp.begin(buf[:0])) {
+			return false
+		}
+		if err := rc.Flush(); err != nil {
+			return false
+		}
+	}
 	for {
 		select {
 		case <-q.st.ready:

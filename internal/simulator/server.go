@@ -151,6 +151,7 @@ func (s *Simulator) routes() http.Handler {
 	mux.HandleFunc("GET /health", s.arrive(s.handleHealth))
 	switch e {
 	case EngineVLLM, EngineVLLMLegacy:
+		mux.HandleFunc("POST /v1/responses", s.arrive(s.handleResponses))
 		mux.HandleFunc("GET /version", s.arrive(s.handleVersion))
 		mux.HandleFunc("POST /tokenize", s.arrive(s.handleTokenize))
 	case EngineSGLang:

@@ -799,7 +799,7 @@ func TestNoGoroutineLeak(t *testing.T) {
 }
 
 func TestParseFlavor(t *testing.T) {
-	all := []string{"llamacpp", "ollama-chat", "ollama-generate", "openai-chat", "openai-completions", "sglang", "tgi", "triton"}
+	all := []string{"llamacpp", "ollama-chat", "ollama-generate", "openai-chat", "openai-completions", "openai-responses", "sglang", "tgi", "triton"}
 	for _, name := range all {
 		f, err := ParseFlavor(name)
 		if err != nil || f.Name() != name {

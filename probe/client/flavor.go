@@ -133,6 +133,7 @@ var (
 var flavors = map[string]Flavor{
 	OpenAIChat.Name():        OpenAIChat,
 	OpenAICompletions.Name(): OpenAICompletions,
+	OpenAIResponses.Name():   OpenAIResponses,
 	TGI.Name():               TGI,
 	LlamaCpp.Name():          LlamaCpp,
 	OllamaGenerate.Name():    OllamaGenerate,

@@ -16,7 +16,7 @@ func TestConfigFlavors(t *testing.T) {
 }
 
 func TestFlavorChat(t *testing.T) {
-	chat := map[string]bool{"openai-chat": true, "ollama-chat": true}
+	chat := map[string]bool{"openai-chat": true, "ollama-chat": true, "openai-responses": true}
 	for _, name := range FlavorNames() {
 		f, err := ParseFlavor(name)
 		if err != nil {

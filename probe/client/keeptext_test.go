@@ -33,7 +33,7 @@ func TestKeepTextBound(t *testing.T) {
 		{"1 KiB tokens, a bound that holds them", 1 << 10, 1 << 20, true, 1 << 20},
 	}
 	engines := map[string]string{
-		"openai-chat": simulator.EngineVLLM, "openai-completions": simulator.EngineVLLM,
+		"openai-chat": simulator.EngineVLLM, "openai-completions": simulator.EngineVLLM, "openai-responses": simulator.EngineVLLM,
 		"tgi": simulator.EngineTGI, "llamacpp": simulator.EngineLlamaCpp,
 		"ollama-generate": simulator.EngineOllama, "ollama-chat": simulator.EngineOllama,
 		"triton": simulator.EngineTriton, "sglang": simulator.EngineSGLang,

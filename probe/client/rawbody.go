@@ -13,6 +13,13 @@ import (
 // otherwise it is re-encoded, its other fields' values kept as they were
 // (keys then come out sorted).
 func streamingBody(body []byte, model string) ([]byte, error) {
+	return forceStreaming(body, model, true)
+}
+
+// forceStreaming is streamingBody, with "stream_options" left as it is
+// unless includeUsage (the Responses API has no include_usage: its usage
+// comes with its last event).
+func forceStreaming(body []byte, model string, includeUsage bool) ([]byte, error) {
 	var m map[string]json.RawMessage
 	if err := json.Unmarshal(body, &m); err != nil {
 		return nil, err
@@ -26,12 +33,12 @@ func streamingBody(body []byte, model string) ([]byte, error) {
 		changed = true
 	}
 	var opts map[string]json.RawMessage
-	if raw, ok := m["stream_options"]; ok && !bytes.Equal(bytes.TrimSpace(raw), []byte("null")) {
+	if raw, ok := m["stream_options"]; includeUsage && ok && !bytes.Equal(bytes.TrimSpace(raw), []byte("null")) {
 		if err := json.Unmarshal(raw, &opts); err != nil {
 			return nil, errors.New("stream_options is not a JSON object")
 		}
 	}
-	if !isJSONTrue(opts["include_usage"]) {
+	if includeUsage && !isJSONTrue(opts["include_usage"]) {
 		if opts == nil {
 			opts = map[string]json.RawMessage{}
 		}

@@ -47,6 +47,8 @@ func nativeEmits(flavor string, body []byte) []int64 {
 			} `json:"message"`
 			TextOutput string `json:"text_output"`
 			Text       string `json:"text"`
+			Type       string `json:"type"`
+			Delta      string `json:"delta"`
 		}
 		if json.Unmarshal([]byte(line), &f) != nil {
 			continue
@@ -66,6 +68,11 @@ func nativeEmits(flavor string, body []byte) []int64 {
 		case "sglang":
 			content = len(f.Text) > len(prev)
 			prev = f.Text
+		case "openai-responses":
+			switch f.Type {
+			case "response.output_text.delta", "response.reasoning_text.delta", "response.function_call_arguments.delta":
+				content = f.Delta != ""
+			}
 		}
 		if content {
 			out = append(out, f.Emit)
@@ -74,7 +81,8 @@ func nativeEmits(flavor string, body []byte) []int64 {
 	return out
 }
 
-// TestFlavorAccuracyAgainstGroundTruth: for every native flavor, the probe
+// TestFlavorAccuracyAgainstGroundTruth: for every native flavor, and the
+// Responses API (whose typed events are a shape of their own), the probe
 // against the simulator's emulation of its engine measures each token's
 // read instant within the tolerance of TestAccuracyAgainstGroundTruth at one
 // stream (against the bare-read floor of floor_test.go, TTFT and ITL
@@ -93,6 +101,7 @@ func TestFlavorAccuracyAgainstGroundTruth(t *testing.T) {
 		{"ollama-chat", simulator.EngineOllama},
 		{"triton", simulator.EngineTriton},
 		{"sglang", simulator.EngineSGLang},
+		{"openai-responses", simulator.EngineVLLM},
 	} {
 		t.Run(tc.flavor, func(t *testing.T) {
 			cfg := simulator.DefaultConfig()

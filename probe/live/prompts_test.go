@@ -21,6 +21,7 @@ func TestPromptMetricsCalibrates(t *testing.T) {
 		wantErr                   string
 	}{
 		{simulator.EngineVLLM, "openai-chat", "server", 100, ""},
+		{simulator.EngineVLLM, "openai-responses", "server", 100, ""},
 		{simulator.EngineOllama, "ollama-generate", "estimate", 100, ""},
 		// A chat prompt of 3 tokens: the template alone is 4.
 		{simulator.EngineVLLM, "openai-chat", "", 3, "template"},

@@ -188,6 +188,9 @@ func TestSessionsGroundTruth(t *testing.T) {
 	}{
 		{"openai-chat", 2, func(p int) int { return (p - 1) / bs * bs }},
 		{"openai-completions", 0, func(p int) int { return p / bs * bs }},
+		// The conversation as the Responses API's input list, templated
+		// as chat's messages.
+		{"openai-responses", 2, func(p int) int { return (p - 1) / bs * bs }},
 	} {
 		t.Run(tc.flavor, func(t *testing.T) {
 			cfg := simulatortest.InstantConfig()

@@ -18,7 +18,7 @@ import (
 
 // flavorEngines is the simulated engine that speaks each flavor natively.
 var flavorEngines = map[string]string{
-	"openai-chat": simulator.EngineVLLM, "openai-completions": simulator.EngineVLLM,
+	"openai-chat": simulator.EngineVLLM, "openai-completions": simulator.EngineVLLM, "openai-responses": simulator.EngineVLLM,
 	"tgi": simulator.EngineTGI, "llamacpp": simulator.EngineLlamaCpp,
 	"ollama-generate": simulator.EngineOllama, "ollama-chat": simulator.EngineOllama,
 	"triton": simulator.EngineTriton, "sglang": simulator.EngineSGLang,

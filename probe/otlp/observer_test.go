@@ -298,6 +298,7 @@ func TestAttributes(t *testing.T) {
 		{"openai-chat", "http://vllm.example:8000/v1", "chat", "openai", "vllm.example", 8000},
 		{"", "https://api.example/v1", "chat", "openai", "api.example", 443},
 		{"openai-completions", "http://[::1]:9000", "text_completion", "openai", "::1", 9000},
+		{"openai-responses", "https://api.openai.example/v1", "chat", "openai", "api.openai.example", 443},
 		{"tgi", "http://tgi:80", "text_completion", "tgi", "tgi", 80},
 		{"llamacpp", "http://llama", "text_completion", "llama_cpp", "llama", 80},
 		{"ollama-chat", "http://ollama:11434", "chat", "ollama", "ollama", 11434},

@@ -17,7 +17,7 @@ import (
 // injected 429 or 503, counts them under their code in probe_http_errors.
 func TestProbeHTTPErrorsEveryFlavor(t *testing.T) {
 	engines := map[string]string{
-		"openai-chat": simulator.EngineVLLM, "openai-completions": simulator.EngineVLLM,
+		"openai-chat": simulator.EngineVLLM, "openai-completions": simulator.EngineVLLM, "openai-responses": simulator.EngineVLLM,
 		"tgi": simulator.EngineTGI, "llamacpp": simulator.EngineLlamaCpp,
 		"ollama-generate": simulator.EngineOllama, "ollama-chat": simulator.EngineOllama,
 		"triton": simulator.EngineTriton, "sglang": simulator.EngineSGLang,

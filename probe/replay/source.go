@@ -334,14 +334,23 @@ func (s *Source) check(r *Record) ([]byte, string) {
 }
 
 // forceOutput sets max_tokens (and max_completion_tokens, when the body has
-// it) to n and ignore_eos to true.
+// it) to n and ignore_eos to true. A Responses API body (one with "input"
+// and neither "messages" nor "prompt") gets max_output_tokens instead of
+// max_tokens, which that API does not have.
 func forceOutput(body []byte, n int) ([]byte, error) {
 	var m map[string]json.RawMessage
 	if err := json.Unmarshal(body, &m); err != nil {
 		return nil, err
 	}
 	v := json.RawMessage(fmt.Sprint(n))
-	m["max_tokens"] = v
+	_, input := m["input"]
+	_, messages := m["messages"]
+	_, prompt := m["prompt"]
+	if _, ok := m["max_output_tokens"]; ok || (input && !messages && !prompt) {
+		m["max_output_tokens"] = v
+	} else {
+		m["max_tokens"] = v
+	}
 	if _, ok := m["max_completion_tokens"]; ok {
 		m["max_completion_tokens"] = v
 	}

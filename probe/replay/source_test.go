@@ -338,6 +338,21 @@ func TestRequestCompletion(t *testing.T) {
 	}
 }
 
+// TestForceOutputResponses: a recorded Responses API body gets its output
+// length as max_output_tokens, the API's own field.
+func TestForceOutputResponses(t *testing.T) {
+	for body, want := range map[string]string{
+		`{"input":"hi","stream":true}`:                                       `{"ignore_eos":true,"input":"hi","max_output_tokens":9,"stream":true}`,
+		`{"input":[{"role":"user","content":"hi"}],"max_output_tokens":100}`: `{"ignore_eos":true,"input":[{"role":"user","content":"hi"}],"max_output_tokens":9}`,
+		`{"prompt":"hi","input":"x"}`:                                        `{"ignore_eos":true,"input":"x","max_tokens":9,"prompt":"hi"}`,
+	} {
+		got, err := forceOutput([]byte(body), 9)
+		if err != nil || string(got) != want {
+			t.Errorf("%s: %s %v, want %s", body, got, err, want)
+		}
+	}
+}
+
 type fakeRecorder struct {
 	mu       sync.Mutex
 	drifts   []time.Duration

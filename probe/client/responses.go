@@ -1,0 +1,168 @@
+package client
+
+import (
+	"bytes"
+	"context"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"io"
+	"net/http"
+
+	"github.com/infer-exporter/infer_exporter/probe/sse"
+)
+
+// responsesFlavor speaks the OpenAI Responses API, as OpenAI and vLLM serve
+// it: POST /v1/responses with {"input", "max_output_tokens", "stream":
+// true}, answered with typed SSE events, one per token:
+//
+//	event: response.output_text.delta
+//	data: {"type":"response.output_text.delta","sequence_number":4,"item_id":"msg_1","output_index":0,"content_index":0,"delta":"Hi"}
+//
+// between response.created and a terminal event: response.completed (or
+// response.incomplete, an answer cut by max_output_tokens) carrying the
+// response with its usage, response.failed, or an error event. There is no
+// "[DONE]" (vLLM's documentation shows one after response.completed; the
+// stream has ended by then). What each event means is in responses_json.go.
+//
+// The prompt is the request's input, a string: the server wraps it in a
+// user message and applies the model's chat template, as for chat. The
+// body asks "store": false, so that the probe's answers are not kept by a
+// server that stores responses (OpenAI does by default). ignore_eos and
+// min_tokens are vLLM extensions of chat and completions that its
+// /v1/responses does not read (it ignores unknown fields); they are sent
+// only when set, as for chat, and OpenAI refuses them.
+//
+// Extra is merged last, as for chat, but for its "messages": a chat
+// conversation (a sessions workload's history of user and assistant
+// messages) is the API's input as a list of messages.
+type responsesFlavor struct{ facts }
+
+// OpenAIResponses is POST /v1/responses with "stream": true.
+var OpenAIResponses Flavor = responsesFlavor{factsOf("openai-responses")}
+
+func (f responsesFlavor) NewRequest(ctx context.Context, t *Target, r *Request) (*http.Request, error) {
+	body := r.prepared
+	if body == nil {
+		var err error
+		if body, err = f.body(t, r); err != nil {
+			return nil, err
+		}
+	}
+	return newJSONRequest(ctx, t, endpoint(t.BaseURL, "/responses"), bytes.NewBuffer(body))
+}
+
+// body encodes r's JSON body: the recorded one, made to stream, or one built
+// from its fields.
+func (f responsesFlavor) body(t *Target, r *Request) ([]byte, error) {
+	if r.RawBody != nil {
+		// The Responses API has no stream_options.include_usage: its
+		// usage comes in response.completed.
+		raw, err := forceStreaming(r.RawBody, t.Model, false)
+		if err != nil {
+			return nil, fmt.Errorf("%s raw request body: %w", f.Name(), err)
+		}
+		return raw, nil
+	}
+	body := make(map[string]any, 10+len(r.Extra))
+	if t.Model != "" {
+		body["model"] = t.Model
+	}
+	body["input"] = r.Prompt
+	body["stream"] = true
+	body["store"] = false
+	if r.MaxTokens > 0 {
+		body["max_output_tokens"] = r.MaxTokens
+	}
+	if r.IgnoreEOS {
+		body["ignore_eos"] = true
+	}
+	if r.MinTokens > 0 {
+		body["min_tokens"] = r.MinTokens
+	}
+	if r.Temperature != nil {
+		body["temperature"] = *r.Temperature
+	}
+	if r.TopP != nil {
+		body["top_p"] = *r.TopP
+	}
+	if r.Seed != nil {
+		body["seed"] = *r.Seed
+	}
+	if m, ok := r.Extra["messages"]; ok {
+		body["input"] = m
+	}
+	for k, v := range r.Extra {
+		if k != "messages" {
+			body[k] = v
+		}
+	}
+	var buf bytes.Buffer
+	enc := json.NewEncoder(&buf)
+	enc.SetEscapeHTML(false) // send the prompt's bytes as they are
+	if err := enc.Encode(body); err != nil {
+		return nil, fmt.Errorf("encoding %s request body: %w", f.Name(), err)
+	}
+	return buf.Bytes(), nil
+}
+
+// NewDecoder reads the SSE stream of typed events, or a single response
+// object when the server ignored "stream": true and answered
+// application/json.
+func (responsesFlavor) NewDecoder(body io.Reader, header http.Header, maxLineBytes int) Decoder {
+	if isJSON(header.Get("Content-Type")) {
+		return newBodyDecoder(body, maxLineBytes, &responsesChunk{})
+	}
+	return &responsesStreamDecoder{sse: sse.NewReader(body, maxLineBytes)}
+}
+
+// responsesStreamDecoder reads the API's events until a terminal one.
+type responsesStreamDecoder struct {
+	sse   *sse.Reader
+	ev    sse.Event
+	chunk responsesChunk
+	// last: the current event was complete but for its blank line, and
+	// the body ended after it.
+	last bool
+}
+
+func (d *responsesStreamDecoder) Next() error {
+	if d.last {
+		return io.EOF
+	}
+	ev, err := d.sse.Next()
+	switch {
+	case err == nil:
+		d.ev = ev
+		return nil
+	case err == io.ErrUnexpectedEOF && d.ends(ev):
+		// The server wrote its terminal event and closed the body without
+		// the blank line that dispatches it: the body itself ended cleanly
+		// (a cut connection is another error), and the event says the
+		// answer is whole, so it is taken.
+		d.ev, d.last = ev, true
+		return nil
+	case errors.Is(err, sse.ErrLineTooLong), errors.Is(err, sse.ErrEventTooLong):
+		return &ProtocolError{Msg: "reading event", Err: err}
+	}
+	return err
+}
+
+// ends says whether ev is a readable event that ends the stream.
+func (d *responsesStreamDecoder) ends(ev sse.Event) bool {
+	var c Chunk
+	return len(bytes.TrimSpace(ev.Data)) > 0 && d.chunk.decodeEvent(ev.Data, ev.Name, &c) == nil && c.Done
+}
+
+func (d *responsesStreamDecoder) Decode(c *Chunk) error {
+	if d.ev.Name == "error" {
+		return &ProtocolError{Msg: "error event: " + excerpt(d.ev.Data)}
+	}
+	data := bytes.TrimSpace(d.ev.Data)
+	if bytes.Equal(data, doneMarker) {
+		// Not the API's end marker: the terminal event is. A "[DONE]"
+		// after it is never read; one without it ends nothing.
+		return nil
+	}
+	return d.chunk.decodeEvent(data, d.ev.Name, c)
+}
