@@ -109,6 +109,18 @@
     knownAnswerMinPassRatio: 0.9,
     knownAnswerMinChecks: 5,
     knownAnswerFailingFor: '15m',
+    // Checked answers of workloads with response_format or tools
+    // (infer_probe_structured_output_checks_total,
+    // infer_probe_tool_call_checks_total; docs/kinds.md): fire when the
+    // fraction judged valid over rateWindow is under minValidRatio, with at
+    // least minChecks judged in the window (two invalid answers of a
+    // handful are no verdict), for the duration. One alert per counter.
+    answerChecks: {
+      minValidRatio: 0.95,
+      minChecks: 20,
+      'for': '10m',
+      severity: 'warning',
+    },
     // OTLP push (--otlp.endpoint): fire when more than this fraction of
     // pushes failed over the window, for the duration.
     otlpFailureRatio: 0.1,

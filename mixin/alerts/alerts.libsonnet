@@ -177,6 +177,44 @@ local names = import '../rules/names.libsonnet';
               description: 'Only {{ $value | humanizePercentage }} of the known-answer checks of %s answered over the last %s matched their expected answer (under %s%%, with %s answered at least), for %s: the server answers, but not what it should. A swapped, quantised or broken model, a changed chat template or tokenizer does this; infer_probe_known_answer_checks_total{result} has the counts.' % [stream, c.accuracyWindow, p.num(c.knownAnswerMinPassRatio * 100), p.num(c.knownAnswerMinChecks), c.knownAnswerFailingFor],
             },
           },
+        ] + [
+          // The server answers in time but not in the shape asked for:
+          // broken or schema-refused JSON, calls to functions not offered.
+          // A ratio of a handful of answers is noise: minChecks judged in
+          // the window at least.
+          {
+            alert: a.alert,
+            expr: |||
+              %(ratio)s < %(min)s
+              and on (%(wl)s)
+              sum by (%(wl)s) (increase(%(m)s%(sel)s[%(w)s])) >= %(checks)s
+            ||| % { ratio: a.ratio, min: p.num(c.answerChecks.minValidRatio), wl: wl, m: a.metric, sel: p.selector(c.probeSelector), w: c.rateWindow, checks: p.num(c.answerChecks.minChecks) },
+            'for': c.answerChecks['for'],
+            labels: { severity: c.answerChecks.severity },
+            annotations: {
+              summary: a.summary,
+              description: 'Only {{ $value | humanizePercentage }} of the %s of %s over the last %s were valid (under %s%%, with %s judged at least), for %s: %s %s{result} says how the others failed.' % [a.what, stream, c.rateWindow, p.num(c.answerChecks.minValidRatio * 100), p.num(c.answerChecks.minChecks), c.answerChecks['for'], a.why, a.metric],
+            },
+          }
+          for a in [
+            {
+              alert: 'InferProbeStructuredOutputInvalid',
+              ratio: n.structuredValidRatio,
+              metric: 'infer_probe_structured_output_checks_total',
+              summary: 'Answers of an inference server do not follow their response format.',
+              what: 'successful answers asked for JSON (response_format)',
+              why: 'the server answers, but with JSON that does not parse (truncated, fenced, text around it) or that its schema refuses. A server that ignores response_format (no guided decoding, an unsupported backend), a changed chat template or model does this;',
+            },
+            {
+              alert: 'InferProbeToolCallsInvalid',
+              ratio: n.toolCallValidRatio,
+              metric: 'infer_probe_tool_call_checks_total',
+              summary: 'Tool calls of an inference server are not valid.',
+              what: 'successful answers offered tools',
+              why: 'the server answers, but calls no function, one not offered, or with arguments that do not parse or that the parameters refuse. A tool-call parser not enabled or wrong for the model (vLLM\'s --tool-call-parser), a changed chat template or model does this;',
+            },
+          ]
+        ] + [
           {
             alert: 'InferProbeMeasurementDegraded',
             expr: 'max by (%s) (infer_probe_measurement_degraded%s) == 1' % [wl, p.selector(c.probeSelector)],

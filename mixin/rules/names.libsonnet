@@ -29,6 +29,10 @@ local p = import '../lib/promql.libsonnet';
     tpotSlowRatio(window):: level + ':infer_probe_time_per_output_token_seconds:slow_ratio_rate' + window,
     ttftJitter: level + ':infer_probe_time_to_first_token_seconds:coefficient_of_variation_rate' + w,
     checkPassRatio: level + ':infer_probe_known_answer_checks:pass_ratio_rate' + c.accuracyWindow,
+    // Answers judged valid over answers judged, of workloads with
+    // response_format, and of workloads with tools.
+    structuredValidRatio: level + ':infer_probe_structured_output_checks:valid_ratio_rate' + w,
+    toolCallValidRatio: level + ':infer_probe_tool_call_checks:valid_ratio_rate' + w,
     oneShotAccuracy: tlevel + ':probe_known_answer_success:avg_over_time' + c.accuracyWindow,
 
     gpuEnergyRate: glevel + ':infer_gpu_energy_joules:rate' + w,

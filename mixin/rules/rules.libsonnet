@@ -106,6 +106,24 @@ local names = import 'names.libsonnet';
                 (sum by (%(by)s) (rate(infer_probe_known_answer_checks_total%(answered)s[%(w)s])) > 0)
               ||| % { by: by, pass: probe('result="pass"'), answered: probe('result=~"pass|fail"'), w: c.accuracyWindow },
             },
+          ] + [
+            {
+              // Successful answers judged valid, over every answer judged
+              // (only successful requests are judged: failures are the
+              // error ratio's), of workloads with response_format and of
+              // workloads with tools.
+              record: r.record,
+              expr: |||
+                sum by (%(by)s) (rate(%(m)s%(valid)s[%(w)s]))
+                /
+                (sum by (%(by)s) (rate(%(m)s%(sel)s[%(w)s])) > 0)
+              ||| % { by: by, m: r.metric, valid: probe('result="valid"'), sel: probe(), w: w },
+            }
+            for r in [
+              { record: n.structuredValidRatio, metric: 'infer_probe_structured_output_checks_total' },
+              { record: n.toolCallValidRatio, metric: 'infer_probe_tool_call_checks_total' },
+            ]
+          ] + [
             {
               // /probe known-answer checks, for scrapes labelled with the
               // target and model they probe (see the README).
