@@ -4,10 +4,12 @@ import (
 	"bufio"
 	"bytes"
 	"context"
+	"errors"
 	"fmt"
 	"io"
 	"net"
 	"net/http"
+	"runtime"
 	"sync"
 	"sync/atomic"
 	"testing"
@@ -30,6 +32,7 @@ const earlyAnswer = `{"error":"no"}`
 //   - "linger": half-closes, and reads and drops what still comes until the
 //     client closes (a lingering close: nginx's, net/http's server's);
 //   - "hold": neither reads nor closes, until the test ends;
+//   - "silent": as "hold", without answering;
 //   - "drain": reads the whole body and keeps the connection for the next
 //     request.
 type earlyServer struct {
@@ -74,6 +77,10 @@ func newEarlyServer(t *testing.T, status, after int, then string) *earlyServer {
 						return
 					}
 					if _, err := io.CopyN(io.Discard, req.Body, int64(after)); err != nil {
+						return
+					}
+					if then == "silent" {
+						<-s.release
 						return
 					}
 					if _, err := io.WriteString(c, answer); err != nil {
@@ -169,4 +176,89 @@ func TestConformanceEarlyAnswer(t *testing.T) {
 			})
 		}
 	}
+}
+
+// writers counts the goroutines writing a request (reqWriter's).
+func writers() int {
+	buf := make([]byte, 1<<20)
+	buf = buf[:runtime.Stack(buf, true)]
+	return bytes.Count(buf, []byte("h1.(*Transport).start.func"))
+}
+
+// noWriters fails t unless every request's writing goroutine has ended
+// (within seconds: one that sent its result may not have exited yet).
+func noWriters(t *testing.T) {
+	t.Helper()
+	for deadline := time.Now().Add(5 * time.Second); writers() > 0; {
+		if time.Now().After(deadline) {
+			t.Fatalf("%d request writers still running", writers())
+		}
+		time.Sleep(10 * time.Millisecond)
+	}
+}
+
+// The goroutine that writes a large request ends on every path: the
+// context's end while the server reads nothing, an early answer whose body
+// is closed unread, and the normal answer, whose connection is kept.
+func TestRequestWriterEnds(t *testing.T) {
+	rt := New(Options{})
+	defer rt.CloseIdleConnections()
+	url := func(s *earlyServer) string { return "http://" + s.ln.Addr().String() + "/v1/completions" }
+
+	t.Run("context ends the write", func(t *testing.T) {
+		// The server reads the head and then nothing, never answering.
+		srv := newEarlyServer(t, 0, 0, "silent")
+		ctx, cancel := context.WithTimeout(context.Background(), 200*time.Millisecond)
+		defer cancel()
+		_, _, err := postLarge(ctx, rt, url(srv), earlyBody)
+		if !errors.Is(err, context.DeadlineExceeded) {
+			t.Fatalf("error %v, want the deadline", err)
+		}
+		noWriters(t)
+	})
+	t.Run("early answer closed unread", func(t *testing.T) {
+		srv := newEarlyServer(t, http.StatusRequestEntityTooLarge, 0, "hold")
+		req, _ := http.NewRequest(http.MethodPost, url(srv), bytes.NewBuffer(make([]byte, earlyBody)))
+		resp, err := rt.RoundTrip(req)
+		if err != nil || resp.StatusCode != http.StatusRequestEntityTooLarge {
+			t.Fatalf("%v %v", resp, err)
+		}
+		resp.Body.Close()
+		noWriters(t)
+	})
+	t.Run("normal answers keep the connection", func(t *testing.T) {
+		srv := newEarlyServer(t, http.StatusOK, earlyBody, "drain")
+		defer rt.CloseIdleConnections() // before the server's cleanup waits for its connection
+		for i := range 5 {
+			status, body, err := postLarge(context.Background(), rt, url(srv), earlyBody)
+			if err != nil || status != http.StatusOK || body != earlyAnswer {
+				t.Fatalf("request %d: %d %q %v", i, status, body, err)
+			}
+		}
+		// The answer comes once the whole body was read, so each write
+		// ended with it and the connection went back to the pool.
+		if n := srv.accepts.Load(); n != 1 {
+			t.Fatalf("five requests took %d connections, want 1", n)
+		}
+		noWriters(t)
+	})
+	t.Run("idle connection closed by the server", func(t *testing.T) {
+		// The server closes each connection after its answer, without
+		// saying so: the next request's write or read on the reused
+		// connection fails before any answer, and it goes again on a
+		// new one.
+		srv := newRawServer(t, func(c net.Conn, _ *http.Request, _ int) bool {
+			_, _ = io.WriteString(c, "HTTP/1.1 200 OK\r\nContent-Length: 2\r\n\r\nok")
+			time.Sleep(20 * time.Millisecond)
+			return false
+		})
+		for i := range 3 {
+			status, body, err := postLarge(context.Background(), rt, srv.url(), earlyBody)
+			if err != nil || status != http.StatusOK || body != "ok" {
+				t.Fatalf("request %d: %d %q %v", i, status, body, err)
+			}
+			time.Sleep(50 * time.Millisecond)
+		}
+		noWriters(t)
+	})
 }
