@@ -1,6 +1,10 @@
 // Package h1 is a minimal HTTP/1.1 client for the measuring path: the
 // caller's goroutine writes the request and reads the response stream, and
-// nothing else runs per connection. net/http's Transport keeps a read loop
+// nothing else runs per connection. A request over 16 KiB (oneWrite) is the
+// exception: a goroutine of its own writes it while the caller's reads the
+// answer, so that an answer the server sends before the body is written (a
+// 413, a 400, a 429) is read, as net/http reads it; the goroutine ends with
+// the write, and at the latest with the answer's body. net/http's Transport keeps a read loop
 // and a write loop per connection beside the caller's goroutine, and hands
 // every response through them; for a process holding tens of thousands of
 // streams that is two more goroutine stacks and a channel hop per read.
