@@ -54,25 +54,29 @@ func readLine(br *bufio.Reader, budget *int, limit int) ([]byte, error) {
 // one budget of the final answer's head (maxHeaderBytes), as net/http
 // charges them when no one asked to see them, so that both read any number
 // of interim answers that fit in it and refuse the same ones that do not.
-func (t *Transport) readResponse(c *conn, req *http.Request) (*http.Response, error) {
+// silent says, with an error, that not one byte of an answer was read.
+func (t *Transport) readResponse(c *conn, req *http.Request) (resp *http.Response, silent bool, err error) {
 	budget := t.maxHeaderBytes
 	for informational := 0; ; informational++ {
 		line, err := readLine(c.br, &budget, t.maxHeaderBytes)
 		if err != nil {
-			if err == io.EOF && informational == 0 {
-				return nil, errNoAnswer
+			// A line over the bounds is refused before it is charged.
+			var pe *ProtocolError
+			silent := informational == 0 && budget == t.maxHeaderBytes && !errors.As(err, &pe)
+			if err == io.EOF && silent {
+				return nil, true, errNoAnswer
 			}
 			if err == io.EOF {
 				err = io.ErrUnexpectedEOF
 			}
-			return nil, err
+			return nil, silent, err
 		}
 		resp, err := parseStatus(line)
 		if err != nil {
-			return nil, err
+			return nil, false, err
 		}
 		if resp.Header, err = readHeader(c.br, &budget, t.maxHeaderBytes); err != nil {
-			return nil, err
+			return nil, false, err
 		}
 		if resp.StatusCode >= 100 && resp.StatusCode < 200 {
 			if resp.StatusCode == http.StatusSwitchingProtocols {
@@ -82,14 +86,14 @@ func (t *Transport) readResponse(c *conn, req *http.Request) (*http.Response, er
 				resp.ContentLength = 0
 				resp.Close = true
 				resp.Body = &body{c: c, mode: bodyNone}
-				return resp, nil
+				return resp, false, nil
 			}
 			continue
 		}
 		if err := frame(resp, req, c); err != nil {
-			return nil, err
+			return nil, false, err
 		}
-		return resp, nil
+		return resp, false, nil
 	}
 }
 
@@ -345,6 +349,9 @@ type body struct {
 	t   *Transport
 	w   *watch
 	ctx context.Context
+	// wr is the request's write when it runs beside the answer's read
+	// (a body over oneWrite); nil when it ended before the read began.
+	wr *reqWriter
 }
 
 func (b *body) Read(p []byte) (int, error) {
@@ -540,11 +547,22 @@ func (b *body) finish() {
 		b.err = io.EOF
 	}
 	untouched := b.w.done()
-	if b.keep && untouched && b.err == io.EOF {
+	keep := b.keep && untouched && b.err == io.EOF
+	if b.wr != nil && keep && !b.wr.wrote() {
+		// The request was not written whole (an early answer): the
+		// server is out of step with the connection.
+		keep = false
+	}
+	if keep {
 		b.t.put(b.c)
 		return
 	}
 	_ = b.c.Close()
+	if b.wr != nil {
+		// The close ends the write: nothing of the request is used
+		// once its body is done with.
+		b.wr.wait()
+	}
 }
 
 // Close ends the body: a body not read to its end closes its connection.

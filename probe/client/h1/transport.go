@@ -1,6 +1,10 @@
 // Package h1 is a minimal HTTP/1.1 client for the measuring path: the
 // caller's goroutine writes the request and reads the response stream, and
-// nothing else runs per connection. net/http's Transport keeps a read loop
+// nothing else runs per connection. A request over 16 KiB (oneWrite) is the
+// exception: a goroutine of its own writes it while the caller's reads the
+// answer, so that an answer the server sends before the body is written (a
+// 413, a 400, a 429) is read, as net/http reads it; the goroutine ends with
+// the write, and at the latest with the answer's body. net/http's Transport keeps a read loop
 // and a write loop per connection beside the caller's goroutine, and hands
 // every response through them; for a process holding tens of thousands of
 // streams that is two more goroutine stacks and a channel hop per read.
@@ -302,12 +306,22 @@ func (r retryable) Error() string { return r.err.Error() }
 func (r retryable) Unwrap() error { return r.err }
 
 // exchange writes the request on c and reads the response head.
+//
+// A request that fits oneWrite is written, then its answer read: the
+// kernel's socket buffer takes it whole, so the write never waits on the
+// server. A larger one is written by a goroutine of its own while the
+// caller's goroutine reads the answer, so that an answer that comes before
+// the body is written (a 413 to a prompt over the server's limit, a 400,
+// a 429, after which the server stops reading or closes) is read and
+// returned, as net/http returns it, instead of the write's error.
 func (t *Transport) exchange(ctx context.Context, c *conn, req *http.Request, reqBody []byte) (*http.Response, error) {
 	// The context's end interrupts any read or write on c from here on;
 	// the body's end stops the watch.
 	w := &watch{c: c}
 	w.stop = context.AfterFunc(ctx, w.fire)
-	if err := t.write(c, req, reqBody); err != nil {
+	var rw *reqWriter
+	var err error
+	if rw, err = t.write(c, req, reqBody); err != nil {
 		w.done()
 		_ = c.Close()
 		if c.reuse && !w.fired() {
@@ -315,11 +329,23 @@ func (t *Transport) exchange(ctx context.Context, c *conn, req *http.Request, re
 		}
 		return nil, w.err(ctx, err)
 	}
-	resp, err := t.readResponse(c, req)
+	resp, silent, err := t.readResponse(c, req)
 	if err != nil {
 		w.done()
 		_ = c.Close()
-		if c.reuse && !w.fired() && errors.Is(err, errNoAnswer) {
+		if rw != nil {
+			// The close ends the write; the request's bytes are not
+			// touched once RoundTrip returns.
+			if werr := rw.wait(); werr != nil && silent {
+				// No answer, and the write failed: the write's
+				// error is the cause, as when it came first.
+				err = werr
+			}
+			silent = silent && (rw.err != nil || errors.Is(err, errNoAnswer))
+		} else {
+			silent = errors.Is(err, errNoAnswer)
+		}
+		if c.reuse && !w.fired() && silent {
 			return nil, retryable{err}
 		}
 		return nil, w.err(ctx, err)
@@ -327,11 +353,95 @@ func (t *Transport) exchange(ctx context.Context, c *conn, req *http.Request, re
 	resp.Request = req
 	b := resp.Body.(*body)
 	b.t, b.w, b.ctx = t, w, ctx
+	if rw != nil && !rw.ended() {
+		// An early answer. A server that says it closes the connection
+		// does not want the rest of the body (RFC 9112, section 9.6):
+		// the write stops; else it goes on beside the answer's read,
+		// as net/http's does, and the connection is kept only if it
+		// ends in time (body.finish).
+		if resp.Close {
+			rw.stop()
+		}
+	}
+	b.wr = rw
 	if b.r == nil {
 		// No body: the connection is free at once.
 		b.finish()
 	}
 	return resp, nil
+}
+
+// maxWriteWait is how long a body's end waits for its request's write to
+// end before the connection is closed rather than kept (net/http waits as
+// long): a server may answer the moment the last byte came, before the
+// writing goroutine has returned.
+const maxWriteWait = 50 * time.Millisecond
+
+// reqWriter is a request written by a goroutine of its own. Its methods
+// run on the caller's goroutine.
+type reqWriter struct {
+	c       *conn
+	result  chan error // the write's error, once
+	err     error
+	done    bool // result was received
+	stopped bool
+}
+
+// start writes head and body on c; head's buffer goes back to t's pool
+// after the write.
+func (t *Transport) start(c *conn, bp *[]byte, head, body []byte) *reqWriter {
+	rw := &reqWriter{c: c, result: make(chan error, 1)}
+	go func() {
+		bufs := net.Buffers{head, body}
+		_, err := bufs.WriteTo(c.Conn)
+		t.putBuf(bp, head)
+		rw.result <- err
+	}()
+	return rw
+}
+
+// ended says whether the write ended, without waiting.
+func (rw *reqWriter) ended() bool {
+	if !rw.done {
+		select {
+		case rw.err = <-rw.result:
+			rw.done = true
+		default:
+		}
+	}
+	return rw.done
+}
+
+// wait waits for the write's end and returns its error; the caller makes
+// sure it ends (closes the connection, or the context's watch does).
+func (rw *reqWriter) wait() error {
+	if !rw.done {
+		rw.err = <-rw.result
+		rw.done = true
+	}
+	return rw.err
+}
+
+// stop ends the write where it is: a connection whose request was cut
+// short is not kept.
+func (rw *reqWriter) stop() {
+	rw.stopped = true
+	_ = rw.c.SetWriteDeadline(time.Unix(1, 0))
+}
+
+// wrote says whether the request was written whole, waiting up to
+// maxWriteWait for the write to end.
+func (rw *reqWriter) wrote() bool {
+	if !rw.ended() && !rw.stopped {
+		t := time.NewTimer(maxWriteWait)
+		select {
+		case rw.err = <-rw.result:
+			rw.done = true
+		case <-t.C:
+		}
+		t.Stop()
+	}
+	return rw.done && rw.err == nil && !rw.stopped
 }
 
 // watch ties a connection to a request's context.
@@ -411,10 +521,10 @@ func closeBody(req *http.Request) {
 }
 
 // write sends the request's head and body: in one write when they fit
-// oneWrite, else the head and the body as one vectored write.
-func (t *Transport) write(c *conn, req *http.Request, body []byte) error {
+// oneWrite; else it starts their vectored write on a goroutine of its own
+// and returns it.
+func (t *Transport) write(c *conn, req *http.Request, body []byte) (*reqWriter, error) {
 	bp := t.bufs.Get().(*[]byte)
-	defer t.bufs.Put(bp)
 	b := (*bp)[:0]
 	method := req.Method
 	if method == "" {
@@ -440,7 +550,8 @@ func (t *Transport) write(c *conn, req *http.Request, body []byte) error {
 		}
 		for _, v := range vs {
 			if !validHeader(k, v) {
-				return fmt.Errorf("h1: invalid header field %q", k)
+				t.putBuf(bp, b)
+				return nil, fmt.Errorf("h1: invalid header field %q", k)
 			}
 			b = append(b, k...)
 			b = append(b, ": "...)
@@ -457,20 +568,23 @@ func (t *Transport) write(c *conn, req *http.Request, body []byte) error {
 		b = append(b, "Connection: close\r\n"...)
 	}
 	b = append(b, "\r\n"...)
-	var err error
-	if len(b)+len(body) <= oneWrite {
-		b = append(b, body...)
-		_, err = c.Write(b)
-	} else {
-		bufs := net.Buffers{b, body}
-		_, err = bufs.WriteTo(c.Conn)
+	if len(b)+len(body) > oneWrite {
+		return t.start(c, bp, b, body), nil
 	}
+	b = append(b, body...)
+	_, err := c.Write(b)
+	t.putBuf(bp, b)
+	return nil, err
+}
+
+// putBuf gives b, bp's buffer, back to the pool.
+func (t *Transport) putBuf(bp *[]byte, b []byte) {
 	*bp = b[:0]
 	if cap(b) > oneWrite+1024 {
 		// A large one-off is not kept in the pool.
 		*bp = make([]byte, 0, 1024)
 	}
-	return err
+	t.bufs.Put(bp)
 }
 
 func methodHasBody(m string) bool {
