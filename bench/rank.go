@@ -180,22 +180,18 @@ func fractions(checks [][]bool) []float64 {
 	return out
 }
 
-// rank computes the leaderboard.
-func rank(in *rankInput) report.RankingResult {
-	n := len(in.targets)
-	res := report.RankingResult{
-		LatencyFigure: in.figure, Weights: in.weights, Confidence: in.confidence, Resamples: in.resamples,
-		References: report.RefsJSON{LatencySeconds: in.refs.Latency.Seconds(), Throughput: in.refs.Throughput, MemoryBytes: in.refs.MemoryBytes},
-		Components: []string{"latency", "throughput"},
-	}
+// components are the ranking's scored components, and the note that says
+// why a weighted one is not scored.
+func (in *rankInput) components() ([]string, string) {
+	components := []string{"latency", "throughput"}
 	if in.memory != nil {
-		res.Components = append(res.Components, "memory")
+		components = append(components, "memory")
 	}
 	if in.checks != nil || in.perplexity != nil {
-		res.Components = append(res.Components, "accuracy")
+		components = append(components, "accuracy")
 	}
 	if in.efficiency {
-		res.Components = append(res.Components, "efficiency")
+		components = append(components, "efficiency")
 	}
 	var notes []string
 	if in.memory == nil && in.weights.Memory > 0 {
@@ -207,7 +203,17 @@ func rank(in *rankInput) report.RankingResult {
 	if !in.efficiency && in.weights.Efficiency > 0 {
 		notes = append(notes, "efficiency not scored: not every target has joules per output token in every load and shape (no NVML, a GPU whose readings did not cover a cell, or a cell without tokens)")
 	}
-	res.Note = strings.Join(notes, "; ")
+	return components, strings.Join(notes, "; ")
+}
+
+// rank computes the leaderboard.
+func rank(in *rankInput) report.RankingResult {
+	n := len(in.targets)
+	res := report.RankingResult{
+		LatencyFigure: in.figure, Weights: in.weights, Confidence: in.confidence, Resamples: in.resamples,
+		References: report.RefsJSON{LatencySeconds: in.refs.Latency.Seconds(), Throughput: in.refs.Throughput, MemoryBytes: in.refs.MemoryBytes},
+	}
+	res.Components, res.Note = in.components()
 	if n == 0 {
 		return res
 	}

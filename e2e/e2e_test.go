@@ -79,6 +79,26 @@ workloads:
     slo: {ttft: 500ms, tpot: 100ms}
     checks:
       - {prompt: "Say a word.", expect: "[a-z]+", max_tokens: 8, interval: 2s}
+  # Answers checked for validity, so that the answer-check rules have data;
+  # at 0.25 requests/s, below the regression alerts' floor of 1/3 (a
+  # regression of theirs would be a second InferProbeTTFTRegression).
+  - name: tools
+    target: sim
+    arrival: {process: constant, rate: 0.25}
+    prompt:
+      input_tokens: {dist: fixed, mean: 32}
+      output_tokens: {dist: fixed, mean: 8}
+    tools:
+      - name: get_weather
+        parameters: {type: object, properties: {city: {type: string}}}
+    tool_choice: required
+  - name: json
+    target: sim
+    arrival: {process: constant, rate: 0.25}
+    prompt:
+      input_tokens: {dist: fixed, mean: 32}
+      output_tokens: {dist: fixed, mean: 8}
+    response_format: {type: json_object}
 modules:
   chat_smoke:
     target: sim
