@@ -27,7 +27,7 @@ LDFLAGS := -X github.com/prometheus/common/version.Version=$(VERSION) \
 PROMTOOL := $(GO) tool -modfile=tools/prometheus/go.mod promtool
 JSONNET := $(GO) tool -modfile=tools/prometheus/go.mod jsonnet
 
-.PHONY: build demo quick test test-race-slow test-race test-slow test-timing test-e2e test-e2e-alerts test-e2e-lifecycle test-e2e-stacks tools mixin bench lint lint-mixin
+.PHONY: build demo quick test test-race-slow test-race test-slow test-timing test-e2e test-e2e-alerts test-e2e-stacks tools mixin bench lint lint-mixin
 
 build:
 	$(GO) build -ldflags "$(LDFLAGS)" -o $(BIN) ./cmd/infer_exporter
@@ -93,24 +93,20 @@ test-timing:
 
 # The end-to-end tests with a real Prometheus and Alertmanager, an
 # OpenTelemetry Collector, Ollama and the control plane, without the race
-# detector, in three processes side by side, since they mostly wait:
-# TestEndToEnd on Prometheus's rules and Alertmanager (a 75 s baseline,
-# alerts firing and resolving, some 140 s in all), TestEndToEndLifecycle on
-# its engine's kills and restarts (some 100 s), and the others (the control
-# plane, Ollama, the Collector: some 100 s) run their stacks. Lines prefixed
-# alerts:, lifecycle: and stacks:.
-E2E_ALONE := ^(TestEndToEnd|TestEndToEndLifecycle)$$
+# detector, in two processes side by side: TestEndToEnd spends most of its
+# two minutes waiting for Prometheus's rules and Alertmanager (a 75 s
+# baseline, alerts firing and resolving), while the others run their
+# stacks. Lines prefixed alerts: and stacks:. (TestEndToEndLifecycle in a
+# third process, beside Ollama's and the control plane's starts, once saw
+# a request end while its target read not ready: it stays with the stacks.)
 test-e2e:
-	@$(MAKE) --no-print-directory -j3 STEP_PREFIX=1 test-e2e-alerts test-e2e-lifecycle test-e2e-stacks
+	@$(MAKE) --no-print-directory -j2 STEP_PREFIX=1 test-e2e-alerts test-e2e-stacks
 
 test-e2e-alerts:
 	$(GO) test -count=1 -run '^TestEndToEnd$$' -timeout 20m -v ./e2e/ $(call prefix,alerts)
 
-test-e2e-lifecycle:
-	$(GO) test -count=1 -run '^TestEndToEndLifecycle$$' -timeout 20m -v ./e2e/ $(call prefix,lifecycle)
-
 test-e2e-stacks:
-	$(GO) test -count=1 -run 'EndToEnd' -skip '$(E2E_ALONE)' -timeout 20m -v ./e2e/ $(call prefix,stacks)
+	$(GO) test -count=1 -run 'EndToEnd' -skip '^TestEndToEnd$$' -timeout 20m -v ./e2e/ $(call prefix,stacks)
 
 # The pinned tools, built in parallel groups (one per module): most of a cold
 # build is spent where a group uses one core (a big link, and Ollama's C++,
