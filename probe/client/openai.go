@@ -61,23 +61,7 @@ func (f openAIFlavor) body(t *Target, r *Request) ([]byte, error) {
 	if r.MaxTokens > 0 {
 		body["max_tokens"] = r.MaxTokens
 	}
-	// ignore_eos and min_tokens are vLLM (and SGLang) extensions; other
-	// servers may reject unknown fields, so they are sent only when set.
-	if r.IgnoreEOS {
-		body["ignore_eos"] = true
-	}
-	if r.MinTokens > 0 {
-		body["min_tokens"] = r.MinTokens
-	}
-	if r.Temperature != nil {
-		body["temperature"] = *r.Temperature
-	}
-	if r.TopP != nil {
-		body["top_p"] = *r.TopP
-	}
-	if r.Seed != nil {
-		body["seed"] = *r.Seed
-	}
+	setSampling(body, r)
 	// Extra goes last so that it can override anything above, for the
 	// server that needs, say, max_completion_tokens or continuous usage.
 	for k, v := range r.Extra {
@@ -257,4 +241,26 @@ func excerpt(b []byte) string {
 		return fmt.Sprintf("%q...", b[:n])
 	}
 	return fmt.Sprintf("%q", b)
+}
+
+// setSampling sets the sampling fields that the OpenAI-style bodies (chat,
+// completions, Responses) share, each only when set: ignore_eos and
+// min_tokens are vLLM (and SGLang) extensions, and other servers may reject
+// unknown fields.
+func setSampling(body map[string]any, r *Request) {
+	if r.IgnoreEOS {
+		body["ignore_eos"] = true
+	}
+	if r.MinTokens > 0 {
+		body["min_tokens"] = r.MinTokens
+	}
+	if r.Temperature != nil {
+		body["temperature"] = *r.Temperature
+	}
+	if r.TopP != nil {
+		body["top_p"] = *r.TopP
+	}
+	if r.Seed != nil {
+		body["seed"] = *r.Seed
+	}
 }

@@ -74,21 +74,7 @@ func (f responsesFlavor) body(t *Target, r *Request) ([]byte, error) {
 	if r.MaxTokens > 0 {
 		body["max_output_tokens"] = r.MaxTokens
 	}
-	if r.IgnoreEOS {
-		body["ignore_eos"] = true
-	}
-	if r.MinTokens > 0 {
-		body["min_tokens"] = r.MinTokens
-	}
-	if r.Temperature != nil {
-		body["temperature"] = *r.Temperature
-	}
-	if r.TopP != nil {
-		body["top_p"] = *r.TopP
-	}
-	if r.Seed != nil {
-		body["seed"] = *r.Seed
-	}
+	setSampling(body, r)
 	if m, ok := r.Extra["messages"]; ok {
 		body["input"] = m
 	}
