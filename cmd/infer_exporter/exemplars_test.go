@@ -84,8 +84,7 @@ func receivedTraceparents(log string) map[string]string {
 	return out
 }
 
-// otlpSink accepts OTLP/HTTP pushes and keeps nothing: the push on is
-// what makes the exporter send a traceparent.
+// otlpSink accepts OTLP/HTTP pushes and keeps nothing.
 func otlpSink(t *testing.T) string {
 	t.Helper()
 	srv := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
@@ -97,14 +96,35 @@ func otlpSink(t *testing.T) string {
 }
 
 // TestExemplarsJoinServerTraceparents is the acceptance of the
-// exemplars: the exporter with spans pushed at a head ratio of 0 (no
-// request's span chosen, every traceparent sent with flag 00), a workload
-// against a simulator that logs each request's traceparent. Its /metrics,
-// asked for OpenMetrics, shows `# {trace_id="<32 hex>",span_id="<16
-// hex>"} value timestamp` on the TTFT and E2E buckets, as does a probe's
-// answer, and every exemplar names the trace and span ids of a
-// traceparent the server received.
+// exemplars: the exporter runs a workload against a simulator that logs
+// each request's traceparent, spans pushed at a head ratio of 0 (no
+// request's span chosen, every traceparent sent with flag 00) or not
+// pushed at all. Its /metrics, asked for OpenMetrics, shows
+// `# {trace_id="<32 hex>",span_id="<16 hex>"} value timestamp` on the TTFT
+// and E2E buckets, as does a probe's answer, and every exemplar names the
+// trace and span ids of a traceparent the server received. With
+// --no-probe.traceparent and no push, the server receives no traceparent
+// and there is no exemplar.
 func TestExemplarsJoinServerTraceparents(t *testing.T) {
+	for _, tc := range []struct {
+		name      string
+		args      func(t *testing.T) []string
+		exemplars bool
+	}{
+		{"spans pushed", func(t *testing.T) []string {
+			return []string{"--otlp.endpoint=" + otlpSink(t), "--otlp.traces.sample-ratio=0"}
+		}, true},
+		{"no push", func(*testing.T) []string { return nil }, true},
+		{"no push, no traceparent", func(*testing.T) []string { return []string{"--no-probe.traceparent"} }, false},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			t.Parallel()
+			testExemplars(t, tc.args(t), tc.exemplars)
+		})
+	}
+}
+
+func testExemplars(t *testing.T, args []string, want bool) {
 	var serverLog testenv.Buffer
 	cfg := simulator.DefaultConfig()
 	cfg.TimeScale = 0.1
@@ -130,7 +150,7 @@ workloads:
 `, simURL)), 0o600); err != nil {
 		t.Fatal(err)
 	}
-	base := startExporter(t, "--config.file="+file, "--otlp.endpoint="+otlpSink(t), "--otlp.traces.sample-ratio=0")
+	base := startExporter(t, append([]string{"--config.file=" + file}, args...)...)
 
 	// A poll: requests are seconds apart on a busy machine.
 	deadline := time.Now().Add(30 * time.Second)
@@ -140,6 +160,27 @@ workloads:
 		found := map[string]bool{}
 		for _, e := range exemplars {
 			found[e[0]] = true
+		}
+		if !want {
+			if len(exemplars) > 0 {
+				t.Fatalf("exemplars without a traceparent: %v", exemplars)
+			}
+			// Some requests ended (TTFT and E2E observed, buckets written),
+			// and a probe answered: none sent a traceparent.
+			if !strings.Contains(body, "infer_probe_request_duration_seconds_count{") || time.Now().Before(deadline.Add(-25*time.Second)) {
+				if time.Now().After(deadline) {
+					t.Fatalf("no request ended within 30 s:\n%s", body)
+				}
+				time.Sleep(200 * time.Millisecond)
+				continue
+			}
+			if probe := exemplarsOf(t, getOpenMetrics(t, base+"/probe?module=m&target="+url.QueryEscape(simURL))); len(probe) > 0 {
+				t.Errorf("a probe's answer has exemplars without a traceparent: %v", probe)
+			}
+			if received := receivedTraceparents(serverLog.String()); len(received) > 0 {
+				t.Errorf("the server received %d traceparents with --no-probe.traceparent", len(received))
+			}
+			return
 		}
 		if found["infer_probe_time_to_first_token_seconds"] && found["infer_probe_request_duration_seconds"] {
 			// And a probe's: its traced histograms' buckets.

@@ -69,6 +69,7 @@ type flags struct {
 	otlpProtocol    string
 	otlpSampleRatio float64
 	otlpRatioSet    bool
+	traceparent     bool
 	web             *web.FlagConfig
 	log             *promslog.Config
 	collectors      *collector.Settings
@@ -113,7 +114,8 @@ func run(ctx context.Context, args []string) int {
 	serveCmd.Flag("probe.transport", "HTTP client of the workloads: net/http (for every target) or h1 (a minimal HTTP/1.1 client, one goroutine and some 17 KB a stream, for http and https targets; net/http for anything else).").Default("net/http").EnumVar(&f.transport, "h1", "net/http")
 	serveCmd.Flag("otlp.endpoint", "Also push the probe's observations as OTLP metrics (GenAI semantic conventions) to this OTLP/HTTP URL, e.g. http://collector:4318; OTEL_EXPORTER_OTLP_ENDPOINT does the same. Pull on /metrics is unchanged.").PlaceHolder("URL").StringVar(&f.otlpEndpoint)
 	serveCmd.Flag("otlp.protocol", "OTLP transport: grpc (a collector's :4317) or http/protobuf (:4318). Default: OTEL_EXPORTER_OTLP_PROTOCOL (and its per-signal forms), else http/protobuf.").PlaceHolder("http/protobuf").EnumVar(&f.otlpProtocol, string(otlp.GRPC), string(otlp.HTTPProtobuf))
-	serveCmd.Flag("otlp.traces.sample-ratio", "Share of requests whose client spans are pushed and whose traceparent says sampled (0 to 1); failed and stalled requests' spans are pushed whatever it is. Default: OTEL_TRACES_SAMPLER(_ARG), else 0.01. OTEL_TRACES_EXPORTER=none pushes no spans and sends no traceparent.").PlaceHolder("0.01").IsSetByUser(&f.otlpRatioSet).Float64Var(&f.otlpSampleRatio)
+	serveCmd.Flag("otlp.traces.sample-ratio", "Share of requests whose client spans are pushed and whose traceparent says sampled (0 to 1); failed and stalled requests' spans are pushed whatever it is. Default: OTEL_TRACES_SAMPLER(_ARG), else 0.01. OTEL_TRACES_EXPORTER=none pushes no spans.").PlaceHolder("0.01").IsSetByUser(&f.otlpRatioSet).Float64Var(&f.otlpSampleRatio)
+	serveCmd.Flag("probe.traceparent", "Send a W3C traceparent with every request, spans pushed or not, so that a server that traces continues it and the latency histograms' exemplars name the trace. --no-probe.traceparent: none unless spans are pushed.").Default("true").BoolVar(&f.traceparent)
 	serveCmd.Flag("otlp.histograms", "OTLP histogram aggregation: exponential or explicit (the conventions' buckets). Default: OTEL_EXPORTER_OTLP_METRICS_DEFAULT_HISTOGRAM_AGGREGATION, else exponential.").PlaceHolder("exponential").EnumVar(&f.otlpHistograms, string(otlp.Exponential), string(otlp.Explicit))
 	f.web = kingpinflag.AddFlags(serveCmd, DefaultListenAddress)
 	f.collectors = collector.AddFlags(serveCmd)
@@ -320,14 +322,34 @@ func serve(ctx context.Context, f *flags, logger *slog.Logger) int {
 			_ = pusher.Shutdown(shutdownCtx)
 		}()
 		opts.Observe = func(t *config.Target, w *config.Workload) workload.Observer { return pusher.Workload(t, w) }
-		// Each request's trace context, sent as traceparent (none when no
-		// spans are pushed).
+		// Each request's trace context, sent as traceparent (nil when no
+		// spans are pushed: see below).
 		opts.Tracer = pusher.Tracer()
 		probeSpans = func(t *config.Target, module string, sampling config.Sampling) prober.Spans {
 			if ps := pusher.Probe(t, module, sampling); ps != nil {
 				return ps
 			}
+			if f.traceparent {
+				return otlp.ProbeTraceContexts{}
+			}
 			return nil // no spans: a nil interface, not a nil *ProbeSpans
+		}
+	}
+	// Without spans pushed, every request still gets a trace context, sent
+	// as traceparent: the server may trace, and the exemplars name it.
+	if opts.Tracer == nil && f.traceparent {
+		o := otlp.Options{}
+		if f.otlpRatioSet {
+			o.SampleRatio = &f.otlpSampleRatio
+		}
+		tracer, err := otlp.TraceContexts(o)
+		if err != nil {
+			logger.Error("otlp", "err", err)
+			return 1
+		}
+		opts.Tracer = tracer
+		if probeSpans == nil {
+			probeSpans = func(*config.Target, string, config.Sampling) prober.Spans { return otlp.ProbeTraceContexts{} }
 		}
 	}
 	// Every workload's requests tell the tracker of the first token served

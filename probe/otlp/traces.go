@@ -418,3 +418,31 @@ func (ps *ProbeSpans) Trace() observation.Trace { return headSampler{all: true}.
 
 // Done records r's span.
 func (ps *ProbeSpans) Done(r *observation.Request) { ps.s.record(r, KeptProbe) }
+
+// TraceContexts gives each request a trace context without pushing any
+// span: for when no spans are pushed but every request is still sent with a
+// traceparent (the serve command's --probe.traceparent), so that a server
+// that traces continues the trace and the latency histograms' exemplars
+// name it. The sampled flag follows the head sampler's ratio, resolved as
+// when spans are pushed (opts.SampleRatio, else OTEL_TRACES_SAMPLER and
+// OTEL_TRACES_SAMPLER_ARG, else DefaultSampleRatio): a server whose sampler
+// follows its parent records that share of the requests.
+func TraceContexts(opts Options) (workload.Tracer, error) {
+	ratio, err := sampleRatio(&opts)
+	if err != nil {
+		return nil, err
+	}
+	return newHeadSampler(ratio), nil
+}
+
+// ProbeTraceContexts gives a /probe request its trace context, sampled as
+// when spans are pushed (a probe is asked for, one at a time, so its
+// requests are traced whole), and records no span: prober.Spans for when
+// no spans are pushed.
+type ProbeTraceContexts struct{}
+
+// Trace implements prober.Spans.
+func (ProbeTraceContexts) Trace() observation.Trace { return headSampler{all: true}.Trace() }
+
+// Done implements prober.Spans: no span is recorded.
+func (ProbeTraceContexts) Done(*observation.Request) {}

@@ -53,8 +53,8 @@
 //     finished.
 //   - for modules with known-answer checks: probe_known_answer_success and
 //     probe_known_answer_check_success{check="0".."k-1"}.
-//   - when the probe's requests were traced (Options.Spans: the OTLP spans
-//     pushed), the TTFT, TPOT, ITL and E2E figures again as histograms,
+//   - when the probe's requests were traced (Options.Spans: the OTLP spans,
+//     or trace contexts alone), the TTFT, TPOT, ITL and E2E figures again as histograms,
 //     with the continuous probe's buckets, whose buckets carry exemplars:
 //     probe_time_to_first_token_histogram_seconds,
 //     probe_time_per_output_token_histogram_seconds,

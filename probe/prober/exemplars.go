@@ -17,7 +17,7 @@ import (
 // with. The summaries above are what a probe's figures are read from;
 // OpenMetrics lets no exemplar on a summary or a gauge, only on a
 // histogram's buckets (and a counter), so these histograms exist to carry
-// them: present only when the probe's requests were traced (spans pushed,
+// them: present only when the probe's requests were traced (a trace context each,
 // prober.Options.Spans), and only for a figure that has values.
 var (
 	descTTFTTraced = prometheus.NewDesc("probe_time_to_first_token_histogram_seconds", "Time to first token of the probe's requests; a bucket's exemplar is one request's trace_id and span_id. Present when traced.", nil, nil)
