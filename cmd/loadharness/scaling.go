@@ -288,6 +288,16 @@ func startChild(role string, cpus []int, job any) (*child, error) {
 	}
 	cmd := exec.Command(os.Args[0], "-scenario="+role)
 	cmd.Env = append(os.Environ(), envScalingJob+"="+string(js), "GOMAXPROCS="+strconv.Itoa(len(cpus)))
+	// CLIENT_GOGC and CLIENT_GODEBUG set the client's GOGC and GODEBUG
+	// alone (the server's stay), to measure what the collector's pace does
+	// to the schedule lag (GODEBUG=gctrace=1 logs each collection).
+	if role == roleClient {
+		for _, k := range []string{"GOGC", "GODEBUG"} {
+			if v := os.Getenv("CLIENT_" + k); v != "" {
+				cmd.Env = append(cmd.Env, k+"="+v)
+			}
+		}
+	}
 	cmd.Stderr = os.Stderr
 	stdin, err := cmd.StdinPipe()
 	if err != nil {

@@ -238,7 +238,9 @@ func (t *tally) Done(o *observation.Request) {
 		return
 	}
 	t.mu.Lock()
-	if o.Outcome != observation.Success {
+	// A stream cancelled at the run's end (the concurrency levels cut
+	// their streams short) did not fail.
+	if o.Outcome != observation.Success && o.Outcome != observation.Cancelled {
 		t.failed++
 	}
 	t.chunks += o.ContentEvents
