@@ -394,3 +394,44 @@ func TestCSVTokenTotalsColumns(t *testing.T) {
 		}
 	}
 }
+
+// TestValidityCountsThroughShards: a repeat's validity counts (the
+// measured successes' structured and tool-call checks) go into its stats,
+// survive a shard's export, add up in the merge's pool, and come back as
+// one process's would; a failure is not judged.
+func TestValidityCountsThroughShards(t *testing.T) {
+	w0 := time.Unix(1000, 0)
+	rec := newRecorderAt(w0, time.Second, config.SLO{}, 100, DefaultMaxITLSamples, 1)
+	at := func(s float64) time.Time { return w0.Add(time.Duration(s * float64(time.Second))) }
+	for i, f := range []struct {
+		outcome          observation.Outcome
+		structured, tool string
+	}{
+		{observation.Success, observation.Valid, ""}, {observation.Success, observation.InvalidJSON, ""},
+		{observation.Success, observation.Valid, observation.UnknownTool}, {observation.Success, "", observation.Valid},
+		{observation.HTTP5xx, "", ""},
+	} {
+		s := 0.1 * float64(i)
+		rec.observe(&observation.Request{Seq: uint64(i), Scheduled: at(s), Sent: at(s), End: at(s + 0.01),
+			Outcome: f.outcome, StructuredCheck: f.structured, ToolCallCheck: f.tool})
+	}
+	st, _ := rec.finish(1, 0)
+	wantS, wantT := map[string]int{"valid": 2, "invalid_json": 1}, map[string]int{"valid": 1, "unknown_tool": 1}
+	if !reflect.DeepEqual(st.StructuredChecks, wantS) || !reflect.DeepEqual(st.ToolCallChecks, wantT) {
+		t.Fatalf("structured %v, tool calls %v; want %v, %v", st.StructuredChecks, st.ToolCallChecks, wantS, wantT)
+	}
+	cell := &report.CellResult{Repeats: []report.RepeatResult{{Stats: st}}}
+	if got := report.ColumnNamed("structured_valid_ratio").Num(cell); math.Abs(got-2.0/3) > 1e-12 {
+		t.Errorf("structured_valid_ratio %v, want 2/3", got)
+	}
+	exp := rec.export(1, 0)
+	pooled := merge.PoolStates([]report.RecorderState{exp, exp})
+	back, k, span := recorderOf(pooled, 100, DefaultMaxITLSamples)
+	st2, _ := back.finish(k, span)
+	if st2.StructuredChecks["valid"] != 4 || st2.StructuredChecks["invalid_json"] != 2 || st2.ToolCallChecks["unknown_tool"] != 2 {
+		t.Errorf("after two shards: structured %v, tool calls %v", st2.StructuredChecks, st2.ToolCallChecks)
+	}
+	if got := report.ColumnNamed("tool_call_valid_ratio").Num(&report.CellResult{}); !math.IsNaN(got) {
+		t.Errorf("a cell without checks: tool_call_valid_ratio %v, want NaN", got)
+	}
+}

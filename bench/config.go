@@ -147,6 +147,10 @@ type Shape struct {
 	Name         string `yaml:"name"`
 	InputTokens  Length `yaml:"input_tokens"`
 	OutputTokens Length `yaml:"output_tokens"`
+	// Kinds are the tools, response format and images every request of
+	// the shape carries, as a workload's (config.RequestKinds, inline):
+	// its answers are checked, and the cells count the checks' results.
+	config.RequestKinds `yaml:",inline"`
 }
 
 // Length is a token-length distribution. A plain integer means a fixed
@@ -401,7 +405,7 @@ func parseWith(ctx context.Context, data []byte, file string, offline bool) (*Co
 	sum := sha256.Sum256(data)
 	c.File, c.SHA256 = file, hex.EncodeToString(sum[:])
 
-	v := validator{file: file, root: &root, offline: offline}
+	v := validator{ctx: ctx, file: file, root: &root, offline: offline}
 	c.applyDefaults()
 	c.validate(&v)
 	if len(v.errs) > 0 {
@@ -751,6 +755,7 @@ func (c *Config) validateMatrix(v *validator) (shapes map[string]bool) {
 		for _, prob := range config.CheckLengths(&sh.InputTokens.Distribution, &sh.OutputTokens.Distribution) {
 			v.addPath(append(p.clone(), prob.Path...), prob.Reason)
 		}
+		c.validateShapeKinds(v, p, sh)
 	}
 	return shapes
 }
@@ -995,6 +1000,7 @@ func (p path) clone() path { return append(path{}, p...) }
 func (p path) String() string { return config.PathString(p) }
 
 type validator struct {
+	ctx  context.Context
 	file string
 	root *yaml.Node
 	errs []error
@@ -1127,5 +1133,29 @@ func (c *Config) validateCost(v *validator) {
 		v.add(cp, "gpus", fmt.Sprintf("must be in [0, %d], got %d", MaxCostGPUs, cs.GPUs))
 	case cs.GPUs > 0 && cs.GPUHourUSD == nil:
 		v.add(cp, "gpus", "prices GPUs this host does not read, whose model is unknown: set gpu_hour_usd")
+	}
+}
+
+// validateShapeKinds checks a shape's request kinds against the flavor of
+// every target it is sent to, and compiles its schemas (a schema file is
+// relative to the configuration's file). An embedded configuration is
+// never sent (bench merge and verify read it): its kinds are not checked.
+func (c *Config) validateShapeKinds(v *validator, p path, sh *Shape) {
+	if (!sh.RequestKinds.Any() && sh.ToolChoice == "") || v.offline {
+		return
+	}
+	seen := map[config.Flavor]bool{}
+	for _, t := range c.RunTargets() {
+		if seen[t.Flavor] {
+			continue
+		}
+		seen[t.Flavor] = true
+		probs := config.CheckKinds(v.ctx, &sh.RequestKinds, t.Flavor, filepath.Dir(v.file))
+		for _, prob := range probs {
+			v.addPath(append(p.clone(), prob.Path...), fmt.Sprintf("%s (target %q)", prob.Reason, t.Name))
+		}
+		if len(probs) > 0 {
+			return
+		}
 	}
 }

@@ -192,20 +192,31 @@ func perplexityScores(ppl []float64) []float64 {
 }
 
 // accuracy is the ranking's accuracy component from the known-answer pass
-// fractions (nil without checks) and the targets' perplexities: the mean
-// of the sub-scores that exist, the pass fraction and the perplexity
-// sub-score weighing alike; nil when neither exists.
+// fractions (nil without checks), the targets' perplexities and their
+// answers' validity (in.validity): the mean of the sub-scores that exist,
+// weighing alike; nil when none exists. A target without a validity
+// figure (NaN: none of its answers was checked) is scored on the others.
 func (in *rankInput) accuracy(fractions []float64) []float64 {
-	ppl := perplexityScores(in.perplexity)
-	switch {
-	case ppl == nil:
-		return fractions
-	case fractions == nil:
-		return ppl
+	parts := [][]float64{fractions, perplexityScores(in.perplexity), in.validity}
+	n := 0
+	for _, p := range parts {
+		n = max(n, len(p))
 	}
-	out := make([]float64, len(fractions))
-	for t := range out {
-		out[t] = (fractions[t] + ppl[t]) / 2
+	var out []float64
+	for t := range n {
+		sum, k := 0.0, 0
+		for _, p := range parts {
+			if t < len(p) && !math.IsNaN(p[t]) {
+				sum, k = sum+p[t], k+1
+			}
+		}
+		if k == 0 {
+			continue
+		}
+		if out == nil {
+			out = make([]float64, n)
+		}
+		out[t] = sum / float64(k)
 	}
 	return out
 }

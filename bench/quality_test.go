@@ -153,3 +153,31 @@ func TestPerplexityConfig(t *testing.T) {
 		})
 	}
 }
+
+// TestAccuracyWithValidity: the answers' valid ratio is one more
+// sub-score of the accuracy component; a target none of whose answers was
+// checked (NaN) is scored on the others.
+func TestAccuracyWithValidity(t *testing.T) {
+	nan := math.NaN()
+	for _, tc := range []struct {
+		name                string
+		fractions, validity []float64
+		want                []float64
+	}{
+		{"validity only", nil, []float64{0.9, 1}, []float64{0.9, 1}},
+		{"beside checks", []float64{1, 0.5}, []float64{0.6, 1}, []float64{0.8, 0.75}},
+		{"one target unchecked", []float64{1, 0.5}, []float64{0.6, nan}, []float64{0.8, 0.5}},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			got := (&rankInput{validity: tc.validity}).accuracy(tc.fractions)
+			if len(got) != len(tc.want) {
+				t.Fatalf("accuracy %v, want %v", got, tc.want)
+			}
+			for i := range got {
+				if math.Abs(got[i]-tc.want[i]) > 1e-12 {
+					t.Errorf("target %d: %v, want %v", i, got[i], tc.want[i])
+				}
+			}
+		})
+	}
+}

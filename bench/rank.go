@@ -31,6 +31,11 @@ type rankInput struct {
 	// without bench.perplexity or when no target was scored. With checks,
 	// it makes the accuracy component (quality.go).
 	perplexity []float64
+	// validity is each target's share of valid answers (structured
+	// answers and tool calls pooled over its cells; NaN: none checked);
+	// nil when no target's answers were checked. It joins the accuracy
+	// component (quality.go).
+	validity []float64
 	// efficiency says every target has joules per output token in every
 	// group: the efficiency component is scored (the same in every
 	// resample: the energy is not resampled).
@@ -187,7 +192,7 @@ func (in *rankInput) components() ([]string, string) {
 	if in.memory != nil {
 		components = append(components, "memory")
 	}
-	if in.checks != nil || in.perplexity != nil {
+	if in.checks != nil || in.perplexity != nil || in.validity != nil {
 		components = append(components, "accuracy")
 	}
 	if in.efficiency {
@@ -197,8 +202,8 @@ func (in *rankInput) components() ([]string, string) {
 	if in.memory == nil && in.weights.Memory > 0 {
 		notes = append(notes, "memory not scored: not every target has a nonzero peak GPU memory reading (no NVML, or its server is not on the GPUs this host sees)")
 	}
-	if in.checks == nil && in.perplexity == nil && in.weights.Accuracy > 0 {
-		notes = append(notes, "accuracy not scored: no known-answer checks configured, and no perplexity scored")
+	if in.checks == nil && in.perplexity == nil && in.validity == nil && in.weights.Accuracy > 0 {
+		notes = append(notes, "accuracy not scored: no known-answer checks configured, no perplexity scored, and no answer checked for validity")
 	}
 	if !in.efficiency && in.weights.Efficiency > 0 {
 		notes = append(notes, "efficiency not scored: not every target has joules per output token in every load and shape (no NVML, a GPU whose readings did not cover a cell, or a cell without tokens)")

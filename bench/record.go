@@ -83,6 +83,10 @@ type recorder struct {
 	// httpErrors counts the measured requests answered with a non-2xx
 	// status, by observation.StatusCode.
 	httpErrors map[string]int
+	// structuredChecks and toolCallChecks count the measured successful
+	// requests' validity results (observation.ValidityResults), for a
+	// shape with a response format or tools.
+	structuredChecks, toolCallChecks map[string]int
 
 	// Reasoning of measured successful requests, exact whatever the
 	// sampling: tokens, and requests that reasoned.
@@ -155,9 +159,10 @@ func newRecorder(t0 time.Time, minWarmup, maxWarmup, window time.Duration, slo c
 	return &recorder{
 		t0: t0, minWarmup: minWarmup, maxWarmup: max(minWarmup, maxWarmup), window: window, slo: slo,
 		maxRecs: maxRecs, maxITL: maxITL, windowCap: report.MaxWindowE2E,
-		rng:        rand.New(rand.NewPCG(seed, 0x5bd1e995)),
-		outcomes:   map[observation.Outcome]int{},
-		httpErrors: map[string]int{},
+		rng:              rand.New(rand.NewPCG(seed, 0x5bd1e995)),
+		outcomes:         map[observation.Outcome]int{},
+		httpErrors:       map[string]int{},
+		structuredChecks: map[string]int{}, toolCallChecks: map[string]int{},
 	}
 }
 
@@ -327,6 +332,12 @@ func (rc *recorder) countMeasured(obs *observation.Request, rec *report.Record, 
 		rc.goodput++
 	}
 	if success {
+		if obs.StructuredCheck != "" {
+			rc.structuredChecks[obs.StructuredCheck]++
+		}
+		if obs.ToolCallCheck != "" {
+			rc.toolCallChecks[obs.ToolCallCheck]++
+		}
 		rc.reasoningTokens += reasoningTokens(obs)
 		if obs.ReasoningEvents > 0 {
 			rc.reasoningRequests++
@@ -553,6 +564,12 @@ func (rc *recorder) finish(k int, span time.Duration) (report.Stats, *sample) {
 	st.Successes = rc.outcomes[observation.Success]
 	if len(rc.httpErrors) > 0 {
 		st.HTTPErrors = maps.Clone(rc.httpErrors)
+	}
+	if len(rc.structuredChecks) > 0 {
+		st.StructuredChecks = maps.Clone(rc.structuredChecks)
+	}
+	if len(rc.toolCallChecks) > 0 {
+		st.ToolCallChecks = maps.Clone(rc.toolCallChecks)
 	}
 	st.ReasoningTokens, st.ReasoningRequests = rc.reasoningTokens, rc.reasoningRequests
 	var tokens, good float64

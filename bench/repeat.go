@@ -296,6 +296,14 @@ func (b *run) repeat(ctx context.Context, p repeatPlan) (report.RepeatResult, *s
 		return report.RepeatResult{Index: p.index, Stats: report.Stats{Outcomes: map[string]int{}}, Stability: report.StabilityResult{Growth: report.NaN(), GrowthLow: report.NaN(), GrowthHigh: report.NaN(), NeedSeconds: report.NaN(),
 			Note: "this shard has none of the cell's clients"}}, &sample{scale: 1}, nil
 	}
+	// The shape's tools, response format and images, and the judge of its
+	// answers (none for a replay: a recorded body carries its own).
+	var kinds *plan.Kinds
+	if sh := p.group.shape; sh != nil {
+		if kinds, err = plan.NewKinds(&sh.RequestKinds); err != nil {
+			return report.RepeatResult{}, nil, fmt.Errorf("cell %s: %w", p.cell, err)
+		}
+	}
 	win := b.repeatWindows(p, l.replay != nil)
 	cl := client.New(client.Options{MaxConnsPerHost: l.limits.MaxInFlight})
 	defer cl.Close()
@@ -335,7 +343,7 @@ func (b *run) repeat(ctx context.Context, p repeatPlan) (report.RepeatResult, *s
 	limits.DegradedLag = degradedLag
 	runnerPlan := workload.Plan{
 		Name: ro.prefix, Target: p.ct, Source: l.source(stop), Client: cl, Observer: ro.observers, Monitor: ro.monitor, Tracer: ro.tracer,
-		Template: plan.Template{Sampling: b.spec.Sampling, Timeout: p.target.Timeout},
+		Template: plan.Template{Sampling: b.spec.Sampling, Timeout: p.target.Timeout, Kinds: kinds},
 		Limits:   limits, Logger: b.logger, Saturation: b.sched,
 	}
 	if b.clock != nil {

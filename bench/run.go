@@ -811,7 +811,50 @@ func (b *run) rankInput(targets []config.Target, groups []group, reps map[string
 		}
 	}
 	in.perplexity = perplexityInput(rep, targets)
+	in.validity = validityInput(rep, targets)
 	return in
+}
+
+// validityInput is each target's share of valid answers over its cells,
+// structured answers and tool calls pooled (NaN: none checked); nil when
+// no target's answers were checked.
+func validityInput(rep *report.Report, targets []config.Target) []float64 {
+	idx := map[string]int{}
+	for i, t := range targets {
+		idx[t.Name] = i
+	}
+	valid, all := make([]int, len(targets)), make([]int, len(targets))
+	any := false
+	for i := range rep.Cells {
+		c := &rep.Cells[i]
+		t, ok := idx[c.Target]
+		if !ok {
+			continue
+		}
+		for j := range c.Repeats {
+			s := &c.Repeats[j].Stats
+			for _, m := range []map[string]int{s.StructuredChecks, s.ToolCallChecks} {
+				for r, n := range m {
+					all[t] += n
+					any = any || n > 0
+					if r == observation.Valid {
+						valid[t] += n
+					}
+				}
+			}
+		}
+	}
+	if !any {
+		return nil
+	}
+	out := make([]float64, len(targets))
+	for t := range out {
+		out[t] = math.NaN()
+		if all[t] > 0 {
+			out[t] = float64(valid[t]) / float64(all[t])
+		}
+	}
+	return out
 }
 
 func orUnknown(s string) string {

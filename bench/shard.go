@@ -101,6 +101,12 @@ func (rc *recorder) export(k int, span time.Duration) report.RecorderState {
 	if len(rc.httpErrors) > 0 {
 		st.HTTPErrors = maps.Clone(rc.httpErrors)
 	}
+	if len(rc.structuredChecks) > 0 {
+		st.StructuredChecks = maps.Clone(rc.structuredChecks)
+	}
+	if len(rc.toolCallChecks) > 0 {
+		st.ToolCallChecks = maps.Clone(rc.toolCallChecks)
+	}
 	st.Records = append(st.Records, rc.recs...)
 	st.WinCapDropped = rc.winCapDropped
 	st.Points, st.PointsSeen = append([]report.StabilityPoint(nil), rc.points...), rc.pointsSeen
@@ -122,6 +128,12 @@ func recorderOf(st report.RecorderState, maxRecs, maxITL int) (*recorder, int, t
 	}
 	for code, n := range st.HTTPErrors {
 		rc.httpErrors[code] += n
+	}
+	for r, n := range st.StructuredChecks {
+		rc.structuredChecks[r] += n
+	}
+	for r, n := range st.ToolCallChecks {
+		rc.toolCallChecks[r] += n
 	}
 	rc.winTokens, rc.winSuccesses, rc.winCompletions, rc.winInputTokens = st.WinTokens, st.WinSuccesses, st.WinCompletions, st.WinInputTokens
 	rc.winGoodTokens = st.WinGoodTokens

@@ -367,6 +367,25 @@ func checkOutcomes(st *report.RecorderState) error {
 	if nHTTP := st.Outcomes[string(observation.HTTP4xx)] + st.Outcomes[string(observation.HTTP5xx)]; failed > nHTTP {
 		return fmt.Errorf("http_errors: %d, above the %d requests of outcome http_4xx or http_5xx", failed, nHTTP)
 	}
+	// The validity counts: known results, no more than the successes.
+	for _, m := range []struct {
+		field  string
+		counts map[string]int
+	}{{"structured_checks", st.StructuredChecks}, {"tool_call_checks", st.ToolCallChecks}} {
+		checked := 0
+		for r, n := range m.counts {
+			if !slices.Contains(observation.ValidityResults, r) {
+				return fmt.Errorf("%s: %.64q is not a result (%v)", m.field, r, observation.ValidityResults)
+			}
+			if err := count(m.field+"."+r, n); err != nil {
+				return err
+			}
+			checked += n
+		}
+		if ok := st.Outcomes[string(observation.Success)]; checked > ok {
+			return fmt.Errorf("%s: %d, above the %d successful requests", m.field, checked, ok)
+		}
+	}
 	return nil
 }
 

@@ -167,6 +167,17 @@ func PoolStates(parts []report.RecorderState) report.RecorderState {
 		for code, n := range p.HTTPErrors {
 			st.HTTPErrors[code] += n
 		}
+		for _, m := range []struct {
+			dst *map[string]int
+			src map[string]int
+		}{{&st.StructuredChecks, p.StructuredChecks}, {&st.ToolCallChecks, p.ToolCallChecks}} {
+			for r, n := range m.src {
+				if *m.dst == nil {
+					*m.dst = map[string]int{}
+				}
+				(*m.dst)[r] += n
+			}
+		}
 		for _, l := range []struct{ dst, src *[]float64 }{{&st.WinTokens, &p.WinTokens}, {&st.WinGoodTokens, &p.WinGoodTokens}} {
 			*l.dst = grow(*l.dst, len(*l.src))
 			for i, v := range *l.src {

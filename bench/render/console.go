@@ -158,6 +158,7 @@ func writeResultBlock(w io.Writer, c *report.CellResult, model string) {
 		}
 	}
 	writeBlockEfficiency(w, c)
+	writeBlockValidity(w, c)
 	fmt.Fprintln(w, blockHeading("-", "Flags and notes"))
 	for _, f := range blockFlags {
 		blockLine(w, f.label, report.ColumnNamed(f.column).CSV(c))

@@ -135,6 +135,10 @@ var templateFuncs = template.FuncMap{
 	// efficient says whether any cell has efficiency figures (a GPU read
 	// or a price configured).
 	"efficient": HasEfficiency,
+	// checked says whether any cell's answers were checked for validity;
+	// validity is a cell's figure for one check (validityCell).
+	"checked":  HasValidity,
+	"validity": func(c report.CellResult, column string) string { return htmlValidity(&c, column) },
 }
 
 type namedDist struct {

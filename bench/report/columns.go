@@ -4,6 +4,8 @@ import (
 	"math"
 	"slices"
 	"strconv"
+
+	"github.com/infer-exporter/infer_exporter/probe/observation"
 )
 
 // The report's schema: one Record per request (record.go), one Stats per
@@ -123,6 +125,10 @@ var Columns = func() []Column {
 		return c
 	}
 	// efficiency is a figure of summary.efficiency, NaN without one.
+	validity := func(name, json string, f func(*Stats) map[string]int) Column {
+		return Column{Name: name, JSON: json, Unit: UnitRatio, Merge: MergeCounts,
+			Num: func(c *CellResult) float64 { return ValidRatio(c, f) }}
+	}
 	efficiency := func(name string, f func(*Efficiency) Num) Column {
 		return Column{Name: name, JSON: "summary.efficiency." + name, Unit: UnitNumber, Merge: MergeEnergy,
 			Num: func(c *CellResult) float64 {
@@ -267,6 +273,10 @@ var Columns = func() []Column {
 		efficiency("joules_per_good_output_token", func(e *Efficiency) Num { return e.JoulesPerGoodOutputToken }),
 		efficiency("cost_per_million_output_tokens_usd", func(e *Efficiency) Num { return e.CostPerMillionOutputTokens }),
 		efficiency("cost_per_million_good_output_tokens_usd", func(e *Efficiency) Num { return e.CostPerMillionGoodOutputTokens }),
+		// The answers' validity, for a shape with a response format or
+		// tools: the share judged valid, pooled over the repeats.
+		validity("structured_valid_ratio", "summary.structured_checks", func(s *Stats) map[string]int { return s.StructuredChecks }),
+		validity("tool_call_valid_ratio", "summary.tool_call_checks", func(s *Stats) map[string]int { return s.ToolCallChecks }),
 	)
 	return cols
 }()
@@ -408,4 +418,23 @@ func ColumnNamed(name string) *Column {
 		}
 	}
 	panic("bench: no column " + name)
+}
+
+// ValidRatio is the share of a cell's checked answers that were valid,
+// pooled over its repeats: counts(stats) are one check's results by name
+// (Stats.StructuredChecks or ToolCallChecks). NaN when none was checked.
+func ValidRatio(c *CellResult, counts func(*Stats) map[string]int) float64 {
+	var valid, all int
+	for i := range c.Repeats {
+		for r, n := range counts(&c.Repeats[i].Stats) {
+			all += n
+			if r == observation.Valid {
+				valid += n
+			}
+		}
+	}
+	if all == 0 {
+		return math.NaN()
+	}
+	return float64(valid) / float64(all)
 }

@@ -210,6 +210,14 @@ type Stats struct {
 	// status (outcomes http_4xx and http_5xx) by code, on the bounded set
 	// observation.StatusCodes (400 ... 504, other); absent without any.
 	HTTPErrors map[string]int `json:"http_errors,omitempty"`
+	// StructuredChecks and ToolCallChecks count the validity of the
+	// measured successful requests' answers, by result
+	// (observation.ValidityResults: valid, invalid_json,
+	// schema_mismatch, unknown_tool, no_call): a structured answer against
+	// its shape's response format, a tool call against its tools. Absent
+	// for a shape without them.
+	StructuredChecks map[string]int `json:"structured_checks,omitempty"`
+	ToolCallChecks   map[string]int `json:"tool_call_checks,omitempty"`
 	// Goodput: measured requests that succeeded and met every SLO
 	// threshold; GoodputRatio is Goodput / Requests.
 	Goodput               int     `json:"goodput"`

@@ -64,6 +64,9 @@ type RecorderState struct {
 	// HTTPErrors are the measured requests answered with a non-2xx status,
 	// by code (observation.StatusCodes); absent without any.
 	HTTPErrors map[string]int `json:"http_errors,omitempty"`
+	// StructuredChecks and ToolCallChecks are Stats' validity counts.
+	StructuredChecks map[string]int `json:"structured_checks,omitempty"`
+	ToolCallChecks   map[string]int `json:"tool_call_checks,omitempty"`
 
 	// WinCapDropped are the arrivals the client's in-flight cap dropped, by
 	// window: the queue's evidence the stability rule weighs.

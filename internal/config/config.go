@@ -555,6 +555,13 @@ type validator struct {
 	file string
 	root *yaml.Node
 	errs []error
+	// paths are the errors' paths and reasons, for CheckKinds.
+	paths []pathProblem
+}
+
+type pathProblem struct {
+	path   path
+	reason string
 }
 
 // add records an error at p.field, with the line of the deepest node of that
@@ -565,6 +572,7 @@ func (v *validator) add(p path, field, reason string) {
 
 func (v *validator) addPath(full path, reason string) {
 	v.errs = append(v.errs, &Error{File: v.file, Line: lineOf(v.root, full), Field: full.String(), Reason: reason})
+	v.paths = append(v.paths, pathProblem{full, reason})
 }
 
 func lineOf(root *yaml.Node, p path) int {

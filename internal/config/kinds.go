@@ -27,16 +27,16 @@ import (
 //	response_format: {type: json_schema, schema_file: answer.schema.json}
 //	images: {count: 2, width: 256, height: 256, format: png}
 type RequestKinds struct {
-	Tools []Tool `yaml:"tools"`
+	Tools []Tool `yaml:"tools,omitempty"`
 	// ToolChoice is auto (the default: the model may call a tool),
 	// required (it must), or the name of one of Tools (it must call that
 	// one). Only with tools.
-	ToolChoice string `yaml:"tool_choice"`
+	ToolChoice string `yaml:"tool_choice,omitempty"`
 	// ResponseFormat asks for a JSON answer, of any shape (json_object) or
 	// of a schema (json_schema).
-	ResponseFormat *ResponseFormat `yaml:"response_format"`
+	ResponseFormat *ResponseFormat `yaml:"response_format,omitempty"`
 	// Images are synthetic images sent with every request.
-	Images *Images `yaml:"images"`
+	Images *Images `yaml:"images,omitempty"`
 }
 
 // Tool is a function the model may call.
@@ -343,4 +343,18 @@ func compileSchemaJSON(v *validator, p path, b []byte) (json.RawMessage, *jsonsc
 		return nil, nil
 	}
 	return compact.Bytes(), s
+}
+
+// CheckKinds validates k as the request kinds of requests sent with flavor,
+// reads its schema files (relative to dir) and compiles its schemas, as
+// Parse does for a workload's: for the bench's shapes, whose file is the
+// bench's. Each problem's path is below the kinds' holder.
+func CheckKinds(ctx context.Context, k *RequestKinds, flavor Flavor, dir string) []LengthProblem {
+	v := &validator{}
+	k.validate(ctx, v, path{}, flavor, dir)
+	out := make([]LengthProblem, len(v.paths))
+	for i, p := range v.paths {
+		out[i] = LengthProblem{Path: p.path, Reason: p.reason}
+	}
+	return out
 }
