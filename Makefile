@@ -27,7 +27,7 @@ LDFLAGS := -X github.com/prometheus/common/version.Version=$(VERSION) \
 PROMTOOL := $(GO) tool -modfile=tools/prometheus/go.mod promtool
 JSONNET := $(GO) tool -modfile=tools/prometheus/go.mod jsonnet
 
-.PHONY: build demo quick test test-race-slow test-race test-slow test-timing test-e2e test-e2e-alerts test-e2e-stacks tools mixin bench lint lint-mixin
+.PHONY: build demo quick test test-race-slow test-race test-slow test-timing test-e2e test-e2e-alerts test-e2e-stacks tools mixin chart-readme bench lint lint-mixin
 
 build:
 	$(GO) build -ldflags "$(LDFLAGS)" -o $(BIN) ./cmd/infer_exporter
@@ -198,6 +198,12 @@ mixin:
 	rm -rf charts/infer-exporter/files && mkdir -p charts/infer-exporter/files && \
 	cp -R mixin/generated/rules.yaml mixin/generated/alerts.yaml mixin/generated/dashboards charts/infer-exporter/files/ && \
 	echo "make mixin: replaced mixin/generated, deploy/kubernetes/prometheusrule.yaml and charts/infer-exporter/files"
+
+# Regenerate the table of values of charts/infer-exporter/README.md from the
+# chart's values.yaml comments and values.schema.json (internal/chartdoc, our
+# generator; its test fails when the table is stale).
+chart-readme:
+	$(GO) test -count=1 -run '^TestChartReadme$$' ./internal/chartdoc/ -update
 
 # The real linters over the rendered mixin (also a test, mixin.TestLint):
 # promtool's every lint check over the rules and alerts, and Grafana's
