@@ -143,7 +143,13 @@ func chartExamples(t *testing.T, root string) []chartExample {
 						args = append(args, w)
 					}
 				}
-				examples = append(examples, chartExample{fmt.Sprintf("%s:%d", doc, n), args})
+				where := fmt.Sprintf("%s:%d", doc, n)
+				// The same command in several places is rendered once.
+				if i := slices.IndexFunc(examples, func(ex chartExample) bool { return slices.Equal(ex.args, args) }); i >= 0 {
+					examples[i].where += ", " + where
+					continue
+				}
+				examples = append(examples, chartExample{where, args})
 			}
 		}
 	}
@@ -165,7 +171,7 @@ func renderChart(t *testing.T, helm, dir string, ex chartExample) (rendering, er
 	if err != nil {
 		return rendering{}, fmt.Errorf("helm template %s: %v\n%s", strings.Join(ex.args, " "), err, stderr)
 	}
-	f := filepath.Join(dir, strings.NewReplacer("/", "_", ":", "_", " ", "_").Replace(ex.where)+".yaml")
+	f := filepath.Join(dir, strings.NewReplacer("/", "_", ":", "_", " ", "_", ",", "").Replace(ex.where)+".yaml")
 	if err := os.WriteFile(f, []byte(out), 0o644); err != nil {
 		t.Fatal(err)
 	}
@@ -308,7 +314,9 @@ func TestHelmChart(t *testing.T) {
 	if t.Failed() {
 		t.FailNow()
 	}
-	t.Logf("%d renderings: the defaults and %d helm install lines of %v", len(renderings), len(renderings)-1, chartDocs)
+	for _, r := range renderings {
+		t.Logf("rendered %s: helm template %s", r.where, strings.Join(r.args, " "))
+	}
 
 	// Every template renders an object in one rendering or another.
 	rendered := map[string]bool{}
