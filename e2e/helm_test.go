@@ -240,7 +240,9 @@ func jsonOf(t *testing.T, v any) string {
 //     (its bench's with the bench's), its PrometheusRule's groups are the
 //     mixin's, and its dashboards are the mixin's, labelled for Grafana;
 //   - the schema refuses a value of the wrong type, out of its range or
-//     unknown, and helm's error names its path.
+//     unknown, and helm's error names its path; the templates refuse values
+//     that do not fit each other (a PodMonitor and a ServiceMonitor both),
+//     saying why.
 //
 // TestChartMatchesDeploy compares it with deploy/. A few seconds once the
 // tools are built.
@@ -377,6 +379,26 @@ func TestHelmChart(t *testing.T) {
 			checkRendering(t, r, groups, dashboards)
 		})
 	}
+
+	// Values that fit the schema but not each other: the templates refuse
+	// them, saying why.
+	t.Run("refusals", func(t *testing.T) {
+		for _, tc := range []struct {
+			set  []string
+			want string
+		}{
+			{[]string{"--set", "serviceMonitor.enabled=true"}, "serviceMonitor.enabled and podMonitor.enabled: enable one"},
+			{[]string{"--set", "service.enabled=false"}, "probe.enabled needs service.enabled"},
+		} {
+			t.Run(strings.Join(tc.set, " "), func(t *testing.T) {
+				t.Parallel()
+				_, stderr, err := runHelm(t, helm, append([]string{"template", "x", chartDir}, tc.set...)...)
+				if err == nil || !strings.Contains(stderr, tc.want) {
+					t.Errorf("helm template %s: %v\n%s\nwant a refusal naming %q", strings.Join(tc.set, " "), err, stderr, tc.want)
+				}
+			})
+		}
+	})
 
 	t.Run("schema", func(t *testing.T) {
 		for _, tc := range []struct {
