@@ -27,7 +27,7 @@ LDFLAGS := -X github.com/prometheus/common/version.Version=$(VERSION) \
 PROMTOOL := $(GO) tool -modfile=tools/prometheus/go.mod promtool
 JSONNET := $(GO) tool -modfile=tools/prometheus/go.mod jsonnet
 
-.PHONY: build demo quick test test-race-slow test-race test-slow test-timing test-e2e test-e2e-alerts test-e2e-stacks tools mixin bench lint lint-mixin
+.PHONY: build demo quick test test-race-slow test-race test-slow test-timing test-e2e test-e2e-alerts test-e2e-stacks tools mixin chart-readme bench lint lint-mixin
 
 build:
 	$(GO) build -ldflags "$(LDFLAGS)" -o $(BIN) ./cmd/infer_exporter
@@ -112,7 +112,7 @@ test-e2e-stacks:
 # build is spent where a group uses one core (a big link, and Ollama's C++,
 # whose files cgo compiles one after another), so the groups overlap there.
 # Ollama and the control plane, the two slowest, start first.
-TOOL_GROUPS := tool-ollama tool-kube tool-prometheus tool-alertmanager tool-otelcol tool-deploy schema-modules
+TOOL_GROUPS := tool-ollama tool-kube tool-prometheus tool-alertmanager tool-otelcol tool-helm tool-deploy schema-modules
 .PHONY: $(TOOL_GROUPS)
 
 tools:
@@ -150,6 +150,17 @@ tool-alertmanager:
 tool-otelcol:
 	$(GO) -C tools/otelcol tool -n otelcol >/dev/null
 
+# The chart's checks (e2e/helm_test.go: lint, template, the schema's
+# refusals) and its admission (e2e/controlplane_test.go): helm v4.3.2, a
+# module of its own (tools/helm/go.mod says why that version). Cold it
+# compiled 723 of its 1,184 packages (the standard library and the
+# k8s.io/* v0.37.2 it shares with tools/podsecurity were cached) in 329 s
+# of wall time, 258 s user and 89 s system CPU, 1.1 GB of peak memory,
+# beside other work on 2 cores (`/usr/bin/time -v go -C tools/helm tool -n
+# helm`); seconds once cached.
+tool-helm:
+	$(GO) -C tools/helm tool -n helm >/dev/null
+
 # The checks of deploy/ and of the mixin's dashboards: kubeconform,
 # kustomize, the Pod Security Standards check (our main over
 # k8s.io/pod-security-admission, e2e/podsecurity_test.go) and the dashboard
@@ -165,7 +176,10 @@ tool-deploy:
 schema-modules:
 	$(GO) mod download $$(awk '!/^#/ && NF {print $$1 "@" $$2}' tools/kubeconform/schema-modules.txt)
 
-# Regenerate the mixin's committed outputs (a test fails when they are stale).
+# Regenerate the mixin's committed outputs (a test fails when they are stale):
+# mixin/generated, deploy/kubernetes/prometheusrule.yaml, and the chart's
+# copies of the rules, alerts and dashboards (charts/infer-exporter/files/,
+# which holds nothing else: a chart reads only files inside its directory).
 # It says what it does (the first build of promtool, Prometheus' module, takes
 # minutes), and renders and checks into a temporary directory beside
 # mixin/generated, which it replaces only then: a failure or a Ctrl-C leaves
@@ -181,7 +195,15 @@ mixin:
 	$(PROMTOOL) check rules "$$tmp/generated/rules.yaml" "$$tmp/generated/alerts.yaml" && \
 	rm -rf mixin/generated && mv "$$tmp/generated" mixin/generated && \
 	mv "$$tmp/prometheusrule.yaml" deploy/kubernetes/prometheusrule.yaml && \
-	echo "make mixin: replaced mixin/generated and deploy/kubernetes/prometheusrule.yaml"
+	rm -rf charts/infer-exporter/files && mkdir -p charts/infer-exporter/files && \
+	cp -R mixin/generated/rules.yaml mixin/generated/alerts.yaml mixin/generated/dashboards charts/infer-exporter/files/ && \
+	echo "make mixin: replaced mixin/generated, deploy/kubernetes/prometheusrule.yaml and charts/infer-exporter/files"
+
+# Regenerate the table of values of charts/infer-exporter/README.md from the
+# chart's values.yaml comments and values.schema.json (internal/chartdoc, our
+# generator; its test fails when the table is stale).
+chart-readme:
+	$(GO) test -count=1 -run '^TestChartReadme$$' ./internal/chartdoc/ -update
 
 # The real linters over the rendered mixin (also a test, mixin.TestLint):
 # promtool's every lint check over the rules and alerts, and Grafana's

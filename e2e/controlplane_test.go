@@ -188,6 +188,14 @@ func num(v any) int {
 //     reporting it Running, then Succeeded), the Job completes with indexes
 //     0..N-1.
 //
+// Then the same for the Helm chart's output (charts/infer-exporter, rendered
+// by the pinned helm; chartReleases says which releases): each release's
+// objects admitted into a namespace of its own that enforces Pod Security
+// "restricted", applying them again a no-op, every Pod template admitted,
+// the Job controller's pods of the chart's bench with their indexes and
+// arguments, and the pods of its Deployments selected by its Services and
+// PodMonitors.
+//
 // About a minute once the tools are built.
 func TestControlPlaneEndToEnd(t *testing.T) {
 	if testenv.RaceEnabled {
@@ -198,6 +206,7 @@ func TestControlPlaneEndToEnd(t *testing.T) {
 	kustomize := realstack.Tool(t, kustomizeModfile, "kustomize")
 	crdFiles := operatorCRDFiles(t, root)
 	objs := deployObjects(t, root, kustomize)
+	releases := chartReleases(t, root)
 
 	ctx, cancel := context.WithTimeout(context.Background(), 8*time.Minute)
 	defer cancel()
@@ -251,44 +260,7 @@ func TestControlPlaneEndToEnd(t *testing.T) {
 		}
 	}
 
-	// Applying the same again changes nothing: no field the manifests set
-	// is rewritten by a default, so `kubectl apply` twice is a no-op. The
-	// generation counts changes of the spec; besides it, the object's
-	// content is compared, less its status and the labels and annotations
-	// that controllers add (a Deployment's revision) and the manifest does
-	// not set.
-	content := func(manifest, o map[string]any) string {
-		md := asMap(o["metadata"])
-		own := func(key string) map[string]any {
-			m := map[string]any{}
-			for k := range asMap(dig(manifest, "metadata", key)) {
-				m[k] = dig(md, key, k)
-			}
-			return m
-		}
-		c := map[string]any{"labels": own("labels"), "annotations": own("annotations"), "finalizers": md["finalizers"], "generation": md["generation"]}
-		for k, v := range o {
-			if k != "metadata" && k != "status" {
-				c[k] = v
-			}
-		}
-		b, err := json.Marshal(c)
-		if err != nil {
-			t.Fatal(err)
-		}
-		return string(b)
-	}
-	for _, o := range objs {
-		key := objectKey(o)
-		out, err := api.apply(ctx, o, nil)
-		if err != nil {
-			t.Errorf("%s refused the second time: %v", key, err)
-			continue
-		}
-		if first, second := content(o, applied[key]), content(o, out); first != second {
-			t.Errorf("%s: applied again, the server changed what it holds:\nfirst:  %s\nsecond: %s", key, first, second)
-		}
-	}
+	reapply(ctx, t, api, objs, applied)
 
 	checkPodSecurity(ctx, t, api, objs, ns)
 	checkCRDSchema(ctx, t, api, objs)
@@ -303,9 +275,60 @@ func TestControlPlaneEndToEnd(t *testing.T) {
 		t.Errorf("the shards' Job with a changed template: %v, want it refused as immutable", err)
 	}
 
-	checkIndexedShards(ctx, t, api, objs, ns)
-	checkControllersPods(ctx, t, api, objs, ns)
+	checkIndexedShards(ctx, t, api, objs, ns, deployBench)
+	checkControllersPods(ctx, t, api, objs, ns, deployBench.merge, "vllm", "infer-exporter")
+
+	// The chart's output, as deploy/'s.
+	for _, rel := range releases {
+		t.Run(rel.name, func(t *testing.T) { applyRelease(ctx, t, api, rel) })
+	}
 	t.Logf("control-plane checks done %v after the start", time.Since(start).Round(time.Millisecond))
+}
+
+// heldContent is what the server holds of an object that a manifest
+// applied: less its status and the labels and annotations that controllers
+// add (a Deployment's revision) and the manifest does not set, with its
+// generation, which counts changes of its spec.
+func heldContent(t *testing.T, manifest, o map[string]any) string {
+	t.Helper()
+	md := asMap(o["metadata"])
+	own := func(key string) map[string]any {
+		m := map[string]any{}
+		for k := range asMap(dig(manifest, "metadata", key)) {
+			m[k] = dig(md, key, k)
+		}
+		return m
+	}
+	c := map[string]any{"labels": own("labels"), "annotations": own("annotations"), "finalizers": md["finalizers"], "generation": md["generation"]}
+	for k, v := range o {
+		if k != "metadata" && k != "status" {
+			c[k] = v
+		}
+	}
+	b, err := json.Marshal(c)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return string(b)
+}
+
+// reapply applies the same objects again, and checks it changes nothing: no
+// field the manifests set is rewritten by a default, so `kubectl apply`
+// twice is a no-op. applied holds what the first apply returned, by
+// objectKey.
+func reapply(ctx context.Context, t *testing.T, api *kubeAPI, objs []map[string]any, applied map[string]map[string]any) {
+	t.Helper()
+	for _, o := range objs {
+		key := objectKey(o)
+		out, err := api.apply(ctx, o, nil)
+		if err != nil {
+			t.Errorf("%s refused the second time: %v", key, err)
+			continue
+		}
+		if first, second := heldContent(t, o, applied[key]), heldContent(t, o, out); first != second {
+			t.Errorf("%s: applied again, the server changed what it holds:\nfirst:  %s\nsecond: %s", key, first, second)
+		}
+	}
 }
 
 // operatorCRDFiles are the Prometheus Operator's CRDs, from the module
@@ -408,15 +431,7 @@ func podFromTemplate(t *testing.T, obj map[string]any, name, ns string) map[stri
 func checkPodSecurity(ctx context.Context, t *testing.T, api *kubeAPI, objs []map[string]any, ns string) {
 	dryRun := url.Values{"dryRun": {"All"}}
 	const refusal = `violates PodSecurity "restricted:latest"`
-	for _, o := range objs {
-		if !podTemplateKinds[o["kind"].(string)] {
-			continue
-		}
-		pod := podFromTemplate(t, o, "infer-e2e-template", ns)
-		if _, err := api.create(ctx, pod, dryRun); err != nil {
-			t.Errorf("the Pod of %s's template refused: %v", objectKey(o), err)
-		}
-	}
+	checkTemplatesAdmitted(ctx, t, api, objs, ns)
 
 	spec := func(p map[string]any) map[string]any { return asMap(dig(p, "spec")) }
 	container := func(p map[string]any, name string) map[string]any {
@@ -487,6 +502,22 @@ func checkPodSecurity(ctx context.Context, t *testing.T, api *kubeAPI, objs []ma
 			t.Errorf("pods of the refused Job: %d (%v), want none", len(pods), err)
 		}
 	})
+}
+
+// checkTemplatesAdmitted: every Pod template of objs, made into a Pod, is
+// admitted in the namespace (a server-side dry run), Pod Security among
+// the admission plugins.
+func checkTemplatesAdmitted(ctx context.Context, t *testing.T, api *kubeAPI, objs []map[string]any, ns string) {
+	t.Helper()
+	for _, o := range objs {
+		if !podTemplateKinds[o["kind"].(string)] {
+			continue
+		}
+		pod := podFromTemplate(t, o, "infer-e2e-template", ns)
+		if _, err := api.create(ctx, pod, url.Values{"dryRun": {"All"}}); err != nil {
+			t.Errorf("the Pod of %s's template refused: %v", objectKey(o), err)
+		}
+	}
 }
 
 // checkCRDSchema: a PodMonitor that kubeconform accepts is admitted, and
@@ -607,12 +638,21 @@ func selector(labels map[string]any) string {
 	return strings.Join(parts, ",")
 }
 
+// benchNames are the names of a sharded bench's objects: deploy/'s, or
+// the chart's.
+type benchNames struct {
+	shards, merge, podMonitor string
+}
+
+// deployBench are deploy/kubernetes/bench's.
+var deployBench = benchNames{shards: "infer-bench-shards", merge: "infer-bench-merge", podMonitor: "infer-bench"}
+
 // checkIndexedShards: the Job controller creates the shards' N pods with
 // completion indexes 0..N-1, each with the arguments of its shard, the
 // PodMonitor selects exactly them and reads their index label, and, with
 // the test as their kubelet, the Job completes with every index.
-func checkIndexedShards(ctx context.Context, t *testing.T, api *kubeAPI, objs []map[string]any, ns string) {
-	job, err := api.get(ctx, "batch/v1", "Job", ns, "infer-bench-shards")
+func checkIndexedShards(ctx context.Context, t *testing.T, api *kubeAPI, objs []map[string]any, ns string, names benchNames) {
+	job, err := api.get(ctx, "batch/v1", "Job", ns, names.shards)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -624,13 +664,13 @@ func checkIndexedShards(ctx context.Context, t *testing.T, api *kubeAPI, objs []
 	var pods []map[string]any
 	if err := pollAPI(ctx, fmt.Sprintf("the Job controller's %d shard pods", n), func() (bool, error) {
 		// A refused pod is never created: say so now, not at the deadline.
-		events, _ := api.list(ctx, "v1", "Event", ns, "", "involvedObject.name=infer-bench-shards")
+		events, _ := api.list(ctx, "v1", "Event", ns, "", "involvedObject.name="+names.shards)
 		for _, e := range events {
 			if msg, _ := e["message"].(string); e["reason"] == "FailedCreate" && strings.Contains(msg, "PodSecurity") {
-				t.Fatalf("the Job controller could not create the shards' pods: %s", msg)
+				t.Fatalf("the Job controller could not create the pods of %s: %s", names.shards, msg)
 			}
 		}
-		pods, err = api.list(ctx, "v1", "Pod", ns, "batch.kubernetes.io/job-name=infer-bench-shards", "")
+		pods, err = api.list(ctx, "v1", "Pod", ns, "batch.kubernetes.io/job-name="+names.shards, "")
 		return len(pods) >= n, err
 	}); err != nil {
 		t.Fatal(err)
@@ -653,8 +693,8 @@ func checkIndexedShards(ctx context.Context, t *testing.T, api *kubeAPI, objs []
 		if l := dig(p, "metadata", "labels", indexKey); l != idx {
 			t.Errorf("pod %s: label %s = %v, annotation %s: the PodMonitor's shard label reads the label", name, indexKey, l, idx)
 		}
-		if h := dig(p, "spec", "hostname"); h != fmt.Sprintf("infer-bench-shards-%d", i) {
-			t.Errorf("pod %s: hostname %v, want infer-bench-shards-%d", name, h, i)
+		if h := dig(p, "spec", "hostname"); h != fmt.Sprintf("%s-%d", names.shards, i) {
+			t.Errorf("pod %s: hostname %v, want %s-%d", name, h, names.shards, i)
 		}
 		if l := dig(p, "metadata", "labels", "batch.kubernetes.io/controller-uid"); l != uid {
 			t.Errorf("pod %s: controller-uid label %v, want the Job's uid %s (the barrier's JOB_UID)", name, l, uid)
@@ -695,7 +735,7 @@ func checkIndexedShards(ctx context.Context, t *testing.T, api *kubeAPI, objs []
 
 	// The PodMonitor selects these pods and no others, and its relabeling
 	// reads the index label by Prometheus's name for it.
-	pm := findObject(objs, "PodMonitor", "infer-bench")
+	pm := findObject(objs, "PodMonitor", names.podMonitor)
 	sel := selector(asMap(dig(pm, "spec", "selector", "matchLabels")))
 	if selected, err := api.list(ctx, "v1", "Pod", ns, sel, ""); err != nil || len(selected) != n {
 		t.Errorf("the PodMonitor's selector %s selects %d pods (%v), want the %d shards", sel, len(selected), err, n)
@@ -734,7 +774,7 @@ func checkIndexedShards(ctx context.Context, t *testing.T, api *kubeAPI, objs []
 	}
 	wantIndexes := fmt.Sprintf("0-%d", n-1)
 	if err := pollAPI(ctx, "the shards' Job complete", func() (bool, error) {
-		job, err = api.get(ctx, "batch/v1", "Job", ns, "infer-bench-shards")
+		job, err = api.get(ctx, "batch/v1", "Job", ns, names.shards)
 		for _, c := range asList(dig(job, "status", "conditions")) {
 			if cm := asMap(c); cm["type"] == "Complete" && cm["status"] == "True" {
 				return true, err
@@ -754,14 +794,20 @@ func checkIndexedShards(ctx context.Context, t *testing.T, api *kubeAPI, objs []
 // wait's JOB_UID), and the Deployment controller's pod, admitted by Pod
 // Security as the ReplicaSet controller creates it, is the one the Service
 // and the sidecar's PodMonitor select.
-func checkControllersPods(ctx context.Context, t *testing.T, api *kubeAPI, objs []map[string]any, ns string) {
-	merge, err := api.get(ctx, "batch/v1", "Job", ns, "infer-bench-merge")
+func checkControllersPods(ctx context.Context, t *testing.T, api *kubeAPI, objs []map[string]any, ns string, merge, deployment, podMonitor string) {
+	checkMergePod(ctx, t, api, ns, merge)
+	checkDeploymentSelected(ctx, t, api, objs, ns, deployment, podMonitor)
+}
+
+// checkMergePod: the merge Job's pod exists and carries its Job's uid.
+func checkMergePod(ctx context.Context, t *testing.T, api *kubeAPI, ns, name string) {
+	merge, err := api.get(ctx, "batch/v1", "Job", ns, name)
 	if err != nil {
 		t.Fatal(err)
 	}
 	var pods []map[string]any
 	if err := pollAPI(ctx, "the merge Job's pod", func() (bool, error) {
-		pods, err = api.list(ctx, "v1", "Pod", ns, "batch.kubernetes.io/job-name=infer-bench-merge", "")
+		pods, err = api.list(ctx, "v1", "Pod", ns, "batch.kubernetes.io/job-name="+name, "")
 		return len(pods) == 1, err
 	}); err != nil {
 		t.Fatal(err)
@@ -769,8 +815,15 @@ func checkControllersPods(ctx context.Context, t *testing.T, api *kubeAPI, objs 
 	if got, want := dig(pods[0], "metadata", "labels", "batch.kubernetes.io/controller-uid"), dig(merge, "metadata", "uid"); got != want {
 		t.Errorf("the merge pod's controller-uid %v, want its Job's %v", got, want)
 	}
+}
 
-	dep := findObject(objs, "Deployment", "vllm")
+// checkDeploymentSelected: the ReplicaSet controller makes the
+// Deployment's pods, admitted by Pod Security, and the PodMonitor and
+// every Service select them.
+func checkDeploymentSelected(ctx context.Context, t *testing.T, api *kubeAPI, objs []map[string]any, ns, deployment, podMonitor string) {
+	var pods []map[string]any
+	var err error
+	dep := findObject(objs, "Deployment", deployment)
 	replicas := num(dig(dep, "spec", "replicas"))
 	depSel := selector(asMap(dig(dep, "spec", "selector", "matchLabels")))
 	if err := pollAPI(ctx, "the Deployment's pods", func() (bool, error) {
@@ -780,7 +833,7 @@ func checkControllersPods(ctx context.Context, t *testing.T, api *kubeAPI, objs 
 		t.Fatal(err)
 	}
 	selectors := map[string]string{
-		"the sidecar's PodMonitor": selector(asMap(dig(findObject(objs, "PodMonitor", "infer-exporter"), "spec", "selector", "matchLabels"))),
+		"the PodMonitor " + podMonitor: selector(asMap(dig(findObject(objs, "PodMonitor", podMonitor), "spec", "selector", "matchLabels"))),
 	}
 	for _, o := range objs {
 		if o["kind"] == "Service" {

@@ -97,9 +97,10 @@ func Tool(tb testing.TB, modfile, name string) string {
 }
 
 // ModuleTool returns the path of the tool of a module of its own under
-// tools/ whose main package is ours (tools/dashlint, tools/podsecurity):
-// `go -C DIR tool -n NAME` with DIR/build.env's environment (BuildEnv),
-// built into Go's cache if needed.
+// tools/ that is run from its directory: one whose main package is ours
+// (tools/dashlint, tools/podsecurity), or helm (tools/helm, as `make tools`
+// builds it): `go -C DIR tool -n NAME` with DIR/build.env's environment
+// (BuildEnv), built into Go's cache if needed.
 func ModuleTool(tb testing.TB, dir, name string) string {
 	tb.Helper()
 	testenv.Slow(tb, "runs the pinned "+name)
