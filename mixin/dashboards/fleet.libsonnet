@@ -63,8 +63,8 @@ local fleetNames = import '../rules/fleet_names.libsonnet';
         { ref: 'H', title: 'TPOT p99', unit: 's', expr: n.quantile('tpot') + q99 },
         { ref: 'I', title: 'E2E p99', unit: 's', expr: n.quantile('e2e') + q99 },
         { ref: 'J', title: 'Requests/s', unit: 'reqps', expr: n.requestRate + rec },
-        { ref: 'K', title: 'Output tokens/s', unit: 'suffix: tok/s', expr: n.outputTokenRate + rec },
-        { ref: 'L', title: 'Output tokens/s per sidecar', unit: 'suffix: tok/s', expr: '%s%s / %s%s' % [n.outputTokenRate, rec, n.sidecars, rec] },
+        { ref: 'K', title: 'Output tokens/s', unit: 'suffix: tok/s', expr: n.servedTokenRate + rec },
+        { ref: 'L', title: 'Output tokens/s per sidecar', unit: 'suffix: tok/s', expr: '%s%s / %s%s' % [n.servedTokenRate, rec, n.sidecars, rec] },
         { ref: 'M', title: 'Goodput', unit: 'percentunit', expr: n.goodputRatio + rec },
         { ref: 'N', title: 'Errors', unit: 'percentunit', expr: n.errorRatio + rec },
         { ref: 'O', title: 'GPU memory per sidecar', unit: 'bytes', expr: n.servingMemory + rec },
@@ -74,7 +74,7 @@ local fleetNames = import '../rules/fleet_names.libsonnet';
         d.row('Leaderboard'),
         d.table(
           'Fleet leaderboard',
-          'One row per model and engine, over all their sidecars, best score first. The score weighs the components as the per-target ranking does (latency %s, throughput %s, memory %s, accuracy %s), from the fleet\'s p99 TTFT and TPOT, output tokens per second per sidecar, GPU memory per sidecar and known-answer accuracy; a component that cannot be measured counts 0. Raw values beside them.' % [
+          'One row per model and engine, over all their sidecars, best score first. The score weighs the components as the per-target ranking does (latency %s, throughput %s, memory %s, accuracy %s), from the fleet\'s p99 TTFT and TPOT, output tokens per second per sidecar (what the engines generated, every client\'s; the probe\'s own where an engine counts none), GPU memory per sidecar and known-answer accuracy; a component that cannot be measured counts 0. Raw values beside them.' % [
             p.num(c.ranking.weights.latency),
             p.num(c.ranking.weights.throughput),
             p.num(c.ranking.weights.memory),

@@ -94,6 +94,23 @@ local names = import 'names.libsonnet';
             expr: sumRate('infer_probe_completion_tokens_total', probe()),
           },
           {
+            record: n.servedTokenRate,
+            expr: |||
+              sum by (%(by)s) (
+                %(perSidecar)s
+              )
+            ||| % {
+              by: by,
+              perSidecar: withEngine(|||
+                (
+                  sum by (%(join)s, model) (rate(infer_server_generation_tokens_total%(server)s[%(w)s]))
+                  or
+                  sum by (%(join)s, model) (rate(infer_probe_completion_tokens_total%(probe)s[%(w)s]))
+                )
+              ||| % { join: join, server: p.selector(c.serverSelector), probe: probe(), w: w }),
+            },
+          },
+          {
             record: n.promptTokenRate,
             expr: sumRate('infer_probe_prompt_tokens_total', probe()),
           },
@@ -142,7 +159,9 @@ local names = import 'names.libsonnet';
         // The leaderboard across the fleet: the per-target ranking's
         // components and weights (_config.ranking), from the fleet's
         // figures. Throughput is per sidecar, so that a model and engine is
-        // not ranked higher for running on more nodes.
+        // not ranked higher for running on more nodes, and is what the
+        // engines generated (every client's), not the probe's offered
+        // load, wherever they count it.
         name: 'infer-fleet-ranking.rules',
         local r = c.ranking,
         local ref = r.reference,
@@ -163,7 +182,7 @@ local names = import 'names.libsonnet';
           },
           {
             record: n.component('throughput'),
-            expr: clamp('%s / (%s > 0) / %s' % [n.outputTokenRate, n.sidecars, p.num(ref.outputTokensPerSecond)]),
+            expr: clamp('%s / (%s > 0) / %s' % [n.servedTokenRate, n.sidecars, p.num(ref.outputTokensPerSecond)]),
           },
           {
             record: n.component('memory'),

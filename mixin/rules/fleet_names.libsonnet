@@ -18,6 +18,10 @@ local names = import 'names.libsonnet';
     quantile(h):: level + '_quantile:' + base.histograms[h] + ':histogram_quantile_rate' + w,
     requestRate: level + ':infer_probe_requests:rate' + w,
     outputTokenRate: level + ':infer_probe_completion_tokens:rate' + w,
+    // The output tokens each sidecar's engine generated, every client's
+    // (infer_server_generation_tokens_total), the probe's own where its
+    // engine exposes none: the leaderboard's throughput.
+    servedTokenRate: level + ':infer_served_output_tokens:rate' + w,
     promptTokenRate: level + ':infer_probe_prompt_tokens:rate' + w,
     goodputRatio: level + ':infer_probe_goodput_requests:ratio_rate' + w,
     errorRatio: level + ':infer_probe_requests:error_ratio_rate' + w,
