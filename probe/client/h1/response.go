@@ -397,12 +397,16 @@ func (b *body) readChunked(p []byte) (int, error) {
 			if n > 0 && b.r.Buffered() < 2 {
 				return n, nil
 			}
-			var two [2]byte
-			if _, err := io.ReadFull(b.r, two[:]); err != nil {
-				return n, unexpected(err)
-			}
-			if two != [2]byte{'\r', '\n'} {
-				return n, protoErr("malformed chunked encoding: no CRLF after a chunk's data")
+			// Byte by byte: a [2]byte handed to io.ReadFull escapes, one
+			// allocation a chunk.
+			for _, want := range [2]byte{'\r', '\n'} {
+				c, err := b.r.ReadByte()
+				if err != nil {
+					return n, unexpected(err)
+				}
+				if c != want {
+					return n, protoErr("malformed chunked encoding: no CRLF after a chunk's data")
+				}
 			}
 			b.crlf = false
 		}
