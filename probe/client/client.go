@@ -143,17 +143,16 @@ type Options struct {
 	// settings). When nil, the client builds one tuned for measurement.
 	Transport http.RoundTripper
 	// Wire chooses the client's own transport when Transport is nil:
-	// WireNetHTTP (the default: net/http for every target) or WireH1
-	// (probe/client/h1 for the http and https targets it supports,
-	// net/http for anything else). h1 is not the default yet: see
-	// docs/benchmarks.md, "Transports".
+	// WireH1 (the default: probe/client/h1 for the http and https targets
+	// it supports, net/http for anything else) or WireNetHTTP (net/http
+	// for every target). docs/benchmarks.md, "Transports", says why h1.
 	Wire string
 }
 
 // defaultWire is Options.Wire's default. A variable only so that a build
-// can set it (go test -ldflags=-X=...client.defaultWire=h1 runs a
-// package's tests on h1); nothing assigns it at run time.
-var defaultWire = WireNetHTTP
+// can set it (go test -ldflags=-X=...client.defaultWire=net/http runs a
+// package's tests on net/http); nothing assigns it at run time.
+var defaultWire = WireH1
 
 // The client's own transports, as Options.Wire and Client.TransportName
 // name them.

@@ -46,9 +46,9 @@ type Options struct {
 	// length too short, a tokenizer that refused) is started again.
 	Epoch func(target string) uint64
 	// Transport is each workload client's transport (client.Options.Wire):
-	// empty or client.WireNetHTTP for net/http everywhere, client.WireH1
-	// for probe/client/h1 on the http and https targets it supports
-	// (--probe.transport).
+	// client.WireH1 (empty: the client's default) for probe/client/h1 on
+	// the http and https targets it supports, client.WireNetHTTP for
+	// net/http everywhere (--probe.transport).
 	Transport string
 	// ClientOptions, when set, adjusts the options of each workload's
 	// client before it is built, after Transport (the load harness

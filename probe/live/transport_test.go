@@ -30,7 +30,7 @@ workloads:
 		t.Fatal(err)
 	}
 	for _, tc := range []struct{ transport, want string }{
-		{"", client.WireNetHTTP},
+		{"", client.WireH1}, // the default
 		{client.WireH1, client.WireH1},
 		{client.WireNetHTTP, client.WireNetHTTP},
 	} {
