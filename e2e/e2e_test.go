@@ -173,6 +173,23 @@ func TestEndToEnd(t *testing.T) {
 		t.Logf("%s = %.4g %v", q, v, errOrEmpty(err))
 	}
 	checkDashboards(t, ctx, api, filepath.Join(rules, "dashboards"))
+	// The exemplars reach Prometheus's exemplar storage as the exporter
+	// exposes them (a trace id of 32 hex digits on the TTFT and E2E
+	// buckets), from a slow bucket to its trace in Grafana.
+	for _, h := range []string{"infer_probe_time_to_first_token_seconds_bucket", "infer_probe_request_duration_seconds_bucket"} {
+		ids, err := api.exemplars(ctx, h+`{job="infer-exporter"}`, 5*time.Minute)
+		good := 0
+		for _, id := range ids {
+			if len(id) == 32 && strings.Trim(id, "0123456789abcdef") == "" {
+				good++
+			}
+		}
+		if err != nil || good == 0 {
+			t.Errorf("Prometheus stored no exemplar with a trace id on %s (%d exemplars, %v)", h, len(ids), err)
+		} else {
+			t.Logf("%s: %d exemplars stored, %d with a trace id", h, len(ids), good)
+		}
+	}
 	ttftP99 := fmt.Sprintf(`target_model_workload_quantile:infer_probe_time_to_first_token_seconds:histogram_quantile_rate15s{quantile="0.99", target=%q, workload=%q}`, target, workload)
 	if v, err := api.value(ctx, `histogram_count(sum(rate(infer_probe_time_to_first_token_seconds{job="infer-exporter"}[15s])))`); err != nil || !(v > 0) {
 		t.Errorf("Prometheus holds no native histogram of TTFT (%v, %v): scrape_native_histograms did not take", v, err)
@@ -561,6 +578,41 @@ func (p *promAPI) query(ctx context.Context, q string) ([]vectorSample, error) {
 		return nil, fmt.Errorf("query %q: %s", q, r.Error)
 	}
 	return r.Data.Result, nil
+}
+
+// exemplars are the trace ids of the exemplars Prometheus stored for the
+// series of q over the last span.
+func (p *promAPI) exemplars(ctx context.Context, q string, span time.Duration) ([]string, error) {
+	now := time.Now()
+	u := fmt.Sprintf("%s/api/v1/query_exemplars?query=%s&start=%d&end=%d", p.base, url.QueryEscape(q), now.Add(-span).Unix(), now.Unix())
+	req, _ := http.NewRequestWithContext(ctx, http.MethodGet, u, nil)
+	resp, err := http.DefaultClient.Do(req)
+	if err != nil {
+		return nil, err
+	}
+	defer resp.Body.Close()
+	var r struct {
+		Status string `json:"status"`
+		Error  string `json:"error"`
+		Data   []struct {
+			Exemplars []struct {
+				Labels map[string]string `json:"labels"`
+			} `json:"exemplars"`
+		} `json:"data"`
+	}
+	if err := json.NewDecoder(resp.Body).Decode(&r); err != nil {
+		return nil, err
+	}
+	if r.Status != "success" {
+		return nil, fmt.Errorf("query_exemplars %q: %s", q, r.Error)
+	}
+	var ids []string
+	for _, s := range r.Data {
+		for _, e := range s.Exemplars {
+			ids = append(ids, e.Labels["trace_id"])
+		}
+	}
+	return ids, nil
 }
 
 func (p *promAPI) count(ctx context.Context, q string) (int, error) {

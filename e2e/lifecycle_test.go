@@ -230,7 +230,10 @@ receivers:
 	must(t, os.WriteFile(promConfig, prometheusConfig(t, rules, amAddr, expAddr, simURL, strings.TrimPrefix(fixture.URL, "http://")), 0o644))
 	prom := realstack.Start(t, "prometheus", "", bin.prometheus,
 		"--config.file="+promConfig, "--storage.tsdb.path="+filepath.Join(dir, "prom-data"),
-		"--web.listen-address="+promAddr, "--log.level=warn")
+		"--web.listen-address="+promAddr, "--log.level=warn",
+		// The exemplars of the latency histograms (TestEndToEnd reads
+		// them back through /api/v1/query_exemplars).
+		"--enable-feature=exemplar-storage")
 	api := &promAPI{base: "http://" + promAddr}
 	must(t, prom.WaitHTTP(ctx, api.base+"/-/ready"))
 	return hook, api
