@@ -122,9 +122,13 @@ func (p *genParams) answerPieces(f *Faults) (pieces [][]byte, inline []byte) {
 // ask for, vLLM's default max_logprobs.
 const maxLogprobsParam = 20
 
-// chatMessages reduces API messages to text: a string content as is, an array
-// content as its text parts joined by a space, a null content as nothing.
-func chatMessages(in []chatMessageJSON) ([]ChatMessage, error) {
+// chatMessages reduces API messages to text and images: a string content
+// as is, an array content as its text parts joined by a space and its
+// image parts ({"type":"image_url","image_url":{"url":...}}, or the url as
+// a string) as images, a null content as nothing. images[i] holds the keys
+// (imageKey) of message i's images; images is nil when there are none.
+// Other parts are ignored.
+func chatMessages(in []chatMessageJSON) (msgs []ChatMessage, images [][]uint64, err error) {
 	out := make([]ChatMessage, len(in))
 	for i, m := range in {
 		out[i].Role = m.Role
@@ -133,28 +137,107 @@ func chatMessages(in []chatMessageJSON) ([]ChatMessage, error) {
 		case len(c) == 0 || string(c) == "null":
 		case c[0] == '"':
 			if err := json.Unmarshal(c, &out[i].Content); err != nil {
-				return nil, fmt.Errorf("messages[%d].content: %w", i, err)
+				return nil, nil, fmt.Errorf("messages[%d].content: %w", i, err)
 			}
 		case c[0] == '[':
 			var parts []struct {
-				Type string `json:"type"`
-				Text string `json:"text"`
+				Type     string          `json:"type"`
+				Text     string          `json:"text"`
+				ImageURL json.RawMessage `json:"image_url"`
 			}
 			if err := json.Unmarshal(c, &parts); err != nil {
-				return nil, fmt.Errorf("messages[%d].content: %w", i, err)
+				return nil, nil, fmt.Errorf("messages[%d].content: %w", i, err)
 			}
 			texts := make([]string, 0, len(parts))
-			for _, p := range parts {
-				if p.Type == "text" {
+			for j, p := range parts {
+				switch p.Type {
+				case "text":
 					texts = append(texts, p.Text)
+				case "image_url":
+					url, err := imagePartURL(p.ImageURL)
+					if err != nil {
+						return nil, nil, fmt.Errorf("messages[%d].content[%d].image_url: %w", i, j, err)
+					}
+					if images == nil {
+						images = make([][]uint64, len(in))
+					}
+					images[i] = append(images[i], imageKey(url))
 				}
 			}
 			out[i].Content = strings.Join(texts, " ")
 		default:
-			return nil, fmt.Errorf("messages[%d].content must be a string, an array of parts or null", i)
+			return nil, nil, fmt.Errorf("messages[%d].content must be a string, an array of parts or null", i)
 		}
 	}
-	return out, nil
+	return out, images, nil
+}
+
+// imagePartURL reads an image_url part's image: {"url": "..."}, as OpenAI
+// sends it, or the URL as a string, which vLLM also takes.
+func imagePartURL(raw json.RawMessage) (string, error) {
+	raw = bytes.TrimSpace(raw)
+	var url string
+	if len(raw) > 0 && raw[0] == '"' {
+		if err := json.Unmarshal(raw, &url); err != nil {
+			return "", err
+		}
+	} else {
+		var obj struct {
+			URL string `json:"url"`
+		}
+		if len(raw) > 0 && raw[0] == '{' {
+			if err := json.Unmarshal(raw, &obj); err != nil {
+				return "", err
+			}
+		}
+		url = obj.URL
+	}
+	if url == "" {
+		return "", errors.New("an image part needs a url")
+	}
+	return url, nil
+}
+
+// countImages is the number of images of a chat prompt.
+func countImages(images [][]uint64) int {
+	n := 0
+	for _, im := range images {
+		n += len(im)
+	}
+	return n
+}
+
+// contextError is vLLM's answer to a prompt of promptLen tokens that does
+// not fit a context of maxLen.
+func contextError(maxLen, promptLen int) error {
+	return fmt.Errorf(
+		"This model's maximum context length is %d tokens. However, your request has %d input tokens. Please reduce the length of the input messages.",
+		maxLen, promptLen)
+}
+
+// checkImages refuses a request of more than MaxPromptImages images, as
+// vLLM refuses more than --limit-mm-per-prompt, and one whose images alone
+// cannot fit the context (before their tokens are made).
+func (s *Simulator) checkImages(n, textTokens int) error {
+	if n > MaxPromptImages {
+		return fmt.Errorf("At most %d image(s) may be provided in one prompt.", MaxPromptImages)
+	}
+	if promptLen := textTokens + n*s.cfg.ImageTokens; n > 0 && promptLen >= s.cfg.MaxModelLen {
+		return contextError(s.cfg.MaxModelLen, promptLen)
+	}
+	return nil
+}
+
+// chatTokenIDs tokenizes a chat prompt with its images, each
+// Config.ImageTokens tokens (tokenizer.go).
+func (s *Simulator) chatTokenIDs(msgs []ChatMessage, images [][]uint64, addGenerationPrompt bool) ([]int, error) {
+	if images == nil {
+		return AppendChatTokenIDs(nil, msgs, addGenerationPrompt), nil
+	}
+	if err := s.checkImages(countImages(images), CountChatTokens(msgs, addGenerationPrompt)); err != nil {
+		return nil, err
+	}
+	return appendChatImageTokenIDs(nil, msgs, images, s.cfg.ImageTokens, addGenerationPrompt), nil
 }
 
 // promptTokenIDs tokenizes a completions prompt: a string, an array of token
@@ -189,6 +272,8 @@ func promptTokenIDs(raw json.RawMessage) ([]int, error) {
 
 // genParams is a validated generation request.
 type genParams struct {
+	// lora is the request's model: 0 the base model, i+1 LoRA adapter i.
+	lora         int
 	chat         bool
 	stream       bool
 	includeUsage bool
@@ -240,10 +325,11 @@ func (s *Simulator) parseGenerate(w http.ResponseWriter, r *http.Request, chat b
 	if err := decodeBody(w, r, &req); err != nil {
 		return nil, http.StatusBadRequest, err
 	}
-	if status, err := s.checkModel(req.Model); err != nil {
+	lora, status, err := s.checkModel(req.Model)
+	if err != nil {
 		return nil, status, err
 	}
-	p := &genParams{chat: chat, stream: req.Stream, logprobs: -1, promptLogprobs: -1}
+	p := &genParams{lora: lora, chat: chat, stream: req.Stream, logprobs: -1, promptLogprobs: -1}
 	if chat {
 		p.reasoning = s.cfg.ReasoningTokens
 	}
@@ -274,11 +360,13 @@ func (s *Simulator) parseGenerate(w http.ResponseWriter, r *http.Request, chat b
 		if len(req.Messages) == 0 {
 			return nil, http.StatusBadRequest, errors.New("messages must not be empty")
 		}
-		msgs, err := chatMessages(req.Messages)
+		msgs, images, err := chatMessages(req.Messages)
 		if err != nil {
 			return nil, http.StatusBadRequest, err
 		}
-		p.ids = AppendChatTokenIDs(nil, msgs, true)
+		if p.ids, err = s.chatTokenIDs(msgs, images, true); err != nil {
+			return nil, http.StatusBadRequest, err
+		}
 	} else {
 		ids, err := promptTokenIDs(req.Prompt)
 		if err != nil {
@@ -309,9 +397,7 @@ func (s *Simulator) parseGenerate(w http.ResponseWriter, r *http.Request, chat b
 func (s *Simulator) limitParams(p *genParams, maxTokens, minTokensPtr *int, ignoreEOS bool) (int, error) {
 	promptLen, maxLen := len(p.ids), s.cfg.MaxModelLen
 	if promptLen >= maxLen {
-		return http.StatusBadRequest, fmt.Errorf(
-			"This model's maximum context length is %d tokens. However, your request has %d input tokens. Please reduce the length of the input messages.",
-			maxLen, promptLen)
+		return http.StatusBadRequest, contextError(maxLen, promptLen)
 	}
 	if maxTokens == nil {
 		p.maxTokens = min(defaultMaxTokens, maxLen-promptLen)
@@ -403,12 +489,13 @@ func (s *Simulator) serveGenerate(w http.ResponseWriter, r *http.Request, arriva
 		st:          newStream(),
 		arrival:     arrival,
 		promptLen:   len(p.ids),
-		blockHashes: blockHashes(p.ids, s.cfg.BlockSize),
+		blockHashes: seededBlockHashes(p.ids, s.cfg.BlockSize, s.adapterKeys[p.lora]),
 		target:      p.target,
 		reason:      p.reason,
 		stallAfter:  faults.StallAfterTokens,
 		stallFor:    faults.StallMidStream,
 		id:          requestID(r),
+		lora:        p.lora,
 	}
 	p.ids = nil
 
@@ -482,7 +569,7 @@ func (s *Simulator) chunkHead(dst []byte, object string, p *genParams, arrival t
 	dst = append(dst, `","created":`...)
 	dst = strconv.AppendInt(dst, arrival.Unix(), 10)
 	dst = append(dst, `,"model":`...)
-	dst = append(dst, s.modelJSON...)
+	dst = append(dst, s.modelName(p.lora)...)
 	dst = append(dst, ',')
 	return dst
 }

@@ -8,6 +8,8 @@ import (
 	"strconv"
 	"strings"
 	"time"
+	"unicode"
+	"unicode/utf8"
 
 	"github.com/alecthomas/kingpin/v2"
 )
@@ -35,9 +37,25 @@ type Config struct {
 	// prefill_tokens/PrefillTokensPerSecond on top of the rest.
 	PrefillTokensPerSecond float64
 	// MaxLoRA is vLLM's --max-loras: with it above 0 the simulator
-	// exposes vllm:lora_requests_info as vLLM with --enable-lora does
-	// (it serves no adapter: the running and waiting lists are empty).
+	// exposes vllm:lora_requests_info as vLLM with --enable-lora does,
+	// and a running batch holds requests of at most MaxLoRA distinct
+	// adapters (a request of another adapter waits, as in vLLM's
+	// scheduler).
 	MaxLoRA int
+	// LoRAAdapters are the names of the LoRA adapters served on top of
+	// Model (vLLM's --lora-modules name=path): a request whose model is one
+	// of them is served as the base model is, and /v1/models lists it with
+	// Model as its parent. At most MaxLoRAAdapters, each a distinct name
+	// other than Model of at most MaxAdapterNameBytes bytes, valid UTF-8
+	// without white space, control characters or commas (the LoRA gauge
+	// joins names with commas). They need MaxLoRA >= 1.
+	LoRAAdapters []string
+	// ImageTokens is how many prompt tokens the simulated vision encoder
+	// makes of each image a chat request carries (an image_url content
+	// part, an Ollama image): 576 by default, as LLaVA-1.5's CLIP
+	// ViT-L/14 at 336 px gives (24 x 24 patches); 0 makes images add
+	// nothing. At most MaxImageTokens.
+	ImageTokens int
 	// MaxNumSeqs is the largest number of running sequences (vLLM's
 	// max_num_seqs).
 	MaxNumSeqs int
@@ -89,6 +107,23 @@ type Config struct {
 	LoadMode string
 }
 
+// Bounds of the LoRA adapters and images.
+const (
+	// MaxLoRAAdapters bounds Config.LoRAAdapters.
+	MaxLoRAAdapters = 32
+	// MaxAdapterNameBytes bounds an adapter's name, as the exporter bounds
+	// a model name (config.MaxModelBytes).
+	MaxAdapterNameBytes = 256
+	// DefaultImageTokens is Config.ImageTokens by default: LLaVA-1.5's
+	// 336 px CLIP encoder gives 24 x 24 patches.
+	DefaultImageTokens = 576
+	// MaxImageTokens bounds Config.ImageTokens.
+	MaxImageTokens = 16384
+	// MaxPromptImages is the most images one request may carry (vLLM's
+	// --limit-mm-per-prompt); a request with more is a 400.
+	MaxPromptImages = 64
+)
+
 // The OpenAI chat fields that carry reasoning text.
 const (
 	ReasoningFieldReasoning        = "reasoning"
@@ -108,6 +143,7 @@ func DefaultConfig() Config {
 		PrefillTokensPerSecond: 10000,
 		MaxNumSeqs:             256,
 		MaxLoRA:                1,
+		ImageTokens:            DefaultImageTokens,
 		MaxBatchedTokens:       8192,
 		KVBlocks:               8192,
 		BlockSize:              16,
@@ -148,14 +184,69 @@ func (c Config) Validate() error {
 		return fmt.Errorf("load delay %v is outside 0..%v", c.LoadDelay, MaxLoadDelay)
 	case c.LoadMode != "" && c.LoadMode != LoadRefuse && c.LoadMode != LoadUnready:
 		return fmt.Errorf("load mode %q is not %q or %q", c.LoadMode, LoadRefuse, LoadUnready)
+	case c.MaxLoRA < 0:
+		return fmt.Errorf("max lora %d is negative", c.MaxLoRA)
+	case c.ImageTokens < 0 || c.ImageTokens > MaxImageTokens:
+		return fmt.Errorf("image tokens %d is outside 0..%d", c.ImageTokens, MaxImageTokens)
 	case int64(c.KVBlocks)*int64(c.BlockSize) < int64(c.MaxModelLen):
 		// A request of MaxModelLen tokens must fit alone, or it could be
 		// preempted forever.
 		return fmt.Errorf("kv cache of %d blocks x %d tokens cannot hold max model length %d",
 			c.KVBlocks, c.BlockSize, c.MaxModelLen)
 	}
+	if err := c.validateAdapters(); err != nil {
+		return err
+	}
 	return c.Faults.normalized().Validate()
 }
+
+// validateAdapters checks the LoRA adapters' names and count.
+func (c Config) validateAdapters() error {
+	if len(c.LoRAAdapters) == 0 {
+		return nil
+	}
+	if len(c.LoRAAdapters) > MaxLoRAAdapters {
+		return fmt.Errorf("%d lora adapters: at most %d", len(c.LoRAAdapters), MaxLoRAAdapters)
+	}
+	if c.MaxLoRA < 1 {
+		return errors.New("lora adapters need max lora >= 1")
+	}
+	seen := make(map[string]bool, len(c.LoRAAdapters))
+	for _, name := range c.LoRAAdapters {
+		switch {
+		case name == "":
+			return errors.New("a lora adapter name is empty")
+		case len(name) > MaxAdapterNameBytes:
+			return fmt.Errorf("a lora adapter name of %d bytes: at most %d", len(name), MaxAdapterNameBytes)
+		case !utf8.ValidString(name):
+			return fmt.Errorf("lora adapter name %q is not valid UTF-8", name)
+		case strings.IndexFunc(name, func(r rune) bool { return r == ',' || unicode.IsSpace(r) || unicode.IsControl(r) }) >= 0:
+			return fmt.Errorf("lora adapter name %q has a comma, a space or a control character", name)
+		case name == c.Model:
+			return fmt.Errorf("lora adapter name %q is the base model's", name)
+		case seen[name]:
+			return fmt.Errorf("lora adapter %q is named twice", name)
+		}
+		seen[name] = true
+	}
+	return nil
+}
+
+// commaList is a repeatable flag whose every value is a comma-separated
+// list: --sim.lora-adapters=a,b --sim.lora-adapters=c gives [a b c].
+type commaList struct{ dst *[]string }
+
+func (l commaList) Set(v string) error {
+	for _, s := range strings.Split(v, ",") {
+		if s = strings.TrimSpace(s); s != "" {
+			*l.dst = append(*l.dst, s)
+		}
+	}
+	return nil
+}
+
+func (l commaList) String() string   { return strings.Join(*l.dst, ",") }
+func (commaList) IsCumulative() bool { return true }
 
 // Faults is the fault injection. The zero value injects nothing. Except for
 // Slowdown, which applies to every engine step that starts after a change, a
@@ -346,7 +437,9 @@ func AddFlags(cmd FlagAdder) *Config {
 	it := strconv.Itoa
 
 	cmd.Flag("sim.model", "Served model name.").Default(d.Model).StringVar(&c.Model)
-	cmd.Flag("sim.max-lora", "vLLM's --max-loras, exposed in vllm:lora_requests_info (0: no LoRA gauge).").Default(strconv.Itoa(d.MaxLoRA)).IntVar(&c.MaxLoRA)
+	cmd.Flag("sim.max-lora", "vLLM's --max-loras: distinct LoRA adapters one batch holds, exposed in vllm:lora_requests_info (0: no LoRA gauge).").Default(strconv.Itoa(d.MaxLoRA)).IntVar(&c.MaxLoRA)
+	cmd.Flag("sim.lora-adapters", "LoRA adapters served beside --sim.model (vLLM's --lora-modules names): comma-separated, repeatable; at most 32, needing --sim.max-lora >= 1.").PlaceHolder("NAME,...").SetValue(commaList{&c.LoRAAdapters})
+	cmd.Flag("sim.image-tokens", "Prompt tokens the simulated vision encoder makes of each image of a chat request (576: LLaVA-1.5's 336 px CLIP; 0: images add nothing).").Default(it(d.ImageTokens)).IntVar(&c.ImageTokens)
 	cmd.Flag("sim.max-model-len", "Context length in tokens (prompt + max_tokens).").Default(it(d.MaxModelLen)).IntVar(&c.MaxModelLen)
 	cmd.Flag("sim.time-scale", "Multiplier on every step duration: 1 = real time, 0.1 = ten times faster, 0 = instant.").Default(ff(d.TimeScale)).Float64Var(&c.TimeScale)
 	cmd.Flag("sim.decode-step", "Fixed cost of one engine step (forward pass).").Default(d.DecodeStep.String()).DurationVar(&c.DecodeStep)

@@ -14,9 +14,10 @@
 //     max_tokens, else "stop"). stream_options.include_usage adds a final
 //     chunk with "choices":[] and usage {prompt_tokens, total_tokens,
 //     completion_tokens}; with it, the other chunks carry "usage":null.
-//     Honoured fields: model (empty or the served name; another name is a
-//     404), prompt (a string, an array of token ids, or an array of one
-//     string), messages (content a string, an array of text parts, or null),
+//     Honoured fields: model (empty, the served name or a LoRA adapter's;
+//     another name is a 404, see LoRA adapters), prompt (a string, an
+//     array of token ids, or an array of one string), messages (content a
+//     string, an array of text and image_url parts, or null; see Images),
 //     max_tokens (max_completion_tokens wins for chat), min_tokens,
 //     ignore_eos, stream, stream_options.include_usage, n (only 1), and, for
 //     /v1/completions without streaming, echo, logprobs and prompt_logprobs
@@ -122,11 +123,56 @@
 // fault writes a response.output_text.delta event whose data is
 // "{not json".
 //
+// # LoRA adapters
+//
+// Config.LoRAAdapters (--sim.lora-adapters=a,b, repeatable; at most
+// MaxLoRAAdapters, and they need Config.MaxLoRA >= 1) are model names
+// served beside Config.Model, as vLLM serves --lora-modules. A request
+// whose model is an adapter's, on /v1/completions, /v1/chat/completions,
+// /v1/responses and /tokenize, is served as the base model's (same
+// lengths, words and timing model), and its answer names the adapter in
+// "model", as vLLM's does; the native APIs of the other engines serve the
+// base model only. Any other name is vLLM's 404 ("The model `x` does not
+// exist.", type NotFoundError). GET /v1/models lists the base model, then
+// each adapter as vLLM's serving_models does: id and root the adapter's
+// name (vLLM's root is the adapter's path; the simulator has none), parent
+// the base model, max_model_len null. The metrics keep the base model's
+// model_name, as vLLM's do.
+//
+// A running batch holds requests of at most MaxLoRA distinct adapters: a
+// request of another adapter is skipped at admission and waits (those
+// behind it may be admitted), as vLLM's scheduler skips it; base-model
+// requests are not limited. The prefix cache keys an adapter's blocks by
+// its name (the hash chain starts from adapterKey instead of 0), so that
+// a prompt cached for the base model or another adapter is no hit, as in
+// vLLM.
+//
+// # Images
+//
+// A chat message's content parts {"type":"image_url","image_url":{"url":
+// ...}} (the url may also be the part's image_url string), Responses'
+// {"type":"input_image","image_url":...} parts, and Ollama's base64
+// "images" (a chat message's, or /api/generate's) are images: each is
+// Config.ImageTokens prompt tokens (--sim.image-tokens, DefaultImageTokens
+// = 576 as LLaVA-1.5's 336 px CLIP encoder gives; 0: images add nothing),
+// placed after the words of the message that carries it (see Tokenizer).
+// They count wherever prompt tokens count: usage.prompt_tokens (Responses'
+// input_tokens, Ollama's prompt_eval_count), /tokenize, the context-length
+// check, the prefill's cost and chunks, the KV cache and prefix cache
+// (equal images are equal tokens: a repeated image hits), and
+// vllm:prompt_tokens_total and vllm:request_prompt_tokens. The image is not
+// decoded: its identity is a hash of its base64 data (or of its URL when it
+// is no data URL). A request with more than MaxPromptImages (64) images is
+// a 400 ("At most 64 image(s) may be provided in one prompt.", as vLLM
+// refuses more than --limit-mm-per-prompt), and so is an image part
+// without a url or an empty Ollama image.
+//
 // # Tokenizer
 //
 // Specified in tokenizer.go: tokens are strings.Fields words, ids are FNV-1a
 // 32 of the word modulo VocabSize; a chat message adds 3 template tokens and
-// the generation prompt 1; generated tokens are words of OutputVocabulary
+// the generation prompt 1; an image is Config.ImageTokens tokens after its
+// message's words; generated tokens are words of OutputVocabulary
 // with a leading space, so output text tokenizes back to completion_tokens.
 // A prompt of exactly N tokens is N words.
 //
@@ -215,8 +261,14 @@
 // vllm:prefix_cache_hits_total, vllm:num_preemptions_total,
 // vllm:prompt_tokens_total (added when a request samples its first token),
 // vllm:generation_tokens_total (every sampled token),
-// vllm:lora_requests_info (with Config.MaxLoRA above 0, 1 by default: its
-// max_lora, no adapters running or waiting, the value the time of the scrape),
+// vllm:lora_requests_info (with Config.MaxLoRA above 0, 1 by default:
+// max_lora, and running_lora_adapters and waiting_lora_adapters the
+// adapters with requests running and waiting, each comma-joined in
+// Config.LoRAAdapters' order, "" for none; as vLLM does, each change sets
+// a new series and the old ones stay, at most 64 of them, the oldest
+// forgotten; the value is the wall-clock time the series was last set, and
+// the current series is set at every scrape, so the series of the highest
+// value is the state at the scrape),
 // vllm:request_success_total{finished_reason="stop"|"length"|"abort"}
 // (abort: the client went away before the engine finished the request),
 // and the histograms vllm:time_to_first_token_seconds,

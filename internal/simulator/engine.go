@@ -2,7 +2,9 @@ package simulator
 
 import (
 	"context"
+	"math/bits"
 	"runtime"
+	"strings"
 	"sync"
 	"sync/atomic"
 	"time"
@@ -74,6 +76,9 @@ type sequence struct {
 	stallFor    time.Duration
 	// id is the request's X-Request-Id for the prefix log; "" when none.
 	id string
+	// lora is the request's LoRA adapter: 0 for the base model, i+1 for
+	// Config.LoRAAdapters[i].
+	lora int
 
 	state       seqState
 	generated   int
@@ -135,6 +140,16 @@ type scheduler struct {
 
 	// prefixes is the prefix cache's per-request ground truth.
 	prefixes *prefixLog
+
+	// LoRA: at most maxLoRA distinct adapters among the running
+	// sequences (0 = no limit: no adapter is served); lora reports the
+	// adapters running and waiting, named by adapters, when set.
+	maxLoRA      int
+	adapters     []string
+	lora         *loraInfo
+	loraRunning  uint64 // the adapters (bit i: adapters[i]) last reported
+	loraWaiting  uint64
+	loraReported bool
 }
 
 func newScheduler(cfg *Config, m *metrics) *scheduler {
@@ -148,7 +163,27 @@ func newScheduler(cfg *Config, m *metrics) *scheduler {
 		pool:         newBlockPool(cfg.KVBlocks),
 		m:            m,
 		prefixes:     newPrefixLog(),
+		maxLoRA:      cfg.MaxLoRA,
+		adapters:     cfg.LoRAAdapters,
 	}
+}
+
+// loraBit is the bit of q's adapter in an adapter mask; 0 for the base
+// model.
+func loraBit(q *sequence) uint64 {
+	if q.lora == 0 {
+		return 0
+	}
+	return 1 << (q.lora - 1)
+}
+
+// runningAdapters is the mask of the adapters of the running sequences.
+func (s *scheduler) runningAdapters() uint64 {
+	var m uint64
+	for _, q := range s.running {
+		m |= loraBit(q)
+	}
+	return m
 }
 
 // add queues a new sequence.
@@ -293,6 +328,10 @@ func (s *scheduler) addItem(q *sequence, n int) {
 func (s *scheduler) admit(now time.Time, budget int) {
 	bs := s.blockSize
 	s.keep = s.keep[:0]
+	var loras uint64 // the running adapters, when their number is bounded
+	if len(s.adapters) > 0 {
+		loras = s.runningAdapters()
+	}
 	i := s.whead
 	for ; i < len(s.waiting) && len(s.running) < s.maxNumSeqs && budget > 0; i++ {
 		q := s.waiting[i]
@@ -301,6 +340,13 @@ func (s *scheduler) admit(now time.Time, budget int) {
 		}
 		if q.paused(now) {
 			s.keep = append(s.keep, q) // a preempted sequence inside a stall fault
+			continue
+		}
+		if b := loraBit(q); b != 0 && loras&b == 0 && bits.OnesCount64(loras) >= s.maxLoRA {
+			// vLLM's scheduler skips a request whose adapter would be
+			// one more than max_loras in the batch; those behind it
+			// may go.
+			s.keep = append(s.keep, q)
 			continue
 		}
 		total := q.total()
@@ -342,6 +388,7 @@ func (s *scheduler) admit(now time.Time, budget int) {
 		q.state = seqRunning
 		s.nwait--
 		s.running = append(s.running, q)
+		loras |= loraBit(q)
 		budget -= n
 		s.addItem(q, n)
 	}
@@ -453,6 +500,46 @@ func (s *scheduler) updateGauges() {
 	s.m.running.Set(float64(len(s.running)))
 	s.m.waiting.Set(float64(s.nwait))
 	s.m.kvUsage.Set(s.pool.usage())
+	if s.lora != nil && len(s.adapters) > 0 {
+		s.reportLoRA()
+	}
+}
+
+// reportLoRA tells the LoRA gauge which adapters have requests running
+// and waiting, when that changed.
+func (s *scheduler) reportLoRA() {
+	running := s.runningAdapters()
+	var waiting uint64
+	all := uint64(1)<<len(s.adapters) - 1
+	for _, q := range s.waiting[s.whead:] {
+		if q.state == seqWaiting {
+			waiting |= loraBit(q)
+			if waiting == all {
+				break
+			}
+		}
+	}
+	if s.loraReported && running == s.loraRunning && waiting == s.loraWaiting {
+		return
+	}
+	s.loraReported, s.loraRunning, s.loraWaiting = true, running, waiting
+	s.lora.set(s.adapterList(running), s.adapterList(waiting))
+}
+
+// adapterList joins the names of the adapters of mask with commas, in
+// their configured order, as vLLM's gauge lists them.
+func (s *scheduler) adapterList(mask uint64) string {
+	var b strings.Builder
+	for i, name := range s.adapters {
+		if mask&(1<<i) == 0 {
+			continue
+		}
+		if b.Len() > 0 {
+			b.WriteByte(',')
+		}
+		b.WriteString(name)
+	}
+	return b.String()
 }
 
 // closeAll tells every live sequence's handler that the engine is gone.

@@ -1,7 +1,9 @@
 package simulator
 
 import (
+	"math"
 	"strconv"
+	"sync"
 	"time"
 
 	"github.com/prometheus/client_golang/prometheus"
@@ -106,16 +108,82 @@ func newMetrics(reg prometheus.Registerer, model string, maxModelLen int) *metri
 	return m
 }
 
-// registerLoRA exposes vLLM's LoRA gauge as vLLM with --enable-lora does
-// (docs/design/metrics.md, "LoRA Metrics"): its value the wall-clock time
-// of the report, max_lora the adapters one batch may hold, and the
-// adapters with requests running and waiting, comma-separated. The
-// simulator serves no adapter, so both lists are empty.
-func registerLoRA(reg prometheus.Registerer, maxLoRA int, now func() time.Time) {
-	reg.MustRegister(prometheus.NewGaugeFunc(prometheus.GaugeOpts{
-		Name: "vllm:lora_requests_info",
-		Help: "Running stats on lora requests.",
-		ConstLabels: prometheus.Labels{"max_lora": strconv.Itoa(maxLoRA),
-			"running_lora_adapters": "", "waiting_lora_adapters": ""},
-	}, func() float64 { return float64(now().UnixNano()) / 1e9 }))
+// maxLoRASeries bounds the label sets loraInfo keeps: vLLM keeps every
+// one it ever set; the simulator forgets the oldest beyond this many.
+const maxLoRASeries = 64
+
+// loraInfo is vLLM's LoRA gauge (docs/design/metrics.md, "LoRA Metrics"),
+// vllm:lora_requests_info{max_lora, running_lora_adapters,
+// waiting_lora_adapters}, as vLLM with --enable-lora sets it: the adapters
+// with requests running and waiting, each list comma-joined, and the
+// value the wall-clock time it was last set. As vLLM does, a change of the
+// adapters sets a new series and the old ones stay, so the state now is
+// the series of the highest value; the simulator also sets the current
+// series to the time of each scrape, and keeps at most maxLoRASeries
+// series (the oldest go). Values only grow: a series set later is never
+// below one set before.
+type loraInfo struct {
+	desc *prometheus.Desc
+	max  string
+	now  func() time.Time
+
+	mu      sync.Mutex
+	running string // the current state
+	waiting string
+	series  map[[2]string]float64 // running, waiting -> value
+	last    float64               // the highest value given
+}
+
+func newLoRAInfo(maxLoRA int, now func() time.Time) *loraInfo {
+	return &loraInfo{
+		desc: prometheus.NewDesc("vllm:lora_requests_info", "Running stats on lora requests.",
+			[]string{"max_lora", "running_lora_adapters", "waiting_lora_adapters"}, nil),
+		max:    strconv.Itoa(maxLoRA),
+		now:    now,
+		series: map[[2]string]float64{},
+	}
+}
+
+// setLocked sets the current series to the time now, above every value
+// given before.
+func (l *loraInfo) setLocked() {
+	v := float64(l.now().UnixNano()) / 1e9
+	if v <= l.last {
+		v = math.Nextafter(l.last, math.Inf(1))
+	}
+	l.last = v
+	key := [2]string{l.running, l.waiting}
+	if _, ok := l.series[key]; !ok && len(l.series) >= maxLoRASeries {
+		var oldest [2]string
+		first := true
+		for k, t := range l.series {
+			if first || t < l.series[oldest] {
+				oldest, first = k, false
+			}
+		}
+		delete(l.series, oldest)
+	}
+	l.series[key] = v
+}
+
+// set records the adapters now running and waiting, comma-joined.
+func (l *loraInfo) set(running, waiting string) {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	if running == l.running && waiting == l.waiting && len(l.series) > 0 {
+		return
+	}
+	l.running, l.waiting = running, waiting
+	l.setLocked()
+}
+
+func (l *loraInfo) Describe(ch chan<- *prometheus.Desc) { ch <- l.desc }
+
+func (l *loraInfo) Collect(ch chan<- prometheus.Metric) {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	l.setLocked()
+	for k, v := range l.series {
+		ch <- prometheus.MustNewConstMetric(l.desc, prometheus.GaugeValue, v, l.max, k[0], k[1])
+	}
 }

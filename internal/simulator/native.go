@@ -3,6 +3,7 @@ package simulator
 import (
 	"context"
 	"encoding/json"
+	"errors"
 	"fmt"
 	"math"
 	"net/http"
@@ -142,6 +143,10 @@ func (s *Simulator) serveNative(w http.ResponseWriter, r *http.Request, arrival 
 	p := &genParams{chat: chat, stream: true, ids: ids}
 	if bp, ok := np.(bodyProtocol); ok && !bp.streams() {
 		p.stream = false
+	}
+	if a, ok := np.(interface{ adapter() int }); ok {
+		// A protocol that serves LoRA adapters: the request's model.
+		p.lora = a.adapter()
 	}
 	if r, ok := np.(interface{ reasons() bool }); ok && r.reasons() {
 		// A protocol that carries reasoning text apart from the answer.
@@ -415,11 +420,16 @@ func (s *Simulator) handleOllamaChat(w http.ResponseWriter, r *http.Request, arr
 
 func (s *Simulator) handleOllama(w http.ResponseWriter, r *http.Request, arrival time.Time, chat bool) {
 	var req struct {
-		Model    string            `json:"model"`
-		Prompt   *string           `json:"prompt"`
-		Messages []chatMessageJSON `json:"messages"`
-		Stream   *bool             `json:"stream"`
-		Options  struct {
+		Model    string  `json:"model"`
+		Prompt   *string `json:"prompt"`
+		Messages []struct {
+			chatMessageJSON
+			Images []string `json:"images"`
+		} `json:"messages"`
+		// Images are /api/generate's, base64 each, as a chat message's.
+		Images  []string `json:"images"`
+		Stream  *bool    `json:"stream"`
+		Options struct {
 			NumPredict *int `json:"num_predict"`
 		} `json:"options"`
 	}
@@ -436,20 +446,62 @@ func (s *Simulator) handleOllama(w http.ResponseWriter, r *http.Request, arrival
 		fail(http.StatusBadRequest, "the simulator serves the Ollama API streaming only")
 		return
 	}
+	// An image is base64 data (not decoded): its key and its tokens are
+	// those of the same image sent as an OpenAI data URL.
+	keys := func(b64 []string) ([]uint64, error) {
+		var out []uint64
+		for _, im := range b64 {
+			if im == "" {
+				return nil, errors.New("an image is empty")
+			}
+			out = append(out, imageKey("data:;base64,"+im))
+		}
+		return out, nil
+	}
 	var ids []int
 	if chat {
-		msgs, err := chatMessages(req.Messages)
+		in := make([]chatMessageJSON, len(req.Messages))
+		var images [][]uint64
+		for i, m := range req.Messages {
+			in[i] = m.chatMessageJSON
+			k, err := keys(m.Images)
+			if err != nil {
+				fail(http.StatusBadRequest, err.Error())
+				return
+			}
+			if k != nil && images == nil {
+				images = make([][]uint64, len(req.Messages))
+			}
+			if k != nil {
+				images[i] = k
+			}
+		}
+		msgs, _, err := chatMessages(in)
 		if err != nil || len(msgs) == 0 {
 			fail(http.StatusBadRequest, "messages must be a non-empty array")
 			return
 		}
-		ids = AppendChatTokenIDs(nil, msgs, true)
+		if ids, err = s.chatTokenIDs(msgs, images, true); err != nil {
+			fail(http.StatusBadRequest, err.Error())
+			return
+		}
 	} else {
 		if req.Prompt == nil {
 			fail(http.StatusBadRequest, "prompt is required")
 			return
 		}
+		k, err := keys(req.Images)
+		if err == nil {
+			err = s.checkImages(len(k), CountTokens(*req.Prompt))
+		}
+		if err != nil {
+			fail(http.StatusBadRequest, err.Error())
+			return
+		}
 		ids = AppendTokenIDs(nil, *req.Prompt)
+		for _, h := range k {
+			ids = appendImageTokenIDs(ids, h, s.cfg.ImageTokens)
+		}
 	}
 	np := &ollamaProto{model: s.modelJSON, chat: chat, arrival: arrival}
 	s.serveNative(w, r, arrival, ids, positive(req.Options.NumPredict), nil, false, chat, np, fail)

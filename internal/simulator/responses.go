@@ -54,31 +54,44 @@ type responsesInputItem struct {
 // responsesMessages reduces a request's instructions and input to chat
 // messages: instructions are a system message; a string input one user
 // message; a list input its messages (content a string or an array of
-// input_text, output_text or text parts) and function call outputs (as tool
-// messages), other items ignored.
-func responsesMessages(instructions *string, input json.RawMessage) ([]ChatMessage, error) {
-	var msgs []ChatMessage
+// input_text, output_text or text parts, and input_image parts as images)
+// and function call outputs (as tool messages), other items ignored.
+// images is as chatMessages gives it: images[i] the keys of msgs[i]'s
+// images, nil when there are none.
+func responsesMessages(instructions *string, input json.RawMessage) (msgs []ChatMessage, images [][]uint64, err error) {
 	if instructions != nil {
 		msgs = append(msgs, ChatMessage{Role: "system", Content: *instructions})
 	}
 	input = bytes.TrimSpace(input)
 	switch {
 	case len(input) == 0 || string(input) == "null":
-		return nil, errors.New("input is required")
+		return nil, nil, errors.New("input is required")
 	case input[0] == '"':
 		var s string
 		if err := json.Unmarshal(input, &s); err != nil {
-			return nil, fmt.Errorf("input: %w", err)
+			return nil, nil, fmt.Errorf("input: %w", err)
 		}
-		return append(msgs, ChatMessage{Role: "user", Content: s}), nil
+		return append(msgs, ChatMessage{Role: "user", Content: s}), nil, nil
 	case input[0] != '[':
-		return nil, errors.New("input must be a string or an array of input items")
+		return nil, nil, errors.New("input must be a string or an array of input items")
 	}
 	var items []responsesInputItem
 	if err := json.Unmarshal(input, &items); err != nil {
-		return nil, fmt.Errorf("input: %w", err)
+		return nil, nil, fmt.Errorf("input: %w", err)
 	}
 	n := len(msgs)
+	add := func(m []ChatMessage, im [][]uint64) {
+		if im != nil && images == nil {
+			images = make([][]uint64, len(msgs), len(msgs)+len(items))
+		}
+		msgs = append(msgs, m...)
+		if images != nil {
+			if im == nil {
+				im = make([][]uint64, len(m))
+			}
+			images = append(images, im...)
+		}
+	}
 	for i, it := range items {
 		switch it.Type {
 		case "", "message":
@@ -86,49 +99,58 @@ func responsesMessages(instructions *string, input json.RawMessage) ([]ChatMessa
 			if c := bytes.TrimSpace(it.Content); len(c) > 0 && c[0] == '[' {
 				text, err := responsesParts(c)
 				if err != nil {
-					return nil, fmt.Errorf("input[%d].content: %w", i, err)
+					return nil, nil, fmt.Errorf("input[%d].content: %w", i, err)
 				}
 				in[0].Content = text
 			}
-			m, err := chatMessages(in)
+			m, im, err := chatMessages(in)
 			if err != nil {
-				return nil, fmt.Errorf("input[%d]: %w", i, err)
+				return nil, nil, fmt.Errorf("input[%d]: %w", i, err)
 			}
-			msgs = append(msgs, m...)
+			add(m, im)
 		case "function_call_output":
-			m, err := chatMessages([]chatMessageJSON{{Role: "tool", Content: it.Output}})
+			m, im, err := chatMessages([]chatMessageJSON{{Role: "tool", Content: it.Output}})
 			if err != nil {
-				return nil, fmt.Errorf("input[%d].output: %w", i, err)
+				return nil, nil, fmt.Errorf("input[%d].output: %w", i, err)
 			}
-			msgs = append(msgs, m...)
+			add(m, im)
 		}
 	}
 	if len(msgs) == n {
-		return nil, errors.New("input holds no message")
+		return nil, nil, errors.New("input holds no message")
 	}
-	return msgs, nil
+	return msgs, images, nil
 }
 
-// responsesParts turns an array of content parts into a chat content array
-// of text parts, keeping the parts with text (input_text, output_text,
-// text).
+// responsesParts turns an array of content parts into a chat content array:
+// the parts with text (input_text, output_text, text) as text parts, and
+// input_image parts ({"type":"input_image","image_url":"..."}) as image
+// parts.
 func responsesParts(raw json.RawMessage) (json.RawMessage, error) {
 	var parts []struct {
-		Type string `json:"type"`
-		Text string `json:"text"`
+		Type     string          `json:"type"`
+		Text     string          `json:"text"`
+		ImageURL json.RawMessage `json:"image_url"`
 	}
 	if err := json.Unmarshal(raw, &parts); err != nil {
 		return nil, err
 	}
 	type part struct {
-		Type string `json:"type"`
-		Text string `json:"text"`
+		Type     string          `json:"type"`
+		Text     string          `json:"text,omitempty"`
+		ImageURL json.RawMessage `json:"image_url,omitempty"`
 	}
 	out := make([]part, 0, len(parts))
 	for _, p := range parts {
 		switch p.Type {
 		case "input_text", "output_text", "text":
-			out = append(out, part{"text", p.Text})
+			out = append(out, part{Type: "text", Text: p.Text})
+		case "input_image":
+			url := p.ImageURL
+			if len(bytes.TrimSpace(url)) == 0 {
+				url = json.RawMessage(`""`)
+			}
+			out = append(out, part{Type: "image_url", ImageURL: url})
 		}
 	}
 	return json.Marshal(out)
@@ -141,17 +163,23 @@ func (s *Simulator) handleResponses(w http.ResponseWriter, r *http.Request, arri
 		fail(http.StatusBadRequest, err.Error())
 		return
 	}
-	if status, err := s.checkModel(req.Model); err != nil {
+	lora, status, err := s.checkModel(req.Model)
+	if err != nil {
 		fail(status, err.Error())
 		return
 	}
-	msgs, err := responsesMessages(req.Instructions, req.Input)
+	msgs, images, err := responsesMessages(req.Instructions, req.Input)
+	if err != nil {
+		fail(http.StatusBadRequest, err.Error())
+		return
+	}
+	ids, err := s.chatTokenIDs(msgs, images, true)
 	if err != nil {
 		fail(http.StatusBadRequest, err.Error())
 		return
 	}
 	np := &responsesProto{
-		model: s.modelJSON, stream: req.Stream, arrival: arrival,
+		model: s.modelName(lora), lora: lora, stream: req.Stream, arrival: arrival,
 		id: strconv.FormatUint(s.reqs.Add(1), 16),
 	}
 	if len(req.Tools) > 0 && string(bytes.TrimSpace(req.ToolChoice)) != `"none"` {
@@ -164,13 +192,14 @@ func (s *Simulator) handleResponses(w http.ResponseWriter, r *http.Request, arri
 		}
 		np.toolName, _ = json.Marshal(name)
 	}
-	s.serveNative(w, r, arrival, AppendChatTokenIDs(nil, msgs, true), req.MaxOutputTokens, req.MinTokens, req.IgnoreEOS, true, np, fail)
+	s.serveNative(w, r, arrival, ids, req.MaxOutputTokens, req.MinTokens, req.IgnoreEOS, true, np, fail)
 }
 
 // responsesProto renders a Responses API answer: typed events when
 // streamed, one response object otherwise.
 type responsesProto struct {
 	model     []byte
+	lora      int    // the request's model: 0 the base, i+1 LoRA adapter i
 	id        string // the response's, as hex
 	arrival   time.Time
 	stream    bool
@@ -181,6 +210,7 @@ type responsesProto struct {
 }
 
 func (r *responsesProto) setParams(p *genParams) { r.p, r.promptLen = p, len(p.ids) }
+func (r *responsesProto) adapter() int           { return r.lora }
 func (*responsesProto) reasons() bool            { return true }
 func (r *responsesProto) streams() bool          { return r.stream }
 func (*responsesProto) contentType() string      { return "text/event-stream" }

@@ -10,6 +10,7 @@ import (
 	"math/rand/v2"
 	"net"
 	"net/http"
+	"slices"
 	"strconv"
 	"sync"
 	"sync/atomic"
@@ -47,6 +48,11 @@ type Simulator struct {
 	reqs  atomic.Uint64
 
 	modelJSON []byte // the model name as a JSON string
+	// models are the names served as JSON strings: [0] the base model's
+	// (modelJSON), [i+1] LoRA adapter i's; adapterKeys the adapters'
+	// prefix-cache keys (adapterKeys[0] = 0: the base model's).
+	models      [][]byte
+	adapterKeys []uint64
 
 	cancel    context.CancelFunc
 	closing   chan struct{}
@@ -73,6 +79,15 @@ func New(cfg Config, logger *slog.Logger) (*Simulator, error) {
 	if err != nil {
 		return nil, err
 	}
+	cfg.LoRAAdapters = slices.Clone(cfg.LoRAAdapters)
+	models, keys := [][]byte{modelJSON}, []uint64{0}
+	for _, name := range cfg.LoRAAdapters {
+		b, err := json.Marshal(name)
+		if err != nil {
+			return nil, err
+		}
+		models, keys = append(models, b), append(keys, adapterKey(name))
+	}
 	started := time.Now()
 	s := &Simulator{
 		cfg:       cfg,
@@ -82,16 +97,21 @@ func New(cfg Config, logger *slog.Logger) (*Simulator, error) {
 		started:   started,
 		rng:       rand.New(rand.NewPCG(cfg.Seed, 0x5157fa17)),
 		modelJSON: modelJSON,
+		models:    models,
 		closing:   make(chan struct{}),
 	}
+	s.adapterKeys = keys
 	f := cfg.Faults
 	s.faults.Store(&f)
 	m := newMetrics(s.registry, cfg.Model, cfg.MaxModelLen)
+	var lora *loraInfo
 	if cfg.MaxLoRA > 0 {
-		registerLoRA(s.registry, cfg.MaxLoRA, time.Now)
+		lora = newLoRAInfo(cfg.MaxLoRA, time.Now)
+		s.registry.MustRegister(lora)
 	}
 	registerProcessStart(s.registry, started)
 	s.engine = newEngine(&s.cfg, m, &s.faults)
+	s.engine.sched.lora = lora
 	s.handler = s.loadGate(s.routes())
 
 	ctx, cancel := context.WithCancel(context.Background())
@@ -246,6 +266,10 @@ func writeJSON(w http.ResponseWriter, v any) {
 	w.Write(body)
 }
 
+// handleModels lists the base model, then each LoRA adapter as vLLM's
+// serving_models does: its id the adapter's name, root where it was
+// loaded from (the simulator has no path: the name), parent the base
+// model, and no max_model_len.
 func (s *Simulator) handleModels(w http.ResponseWriter, _ *http.Request, _ time.Time) {
 	type model struct {
 		ID          string  `json:"id"`
@@ -254,12 +278,16 @@ func (s *Simulator) handleModels(w http.ResponseWriter, _ *http.Request, _ time.
 		OwnedBy     string  `json:"owned_by"`
 		Root        string  `json:"root"`
 		Parent      *string `json:"parent"`
-		MaxModelLen int     `json:"max_model_len"`
+		MaxModelLen *int    `json:"max_model_len"`
+	}
+	data := []model{{s.cfg.Model, "model", s.created, "vllm", s.cfg.Model, nil, &s.cfg.MaxModelLen}}
+	for _, name := range s.cfg.LoRAAdapters {
+		data = append(data, model{name, "model", s.created, "vllm", name, &s.cfg.Model, nil})
 	}
 	writeJSON(w, struct {
 		Object string  `json:"object"`
 		Data   []model `json:"data"`
-	}{"list", []model{{s.cfg.Model, "model", s.created, "vllm", s.cfg.Model, nil, s.cfg.MaxModelLen}}})
+	}{"list", data})
 }
 
 func (s *Simulator) handleHealth(w http.ResponseWriter, _ *http.Request, _ time.Time) {
@@ -286,7 +314,7 @@ func (s *Simulator) handleTokenize(w http.ResponseWriter, r *http.Request, _ tim
 		writeError(w, http.StatusBadRequest, err.Error())
 		return
 	}
-	if status, err := s.checkModel(req.Model); err != nil {
+	if _, status, err := s.checkModel(req.Model); err != nil {
 		writeError(w, status, err.Error())
 		return
 	}
@@ -295,13 +323,17 @@ func (s *Simulator) handleTokenize(w http.ResponseWriter, r *http.Request, _ tim
 	case req.Prompt != nil && req.Messages == nil:
 		ids = AppendTokenIDs(nil, *req.Prompt)
 	case req.Messages != nil && req.Prompt == nil:
-		msgs, err := chatMessages(req.Messages)
+		msgs, images, err := chatMessages(req.Messages)
 		if err != nil {
 			writeError(w, http.StatusBadRequest, err.Error())
 			return
 		}
 		addGen := req.AddGenerationPrompt == nil || *req.AddGenerationPrompt
-		ids = AppendChatTokenIDs(nil, msgs, addGen)
+		ids, err = s.chatTokenIDs(msgs, images, addGen)
+		if err != nil {
+			writeError(w, http.StatusBadRequest, err.Error())
+			return
+		}
 	default:
 		writeError(w, http.StatusBadRequest, "exactly one of prompt and messages is required")
 		return
@@ -349,12 +381,22 @@ func decodeBody(w http.ResponseWriter, r *http.Request, v any) error {
 	return nil
 }
 
-func (s *Simulator) checkModel(model string) (int, error) {
-	if model != "" && model != s.cfg.Model {
-		return http.StatusNotFound, fmt.Errorf("The model `%s` does not exist.", model)
+// checkModel resolves a request's model: the base model (or none) is
+// lora 0, LoRA adapter i is lora i+1; any other name is a 404, as vLLM
+// answers it.
+func (s *Simulator) checkModel(model string) (lora, status int, err error) {
+	if model == "" || model == s.cfg.Model {
+		return 0, 0, nil
 	}
-	return 0, nil
+	if i := slices.Index(s.cfg.LoRAAdapters, model); i >= 0 {
+		return i + 1, 0, nil
+	}
+	return 0, http.StatusNotFound, fmt.Errorf("The model `%s` does not exist.", model)
 }
+
+// modelName is the JSON string of the model a request named: the base
+// model, or LoRA adapter lora-1.
+func (s *Simulator) modelName(lora int) []byte { return s.models[lora] }
 
 // injectError draws whether this request gets an injected error.
 func (s *Simulator) injectError(f *Faults) bool {

@@ -9,6 +9,7 @@ import (
 	"net"
 	"net/http"
 	"net/http/httptest"
+	"reflect"
 	"strings"
 	"sync"
 	"testing"
@@ -691,12 +692,13 @@ func TestAddFlags(t *testing.T) {
 	if _, err := app.Parse([]string{"simulate"}); err != nil {
 		t.Fatal(err)
 	}
-	if *cfg != simulator.DefaultConfig() {
+	if !reflect.DeepEqual(*cfg, simulator.DefaultConfig()) {
 		t.Errorf("flag defaults %+v, want DefaultConfig %+v", *cfg, simulator.DefaultConfig())
 	}
 	_, err := app.Parse([]string{"simulate", "--sim.model=m", "--sim.time-scale=0.5", "--sim.decode-step=5ms",
 		"--sim.decode-per-seq=1ms", "--sim.prefill-tokens-per-second=500", "--sim.max-num-seqs=4",
 		"--sim.max-batched-tokens=64", "--sim.kv-blocks=100", "--sim.block-size=8", "--sim.seed=7", "--sim.max-model-len=512", "--sim.max-lora=3",
+		"--sim.lora-adapters=a,b", "--sim.lora-adapters=c", "--sim.image-tokens=100",
 		"--fault.slowdown=2", "--fault.error-rate=0.25", "--fault.error-status=429",
 		"--fault.stall-before-first-token=1s", "--fault.stall-mid-stream=2s", "--fault.stall-after-tokens=3",
 		"--fault.disconnect-after-tokens=4", "--fault.malformed-after-tokens=5", "--fault.slow-headers=6s", "--sim.engine=tgi"})
@@ -704,11 +706,12 @@ func TestAddFlags(t *testing.T) {
 		t.Fatal(err)
 	}
 	want := simulator.Config{Model: "m", MaxModelLen: 512, TimeScale: 0.5, DecodeStep: 5 * time.Millisecond,
-		DecodePerSeq: time.Millisecond, PrefillTokensPerSecond: 500, MaxLoRA: 3, MaxNumSeqs: 4, MaxBatchedTokens: 64,
+		DecodePerSeq: time.Millisecond, PrefillTokensPerSecond: 500, MaxLoRA: 3, LoRAAdapters: []string{"a", "b", "c"}, ImageTokens: 100,
+		MaxNumSeqs: 4, MaxBatchedTokens: 64,
 		KVBlocks: 100, BlockSize: 8, Seed: 7, Faults: simulator.Faults{Slowdown: 2, ErrorRate: 0.25, ErrorStatus: 429,
 			StallBeforeFirstToken: time.Second, StallMidStream: 2 * time.Second, StallAfterTokens: 3,
 			DisconnectAfterTokens: 4, MalformedAfterTokens: 5, SlowHeaders: 6 * time.Second}, Engine: "tgi"}
-	if *cfg != want {
+	if !reflect.DeepEqual(*cfg, want) {
 		t.Errorf("parsed %+v, want %+v", *cfg, want)
 	}
 	if err := cfg.Validate(); err != nil {
@@ -759,6 +762,22 @@ func TestConfigValidate(t *testing.T) {
 		{"bad error status", func(c *simulator.Config) { c.Faults.ErrorStatus = 404 }},
 		{"stall without position", func(c *simulator.Config) { c.Faults.StallMidStream = time.Second }},
 		{"empty model", func(c *simulator.Config) { c.Model = "" }},
+		{"adapter without max lora", func(c *simulator.Config) { c.LoRAAdapters, c.MaxLoRA = []string{"a"}, 0 }},
+		{"adapter named as the base", func(c *simulator.Config) { c.LoRAAdapters = []string{c.Model} }},
+		{"adapter named twice", func(c *simulator.Config) { c.LoRAAdapters = []string{"a", "a"} }},
+		{"adapter name with a comma", func(c *simulator.Config) { c.LoRAAdapters = []string{"a,b"} }},
+		{"adapter name with a space", func(c *simulator.Config) { c.LoRAAdapters = []string{"a b"} }},
+		{"empty adapter name", func(c *simulator.Config) { c.LoRAAdapters = []string{""} }},
+		{"adapter name too long", func(c *simulator.Config) {
+			c.LoRAAdapters = []string{strings.Repeat("a", simulator.MaxAdapterNameBytes+1)}
+		}},
+		{"too many adapters", func(c *simulator.Config) {
+			for i := range simulator.MaxLoRAAdapters + 1 {
+				c.LoRAAdapters = append(c.LoRAAdapters, fmt.Sprint("a", i))
+			}
+		}},
+		{"negative image tokens", func(c *simulator.Config) { c.ImageTokens = -1 }},
+		{"too many image tokens", func(c *simulator.Config) { c.ImageTokens = simulator.MaxImageTokens + 1 }},
 	}
 	for _, tc := range tests {
 		t.Run(tc.name, func(t *testing.T) {

@@ -30,6 +30,16 @@ import (
 //     <|assistant|>. So [{user, "a b c"}] is 3+3+1 = 7 tokens.
 //     A message's content is its string, or the text parts of a content array
 //     joined by a space; a null content has no words.
+//   - An image (an image_url content part of a chat message, an Ollama
+//     image) is Config.ImageTokens tokens, as a vision encoder's output
+//     stands in the prompt for it. They follow the words of the message
+//     that carries the image (of the prompt, for Ollama's /api/generate),
+//     in the order of its images, before its <|im_end|>. Their ids are a
+//     function of the image's identity (imageKey: a hash of its base64
+//     data, or of its URL when it has none), so that equal images are
+//     equal tokens for the prefix cache, as vLLM's hashes of image
+//     content make them: id k of an image with key h is
+//     Mix64(h ^ (k+1)*0x9e3779b97f4a7c15) mod VocabSize.
 //   - Generated tokens are words of OutputVocabulary, each emitted with one
 //     leading space (" lorem"). The concatenated output text therefore
 //     tokenizes back to exactly the number of generated tokens, and each
@@ -132,6 +142,57 @@ func AppendChatTokenIDs(dst []int, messages []ChatMessage, addGenerationPrompt b
 	return dst
 }
 
+// imageKey is an image's identity: FNV-1a 64 of its base64 data (of a data
+// URL, what follows ";base64,"), or of the whole URL when it has none.
+// The same image sent as an OpenAI data URL and as an Ollama base64
+// string has the same key.
+func imageKey(url string) uint64 {
+	if strings.HasPrefix(url, "data:") {
+		if i := strings.Index(url, ";base64,"); i >= 0 {
+			url = url[i+len(";base64,"):]
+		}
+	}
+	return fnv64aString(fnv64Offset, url)
+}
+
+// fnv64aString continues a 64-bit FNV-1a hash over the bytes of s.
+func fnv64aString(h uint64, s string) uint64 {
+	for i := 0; i < len(s); i++ {
+		h ^= uint64(s[i])
+		h *= fnv64Prime
+	}
+	return h
+}
+
+// appendImageTokenIDs appends the n token ids of the image whose key is h.
+func appendImageTokenIDs(dst []int, h uint64, n int) []int {
+	for k := range n {
+		dst = append(dst, int(hashmix.Mix64(h^(uint64(k)+1)*0x9e3779b97f4a7c15)%VocabSize))
+	}
+	return dst
+}
+
+// appendChatImageTokenIDs is AppendChatTokenIDs with images: images[i]
+// holds the keys of message i's images (nil: none), each imageTokens
+// tokens after the message's words.
+func appendChatImageTokenIDs(dst []int, messages []ChatMessage, images [][]uint64, imageTokens int, addGenerationPrompt bool) []int {
+	start, end := TokenID(chatMessageStart), TokenID(chatMessageEnd)
+	for i, m := range messages {
+		dst = append(dst, start, roleTokenID(m.Role))
+		dst = AppendTokenIDs(dst, m.Content)
+		if i < len(images) {
+			for _, h := range images[i] {
+				dst = appendImageTokenIDs(dst, h, imageTokens)
+			}
+		}
+		dst = append(dst, end)
+	}
+	if addGenerationPrompt {
+		dst = append(dst, TokenID(chatGenerationPrompt))
+	}
+	return dst
+}
+
 // OutputVocabulary is the closed set of words the simulator generates. Every
 // word is plain ASCII without characters that JSON escapes, so chunks can be
 // rendered without an encoder.
@@ -193,12 +254,20 @@ func promptKey(seed uint64, ids []int) uint64 {
 // blockSize token ids. Equal hashes mean equal prefixes, as in vLLM. A hash
 // of 0 is replaced by 1, because 0 marks "no hash" in the block pool.
 func blockHashes(ids []int, blockSize int) []uint64 {
+	return seededBlockHashes(ids, blockSize, 0)
+}
+
+// seededBlockHashes is blockHashes whose first block's parent is seed
+// instead of 0: a LoRA adapter's key (adapterKey), so that an adapter's
+// blocks never equal the base model's or another adapter's, as vLLM keys
+// its block hashes by the adapter.
+func seededBlockHashes(ids []int, blockSize int, seed uint64) []uint64 {
 	n := len(ids) / blockSize
 	if n == 0 {
 		return nil
 	}
 	out := make([]uint64, n)
-	var parent uint64
+	parent := seed
 	for j := range n {
 		h := fnv64aUint(fnv64Offset, parent, 8)
 		for _, id := range ids[j*blockSize : (j+1)*blockSize] {
@@ -211,4 +280,14 @@ func blockHashes(ids []int, blockSize int) []uint64 {
 		parent = h
 	}
 	return out
+}
+
+// adapterKey is a LoRA adapter's prefix-cache key: FNV-1a 64 of its name,
+// never 0 (the base model's).
+func adapterKey(name string) uint64 {
+	h := fnv64aString(fnv64Offset, name)
+	if h == 0 {
+		h = 1
+	}
+	return h
 }
