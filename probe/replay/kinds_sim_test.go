@@ -23,15 +23,17 @@ const onePixelPNG = "iVBORw0KGgoAAAANSUhEUgAAAAEAAAABCAYAAAAfFcSJAAAADUlEQVR42mP
 // counted as output tokens and tool-call events. Rows are told apart by
 // their max_tokens (forced from output_tokens), not by arrival order.
 func TestReplayBodiesWithToolsAndImages(t *testing.T) {
-	url, _ := simulatortest.StartTest(t, simulatortest.InstantConfig())
+	sim := simulatortest.InstantConfig()
+	sim.ImageTokens = 100 // the simulated vision encoder's tokens an image
+	url, _ := simulatortest.StartTest(t, sim)
 	const toolsOut, imageOut, textOut = 9, 7, 5
 	tools := `{"model":"sim-model","stream":true,"stream_options":{"include_usage":true},` +
 		`"messages":[{"role":"user","content":"What is the weather in Paris? Answer by calling one of the functions offered."}],` +
 		`"tools":[{"type":"function","function":{"name":"get_weather","description":"The weather in a city.",` +
 		`"parameters":{"type":"object","properties":{"city":{"type":"string"},"days":{"type":"integer","minimum":1}},"required":["city","days"]}}}],` +
 		`"tool_choice":"required"}`
-	// The same question with and without an image: the simulator reads the
-	// text parts only, so both have the same prompt length.
+	// The same question with two images and without: the simulator counts
+	// each image as ImageTokens prompt tokens beside the text's.
 	image := `{"model":"sim-model","stream":true,"stream_options":{"include_usage":true},` +
 		`"messages":[{"role":"user","content":[{"type":"text","text":"Describe the images."},` +
 		`{"type":"image_url","image_url":{"url":"data:image/png;base64,` + onePixelPNG + `"}},` +
@@ -91,8 +93,8 @@ workloads:
 	if o := byOut[imageOut]; o.ToolCallEvents != 0 || o.ContentEvents != imageOut {
 		t.Errorf("image row: %d tool-call events, %d content events, want 0 and %d", o.ToolCallEvents, o.ContentEvents, imageOut)
 	}
-	if img, txt := byOut[imageOut].PromptTokens, byOut[textOut].PromptTokens; img != txt {
-		t.Errorf("prompt tokens with two images %d, without %d: the simulator counts text parts only", img, txt)
+	if img, txt := byOut[imageOut].PromptTokens, byOut[textOut].PromptTokens; img != txt+2*sim.ImageTokens {
+		t.Errorf("prompt tokens with two images %d, without %d: want %d more, the images' tokens", img, txt, 2*sim.ImageTokens)
 	}
 	if v, _ := metric(t, reg, "infer_probe_completion_tokens_total"); v != toolsOut+imageOut+textOut {
 		t.Errorf("infer_probe_completion_tokens_total = %v, want %d", v, toolsOut+imageOut+textOut)
