@@ -514,3 +514,37 @@ func readTestdataFile(f *testing.F, file string) []byte {
 	}
 	return b
 }
+
+// TestResponsesCallNameBound: a call's name, kept though it is no token,
+// counts against the bound on kept text (Request.MaxTextBytes) as the
+// arguments do; without KeepText nothing is kept.
+func TestResponsesCallNameBound(t *testing.T) {
+	body := respEvent("response.output_item.added", `"output_index":0,"item":{"type":"function_call","name":"get_weather","arguments":""}`) +
+		respDelta("response.function_call_arguments.delta", `{}`) + respEnd("response.completed", 3, 1, 0)
+	srv := httptest.NewServer(serveBody("text/event-stream", body))
+	defer srv.Close()
+	c := New(Options{Now: (&fakeClock{}).Now})
+	defer c.Close()
+	target := &Target{BaseURL: srv.URL, Flavor: OpenAIResponses}
+	for _, tc := range []struct {
+		name     string
+		keep     bool
+		max      int
+		outcome  observation.Outcome
+		calls    string
+		contents int
+	}{
+		{"kept", true, 13, observation.Success, "get_weather{}", 1},
+		{"name over the bound", true, 10, observation.StreamError, "", 0},
+		{"arguments over the bound", true, 12, observation.StreamError, "get_weather", 1},
+		{"not kept", false, 1, observation.Success, "", 1},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			obs := observation.Request{Scheduled: t0}
+			c.Do(context.Background(), target, &Request{Prompt: "p", KeepText: tc.keep, MaxTextBytes: tc.max}, &obs)
+			if obs.Outcome != tc.outcome || obs.ToolCalls != tc.calls || obs.ContentEvents != tc.contents {
+				t.Errorf("outcome %s (%v), calls %q, %d events; want %s, %q, %d", obs.Outcome, obs.Err, obs.ToolCalls, obs.ContentEvents, tc.outcome, tc.calls, tc.contents)
+			}
+		})
+	}
+}
