@@ -74,7 +74,8 @@ type ResponseFormat struct {
 }
 
 // Images are deterministic synthetic images sent with every request of a
-// workload (OpenAI content parts with data URLs; Ollama's base64 images).
+// workload (OpenAI chat content parts with data URLs, the Responses API's
+// input_image parts; Ollama's base64 images).
 type Images struct {
 	Count  int `yaml:"count"`
 	Width  int `yaml:"width"`
@@ -120,9 +121,9 @@ var toolNameRE = regexp.MustCompile(`^[a-zA-Z0-9_-]{1,64}$`)
 // it. Others would drop it silently, and their answers would be judged
 // against a request that was never made.
 var (
-	toolFlavors     = []Flavor{"ollama-chat", "openai-chat"}
-	responseFlavors = []Flavor{"ollama-chat", "ollama-generate", "openai-chat", "openai-completions"}
-	imageFlavors    = []Flavor{"ollama-chat", "ollama-generate", "openai-chat"}
+	toolFlavors     = []Flavor{"ollama-chat", "openai-chat", "openai-responses"}
+	responseFlavors = []Flavor{"ollama-chat", "ollama-generate", "openai-chat", "openai-completions", "openai-responses"}
+	imageFlavors    = []Flavor{"ollama-chat", "ollama-generate", "openai-chat", "openai-responses"}
 )
 
 // Any says whether the kinds ask for anything beyond the prompt.

@@ -112,6 +112,8 @@ func TestRequestKindsFlavors(t *testing.T) {
 		{"triton", "    response_format: {type: json_object}\n", "workloads[0].response_format: flavor triton has no response format"},
 		{"ollama-chat", "    tools: [{name: f}]\n    response_format: {type: json_object}\n    images: {count: 1, width: 8, height: 8}\n", ""},
 		{"openai-completions", "    response_format: {type: json_object}\n", ""},
+		{"openai-responses", "    tools: [{name: f}]\n    tool_choice: f\n    response_format: {type: json_schema, schema: {type: object}}\n    images: {count: 1, width: 8, height: 8}\n", ""},
+		{"openai-responses", "    tools: [{name: f}]\n    tool_choice: required\n    response_format: {type: json_object}\n", ""},
 	} {
 		y := strings.Replace(base, "    model: m\n", "    model: m\n    flavor: "+tc.flavor+"\n", 1) + tc.kinds
 		_, err := Parse([]byte(y), "c.yml")

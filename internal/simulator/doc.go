@@ -99,9 +99,14 @@
 // text parts) and function_call_output items (a tool message), other items
 // ignored; it reasons in reasoning mode. Honoured fields: model, input,
 // instructions, max_output_tokens (as max_tokens), stream, tools and
-// tool_choice (as for chat; a tool's name is read at its top level, or in
-// "function"), and, as the simulator's length controls, ignore_eos and
-// min_tokens (vLLM's /v1/responses has neither). Streamed, each event is an
+// tool_choice (a tool's name and parameters are read at its top level, or
+// in "function"; the call is of the first tool, or of the one tool_choice
+// {"type":"function","name":...} names), text.format (json_schema or
+// json_object, as chat's response_format), and, as the simulator's length
+// controls, ignore_eos and min_tokens (vLLM's /v1/responses has neither).
+// A call's arguments and a text.format answer are a JSON document its
+// schema accepts, spread over the answer tokens (structured.go), cut by
+// invalid_structured as for chat; a call's name is no token. Streamed, each event is an
 // "event: <type>" line and a "data:" line whose JSON has that "type", the
 // next "sequence_number" from 0 and a sim_emit_unix_nano, then a blank
 // line: response.created and response.in_progress, written before the
@@ -113,7 +118,7 @@
 // function_call item (named at its output_item.added) with one
 // response.function_call_arguments.delta per token (every answer token is
 // an arguments delta, so that each generated token is one delta); its done
-// events, which repeat the words (without pad_content_bytes' padding); and
+// events, which repeat the text (without pad_content_bytes' padding); and
 // response.completed, or response.incomplete with incomplete_details
 // {"reason": "max_output_tokens"} when the generation ended at its length,
 // carrying the response with its output and usage {input_tokens,

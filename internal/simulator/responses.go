@@ -2,6 +2,7 @@ package simulator
 
 import (
 	"bytes"
+	"cmp"
 	"encoding/json"
 	"errors"
 	"fmt"
@@ -16,6 +17,15 @@ import (
 // mode; its lengths, EOS points and words follow the same model as
 // /v1/chat/completions. Streamed, it is typed SSE events, each with its
 // sequence_number; every event carries its sim_emit_unix_nano.
+//
+// A request that offers tools (and whose tool_choice is not "none") is
+// answered with a call of the first tool, or of the one tool_choice names:
+// output_item.added names it, then its arguments, a document its
+// parameters accept (structured.go), are spread over the answer's tokens
+// as function_call_arguments.delta events; the name is no token. A request
+// whose text.format is json_schema or json_object is answered with such a
+// document as its output text. The InvalidStructured fault cuts either
+// document by its last byte, as for chat.
 
 // responsesRequest holds the fields of a Responses API request that the
 // simulator honours. Unknown fields are ignored, as vLLM does.
@@ -30,15 +40,49 @@ type responsesRequest struct {
 	IgnoreEOS bool `json:"ignore_eos"`
 	MinTokens *int `json:"min_tokens"`
 	// Tools are the functions the request offers: a Responses tool names
-	// its function at its top level; a chat-shaped one in "function" is
-	// read too. Only the first's name is read.
+	// its function and its parameters at its top level; a chat-shaped one
+	// in "function" is read too. Only the called one's are read.
 	Tools []struct {
+		Name       string          `json:"name"`
+		Parameters json.RawMessage `json:"parameters"`
+		Function   struct {
+			Name       string          `json:"name"`
+			Parameters json.RawMessage `json:"parameters"`
+		} `json:"function"`
+	} `json:"tools"`
+	// ToolChoice "none" asks for a text answer despite the tools; a
+	// named function ({"type":"function","name":...}, or chat's
+	// {"type":"function","function":{"name":...}}) is the one called.
+	ToolChoice json.RawMessage `json:"tool_choice"`
+	// Text.Format asks for a JSON answer: json_schema (of its schema) or
+	// json_object.
+	Text *struct {
+		Format struct {
+			Type   string          `json:"type"`
+			Schema json.RawMessage `json:"schema"`
+		} `json:"format"`
+	} `json:"text"`
+}
+
+// call returns the index of the tool the answer calls: the one
+// tool_choice names, else the first.
+func (req *responsesRequest) call() int {
+	var named struct {
 		Name     string `json:"name"`
 		Function struct {
 			Name string `json:"name"`
 		} `json:"function"`
-	} `json:"tools"`
-	ToolChoice json.RawMessage `json:"tool_choice"`
+	}
+	if json.Unmarshal(req.ToolChoice, &named) != nil {
+		return 0
+	}
+	name := cmp.Or(named.Name, named.Function.Name)
+	for i, t := range req.Tools {
+		if name != "" && cmp.Or(t.Name, t.Function.Name) == name {
+			return i
+		}
+	}
+	return 0
 }
 
 // responsesInputItem is one item of a list input: a message (type
@@ -183,14 +227,28 @@ func (s *Simulator) handleResponses(w http.ResponseWriter, r *http.Request, arri
 		id: strconv.FormatUint(s.reqs.Add(1), 16),
 	}
 	if len(req.Tools) > 0 && string(bytes.TrimSpace(req.ToolChoice)) != `"none"` {
-		name := req.Tools[0].Name
-		if name == "" {
-			name = req.Tools[0].Function.Name
+		t := req.Tools[req.call()]
+		np.toolName, _ = json.Marshal(cmp.Or(t.Name, t.Function.Name, "tool"))
+		params := bytes.TrimSpace(t.Parameters)
+		if len(params) == 0 {
+			params = bytes.TrimSpace(t.Function.Parameters)
 		}
-		if name == "" {
-			name = "tool"
+		if len(params) == 0 || string(params) == "null" {
+			np.doc = []byte("{}")
+		} else {
+			np.doc = structuredDoc(params)
 		}
-		np.toolName, _ = json.Marshal(name)
+	} else if req.Text != nil {
+		switch req.Text.Format.Type {
+		case "json_schema":
+			np.doc = structuredDoc(req.Text.Format.Schema)
+		case "json_object":
+			np.doc = structuredDoc(nil)
+		}
+	}
+	if np.doc != nil {
+		// The fault as serveGenerate reads it, at arrival.
+		np.invalidStructured = s.faults.Load().InvalidStructured
 	}
 	s.serveNative(w, r, arrival, ids, req.MaxOutputTokens, req.MinTokens, req.IgnoreEOS, true, np, fail)
 }
@@ -207,13 +265,40 @@ type responsesProto struct {
 	p         *genParams
 	promptLen int
 	seq       int // the next event's sequence_number
+	// doc, when set, is the answer's JSON document (structured.go): the
+	// called function's arguments, or the text.format answer. pieces are
+	// its pieces, one for each answer token, cut by the InvalidStructured
+	// fault (invalidStructured, the request's).
+	doc               []byte
+	invalidStructured float64
+	pieces            [][]byte
 }
 
-func (r *responsesProto) setParams(p *genParams) { r.p, r.promptLen = p, len(p.ids) }
-func (r *responsesProto) adapter() int           { return r.lora }
-func (*responsesProto) reasons() bool            { return true }
-func (r *responsesProto) streams() bool          { return r.stream }
-func (*responsesProto) contentType() string      { return "text/event-stream" }
+// setParams keeps the request's parameters and, once its length is drawn,
+// spreads its document over its answer tokens: those after the reasoning
+// (a call's name is no token here, unlike chat's).
+func (r *responsesProto) setParams(p *genParams) {
+	r.p, r.promptLen = p, len(p.ids)
+	if r.doc != nil {
+		if n := p.target - p.reasoningOf(p.target); n > 0 {
+			r.pieces = docPieces(breakDoc(r.doc, p.key, r.invalidStructured), n)
+		}
+	}
+}
+
+// piece is the text of token i: a piece of the document for an answer
+// token when there is one, else the generated word.
+func (r *responsesProto) piece(i int) string {
+	if k := i - r.p.reasoning; r.pieces != nil && k >= 0 && k < len(r.pieces) {
+		return string(r.pieces[k])
+	}
+	return outputPiece(r.p.key, i)
+}
+
+func (r *responsesProto) adapter() int      { return r.lora }
+func (*responsesProto) reasons() bool       { return true }
+func (r *responsesProto) streams() bool     { return r.stream }
+func (*responsesProto) contentType() string { return "text/event-stream" }
 func (*responsesProto) malformed() []byte {
 	return []byte("event: response.output_text.delta\ndata: {not json\n\n")
 }
@@ -297,7 +382,7 @@ func (r *responsesProto) response(b []byte, status string, produced int, done bo
 // text appends tokens [from, to) of the generation.
 func (r *responsesProto) text(b []byte, from, to int) []byte {
 	for i := from; i < to; i++ {
-		b = append(b, outputPiece(r.p.key, i)...)
+		b = append(b, r.piece(i)...)
 	}
 	return b
 }
@@ -398,6 +483,11 @@ func (r *responsesProto) textEvent(b []byte, event, prefix string, index int, co
 
 func (r *responsesProto) token(b []byte, i int, piece string, _ bool, _ string) []byte {
 	nr := r.p.reasoning
+	if r.pieces != nil && i >= nr {
+		// A document's piece, and the pad fault's padding after it.
+		word := outputPiece(r.p.key, i)
+		piece = r.piece(i) + piece[len(word):]
+	}
 	delta := func(b []byte) []byte { return append(b, piece...) }
 	if i < nr {
 		if i == 0 {

@@ -185,9 +185,119 @@ func TestResponsesNotStreamed(t *testing.T) {
 	if r.Status != "incomplete" || r.Usage.In != prompt || r.Usage.Out != 5 || r.Usage.Details.Reasoning != 2 || r.Emit == 0 {
 		t.Errorf("status %s, usage %+v, emit %d; want incomplete, %d + 5 (2 reasoning)", r.Status, r.Usage, r.Emit, prompt)
 	}
+	// f has no parameters: its arguments are the empty object, spread
+	// over the 3 answer tokens ("{", "}", a space).
 	if len(r.Output) != 2 || r.Output[0].Type != "reasoning" || len(r.Output[0].Content) != 1 || r.Output[1].Type != "function_call" ||
-		r.Output[1].Name != "f" || len(strings.Fields(r.Output[1].Arguments)) != 3 {
-		t.Errorf("output %+v, want reasoning then a call of f with 3 words", r.Output)
+		r.Output[1].Name != "f" || r.Output[1].Arguments != "{} " {
+		t.Errorf("output %+v, want reasoning then a call of f with arguments %q", r.Output, "{} ")
+	}
+}
+
+// TestResponsesStructured: a Responses request with tools is answered with
+// a call whose arguments are a document its parameters accept; one with
+// text.format json_schema or json_object with such a document as its text,
+// as chat answers tools and response_format. The name is in
+// output_item.added and function_call_arguments.done, not in a delta; every
+// answer token carries a piece of the document, streamed or not. The
+// InvalidStructured fault (1: every answer) cuts the document's last byte.
+func TestResponsesStructured(t *testing.T) {
+	const (
+		params = `{"type":"object","properties":{"city":{"type":"string","minLength":3},"days":{"type":"integer","minimum":2}},"required":["city","days"]}`
+		tools  = `,"tools":[{"type":"function","name":"noargs"},{"type":"function","name":"get_weather","description":"d","parameters":` + params + `}]`
+		schema = `{"type":"object","properties":{"n":{"type":"integer"},"tags":{"type":"array","items":{"type":"string"},"minItems":2}},"required":["n","tags"]}`
+		city   = `{"city":"ooo","days":2}`
+		answer = `{"n":1,"tags":["oo","oo"]}`
+	)
+	for _, tc := range []struct {
+		name, extra string
+		reasoning   int
+		invalid     float64
+		// call is the function called ("" for a text answer); doc the
+		// answer's document, before padding.
+		call, doc string
+	}{
+		{"first tool", `,"tools":[{"type":"function","name":"get_weather","parameters":` + params + `},{"type":"function","name":"noargs"}]`, 0, 0, "get_weather", city},
+		{"named tool", tools + `,"tool_choice":{"type":"function","name":"get_weather"}`, 0, 0, "get_weather", city},
+		{"named tool, chat's shape", tools + `,"tool_choice":{"type":"function","function":{"name":"get_weather"}}`, 0, 0, "get_weather", city},
+		{"required, after reasoning", tools + `,"tool_choice":"required"`, 2, 0, "noargs", "{}"},
+		{"json_schema", `,"text":{"format":{"type":"json_schema","name":"answer","schema":` + schema + `,"strict":true}}`, 0, 0, "", answer},
+		{"json_object", `,"text":{"format":{"type":"json_object"}}`, 2, 0, "", `{"answer":"ok"}`},
+		{"tools and a format: the call", tools + `,"tool_choice":"auto","text":{"format":{"type":"json_object"}}`, 0, 0, "noargs", "{}"},
+		{"cut call", tools + `,"tool_choice":{"type":"function","name":"get_weather"}`, 0, 1, "get_weather", city[:len(city)-1]},
+		{"cut answer", `,"text":{"format":{"type":"json_schema","name":"answer","schema":` + schema + `}}`, 0, 1, "", answer[:len(answer)-1]},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			cfg := simulatortest.InstantConfig()
+			cfg.ReasoningTokens = tc.reasoning
+			cfg.Faults.InvalidStructured = tc.invalid
+			base, _ := simulatortest.StartTest(t, cfg)
+			const max = 32
+			req := `{"model":"sim-model","input":"a b c","max_output_tokens":32,"ignore_eos":true` + tc.extra
+			wantDoc := tc.doc + strings.Repeat(" ", max-tc.reasoning-len(tc.doc))
+
+			// Streamed.
+			evs := respEvents(t, readAll(t, base+"/v1/responses", req+`,"stream":true}`))
+			var deltas, done, addedName, doneName string
+			tokens := 0
+			for _, e := range evs {
+				d, _ := e.data["delta"].(string)
+				switch e.name {
+				case "response.output_item.added":
+					if item := e.data["item"].(map[string]any); item["type"] == "function_call" {
+						addedName, _ = item["name"].(string)
+						if item["arguments"] != "" {
+							t.Errorf("added call %v: arguments before its deltas", item)
+						}
+					}
+				case "response.function_call_arguments.delta", "response.output_text.delta":
+					if (e.name == "response.function_call_arguments.delta") != (tc.call != "") {
+						t.Errorf("%s in a %q answer", e.name, tc.call)
+					}
+					deltas += d
+					tokens++
+				case "response.reasoning_text.delta":
+					tokens++
+				case "response.function_call_arguments.done":
+					done, _ = e.data["arguments"].(string)
+					doneName, _ = e.data["name"].(string)
+				case "response.output_text.done":
+					done, _ = e.data["text"].(string)
+				}
+			}
+			if addedName != tc.call || (tc.call != "" && doneName != tc.call) {
+				t.Errorf("called %q (done %q), want %q", addedName, doneName, tc.call)
+			}
+			if tokens != max || deltas != wantDoc || done != deltas {
+				t.Errorf("%d tokens, answer %q, done %q; want %d, %q", tokens, deltas, done, max, wantDoc)
+			}
+			if valid := json.Valid([]byte(deltas)); valid != (tc.invalid == 0) {
+				t.Errorf("answer %q valid %v with InvalidStructured %v", deltas, valid, tc.invalid)
+			}
+
+			// Not streamed: the same document in the output item.
+			var r struct {
+				Output []struct {
+					Type, Name, Arguments string
+					Content               []struct{ Type, Text string }
+				}
+			}
+			if err := json.Unmarshal(readAll(t, base+"/v1/responses", req+`}`), &r); err != nil {
+				t.Fatal(err)
+			}
+			last := r.Output[len(r.Output)-1]
+			got := last.Arguments
+			if tc.call == "" {
+				if last.Type != "message" || len(last.Content) != 1 {
+					t.Fatalf("output %+v, want a message", r.Output)
+				}
+				got = last.Content[0].Text
+			} else if last.Type != "function_call" || last.Name != tc.call {
+				t.Fatalf("output %+v, want a call of %s", r.Output, tc.call)
+			}
+			if got != wantDoc {
+				t.Errorf("body answer %q, want %q", got, wantDoc)
+			}
+		})
 	}
 }
 

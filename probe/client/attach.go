@@ -18,8 +18,18 @@ type Attachments struct {
 	ResponseFormat json.RawMessage
 	// OllamaFormat is Ollama's "format": "json", or the schema itself.
 	OllamaFormat json.RawMessage
-	// Images go as OpenAI content parts (data URLs) and as Ollama's
-	// base64 "images".
+	// ResponsesTools, ResponsesToolChoice and ResponsesText are the same
+	// kinds in the OpenAI Responses API's shapes (POST /v1/responses),
+	// which differ from chat's: a tool is flat,
+	// [{"type":"function","name":...,"description":...,"parameters":{...}}];
+	// a named tool_choice is {"type":"function","name":...}; the response
+	// format is "text": {"format": {"type":"json_schema","name":...,
+	// "schema":{...},"strict":true}} or {"format":{"type":"json_object"}}.
+	ResponsesTools      json.RawMessage
+	ResponsesToolChoice json.RawMessage
+	ResponsesText       json.RawMessage
+	// Images go as OpenAI content parts (data URLs), as the Responses
+	// API's input_image parts, and as Ollama's base64 "images".
 	Images []Image
 }
 
@@ -43,6 +53,39 @@ func (a *Attachments) openAIMessages(prompt string) any {
 		parts = append(parts, map[string]any{"type": "image_url", "image_url": map[string]string{"url": im.DataURL}})
 	}
 	return []map[string]any{{"role": "user", "content": parts}}
+}
+
+// responsesInput is a Responses body's input: the prompt as a string, or,
+// with images, one user message whose content is an input_text part then
+// an input_image part (a data URL, detail "auto", which the API requires)
+// per image.
+func (a *Attachments) responsesInput(prompt string) any {
+	if a == nil || len(a.Images) == 0 {
+		return prompt
+	}
+	parts := make([]map[string]string, 0, 1+len(a.Images))
+	parts = append(parts, map[string]string{"type": "input_text", "text": prompt})
+	for _, im := range a.Images {
+		parts = append(parts, map[string]string{"type": "input_image", "image_url": im.DataURL, "detail": "auto"})
+	}
+	return []map[string]any{{"type": "message", "role": "user", "content": parts}}
+}
+
+// setResponses puts the tools and the response format into a Responses
+// body (the images are in its input already).
+func (a *Attachments) setResponses(body map[string]any) {
+	if a == nil {
+		return
+	}
+	if a.ResponsesTools != nil {
+		body["tools"] = a.ResponsesTools
+		if a.ResponsesToolChoice != nil {
+			body["tool_choice"] = a.ResponsesToolChoice
+		}
+	}
+	if a.ResponsesText != nil {
+		body["text"] = a.ResponsesText
+	}
 }
 
 // setOpenAI puts the attachments into an OpenAI body (the images are in

@@ -559,6 +559,17 @@ func (c *Client) readStream(ctx context.Context, dec Decoder, r *Request, obs *o
 				calls.Write(ch.ToolCall)
 			}
 		}
+		if len(ch.ToolCallName) > 0 && r.KeepText {
+			// A call's name, in a frame of its own (the Responses API):
+			// kept before its arguments, and not a token.
+			if text.Len()+calls.Len()+len(ch.ToolCallName) > textLimit {
+				obs.End = at
+				obs.Outcome = observation.StreamError
+				obs.Err = &ProtocolError{Msg: fmt.Sprintf("answer text over its bound of %d bytes", textLimit)}
+				break
+			}
+			calls.Write(ch.ToolCallName)
+		}
 		if ch.HasUsage {
 			haveUsage = true
 			usagePrompt = max(usagePrompt, ch.PromptTokens)

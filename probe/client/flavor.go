@@ -65,6 +65,13 @@ type Chunk struct {
 	// answer: it counts for the first token, the first answer and token
 	// times, but it is not answer text.
 	ToolCall []byte
+	// ToolCallName is tool-call text that is not a token: the name of a
+	// call that a frame of its own opens, before the tokens of its
+	// arguments (the Responses API's response.output_item.added). It is
+	// kept with the tool-call text (KeepText), ahead of the arguments that
+	// follow, and counts for nothing else: not a content event, not the
+	// first token.
+	ToolCallName []byte
 	// HasUsage says the frame carried a token count; PromptTokens and
 	// CompletionTokens are then the server's cumulative counts.
 	HasUsage         bool

@@ -33,6 +33,14 @@ import (
 // /v1/responses does not read (it ignores unknown fields); they are sent
 // only when set, as for chat, and OpenAI refuses them.
 //
+// A workload's request kinds (Attachments) go in the API's own shapes:
+// "tools" flat ({"type":"function","name",...}), "tool_choice" "auto",
+// "required" or {"type":"function","name"}, a response format as
+// "text": {"format": ...}, and images as input_image parts of one user
+// message, after an input_text part holding the prompt. A function call
+// streams as response.output_item.added naming it, then its arguments in
+// response.function_call_arguments.delta events (responses_json.go).
+//
 // Extra is merged last, as for chat, but for its "messages": a chat
 // conversation (a sessions workload's history of user and assistant
 // messages) is the API's input as a list of messages.
@@ -68,13 +76,14 @@ func (f responsesFlavor) body(t *Target, r *Request) ([]byte, error) {
 	if t.Model != "" {
 		body["model"] = t.Model
 	}
-	body["input"] = r.Prompt
+	body["input"] = r.Attach.responsesInput(r.Prompt)
 	body["stream"] = true
 	body["store"] = false
 	if r.MaxTokens > 0 {
 		body["max_output_tokens"] = r.MaxTokens
 	}
 	setSampling(body, r)
+	r.Attach.setResponses(body)
 	if m, ok := r.Extra["messages"]; ok {
 		body["input"] = m
 	}

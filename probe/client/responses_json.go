@@ -38,6 +38,14 @@ import (
 //     events and response.output_item.done repeat text already streamed,
 //     and response.output_item.added names a call whose arguments follow
 //     in deltas (vLLM writes it in the same instant as the first one).
+//   - response.output_item.added's "item", an object or null (another
+//     type cannot be read), whose "type" is function_call or
+//     custom_tool_call (a string or null; of another type the event cannot
+//     be read), gives the call's "name" (a string or null; of another type
+//     the event cannot be read) as tool-call text that is not a token
+//     (Chunk.ToolCallName): kept before the call's arguments, so that the
+//     kept text is each call's name then its arguments, as chat's is. The
+//     "item" of another kind of event is not read.
 //   - response.completed and response.incomplete end the stream
 //     (Chunk.Done): the answer is whole, or cut where the server stopped it
 //     (max_output_tokens reached, a content filter), as a chat answer that
@@ -73,6 +81,7 @@ const (
 	kindReasoning            // response.reasoning_text.delta, response.reasoning_summary_text.delta
 	kindToolCall             // response.function_call_arguments.delta, response.custom_tool_call_input.delta
 	kindEnd                  // response.completed, response.incomplete
+	kindItemAdded            // response.output_item.added
 	kindFailed               // response.failed
 	kindErrorEvent           // error
 )
@@ -89,6 +98,8 @@ func eventKindOf[T string | []byte](b T) eventKind {
 		return kindToolCall
 	case "response.completed", "response.incomplete":
 		return kindEnd
+	case "response.output_item.added":
+		return kindItemAdded
 	case "response.failed":
 		return kindFailed
 	case "error":
@@ -155,6 +166,10 @@ type responsesChunk struct {
 	top        responseFields // the document's own members
 	resp       responseFields // an event's "response"
 	item       outputItem
+	// An event's "item" (response.output_item.added's): the object's
+	// state, its type and its name.
+	itemState          uint8
+	itemType, itemName textSlot
 	// A body's output text by kind.
 	content, reasoning, toolCall []byte
 }
@@ -201,6 +216,10 @@ func (c *responsesChunk) decodeEvent(data []byte, name string, out *Chunk) error
 		dst = &out.ToolCall
 	case kindEnd:
 		out.Done = true
+	case kindItemAdded:
+		if err := c.callName(data, out); err != nil {
+			return err
+		}
 	}
 	if dst != nil {
 		if c.delta.state == slotBad {
@@ -209,6 +228,25 @@ func (c *responsesChunk) decodeEvent(data []byte, name string, out *Chunk) error
 		*dst = c.delta.buf
 	}
 	c.resp.usage(out)
+	return nil
+}
+
+// callName sets out.ToolCallName from a response.output_item.added event's
+// item: the name of the call it opens, if it opens one.
+func (c *responsesChunk) callName(data []byte, out *Chunk) error {
+	if c.itemState == slotBad || c.itemType.state == slotBad {
+		return &ProtocolError{Msg: "unreadable event " + excerpt(data), Err: errWrongType}
+	}
+	if c.itemState != slotValue {
+		return nil
+	}
+	switch string(c.itemType.buf) {
+	case "function_call", "custom_tool_call":
+		if c.itemName.state == slotBad {
+			return &ProtocolError{Msg: "unreadable event " + excerpt(data), Err: errWrongType}
+		}
+		out.ToolCallName = c.itemName.buf
+	}
 	return nil
 }
 
@@ -266,6 +304,9 @@ func (c *responsesChunk) scan(data []byte, body bool) error {
 	s.data, s.pos = data, 0
 	c.typ.reset()
 	c.delta.reset()
+	c.itemState = slotAbsent
+	c.itemType.reset()
+	c.itemName.reset()
 	c.top.reset()
 	c.resp.reset()
 	c.content, c.reasoning, c.toolCall = c.content[:0], c.reasoning[:0], c.toolCall[:0]
@@ -300,6 +341,18 @@ func (c *responsesChunk) scan(data []byte, body bool) error {
 			err = s.scanText(&c.typ, 1)
 		case string(key) == "delta":
 			err = s.scanText(&c.delta, 1)
+		case string(key) == "item":
+			c.itemType.reset()
+			c.itemName.reset()
+			err = s.scanObject(&c.itemState, 2, func(key []byte) error {
+				switch string(key) {
+				case "type":
+					return s.scanText(&c.itemType, 2)
+				case "name":
+					return s.scanText(&c.itemName, 2)
+				}
+				return s.skipValue(2)
+			})
 		case string(key) == "response":
 			c.resp.reset()
 			err = s.scanObject(&c.resp.state, 2, func(key []byte) error {

@@ -13,6 +13,7 @@ import (
 type decodedResp struct {
 	Err                          bool
 	Content, Reasoning, ToolCall string
+	ToolCallName                 string
 	HasUsage                     bool
 	Prompt, Completion           int
 	ReasoningTokens              int
@@ -187,6 +188,20 @@ func responsesOracle(data []byte, name string, body bool) decodedResp {
 		dst = &out.ToolCall
 	case "response.completed", "response.incomplete":
 		out.Done = true
+	case "response.output_item.added":
+		switch item := top["item"].(type) {
+		case nil:
+		case map[string]any:
+			var typ string
+			if !text(item, "type", &typ) {
+				return bad
+			}
+			if (typ == "function_call" || typ == "custom_tool_call") && !text(item, "name", &out.ToolCallName) {
+				return bad
+			}
+		default:
+			return bad
+		}
 	}
 	if dst != nil && !text(top, "delta", dst) {
 		return bad
@@ -213,7 +228,7 @@ func scanResponses(c *responsesChunk, data []byte, name string, body bool) decod
 	}
 	return decodedResp{
 		Content: string(ch.Content), Reasoning: string(ch.Reasoning), ToolCall: string(ch.ToolCall),
-		HasUsage: ch.HasUsage, Prompt: ch.PromptTokens, Completion: ch.CompletionTokens,
+		ToolCallName: string(ch.ToolCallName), HasUsage: ch.HasUsage, Prompt: ch.PromptTokens, Completion: ch.CompletionTokens,
 		ReasoningTokens: ch.ReasoningTokens, Done: ch.Done,
 	}
 }
@@ -229,6 +244,21 @@ var responsesSeeds = []string{
 	`{"type":"response.custom_tool_call_input.delta","delta":"ls"}`,
 	`{"type":"response.output_text.done","text":"whole"}`,
 	`{"type":"response.output_item.added","item":{"type":"function_call","name":"f","arguments":""}}`,
+	`{"type":"response.output_item.added","output_index":1,"item":{"id":"fc_1","type":"function_call","status":"in_progress","arguments":"","call_id":"call_1","name":"get_weather"}}`,
+	`{"type":"response.output_item.added","item":{"type":"custom_tool_call","name":"sh","input":""}}`,
+	`{"type":"response.output_item.added","item":{"name":"f","type":"function_call","name":"g"}}`,
+	`{"type":"response.output_item.added","item":{"type":"function_call","name":null}}`,
+	`{"type":"response.output_item.added","item":{"type":"function_call"}}`,
+	`{"type":"response.output_item.added","item":{"type":"function_call","name":7}}`,
+	`{"type":"response.output_item.added","item":{"type":"message","name":7,"content":[]}}`,
+	`{"type":"response.output_item.added","item":{"type":7,"name":"f"}}`,
+	`{"type":"response.output_item.added","item":null}`,
+	`{"type":"response.output_item.added","item":[1]}`,
+	`{"type":"response.output_item.added","item":{"type":"function_call","name":"f"},"item":{"type":"message"}}`,
+	`{"type":"response.output_item.added","item":{"type":"function_call","name":"f\u00e9\ud800"}}`,
+	`{"type":"response.output_item.done","item":{"type":"function_call","name":"f","arguments":"{}"}}`,
+	`{"type":"response.output_text.delta","delta":"a","item":7}`,
+	`{"item":{"type":"function_call","name":"f"}}`,
 	`{"type":"response.output_item.done","item":{"type":"message","content":[{"type":"output_text","text":"x"}]}}`,
 	`{"type":"response.content_part.added","part":{"type":"output_text","text":""}}`,
 	`{"type":"response.created","response":{"id":"r","status":"in_progress","output":[],"usage":null}}`,
@@ -300,7 +330,7 @@ var responsesSeeds = []string{
 
 // The SSE event names the seeds are read under: the default, a type's own
 // name, and the error event's.
-var responsesSeedNames = []string{"message", "response.output_text.delta", "response.completed", "error", "response.failed"}
+var responsesSeedNames = []string{"message", "response.output_text.delta", "response.completed", "error", "response.failed", "response.output_item.added"}
 
 func TestDecodeResponsesMatchesOracle(t *testing.T) {
 	var c responsesChunk

@@ -80,7 +80,10 @@ func TestResponsesStreams(t *testing.T) {
 		reasoningTokens   int
 		source            observation.TokenSource
 		text              string
-		tpot              bool
+		// calls is the kept tool-call text: each call's name (from its
+		// output_item.added, not a token) then its arguments.
+		calls string
+		tpot  bool
 	}{
 		{
 			// OpenAI's API reference, createResponse's streaming example
@@ -133,6 +136,22 @@ func TestResponsesStreams(t *testing.T) {
 					respEnd("response.completed", 20, 2, 0)
 			},
 			first: 5, answer: 5, kinds: "tt", end: 8, prompt: 20, output: 2, source: observation.TokensFromUsage, tpot: true,
+			calls: `get_weather{"city":"Paris"}`,
+		},
+		{
+			// A recording of OpenAI's server (gpt-4o-2024-08-06) calling
+			// two functions in one answer (testdata/SOURCES.md): created
+			// (tick 2), in_progress, the first call's output_item.added
+			// (4) naming "search", 15 argument deltas (5-19), its
+			// arguments.done and output_item.done, the second call's
+			// output_item.added (22) naming "weather", 5 deltas (23-27),
+			// its done events, completed (30) with usage 92 + 52. The
+			// names are kept before their arguments and are no tokens:
+			// 20 tool-call events.
+			name: "openai recorded function calls", contentType: "text/event-stream",
+			body:  func(t *testing.T) string { return readTestdata(t, "openai_responses_function_call_stream.sse") },
+			first: 5, answer: 5, kinds: strings.Repeat("t", 20), end: 30, prompt: 92, output: 52, source: observation.TokensFromUsage, tpot: true,
+			calls: `search{"query":"Detroit Tigers game time October 6, 2023"}weather{"city":"Detroit"}`,
 		},
 		{
 			// Hand-written: a custom tool's input deltas are tool calls.
@@ -141,6 +160,7 @@ func TestResponsesStreams(t *testing.T) {
 				return respDelta("response.custom_tool_call_input.delta", "ls") + respDelta("response.custom_tool_call_input.delta", " -l") + respEnd("response.completed", 3, 2, 0)
 			},
 			first: 2, answer: 2, kinds: "tt", end: 4, prompt: 3, output: 2, source: observation.TokensFromUsage, tpot: true,
+			calls: "ls -l",
 		},
 		{
 			// Hand-written: a refusal is answer text, as for chat.
@@ -183,6 +203,7 @@ func TestResponsesStreams(t *testing.T) {
 			name: "openai docs function call body", contentType: "application/json",
 			body:  func(t *testing.T) string { return readTestdata(t, "openai_responses_function_call_docs.json") },
 			first: 2, answer: 2, kinds: "t", end: 2, prompt: 291, output: 23, source: observation.TokensFromUsage,
+			calls: `get_current_weather{"location":"Boston, MA","unit":"celsius"}`,
 		},
 		{
 			// OpenAI's documented reasoning answer, not streamed: its
@@ -229,6 +250,9 @@ func TestResponsesStreams(t *testing.T) {
 			}
 			if obs.Text != tc.text {
 				t.Errorf("text %q, want %q", obs.Text, tc.text)
+			}
+			if obs.ToolCalls != tc.calls {
+				t.Errorf("tool calls %q, want %q", obs.ToolCalls, tc.calls)
 			}
 			if _, ok := obs.TPOT(); ok != tc.tpot {
 				t.Errorf("TPOT defined %v, want %v", ok, tc.tpot)
@@ -390,6 +414,29 @@ func TestResponsesRequestBody(t *testing.T) {
 			`{"model":"m","input":[{"role":"user","content":"a"},{"role":"assistant","content":"b"},{"role":"user","content":"c"}],"stream":true,"store":false,"max_output_tokens":8}`},
 		{"recorded body", Target{Model: "sim"}, Request{RawBody: []byte(`{"model":"prod","input":"x","max_output_tokens":3}`), Prompt: "ignored"},
 			`{"model":"sim","input":"x","max_output_tokens":3,"stream":true}`},
+		// The request kinds in the API's shapes (probe/plan builds them;
+		// its TestKindsResponsesBody checks what it builds): tools and
+		// tool_choice at the top, the format in "text", images as
+		// input_image parts after the prompt's input_text part. Chat's
+		// shapes beside them are not sent.
+		{"tools and a format", Target{Model: "m"}, Request{Prompt: "p", Attach: &Attachments{
+			Tools:               json.RawMessage(`[{"type":"function","function":{"name":"f"}}]`),
+			ToolChoice:          json.RawMessage(`{"type":"function","function":{"name":"f"}}`),
+			ResponseFormat:      json.RawMessage(`{"type":"json_object"}`),
+			ResponsesTools:      json.RawMessage(`[{"type":"function","name":"f","parameters":{"type":"object"}}]`),
+			ResponsesToolChoice: json.RawMessage(`{"type":"function","name":"f"}`),
+			ResponsesText:       json.RawMessage(`{"format":{"type":"json_schema","name":"answer","schema":{"type":"object"},"strict":true}}`),
+		}},
+			`{"model":"m","input":"p","stream":true,"store":false,"tools":[{"type":"function","name":"f","parameters":{"type":"object"}}],` +
+				`"tool_choice":{"type":"function","name":"f"},"text":{"format":{"type":"json_schema","name":"answer","schema":{"type":"object"},"strict":true}}}`},
+		{"images", Target{Model: "m"}, Request{Prompt: "Describe.", MaxTokens: 8, Attach: &Attachments{
+			Images: []Image{{Base64: "QUJD", DataURL: "data:image/png;base64,QUJD"}, {Base64: "REVG", DataURL: "data:image/jpeg;base64,REVG"}},
+		}},
+			`{"model":"m","input":[{"type":"message","role":"user","content":[{"type":"input_text","text":"Describe."},` +
+				`{"type":"input_image","image_url":"data:image/png;base64,QUJD","detail":"auto"},{"type":"input_image","image_url":"data:image/jpeg;base64,REVG","detail":"auto"}]}],` +
+				`"stream":true,"store":false,"max_output_tokens":8}`},
+		{"tools without a choice", Target{}, Request{Prompt: "p", Attach: &Attachments{ResponsesTools: json.RawMessage(`[{"type":"function","name":"f"}]`)}},
+			`{"input":"p","stream":true,"store":false,"tools":[{"type":"function","name":"f"}]}`},
 	}
 	for _, tc := range cases {
 		t.Run(tc.name, func(t *testing.T) {
@@ -427,9 +474,14 @@ func TestResponsesRequestBody(t *testing.T) {
 // as a chat chunk is (the hot path: one event per token).
 func TestResponsesDecodeAllocates(t *testing.T) {
 	ev := []byte(`{"type":"response.function_call_arguments.delta","sequence_number":12,"item_id":"fc_6806bfca0b2481918a5748308061a2600d3ce51bdffd5476","output_index":0,"delta":"\"city\""}`)
+	added := []byte(`{"type":"response.output_item.added","sequence_number":2,"output_index":0,"item":{"id":"fc_1","type":"function_call","status":"in_progress","arguments":"","call_id":"call_1","name":"get_weather"}}`)
 	var c responsesChunk
 	var ch Chunk
 	allocs := testing.AllocsPerRun(100, func() {
+		ch.Reset()
+		if err := c.decodeEvent(added, "response.output_item.added", &ch); err != nil || string(ch.ToolCallName) != "get_weather" {
+			t.Fatal(err, string(ch.ToolCallName))
+		}
 		ch.Reset()
 		if err := c.decodeEvent(ev, "response.function_call_arguments.delta", &ch); err != nil || len(ch.ToolCall) == 0 {
 			t.Fatal(err)
@@ -461,4 +513,38 @@ func readTestdataFile(f *testing.F, file string) []byte {
 		f.Fatal(err)
 	}
 	return b
+}
+
+// TestResponsesCallNameBound: a call's name, kept though it is no token,
+// counts against the bound on kept text (Request.MaxTextBytes) as the
+// arguments do; without KeepText nothing is kept.
+func TestResponsesCallNameBound(t *testing.T) {
+	body := respEvent("response.output_item.added", `"output_index":0,"item":{"type":"function_call","name":"get_weather","arguments":""}`) +
+		respDelta("response.function_call_arguments.delta", `{}`) + respEnd("response.completed", 3, 1, 0)
+	srv := httptest.NewServer(serveBody("text/event-stream", body))
+	defer srv.Close()
+	c := New(Options{Now: (&fakeClock{}).Now})
+	defer c.Close()
+	target := &Target{BaseURL: srv.URL, Flavor: OpenAIResponses}
+	for _, tc := range []struct {
+		name     string
+		keep     bool
+		max      int
+		outcome  observation.Outcome
+		calls    string
+		contents int
+	}{
+		{"kept", true, 13, observation.Success, "get_weather{}", 1},
+		{"name over the bound", true, 10, observation.StreamError, "", 0},
+		{"arguments over the bound", true, 12, observation.StreamError, "get_weather", 1},
+		{"not kept", false, 1, observation.Success, "", 1},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			obs := observation.Request{Scheduled: t0}
+			c.Do(context.Background(), target, &Request{Prompt: "p", KeepText: tc.keep, MaxTextBytes: tc.max}, &obs)
+			if obs.Outcome != tc.outcome || obs.ToolCalls != tc.calls || obs.ContentEvents != tc.contents {
+				t.Errorf("outcome %s (%v), calls %q, %d events; want %s, %q, %d", obs.Outcome, obs.Err, obs.ToolCalls, obs.ContentEvents, tc.outcome, tc.calls, tc.contents)
+			}
+		})
+	}
 }

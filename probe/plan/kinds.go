@@ -42,6 +42,9 @@ func NewKinds(k *config.RequestKinds) (*Kinds, error) {
 	if len(k.Tools) > 0 {
 		out.tools = make(map[string]*jsonschema.Schema, len(k.Tools))
 		tools := make([]map[string]any, 0, len(k.Tools))
+		// The Responses API's tools are flat: the function's members
+		// beside "type".
+		flat := make([]map[string]any, 0, len(k.Tools))
 		for _, t := range k.Tools {
 			if t.Schema == nil {
 				return nil, fmt.Errorf("tool %q: its parameters were not compiled (config.Parse compiles them)", t.Name)
@@ -52,14 +55,22 @@ func NewKinds(k *config.RequestKinds) (*Kinds, error) {
 				fn["description"] = t.Description
 			}
 			tools = append(tools, map[string]any{"type": "function", "function": fn})
+			f := map[string]any{"type": "function"}
+			for key, v := range fn {
+				f[key] = v
+			}
+			flat = append(flat, f)
 		}
 		out.attach.Tools = mustJSON(tools)
+		out.attach.ResponsesTools = mustJSON(flat)
 		switch k.ToolChoice {
 		case "", config.ToolChoiceAuto, config.ToolChoiceRequired:
 			out.attach.ToolChoice = mustJSON(cmpOr(k.ToolChoice, config.ToolChoiceAuto))
+			out.attach.ResponsesToolChoice = out.attach.ToolChoice
 			ask = append(ask, "Answer by calling one of the functions offered.")
 		default:
 			out.attach.ToolChoice = mustJSON(map[string]any{"type": "function", "function": map[string]string{"name": k.ToolChoice}})
+			out.attach.ResponsesToolChoice = mustJSON(map[string]string{"type": "function", "name": k.ToolChoice})
 			ask = append(ask, "Answer by calling the function "+k.ToolChoice+".")
 		}
 	}
@@ -73,10 +84,13 @@ func NewKinds(k *config.RequestKinds) (*Kinds, error) {
 			out.schema = rf.Compiled
 			out.attach.ResponseFormat = mustJSON(map[string]any{"type": "json_schema",
 				"json_schema": map[string]any{"name": rf.Name, "schema": rf.SchemaJSON, "strict": true}})
+			out.attach.ResponsesText = mustJSON(map[string]any{"format": map[string]any{"type": "json_schema",
+				"name": rf.Name, "schema": rf.SchemaJSON, "strict": true}})
 			out.attach.OllamaFormat = rf.SchemaJSON
 			ask = append(ask, "Answer in JSON that follows the schema given.")
 		default:
 			out.attach.ResponseFormat = mustJSON(map[string]string{"type": "json_object"})
+			out.attach.ResponsesText = mustJSON(map[string]any{"format": map[string]string{"type": "json_object"}})
 			out.attach.OllamaFormat = mustJSON("json")
 			ask = append(ask, "Answer with a JSON object.")
 		}

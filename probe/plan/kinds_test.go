@@ -2,7 +2,10 @@ package plan
 
 import (
 	"context"
+	"encoding/json"
 	"fmt"
+	"io"
+	"reflect"
 	"strings"
 	"sync"
 	"testing"
@@ -88,6 +91,62 @@ func TestKindsCheck(t *testing.T) {
 	}
 }
 
+// TestKindsResponsesBody: the kinds in the Responses API's shapes, as
+// OpenAI's API reference and vLLM's ResponsesRequest (the openai package's
+// types) define them: flat function tools, tool_choice {"type":"function",
+// "name"}, the format in text.format with its name, schema and strict, and
+// the images as input_image parts (a data URL and detail, which the API
+// requires) of one user message after the prompt's input_text part.
+func TestKindsResponsesBody(t *testing.T) {
+	for _, tc := range []struct {
+		name, kinds, want string
+	}{
+		{"tools, named, and a schema", weatherTool + "    tool_choice: get_weather\n" + answerSchema,
+			`{"model":"sim-model","input":"hello\n\nAnswer by calling the function get_weather. Answer in JSON that follows the schema given.","stream":true,"store":false,"max_output_tokens":4,` +
+				`"tools":[{"type":"function","name":"get_weather","parameters":{"properties":{"city":{"minLength":1,"type":"string"},"days":{"minimum":1,"type":"integer"}},"required":["city","days"],"type":"object"}},` +
+				`{"type":"function","name":"noargs","parameters":{"type":"object"}}],"tool_choice":{"type":"function","name":"get_weather"},` +
+				`"text":{"format":{"type":"json_schema","name":"answer","schema":{"properties":{"n":{"type":"integer"},"tags":{"items":{"type":"string"},"type":"array"}},"required":["n","tags"],"type":"object"},"strict":true}}}`},
+		{"required, a description, json_object", "    tools: [{name: f, description: Does f.}]\n    tool_choice: required\n    response_format: {type: json_object}\n",
+			`{"model":"sim-model","input":"hello\n\nAnswer by calling one of the functions offered. Answer with a JSON object.","stream":true,"store":false,"max_output_tokens":4,` +
+				`"tools":[{"type":"function","name":"f","description":"Does f.","parameters":{"type":"object"}}],"tool_choice":"required","text":{"format":{"type":"json_object"}}}`},
+		{"images", "    images: {count: 2, width: 8, height: 8}\n",
+			`{"model":"sim-model","input":[{"type":"message","role":"user","content":[{"type":"input_text","text":"hello\n\nDescribe the images."},` +
+				`{"type":"input_image","image_url":"IMAGE0","detail":"auto"},{"type":"input_image","image_url":"IMAGE1","detail":"auto"}]}],"stream":true,"store":false,"max_output_tokens":4}`},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			c := kindsConfig(t, "http://127.0.0.1:1", "openai-responses", tc.kinds)
+			k, err := NewKinds(&c.Workloads[0].Kinds)
+			if err != nil {
+				t.Fatal(err)
+			}
+			target, err := client.TargetOf(&c.Targets[0])
+			if err != nil {
+				t.Fatal(err)
+			}
+			r := Template{Kinds: k}.Request(prompt.Prompt{Text: "hello", OutputTokens: 4})
+			hr, err := client.OpenAIResponses.NewRequest(context.Background(), target, r)
+			if err != nil {
+				t.Fatal(err)
+			}
+			body, _ := io.ReadAll(hr.Body)
+			want := tc.want
+			for i, im := range r.Attach.Images {
+				want = strings.Replace(want, fmt.Sprintf("IMAGE%d", i), im.DataURL, 1)
+			}
+			var g, w any
+			if err := json.Unmarshal(body, &g); err != nil {
+				t.Fatalf("%s: %v", body, err)
+			}
+			if err := json.Unmarshal([]byte(want), &w); err != nil {
+				t.Fatal(err)
+			}
+			if !reflect.DeepEqual(g, w) {
+				t.Errorf("sent %s\nwant %s", body, want)
+			}
+		})
+	}
+}
+
 // TestKindsRequestBodies: the prompt asks for what the request offers,
 // and the answer is kept for the check.
 func TestKindsRequest(t *testing.T) {
@@ -115,22 +174,27 @@ func TestKindsRequest(t *testing.T) {
 // the time: 900 ± 3.29·sqrt(1000·0.9·0.1) = 900 ± 31.2, so [869, 931].
 // Every answer that is not valid must be invalid_json (the fault's only
 // effect), and each is judged: a tool call's arguments as its parameters,
-// a response format's answer as its schema.
+// a response format's answer as its schema. The same for the Responses
+// API, whose call is named in an event of its own (no token) before its
+// argument deltas, and whose format is text.format.
 func TestKindsValidRatioAgainstSimulator(t *testing.T) {
 	const n, lo, hi = 1000, 869, 931
 	for _, tc := range []struct {
-		name, kinds string
-		tools       bool
+		name, flavor, kinds string
+		tools               bool
 	}{
-		{"json_schema", answerSchema, false},
-		{"json_object", "    response_format: {type: json_object}\n", false},
-		{"tools", weatherTool + "    tool_choice: get_weather\n", true},
+		{"json_schema", "openai-chat", answerSchema, false},
+		{"json_object", "openai-chat", "    response_format: {type: json_object}\n", false},
+		{"tools", "openai-chat", weatherTool + "    tool_choice: get_weather\n", true},
+		{"responses json_schema", "openai-responses", answerSchema, false},
+		{"responses tools", "openai-responses", weatherTool + "    tool_choice: get_weather\n", true},
+		{"responses tools, auto", "openai-responses", weatherTool, true},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			sim := simulatortest.InstantConfig()
 			sim.Faults.InvalidStructured = 0.1
 			url, _ := simulatortest.StartTest(t, sim)
-			c := kindsConfig(t, url, "openai-chat", tc.kinds)
+			c := kindsConfig(t, url, tc.flavor, tc.kinds)
 			k, err := NewKinds(&c.Workloads[0].Kinds)
 			if err != nil {
 				t.Fatal(err)
