@@ -556,58 +556,51 @@ type vectorSample struct {
 	Value  [2]any            `json:"value"`
 }
 
-func (p *promAPI) query(ctx context.Context, q string) ([]vectorSample, error) {
-	req, _ := http.NewRequestWithContext(ctx, http.MethodGet, p.base+"/api/v1/query?query="+url.QueryEscape(q), nil)
+// get asks Prometheus's HTTP API for path (with its query) and decodes the
+// answer's data into data.
+func (p *promAPI) get(ctx context.Context, path string, data any) error {
+	req, _ := http.NewRequestWithContext(ctx, http.MethodGet, p.base+path, nil)
 	resp, err := http.DefaultClient.Do(req)
 	if err != nil {
-		return nil, err
+		return err
 	}
 	defer resp.Body.Close()
 	var r struct {
-		Status string `json:"status"`
-		Error  string `json:"error"`
-		Data   struct {
-			ResultType string         `json:"resultType"`
-			Result     []vectorSample `json:"result"`
-		} `json:"data"`
+		Status string          `json:"status"`
+		Error  string          `json:"error"`
+		Data   json.RawMessage `json:"data"`
 	}
 	if err := json.NewDecoder(resp.Body).Decode(&r); err != nil {
-		return nil, err
+		return err
 	}
 	if r.Status != "success" {
-		return nil, fmt.Errorf("query %q: %s", q, r.Error)
+		return fmt.Errorf("%s: %s", path, r.Error)
 	}
-	return r.Data.Result, nil
+	return json.Unmarshal(r.Data, data)
+}
+
+func (p *promAPI) query(ctx context.Context, q string) ([]vectorSample, error) {
+	var data struct {
+		Result []vectorSample `json:"result"`
+	}
+	err := p.get(ctx, "/api/v1/query?query="+url.QueryEscape(q), &data)
+	return data.Result, err
 }
 
 // exemplars are the trace ids of the exemplars Prometheus stored for the
 // series of q over the last span.
 func (p *promAPI) exemplars(ctx context.Context, q string, span time.Duration) ([]string, error) {
 	now := time.Now()
-	u := fmt.Sprintf("%s/api/v1/query_exemplars?query=%s&start=%d&end=%d", p.base, url.QueryEscape(q), now.Add(-span).Unix(), now.Unix())
-	req, _ := http.NewRequestWithContext(ctx, http.MethodGet, u, nil)
-	resp, err := http.DefaultClient.Do(req)
-	if err != nil {
+	var data []struct {
+		Exemplars []struct {
+			Labels map[string]string `json:"labels"`
+		} `json:"exemplars"`
+	}
+	if err := p.get(ctx, fmt.Sprintf("/api/v1/query_exemplars?query=%s&start=%d&end=%d", url.QueryEscape(q), now.Add(-span).Unix(), now.Unix()), &data); err != nil {
 		return nil, err
-	}
-	defer resp.Body.Close()
-	var r struct {
-		Status string `json:"status"`
-		Error  string `json:"error"`
-		Data   []struct {
-			Exemplars []struct {
-				Labels map[string]string `json:"labels"`
-			} `json:"exemplars"`
-		} `json:"data"`
-	}
-	if err := json.NewDecoder(resp.Body).Decode(&r); err != nil {
-		return nil, err
-	}
-	if r.Status != "success" {
-		return nil, fmt.Errorf("query_exemplars %q: %s", q, r.Error)
 	}
 	var ids []string
-	for _, s := range r.Data {
+	for _, s := range data {
 		for _, e := range s.Exemplars {
 			ids = append(ids, e.Labels["trace_id"])
 		}
