@@ -86,7 +86,9 @@ test-slow:
 # The timing-accuracy tests (named ...Accuracy..., testenv.Timing), which
 # compare measured latencies with the simulator's ground truth: one package
 # at a time (-p 1) and without the race detector, so that no other test
-# competes for the CPU. A failed one runs again alone, up to 3 tries in all
+# competes for the CPU; only the packages that hold one (git grep), not
+# ./..., whose every test binary -p 1 built and started in turn (40 s). A
+# failed one runs again alone, up to 3 tries in all
 # (internal/testenv/accuracy.sh says why).
 test-timing:
 	GO="$(GO)" bash internal/testenv/accuracy.sh
