@@ -176,6 +176,18 @@ workloads:
 			var first *server
 			if tc.serverFirst {
 				first = startServer(t, addr, tc.engine)
+				// Its listener bound before the exporter's first poll,
+				// which would otherwise read a refusal, not the 503 of
+				// the load (startServer listens in a goroutine: under
+				// the race detector beside other packages' tests, the
+				// first poll once came first).
+				waitUntil(t, "the server to listen", func() bool {
+					c, err := net.DialTimeout("tcp", addr, 100*time.Millisecond)
+					if err == nil {
+						c.Close()
+					}
+					return err == nil
+				})
 			}
 			testStart := time.Now()
 			scraper := engine.NewScraper(nil, engine.WithPollObserver(polls))
