@@ -400,6 +400,9 @@ func TestCSVTokenTotalsColumns(t *testing.T) {
 // survive a shard's export, add up in the merge's pool, and come back as
 // one process's would; a failure is not judged.
 func TestValidityCountsThroughShards(t *testing.T) {
+	if report.ResultValid != observation.Valid {
+		t.Fatalf("report.ResultValid %q, observation.Valid %q", report.ResultValid, observation.Valid)
+	}
 	w0 := time.Unix(1000, 0)
 	rec := newRecorderAt(w0, time.Second, config.SLO{}, 100, DefaultMaxITLSamples, 1)
 	at := func(s float64) time.Time { return w0.Add(time.Duration(s * float64(time.Second))) }

@@ -138,7 +138,7 @@ func TestLoRASimulatorInFlight(t *testing.T) {
 	var wg sync.WaitGroup
 	defer wg.Wait()
 	defer cancel()
-	for _, model := range []string{"sql-lora", "sql-lora", "chat-lora"} {
+	send := func(model string) {
 		wg.Add(1)
 		go func() {
 			defer wg.Done()
@@ -152,7 +152,9 @@ func TestLoRASimulatorInFlight(t *testing.T) {
 		}()
 	}
 	// The simulator's own state, before the scraper looks: both sql-lora
-	// requests running, chat-lora's waiting.
+	// requests running, chat-lora's waiting. chat-lora's is sent once
+	// sql-lora runs, so that the order of arrival is the test's, not the
+	// scheduler's.
 	simLoRA := func() (running, waiting string) {
 		mfs, _ := sim.Registry().Gather()
 		best := -1.0
@@ -174,6 +176,17 @@ func TestLoRASimulatorInFlight(t *testing.T) {
 		r, w := simLoRA()
 		return r == "sql-lora" && w == "chat-lora"
 	}
+	send("sql-lora")
+	send("sql-lora")
+	for deadline := time.Now().Add(10 * time.Second); ; time.Sleep(5 * time.Millisecond) {
+		if r, _ := simLoRA(); r == "sql-lora" {
+			break
+		}
+		if time.Now().After(deadline) {
+			t.Fatal("sql-lora not running within 10 s")
+		}
+	}
+	send("chat-lora")
 	for deadline := time.Now().Add(10 * time.Second); !inFlight(); time.Sleep(5 * time.Millisecond) {
 		if time.Now().After(deadline) {
 			r, w := simLoRA()

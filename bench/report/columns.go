@@ -4,8 +4,6 @@ import (
 	"math"
 	"slices"
 	"strconv"
-
-	"github.com/infer-exporter/infer_exporter/probe/observation"
 )
 
 // The report's schema: one Record per request (record.go), one Stats per
@@ -420,6 +418,12 @@ func ColumnNamed(name string) *Column {
 	panic("bench: no column " + name)
 }
 
+// ResultValid is the validity result of a valid answer in
+// Stats.StructuredChecks and ToolCallChecks: observation.Valid, spelled
+// here so that the schema stays a leaf (TestValidityCountsThroughShards
+// checks they agree).
+const ResultValid = "valid"
+
 // ValidRatio is the share of a cell's checked answers that were valid,
 // pooled over its repeats: counts(stats) are one check's results by name
 // (Stats.StructuredChecks or ToolCallChecks). NaN when none was checked.
@@ -428,7 +432,7 @@ func ValidRatio(c *CellResult, counts func(*Stats) map[string]int) float64 {
 	for i := range c.Repeats {
 		for r, n := range counts(&c.Repeats[i].Stats) {
 			all += n
-			if r == observation.Valid {
+			if r == ResultValid {
 				valid += n
 			}
 		}
