@@ -23,9 +23,17 @@ LDFLAGS := -X github.com/prometheus/common/version.Version=$(VERSION) \
 	-X github.com/prometheus/common/version.Branch=main
 
 # The pinned real components of the end-to-end test and the mixin's build
-# (tools/*/go.mod): run through `go tool`, built once into Go's cache.
-PROMTOOL := $(GO) tool -modfile=tools/prometheus/go.mod promtool
-JSONNET := $(GO) tool -modfile=tools/prometheus/go.mod jsonnet
+# (tools/*/go.mod), built once into Go's cache with their module's build.env
+# (tools/buildenv.sh; build flags, which `go tool` does not take): `go run
+# -exec echo PACKAGE` builds one and prints its path instead of running it,
+# as internal/realstack's Tool and ModuleTool do.
+# $(call tool-run,DIR,PACKAGE): DIR's module (tools/prometheus, ...), run
+# from the repository's root with -modfile when DIR has no main package of
+# its own, else from DIR.
+tool-run = tools/buildenv.sh $(1) $(GO) run -modfile=$(1)/go.mod $(2)
+module-run = tools/buildenv.sh $(1) $(GO) -C $(1) run $(2)
+PROMTOOL := $(call tool-run,tools/prometheus,github.com/prometheus/prometheus/cmd/promtool)
+JSONNET := $(call tool-run,tools/prometheus,github.com/google/go-jsonnet/cmd/jsonnet)
 
 .PHONY: build demo quick test test-race-slow test-race test-slow test-timing test-e2e test-e2e-alerts test-e2e-stacks tools mixin chart-readme bench lint lint-mixin
 
@@ -46,18 +54,20 @@ demo:
 quick:
 	$(GO) test -short -count=1 ./...
 
-# Every test, in the order that fails fastest: lint, the pinned tools, the
-# race step and the slow step side by side (the slow step's tests pass
-# beside a busy machine, and it mostly waits on real time and on
-# promtool), the timing-accuracy tests alone, the end-to-end tests.
-# `tools` builds the pinned tools first (Go's build cache keeps them for
-# every later step and run).
-test: lint tools lint-mixin test-race-slow test-timing test-e2e
+# Every test, in the order that fails fastest: lint; then side by side the
+# race step, the slow step's own tests, and the pinned tools followed by the
+# slow tests that run them (a cold build of the tools is most of a cold
+# run, and the race and slow steps mostly wait on real time; their tests
+# pass beside a busy machine); the timing-accuracy tests alone; the
+# end-to-end tests. Go's build cache keeps the tools for every later step
+# and run.
+test: lint test-race-slow test-timing test-e2e
 
-# The race and slow steps at once, each line prefixed with its step.
+# The race step, the slow step and the pinned tools at once (each tool
+# group a job, up to six jobs), each test line prefixed with its step.
 test-race-slow:
-	@echo "make test-race and make test-slow, side by side: their lines start race: and slow:"
-	@$(MAKE) --no-print-directory -j2 STEP_PREFIX=1 test-race test-slow
+	@echo "make test-race, make test-slow and make tools, side by side: their lines start race:, slow: and slow-tools:"
+	@$(MAKE) --no-print-directory -j6 STEP_PREFIX=1 test-race test-slow-own test-slow-tools
 
 # sed -u: a line as soon as it is written, not at the end of the step (make's
 # --output-sync would hold a step's whole output until it ends); each line
@@ -86,8 +96,21 @@ test-race:
 # which checks nothing of ours in a child process; only the packages that
 # hold such tests (those that call testenv.Slow or a realstack tool).
 SLOW_PKGS = $(sort $(dir $(shell git grep -l -E 'testenv\.Slow|realstack\.(Tool|ModuleTool|BuildExporter|Chromium)' -- '*_test.go' ':!internal/testenv' ':!internal/realstack')))
-test-slow:
-	$(GO) test -count=1 -skip 'Accuracy|EndToEnd' -timeout 20m $(addprefix ./,$(SLOW_PKGS)) $(call prefix,slow)
+# Those that run a pinned tool (realstack.Tool, ModuleTool) wait for
+# `make tools` (test-slow-tools); the others (test-slow-own) need none.
+lparen := (
+SLOW_TOOL_PKGS = $(sort $(dir $(shell git grep -l -E 'realstack\.(Tool|ModuleTool)[$(lparen)]' -- '*_test.go' ':!internal/realstack')))
+# The pinned tools' groups (make tools, below), defined before the rule
+# that names them as prerequisites.
+TOOL_GROUPS := tool-ollama tool-kube tool-prometheus tool-alertmanager tool-otelcol tool-helm tool-deploy schema-modules
+SLOW_OWN_PKGS = $(filter-out $(SLOW_TOOL_PKGS),$(SLOW_PKGS))
+test-slow: test-slow-own test-slow-tools
+
+test-slow-own:
+	$(GO) test -count=1 -skip 'Accuracy|EndToEnd' -timeout 20m $(addprefix ./,$(SLOW_OWN_PKGS)) $(call prefix,slow)
+
+test-slow-tools: $(TOOL_GROUPS) lint-mixin
+	$(GO) test -count=1 -skip 'Accuracy|EndToEnd' -timeout 20m $(addprefix ./,$(SLOW_TOOL_PKGS)) $(call prefix,slow-tools)
 
 # The timing-accuracy tests (named ...Accuracy..., testenv.Timing), which
 # compare measured latencies with the simulator's ground truth: one package
@@ -124,7 +147,6 @@ test-e2e-stacks:
 # build is spent where a group uses one core (a big link, and Ollama's C++,
 # whose files cgo compiles one after another), so the groups overlap there.
 # Ollama and the control plane, the two slowest, start first.
-TOOL_GROUPS := tool-ollama tool-kube tool-prometheus tool-alertmanager tool-otelcol tool-helm tool-deploy schema-modules
 .PHONY: $(TOOL_GROUPS)
 
 tools:
@@ -138,7 +160,7 @@ tools:
 # measured with
 # `GOCACHE=$(mktemp -d) /usr/bin/time -v go -C tools/ollama build -o /tmp/ollama github.com/ollama/ollama`.
 tool-ollama:
-	env $$(sed -e 's/^[[:space:]]*//' -e '/^#/d' tools/ollama/build.env) $(GO) -C tools/ollama tool -n ollama >/dev/null
+	$(call module-run,tools/ollama,-exec echo github.com/ollama/ollama) >/dev/null
 
 # The control plane of e2e/controlplane_test.go: our main over kube-apiserver,
 # four controllers of kube-controller-manager and an embedded etcd
@@ -146,21 +168,24 @@ tool-ollama:
 # 280 s user and 69 s system CPU, 589 s of wall time, inside a cold
 # `make tools` on 2 idle cores (docs/deploy.md says how it was measured).
 tool-kube:
-	$(GO) -C tools/kube tool -n kube >/dev/null
+	$(call module-run,tools/kube,-exec echo github.com/infer-exporter/infer_exporter/tools/kube) >/dev/null
 
+# Prometheus, promtool and jsonnet: `go run -exec echo` builds each into
+# Go's cache and prints its path instead of running it, with the build tags
+# of tools/prometheus/build.env (no service discovery plugins).
 tool-prometheus:
-	$(GO) tool -modfile=tools/prometheus/go.mod -n prometheus >/dev/null
-	$(GO) tool -modfile=tools/prometheus/go.mod -n promtool >/dev/null
-	$(GO) tool -modfile=tools/prometheus/go.mod -n jsonnet >/dev/null
+	$(call tool-run,tools/prometheus,-exec echo github.com/prometheus/prometheus/cmd/prometheus) >/dev/null
+	$(call tool-run,tools/prometheus,-exec echo github.com/prometheus/prometheus/cmd/promtool) >/dev/null
+	$(call tool-run,tools/prometheus,-exec echo github.com/google/go-jsonnet/cmd/jsonnet) >/dev/null
 
 tool-alertmanager:
-	$(GO) tool -modfile=tools/alertmanager/go.mod -n alertmanager >/dev/null
+	$(call tool-run,tools/alertmanager,-exec echo github.com/prometheus/alertmanager/cmd/alertmanager) >/dev/null
 
 # The OpenTelemetry Collector of the OTLP end-to-end test: a module whose
 # main package is ours (tools/otelcol/main.go), so it runs from its own
 # directory (2.5 minutes on 2 cores when Go's build cache is cold).
 tool-otelcol:
-	$(GO) -C tools/otelcol tool -n otelcol >/dev/null
+	$(call module-run,tools/otelcol,-exec echo github.com/infer-exporter/infer_exporter/tools/otelcol) >/dev/null
 
 # The chart's checks (e2e/helm_test.go: lint, template, the schema's
 # refusals) and its admission (e2e/controlplane_test.go): helm v4.3.2, a
@@ -171,17 +196,17 @@ tool-otelcol:
 # beside other work on 2 cores (`/usr/bin/time -v go -C tools/helm tool -n
 # helm`); seconds once cached.
 tool-helm:
-	$(GO) -C tools/helm tool -n helm >/dev/null
+	$(call module-run,tools/helm,-exec echo helm.sh/helm/v4/cmd/helm) >/dev/null
 
 # The checks of deploy/ and of the mixin's dashboards: kubeconform,
 # kustomize, the Pod Security Standards check (our main over
 # k8s.io/pod-security-admission, e2e/podsecurity_test.go) and the dashboard
 # lint (Grafana's dashboard schema, tools/dashlint).
 tool-deploy:
-	$(GO) tool -modfile=tools/kubeconform/go.mod -n kubeconform >/dev/null
-	$(GO) tool -modfile=tools/kustomize/go.mod -n kustomize >/dev/null
-	$(GO) -C tools/podsecurity tool -n podsecurity >/dev/null
-	$(GO) -C tools/dashlint tool -n dashlint >/dev/null
+	$(call tool-run,tools/kubeconform,-exec echo github.com/yannh/kubeconform/cmd/kubeconform) >/dev/null
+	$(call tool-run,tools/kustomize,-exec echo sigs.k8s.io/kustomize/kustomize/v5) >/dev/null
+	$(call module-run,tools/podsecurity,-exec echo github.com/infer-exporter/infer_exporter/tools/podsecurity) >/dev/null
+	$(call module-run,tools/dashlint,-exec echo github.com/infer-exporter/infer_exporter/tools/dashlint) >/dev/null
 
 # The modules that kubeconform's schemas are converted from, into Go's module
 # cache (18 MB and 5 MB of zips; e2e/kubeconform_test.go checks their hashes).
@@ -221,9 +246,9 @@ chart-readme:
 # promtool's every lint check over the rules and alerts, and Grafana's
 # dashboard schema over the dashboards (tools/dashlint: dashboard-linter
 # and mixtool are not served by the Go module proxy).
-lint-mixin:
+lint-mixin: tool-prometheus tool-deploy
 	$(PROMTOOL) check rules --lint=all --lint-fatal mixin/generated/rules.yaml mixin/generated/alerts.yaml
-	$(GO) -C tools/dashlint tool dashlint $(abspath $(wildcard mixin/generated/dashboards/*.json))
+	$(call module-run,tools/dashlint,github.com/infer-exporter/infer_exporter/tools/dashlint) $(abspath $(wildcard mixin/generated/dashboards/*.json))
 
 bench:
 	$(GO) test -run '^$$' -bench . -benchmem ./...

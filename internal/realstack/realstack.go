@@ -2,10 +2,12 @@
 // exporter binary, and the pinned Prometheus, promtool, Alertmanager and
 // jsonnet of tools/*/go.mod, as child processes on loopback ports.
 //
-// The tools are run as `go tool -modfile=... -n NAME` resolves them: Go
-// builds each once into its build cache (about 10 minutes for Prometheus on
-// 2 cores when the cache is cold; `make tools` does it up front) and answers
-// with the cached binary's path after that. A test that cannot get a tool
+// The tools are run as `go run -modfile=... -exec echo PACKAGE` resolves
+// them (the path `go tool -n NAME` prints, with the module's build.env
+// applied, which `go tool` would not take: tools/prometheus/build.env's
+// build tags): Go builds each once into its build cache (minutes for
+// Prometheus on 2 cores when the cache is cold; `make tools` does it up
+// front) and answers with the cached binary's path after that. A test that cannot get a tool
 // fails when the environment variable CI is set, and skips with the reason
 // otherwise. Under -short (make quick) every test that builds or runs one
 // skips (testenv.Slow): make test-slow and make test-e2e run them.
@@ -21,6 +23,7 @@ import (
 	"net/http"
 	"os"
 	"os/exec"
+	"path"
 	"path/filepath"
 	"strings"
 	"sync"
@@ -71,68 +74,153 @@ func unavailable(tb testing.TB, format string, args ...any) {
 var toolPaths sync.Map // modfile+name -> path
 
 // Tool returns the path of a pinned tool's binary, building it into Go's
-// cache if needed.
+// cache if needed: the tool directive of modfile (relative to the
+// repository's root) whose name is name, run from the root
+// (`go run -modfile=...`), as `make tools` builds it.
 func Tool(tb testing.TB, modfile, name string) string {
 	tb.Helper()
 	testenv.Slow(tb, "runs the pinned "+name)
+	root := RepoRoot(tb)
+	return toolPath(tb, root, filepath.Join(root, modfile), "-modfile="+modfile, name)
+}
+
+// ModuleTool returns the path of the tool of a module of its own under
+// tools/ that is run from its directory (`go -C DIR run`): one whose main
+// package is ours (tools/dashlint, tools/podsecurity, tools/kube,
+// tools/otelcol), or helm and Ollama, as `make tools` builds them.
+func ModuleTool(tb testing.TB, dir, name string) string {
+	tb.Helper()
+	testenv.Slow(tb, "runs the pinned "+name)
+	wd := filepath.Join(RepoRoot(tb), dir)
+	return toolPath(tb, wd, filepath.Join(wd, "go.mod"), "", name)
+}
+
+// toolPath builds the tool named name of the go.mod modfile from directory
+// wd (with modfileFlag, when it is not wd's own), with the environment of
+// the build.env beside modfile (BuildEnv: build flags, cgo's flags), and
+// returns the cached binary's path. `go run -exec echo` builds (or finds)
+// the executable in Go's cache and prints its path instead of running it:
+// the path `go tool -n` prints, but go run takes build flags (GOFLAGS),
+// which `go tool` ignores.
+func toolPath(tb testing.TB, wd, modfile, modfileFlag, name string) string {
+	tb.Helper()
 	key := modfile + " " + name
 	if p, ok := toolPaths.Load(key); ok {
 		return p.(string)
 	}
-	root := RepoRoot(tb)
-	cmd := exec.Command("go", "tool", "-modfile="+modfile, "-n", name)
-	cmd.Dir = root
-	var stderr bytes.Buffer
-	cmd.Stderr = &stderr
-	out, err := cmd.Output()
-	if err != nil {
-		unavailable(tb, "go tool -modfile=%s -n %s: %v: %s", modfile, name, err, lastLines(stderr.String(), 20))
-	}
-	p := strings.TrimSpace(string(out))
-	if _, err := os.Stat(p); err != nil {
-		unavailable(tb, "go tool -modfile=%s -n %s gave %q: %v", modfile, name, p, err)
-	}
-	toolPaths.Store(key, p)
-	return p
-}
-
-// ModuleTool returns the path of the tool of a module of its own under
-// tools/ that is run from its directory: one whose main package is ours
-// (tools/dashlint, tools/podsecurity), or helm (tools/helm, as `make tools`
-// builds it): `go -C DIR tool -n NAME` with DIR/build.env's environment
-// (BuildEnv), built into Go's cache if needed.
-func ModuleTool(tb testing.TB, dir, name string) string {
-	tb.Helper()
-	testenv.Slow(tb, "runs the pinned "+name)
-	key := dir + " " + name
-	if p, ok := toolPaths.Load(key); ok {
-		return p.(string)
-	}
-	cmd := exec.Command("go", "tool", "-n", name)
-	cmd.Dir = filepath.Join(RepoRoot(tb), dir)
-	env, err := BuildEnv(cmd.Dir)
+	pkg, err := ToolPackage(modfile, name)
 	if err != nil {
 		tb.Fatal(err)
 	}
-	cmd.Env = append(os.Environ(), env...)
-	var stderr bytes.Buffer
-	cmd.Stderr = &stderr
-	out, err := cmd.Output()
+	env, err := BuildEnv(filepath.Dir(modfile))
 	if err != nil {
-		unavailable(tb, "go -C %s tool -n %s: %v: %s", dir, name, err, lastLines(stderr.String(), 20))
+		tb.Fatal(err)
 	}
-	p := strings.TrimSpace(string(out))
-	if _, err := os.Stat(p); err != nil {
-		unavailable(tb, "go -C %s tool -n %s gave %q: %v", dir, name, p, err)
+	args := []string{"run"}
+	if modfileFlag != "" {
+		args = append(args, modfileFlag)
+	}
+	args = append(args, "-exec", "echo", pkg)
+	what := "go " + strings.Join(args, " ") + " (in " + wd + ")"
+	var p string
+	// The run that links the executable prints its path in go run's
+	// temporary directory, removed as go run exits, and stores it in the
+	// cache; the next run prints the cached one.
+	for try := 0; try < 2; try++ {
+		cmd := exec.Command("go", args...)
+		cmd.Dir = wd
+		cmd.Env = append(os.Environ(), env...)
+		var stderr bytes.Buffer
+		cmd.Stderr = &stderr
+		out, err := cmd.Output()
+		if err != nil {
+			unavailable(tb, "%s: %v: %s", what, err, lastLines(stderr.String(), 20))
+		}
+		p = strings.TrimSpace(string(out))
+		if _, err = os.Stat(p); err == nil {
+			break
+		} else if try == 1 {
+			unavailable(tb, "%s gave %q: %v", what, p, err)
+		}
 	}
 	toolPaths.Store(key, p)
 	return p
 }
 
+// ToolPackage is the package of modfile's tool directive named name, by
+// `go tool`'s rule: a package's last path element, or the one before a
+// major version suffix (sigs.k8s.io/kustomize/kustomize/v5 is kustomize).
+func ToolPackage(modfile, name string) (string, error) {
+	b, err := os.ReadFile(modfile)
+	if err != nil {
+		return "", err
+	}
+	f, err := modfileTools(b)
+	if err != nil {
+		return "", fmt.Errorf("%s: %w", modfile, err)
+	}
+	for _, pkg := range f {
+		if toolName(pkg) == name {
+			return pkg, nil
+		}
+	}
+	return "", fmt.Errorf("%s: no tool directive named %s (has %s)", modfile, name, strings.Join(f, ", "))
+}
+
+// modfileTools lists the packages of a go.mod's tool directives, one a
+// line (tool PKG) or in a block (tool ( ... )).
+func modfileTools(b []byte) ([]string, error) {
+	var tools []string
+	block := false
+	for _, line := range strings.Split(string(b), "\n") {
+		line = strings.TrimSpace(line)
+		if i := strings.Index(line, "//"); i >= 0 {
+			line = strings.TrimSpace(line[:i])
+		}
+		switch {
+		case block && line == ")":
+			block = false
+		case block && line != "":
+			tools = append(tools, line)
+		case line == "tool (":
+			block = true
+		case strings.HasPrefix(line, "tool "):
+			tools = append(tools, strings.TrimSpace(strings.TrimPrefix(line, "tool ")))
+		}
+	}
+	if block {
+		return nil, errors.New("tool block not closed")
+	}
+	return tools, nil
+}
+
+// toolName is the name `go tool` gives the tool of package pkg (cmd/go's
+// defaultExecName): its last path element, or the one before it when the
+// last is a major version suffix, v2 and up.
+func toolName(pkg string) string {
+	dir, last := path.Split(pkg)
+	if dir != "" && isMajorVersion(last) {
+		_, last = path.Split(strings.TrimSuffix(dir, "/"))
+	}
+	return last
+}
+
+// isMajorVersion says whether elem is a major version path element: v2,
+// v3, ... (not v0, v1 or v01).
+func isMajorVersion(elem string) bool {
+	if len(elem) < 2 || elem[0] != 'v' || elem[1] == '0' || elem == "v1" {
+		return false
+	}
+	return strings.Trim(elem[1:], "0123456789") == ""
+}
+
 // BuildEnv reads a tool module's build.env (none: nil), the environment
-// that `make tools` builds it with too: cgo's flags are part of Go's cache
-// key, so a test that built without them would build the tool again. One
-// KEY=VALUE a line; blank lines and lines starting with # are skipped.
+// that `make tools` builds it with too (tools/buildenv.sh): build and cgo
+// flags are part of Go's cache key, so a test that built without them would
+// build the tool again. One KEY=VALUE a line, the value verbatim (no shell
+// quoting: GOFLAGS reads its own double quotes, as in
+// GOFLAGS="-gcflags=all=-N -l"); blank lines and lines starting with # are
+// skipped.
 func BuildEnv(dir string) ([]string, error) {
 	name := filepath.Join(dir, "build.env")
 	b, err := os.ReadFile(name)
@@ -148,13 +236,24 @@ func BuildEnv(dir string) ([]string, error) {
 		if line == "" || strings.HasPrefix(line, "#") {
 			continue
 		}
-		k, v, ok := strings.Cut(line, "=")
-		if !ok || k == "" || strings.ContainsAny(k+v, " \t'\"") {
-			return nil, fmt.Errorf("%s:%d: want KEY=VALUE with no spaces or quotes, got %q", name, i+1, line)
+		k, _, ok := strings.Cut(line, "=")
+		if !ok || !envKey(k) {
+			return nil, fmt.Errorf("%s:%d: want KEY=VALUE, KEY letters, digits and _, got %q", name, i+1, line)
 		}
 		env = append(env, line)
 	}
 	return env, nil
+}
+
+// envKey says whether k is an environment variable's name a shell exports:
+// letters, digits and _, not starting with a digit.
+func envKey(k string) bool {
+	for i, c := range k {
+		if c != '_' && !('A' <= c && c <= 'Z') && !('a' <= c && c <= 'z') && (i == 0 || c < '0' || c > '9') {
+			return false
+		}
+	}
+	return k != ""
 }
 
 // built is the exporter's binary that BuildExporter shares among the tests
