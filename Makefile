@@ -54,20 +54,20 @@ demo:
 quick:
 	$(GO) test -short -count=1 ./...
 
-# Every test, in the order that fails fastest: lint; then side by side the
-# race step, the slow step's own tests, and the pinned tools followed by the
-# slow tests that run them (a cold build of the tools is most of a cold
-# run, and the race and slow steps mostly wait on real time; their tests
-# pass beside a busy machine); the timing-accuracy tests alone; the
-# end-to-end tests. Go's build cache keeps the tools for every later step
-# and run.
-test: lint test-race-slow test-timing test-e2e
+# Every test, in the order that fails fastest: lint, the pinned tools, the
+# race step and the slow step side by side (the slow step's tests pass
+# beside a busy machine, and it mostly waits on real time and on
+# promtool), the timing-accuracy tests alone, the end-to-end tests.
+# `tools` builds the pinned tools first (Go's build cache keeps them for
+# every later step and run). Not the tools beside the race step: a cold
+# build of four tool groups beside it (a load average of 15 to 19 on 2
+# cores) failed five of its tests that pass beside two busy loops.
+test: lint tools lint-mixin test-race-slow test-timing test-e2e
 
-# The race step, the slow step and the pinned tools at once (each tool
-# group a job, up to six jobs), each test line prefixed with its step.
+# The race and slow steps at once, each line prefixed with its step.
 test-race-slow:
-	@echo "make test-race, make test-slow and make tools, side by side: their lines start race:, slow: and slow-tools:"
-	@$(MAKE) --no-print-directory -j6 STEP_PREFIX=1 test-race test-slow-own test-slow-tools
+	@echo "make test-race and make test-slow, side by side: their lines start race: and slow:"
+	@$(MAKE) --no-print-directory -j2 STEP_PREFIX=1 test-race test-slow
 
 # sed -u: a line as soon as it is written, not at the end of the step (make's
 # --output-sync would hold a step's whole output until it ends); each line
@@ -96,21 +96,8 @@ test-race:
 # which checks nothing of ours in a child process; only the packages that
 # hold such tests (those that call testenv.Slow or a realstack tool).
 SLOW_PKGS = $(sort $(dir $(shell git grep -l -E 'testenv\.Slow|realstack\.(Tool|ModuleTool|BuildExporter|Chromium)' -- '*_test.go' ':!internal/testenv' ':!internal/realstack')))
-# Those that run a pinned tool (realstack.Tool, ModuleTool) wait for
-# `make tools` (test-slow-tools); the others (test-slow-own) need none.
-lparen := (
-SLOW_TOOL_PKGS = $(sort $(dir $(shell git grep -l -E 'realstack\.(Tool|ModuleTool)[$(lparen)]' -- '*_test.go' ':!internal/realstack')))
-# The pinned tools' groups (make tools, below), defined before the rule
-# that names them as prerequisites.
-TOOL_GROUPS := tool-ollama tool-kube tool-prometheus tool-alertmanager tool-otelcol tool-helm tool-deploy schema-modules
-SLOW_OWN_PKGS = $(filter-out $(SLOW_TOOL_PKGS),$(SLOW_PKGS))
-test-slow: test-slow-own test-slow-tools
-
-test-slow-own:
-	$(GO) test -count=1 -skip 'Accuracy|EndToEnd' -timeout 20m $(addprefix ./,$(SLOW_OWN_PKGS)) $(call prefix,slow)
-
-test-slow-tools: $(TOOL_GROUPS) lint-mixin
-	$(GO) test -count=1 -skip 'Accuracy|EndToEnd' -timeout 20m $(addprefix ./,$(SLOW_TOOL_PKGS)) $(call prefix,slow-tools)
+test-slow:
+	$(GO) test -count=1 -skip 'Accuracy|EndToEnd' -timeout 20m $(addprefix ./,$(SLOW_PKGS)) $(call prefix,slow)
 
 # The timing-accuracy tests (named ...Accuracy..., testenv.Timing), which
 # compare measured latencies with the simulator's ground truth: one package
@@ -146,7 +133,9 @@ test-e2e-stacks:
 # The pinned tools, built in parallel groups (one per module): most of a cold
 # build is spent where a group uses one core (a big link, and Ollama's C++,
 # whose files cgo compiles one after another), so the groups overlap there.
-# Ollama and the control plane, the two slowest, start first.
+# Ollama and the control plane, two of the slowest, start first. Each cold
+# build's time, and what each build.env saves: CONTRIBUTING.md.
+TOOL_GROUPS := tool-ollama tool-kube tool-prometheus tool-alertmanager tool-otelcol tool-helm tool-deploy schema-modules
 .PHONY: $(TOOL_GROUPS)
 
 tools:
@@ -155,18 +144,15 @@ tools:
 # The real inference engine of the Ollama end-to-end test: Ollama with its
 # bundled llama.cpp (C++, through cgo: needs g++), a module of its own
 # (tools/ollama/go.mod says why v0.11.4), built with the environment of
-# tools/ollama/build.env (-O1 for the C++; the tests read the same file).
-# Cold, with Go's default -O2 -g, it took 530 s user and 51 s system CPU,
-# measured with
-# `GOCACHE=$(mktemp -d) /usr/bin/time -v go -C tools/ollama build -o /tmp/ollama github.com/ollama/ollama`.
+# tools/ollama/build.env (-O1 for the C++, and its Go without optimisation;
+# the tests read the same file).
 tool-ollama:
 	$(call module-run,tools/ollama,-exec echo github.com/ollama/ollama) >/dev/null
 
 # The control plane of e2e/controlplane_test.go: our main over kube-apiserver,
 # four controllers of kube-controller-manager and an embedded etcd
-# (k8s.io/kubernetes v1.35.4, the schemas' release), a module of its own.
-# 280 s user and 69 s system CPU, 589 s of wall time, inside a cold
-# `make tools` on 2 idle cores (docs/deploy.md says how it was measured).
+# (k8s.io/kubernetes v1.35.4, the schemas' release), a module of its own:
+# the largest cold build (tools/kube/build.env).
 tool-kube:
 	$(call module-run,tools/kube,-exec echo github.com/infer-exporter/infer_exporter/tools/kube) >/dev/null
 
@@ -183,18 +169,13 @@ tool-alertmanager:
 
 # The OpenTelemetry Collector of the OTLP end-to-end test: a module whose
 # main package is ours (tools/otelcol/main.go), so it runs from its own
-# directory (2.5 minutes on 2 cores when Go's build cache is cold).
+# directory.
 tool-otelcol:
 	$(call module-run,tools/otelcol,-exec echo github.com/infer-exporter/infer_exporter/tools/otelcol) >/dev/null
 
 # The chart's checks (e2e/helm_test.go: lint, template, the schema's
 # refusals) and its admission (e2e/controlplane_test.go): helm v4.3.2, a
-# module of its own (tools/helm/go.mod says why that version). Cold it
-# compiled 723 of its 1,184 packages (the standard library and the
-# k8s.io/* v0.37.2 it shares with tools/podsecurity were cached) in 329 s
-# of wall time, 258 s user and 89 s system CPU, 1.1 GB of peak memory,
-# beside other work on 2 cores (`/usr/bin/time -v go -C tools/helm tool -n
-# helm`); seconds once cached.
+# module of its own (tools/helm/go.mod says why that version).
 tool-helm:
 	$(call module-run,tools/helm,-exec echo helm.sh/helm/v4/cmd/helm) >/dev/null
 
@@ -246,7 +227,7 @@ chart-readme:
 # promtool's every lint check over the rules and alerts, and Grafana's
 # dashboard schema over the dashboards (tools/dashlint: dashboard-linter
 # and mixtool are not served by the Go module proxy).
-lint-mixin: tool-prometheus tool-deploy
+lint-mixin:
 	$(PROMTOOL) check rules --lint=all --lint-fatal mixin/generated/rules.yaml mixin/generated/alerts.yaml
 	$(call module-run,tools/dashlint,github.com/infer-exporter/infer_exporter/tools/dashlint) $(abspath $(wildcard mixin/generated/dashboards/*.json))
 

@@ -387,7 +387,7 @@ func TestSchemaModulesListed(t *testing.T) {
 	}
 	tools := map[string]bool{}
 	for _, l := range strings.Split(string(mk), "\n") {
-		for _, tool := range []string{kubeconformModfile + " -n kubeconform", kustomizeModfile + " -n kustomize", schemaModules} {
+		for _, tool := range []string{"tool-run," + filepath.Dir(kubeconformModfile) + ",-exec echo github.com/yannh/kubeconform/cmd/kubeconform)", "tool-run," + filepath.Dir(kustomizeModfile) + ",-exec echo sigs.k8s.io/kustomize/kustomize/v5)", schemaModules} {
 			if strings.Contains(l, tool) {
 				tools[tool] = true
 			}

@@ -214,7 +214,7 @@ func TestPodSecurityRestricted(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	if !strings.Contains(string(mk), "-C "+podSecurityDir+" tool -n podsecurity") {
+	if !strings.Contains(string(mk), "module-run,"+podSecurityDir+",-exec echo github.com/infer-exporter/infer_exporter/tools/podsecurity)") {
 		t.Errorf("the Makefile's tools target does not build %s", podSecurityDir)
 	}
 }
