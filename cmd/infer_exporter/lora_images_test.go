@@ -127,11 +127,22 @@ workloads:
     images: {count: 2, width: 8, height: 8}
 `, withImages, without))
 	base := startExporter(t, "--config.file="+file)
+	// The server-reported prompt lengths of the successful requests, from
+	// one histogram: its sum and count are read together. (The counters
+	// infer_probe_prompt_tokens_total and infer_probe_requests_total are
+	// each added to as a request ends, one after the other: a scrape
+	// between the two, which the race detector's slowness made likely,
+	// read 152 tokens of 8 requests over 7.)
 	perRequest := func(mfs map[string]*dto.MetricFamily, target string) (tokens, requests float64) {
-		labels := map[string]string{"target": target}
-		tokens = seriesValue(mfs["infer_probe_prompt_tokens_total"], labels)
-		labels["outcome"] = "success"
-		return tokens, seriesValue(mfs["infer_probe_requests_total"], labels)
+		for _, m := range mfs["infer_probe_prompt_length_tokens"].GetMetric() {
+			for _, lp := range m.GetLabel() {
+				if lp.GetName() == "target" && lp.GetValue() == target {
+					tokens += m.GetHistogram().GetSampleSum()
+					requests += float64(m.GetHistogram().GetSampleCount())
+				}
+			}
+		}
+		return tokens, requests
 	}
 	deadline := time.Now().Add(30 * time.Second)
 	for {
