@@ -8,9 +8,10 @@
 // build tags): Go builds each once into its build cache (minutes for
 // Prometheus on 2 cores when the cache is cold; `make tools` does it up
 // front) and answers with the cached binary's path after that. A test
-// that cannot get a tool fails when the environment variable CI is set, and skips with the reason
-// otherwise. Under -short (make quick) every test that builds or runs one
-// skips (testenv.Slow): make test-slow and make test-e2e run them.
+// that cannot get a tool fails when the environment variable CI is set,
+// and skips with the reason otherwise. Under -short (make quick) every
+// test that builds or runs one skips (testenv.Slow): make test-slow and
+// make test-e2e run them.
 package realstack
 
 import (
