@@ -20,6 +20,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"math/rand/v2"
 	"net"
 	"net/http"
 	"os"
@@ -308,9 +309,27 @@ func buildExporter(tb testing.TB, dir string) string {
 	return bin
 }
 
-// FreeAddr returns a loopback address with a port that was free a moment ago.
+// FreeAddr returns a loopback address with a port that was free a moment
+// ago, taken below the kernel's ephemeral range where it can: a port from
+// that range (`net.Listen(":0")`) can be handed to any other process's
+// listener or outgoing connection before the test binds it, and a test
+// that leaves its address unbound for a while (a server that starts late)
+// then finds someone else answering there. Outside the range, only a test
+// that picks the same way can collide.
 func FreeAddr(tb testing.TB) string {
 	tb.Helper()
+	if lo, ok := ephemeralLow(); ok && lo > freePortMin+1000 {
+		for range 64 {
+			port := freePortMin + rand.IntN(lo-freePortMin)
+			ln, err := net.Listen("tcp", fmt.Sprintf("127.0.0.1:%d", port))
+			if err != nil {
+				continue
+			}
+			addr := ln.Addr().String()
+			ln.Close()
+			return addr
+		}
+	}
 	ln, err := net.Listen("tcp", "127.0.0.1:0")
 	if err != nil {
 		tb.Fatal(err)
@@ -318,6 +337,24 @@ func FreeAddr(tb testing.TB) string {
 	addr := ln.Addr().String()
 	ln.Close()
 	return addr
+}
+
+// freePortMin is the lowest port FreeAddr picks: above the well-known and
+// most registered services' ports.
+const freePortMin = 10000
+
+// ephemeralLow is the first port of Linux's ephemeral range
+// (/proc/sys/net/ipv4/ip_local_port_range); false elsewhere.
+func ephemeralLow() (int, bool) {
+	b, err := os.ReadFile("/proc/sys/net/ipv4/ip_local_port_range")
+	if err != nil {
+		return 0, false
+	}
+	var lo, hi int
+	if _, err := fmt.Sscan(string(b), &lo, &hi); err != nil || lo <= 0 || lo > hi {
+		return 0, false
+	}
+	return lo, true
 }
 
 // Process is a child process whose output goes to a log file.

@@ -1,10 +1,12 @@
 package realstack
 
 import (
+	"net"
 	"os"
 	"os/exec"
 	"path/filepath"
 	"slices"
+	"strconv"
 	"strings"
 	"testing"
 )
@@ -124,5 +126,36 @@ func TestToolPackage(t *testing.T) {
 	}
 	if _, err := ToolPackage(mods[0], "no-such-tool"); err == nil {
 		t.Error("a missing tool was found")
+	}
+}
+
+// TestFreeAddrOutsideEphemeralRange: on Linux, FreeAddr's ports are below
+// the kernel's ephemeral range, so that no listener on port 0 and no
+// outgoing connection of another process takes one before the test binds
+// it; and the port is free.
+func TestFreeAddrOutsideEphemeralRange(t *testing.T) {
+	lo, ok := ephemeralLow()
+	if !ok {
+		t.Skip("no /proc/sys/net/ipv4/ip_local_port_range")
+	}
+	for range 20 {
+		addr := FreeAddr(t)
+		_, p, err := net.SplitHostPort(addr)
+		if err != nil {
+			t.Fatal(err)
+		}
+		port, err := strconv.Atoi(p)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if port < freePortMin || port >= lo {
+			t.Errorf("FreeAddr %s: port outside [%d, %d)", addr, freePortMin, lo)
+		}
+		ln, err := net.Listen("tcp", addr)
+		if err != nil {
+			t.Errorf("FreeAddr %s not free: %v", addr, err)
+			continue
+		}
+		ln.Close()
 	}
 }
