@@ -74,7 +74,7 @@ test-race-slow:
 # is one write, so the two steps' lines interleave whole.
 prefix = $(if $(STEP_PREFIX),2>&1 | sed -u 's/^/$(1): /')
 
-# The build without cgo takes the pinned tools' flags (tools/*/build.env: no
+# The build without cgo takes most pinned tools' flags (tools/*/build.env: no
 # optimisation or inlining, no cgo), which change nothing of whether it
 # compiles: cold, it then shares their standard library in Go's cache.
 lint:
