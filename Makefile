@@ -35,7 +35,7 @@ module-run = tools/buildenv.sh $(1) $(GO) -C $(1) run $(2)
 PROMTOOL := $(call tool-run,tools/prometheus,github.com/prometheus/prometheus/cmd/promtool)
 JSONNET := $(call tool-run,tools/prometheus,github.com/google/go-jsonnet/cmd/jsonnet)
 
-.PHONY: build demo quick test test-race-slow test-race test-slow test-timing test-e2e test-e2e-alerts test-e2e-stacks tools mixin chart-readme bench lint lint-mixin
+.PHONY: build demo quick test test-race-tools tools-niced test-slow-e2e test-race test-slow test-timing test-e2e test-e2e-alerts test-e2e-stacks tools mixin chart-readme bench lint lint-mixin
 
 build:
 	$(GO) build -ldflags "$(LDFLAGS)" -o $(BIN) ./cmd/infer_exporter
@@ -54,20 +54,34 @@ demo:
 quick:
 	$(GO) test -short -count=1 ./...
 
-# Every test, in the order that fails fastest: lint, the pinned tools, the
-# race step and the slow step side by side (the slow step's tests pass
-# beside a busy machine, and it mostly waits on real time and on
-# promtool), the timing-accuracy tests alone, the end-to-end tests.
-# `tools` builds the pinned tools first (Go's build cache keeps them for
-# every later step and run). Not the tools beside the race step: a cold
-# build of four tool groups beside it (a load average of 15 to 19 on 2
-# cores) failed five of its tests that pass beside two busy loops.
-test: lint tools lint-mixin test-race-slow test-timing test-e2e
+# Every test, in the order that fails fastest: lint; the pinned tools' build
+# beside the race step (which needs no tool); the mixin's linters; the slow
+# step beside the end-to-end tests (each passes beside a busy machine, and
+# each mostly waits: on real time, on promtool, on Prometheus's rules and
+# Alertmanager); the timing-accuracy tests last and alone, on a machine
+# with nothing else to do.
+test: lint test-race-tools lint-mixin test-slow-e2e test-timing
 
-# The race and slow steps at once, each line prefixed with its step.
-test-race-slow:
-	@echo "make test-race and make test-slow, side by side: their lines start race: and slow:"
-	@$(MAKE) --no-print-directory -j2 STEP_PREFIX=1 test-race test-slow
+# The pinned tools' build (make tools) beside the race step, lines prefixed
+# tools: and race:. The build runs at the lowest CPU priority (nice 19), so
+# the race step's tests get the CPU as soon as they ask for it, as beside no
+# build, and the build takes what they leave: cold, the tools are most of a
+# run and the race step waits on real time for much of its own. At the
+# same priority, in an earlier try, four tool groups' compiles beside
+# the race step (a load average of 15 to 19 on 2 cores) failed five of its
+# tests that pass beside two busy loops. Warm, the build is seconds.
+test-race-tools:
+	@echo "make tools (at nice 19) and make test-race, side by side: their lines start tools: and race:"
+	@$(MAKE) --no-print-directory -j2 STEP_PREFIX=1 tools-niced test-race
+
+tools-niced:
+	nice -n 19 $(MAKE) --no-print-directory tools $(call prefix,tools)
+
+# The slow step and the end-to-end tests' two processes at once, lines
+# prefixed slow:, alerts: and stacks:.
+test-slow-e2e:
+	@echo "make test-slow and make test-e2e, side by side: their lines start slow:, alerts: and stacks:"
+	@$(MAKE) --no-print-directory -j3 STEP_PREFIX=1 test-slow test-e2e-alerts test-e2e-stacks
 
 # sed -u: a line as soon as it is written, not at the end of the step (make's
 # --output-sync would hold a step's whole output until it ends); each line
@@ -75,12 +89,12 @@ test-race-slow:
 prefix = $(if $(STEP_PREFIX),2>&1 | sed -u 's/^/$(1): /')
 
 # The build without cgo takes most pinned tools' flags (tools/*/build.env: no
-# optimisation or inlining, no cgo), which change nothing of whether it
+# optimisation, inlining or DWARF, no cgo), which change nothing of whether it
 # compiles: cold, it then shares their standard library in Go's cache.
 lint:
 	@out=$$(gofmt -l $$(git ls-files '*.go')); if [ -n "$$out" ]; then echo "gofmt needed:"; echo "$$out"; exit 1; fi
 	$(GO) vet ./...
-	CGO_ENABLED=0 $(GO) build -gcflags='all=-N -l' ./...
+	CGO_ENABLED=0 $(GO) build -gcflags='all=-N -l -dwarf=false' ./...
 
 # The race detector over every test of `make quick`: our code's concurrency.
 # Four packages at a time (-p 4; go test's default is the number of cores,
@@ -138,7 +152,7 @@ test-e2e-stacks:
 # whose files cgo compiles one after another), so the groups overlap there.
 # Ollama and the control plane, two of the slowest, start first. Each cold
 # build's time, and what each build.env saves: CONTRIBUTING.md.
-TOOL_GROUPS := tool-ollama tool-kube tool-prometheus tool-alertmanager tool-otelcol tool-helm tool-deploy schema-modules
+TOOL_GROUPS := tool-ollama tool-kube tool-prometheus tool-alertmanager tool-otelcol tool-deploy schema-modules
 .PHONY: $(TOOL_GROUPS)
 
 tools:
@@ -152,12 +166,19 @@ tools:
 tool-ollama:
 	$(call module-run,tools/ollama,-exec echo github.com/ollama/ollama) >/dev/null
 
-# The control plane of e2e/controlplane_test.go: our main over kube-apiserver,
-# four controllers of kube-controller-manager and an embedded etcd
-# (k8s.io/kubernetes v1.35.4, the schemas' release), a module of its own:
-# the largest cold build (tools/kube/build.env).
+# The Kubernetes module (tools/kube): the control plane of
+# e2e/controlplane_test.go (our main over kube-apiserver, four controllers of
+# kube-controller-manager and an embedded etcd; k8s.io/kubernetes v1.35.4,
+# the schemas' release), helm v4.1.4 (the chart's checks, e2e/helm_test.go,
+# and its admission) and the Pod Security Standards check (our main over
+# k8s.io/pod-security-admission, e2e/podsecurity_test.go): one module, so
+# that the Kubernetes libraries they share compile once; the largest cold
+# build (tools/kube/build.env). One after another: two go commands at once
+# would each compile the packages they share.
 tool-kube:
 	$(call module-run,tools/kube,-exec echo github.com/infer-exporter/infer_exporter/tools/kube) >/dev/null
+	$(call module-run,tools/kube,-exec echo helm.sh/helm/v4/cmd/helm) >/dev/null
+	$(call module-run,tools/kube,-exec echo github.com/infer-exporter/infer_exporter/tools/kube/podsecurity) >/dev/null
 
 # Prometheus, promtool and jsonnet: `go run -exec echo` builds each into
 # Go's cache and prints its path instead of running it, with the build tags
@@ -176,20 +197,12 @@ tool-alertmanager:
 tool-otelcol:
 	$(call module-run,tools/otelcol,-exec echo github.com/infer-exporter/infer_exporter/tools/otelcol) >/dev/null
 
-# The chart's checks (e2e/helm_test.go: lint, template, the schema's
-# refusals) and its admission (e2e/controlplane_test.go): helm v4.3.2, a
-# module of its own (tools/helm/go.mod says why that version).
-tool-helm:
-	$(call module-run,tools/helm,-exec echo helm.sh/helm/v4/cmd/helm) >/dev/null
-
 # The checks of deploy/ and of the mixin's dashboards: kubeconform,
-# kustomize, the Pod Security Standards check (our main over
-# k8s.io/pod-security-admission, e2e/podsecurity_test.go) and the dashboard
-# lint (Grafana's dashboard schema, tools/dashlint).
+# kustomize and the dashboard lint (Grafana's dashboard schema,
+# tools/dashlint).
 tool-deploy:
 	$(call tool-run,tools/kubeconform,-exec echo github.com/yannh/kubeconform/cmd/kubeconform) >/dev/null
 	$(call tool-run,tools/kustomize,-exec echo sigs.k8s.io/kustomize/kustomize/v5) >/dev/null
-	$(call module-run,tools/podsecurity,-exec echo github.com/infer-exporter/infer_exporter/tools/podsecurity) >/dev/null
 	$(call module-run,tools/dashlint,-exec echo github.com/infer-exporter/infer_exporter/tools/dashlint) >/dev/null
 
 # The modules that kubeconform's schemas are converted from, into Go's module

@@ -22,18 +22,19 @@ import (
 	"github.com/infer-exporter/infer_exporter/internal/realstack"
 )
 
-// The chart, and the module of the helm its checks run (helm v4.3.2, built
-// with `go -C tools/helm tool -n helm`; a module of its own, so that helm's
-// Kubernetes libraries never mix with the exporter's dependencies).
+// The chart, and the module of the helm its checks run: helm v4.1.4, in the
+// control plane's module (tools/kube/go.mod says why that version), so that
+// helm's Kubernetes libraries are the control plane's and compile once, and
+// never mix with the exporter's dependencies.
 const (
 	chartDir    = "charts/infer-exporter"
-	helmToolDir = "tools/helm"
-	helmVersion = "v4.3.2"
+	helmToolDir = "tools/kube"
+	helmVersion = "v4.1.4"
 )
 
 // helmTool returns the path of the pinned helm, building it into Go's
-// cache if needed (5.5 minutes cold on 2 busy cores; `make tools` does it
-// once).
+// cache if needed (minutes cold, the control plane's libraries with it;
+// `make tools` does it once).
 func helmTool(t *testing.T) string {
 	t.Helper()
 	return realstack.ModuleTool(t, helmToolDir, "helm")
@@ -224,7 +225,7 @@ func jsonOf(t *testing.T, v any) string {
 	return string(b)
 }
 
-// TestHelmChart runs the pinned helm (tools/helm, v4.3.2) over
+// TestHelmChart runs the pinned helm (v4.1.4, in tools/kube) over
 // charts/infer-exporter:
 //
 //   - helm lint --strict is clean for the defaults and every example
@@ -252,8 +253,8 @@ func TestHelmChart(t *testing.T) {
 	kubeconform := realstack.Tool(t, kubeconformModfile, "kubeconform")
 	podsecurity := podSecurityTool(t)
 
-	if out, _, err := runHelm(t, helm, "version", "--short"); err != nil || !strings.HasPrefix(out, helmVersion[:len("v4.3")]) {
-		t.Errorf("helm version %q (%v), want %s (tools/helm)", out, err, helmVersion)
+	if out, _, err := runHelm(t, helm, "version", "--short"); err != nil || !strings.HasPrefix(out, helmVersion[:len("v4.1")]) {
+		t.Errorf("helm version %q (%v), want %s (%s)", out, err, helmVersion, helmToolDir)
 	}
 
 	// Every example values file is used by the README, with -f.
@@ -522,8 +523,9 @@ func TestChartFilesMatchMixin(t *testing.T) {
 	}
 }
 
-// TestHelmToolPinned: tools/helm requires helm at the version the tests
-// expect, and `make tools` builds it.
+// TestHelmToolPinned: the control plane's module (tools/kube) requires helm
+// at the version the tests expect and names its command a tool, and `make
+// tools` builds it.
 func TestHelmToolPinned(t *testing.T) {
 	root := realstack.RepoRoot(t)
 	b, err := os.ReadFile(filepath.Join(root, helmToolDir, "go.mod"))
@@ -531,7 +533,7 @@ func TestHelmToolPinned(t *testing.T) {
 		t.Fatal(err)
 	}
 	if !regexp.MustCompile(`(?m)^\s*helm\.sh/helm/v4 `+regexp.QuoteMeta(helmVersion)+`\b`).Match(b) ||
-		!regexp.MustCompile(`(?m)^tool helm\.sh/helm/v4/cmd/helm$`).Match(b) {
+		!regexp.MustCompile(`(?m)^(tool\s+|\s+)helm\.sh/helm/v4/cmd/helm$`).Match(b) {
 		t.Errorf("%s/go.mod does not pin the tool helm.sh/helm/v4/cmd/helm at %s", helmToolDir, helmVersion)
 	}
 	mk, err := os.ReadFile(filepath.Join(root, "Makefile"))

@@ -16,15 +16,21 @@ import (
 	"github.com/infer-exporter/infer_exporter/internal/realstack"
 )
 
-// podSecurityDir is the pinned Pod Security check's module: our main over
-// k8s.io/pod-security-admission's policy package, built with `go -C
-// tools/podsecurity tool -n podsecurity` (a module of its own, so that the
-// Kubernetes libraries never mix with the exporter's dependencies).
-const podSecurityDir = "tools/podsecurity"
+// podSecurityDir is the pinned Pod Security check's module, the control
+// plane's (tools/kube): the check is our main over
+// k8s.io/pod-security-admission's policy package (tools/kube/podsecurity),
+// at the control plane's release, v0.35.4, whose libraries it shares and
+// which its admission plugin enforces too; a module apart from the
+// exporter's, so that the Kubernetes libraries never mix with its
+// dependencies.
+const (
+	podSecurityDir = "tools/kube"
+	podSecurityPkg = "github.com/infer-exporter/infer_exporter/tools/kube/podsecurity"
+)
 
 // podSecurityTool returns the path of the pinned podsecurity binary,
-// building it into Go's cache if needed (about a minute cold on 2 cores;
-// `make tools` does it once).
+// building it into Go's cache if needed (seconds once the control plane's
+// libraries are; `make tools` does it once).
 func podSecurityTool(t *testing.T) string {
 	t.Helper()
 	return realstack.ModuleTool(t, podSecurityDir, "podsecurity")
@@ -64,7 +70,7 @@ var podSecuritySummary = regexp.MustCompile(`(?m)^(\d+) pod templates, (\d+) ref
 // its merge Job, the results reader Pod) is admitted at the Pod Security
 // Standards' level restricted, latest version, as evaluated by the
 // admission controller's own checks (k8s.io/pod-security-admission/policy,
-// pinned in tools/podsecurity/go.mod); the namespace enforces that level.
+// pinned in tools/kube/go.mod); the namespace enforces that level.
 // Broken templates are refused, each for its one change, so that the check
 // is known to be in force. Takes a few seconds once the tools are built.
 func TestPodSecurityRestricted(t *testing.T) {
@@ -214,7 +220,7 @@ func TestPodSecurityRestricted(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	if !strings.Contains(string(mk), "module-run,"+podSecurityDir+",-exec echo github.com/infer-exporter/infer_exporter/tools/podsecurity)") {
+	if !strings.Contains(string(mk), "module-run,"+podSecurityDir+",-exec echo "+podSecurityPkg+")") {
 		t.Errorf("the Makefile's tools target does not build %s", podSecurityDir)
 	}
 }
