@@ -10,6 +10,8 @@ import (
 	"time"
 
 	dto "github.com/prometheus/client_model/go"
+
+	"github.com/infer-exporter/infer_exporter/internal/config"
 )
 
 // This file is what the scraper tells of a server's life, beside its
@@ -179,6 +181,16 @@ func (sc *targetScraper) pollReadiness(ctx context.Context) Readiness {
 	}
 	if ctx.Err() != nil {
 		return r // the scraper is stopping: nothing was seen of the server
+	}
+	if r == Answering && sc.t.engine == config.ServerEngineAuto && (sc.engine == "" || sc.engine == engineUnknown) {
+		// Answering, from a server whose engine is not known yet (the
+		// sidecar up before it): its engine may have a health endpoint
+		// that says it is still loading (vLLM serves /metrics while its
+		// /health answers 503). Not reported: the scrape that waitNext
+		// brings forward at once detects the engine and asks that
+		// endpoint, and a poll reported as serving here let the workloads
+		// send to a loading server in the moments between.
+		return r
 	}
 	sc.report(Poll{Target: sc.t.name, At: sc.parent.now(), Readiness: r})
 	return r

@@ -155,6 +155,21 @@ func TestReadinessPollBringsScrapeForward(t *testing.T) {
 	if snap.Engine != engineVLLM {
 		t.Errorf("engine %q after the scrape brought forward, want vllm", snap.Engine)
 	}
+	// No poll said it served before its health endpoint did: the first
+	// readiness poll to reach the loading server finds its metrics
+	// answering while its engine, and so its health endpoint, is not yet
+	// known; reported as answering, it let the workloads send to a server
+	// that answers 503 (seen once in TestEndToEndLifecycle/unready).
+	got.mu.Lock()
+	defer got.mu.Unlock()
+	for _, p := range got.all {
+		if p.Readiness == Ready {
+			break
+		}
+		if p.Readiness.Serving() {
+			t.Errorf("poll %+v says the loading server serves, before its health endpoint said ready", p)
+		}
+	}
 }
 
 func TestProcessStart(t *testing.T) {
