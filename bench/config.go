@@ -47,6 +47,10 @@ type Spec struct {
 	WarmupSetting *time.Duration `yaml:"warmup"`
 	// Warmup is WarmupSetting resolved.
 	Warmup time.Duration `yaml:"-"`
+	// MaxWarmup bounds the warm-up, which lasts at least Warmup and until
+	// the pipeline is full (1.25 x the p90 E2E of the first requests; see
+	// docs/bench.md). Unset (0): Warmup + Duration.
+	MaxWarmup time.Duration `yaml:"max_warmup"`
 	// Duration is the measured time of one repeat, before any extension by
 	// the stability check.
 	Duration time.Duration `yaml:"duration"`
@@ -198,11 +202,11 @@ func (l Length) MarshalYAML() (any, error) {
 // StabilitySpec configures the stability check (bench/stability, whose
 // README derives the rule): the repeat's successful measured requests are
 // tested for a drift of their length-normalised E2E over completion time.
-// A repeat is unstable when the drift is significant and at least
-// Tolerance, stable when a drift of 25% would have been caught, and not
-// judged otherwise (with the span it would need). Only a repeat whose drift
-// is suggestive but not yet significant is extended, in whole windows, up
-// to MaxDuration.
+// A repeat is unstable when the drift, or a step, is significant and at
+// least Tolerance, stable when a drift of 25% would have been caught and
+// none that large fits its interval, and not judged otherwise (with the
+// span it would need). A repeat not judged yet runs on, in whole windows,
+// until it is judged or reaches MaxDuration.
 type StabilitySpec struct {
 	// Enabled defaults to true.
 	Enabled *bool `yaml:"enabled"`
@@ -213,7 +217,7 @@ type StabilitySpec struct {
 	// Tolerance is the effect floor: a drift smaller than this across the
 	// measured span is never unstable, however significant (default 0.1).
 	Tolerance   float64       `yaml:"tolerance"`
-	MaxDuration time.Duration `yaml:"max_duration"` // default 3 × Duration
+	MaxDuration time.Duration `yaml:"max_duration"` // default max(3 × Duration, 5 min)
 	// MinRequests is the fewest successful requests a measured span needs
 	// to be judged at all (default 20).
 	MinRequests int `yaml:"min_requests"`
@@ -300,16 +304,20 @@ const (
 	DefaultMaxSamplesPerRepeat = 100000
 	// DefaultMaxITLSamples bounds the inter-token gaps kept per repeat:
 	// the recorder's bound, which bench merge holds a shard to.
-	DefaultMaxITLSamples     = report.MaxITL
-	DefaultStabilityWindows  = 3
-	DefaultStabilityTol      = 0.1
-	DefaultStabilityMinReqs  = 20
-	DefaultResamples         = 1000
-	DefaultConfidence        = 0.95
-	DefaultThreshold         = 0.05
-	DefaultLatencyMetric     = report.DefaultLatencyMetric
-	DefaultGatedMetric       = "e2e_p99"
-	DefaultGPUSampleInterval = time.Second
+	DefaultMaxITLSamples    = report.MaxITL
+	DefaultStabilityWindows = 3
+	DefaultStabilityTol     = 0.1
+	DefaultStabilityMinReqs = 20
+	// DefaultStabilityMaxDuration is the shortest default max_duration:
+	// a cell of the modelled grid (bench/stability/README.md) needs up to
+	// about 4 minutes at 2 req/s to be judged.
+	DefaultStabilityMaxDuration = 5 * time.Minute
+	DefaultResamples            = 1000
+	DefaultConfidence           = 0.95
+	DefaultThreshold            = 0.05
+	DefaultLatencyMetric        = report.DefaultLatencyMetric
+	DefaultGatedMetric          = "e2e_p99"
+	DefaultGPUSampleInterval    = time.Second
 )
 
 // Limits of the bench block, besides the exporter's (config.MaxTokens,
@@ -618,7 +626,7 @@ func (st *StabilitySpec) applyDefaults(duration time.Duration) {
 		st.Tolerance = DefaultStabilityTol
 	}
 	if st.MaxDuration == 0 {
-		st.MaxDuration = 3 * duration
+		st.MaxDuration = max(3*duration, DefaultStabilityMaxDuration)
 	}
 	if st.MinRequests == 0 {
 		st.MinRequests = DefaultStabilityMinReqs
@@ -769,6 +777,9 @@ func (c *Config) validateRun(v *validator) {
 	}
 	if s.Duration < 0 {
 		v.add(bp, "duration", "must be positive")
+	}
+	if s.MaxWarmup < 0 || (s.MaxWarmup > 0 && s.MaxWarmup < s.Warmup) {
+		v.add(bp, "max_warmup", "must not be below bench.warmup")
 	}
 	if s.Repeats < 1 {
 		v.add(bp, "repeats", "must be at least 1")
@@ -1158,4 +1169,13 @@ func (c *Config) validateShapeKinds(v *validator, p path, sh *Shape) {
 			return
 		}
 	}
+}
+
+// warmupBound is the longest a repeat's warm-up of warmup before duration
+// measured may last: MaxWarmup when set, else warmup + duration.
+func (s *Spec) warmupBound(warmup, duration time.Duration) time.Duration {
+	if s.MaxWarmup > 0 {
+		return max(s.MaxWarmup, warmup)
+	}
+	return warmup + duration
 }

@@ -59,7 +59,7 @@ func TestParseGood(t *testing.T) {
 	if s.Warmup != 0 || s.Duration != DefaultDuration || s.Repeats != 3 || s.Matrix.Process != "poisson" {
 		t.Errorf("defaults: warmup %v duration %v repeats %d process %s", s.Warmup, s.Duration, s.Repeats, s.Matrix.Process)
 	}
-	if s.Stability.Window != 20*time.Second || s.Stability.MaxDuration != 3*DefaultDuration || !s.Stability.On() {
+	if s.Stability.Window != 20*time.Second || s.Stability.MaxDuration != DefaultStabilityMaxDuration || !s.Stability.On() {
 		t.Errorf("stability %+v", s.Stability)
 	}
 	if *s.Weights != (report.Weights{Latency: 1}) {

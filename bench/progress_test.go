@@ -2,6 +2,7 @@ package bench
 
 import (
 	"bytes"
+	"github.com/infer-exporter/infer_exporter/bench/stability"
 	"math"
 	"strings"
 	"testing"
@@ -70,7 +71,7 @@ func TestLengthText(t *testing.T) {
 			"21/32 s (extended to 30s measured: drift +14% suggestive)"},
 		{"extended, then draining", 34 * s, 32 * s, "extended to 30s measured: drift +14% suggestive", 2,
 			"34/32 s (extended to 30s measured: drift +14% suggestive; draining 2 in flight)"},
-		{"warm-up still on", 5 * s, 15 * s, "warm-up: no request completed yet", 8, "5/15 s (warm-up: no request completed yet)"},
+		{"warm-up still on", 5 * s, 15 * s, "warm-up: until the pipeline is full", 8, "5/15 s (warm-up: until the pipeline is full)"},
 		{"warm-up longer, then extended", 20 * s, 34 * s,
 			"warm-up extended to 4.0 s, until the pipeline was full; extended to 30s measured: drift +12% suggestive", 1,
 			"20/34 s (warm-up extended to 4.0 s, until the pipeline was full; extended to 30s measured: drift +12% suggestive)"},
@@ -84,16 +85,18 @@ func TestLengthText(t *testing.T) {
 }
 
 // TestExtensionWhy: an extension says the measured time it extends to and
-// the drift that asked for it.
+// why the span so far was not judged.
 func TestExtensionWhy(t *testing.T) {
-	if got, want := extensionWhy(30*time.Second, 0.137), "extended to 30s measured: drift +14% suggestive"; got != want {
-		t.Errorf("got %q, want %q", got, want)
-	}
-	if got, want := extensionWhy(20*time.Second, -0.2), "extended to 20s measured: drift -20% suggestive"; got != want {
-		t.Errorf("got %q, want %q", got, want)
-	}
-	if got, want := extensionWhy(20*time.Second, math.NaN()), "extended to 20s measured: drift suggestive"; got != want {
-		t.Errorf("got %q, want %q", got, want)
+	for _, tc := range []struct {
+		v    stability.Verdict
+		want string
+	}{
+		{stability.Verdict{Growth: 0.137, GrowthLo: -0.05, GrowthHi: 0.33, N: 80}, "extended to 30s measured: not judged yet (drift +14% ± 19%)"},
+		{stability.Verdict{Growth: math.NaN(), N: 12}, "extended to 30s measured: not judged yet (12 requests)"},
+	} {
+		if got := extensionWhy(30*time.Second, tc.v); got != tc.want {
+			t.Errorf("got %q, want %q", got, tc.want)
+		}
 	}
 }
 
@@ -251,7 +254,7 @@ func TestExtensionTellsLimit(t *testing.T) {
 	// Past its configured second, no completion within its hour's bound.
 	var got []told
 	rec := newRecorder(time.Now().Add(-90*time.Second), time.Second, time.Hour, time.Second, config.SLO{}, 10, 10, 1)
-	if _, ok := ext(rec, &got).first(); ok || len(got) != 1 || got[0].settled || got[0].why != "warm-up: no request completed yet" ||
+	if _, ok := ext(rec, &got).first(); ok || len(got) != 1 || got[0].settled || got[0].why != "warm-up: until the pipeline is full" ||
 		got[0].limit < 93*time.Second {
 		t.Errorf("an open warm-up: %+v, want a floor of the base windows from now, unsettled", got)
 	}
@@ -260,7 +263,7 @@ func TestExtensionTellsLimit(t *testing.T) {
 	got = nil
 	rec = newRecorder(time.Now().Add(-time.Hour), time.Second, 2*time.Second, time.Second, config.SLO{}, 10, 10, 1)
 	if l, ok := ext(rec, &got).first(); !ok || l != 5*time.Second || len(got) != 1 || !got[0].settled ||
-		got[0].why != "warm-up cut at its bound, 2.0 s: no request completed" {
+		got[0].why != "warm-up cut at its bound, 2.0 s: the pipeline had not filled" {
 		t.Errorf("a warm-up cut at its bound: %v %v %+v", l, ok, got)
 	}
 

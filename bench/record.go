@@ -50,11 +50,11 @@ import (
 // request goroutines, so it locks.
 type recorder struct {
 	// The warm-up lasts at least minWarmup from t0, and until the pipeline
-	// is full: at least 1.25 times the E2E of the first request that
-	// completes (a request sent at t0 ends after one E2E; the in-flight
-	// count is then at its steady state). warmupEnd is decided at that
-	// completion, or at t0 + maxWarmup if none completes (decided, and
-	// noCompletion, say which); observations that end before are held and
+	// is full (see pipelineFull): until it has lasted 1.25 times the p90
+	// E2E of the requests sent first, so that the requests in flight have
+	// reached their level whatever the lengths. warmupEnd is decided then,
+	// or at t0 + maxWarmup (decided, and noCompletion, say which; endedBy
+	// says what ended it); observations that end before are held and
 	// recorded then.
 	t0                   time.Time
 	minWarmup, maxWarmup time.Duration
@@ -62,6 +62,13 @@ type recorder struct {
 	noCompletion         bool
 	pending              []observation.Request
 	warmupEnd            time.Time
+	endedBy              string
+	// cohort are the requests sent during the warm-up, in the order sent,
+	// with when each ended (zero while in flight): what pipelineFull
+	// reads; sentAt finds a request's entry. lastCheck throttles it.
+	cohort    []warmupRequest
+	sentAt    map[*observation.Request]int
+	lastCheck time.Time
 	window               time.Duration
 	slo                  config.SLO
 	maxRecs              int
@@ -140,8 +147,94 @@ func (rc *recorder) droppedRows() int {
 // recorder is a workload.Observer of the ends of requests.
 var _ workload.Observer = (*recorder)(nil)
 
-// Sent implements workload.Observer.
-func (r *recorder) Sent(*observation.Request) {}
+// Sent implements workload.Observer: during the warm-up, the request
+// joins the cohort whose E2E say when the pipeline is full.
+func (rc *recorder) Sent(o *observation.Request) {
+	rc.mu.Lock()
+	if rc.decided || len(rc.cohort) >= maxPending || o.Scheduled.Before(rc.t0) {
+		rc.mu.Unlock()
+		return
+	}
+	rc.sentAt[o] = len(rc.cohort)
+	rc.cohort = append(rc.cohort, warmupRequest{sched: o.Scheduled})
+	var held []observation.Request
+	if now := time.Now(); now.Sub(rc.lastCheck) >= warmupCheckEvery {
+		rc.lastCheck = now
+		if rc.pipelineFull(now) {
+			held = rc.decideLocked(rc.warmupAt(now), false)
+			rc.endedBy = report.WarmupPipelineFull
+		}
+	}
+	rc.mu.Unlock()
+	for i := range held {
+		rc.record(&held[i])
+	}
+}
+
+// warmupRequest is one request sent during the warm-up: when it was
+// scheduled, and when it ended (zero while in flight).
+type warmupRequest struct {
+	sched, end time.Time
+}
+
+// warmupCheckEvery throttles the warm-up's check: it reads the whole
+// cohort.
+const warmupCheckEvery = 50 * time.Millisecond
+
+// warmupQuantile and warmupFactor: the warm-up lasts warmupFactor times
+// the warmupQuantile E2E of the cohort; warmupMinCohort is the fewest
+// requests that estimate may stand on.
+const (
+	warmupQuantile  = 0.9
+	warmupFactor    = 1.25
+	warmupMinCohort = 8
+)
+
+// pipelineFull says whether the warm-up, now, has lasted long enough for
+// the requests in flight to have reached their level: Little's law puts
+// the level at rate × mean E2E, and the count in flight a time T after the
+// start at rate × ∫₀ᵀ P(E2E > u) du, so the pipeline is full once T is
+// beyond nearly every E2E. It is, when for the warm-up so far, T, and u =
+// T/warmupFactor (or u = T/2, for a cohort too small at u = T/1.25), the
+// requests scheduled by now − u (every one of them has had u to end) number
+// at least warmupMinCohort and at most a tenth of them took longer than u:
+// u is then at least their p90 E2E, learned from the requests themselves
+// (long ones still in flight count as long), whatever the mix of lengths. A
+// first completion says nothing of the long requests of a mixed shape: the
+// short ones end first. rc.mu is held.
+func (rc *recorder) pipelineFull(now time.Time) bool {
+	T := now.Sub(rc.t0)
+	if T < rc.minWarmup {
+		return false
+	}
+	for _, f := range []float64{warmupFactor, 2} {
+		u := time.Duration(float64(T) / f)
+		by := now.Add(-u)
+		var n, long int
+		for _, c := range rc.cohort {
+			if c.sched.After(by) {
+				break
+			}
+			n++
+			if c.end.IsZero() || c.end.Sub(c.sched) > u {
+				long++
+			}
+		}
+		if n >= warmupMinCohort && float64(long) <= (1-warmupQuantile)*float64(n) {
+			return true
+		}
+	}
+	return false
+}
+
+// warmupAt is the end of a warm-up found full at now: now, or the
+// configured warm-up when that is later.
+func (rc *recorder) warmupAt(now time.Time) time.Time {
+	if floor := rc.t0.Add(rc.minWarmup); now.Before(floor) {
+		return floor
+	}
+	return now
+}
 
 // FirstToken implements workload.Observer.
 func (r *recorder) FirstToken(*observation.Request) {}
@@ -160,6 +253,7 @@ func newRecorder(t0 time.Time, minWarmup, maxWarmup, window time.Duration, slo c
 		t0: t0, minWarmup: minWarmup, maxWarmup: max(minWarmup, maxWarmup), window: window, slo: slo,
 		maxRecs: maxRecs, maxITL: maxITL, windowCap: report.MaxWindowE2E,
 		rng:              rand.New(rand.NewPCG(seed, 0x5bd1e995)),
+		sentAt:           map[*observation.Request]int{},
 		outcomes:         map[observation.Outcome]int{},
 		httpErrors:       map[string]int{},
 		structuredChecks: map[string]int{}, toolCallChecks: map[string]int{},
@@ -187,7 +281,12 @@ const maxPending = 100_000
 func (rc *recorder) warmup(now time.Time) (time.Duration, bool) {
 	rc.mu.Lock()
 	var held []observation.Request
-	if !rc.decided && !now.Before(rc.t0.Add(rc.maxWarmup)) {
+	switch {
+	case rc.decided:
+	case rc.pipelineFull(now):
+		held = rc.decideLocked(rc.warmupAt(now), false)
+		rc.endedBy = report.WarmupPipelineFull
+	case !now.Before(rc.t0.Add(rc.maxWarmup)):
 		held = rc.decideLocked(rc.t0.Add(rc.maxWarmup), true)
 	}
 	decided, w := rc.decided, rc.warmupEnd.Sub(rc.t0)
@@ -202,44 +301,48 @@ func (rc *recorder) warmup(now time.Time) (time.Duration, bool) {
 // observations, to be recorded.
 func (rc *recorder) decideLocked(end time.Time, noCompletion bool) []observation.Request {
 	rc.warmupEnd, rc.decided, rc.noCompletion = end, true, noCompletion
+	rc.endedBy = report.WarmupBound
 	held := rc.pending
-	rc.pending = nil
+	rc.pending, rc.cohort, rc.sentAt = nil, nil, nil
 	return held
 }
 
-// observe records one observation; it keeps nothing of obs.
+// observe records one observation; it keeps nothing of obs. During the
+// warm-up it is held (recorded once the warm-up is decided), and its end
+// joins the cohort pipelineFull reads.
 func (rc *recorder) observe(obs *observation.Request) {
 	rc.mu.Lock()
-	if !rc.decided {
-		if obs.Outcome == observation.Success && !obs.End.IsZero() && !obs.Scheduled.Before(rc.t0) {
-			end := obs.Scheduled.Add(obs.End.Sub(obs.Scheduled) * 5 / 4)
-			if floor := rc.t0.Add(rc.minWarmup); end.Before(floor) {
-				end = floor
-			}
-			held := rc.decideLocked(end, false)
-			rc.mu.Unlock()
-			for i := range held {
-				rc.record(&held[i])
-			}
-			rc.record(obs)
-			return
-		}
-		if len(rc.pending) < maxPending {
-			c := *obs
-			c.TokenTimes = append([]time.Time(nil), obs.TokenTimes...)
-			rc.pending = append(rc.pending, c)
-			rc.mu.Unlock()
-			return
-		}
-		held := rc.decideLocked(time.Now(), true)
+	if rc.decided {
 		rc.mu.Unlock()
-		for i := range held {
-			rc.record(&held[i])
-		}
 		rc.record(obs)
 		return
 	}
+	if i, ok := rc.sentAt[obs]; ok {
+		delete(rc.sentAt, obs)
+		rc.cohort[i].end = obs.End
+		if obs.End.IsZero() {
+			rc.cohort[i].end = time.Now()
+		}
+	}
+	now := time.Now()
+	full := rc.pipelineFull(now)
+	if !full && len(rc.pending) < maxPending {
+		c := *obs
+		c.TokenTimes = append([]time.Time(nil), obs.TokenTimes...)
+		rc.pending = append(rc.pending, c)
+		rc.mu.Unlock()
+		return
+	}
+	// The pipeline is full, or too many are held: the warm-up ends now.
+	held := rc.decideLocked(rc.warmupAt(now), !full)
+	rc.endedBy = report.WarmupPipelineFull
+	if !full {
+		rc.endedBy = report.WarmupBound
+	}
 	rc.mu.Unlock()
+	for i := range held {
+		rc.record(&held[i])
+	}
 	rc.record(obs)
 }
 
@@ -514,11 +617,19 @@ func (rc *recorder) warmupEndAt() time.Time {
 }
 
 // warmupUsed is the warm-up decided, and whether it was cut off by its
-// bound rather than ended by a completion.
+// bound (max_warmup, or the repeat's end) rather than ended by a full
+// pipeline.
 func (rc *recorder) warmupUsed() (time.Duration, bool) {
 	rc.mu.Lock()
 	defer rc.mu.Unlock()
 	return rc.warmupEnd.Sub(rc.t0), rc.noCompletion
+}
+
+// warmupEndedBy says what ended the warm-up (report.Warmup*).
+func (rc *recorder) warmupEndedBy() string {
+	rc.mu.Lock()
+	defer rc.mu.Unlock()
+	return rc.endedBy
 }
 
 func (rc *recorder) windowMedians(k int) (medians []float64, counts []int) {

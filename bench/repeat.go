@@ -175,11 +175,12 @@ func wholeWindows(duration, window time.Duration) int {
 }
 
 // extension decides, at the end of the base windows and of each
-// extension, whether the repeat goes on: only while the stability rule
-// cannot judge it and its drift is suggestive (stability.Extend), to the
-// span the rule says it needs, in whole windows, up to the most. A quiet
-// span too short to judge is not extended: it is "not judged", with the
-// span it would need.
+// extension, whether the repeat goes on: while the stability rule cannot
+// judge it yet (stability.Extend), to the span the rule says it needs (a
+// window more at least), in whole windows, up to the most
+// (stability.max_duration). A cell is measured until it is judged, stable
+// or unstable, or until the most: then "not judged", with the span it
+// would need.
 type extension struct {
 	rec  *recorder
 	win  repeatWindows
@@ -190,6 +191,9 @@ type extension struct {
 	// the warm-up's end, its schedule at the trace's clock).
 	k    int
 	lead time.Duration
+	// looks counts the judgments that extended the span: the rule tests
+	// each later one at a stricter level (stability.Spec.Look).
+	looks int
 	// tell, when set, hears each new limit with why it is not the plan
 	// (the progress bar, the log): settled is false while the warm-up goes
 	// on past its configured length, the limit then a floor that grows.
@@ -223,7 +227,7 @@ func (e *extension) first() (time.Duration, bool) {
 	base := time.Duration(e.k) * e.win.window
 	if !ok {
 		if past := now.Sub(e.rec.t0); past > e.rec.minWarmup {
-			e.warmWhy = "warm-up: no request completed yet"
+			e.warmWhy = "warm-up: until the pipeline is full"
 			e.say(e.lead+past+base, false)
 		}
 		return 0, false
@@ -233,7 +237,7 @@ func (e *extension) first() (time.Duration, bool) {
 	if w > e.rec.minWarmup+100*time.Millisecond {
 		e.warmWhy = fmt.Sprintf("warm-up extended to %.1f s, until the pipeline was full", w.Seconds())
 		if _, cut := e.rec.warmupUsed(); cut {
-			e.warmWhy = fmt.Sprintf("warm-up cut at its bound, %.1f s: no request completed", w.Seconds())
+			e.warmWhy = fmt.Sprintf("warm-up cut at its bound, %.1f s: the pipeline had not filled", w.Seconds())
 		}
 	}
 	limit := e.lead + w + base
@@ -243,7 +247,9 @@ func (e *extension) first() (time.Duration, bool) {
 
 // judge judges the k windows measured so far.
 func (e *extension) judge() stability.Verdict {
-	v := e.rec.judge(e.k, time.Duration(e.k)*e.win.window, e.rule)
+	rule := e.rule
+	rule.Look = e.looks
+	v := e.rec.judge(e.k, time.Duration(e.k)*e.win.window, rule)
 	setVerdict(e.res, v)
 	return v
 }
@@ -253,7 +259,7 @@ func (e *extension) decide() (time.Duration, bool) {
 		return 0, false
 	}
 	v := e.judge()
-	need, ok := stability.Extend(v, time.Duration(e.k)*e.win.window, time.Duration(e.win.most)*e.win.window)
+	need, ok := stability.Extend(v, time.Duration(e.k)*e.win.window, e.win.window, time.Duration(e.win.most)*e.win.window)
 	if !ok {
 		return 0, false
 	}
@@ -263,20 +269,21 @@ func (e *extension) decide() (time.Duration, bool) {
 	}
 	e.res.Extended += k - e.k
 	e.k = k
+	e.looks++
 	w, _ := e.rec.warmup(time.Now())
 	limit := w + time.Duration(e.k)*e.win.window
-	e.extWhy = extensionWhy(time.Duration(e.k)*e.win.window, v.Growth)
+	e.extWhy = extensionWhy(time.Duration(e.k)*e.win.window, v)
 	e.say(limit, true)
 	return limit, true
 }
 
 // extensionWhy is a stability extension's reason in a few words: the
-// measured time it extends to, and the drift that asked for it.
-func extensionWhy(measured time.Duration, growth float64) string {
-	if math.IsNaN(growth) {
-		return fmt.Sprintf("extended to %s measured: drift suggestive", measured)
+// measured time it extends to, and why the span so far was not judged.
+func extensionWhy(measured time.Duration, v stability.Verdict) string {
+	if math.IsNaN(v.Growth) {
+		return fmt.Sprintf("extended to %s measured: not judged yet (%d requests)", measured, v.N)
 	}
-	return fmt.Sprintf("extended to %s measured: drift %+.0f%% suggestive", measured, growth*100)
+	return fmt.Sprintf("extended to %s measured: not judged yet (drift %+.0f%% ± %.0f%%)", measured, v.Growth*100, 50*(v.GrowthHi-v.GrowthLo))
 }
 
 // repeat runs one repeat through the exporter's own runner and client, so
@@ -430,8 +437,8 @@ func (b *run) plannedLength(p repeatPlan, l *repeatLoad) time.Duration {
 }
 
 // repeatRecorder is the repeat's recorder, and the instant its schedule
-// starts from. The warm-up lasts until the pipeline is full, at most the
-// configured warm-up plus the measured duration when nothing completes.
+// starts from. The warm-up lasts until the pipeline is full, at most
+// bench.max_warmup (the configured warm-up plus the measured duration).
 // A replay's rows are the trace's: its warm-up is the configured one,
 // counted from the trace's clock (which the runner starts ReplayLead late,
 // to prepare the first rows), so that every target measures the same rows.
@@ -442,7 +449,7 @@ func (b *run) repeatRecorder(p repeatPlan, t0 time.Time, window time.Duration, r
 		clock := t0.Add(workload.ReplayLead)
 		return newRecorderAt(clock.Add(p.warmup), window, spec.SLO, spec.MaxSamplesPerRepeat, DefaultMaxITLSamples, seed), clock
 	}
-	return newRecorder(t0, p.warmup, p.warmup+p.duration, window, spec.SLO, spec.MaxSamplesPerRepeat, DefaultMaxITLSamples, seed), t0
+	return newRecorder(t0, p.warmup, spec.warmupBound(p.warmup, p.duration), window, spec.SLO, spec.MaxSamplesPerRepeat, DefaultMaxITLSamples, seed), t0
 }
 
 // repeatObs are who follow a repeat's requests besides the load itself.
@@ -515,9 +522,11 @@ func (b *run) finishRepeat(res *report.RepeatResult, p repeatPlan, l *repeatLoad
 		res.State = &st
 	}
 	used, cut := rec.warmupUsed()
+	res.WarmupEndedBy = rec.warmupEndedBy()
 	if l.replay != nil {
 		// A replay's warm-up is the configured one, on the trace's clock.
 		used, cut = p.warmup, false
+		res.WarmupEndedBy = report.WarmupTrace
 	}
 	res.WarmupSeconds = used.Seconds()
 	res.WarmupNote = warmupNote(used, p.warmup, cut, float64(stats.E2E.P50), time.Duration(k)*window)
@@ -562,9 +571,9 @@ func warmupNote(used, configured time.Duration, cut bool, e2eP50 float64, measur
 	var note string
 	switch {
 	case cut:
-		note = fmt.Sprintf("no request completed within the warm-up bound of %s: the measured windows may start before the pipeline is full", used)
+		note = fmt.Sprintf("the pipeline had not filled within the warm-up bound of %s (the first requests' p90 E2E not yet known): the measured windows may start before the requests in flight reached their level; raise bench.max_warmup", used)
 	case used > configured:
-		note = fmt.Sprintf("warm-up extended from %s to %s, until the pipeline was full (the first completion's scheduled instant plus 1.25 x its E2E)", configured, used.Round(time.Millisecond))
+		note = fmt.Sprintf("warm-up extended from %s to %s, until the pipeline was full (1.25 x the p90 E2E of the requests sent first)", configured, used.Round(time.Millisecond))
 	}
 	if !math.IsNaN(e2eP50) && e2eP50 > measured.Seconds() {
 		note = strings.TrimSpace(note + fmt.Sprintf(" measured windows (%s) shorter than the E2E p50 (%.3gs): too short for this cell", measured, e2eP50))

@@ -894,10 +894,10 @@ type runPlan struct {
 	cells, repeats int
 	// loads says the matrix has rate or concurrency cells, whose repeats
 	// the fields below describe: the configured warm-up and its bound
-	// (the warm-up lasts until the pipeline is full: its first completion's
-	// 1.25 × E2E, or the bound when none completes), the measured time
-	// (the duration in whole stability windows), the most the stability
-	// rule extends it to, and why it never does when it cannot.
+	// (the warm-up lasts until the pipeline is full: 1.25 × the p90 E2E of
+	// the first requests, or the bound), the measured time (the duration
+	// in whole stability windows), the most the stability rule extends it
+	// to, and why it never does when it cannot.
 	loads             bool
 	warmup, maxWarmup time.Duration
 	duration          time.Duration
@@ -952,7 +952,7 @@ func (rp *runPlan) line() string {
 			meas += fmt.Sprintf(" (the duration, %s, in whole windows of %s)", ms(rp.duration), ms(rp.window))
 		}
 		if rp.fixed == "" {
-			meas += fmt.Sprintf(", up to %s when the stability rule extends a repeat whose drift is suggestive", ms(rp.most))
+			meas += fmt.Sprintf(", run on until the stability rule judges it, up to %s", ms(rp.most))
 		} else {
 			meas += ", never extended (" + rp.fixed + ")"
 		}
@@ -992,7 +992,7 @@ func toMillisecond(d time.Duration) time.Duration { return d.Round(time.Millisec
 func (b *run) runPlan(groups []group, targets int) *runPlan {
 	spec := b.spec
 	rp := &runPlan{cells: len(groups) * targets, repeats: spec.Repeats, sweep: spec.Sweep != nil,
-		warmup: spec.Warmup, maxWarmup: spec.Warmup + spec.Duration, duration: spec.Duration}
+		warmup: spec.Warmup, maxWarmup: spec.warmupBound(spec.Warmup, spec.Duration), duration: spec.Duration}
 	win := b.repeatWindows(repeatPlan{duration: spec.Duration, stability: true}, false)
 	rp.window, rp.measured, rp.most = win.window, time.Duration(win.base)*win.window, time.Duration(win.most)*win.window
 	switch {
@@ -1027,7 +1027,7 @@ func (b *run) span(g group) repeatSpan {
 	measured := spec.Warmup + time.Duration(win.base)*win.window
 	switch r := g.replay; {
 	case r == nil:
-		return repeatSpan{planned: measured, most: spec.Warmup + spec.Duration + time.Duration(win.most)*win.window}
+		return repeatSpan{planned: measured, most: spec.warmupBound(spec.Warmup, spec.Duration) + time.Duration(win.most)*win.window}
 	case r.Loop:
 		return repeatSpan{planned: measured, most: measured}
 	}

@@ -44,10 +44,12 @@ func TestRunPlan(t *testing.T) {
 	}{
 		// The run: duration 10s, 3 cells, about 36 s planned; the
 		// default windows (10 s / 3) measure 10 s, not 4 windows.
-		{"the issue's run", planRun(3, 2*s, 10*s, nil), 1, 3, 3 * (2*s + 3*third), 3 * (12*s + 9*third), 3 * third, ""},
-		{"repeats and targets", planRun(2, 0, 60*s, func(sp *Spec) { sp.Repeats = 3 }), 2, 12, 12 * 60 * s, 12 * (60*s + 180*s), 60 * s, ""},
+		{"the issue's run", planRun(3, 2*s, 10*s, nil), 1, 3, 3 * (2*s + 3*third), 3 * (12*s + 90*third), 3 * third, ""},
+		{"repeats and targets", planRun(2, 0, 60*s, func(sp *Spec) { sp.Repeats = 3 }), 2, 12, 12 * 60 * s, 12 * (60*s + 300*s), 60 * s, ""},
 		{"a window that does not divide the duration", planRun(1, s, 30*s, func(sp *Spec) { sp.Stability.Window = 20 * s }), 1, 1,
-			41 * s, 31*s + 80*s, 40 * s, ""},
+			41 * s, 31*s + 300*s, 40 * s, ""},
+		{"max_warmup set", planRun(1, s, 30*s, func(sp *Spec) { sp.Stability.MaxDuration = time.Minute; sp.MaxWarmup = 5 * s }), 1, 1,
+			31 * s, 5*s + 60*s, 30 * s, ""},
 		{"max_duration set", planRun(1, s, 30*s, func(sp *Spec) { sp.Stability.MaxDuration = time.Minute }), 1, 1,
 			31 * s, 31*s + 60*s, 30 * s, ""},
 		{"the stability check off", planRun(1, s, 10*s, func(sp *Spec) { sp.Stability.Enabled = &off }), 1, 1,
@@ -89,7 +91,7 @@ func TestRunPlan(t *testing.T) {
 		groups := matrixGroups(r.spec)
 		rp := r.runPlan(groups, 1)
 		third := 10 * s / 3
-		want := []repeatSpan{{2*s + 3*third, 12*s + 9*third}, {22 * s, 22 * s}, {2*s + 3*third, 2*s + 3*third}}
+		want := []repeatSpan{{2*s + 3*third, 12*s + 90*third}, {22 * s, 22 * s}, {2*s + 3*third, 2*s + 3*third}}
 		if len(rp.units) != len(want) {
 			t.Fatalf("units %v, want %v", rp.units, want)
 		}
@@ -118,12 +120,12 @@ func TestPlanLine(t *testing.T) {
 	}{
 		{"the issue's run", planRun(3, 2*s, 10*s, nil), 1,
 			"plan: 3 cells × 1 repeat; each repeat: warm-up 2s (longer until the pipeline is full, at most 12s), " +
-				"then 10s measured, up to 30s when the stability rule extends a repeat whose drift is suggestive; " +
-				"36s planned, at most 2m6s (the requests in flight at each repeat's end aside)"},
+				"then 10s measured, run on until the stability rule judges it, up to 5m0s; " +
+				"36s planned, at most 15m36s (the requests in flight at each repeat's end aside)"},
 		{"no warm-up, repeats", planRun(1, 0, 60*s, func(sp *Spec) { sp.Repeats = 3 }), 2,
 			"plan: 2 cells × 3 repeats; each repeat: warm-up until the pipeline is full (at most 1m0s), " +
-				"then 1m0s measured, up to 3m0s when the stability rule extends a repeat whose drift is suggestive; " +
-				"6m0s planned, at most 24m0s (the requests in flight at each repeat's end aside)"},
+				"then 1m0s measured, run on until the stability rule judges it, up to 5m0s; " +
+				"6m0s planned, at most 36m0s (the requests in flight at each repeat's end aside)"},
 		{"the check off, then a sweep", planRun(1, s, 10*s, func(sp *Spec) { sp.Stability.Enabled = &off; sp.Sweep = &SweepSpec{} }), 1,
 			"plan: 1 cell × 1 repeat; each repeat: warm-up 1s (longer until the pipeline is full, at most 11s), " +
 				"then 10s measured, never extended (the stability check is off); 11s planned, at most 21s (the requests in flight at each repeat's end aside); " +
@@ -132,8 +134,8 @@ func TestPlanLine(t *testing.T) {
 			"plan: the rate sweep alone, whose length depends on the rates that pass"},
 		{"a window that does not divide the duration", planRun(1, s, 30*s, func(sp *Spec) { sp.Stability.Window = 20 * s }), 1,
 			"plan: 1 cell × 1 repeat; each repeat: warm-up 1s (longer until the pipeline is full, at most 31s), " +
-				"then 40s measured (the duration, 30s, in whole windows of 20s), up to 1m20s when the stability rule extends a repeat whose drift is suggestive; " +
-				"41s planned, at most 1m51s (the requests in flight at each repeat's end aside)"},
+				"then 40s measured (the duration, 30s, in whole windows of 20s), run on until the stability rule judges it, up to 5m0s; " +
+				"41s planned, at most 5m31s (the requests in flight at each repeat's end aside)"},
 		{"nothing", planRun(0, s, 10*s, nil), 1, ""},
 	} {
 		t.Run(tc.name, func(t *testing.T) {

@@ -385,6 +385,13 @@ type RepeatResult struct {
 	// extended or cut short, or when the windows were too short.
 	WarmupSeconds float64 `json:"warmup_seconds"`
 	WarmupNote    string  `json:"warmup_note,omitempty"`
+	// WarmupEndedBy says what ended the warm-up: WarmupPipelineFull (the
+	// requests sent first had ended, 90% of them within 1/1.25 of the
+	// warm-up so far: the count in flight was at its level),
+	// WarmupBound (max_warmup, or the repeat's end, came first) or
+	// WarmupTrace (a replay's, the configured length on the trace's
+	// clock). Absent from reports written before it.
+	WarmupEndedBy string `json:"warmup_ended_by,omitempty"`
 	// Partial is true when the run was interrupted while the repeat ran:
 	// its figures are over the time it measured before the interrupt
 	// (stats.window_seconds), its requests that the interrupt cut short
@@ -437,6 +444,13 @@ type StabilityResult struct {
 	NeedSeconds Num    `json:"need_seconds"`
 	Note        string `json:"note,omitempty"`
 }
+
+// What ended a repeat's warm-up (RepeatResult.WarmupEndedBy).
+const (
+	WarmupPipelineFull = "pipeline_full"
+	WarmupBound        = "bound"
+	WarmupTrace        = "trace"
+)
 
 // Stability states, as StabilityResult.State and CellResult.Stability say
 // them.

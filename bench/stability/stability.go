@@ -40,6 +40,11 @@ type Spec struct {
 	// SuggestAlpha is the looser level at which a span too short to be
 	// judged is extended, because its drift may be real (default 0.05).
 	SuggestAlpha float64
+	// Look is how many times this span was judged before, shorter (a
+	// cell that runs on while it is not judged looks again): each look
+	// tests at Alpha/(Look+1), so that the looks together keep the
+	// false-alarm rate near Alpha.
+	Look int
 	// MaxPoints caps the requests the trend test pairs (default 3000;
 	// beyond it an even subsample in time order is tested).
 	MaxPoints int
@@ -120,6 +125,12 @@ type Verdict struct {
 	Reason string
 	// NeedSeconds, when not judged, is the span this rate would need.
 	NeedSeconds float64
+	// Step is the largest step of the length-normalised latency within the
+	// span (0.3: 30% slower after StepAt than before), StepP its
+	// p-value (Pettitt's test, corrected for serial correlation).
+	Step   float64
+	StepAt time.Duration
+	StepP  float64
 	// Suggestive: not judged, but the drift is beyond the floor and
 	// significant at SuggestAlpha, so more data may make it unstable.
 	Suggestive bool
@@ -139,6 +150,7 @@ type Verdict struct {
 // unstable whatever the latencies say.
 func Judge(reqs []Request, span time.Duration, load Load, spec Spec) Verdict {
 	spec = spec.Defaults()
+	spec.Alpha /= float64(spec.Look + 1)
 	v := Verdict{Growth: math.NaN(), GrowthLo: math.NaN(), GrowthHi: math.NaN(), Sigma: math.NaN(), Inflation: math.NaN()}
 	var over string
 	v.Overloaded, over = Overload(load)
@@ -181,7 +193,18 @@ func Judge(reqs []Request, span time.Duration, load Load, spec Spec) Verdict {
 			tt[i], rr[i] = t[j], res[j]
 		}
 	}
-	tr := theilSen(tt, rr, spec.Alpha, serialLags(rs, sec, len(tt)))
+	edge := max(5, len(rr)/10)
+	cp := pettitt(rr, 1, edge)
+	if math.Abs(cp.Step) < math.Log1p(spec.MaxGrowth) {
+		// A step below the floor cannot make the span unstable: the
+		// correction need not allow for it.
+		cp = changePoint{}
+	}
+	tr := theilSenStep(tt, rr, spec.Alpha, serialLags(rs, sec, len(tt)), cp)
+	cp = pettitt(rr, tr.Inflation, edge)
+	if cp.At > 0 {
+		v.Step, v.StepAt, v.StepP = math.Expm1(cp.Step), time.Duration(tt[cp.At-1]*sec*float64(time.Second)), cp.P
+	}
 	if math.IsNaN(tr.Slope) {
 		v.State, v.Reason = NotJudged, "not judged: every request ended at the same instant"
 		if v.Overloaded {
@@ -191,7 +214,7 @@ func Judge(reqs []Request, span time.Duration, load Load, spec Spec) Verdict {
 	}
 	v.Growth, v.GrowthLo, v.GrowthHi = math.Expm1(tr.Slope), math.Expm1(tr.Lo), math.Expm1(tr.Hi)
 	v.Z, v.Inflation = tr.Z, tr.Inflation
-	decide(&v, tr, len(rs), sec, spec, over)
+	decide(&v, tr, cp, len(rs), sec, spec, over)
 	return v
 }
 
@@ -257,7 +280,7 @@ func serialLags(rs []Request, sec float64, points int) int {
 // floor and its interval excludes none; stable when the interval is
 // narrow enough to have caught DetectGrowth; else not judged, with the
 // span it would need and whether the drift is suggestive.
-func decide(v *Verdict, tr trend, n int, sec float64, spec Spec, over string) {
+func decide(v *Verdict, tr trend, cp changePoint, n int, sec float64, spec Spec, over string) {
 	floor := math.Log1p(spec.MaxGrowth)
 	delta := math.Log1p(spec.DetectGrowth)
 	za := zQuantile(1 - spec.Alpha/2)
@@ -280,7 +303,11 @@ func decide(v *Verdict, tr trend, n int, sec float64, spec Spec, over string) {
 		} else {
 			v.Reason = "unstable: length-normalised latency fell " + drift + " (a backlog draining, or a warm-up too short)"
 		}
-	case se*(za+zb) <= delta:
+	case cp.At > 0 && cp.P < spec.Alpha && math.Abs(cp.Step) >= floor:
+		v.State = Unstable
+		v.Reason = fmt.Sprintf("unstable: length-normalised latency stepped %+.1f%% at %.1f s into the span (change point p = %.2g), %d requests",
+			100*math.Expm1(cp.Step), v.StepAt.Seconds(), cp.P, n)
+	case se*(za+zb) <= delta && math.Max(math.Abs(tr.Lo), math.Abs(tr.Hi)) < delta:
 		v.State = Stable
 		v.Reason = fmt.Sprintf("stable: drift %s; a drift of %.0f%% would have been caught",
 			drift, 100*spec.DetectGrowth)
@@ -302,20 +329,19 @@ func decide(v *Verdict, tr trend, n int, sec float64, spec Spec, over string) {
 }
 
 // Extend says whether a span judged v should run on, and to what length:
-// only a span not judged whose drift is suggestive (beyond the floor and
-// significant at SuggestAlpha), and only when the span it needs fits within
-// maxSpan. A quiet span too short to be judged is not extended: its verdict
-// stays "not judged" with the span it needs, so that a stationary cell is
-// not extended merely for being short.
-func Extend(v Verdict, span, maxSpan time.Duration) (time.Duration, bool) {
-	if v.State != NotJudged || !v.Suggestive || !(v.NeedSeconds > 0) {
+// a span not judged runs on until it is judged, to the span the rule says
+// it needs (at least step more), at most maxSpan. The caller judges it
+// again there with Spec.Look one higher, so that the looks together keep
+// the false-alarm rate near Alpha.
+func Extend(v Verdict, span, step, maxSpan time.Duration) (time.Duration, bool) {
+	if v.State != NotJudged || span >= maxSpan {
 		return span, false
 	}
-	need := time.Duration(math.Ceil(v.NeedSeconds * float64(time.Second)))
-	if need > maxSpan || need <= span {
-		return span, false
+	need := span + max(step, time.Millisecond)
+	if v.NeedSeconds > 0 {
+		need = max(need, time.Duration(math.Ceil(v.NeedSeconds*float64(time.Second))))
 	}
-	return need, true
+	return min(need, maxSpan), true
 }
 
 // Need is the span a cell at rate successful requests per second needs for

@@ -106,6 +106,15 @@ type trend struct {
 // theilSen computes the trend of y over t; len(t) == len(y) >= 3, t
 // sorted; lag is the longest lag of serial correlation allowed for.
 func theilSen(t, y []float64, alpha float64, lag int) trend {
+	return theilSenStep(t, y, alpha, lag, changePoint{})
+}
+
+// theilSenStep is theilSen whose serial-correlation correction also
+// considers y less the step cp: a step detrended by a line leaves a
+// sawtooth that looks like serial correlation, and would inflate the
+// variance of a trend test that a step has made significant. The smaller of
+// the two corrections is taken (each removes one shape of change).
+func theilSenStep(t, y []float64, alpha float64, lag int, cp changePoint) trend {
 	n := len(t)
 	slopes := make([]float64, 0, n*(n-1)/2)
 	var s float64
@@ -140,6 +149,13 @@ func theilSen(t, y []float64, alpha float64, lag int) trend {
 		med = (slopes[m/2-1] + slopes[m/2]) / 2
 	}
 	infl := serialInflation(t, y, med, lag, max(lag/2, 2))
+	if cp.At > 0 && cp.At < n {
+		ys := slices.Clone(y)
+		for i := cp.At; i < n; i++ {
+			ys[i] -= cp.Step
+		}
+		infl = min(infl, serialInflation(t, ys, 0, lag, max(lag/2, 2)))
+	}
 	varS *= infl
 	sd := math.Sqrt(varS)
 	var z float64
@@ -243,4 +259,62 @@ func serialInflation(t, y []float64, slope float64, maxLag, block int) float64 {
 		f = max(f, v*float64(block)/(den/nn))
 	}
 	return max(f, 1)
+}
+
+// changePoint is the most likely single step in a series: the first index
+// of its second part, the step's size (the median of the second part less
+// the first's), and Pettitt's statistic K = max |U_k| over the split points
+// with its two-sided p-value under serial correlation (see pettitt).
+type changePoint struct {
+	At   int
+	Step float64
+	K    float64
+	P    float64
+}
+
+// pettitt finds the change point of y (in time order) by Pettitt's
+// rank test: U_k = 2·Σ_{i<k} R_i − k(n+1) over the ranks R of y, K its
+// largest magnitude, p ≈ 2·exp(−6K²/(n³+n²)) for independent values.
+// Requests that overlap share the server's state, so the variance of U is
+// multiplied by inflation (≥ 1), as the trend test's is. Split points
+// within edge of either end are not considered (a step there is a trend's
+// or the warm-up's business, and too few points to size it).
+func pettitt(y []float64, inflation float64, edge int) changePoint {
+	n := len(y)
+	if n < 2*edge+2 || n < 10 {
+		return changePoint{P: 1}
+	}
+	idx := make([]int, n)
+	for i := range idx {
+		idx[i] = i
+	}
+	slices.SortFunc(idx, func(a, b int) int {
+		switch {
+		case y[a] < y[b]:
+			return -1
+		case y[a] > y[b]:
+			return 1
+		}
+		return a - b
+	})
+	r := make([]float64, n)
+	for rank, i := range idx {
+		r[i] = float64(rank + 1)
+	}
+	nn := float64(n)
+	var sum float64
+	best, at := 0.0, 0
+	for k := 1; k < n; k++ {
+		sum += r[k-1]
+		u := 2*sum - float64(k)*(nn+1)
+		if k >= edge && k <= n-edge && math.Abs(u) > best {
+			best, at = math.Abs(u), k
+		}
+	}
+	if at == 0 {
+		return changePoint{P: 1}
+	}
+	p := min(1, 2*math.Exp(-6*best*best/((nn*nn*nn+nn*nn)*max(inflation, 1))))
+	step := median(slices.Clone(y[at:])) - median(slices.Clone(y[:at]))
+	return changePoint{At: at, Step: step, K: best, P: p}
 }
