@@ -69,10 +69,13 @@ type recorder struct {
 	cohort    []warmupRequest
 	sentAt    map[*observation.Request]int
 	lastCheck time.Time
-	window               time.Duration
-	slo                  config.SLO
-	maxRecs              int
-	maxITL               int
+	// now is the clock the warm-up's decisions read (time.Now; a test's
+	// own in a model of a server).
+	now     func() time.Time
+	window  time.Duration
+	slo     config.SLO
+	maxRecs int
+	maxITL  int
 	// windowCap bounds the E2E values kept per window for the stability
 	// check (the first ones of the window).
 	windowCap int
@@ -158,7 +161,7 @@ func (rc *recorder) Sent(o *observation.Request) {
 	rc.sentAt[o] = len(rc.cohort)
 	rc.cohort = append(rc.cohort, warmupRequest{sched: o.Scheduled})
 	var held []observation.Request
-	if now := time.Now(); now.Sub(rc.lastCheck) >= warmupCheckEvery {
+	if now := rc.now(); now.Sub(rc.lastCheck) >= warmupCheckEvery {
 		rc.lastCheck = now
 		if rc.pipelineFull(now) {
 			held = rc.decideLocked(rc.warmupAt(now), false)
@@ -182,12 +185,17 @@ type warmupRequest struct {
 const warmupCheckEvery = 50 * time.Millisecond
 
 // warmupQuantile and warmupFactor: the warm-up lasts warmupFactor times
-// the warmupQuantile E2E of the cohort; warmupMinCohort is the fewest
-// requests that estimate may stand on.
+// the warmupQuantile E2E of the cohort (the first requests ran beside
+// fewer others than later ones will, so faster: 1.25 left the warm-up
+// below the measured p90 E2E in a fifth of the modelled cells, 1.5 in
+// none); warmupMinCohort is the fewest requests that estimate may stand
+// on.
 const (
 	warmupQuantile  = 0.9
-	warmupFactor    = 1.25
+	warmupFactor    = 1.5
 	warmupMinCohort = 8
+	// warmupLevel is the share of the level the count in flight must reach.
+	warmupLevel = 0.9
 )
 
 // pipelineFull says whether the warm-up, now, has lasted long enough for
@@ -195,36 +203,72 @@ const (
 // the level at rate × mean E2E, and the count in flight a time T after the
 // start at rate × ∫₀ᵀ P(E2E > u) du, so the pipeline is full once T is
 // beyond nearly every E2E. It is, when for the warm-up so far, T, and u =
-// T/warmupFactor (or u = T/2, for a cohort too small at u = T/1.25), the
-// requests scheduled by now − u (every one of them has had u to end) number
-// at least warmupMinCohort and at most a tenth of them took longer than u:
-// u is then at least their p90 E2E, learned from the requests themselves
-// (long ones still in flight count as long), whatever the mix of lengths. A
-// first completion says nothing of the long requests of a mixed shape: the
-// short ones end first. rc.mu is held.
+// T/warmupFactor (or u = T/2, for a cohort too small at the first), the
+// requests scheduled by now − u (every one of them has had u to end)
+// number at least warmupMinCohort and at most a tenth of them took longer
+// than u: u is then at least their p90 E2E, learned from the requests
+// themselves (long ones still in flight count as long), whatever the mix
+// of lengths. A first completion says nothing of the long requests of a
+// mixed shape: the short ones end first. And the count in flight now must
+// be at least 90% of its mean over the last u/2: the count wanders around
+// its level (Poisson arrivals: by its square root), and a span that
+// starts in a dip starts with the pipeline part empty. rc.mu is held.
 func (rc *recorder) pipelineFull(now time.Time) bool {
 	T := now.Sub(rc.t0)
-	if T < rc.minWarmup {
+	if T < rc.minWarmup || T <= 0 {
 		return false
 	}
 	for _, f := range []float64{warmupFactor, 2} {
 		u := time.Duration(float64(T) / f)
 		by := now.Add(-u)
 		var n, long int
+		var e2e time.Duration
 		for _, c := range rc.cohort {
 			if c.sched.After(by) {
 				break
 			}
 			n++
-			if c.end.IsZero() || c.end.Sub(c.sched) > u {
+			d := now.Sub(c.sched)
+			if !c.end.IsZero() {
+				d = c.end.Sub(c.sched)
+			}
+			e2e += d
+			if d > u {
 				long++
 			}
 		}
-		if n >= warmupMinCohort && float64(long) <= (1-warmupQuantile)*float64(n) {
-			return true
+		if n < warmupMinCohort || float64(long) > (1-warmupQuantile)*float64(n) {
+			continue
 		}
+		// The level: the mean count in flight over the last u/2, when the
+		// pipeline was already as full as it gets.
+		w := u / 2
+		from := now.Add(-w)
+		inFlight := 0
+		var busy time.Duration
+		for _, c := range rc.cohort {
+			end := c.end
+			if end.IsZero() {
+				end = now
+				inFlight++
+			}
+			if s := later(c.sched, from); end.After(s) {
+				busy += end.Sub(s)
+			}
+		}
+		// Little's law's, from the rate so far and the cohort's mean E2E,
+		// when higher: the mean over a stretch in a dip is low too.
+		level := max(busy.Seconds()/w.Seconds(), float64(len(rc.cohort))/T.Seconds()*e2e.Seconds()/float64(n))
+		return float64(inFlight) >= warmupLevel*level
 	}
 	return false
+}
+
+func later(a, b time.Time) time.Time {
+	if a.After(b) {
+		return a
+	}
+	return b
 }
 
 // warmupAt is the end of a warm-up found full at now: now, or the
@@ -254,6 +298,7 @@ func newRecorder(t0 time.Time, minWarmup, maxWarmup, window time.Duration, slo c
 		maxRecs: maxRecs, maxITL: maxITL, windowCap: report.MaxWindowE2E,
 		rng:              rand.New(rand.NewPCG(seed, 0x5bd1e995)),
 		sentAt:           map[*observation.Request]int{},
+		now:              time.Now,
 		outcomes:         map[observation.Outcome]int{},
 		httpErrors:       map[string]int{},
 		structuredChecks: map[string]int{}, toolCallChecks: map[string]int{},
@@ -321,10 +366,10 @@ func (rc *recorder) observe(obs *observation.Request) {
 		delete(rc.sentAt, obs)
 		rc.cohort[i].end = obs.End
 		if obs.End.IsZero() {
-			rc.cohort[i].end = time.Now()
+			rc.cohort[i].end = rc.now()
 		}
 	}
-	now := time.Now()
+	now := rc.now()
 	full := rc.pipelineFull(now)
 	if !full && len(rc.pending) < maxPending {
 		c := *obs
