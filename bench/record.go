@@ -449,7 +449,8 @@ func (rc *recorder) judge(k int, span time.Duration, rule stability.Spec) stabil
 // its state, its drift with the interval, and why in words (only when not
 // stable: the console lists it among the notes).
 func setVerdict(res *report.StabilityResult, v stability.Verdict) {
-	res.State, res.Stable = string(v.State), v.State == stability.Stable
+	res.State = string(v.State)
+	res.Stable = report.StableOf(res.State)
 	res.Growth, res.GrowthLow, res.GrowthHigh = report.Num(v.Growth), report.Num(v.GrowthLo), report.Num(v.GrowthHi)
 	res.Requests, res.NeedSeconds = v.N, report.NaN()
 	if v.NeedSeconds > 0 {

@@ -371,7 +371,7 @@ func (b *run) repeat(ctx context.Context, p repeatPlan) (report.RepeatResult, *s
 		res.Partial = true
 		ext.k = max(1, int(math.Ceil(float64(measured)/float64(win.window))))
 		smp := b.finishRepeat(&res, p, &l, rec, stop, ext, end, ro.requests)
-		res.Stability.Checked, res.Stability.State, res.Stability.Stable = false, "", false
+		res.Stability.Checked, res.Stability.State, res.Stability.Stable = false, "", nil
 		res.Stability.Note = fmt.Sprintf("not judged: interrupted after %.1f s measured", measured.Seconds())
 		b.addSpan(p, t0, end)
 		return res, smp, err
@@ -542,7 +542,8 @@ func (b *run) finishRepeat(res *report.RepeatResult, p repeatPlan, l *repeatLoad
 	}
 	if res.Stats.Overloaded && res.Stability.Checked && res.Stability.State == report.StateStable {
 		// The rule weighs the same queue evidence; a cell is never both.
-		res.Stability.State, res.Stability.Stable, res.Stability.Note = report.StateUnstable, false, res.Stats.OverloadNote
+		res.Stability.State, res.Stability.Note = report.StateUnstable, res.Stats.OverloadNote
+		res.Stability.Stable = report.StableOf(res.Stability.State)
 	}
 	return smp
 }

@@ -341,12 +341,13 @@ func pooledRepeat(res *report.RepeatResult, st report.RecorderState, spec *Spec)
 		}
 		res.Stability.Windows = judged
 		if judged < 1 {
-			res.Stability.Checked, res.Stability.State, res.Stability.Stable = false, "", false
+			res.Stability.Checked, res.Stability.State, res.Stability.Stable = false, "", nil
 			res.Stability.Note = fmt.Sprintf("not judged: the merged replay filled no complete window of %s", rc.window)
 		} else {
 			setVerdict(&res.Stability, rc.judge(judged, time.Duration(judged)*rc.window, st.Rule()))
-			if res.Stats.Overloaded && res.Stability.Stable {
-				res.Stability.State, res.Stability.Stable, res.Stability.Note = report.StateUnstable, false, res.Stats.OverloadNote
+			if res.Stats.Overloaded && res.Stability.State == report.StateStable {
+				res.Stability.State, res.Stability.Note = report.StateUnstable, res.Stats.OverloadNote
+				res.Stability.Stable = report.StableOf(res.Stability.State)
 			}
 		}
 	}

@@ -138,10 +138,11 @@ type CellResult struct {
 	CI map[string]Interval `json:"ci"`
 	// Stability is the cell's state: "unstable" when any repeat was,
 	// else "not_judged" when any repeat was, else "stable" when any was
-	// judged ("" when none was checked). Stable is false when any repeat
-	// was unstable or not judged.
+	// judged ("" when none was checked). Stable is Stability == "stable"
+	// (false when any repeat was unstable or not judged), absent when no
+	// repeat was checked (StableOf): the outputs then say "not checked".
 	Stability string `json:"stability,omitempty"`
-	Stable    bool   `json:"stable"`
+	Stable    *bool  `json:"stable,omitempty"`
 	// Degraded is true when, in any repeat, the schedule lag p99 or the
 	// process's goroutine scheduling latency p99 exceeded 10 ms (as the
 	// exporter's infer_probe_measurement_degraded): the client fell behind
@@ -187,9 +188,19 @@ func CellStability(repeats []RepeatResult) string {
 	return state
 }
 
+// StableOf is the stable flag of a stability state (a repeat's or a
+// cell's): absent for "" (not checked), else whether it is "stable".
+func StableOf(state string) *bool {
+	if state == "" {
+		return nil
+	}
+	b := state == StateStable
+	return &b
+}
+
 // StabilityChecked reports whether any repeat's stability was judged: a
 // cell none of whose repeats was (stability: {enabled: false}, a replay
-// too short to judge) is Stable by default, which says nothing.
+// too short to judge) has no stable flag (Stable is nil).
 func (c *CellResult) StabilityChecked() bool {
 	for i := range c.Repeats {
 		if c.Repeats[i].Stability.Checked {
@@ -414,9 +425,10 @@ type RepeatResult struct {
 // the repeat was not checked), Note says why in words.
 type StabilityResult struct {
 	Checked bool `json:"checked"`
-	// State is the verdict; Stable is State == "stable".
+	// State is the verdict; Stable is State == "stable", absent when the
+	// repeat was not checked (StableOf).
 	State  string `json:"state,omitempty"`
-	Stable bool   `json:"stable"`
+	Stable *bool  `json:"stable,omitempty"`
 	// WindowSeconds is the windows' length, Windows those judged, Extended
 	// of them added because the drift was suggestive.
 	WindowSeconds float64 `json:"window_seconds"`
