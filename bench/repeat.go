@@ -315,6 +315,7 @@ func (b *run) repeat(ctx context.Context, p repeatPlan) (report.RepeatResult, *s
 		return report.RepeatResult{}, nil, err
 	}
 	rec, clock := b.repeatRecorder(p, t0, win.window, l.replay != nil)
+	rec.inFlightCap = l.limits.MaxInFlight
 	lvl := slog.LevelInfo
 	if b.progress != nil {
 		lvl = slog.LevelDebug // the bar says it

@@ -108,7 +108,7 @@ func (rc *recorder) export(k int, span time.Duration) report.RecorderState {
 		st.ToolCallChecks = maps.Clone(rc.toolCallChecks)
 	}
 	st.Records = append(st.Records, rc.recs...)
-	st.WinCapDropped = rc.winCapDropped
+	st.WinCapDropped, st.InFlightCap = rc.winCapDropped, rc.inFlightCap
 	st.Points, st.PointsSeen = append([]report.StabilityPoint(nil), rc.points...), rc.pointsSeen
 	return st
 }
@@ -138,6 +138,7 @@ func recorderOf(st report.RecorderState, maxRecs, maxITL int) (*recorder, int, t
 	rc.winTokens, rc.winSuccesses, rc.winCompletions, rc.winInputTokens = st.WinTokens, st.WinSuccesses, st.WinCompletions, st.WinInputTokens
 	rc.winGoodTokens = st.WinGoodTokens
 	rc.winOffered, rc.winDropped, rc.winCapDropped = st.WinOffered, st.WinDropped, st.WinCapDropped
+	rc.inFlightCap = st.InFlightCap
 	rc.winSent, rc.winEnded, rc.winE2E = st.WinSent, st.WinEnded, st.WinE2E
 	for _, p := range st.Points {
 		rc.addPoint(p)

@@ -194,6 +194,7 @@ func PoolStates(parts []report.RecorderState) report.RecorderState {
 				(*l.dst)[i] += v
 			}
 		}
+		st.InFlightCap += p.InFlightCap
 		st.Points = append(st.Points, p.Points...)
 		st.PointsSeen += p.PointsSeen
 		st.WinE2E = grow(st.WinE2E, len(p.WinE2E))
