@@ -381,7 +381,11 @@ func (s *Stats) Figure(name string) float64 {
 
 // RepeatResult is one repeat of a cell.
 type RepeatResult struct {
-	Index     int             `json:"index"`
+	Index int `json:"index"`
+	// Started is the instant the repeat's schedule starts from, its
+	// arrivals' origin (t0): with --shard.start-at the instant the shards
+	// agreed on, whenever this process woke (WakeupLateSeconds), unless it
+	// reached it after it had passed (then the instant it did).
 	Started   time.Time       `json:"started"`
 	Stats     Stats           `json:"stats"`
 	Stability StabilityResult `json:"stability"`
@@ -404,12 +408,31 @@ type RepeatResult struct {
 	// Replay is what a replay repeat did with its trace; nil for other
 	// loads.
 	Replay *ReplayResult `json:"replay,omitempty"`
-	// ShardStartOffsets, in a merged report, is each shard's start of
-	// this repeat (its started, shard by shard) after the earliest
-	// shard's, in seconds: how far apart the shards' schedules began; null
-	// for a shard that sent none of the repeat (a closed loop of fewer
-	// clients than shards).
+	// WakeupLateSeconds, with --shard.start-at, is how long after the
+	// repeat's agreed start this process woke to start it (its started
+	// instant less the agreed one): a timer's lateness on a busy host, or
+	// an earlier repeat's overrun. The schedule still starts at the agreed
+	// instant (Started) unless that had passed before the process waited;
+	// the arrivals due before it woke are sent late, their lag counted.
+	// Absent without --shard.start-at, and in a merged report, whose
+	// ShardWakeupLate has every shard's.
+	WakeupLateSeconds Num `json:"wakeup_late_seconds,omitempty"`
+	// ShardStartOffsets, in a merged report, is each shard's schedule
+	// origin of this repeat (its started, shard by shard) after the
+	// earliest shard's, in seconds: how far apart the shards' schedules
+	// are, 0 when they shared --shard.start-at (each shard's schedule
+	// starts at the agreed instant, however late its host woke: that is
+	// ShardWakeupLate), more for a shard that reached the agreed start
+	// after it had passed, or that started on its own; null for a shard
+	// that sent none of the repeat (a closed loop of fewer clients than
+	// shards).
 	ShardStartOffsets []Num `json:"shard_start_offsets_seconds,omitempty"`
+	// ShardWakeupLate, in a merged report of shards given
+	// --shard.start-at, is each shard's WakeupLateSeconds, in seconds:
+	// how late each host woke after the agreed start (null for a shard
+	// that sent none of the repeat); absent when the shards started on
+	// their own.
+	ShardWakeupLate []Num `json:"shard_wakeup_late_seconds,omitempty"`
 	// Distribution is the repeat's TTFT, TPOT and E2E quantiles at 1%
 	// steps, for the report's CDF charts; Windows its measured windows over
 	// time. Both are absent from reports written before them.
