@@ -501,7 +501,7 @@ bench:
 	out, stdout := runBenchOK(t, dir, yml)
 	c := readReport(t, out).Cells[0]
 	s := c.Repeats[0].Stability
-	if c.Stable || s.Stable || c.Stability != report.StateUnstable || s.State != report.StateUnstable || s.Extended != 0 || s.Windows != 2 ||
+	if c.Stable == nil || *c.Stable || s.Stable == nil || *s.Stable || c.Stability != report.StateUnstable || s.State != report.StateUnstable || s.Extended != 0 || s.Windows != 2 ||
 		!strings.Contains(s.Note, "overloaded") || !c.Repeats[0].Stats.Overloaded {
 		t.Errorf("stability %+v, overloaded %v", s, c.Repeats[0].Stats.Overloaded)
 	}

@@ -62,7 +62,7 @@ func syntheticReport(targets, loads int) *report.Report {
 			load := report.Load{Kind: report.LoadRate, Value: float64(l + 1)}
 			r.Cells = append(r.Cells, report.CellResult{Key: report.CellKey(name, load, "s"), Target: name, Load: load, Shape: "s",
 				Summary: report.Stats{Requests: 100, TTFT: d, TPOT: d, ITL: d, E2E: d, ScheduleLag: d, OutputTokensPerSecond: 100 * rng.Float64()},
-				CI:      map[string]report.Interval{"e2e_p99": {Lo: 1, Hi: 2}}, Stable: true, Repeats: []report.RepeatResult{{}}})
+				CI:      map[string]report.Interval{"e2e_p99": {Lo: 1, Hi: 2}}, Repeats: []report.RepeatResult{{}}})
 		}
 	}
 	return r

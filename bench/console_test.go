@@ -3,6 +3,7 @@ package bench
 import (
 	"bytes"
 	"context"
+	"encoding/json"
 	"fmt"
 	"log/slog"
 	"maps"
@@ -160,48 +161,149 @@ bench:
 }
 
 // TestStableNotChecked: a cell none of whose repeats judged its stability
-// says "not checked" in every output (the stable column's word), not true;
-// one that was judged says true or false.
+// (stability: {enabled: false}) has no stable flag in report.json, the
+// cell's nor its repeats', overloaded or not, and says "not checked" in
+// every other output (the stable column's word); one that was judged says
+// true or false everywhere. The cells are built as a run builds them
+// (assembleCells) and read back as bench merge and --baseline read them.
 func TestStableNotChecked(t *testing.T) {
+	cfg, err := Parse([]byte(testShardConfig), "b.yml")
+	if err != nil {
+		t.Fatal(err)
+	}
 	for _, tc := range []struct {
-		name     string
-		checked  []bool // each repeat's
-		stable   bool
-		csv      string
-		flag     string // in the Markdown flags ("" none)
-		htmlSpan string
+		name       string
+		states     []string // each repeat's; "" not checked
+		overloaded bool
+		json       string // the cell's "stable" in report.json ("" absent)
+		csv        string
+		flag       string // the stable column's in the Markdown flags and the HTML ("" none)
+		htmlSpan   string
 	}{
-		{"stability off", []bool{false, false}, true, "not checked", "stable: not checked", `<span class="note">stable: not checked</span>`},
-		{"one repeat judged stable", []bool{false, true}, true, "true", "", ""},
-		{"judged unstable", []bool{true}, false, "false", "unstable", `<span class="bad">unstable</span>`},
+		{"stability off", []string{"", ""}, false, "", "not checked", "stable: not checked", `<span class="note">stable: not checked</span>`},
+		{"stability off, overloaded", []string{"", ""}, true, "", "not checked", "stable: not checked", `<span class="note">stable: not checked</span>`},
+		{"one repeat judged stable", []string{"", report.StateStable}, false, "true", "true", "", ""},
+		{"judged unstable", []string{report.StateUnstable}, true, "false", "false", "unstable", `<span class="bad">unstable</span>`},
+		{"not judged", []string{report.StateNotJudged}, false, "false", "not judged", "stable: not judged", `<span class="note">stable: not judged</span>`},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
-			c := report.CellResult{Key: "a/rate=1/s", Target: "a", Load: report.Load{Kind: report.LoadRate, Value: 1}, Shape: "s", Stable: tc.stable,
-				Summary: report.Stats{Outcomes: map[string]int{}}}
-			for i, ch := range tc.checked {
-				c.Repeats = append(c.Repeats, report.RepeatResult{Index: i, Stability: report.StabilityResult{Checked: ch, Stable: tc.stable}})
+			load := report.Load{Kind: report.LoadRate, Value: 10}
+			var acc cellAcc
+			for i, state := range tc.states {
+				st := report.StabilityResult{Checked: state != "", State: state, Stable: report.StableOf(state), Growth: report.NaN(),
+					GrowthLow: report.NaN(), GrowthHigh: report.NaN(), NeedSeconds: report.NaN()}
+				switch state {
+				case report.StateUnstable:
+					st.Note = "overloaded: the in-flight cap dropped 40 of 100 arrivals"
+				case report.StateNotJudged:
+					st.Note = "not judged: too few requests"
+				}
+				stats := report.Stats{Requests: 100, Successes: 100, Outcomes: map[string]int{"success": 100}, Overloaded: tc.overloaded}
+				if tc.overloaded {
+					stats.OverloadNote = "overloaded: the in-flight cap dropped 40 of 100 arrivals"
+				}
+				acc.repeats = append(acc.repeats, report.RepeatResult{Index: i, Stats: stats, Stability: st})
+				acc.samples = append(acc.samples, &sample{scale: 1})
 			}
-			col := report.ColumnNamed("stable")
-			if got := col.CSV(&c); got != tc.csv {
+			cells, _ := assembleCells(context.Background(), &cfg.Bench, []string{"a"}, []group{{name: "s", load: load}}, [][]cellAcc{{acc}})
+			var js bytes.Buffer
+			if err := render.WriteJSON(&js, &report.Report{Schema: report.Schema, Cells: cells}); err != nil {
+				t.Fatal(err)
+			}
+			var raw struct {
+				Cells []struct {
+					Stable  *json.RawMessage `json:"stable"`
+					Repeats []struct {
+						Stability struct {
+							Checked bool             `json:"checked"`
+							Stable  *json.RawMessage `json:"stable"`
+						} `json:"stability"`
+					} `json:"repeats"`
+				} `json:"cells"`
+			}
+			if err := json.Unmarshal(js.Bytes(), &raw); err != nil {
+				t.Fatal(err)
+			}
+			if got := raw.Cells[0].Stable; tc.json == "" && got != nil || tc.json != "" && (got == nil || string(*got) != tc.json) {
+				t.Errorf("report.json: the cell's stable %s, want %q (\"\": absent)", rawString(got), tc.json)
+			}
+			for i, r := range raw.Cells[0].Repeats {
+				if (r.Stability.Stable != nil) != r.Stability.Checked {
+					t.Errorf("report.json: repeat %d checked %v, stable %s: want present only when checked", i+1, r.Stability.Checked, rawString(r.Stability.Stable))
+				}
+			}
+			r, err := report.Decode(js.Bytes())
+			if err != nil {
+				t.Fatal(err)
+			}
+			c := &r.Cells[0]
+			if got := report.ColumnNamed("stable").CSV(c); got != tc.csv {
 				t.Errorf("CSV %q, want %q", got, tc.csv)
 			}
-			if got := strings.Join(report.MDFlags(&c), ", "); got != tc.flag {
-				t.Errorf("Markdown flags %q, want %q", got, tc.flag)
+			flags := report.MDFlags(c)
+			if tc.flag != "" && !slices.Contains(flags, tc.flag) || slices.Contains(flags, "unstable") != (tc.flag == "unstable") {
+				t.Errorf("Markdown flags %q, want %q", flags, tc.flag)
 			}
-			r := &report.Report{Cells: []report.CellResult{c}}
-			var html, console strings.Builder
+			var html, console, md, csv strings.Builder
 			if err := render.WriteHTML(&html, r); err != nil {
 				t.Fatal(err)
 			}
 			if tc.htmlSpan != "" && !strings.Contains(html.String(), tc.htmlSpan) {
 				t.Errorf("HTML heading without %s", tc.htmlSpan)
 			}
+			if tc.htmlSpan == "" && strings.Contains(html.String(), "stable: not checked") {
+				t.Errorf("HTML says not checked of a checked cell")
+			}
 			render.WriteResultBlocks(&console, r)
 			if b := parseBlocks(t, console.String())[c.Key]; len(b["Stable"]) != 1 || b["Stable"][0] != tc.csv {
 				t.Errorf("console says stable %q, want %q", b["Stable"], tc.csv)
 			}
+			if err := render.WriteMarkdown(&md, r); err != nil {
+				t.Fatal(err)
+			}
+			if strings.Contains(md.String(), "stable: not checked") != (tc.csv == report.NotChecked) {
+				t.Errorf("Markdown: want \"stable: not checked\" only in a cell not checked:\n%s", md.String())
+			}
+			if err := render.WriteCSV(&csv, r); err != nil {
+				t.Fatal(err)
+			}
+			if !strings.Contains(csv.String(), ","+tc.csv+",") {
+				t.Errorf("report.csv without the stable column's %q:\n%s", tc.csv, csv.String())
+			}
 		})
 	}
+}
+
+// TestStableOldReportRead: a report written before the stable flag was
+// left out said "stable": true of a cell none of whose repeats was checked
+// (false of each such repeat); read back (bench merge, --baseline), the
+// flag is dropped, so that what is written again leaves it out.
+func TestStableOldReportRead(t *testing.T) {
+	old := `{"schema": "` + report.Schema + `", "cells": [{"key": "a/rate=1/s", "stable": false, "stability": "unstable",
+		"repeats": [{"index": 0, "stability": {"checked": false, "stable": false}}, {"index": 1, "stability": {"checked": true, "state": "unstable", "stable": false}}]},
+		{"key": "a/rate=2/s", "stable": true, "repeats": [{"index": 0, "stability": {"checked": false, "stable": false}}]}]}`
+	r, err := report.Decode([]byte(old))
+	if err != nil {
+		t.Fatal(err)
+	}
+	checked, off := &r.Cells[0], &r.Cells[1]
+	if checked.Stable == nil || *checked.Stable || checked.Repeats[0].Stability.Stable != nil ||
+		checked.Repeats[1].Stability.Stable == nil || *checked.Repeats[1].Stability.Stable {
+		t.Errorf("a checked cell read back: stable %v, repeats' %v and %v", checked.Stable, checked.Repeats[0].Stability.Stable, checked.Repeats[1].Stability.Stable)
+	}
+	if off.Stable != nil || off.Repeats[0].Stability.Stable != nil {
+		t.Errorf("a cell not checked read back: stable %v, its repeat's %v: want absent", off.Stable, off.Repeats[0].Stability.Stable)
+	}
+	if got := report.ColumnNamed("stable").CSV(off); got != report.NotChecked {
+		t.Errorf("CSV %q, want %q", got, report.NotChecked)
+	}
+}
+
+func rawString(m *json.RawMessage) string {
+	if m == nil {
+		return "absent"
+	}
+	return string(*m)
 }
 
 // TestPlanSaidFirst: before its first repeat a bench states its plan on

@@ -128,6 +128,10 @@ type recorder struct {
 	// dropped (not those a rate ceiling dropped by design): the client
 	// could not send what it was asked to, so the server kept up with less.
 	winCapDropped []int
+	// inFlightCap is the client's in-flight cap (max_in_flight; in a
+	// merged report the shards' caps added up), for the overload note of
+	// arrivals it dropped; 0 when not known.
+	inFlightCap int
 	// points are the successful measured requests the stability rule
 	// judges: all of them up to maxStabilityPoints, a uniform reservoir of
 	// pointsSeen beyond.
@@ -597,7 +601,8 @@ func (rc *recorder) judge(k int, span time.Duration, rule stability.Spec) stabil
 // its state, its drift with the interval, and why in words (only when not
 // stable: the console lists it among the notes).
 func setVerdict(res *report.StabilityResult, v stability.Verdict) {
-	res.State, res.Stable = string(v.State), v.State == stability.Stable
+	res.State = string(v.State)
+	res.Stable = report.StableOf(res.State)
 	res.Growth, res.GrowthLow, res.GrowthHigh = report.Num(v.Growth), report.Num(v.GrowthLo), report.Num(v.GrowthHi)
 	res.Requests, res.NeedSeconds = v.N, report.NaN()
 	if v.NeedSeconds > 0 {
@@ -776,7 +781,8 @@ func (rc *recorder) judgeSteadyState(st *report.Stats, k int, span time.Duration
 		sentIn += winAt(rc.winSent, i)
 		endedIn += winAt(rc.winEnded, i)
 	}
-	if e2e := meanOf(rc.recs); e2e > 0 {
+	e2e := meanOf(rc.recs)
+	if e2e > 0 {
 		st.InFlightExpected = st.SentPerSecond * e2e
 	}
 	verdict := steadyState(sentIn, endedIn, st.InFlightAtStart, st.InFlightAtEnd)
@@ -788,16 +794,37 @@ func (rc *recorder) judgeSteadyState(st *report.Stats, k int, span time.Duration
 			endedIn, sentIn, 100*float64(endedIn)/float64(max(sentIn, 1)), st.InFlightAtStart, st.InFlightAtEnd, st.InFlightExpected)
 	}
 	if over, why := stability.Overload(stability.Load{Dropped: capDropped(rc.winCapDropped, k), Sent: sentIn}); over && !st.Overloaded {
-		// The client's own cap turned arrivals away: what the server
-		// kept up with is less than what was offered.
+		// The client's own cap turned arrivals away: what was sent is
+		// less than what was offered.
 		st.Overloaded = true
-		st.OverloadNote = why + fmt.Sprintf(" (the requests in flight reached the cap): the server did not keep up with the offered %.4g req/s, so requests/s is what it sustained", st.OfferedPerSecond)
+		st.OverloadNote = why + capNote(rc.inFlightCap, st.OfferedPerSecond, e2e)
 	}
 	if span == 0 && verdict == drainingBacklog {
 		st.Draining = true
 		st.DrainingNote = fmt.Sprintf("not in steady state: %d requests ended in the windows against %d sent (%.0f%%) while the warm-up's backlog drained (%d in flight at the start of the windows, %d at the end, beyond what Poisson arrivals allow), so the rates overstate the steady state: lengthen the warm-up",
 			endedIn, sentIn, 100*float64(endedIn)/float64(max(sentIn, 1)), st.InFlightAtStart, st.InFlightAtEnd)
 	}
+}
+
+// capNote says, after the count of arrivals the in-flight cap dropped, who
+// limited the load. By Little's law the offered rate at the mean E2E
+// measured needs rate × E2E requests in flight: a cap below that turned
+// arrivals away even from a server whose latency stayed flat, so the
+// client's cap limited the load, not the server; only a cap above it was
+// reached because the server did not keep up (its requests took longer
+// than the mean says). capacity is the cap (0: not known), offered the
+// offered rate, e2e the mean E2E in seconds (0: none measured).
+func capNote(capacity int, offered, e2e float64) string {
+	need := offered * e2e
+	switch {
+	case capacity <= 0 || !(e2e > 0):
+		return fmt.Sprintf(" (the requests in flight reached the cap): the server did not keep up with the offered %.4g req/s, so requests/s is what it sustained", offered)
+	case float64(capacity) < need:
+		return fmt.Sprintf(" (the requests in flight reached the cap of %d): the client's cap limited the load, not the server: the offered %.4g req/s at the mean E2E of %.3g s needs about %.0f in flight (Little's law), more than the cap, so requests/s is what the cap let through, not the server's capacity: raise bench.max_in_flight above %.0f to offer the rate (should the E2E then grow, the server is what does not keep up)",
+			capacity, offered, e2e, need, math.Ceil(need))
+	}
+	return fmt.Sprintf(" (the requests in flight reached the cap of %d, above the %.1f the offered %.4g req/s needs at the mean E2E of %.3g s by Little's law): the server did not keep up with the offered rate, so requests/s is what it sustained",
+		capacity, need, offered, e2e)
 }
 
 // sample is the repeat's bootstrap sample of its records over windows

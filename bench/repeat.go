@@ -322,6 +322,7 @@ func (b *run) repeat(ctx context.Context, p repeatPlan) (report.RepeatResult, *s
 		return report.RepeatResult{}, nil, err
 	}
 	rec, clock := b.repeatRecorder(p, t0, win.window, l.replay != nil)
+	rec.inFlightCap = l.limits.MaxInFlight
 	lvl := slog.LevelInfo
 	if b.progress != nil {
 		lvl = slog.LevelDebug // the bar says it
@@ -359,7 +360,12 @@ func (b *run) repeat(ctx context.Context, p repeatPlan) (report.RepeatResult, *s
 		runnerPlan.Start = t0
 	}
 	runner := runnerPlan.Runner()
-	res.Started = started
+	// The schedule's origin, the agreed instant with the shards' clock;
+	// how late this host woke after it is apart.
+	res.Started = t0
+	if b.clock != nil {
+		res.WakeupLateSeconds = report.Num(started.Sub(agreed).Seconds())
+	}
 	runner.Run(ctx)
 	end := time.Now()
 	if err := ctx.Err(); err != nil {
@@ -378,7 +384,7 @@ func (b *run) repeat(ctx context.Context, p repeatPlan) (report.RepeatResult, *s
 		res.Partial = true
 		ext.k = max(1, int(math.Ceil(float64(measured)/float64(win.window))))
 		smp := b.finishRepeat(&res, p, &l, rec, stop, ext, end, ro.requests)
-		res.Stability.Checked, res.Stability.State, res.Stability.Stable = false, "", false
+		res.Stability.Checked, res.Stability.State, res.Stability.Stable = false, "", nil
 		res.Stability.Note = fmt.Sprintf("not judged: interrupted after %.1f s measured", measured.Seconds())
 		b.addSpan(p, t0, end)
 		return res, smp, err
@@ -404,11 +410,26 @@ func (b *run) startRepeat(ctx context.Context, p repeatPlan, agreed time.Time) (
 	if t0, started, err = waitUntil(ctx, agreed); err != nil {
 		return t0, started, fmt.Errorf("cell %s: interrupted: %w", p.cell, err)
 	}
-	if late := started.Sub(agreed); late > lateStart {
-		b.logger.Warn("repeat started late: this shard reached the start all shards agreed on after it had passed (an earlier repeat overran its planned length and --shard.slack, or --shard.start-at was too soon)",
-			"cell", p.cell, "repeat", p.index+1, "agreed", agreed.UTC().Format(time.RFC3339Nano), "late", late.Round(time.Millisecond))
+	if msg := lateStartWarning(agreed, t0, started); msg != "" {
+		b.logger.Warn(msg, "cell", p.cell, "repeat", p.index+1, "agreed", agreed.UTC().Format(time.RFC3339Nano), "late", started.Sub(agreed).Round(time.Millisecond))
 	}
 	return t0, started, nil
+}
+
+// lateStartWarning is what the log says of a repeat whose schedule was
+// agreed to start at agreed, started from t0 by a process that woke at
+// started: nothing when it woke within lateStart. A late wake-up of this
+// host (t0 is the agreed instant) leaves the schedule where it was agreed;
+// only a shard that reached the agreed instant after it had passed starts
+// its schedule late.
+func lateStartWarning(agreed, t0, started time.Time) string {
+	switch {
+	case started.Sub(agreed) <= lateStart:
+		return ""
+	case t0.Equal(agreed):
+		return "late wake-up of this host: it woke after the instant all shards agreed on for the repeat's start (a busy machine's timer); the repeat's schedule still starts at the agreed instant, so the arrivals due before it woke are sent late and their lag is counted (schedule_lag)"
+	}
+	return "repeat started late: this shard reached the start all shards agreed on after it had passed (an earlier repeat overran its planned length and --shard.slack, or --shard.start-at was too soon); its schedule starts when it reached it, not at the agreed instant"
 }
 
 // addSpan puts a repeat that ran from t0 to end on the run's timeline.
@@ -417,8 +438,10 @@ func (b *run) addSpan(p repeatPlan, t0, end time.Time) {
 		Start: t0.Sub(b.start).Seconds(), End: end.Sub(b.start).Seconds()})
 }
 
-// lateStart is how late after the agreed instant a repeat may start
-// before the log says so: more than a timer's wake-up on a loaded machine.
+// lateStart is how late after the agreed instant this host may wake to
+// start a repeat before the log says so: an idle machine's timer wakes
+// well within it, a busy one's may not (23-54 ms seen), which the warning
+// words as this host's wake-up, not the schedule's.
 const lateStart = 20 * time.Millisecond
 
 // plannedLength is a repeat's length as every shard plans it, from the
@@ -551,7 +574,8 @@ func (b *run) finishRepeat(res *report.RepeatResult, p repeatPlan, l *repeatLoad
 	}
 	if res.Stats.Overloaded && res.Stability.Checked && res.Stability.State == report.StateStable {
 		// The rule weighs the same queue evidence; a cell is never both.
-		res.Stability.State, res.Stability.Stable, res.Stability.Note = report.StateUnstable, false, res.Stats.OverloadNote
+		res.Stability.State, res.Stability.Note = report.StateUnstable, res.Stats.OverloadNote
+		res.Stability.Stable = report.StableOf(res.Stability.State)
 	}
 	return smp
 }

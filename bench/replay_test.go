@@ -161,7 +161,7 @@ bench:
 `, "a")
 	c := r.Cells[0]
 	st := c.Repeats[0].Stability
-	if !strings.HasPrefix(st.Note, "not judged: ") || st.State == report.StateUnstable || c.Stability == report.StateUnstable || c.Stable && st.Checked {
+	if !strings.HasPrefix(st.Note, "not judged: ") || st.State == report.StateUnstable || c.Stability == report.StateUnstable || c.Stable != nil && *c.Stable && st.Checked {
 		t.Errorf("stability %+v, cell %q stable %v", st, c.Stability, c.Stable)
 	}
 	html, err := os.ReadFile(filepath.Join(out, "report.html"))

@@ -525,7 +525,7 @@ func assembleCells(ctx context.Context, spec *Spec, targets []string, groups []g
 			a := &acc[gi][ti]
 			key := report.CellKey(target, g.load, g.name)
 			cell := report.CellResult{Key: key, Target: target, Load: g.load, Shape: g.name,
-				Repeats: a.repeats, Stable: true, CI: map[string]report.Interval{}, Partial: partial(a.repeats)}
+				Repeats: a.repeats, CI: map[string]report.Interval{}, Partial: partial(a.repeats)}
 			stats := make([]report.Stats, len(a.repeats))
 			for i, r := range a.repeats {
 				stats[i] = r.Stats
@@ -535,7 +535,7 @@ func assembleCells(ctx context.Context, spec *Spec, targets []string, groups []g
 				}
 			}
 			cell.Stability = report.CellStability(a.repeats)
-			cell.Stable = cell.Stability == report.StateStable || cell.Stability == ""
+			cell.Stable = report.StableOf(cell.Stability) // absent when no repeat was checked
 			cell.Summary = medianStats(stats)
 			bs := bootstrapCellContext(ctx, a.samples, spec.Ranking.Resamples, uint64(spec.Seed), hashString(key))
 			for f := 0; f < numFigures; f++ {

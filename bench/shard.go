@@ -108,7 +108,7 @@ func (rc *recorder) export(k int, span time.Duration) report.RecorderState {
 		st.ToolCallChecks = maps.Clone(rc.toolCallChecks)
 	}
 	st.Records = append(st.Records, rc.recs...)
-	st.WinCapDropped = rc.winCapDropped
+	st.WinCapDropped, st.InFlightCap = rc.winCapDropped, rc.inFlightCap
 	st.Points, st.PointsSeen = append([]report.StabilityPoint(nil), rc.points...), rc.pointsSeen
 	return st
 }
@@ -138,6 +138,7 @@ func recorderOf(st report.RecorderState, maxRecs, maxITL int) (*recorder, int, t
 	rc.winTokens, rc.winSuccesses, rc.winCompletions, rc.winInputTokens = st.WinTokens, st.WinSuccesses, st.WinCompletions, st.WinInputTokens
 	rc.winGoodTokens = st.WinGoodTokens
 	rc.winOffered, rc.winDropped, rc.winCapDropped = st.WinOffered, st.WinDropped, st.WinCapDropped
+	rc.inFlightCap = st.InFlightCap
 	rc.winSent, rc.winEnded, rc.winE2E = st.WinSent, st.WinEnded, st.WinE2E
 	for _, p := range st.Points {
 		rc.addPoint(p)
@@ -341,12 +342,13 @@ func pooledRepeat(res *report.RepeatResult, st report.RecorderState, spec *Spec)
 		}
 		res.Stability.Windows = judged
 		if judged < 1 {
-			res.Stability.Checked, res.Stability.State, res.Stability.Stable = false, "", false
+			res.Stability.Checked, res.Stability.State, res.Stability.Stable = false, "", nil
 			res.Stability.Note = fmt.Sprintf("not judged: the merged replay filled no complete window of %s", rc.window)
 		} else {
 			setVerdict(&res.Stability, rc.judge(judged, time.Duration(judged)*rc.window, st.Rule()))
-			if res.Stats.Overloaded && res.Stability.Stable {
-				res.Stability.State, res.Stability.Stable, res.Stability.Note = report.StateUnstable, false, res.Stats.OverloadNote
+			if res.Stats.Overloaded && res.Stability.State == report.StateStable {
+				res.Stability.State, res.Stability.Note = report.StateUnstable, res.Stats.OverloadNote
+				res.Stability.Stable = report.StableOf(res.Stability.State)
 			}
 		}
 	}

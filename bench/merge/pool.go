@@ -52,7 +52,8 @@ func pool(ctx context.Context, byIndex []ShardFile, m Matrix) (*report.Report, e
 
 // poolRepeat pools repeat ri of cell ci from every shard: its result as
 // shard 0 has it, with the earliest start, the worst scheduling latency,
-// the prompts every shard drew and each shard's start offset, its
+// the prompts every shard drew, each shard's schedule offset and wake-up
+// lateness, its
 // replay's rows added up (poolReplays); and its recorders pooled
 // (PoolStates), from which Run.Figures computes the rest.
 func poolRepeat(byIndex []ShardFile, ci, ri int) (report.RepeatResult, report.RecorderState) {
@@ -100,14 +101,21 @@ func poolRepeat(byIndex []ShardFile, ci, ri int) (report.RepeatResult, report.Re
 		}
 	}
 	res.PromptsDrawn -= c.Repeats[ri].PromptsDrawn // counted once above
-	// Each shard's start after the earliest's: how far apart their
-	// schedules began (one instant when they shared --shard.start-at).
+	// Each shard's schedule origin after the earliest's: how far apart
+	// their schedules are (one instant when they shared --shard.start-at,
+	// however late each host woke); and, apart, how late each woke.
+	clocked := byIndex[0].Report.Shard.StartAt != nil
+	res.WakeupLateSeconds = 0 // shard 0's: ShardWakeupLate has each one's
 	for _, sf := range byIndex {
-		off := report.NaN() // a shard without a share of the repeat never started it
-		if s := sf.Report.Cells[ci].Repeats[ri].Started; !s.IsZero() {
-			off = report.Num(s.Sub(res.Started).Seconds())
+		rr := &sf.Report.Cells[ci].Repeats[ri]
+		off, late := report.NaN(), report.NaN() // a shard without a share of the repeat never started it
+		if !rr.Started.IsZero() {
+			off, late = report.Num(rr.Started.Sub(res.Started).Seconds()), rr.WakeupLateSeconds
 		}
 		res.ShardStartOffsets = append(res.ShardStartOffsets, off)
+		if clocked {
+			res.ShardWakeupLate = append(res.ShardWakeupLate, late)
+		}
 	}
 	if len(replays) > 0 {
 		res.Replay = poolReplays(replays)
@@ -194,6 +202,7 @@ func PoolStates(parts []report.RecorderState) report.RecorderState {
 				(*l.dst)[i] += v
 			}
 		}
+		st.InFlightCap += p.InFlightCap
 		st.Points = append(st.Points, p.Points...)
 		st.PointsSeen += p.PointsSeen
 		st.WinE2E = grow(st.WinE2E, len(p.WinE2E))

@@ -226,7 +226,7 @@ func mdStability(st report.StabilityResult) string {
 		return st.Note
 	case !st.Checked:
 		return "not checked"
-	case st.Stable:
+	case st.State == report.StateStable:
 		return fmt.Sprintf("stable over %d windows, %d requests (drift %s%%, %s%% to %s%%)", st.Windows, st.Requests,
 			mdNum(report.Num(float64(st.Growth)*100), 1), mdNum(report.Num(float64(st.GrowthLow)*100), 1), mdNum(report.Num(float64(st.GrowthHigh)*100), 1))
 	}

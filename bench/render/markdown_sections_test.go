@@ -52,7 +52,7 @@ func TestMarkdownSections(t *testing.T) {
 				{Stats: report.Stats{Requests: 20, Successes: 18, Outcomes: map[string]int{"success": 18, "http_5xx": 2}, HTTPErrors: map[string]int{"503": 2}}},
 				{Index: 1, Stats: report.Stats{Requests: 20, Successes: 19, Outcomes: map[string]int{"success": 19, "timeout": 1}}}}},
 			{Key: "a/replay=1/mc", Load: report.Load{Kind: report.LoadReplay, Value: 1}, Summary: report.Stats{Requests: 10, Successes: 10, Outcomes: map[string]int{"success": 10}},
-				Repeats: []report.RepeatResult{{Index: 0, Stability: report.StabilityResult{Checked: true, State: report.StateStable, Stable: true, Windows: 4, Requests: 40, Growth: 0.026, GrowthLow: -0.05, GrowthHigh: 0.1},
+				Repeats: []report.RepeatResult{{Index: 0, Stability: report.StabilityResult{Checked: true, State: report.StateStable, Stable: report.StableOf(report.StateStable), Windows: 4, Requests: 40, Growth: 0.026, GrowthLow: -0.05, GrowthHigh: 0.1},
 					Replay: &report.ReplayResult{Rows: 45, Replayed: 45, Dropped: 2, Clamped: 3, Drift: report.Dist{P50: 0.0004, P99: 0.0021, Max: 0.0032}}}}},
 		},
 		Accuracy: []report.AccuracyCheck{{Target: "a", Passed: 1, Total: 2, Checks: []report.CheckResult{

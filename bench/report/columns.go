@@ -200,10 +200,15 @@ var Columns = func() []Column {
 		// (stability: {enabled: false}, a replay too short) is "not
 		// checked"; one the rule could not judge is "not judged", never
 		// the red "unstable".
-		worded(flagged(Column{Name: "stable", JSON: "stable", Unit: UnitBool, Merge: MergeRepeats, Num: func(c *CellResult) float64 { return B2F(c.Stable) }}, "unstable", false),
+		worded(flagged(Column{Name: "stable", JSON: "stable", Unit: UnitBool, Merge: MergeRepeats, Num: func(c *CellResult) float64 {
+			if c.Stable == nil {
+				return math.NaN() // not checked: the word says it
+			}
+			return B2F(*c.Stable)
+		}}, "unstable", false),
 			func(c *CellResult) string {
 				switch {
-				case !c.StabilityChecked():
+				case c.Stable == nil || !c.StabilityChecked():
 					return NotChecked
 				case c.Stability == StateNotJudged:
 					return NotJudged

@@ -173,7 +173,25 @@ func Decode(b []byte) (*Report, error) {
 	if r.Schema != Schema {
 		return nil, fmt.Errorf("schema %q, want %q", r.Schema, Schema)
 	}
+	notCheckedUnflagged(&r)
 	return &r, nil
+}
+
+// notCheckedUnflagged drops the stable flag of what was not checked: a
+// report written before the flag was left out then said "stable": true
+// of a cell none of whose repeats was checked (false of such a repeat).
+func notCheckedUnflagged(r *Report) {
+	for i := range r.Cells {
+		c := &r.Cells[i]
+		if !c.StabilityChecked() {
+			c.Stable = nil
+		}
+		for j := range c.Repeats {
+			if !c.Repeats[j].Stability.Checked {
+				c.Repeats[j].Stability.Stable = nil
+			}
+		}
+	}
 }
 
 // checkDecodeCost walks the JSON in b along the Go type t, as

@@ -138,10 +138,11 @@ type CellResult struct {
 	CI map[string]Interval `json:"ci"`
 	// Stability is the cell's state: "unstable" when any repeat was,
 	// else "not_judged" when any repeat was, else "stable" when any was
-	// judged ("" when none was checked). Stable is false when any repeat
-	// was unstable or not judged.
+	// judged ("" when none was checked). Stable is Stability == "stable"
+	// (false when any repeat was unstable or not judged), absent when no
+	// repeat was checked (StableOf): the outputs then say "not checked".
 	Stability string `json:"stability,omitempty"`
-	Stable    bool   `json:"stable"`
+	Stable    *bool  `json:"stable,omitempty"`
 	// Degraded is true when, in any repeat, the schedule lag p99 or the
 	// process's goroutine scheduling latency p99 exceeded 10 ms (as the
 	// exporter's infer_probe_measurement_degraded): the client fell behind
@@ -187,9 +188,19 @@ func CellStability(repeats []RepeatResult) string {
 	return state
 }
 
+// StableOf is the stable flag of a stability state (a repeat's or a
+// cell's): absent for "" (not checked), else whether it is "stable".
+func StableOf(state string) *bool {
+	if state == "" {
+		return nil
+	}
+	b := state == StateStable
+	return &b
+}
+
 // StabilityChecked reports whether any repeat's stability was judged: a
 // cell none of whose repeats was (stability: {enabled: false}, a replay
-// too short to judge) is Stable by default, which says nothing.
+// too short to judge) has no stable flag (Stable is nil).
 func (c *CellResult) StabilityChecked() bool {
 	for i := range c.Repeats {
 		if c.Repeats[i].Stability.Checked {
@@ -370,7 +381,11 @@ func (s *Stats) Figure(name string) float64 {
 
 // RepeatResult is one repeat of a cell.
 type RepeatResult struct {
-	Index     int             `json:"index"`
+	Index int `json:"index"`
+	// Started is the instant the repeat's schedule starts from, its
+	// arrivals' origin (t0): with --shard.start-at the instant the shards
+	// agreed on, whenever this process woke (WakeupLateSeconds), unless it
+	// reached it after it had passed (then the instant it did).
 	Started   time.Time       `json:"started"`
 	Stats     Stats           `json:"stats"`
 	Stability StabilityResult `json:"stability"`
@@ -400,12 +415,31 @@ type RepeatResult struct {
 	// Replay is what a replay repeat did with its trace; nil for other
 	// loads.
 	Replay *ReplayResult `json:"replay,omitempty"`
-	// ShardStartOffsets, in a merged report, is each shard's start of
-	// this repeat (its started, shard by shard) after the earliest
-	// shard's, in seconds: how far apart the shards' schedules began; null
-	// for a shard that sent none of the repeat (a closed loop of fewer
-	// clients than shards).
+	// WakeupLateSeconds, with --shard.start-at, is how long after the
+	// repeat's agreed start this process woke to start it (its started
+	// instant less the agreed one): a timer's lateness on a busy host, or
+	// an earlier repeat's overrun. The schedule still starts at the agreed
+	// instant (Started) unless that had passed before the process waited;
+	// the arrivals due before it woke are sent late, their lag counted.
+	// Absent without --shard.start-at, and in a merged report, whose
+	// ShardWakeupLate has every shard's.
+	WakeupLateSeconds Num `json:"wakeup_late_seconds,omitempty"`
+	// ShardStartOffsets, in a merged report, is each shard's schedule
+	// origin of this repeat (its started, shard by shard) after the
+	// earliest shard's, in seconds: how far apart the shards' schedules
+	// are, 0 when they shared --shard.start-at (each shard's schedule
+	// starts at the agreed instant, however late its host woke: that is
+	// ShardWakeupLate), more for a shard that reached the agreed start
+	// after it had passed, or that started on its own; null for a shard
+	// that sent none of the repeat (a closed loop of fewer clients than
+	// shards).
 	ShardStartOffsets []Num `json:"shard_start_offsets_seconds,omitempty"`
+	// ShardWakeupLate, in a merged report of shards given
+	// --shard.start-at, is each shard's WakeupLateSeconds, in seconds:
+	// how late each host woke after the agreed start (null for a shard
+	// that sent none of the repeat); absent when the shards started on
+	// their own.
+	ShardWakeupLate []Num `json:"shard_wakeup_late_seconds,omitempty"`
 	// Distribution is the repeat's TTFT, TPOT and E2E quantiles at 1%
 	// steps, for the report's CDF charts; Windows its measured windows over
 	// time. Both are absent from reports written before them.
@@ -421,9 +455,10 @@ type RepeatResult struct {
 // the repeat was not checked), Note says why in words.
 type StabilityResult struct {
 	Checked bool `json:"checked"`
-	// State is the verdict; Stable is State == "stable".
+	// State is the verdict; Stable is State == "stable", absent when the
+	// repeat was not checked (StableOf).
 	State  string `json:"state,omitempty"`
-	Stable bool   `json:"stable"`
+	Stable *bool  `json:"stable,omitempty"`
 	// WindowSeconds is the windows' length, Windows those judged, Extended
 	// of them added because the drift was suggestive.
 	WindowSeconds float64 `json:"window_seconds"`

@@ -71,6 +71,10 @@ type RecorderState struct {
 	// WinCapDropped are the arrivals the client's in-flight cap dropped, by
 	// window: the queue's evidence the stability rule weighs.
 	WinCapDropped []int `json:"win_cap_dropped,omitempty"`
+	// InFlightCap is the shard's in-flight cap (max_in_flight; a closed
+	// loop's share of clients); a merge adds them up. Absent from reports
+	// written before it.
+	InFlightCap int `json:"in_flight_cap,omitempty"`
 	// Points are the successful measured requests the stability rule
 	// judges (a uniform sample of PointsSeen beyond 20,000).
 	Points     []StabilityPoint `json:"stability_points,omitempty"`
