@@ -123,7 +123,8 @@ func goldenReport(t testing.TB) *report.Report {
 				med, _ := rec.windowMedians(3)
 				res := report.RepeatResult{Index: r, Started: w0.Add(time.Duration(gi*10+r) * time.Second).UTC(), Stats: stats,
 					Stability: report.StabilityResult{WindowSeconds: 1, Windows: 3,
-						Growth: report.NaN(), GrowthLow: report.NaN(), GrowthHigh: report.NaN(), NeedSeconds: report.NaN()},
+						Growth: report.NaN(), GrowthLow: report.NaN(), GrowthHigh: report.NaN(), NeedSeconds: report.NaN(),
+						Step: report.NaN(), StepAtSeconds: report.NaN(), EffectiveRequests: report.NaN()},
 					PromptsDrawn: n, SchedulingLatencyP99: 0.0001, WarmupSeconds: 0.5,
 					Distribution: smp.distribution(), Windows: rec.windows(3)}
 				if ti == 1 && gi == 1 && r == 1 {

@@ -603,6 +603,13 @@ func (rc *recorder) judge(k int, span time.Duration, rule stability.Spec) stabil
 func setVerdict(res *report.StabilityResult, v stability.Verdict) {
 	res.State = string(v.State)
 	res.Stable = report.StableOf(res.State)
+	res.Step, res.StepAtSeconds, res.EffectiveRequests = report.NaN(), report.NaN(), report.NaN()
+	if !math.IsNaN(v.Growth) {
+		res.Step, res.StepAtSeconds = report.Num(v.Step), report.Num(v.StepAt.Seconds())
+	}
+	if v.Inflation >= 1 {
+		res.EffectiveRequests = report.Num(float64(v.N) / v.Inflation)
+	}
 	res.Growth, res.GrowthLow, res.GrowthHigh = report.Num(v.Growth), report.Num(v.GrowthLo), report.Num(v.GrowthHi)
 	res.Requests, res.NeedSeconds = v.N, report.NaN()
 	if v.NeedSeconds > 0 {

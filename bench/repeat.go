@@ -301,6 +301,7 @@ func (b *run) repeat(ctx context.Context, p repeatPlan) (report.RepeatResult, *s
 	}
 	if l.none {
 		return report.RepeatResult{Index: p.index, Stats: report.Stats{Outcomes: map[string]int{}}, Stability: report.StabilityResult{Growth: report.NaN(), GrowthLow: report.NaN(), GrowthHigh: report.NaN(), NeedSeconds: report.NaN(),
+			Step: report.NaN(), StepAtSeconds: report.NaN(), EffectiveRequests: report.NaN(),
 			Note: "this shard has none of the cell's clients"}}, &sample{scale: 1}, nil
 	}
 	// The shape's tools, response format and images, and the judge of its
@@ -316,7 +317,8 @@ func (b *run) repeat(ctx context.Context, p repeatPlan) (report.RepeatResult, *s
 	defer cl.Close()
 
 	res := report.RepeatResult{Index: p.index, Stability: report.StabilityResult{Checked: win.check, WindowSeconds: win.window.Seconds(),
-		Growth: report.NaN(), GrowthLow: report.NaN(), GrowthHigh: report.NaN(), NeedSeconds: report.NaN()}}
+		Growth: report.NaN(), GrowthLow: report.NaN(), GrowthHigh: report.NaN(), NeedSeconds: report.NaN(),
+		Step: report.NaN(), StepAtSeconds: report.NaN(), EffectiveRequests: report.NaN()}}
 	t0, started, err := b.startRepeat(ctx, p, agreed)
 	if err != nil {
 		return report.RepeatResult{}, nil, err
@@ -570,7 +572,8 @@ func (b *run) finishRepeat(res *report.RepeatResult, p repeatPlan, l *repeatLoad
 		// pass rule asks whether the latency grew). The last decision
 		// judged the same windows; the requests that ended since count.
 		res.Stability.Checked = true
-		ext.judge()
+		v := ext.judge()
+		res.Precision = precisionOf(smp, res.Stats.Successes, v.Inflation)
 	}
 	if res.Stats.Overloaded && res.Stability.Checked && res.Stability.State == report.StateStable {
 		// The rule weighs the same queue evidence; a cell is never both.

@@ -191,6 +191,9 @@ func CellNotes(c *report.CellResult) []string {
 		if r.Stability.Note != "" {
 			notes = append(notes, prefix+"stability: "+r.Stability.Note)
 		}
+		if n := PrecisionNote(r.Precision); n != "" {
+			notes = append(notes, prefix+n)
+		}
 		if rp := r.Replay; rp != nil {
 			notes = append(notes, fmt.Sprintf("%sreplay: %d of %d rows replayed, %d dropped, %d clamped by the rate ceiling", prefix, rp.Replayed, rp.Rows, rp.Dropped, rp.Clamped))
 			if rp.Cut != "" {
@@ -202,6 +205,39 @@ func CellNotes(c *report.CellResult) []string {
 		}
 	}
 	return notes
+}
+
+// PrecisionNote says how precise a repeat's headline percentiles are: the
+// effective requests behind them, each p50's and p99's margin, and which
+// rest on too few requests to be more than indicative; "" without a
+// precision.
+func PrecisionNote(p *report.Precision) string {
+	if p == nil {
+		return ""
+	}
+	var margins, few []string
+	for _, name := range []string{"ttft_p50", "tpot_p50", "e2e_p50", "ttft_p99", "tpot_p99", "e2e_p99"} {
+		f, ok := p.Figures[name]
+		if !ok {
+			continue
+		}
+		label := strings.ReplaceAll(name, "_", " ")
+		if f.TooFew {
+			few = append(few, label)
+			continue
+		}
+		if m := float64(f.Margin); !math.IsNaN(m) {
+			margins = append(margins, fmt.Sprintf("%s ±%.0f%%", label, 100*m))
+		}
+	}
+	note := fmt.Sprintf("precision: %.0f effective requests", float64(p.EffectiveRequests))
+	if len(margins) > 0 {
+		note += " (" + strings.Join(margins, ", ") + ", at 95%)"
+	}
+	if len(few) > 0 {
+		note += fmt.Sprintf("; %s: too few requests beyond them (fewer than %d effective), indicative only", strings.Join(few, ", "), report.MinBeyond)
+	}
+	return note
 }
 
 // cells counts cells in words: "1 cell", "0 cells", "3 cells".

@@ -32,11 +32,13 @@ var templateFuncs = template.FuncMap{
 	// holds says what an interrupted run's report holds.
 	"holds": InterruptedHolds,
 	"num":   report.FormatNumber,
-	"ratio": report.FormatRatio,
-	"bytes": report.FormatBytes,
-	"raw":   report.FormatFloat,
-	"numv":  func(n report.Num) float64 { return float64(n) },
-	"valid": func(n report.Num) bool { return n.Valid() },
+	// precision says how precise a repeat's percentiles are.
+	"precision": PrecisionNote,
+	"ratio":     report.FormatRatio,
+	"bytes":     report.FormatBytes,
+	"raw":       report.FormatFloat,
+	"numv":      func(n report.Num) float64 { return float64(n) },
+	"valid":     func(n report.Num) bool { return n.Valid() },
 	// td renders a figure as a table cell: the display text, and the exact
 	// JSON value in data-value. kind picks the display: sec, num, ratio,
 	// bytes, int.

@@ -142,6 +142,19 @@ func writeMarkdownSections(b *strings.Builder, r *report.Report) {
 		b.WriteString("\n")
 	}
 
+	var precision []string
+	for _, c := range r.Cells {
+		for _, rep := range c.Repeats {
+			if n := PrecisionNote(rep.Precision); n != "" {
+				precision = append(precision, fmt.Sprintf("| %s | %d | %s |", report.MarkdownCell(c.Key), rep.Index+1, report.MarkdownCell(n)))
+			}
+		}
+	}
+	if len(precision) > 0 {
+		b.WriteString("## Precision\n\nPer repeat: the successful requests' worth in independent ones (their serial correlation taken out), each percentile's margin of error at 95%, and the percentiles too few requests lie beyond to be more than indicative.\n\n| cell | repeat | precision |\n| --- | --- | --- |\n")
+		b.WriteString(strings.Join(precision, "\n") + "\n\n")
+	}
+
 	var replays []*report.CellResult
 	for i := range r.Cells {
 		if r.Cells[i].Load.Kind == report.LoadReplay {

@@ -407,6 +407,11 @@ type RepeatResult struct {
 	// WarmupTrace (a replay's, the configured length on the trace's
 	// clock). Absent from reports written before it.
 	WarmupEndedBy string `json:"warmup_ended_by,omitempty"`
+	// Precision says how precise the repeat's headline percentiles are,
+	// given how many independent requests its successes are worth (the
+	// stability rule's serial-correlation factor); absent when the
+	// stability rule did not judge the repeat.
+	Precision *Precision `json:"precision,omitempty"`
 	// Partial is true when the run was interrupted while the repeat ran:
 	// its figures are over the time it measured before the interrupt
 	// (stats.window_seconds), its requests that the interrupt cut short
@@ -473,12 +478,51 @@ type StabilityResult struct {
 	Growth     Num `json:"growth"`
 	GrowthLow  Num `json:"growth_low"`
 	GrowthHigh Num `json:"growth_high"`
+	// Step is the largest step of the length-normalised E2E within the
+	// span (0.3: 30% slower after StepAtSeconds than before), whether or
+	// not it was significant; NaN when not computed.
+	Step          Num `json:"step"`
+	StepAtSeconds Num `json:"step_at_seconds"`
+	// EffectiveRequests are the Requests over the serial-correlation
+	// factor: as many independent requests hold as much information.
+	EffectiveRequests Num `json:"effective_requests"`
 	// Requests are the successful requests judged; NeedSeconds, when not
 	// judged, the span this rate would need.
 	Requests    int    `json:"requests"`
 	NeedSeconds Num    `json:"need_seconds"`
 	Note        string `json:"note,omitempty"`
 }
+
+// Precision is the margin of error of a repeat's headline percentiles.
+// Requests that overlap share the server's state, so n successes carry
+// the information of EffectiveRequests = n / Inflation independent ones
+// (Inflation: the stability rule's serial-correlation factor, at least
+// 1). A percentile p's 95% interval is the sample's quantiles at
+// p ± 1.96·√(p(1−p)/EffectiveRequests) (distribution-free: the order
+// statistics' binomial law, its variance inflated); it is TooFew when
+// fewer than MinBeyond effective requests lie beyond it
+// (EffectiveRequests·(1−p) < 5): the figure then rests on a handful of
+// requests and its interval reaches the sample's end.
+type Precision struct {
+	EffectiveRequests Num                        `json:"effective_requests"`
+	Inflation         Num                        `json:"inflation"`
+	Figures           map[string]FigurePrecision `json:"figures"`
+}
+
+// FigurePrecision is one percentile's interval ([Low, High], in the
+// figure's unit), its margin (the larger distance from the figure to an
+// end, over the figure: 0.12 is ±12%), and whether too few effective
+// requests lie beyond it.
+type FigurePrecision struct {
+	Low    Num  `json:"low"`
+	High   Num  `json:"high"`
+	Margin Num  `json:"margin"`
+	TooFew bool `json:"too_few,omitempty"`
+}
+
+// MinBeyond is the fewest effective requests beyond a percentile for it
+// not to be TooFew.
+const MinBeyond = 5
 
 // What ended a repeat's warm-up (RepeatResult.WarmupEndedBy).
 const (
