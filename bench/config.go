@@ -48,7 +48,7 @@ type Spec struct {
 	// Warmup is WarmupSetting resolved.
 	Warmup time.Duration `yaml:"-"`
 	// MaxWarmup bounds the warm-up, which lasts at least Warmup and until
-	// the pipeline is full (1.25 x the p90 E2E of the first requests; see
+	// the pipeline is full (1.5 x the p90 E2E of the first requests; see
 	// docs/bench.md). Unset (0): Warmup + Duration.
 	MaxWarmup time.Duration `yaml:"max_warmup"`
 	// Duration is the measured time of one repeat, before any extension by

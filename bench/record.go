@@ -50,7 +50,7 @@ import (
 // request goroutines, so it locks.
 type recorder struct {
 	// The warm-up lasts at least minWarmup from t0, and until the pipeline
-	// is full (see pipelineFull): until it has lasted 1.25 times the p90
+	// is full (see pipelineFull): until it has lasted 1.5 times the p90
 	// E2E of the requests sent first, so that the requests in flight have
 	// reached their level whatever the lengths. warmupEnd is decided then,
 	// or at t0 + maxWarmup (decided, and noCompletion, say which; endedBy

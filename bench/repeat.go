@@ -600,7 +600,7 @@ func warmupNote(used, configured time.Duration, cut bool, e2eP50 float64, measur
 	case cut:
 		note = fmt.Sprintf("the pipeline had not filled within the warm-up bound of %s (the first requests' p90 E2E not yet known): the measured windows may start before the requests in flight reached their level; raise bench.max_warmup", used)
 	case used > configured:
-		note = fmt.Sprintf("warm-up extended from %s to %s, until the pipeline was full (1.25 x the p90 E2E of the requests sent first)", configured, used.Round(time.Millisecond))
+		note = fmt.Sprintf("warm-up extended from %s to %s, until the pipeline was full (1.5 x the p90 E2E of the requests sent first, with as many in flight as of late)", configured, used.Round(time.Millisecond))
 	}
 	if !math.IsNaN(e2eP50) && e2eP50 > measured.Seconds() {
 		note = strings.TrimSpace(note + fmt.Sprintf(" measured windows (%s) shorter than the E2E p50 (%.3gs): too short for this cell", measured, e2eP50))

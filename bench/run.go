@@ -894,7 +894,7 @@ type runPlan struct {
 	cells, repeats int
 	// loads says the matrix has rate or concurrency cells, whose repeats
 	// the fields below describe: the configured warm-up and its bound
-	// (the warm-up lasts until the pipeline is full: 1.25 × the p90 E2E of
+	// (the warm-up lasts until the pipeline is full: 1.5 × the p90 E2E of
 	// the first requests, or the bound), the measured time (the duration
 	// in whole stability windows), the most the stability rule extends it
 	// to, and why it never does when it cannot.

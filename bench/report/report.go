@@ -401,7 +401,7 @@ type RepeatResult struct {
 	WarmupSeconds float64 `json:"warmup_seconds"`
 	WarmupNote    string  `json:"warmup_note,omitempty"`
 	// WarmupEndedBy says what ended the warm-up: WarmupPipelineFull (the
-	// requests sent first had ended, 90% of them within 1/1.25 of the
+	// requests sent first had ended, 90% of them within 1/1.5 of the
 	// warm-up so far: the count in flight was at its level),
 	// WarmupBound (max_warmup, or the repeat's end, came first) or
 	// WarmupTrace (a replay's, the configured length on the trace's
