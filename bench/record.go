@@ -5,6 +5,7 @@ import (
 	"maps"
 	"math"
 	"math/rand/v2"
+	"slices"
 	"sync"
 	"time"
 
@@ -137,6 +138,11 @@ type recorder struct {
 	// pointsSeen beyond.
 	points     []report.StabilityPoint
 	pointsSeen int
+	// scheduled are the instants, in seconds from t0, of every arrival
+	// offered (sent or dropped), warm-up and in flight included: the
+	// offered load around each judged request (offeredLoad).
+	scheduled     []float64
+	scheduledFull bool
 }
 
 // maxStabilityPoints bounds the requests a repeat keeps for the stability
@@ -158,6 +164,7 @@ var _ workload.Observer = (*recorder)(nil)
 // joins the cohort whose E2E say when the pipeline is full.
 func (rc *recorder) Sent(o *observation.Request) {
 	rc.mu.Lock()
+	rc.addScheduled(o)
 	if rc.decided || len(rc.cohort) >= maxPending || o.Scheduled.Before(rc.t0) {
 		rc.mu.Unlock()
 		return
@@ -293,8 +300,28 @@ func (r *recorder) Token(*observation.Request) {}
 // Done implements workload.Observer.
 func (r *recorder) Done(o *observation.Request) { r.observe(o) }
 
-// Dropped implements workload.Observer.
-func (r *recorder) Dropped(o *observation.Request) { r.observe(o) }
+// Dropped implements workload.Observer: a dropped arrival was offered too.
+func (r *recorder) Dropped(o *observation.Request) {
+	r.mu.Lock()
+	r.addScheduled(o)
+	r.mu.Unlock()
+	r.observe(o)
+}
+
+// addScheduled keeps a request's scheduled instant, from t0, for the
+// offered load around each request (offeredLoad); at most maxScheduled.
+// rc.mu is held.
+func (rc *recorder) addScheduled(o *observation.Request) {
+	if len(rc.scheduled) < maxScheduled {
+		rc.scheduled = append(rc.scheduled, o.Scheduled.Sub(rc.t0).Seconds())
+	} else {
+		rc.scheduledFull = true
+	}
+}
+
+// maxScheduled bounds the scheduled instants a repeat keeps: 8 bytes
+// each, 4 MB. Beyond it the offered load is not used.
+const maxScheduled = 500_000
 
 func newRecorder(t0 time.Time, minWarmup, maxWarmup, window time.Duration, slo config.SLO, maxRecs, maxITL int, seed uint64) *recorder {
 	return &recorder{
@@ -594,7 +621,34 @@ func (rc *recorder) judge(k int, span time.Duration, rule stability.Spec) stabil
 				InputTokens: p.Input, OutputTokens: p.Output})
 		}
 	}
+	rc.offeredLoad(reqs)
 	return stability.Judge(reqs, span, rc.load(k), rule)
+}
+
+// offeredLoad sets each request's offered load (stability.Request.Offered):
+// the arrivals scheduled from a median E2E before it was scheduled to its
+// end, per second. rc.mu is held.
+func (rc *recorder) offeredLoad(reqs []stability.Request) {
+	if rc.scheduledFull || len(reqs) == 0 {
+		return
+	}
+	e2e := make([]float64, len(reqs))
+	for i, r := range reqs {
+		e2e[i] = r.E2E
+	}
+	lead := median(e2e)
+	sched := slices.Clone(rc.scheduled)
+	slices.Sort(sched)
+	shift := rc.warmupEnd.Sub(rc.t0).Seconds() // the points' clock to t0's
+	for i := range reqs {
+		end := reqs[i].Done.Seconds() + shift
+		from := max(end-reqs[i].E2E-lead, 0)
+		lo, _ := slices.BinarySearch(sched, from)
+		hi, _ := slices.BinarySearch(sched, end)
+		if end > from && hi > lo {
+			reqs[i].Offered = float64(hi-lo) / (end - from)
+		}
+	}
 }
 
 // setVerdict records the stability rule's verdict in a repeat's result:

@@ -16,6 +16,13 @@ type Request struct {
 	// InputTokens and OutputTokens are its lengths (0 where unknown: that
 	// length then explains nothing and is left out of the fit).
 	InputTokens, OutputTokens int
+	// Offered is the load offered around it: the arrival rate (requests
+	// scheduled per second) over its life and the median E2E before it
+	// (0 where unknown: then left out of the fit). Arrivals are the
+	// client's schedule, not the server's doing, so a slower server does
+	// not raise it: it explains the latency that bunched arrivals (a
+	// Poisson process) put on a batching engine, not a drift.
+	Offered float64
 }
 
 // Spec sets the rule. The zero Spec is the default rule (see Defaults).
@@ -193,15 +200,23 @@ func Judge(reqs []Request, span time.Duration, load Load, spec Spec) Verdict {
 			tt[i], rr[i] = t[j], res[j]
 		}
 	}
+	// The trend, its variance inflated for the serial correlation of the
+	// detrended residuals; and the likeliest step, at the same inflation.
+	// When that step is beyond the floor and suggestive even so, the
+	// correlation is measured again with the step taken out (a step's
+	// sawtooth is not correlation), and the smaller factor serves both
+	// tests: a step the full factor would hide is found, and a wander
+	// that no step explains keeps its factor (the gate at SuggestAlpha).
 	edge := max(5, len(rr)/10)
-	cp := pettitt(rr, 1, edge)
-	if math.Abs(cp.Step) < math.Log1p(spec.MaxGrowth) {
-		// A step below the floor cannot make the span unstable: the
-		// correction need not allow for it.
-		cp = changePoint{}
+	lag := serialLags(rs, sec, len(tt))
+	tr := theilSen(tt, rr, spec.Alpha, lag)
+	cp := pettitt(rr, tr.Inflation, edge)
+	if !math.IsNaN(tr.Slope) && cp.At > 0 && math.Abs(cp.Step) >= math.Log1p(spec.MaxGrowth) && cp.P < spec.SuggestAlpha {
+		if infl := stepInflation(tt, rr, cp, lag); infl < tr.Inflation {
+			tr = tr.inflated(infl, spec.Alpha)
+			cp = pettitt(rr, infl, edge)
+		}
 	}
-	tr := theilSenStep(tt, rr, spec.Alpha, serialLags(rs, sec, len(tt)), cp)
-	cp = pettitt(rr, tr.Inflation, edge)
 	if cp.At > 0 {
 		v.Step, v.StepAt, v.StepP = math.Expm1(cp.Step), time.Duration(tt[cp.At-1]*sec*float64(time.Second)), cp.P
 	}
@@ -241,8 +256,9 @@ func tooFew(v *Verdict, over string, sec float64, spec Spec) {
 
 // residuals are the requests' completion instants, as fractions of the
 // span, and their log E2E less what their lengths explain (log input, log
-// output and its square): the length-normalised latency the trend is
-// tested on. rs is in completion order.
+// output and its square) and the load offered around them (log Offered,
+// where every request has one): the length-normalised latency the trend
+// is tested on. rs is in completion order.
 func residuals(rs []Request, sec float64) (t, res []float64) {
 	n := len(rs)
 	y := make([]float64, n)
@@ -250,14 +266,24 @@ func residuals(rs []Request, sec float64) (t, res []float64) {
 	lin := make([]float64, n)
 	lout := make([]float64, n)
 	lout2 := make([]float64, n)
+	load := make([]float64, n)
 	for i, r := range rs {
 		y[i] = math.Log(r.E2E)
 		t[i] = r.Done.Seconds() / sec
 		lin[i] = math.Log(float64(max(r.InputTokens, 1)))
 		lout[i] = math.Log(float64(max(r.OutputTokens, 1)))
 		lout2[i] = lout[i] * lout[i]
+		if r.Offered > 0 {
+			load[i] = math.Log(r.Offered)
+		} else {
+			load = nil
+		}
 	}
-	return t, lengthFit(y, [][]float64{lin, lout, lout2})
+	cols := [][]float64{lin, lout, lout2}
+	if load != nil {
+		cols = append(cols, load)
+	}
+	return t, lengthFit(y, cols)
 }
 
 // serialLags is how many lags of serial correlation the trend test allows

@@ -142,11 +142,16 @@ func (s server) span(x sim, d time.Duration) ([]Request, Load) {
 		}
 		if dn >= w && dn < e {
 			l.Ended++
+			// The arrivals from a mean service before it to its end.
+			from := a - s.meanService()
+			lo := sort.SearchFloat64s(x.arrive, from)
+			hi := sort.SearchFloat64s(x.arrive, dn)
 			reqs = append(reqs, Request{
 				Done:         time.Duration((dn - w) * float64(time.Second)),
 				E2E:          dn - a,
 				InputTokens:  x.in[i],
 				OutputTokens: x.out[i],
+				Offered:      float64(hi-lo) / (dn - from),
 			})
 		}
 		if a < w && dn >= w {

@@ -101,20 +101,17 @@ type trend struct {
 	// Inflation is the factor by which serial correlation inflated the
 	// variance of Kendall's S (1: none found; see serialInflation).
 	Inflation float64
+	// The sorted pairwise slopes, Kendall's S and the points, from which
+	// inflated recomputes Z and the interval.
+	slopes []float64
+	s      float64
+	n      int
 }
 
 // theilSen computes the trend of y over t; len(t) == len(y) >= 3, t
-// sorted; lag is the longest lag of serial correlation allowed for.
+// sorted; lag is the longest lag of serial correlation allowed for, which
+// the detrended residuals' serial correlation sets (see serialInflation).
 func theilSen(t, y []float64, alpha float64, lag int) trend {
-	return theilSenStep(t, y, alpha, lag, changePoint{})
-}
-
-// theilSenStep is theilSen whose serial-correlation correction also
-// considers y less the step cp: a step detrended by a line leaves a
-// sawtooth that looks like serial correlation, and would inflate the
-// variance of a trend test that a step has made significant. The smaller of
-// the two corrections is taken (each removes one shape of change).
-func theilSenStep(t, y []float64, alpha float64, lag int, cp changePoint) trend {
 	n := len(t)
 	slopes := make([]float64, 0, n*(n-1)/2)
 	var s float64
@@ -135,8 +132,6 @@ func theilSenStep(t, y []float64, alpha float64, lag int, cp changePoint) trend 
 			}
 		}
 	}
-	nn := float64(n)
-	varS := nn * (nn - 1) * (2*nn + 5) / 18
 	m := len(slopes)
 	if m == 0 {
 		return trend{Slope: math.NaN(), Lo: math.NaN(), Hi: math.NaN(), Inflation: 1}
@@ -148,31 +143,42 @@ func theilSenStep(t, y []float64, alpha float64, lag int, cp changePoint) trend 
 	} else {
 		med = (slopes[m/2-1] + slopes[m/2]) / 2
 	}
-	infl := serialInflation(t, y, med, lag, max(lag/2, 2))
-	if cp.At > 0 && cp.At < n {
-		ys := slices.Clone(y)
-		for i := cp.At; i < n; i++ {
-			ys[i] -= cp.Step
-		}
-		infl = min(infl, serialInflation(t, ys, 0, lag, max(lag/2, 2)))
-	}
-	varS *= infl
-	sd := math.Sqrt(varS)
-	var z float64
+	tr := trend{Slope: med, slopes: slopes, s: s, n: n}
+	return tr.inflated(serialInflation(t, y, med, lag, max(lag/2, 2)), alpha)
+}
+
+// inflated is the trend with its variance inflated by infl (≥ 1) for
+// serial correlation: its z and Sen's interval at 1-alpha.
+func (tr trend) inflated(infl float64, alpha float64) trend {
+	nn := float64(tr.n)
+	m := len(tr.slopes)
+	sd := math.Sqrt(nn * (nn - 1) * (2*nn + 5) / 18 * infl)
+	tr.Inflation, tr.Z = infl, 0
 	switch {
-	case s > 0:
-		z = (s - 1) / sd
-	case s < 0:
-		z = (s + 1) / sd
+	case tr.s > 0:
+		tr.Z = (tr.s - 1) / sd
+	case tr.s < 0:
+		tr.Z = (tr.s + 1) / sd
 	}
 	c := zQuantile(1-alpha/2) * sd
 	// Sen: the interval runs from the M1-th to the (M2+1)-th smallest slope,
 	// M1 = (m-C)/2, M2 = (m+C)/2; rounded outwards, 0-based.
 	lo := int(math.Floor((float64(m)-c)/2)) - 1
 	hi := int(math.Ceil((float64(m) + c) / 2))
-	lo = min(max(lo, 0), m-1)
-	hi = min(max(hi, 0), m-1)
-	return trend{Slope: med, Lo: slopes[lo], Hi: slopes[hi], Z: z, Inflation: infl}
+	tr.Lo, tr.Hi = tr.slopes[min(max(lo, 0), m-1)], tr.slopes[min(max(hi, 0), m-1)]
+	return tr
+}
+
+// stepInflation is the serial-correlation factor of y (in time order) less
+// the step cp: a step detrended by a line leaves a sawtooth that looks like
+// serial correlation, and would inflate the variance of the very tests
+// that should find the step.
+func stepInflation(t, y []float64, cp changePoint, lag int) float64 {
+	ys := slices.Clone(y)
+	for i := cp.At; i < len(ys); i++ {
+		ys[i] -= cp.Step
+	}
+	return serialInflation(t, ys, 0, lag, max(lag/2, 2))
 }
 
 // serialInflation corrects the Mann-Kendall variance for serial
