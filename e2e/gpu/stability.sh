@@ -48,8 +48,11 @@ done
 echo "server ready: $(date -u +%H:%M:%S)"
 
 sed "s#127.0.0.1:8000#127.0.0.1:$PORT#" "$here/stability.yml" >"$out/stability.yml"
+if [[ -n "${RATES:-}" ]]; then
+	sed -i "s#rates: \[.*\]#rates: [$RATES]#" "$out/stability.yml"
+fi
 rc=0
-timeout -s INT 540 "$bin" bench --config.file="$out/stability.yml" --output.dir="$out/bench" --progress=never \
+timeout -s INT "${BENCH_TIMEOUT:-540}" "$bin" bench --config.file="$out/stability.yml" --output.dir="$out/bench" --progress=never \
 	>"$out/console.log" 2>&1 || rc=$?
 echo "bench exited $rc"
 [[ -f "$out/bench/report.json" ]] || { tail -30 "$out/console.log" >&2; exit 1; }
@@ -58,15 +61,18 @@ cp "$out/bench/report.json" "$out/report.json"
 $PYTHON - "$out/report.json" >"$out/stability.md" <<'PY'
 import json, sys
 r = json.load(open(sys.argv[1]))
-print("| cell | state | overloaded | windows (extended) | requests judged | drift [interval] | req/s | note |")
-print("| --- | --- | --- | --- | --- | --- | --- | --- |")
+print("| cell | state | overloaded | warm-up s (ended by) | in flight at start / Little | E2E p90 s | windows (extended) | requests judged (effective) | drift [interval] | req/s | note |")
+print("| --- | --- | --- | --- | --- | --- | --- | --- | --- | --- | --- |")
 for c in r["cells"]:
     for rep in c["repeats"]:
         st, s = rep["stability"], rep["stats"]
         g = st.get("growth")
         drift = "" if g is None else "%+.1f%% [%+.1f%%, %+.1f%%]" % (100 * g, 100 * st["growth_low"], 100 * st["growth_high"])
-        print("| %s | %s | %s | %d (%d) | %d | %s | %.2f | %s |" % (c["key"], st.get("state", ""), s.get("overloaded", False),
-              st["windows"], st["extended"], st.get("requests", 0), drift, s["requests_per_second"], st.get("note", "").replace("|", "/")))
+        eff = st.get("effective_requests")
+        print("| %s | %s | %s | %.1f (%s) | %d / %.1f | %.1f | %d (%d) | %d (%s) | %s | %.2f | %s |" % (c["key"], st.get("state", ""), s.get("overloaded", False),
+              rep.get("warmup_seconds", 0), rep.get("warmup_ended_by", ""), s.get("in_flight_at_start", 0), s.get("in_flight_expected", 0),
+              s["e2e_seconds"]["p90"], st["windows"], st["extended"], st.get("requests", 0), "" if eff is None else "%.0f" % eff,
+              drift, s["requests_per_second"], st.get("note", "").replace("|", "/")))
 PY
 cat "$out/stability.md"
 exit "$rc"
