@@ -468,10 +468,10 @@ bench:
 
 // TestStabilityNeverAgrees: an overloaded server (one batch slot, arrivals
 // twice its capacity) queues without bound: the rule calls the repeat
-// unstable at the end of its base windows, on the queue's evidence (the
-// requests in flight grew), without extending it (only a suggestive drift
-// that is not yet significant is extended), and a cell is never both
-// stable and overloaded. Windows of a second, some 20 completions each: a
+// unstable on the queue's evidence (the requests in flight grew), at the
+// end of its base windows or, when they hold too little evidence yet (a
+// busy machine), of an extension within max_duration, and a cell is never
+// both stable and overloaded. Windows of a second, some 20 completions each: a
 // window of 300 ms held none on a starved CPU (the race detector beside
 // tool builds), and its median was NaN.
 func TestStabilityNeverAgrees(t *testing.T) {
@@ -501,7 +501,7 @@ bench:
 	out, stdout := runBenchOK(t, dir, yml)
 	c := readReport(t, out).Cells[0]
 	s := c.Repeats[0].Stability
-	if c.Stable == nil || *c.Stable || s.Stable == nil || *s.Stable || c.Stability != report.StateUnstable || s.State != report.StateUnstable || s.Extended != 0 || s.Windows != 2 ||
+	if c.Stable == nil || *c.Stable || s.Stable == nil || *s.Stable || c.Stability != report.StateUnstable || s.State != report.StateUnstable || s.Windows < 2 || s.Windows > 4 ||
 		!strings.Contains(s.Note, "overloaded") || !c.Repeats[0].Stats.Overloaded {
 		t.Errorf("stability %+v, overloaded %v", s, c.Repeats[0].Stats.Overloaded)
 	}
