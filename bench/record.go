@@ -70,6 +70,9 @@ type recorder struct {
 	cohort    []warmupRequest
 	sentAt    map[*observation.Request]int
 	lastCheck time.Time
+	// floorChecked: the pipeline was judged as it stood at the end of the
+	// configured warm-up (fullAt).
+	floorChecked bool
 	// now is the clock the warm-up's decisions read (time.Now; a test's
 	// own in a model of a server).
 	now     func() time.Time
@@ -174,8 +177,8 @@ func (rc *recorder) Sent(o *observation.Request) {
 	var held []observation.Request
 	if now := rc.now(); now.Sub(rc.lastCheck) >= warmupCheckEvery {
 		rc.lastCheck = now
-		if rc.pipelineFull(now) {
-			held = rc.decideLocked(rc.warmupAt(now), false)
+		if end, ok := rc.fullAt(now); ok {
+			held = rc.decideLocked(end, false)
 			rc.endedBy = report.WarmupPipelineFull
 		}
 	}
@@ -229,6 +232,14 @@ func (rc *recorder) pipelineFull(now time.Time) bool {
 	if T < rc.minWarmup || T <= 0 {
 		return false
 	}
+	// The cohort as it stood at now: a request that ended later was in
+	// flight then, one scheduled later not yet there.
+	endAt := func(c warmupRequest) (time.Time, bool) {
+		if c.end.IsZero() || c.end.After(now) {
+			return now, false
+		}
+		return c.end, true
+	}
 	for _, f := range []float64{warmupFactor, 2} {
 		u := time.Duration(float64(T) / f)
 		by := now.Add(-u)
@@ -239,10 +250,8 @@ func (rc *recorder) pipelineFull(now time.Time) bool {
 				break
 			}
 			n++
-			d := now.Sub(c.sched)
-			if !c.end.IsZero() {
-				d = c.end.Sub(c.sched)
-			}
+			end, _ := endAt(c)
+			d := end.Sub(c.sched)
 			e2e += d
 			if d > u {
 				long++
@@ -255,12 +264,15 @@ func (rc *recorder) pipelineFull(now time.Time) bool {
 		// pipeline was already as full as it gets.
 		w := u / 2
 		from := now.Add(-w)
-		inFlight := 0
+		inFlight, sent := 0, 0
 		var busy time.Duration
 		for _, c := range rc.cohort {
-			end := c.end
-			if end.IsZero() {
-				end = now
+			if c.sched.After(now) {
+				continue
+			}
+			sent++
+			end, ended := endAt(c)
+			if !ended {
 				inFlight++
 			}
 			if s := later(c.sched, from); end.After(s) {
@@ -269,10 +281,32 @@ func (rc *recorder) pipelineFull(now time.Time) bool {
 		}
 		// Little's law's, from the rate so far and the cohort's mean E2E,
 		// when higher: the mean over a stretch in a dip is low too.
-		level := max(busy.Seconds()/w.Seconds(), float64(len(rc.cohort))/T.Seconds()*e2e.Seconds()/float64(n))
+		level := max(busy.Seconds()/w.Seconds(), float64(sent)/T.Seconds()*e2e.Seconds()/float64(n))
 		return float64(inFlight) >= warmupLevel*level
 	}
 	return false
+}
+
+// fullAt is the end of the warm-up when the pipeline is full by now: the
+// configured warm-up itself when the pipeline was full then (judged on the
+// cohort as it stood, once, at the first check after it: so that every
+// shard of a run, whose requests are due together, ends its warm-up at
+// the same instant), else now. rc.mu is held.
+func (rc *recorder) fullAt(now time.Time) (time.Time, bool) {
+	floor := rc.t0.Add(rc.minWarmup)
+	if now.Before(floor) {
+		return time.Time{}, false
+	}
+	if !rc.floorChecked {
+		rc.floorChecked = true
+		if rc.pipelineFull(floor) {
+			return floor, true
+		}
+	}
+	if rc.pipelineFull(now) {
+		return now, true
+	}
+	return time.Time{}, false
 }
 
 func later(a, b time.Time) time.Time {
@@ -280,15 +314,6 @@ func later(a, b time.Time) time.Time {
 		return a
 	}
 	return b
-}
-
-// warmupAt is the end of a warm-up found full at now: now, or the
-// configured warm-up when that is later.
-func (rc *recorder) warmupAt(now time.Time) time.Time {
-	if floor := rc.t0.Add(rc.minWarmup); now.Before(floor) {
-		return floor
-	}
-	return now
 }
 
 // FirstToken implements workload.Observer.
@@ -357,10 +382,11 @@ const maxPending = 100_000
 func (rc *recorder) warmup(now time.Time) (time.Duration, bool) {
 	rc.mu.Lock()
 	var held []observation.Request
+	var full time.Time
 	switch {
 	case rc.decided:
-	case rc.pipelineFull(now):
-		held = rc.decideLocked(rc.warmupAt(now), false)
+	case func() bool { end, ok := rc.fullAt(now); full = end; return ok }():
+		held = rc.decideLocked(full, false)
 		rc.endedBy = report.WarmupPipelineFull
 	case !now.Before(rc.t0.Add(rc.maxWarmup)):
 		held = rc.decideLocked(rc.t0.Add(rc.maxWarmup), true)
@@ -401,7 +427,7 @@ func (rc *recorder) observe(obs *observation.Request) {
 		}
 	}
 	now := rc.now()
-	full := rc.pipelineFull(now)
+	end, full := rc.fullAt(now)
 	if !full && len(rc.pending) < maxPending {
 		c := *obs
 		c.TokenTimes = append([]time.Time(nil), obs.TokenTimes...)
@@ -409,8 +435,11 @@ func (rc *recorder) observe(obs *observation.Request) {
 		rc.mu.Unlock()
 		return
 	}
-	// The pipeline is full, or too many are held: the warm-up ends now.
-	held := rc.decideLocked(rc.warmupAt(now), !full)
+	// The pipeline is full, or too many are held: the warm-up ends.
+	if !full {
+		end = later(now, rc.t0.Add(rc.minWarmup))
+	}
+	held := rc.decideLocked(end, !full)
 	rc.endedBy = report.WarmupPipelineFull
 	if !full {
 		rc.endedBy = report.WarmupBound
@@ -1009,6 +1038,16 @@ func meanOf(recs []report.Record) float64 {
 
 // newRecorderAt is a recorder whose warm-up ends at warmupEnd, decided
 // already (tests of the aggregates, and callers that fix the warm-up).
+// newRecorderFixed is a recorder whose warm-up is the configured one from
+// t0, decided from the start: a shard's, which cannot see the other
+// shards' requests and so cannot tell, as they would, when the run's
+// pipeline filled; every shard then measures the same windows.
+func newRecorderFixed(t0 time.Time, warmup, window time.Duration, slo config.SLO, maxRecs, maxITL int, seed uint64) *recorder {
+	rc := newRecorder(t0, warmup, warmup, window, slo, maxRecs, maxITL, seed)
+	rc.decided, rc.warmupEnd, rc.endedBy = true, t0.Add(warmup), report.WarmupConfigured
+	return rc
+}
+
 func newRecorderAt(warmupEnd time.Time, window time.Duration, slo config.SLO, maxRecs, maxITL int, seed uint64) *recorder {
 	rc := newRecorder(warmupEnd, 0, 0, window, slo, maxRecs, maxITL, seed)
 	rc.decided = true

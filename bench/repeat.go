@@ -463,7 +463,8 @@ func (b *run) plannedLength(p repeatPlan, l *repeatLoad) time.Duration {
 
 // repeatRecorder is the repeat's recorder, and the instant its schedule
 // starts from. The warm-up lasts until the pipeline is full, at most
-// bench.max_warmup (the configured warm-up plus the measured duration).
+// bench.max_warmup (the configured warm-up plus the measured duration); a
+// shard's is the configured one.
 // A replay's rows are the trace's: its warm-up is the configured one,
 // counted from the trace's clock (which the runner starts ReplayLead late,
 // to prepare the first rows), so that every target measures the same rows.
@@ -473,6 +474,9 @@ func (b *run) repeatRecorder(p repeatPlan, t0 time.Time, window time.Duration, r
 	if replayed {
 		clock := t0.Add(workload.ReplayLead)
 		return newRecorderAt(clock.Add(p.warmup), window, spec.SLO, spec.MaxSamplesPerRepeat, DefaultMaxITLSamples, seed), clock
+	}
+	if b.opts.Shard.On() {
+		return newRecorderFixed(t0, p.warmup, window, spec.SLO, spec.MaxSamplesPerRepeat, DefaultMaxITLSamples, seed), t0
 	}
 	return newRecorder(t0, p.warmup, spec.warmupBound(p.warmup, p.duration), window, spec.SLO, spec.MaxSamplesPerRepeat, DefaultMaxITLSamples, seed), t0
 }

@@ -124,7 +124,9 @@ func TestMergeStatesExact(t *testing.T) {
 }
 
 // The tests below compare shards merged with one process, request for
-// request, and are not t.Parallel: beside the package's parallel tests on 2
+// request, with max_warmup at the warm-up: a shard's warm-up is the
+// configured one (it cannot see when the run's pipeline filled), and the
+// one process must measure the same windows. They are not t.Parallel: beside the package's parallel tests on 2
 // cores, the one process (run after the shards) lost requests to timeouts
 // that the shards had not.
 
@@ -161,6 +163,7 @@ bench:
     shapes: [{name: s, input_tokens: 16, output_tokens: 8}]
     replays: [{name: mc, source: mooncake, path: trace.jsonl, max_rate: 15}]
   warmup: 500ms
+  max_warmup: 500ms
   duration: 2s
   repeats: 1
   prompt_set_size: 50
@@ -306,6 +309,7 @@ bench:
     rates: [16]
     shapes: [{name: s, input_tokens: 16, output_tokens: 4}]
   warmup: 500ms
+  max_warmup: 500ms
   duration: 3s
   repeats: 1
   prompt_set_size: 20
@@ -397,6 +401,7 @@ bench:
   matrix:
     replays: [{name: mc, source: mooncake, path: trace.jsonl}]
   warmup: 500ms
+  max_warmup: 500ms
   duration: `+duration+`
   repeats: 1
   sampling: {ignore_eos: true}

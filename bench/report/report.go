@@ -403,9 +403,9 @@ type RepeatResult struct {
 	// WarmupEndedBy says what ended the warm-up: WarmupPipelineFull (the
 	// requests sent first had ended, 90% of them within 1/1.5 of the
 	// warm-up so far: the count in flight was at its level),
-	// WarmupBound (max_warmup, or the repeat's end, came first) or
+	// WarmupBound (max_warmup, or the repeat's end, came first),
 	// WarmupTrace (a replay's, the configured length on the trace's
-	// clock). Absent from reports written before it.
+	// clock) or WarmupConfigured (a shard's). Absent from reports written before it.
 	WarmupEndedBy string `json:"warmup_ended_by,omitempty"`
 	// Precision says how precise the repeat's headline percentiles are,
 	// given how many independent requests its successes are worth (the
@@ -529,6 +529,9 @@ const (
 	WarmupPipelineFull = "pipeline_full"
 	WarmupBound        = "bound"
 	WarmupTrace        = "trace"
+	// WarmupConfigured: a shard's, the configured length (the shards
+	// cannot agree on when the run's pipeline filled).
+	WarmupConfigured = "configured"
 )
 
 // Stability states, as StabilityResult.State and CellResult.Stability say
