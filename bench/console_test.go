@@ -340,7 +340,7 @@ bench:
 	}
 	lines := strings.Split(strings.TrimSpace(stderr.String()), "\n")
 	want := "plan: 2 cells × 1 repeat; each repeat: warm-up 200ms (longer until the pipeline is full, at most 1.2s), " +
-		"then 1s measured, up to 2s when the stability rule extends a repeat whose drift is suggestive; " +
+		"then 1s measured, run on until the stability rule judges it, up to 2s; " +
 		"2.4s planned, at most 6.4s (the requests in flight at each repeat's end aside)"
 	if len(lines) < 3 || lines[0] != want || !strings.HasPrefix(lines[1], "cell 1/2 ") {
 		t.Errorf("stderr does not open with the plan, then the first cell:\n%s\nwant first\n%s", stderr.String(), want)

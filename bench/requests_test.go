@@ -25,7 +25,8 @@ import (
 // server received (unique over the run: cell, repeat, arrival), latencies
 // that agree with the record's own instants, and the bound: with
 // --output.requests.max=5 five are written and the rest counted as left
-// out in report.json.
+// out in report.json. The warm-up is held at its configured 300 ms
+// (max_warmup), so that the two runs send the same requests.
 func TestRequestRecords(t *testing.T) {
 	t.Parallel() // mostly waits on real time: beside the package's other such tests
 	st := startSim(t, 5*time.Millisecond, 1, 0)
@@ -37,6 +38,7 @@ bench:
     rates: [10, 20]
     shapes: [{name: s, input_tokens: 16, output_tokens: 4}]
   warmup: 300ms
+  max_warmup: 300ms
   duration: 1s
   repeats: 2
   prompt_set_size: 20

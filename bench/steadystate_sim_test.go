@@ -79,10 +79,13 @@ bench:
 // shorter (warm-up 2.5 s, 15 s measured, max_duration 75 s: the defaults'
 // 10 s, 60 s and 5 minutes of the real-time engine): the same requests in
 // the same batches, a quarter of the wall time. Two simulators, five
-// cells each, side by side.
-func TestSimulatorCellsJudgedStable(t *testing.T) {
-	testenv.Slow(t, "runs ten cells of mixed lengths against the simulator, some 100 s")
-	t.Parallel()
+// cells each, side by side. A timing test (make test-timing, alone on the
+// machine): the real-time simulator's latencies follow the CPU it gets,
+// and beside other work a starved stretch is a real drift of what was
+// measured (7 stable, 1 unstable, 2 not judged beside the package's other
+// tests and three builds).
+func TestSimulatorCellsJudgedStableAccuracy(t *testing.T) {
+	testenv.Timing(t)
 	type result struct {
 		key, state, note string
 	}
