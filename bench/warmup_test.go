@@ -1,6 +1,7 @@
 package bench
 
 import (
+	"cmp"
 	"math"
 	"math/rand/v2"
 	"slices"
@@ -71,15 +72,7 @@ func (m warmupModel) play(t *testing.T) warmupOutcome {
 	for _, r := range reqs {
 		evs = append(evs, event{r.start, false, r}, event{r.end, true, r})
 	}
-	slices.SortStableFunc(evs, func(a, b event) int {
-		switch {
-		case a.t < b.t:
-			return -1
-		case a.t > b.t:
-			return 1
-		}
-		return 0
-	})
+	slices.SortStableFunc(evs, func(a, b event) int { return cmp.Compare(a.t, b.t) })
 	clock := t0
 	rc := newRecorder(t0, m.minWarmup, m.maxWarmup, m.measured, config.SLO{}, 100_000, 1000, m.seed)
 	rc.now = func() time.Time { return clock }

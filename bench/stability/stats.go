@@ -1,6 +1,7 @@
 package stability
 
 import (
+	"cmp"
 	"math"
 	"slices"
 )
@@ -206,22 +207,9 @@ func serialInflation(t, y []float64, slope float64, maxLag, block int) float64 {
 	for i := range y {
 		e[i] = y[i] - slope*t[i]
 	}
-	idx := make([]int, n)
-	for i := range idx {
-		idx[i] = i
-	}
-	slices.SortFunc(idx, func(a, b int) int {
-		switch {
-		case e[a] < e[b]:
-			return -1
-		case e[a] > e[b]:
-			return 1
-		}
-		return 0
-	})
 	r := make([]float64, n)
 	mean := float64(n-1) / 2
-	for rank, i := range idx {
+	for i, rank := range ranks(e) {
 		r[i] = float64(rank) - mean
 	}
 	den := ss(r)
@@ -290,21 +278,8 @@ func pettitt(y []float64, inflation float64, edge int) changePoint {
 	if n < 2*edge+2 || n < 10 {
 		return changePoint{P: 1}
 	}
-	idx := make([]int, n)
-	for i := range idx {
-		idx[i] = i
-	}
-	slices.SortFunc(idx, func(a, b int) int {
-		switch {
-		case y[a] < y[b]:
-			return -1
-		case y[a] > y[b]:
-			return 1
-		}
-		return a - b
-	})
 	r := make([]float64, n)
-	for rank, i := range idx {
+	for i, rank := range ranks(y) {
 		r[i] = float64(rank + 1)
 	}
 	nn := float64(n)
@@ -323,4 +298,23 @@ func pettitt(y []float64, inflation float64, edge int) changePoint {
 	p := min(1, 2*math.Exp(-6*best*best/((nn*nn*nn+nn*nn)*max(inflation, 1))))
 	step := median(slices.Clone(y[at:])) - median(slices.Clone(y[:at]))
 	return changePoint{At: at, Step: step, K: best, P: p}
+}
+
+// ranks is each value's rank in xs, from 0, ties in the order of xs.
+func ranks(xs []float64) []int {
+	idx := make([]int, len(xs))
+	for i := range idx {
+		idx[i] = i
+	}
+	slices.SortFunc(idx, func(a, b int) int {
+		if c := cmp.Compare(xs[a], xs[b]); c != 0 {
+			return c
+		}
+		return a - b
+	})
+	r := make([]int, len(xs))
+	for rank, i := range idx {
+		r[i] = rank
+	}
+	return r
 }
