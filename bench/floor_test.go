@@ -96,6 +96,7 @@ bench:
 		t.Fatalf("ranking %+v", rk)
 	}
 	st, fl := rk.Entries[0], rk.Entries[1]
+	t.Logf("scores: steady %.4f (success %.4f), flaky-fast %.4f (success %.4f)", st.Score, st.SuccessRatio, fl.Score, fl.SuccessRatio)
 	if !(fl.Score > st.Score) {
 		t.Errorf("flaky-fast scores %v, steady %v: the floor, not the score, should rank it second", fl.Score, st.Score)
 	}
