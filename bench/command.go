@@ -40,6 +40,17 @@ const (
 	// failed, or none was sent): its figures measure nothing. The console
 	// says first what its requests met.
 	ExitNoSuccess = 4
+	// ExitBelowSuccessFloor: a cell's success ratio (its successful
+	// measured requests over those sent, report.SuccessRatio) is below
+	// bench.min_success, though some succeeded: its target ranks below
+	// every target without such a cell, and the console, report.md and
+	// report.html name the cell, its outcomes and its first error.
+	//
+	// When several apply, the first of: ExitError, ExitNoSuccess,
+	// ExitBelowSuccessFloor, ExitRegression. A regression measured on a
+	// server's successes alone says little while its requests fail, so
+	// the failures come first.
+	ExitBelowSuccessFloor = 5
 )
 
 // AddCommand registers `bench` on app, with its own flags (--config.file,
@@ -327,8 +338,8 @@ func runOptions(ctx context.Context, logger *slog.Logger, cfg *Config, collector
 
 // runResult writes the run's report and says its result: the comparison
 // with the baseline, the failed cells, and the exit code by their order
-// (an interrupt, an output not written, a regression, a cell without a
-// success).
+// (an interrupt, an output not written, a cell without a success, a cell
+// below bench.min_success, a regression).
 func runResult(ctx context.Context, rep, base *report.Report, cfg *Config, f *commandFlags, stdout, stderr io.Writer) int {
 	if base != nil {
 		threshold := cfg.Bench.Regression.Threshold
@@ -356,14 +367,37 @@ func runResult(ctx context.Context, rep, base *report.Report, cfg *Config, f *co
 	if recordsFailed {
 		return ExitError
 	}
-	if rep.Baseline != nil && len(rep.Baseline.Regressions) > 0 {
-		return ExitRegression
-	}
+	// The failures first, each said at the end: a regression of a
+	// server's successes says little while its requests fail.
 	if failed > 0 {
 		fmt.Fprintf(stderr, "bench: %d %s measured no successful request (above); the report in %s says what they met\n", failed, plural(failed, "cell", "cells"), f.outputDir)
+	}
+	below := belowFloor(stderr, rep, f.outputDir)
+	switch {
+	case failed > 0:
 		return ExitNoSuccess
+	case below > 0:
+		return ExitBelowSuccessFloor
+	case rep.Baseline != nil && len(rep.Baseline.Regressions) > 0:
+		return ExitRegression
 	}
 	return ExitOK
+}
+
+// belowFloor warns on stderr of the cells below bench.min_success
+// (report.FailingCells), one line each with what its requests met, and
+// returns how many there are.
+func belowFloor(stderr io.Writer, rep *report.Report, dir string) int {
+	cells := report.FailingCells(rep)
+	if len(cells) == 0 {
+		return 0
+	}
+	fmt.Fprintf(stderr, "bench: warning: %d %s below bench.min_success %g: %s ranked below every target without one; the report in %s names them\n",
+		len(cells), plural(len(cells), "cell", "cells"), rep.Ranking.MinSuccess, plural(len(cells), "its target is", "their targets are"), dir)
+	for i := range cells {
+		fmt.Fprintf(stderr, "  %s\n", render.FailingCellLine(&cells[i]))
+	}
+	return len(cells)
 }
 
 // requestRecordsFailed says on stderr, when writing --output.requests
@@ -473,7 +507,12 @@ func writeSummary(w io.Writer, r *report.Report, dir string) {
 		if e.Tied {
 			tie = "="
 		}
-		fmt.Fprintf(w, "  %s%d  %-24s score %.4f [%.4f, %.4f]  rank %d-%d\n", tie, e.Rank, e.Target, e.Score, e.ScoreCI.Lo, e.ScoreCI.Hi, e.RankLo, e.RankHi)
+		floor := ""
+		if e.BelowMinSuccess {
+			floor = fmt.Sprintf("  BELOW min_success %g", r.Ranking.MinSuccess)
+		}
+		fmt.Fprintf(w, "  %s%d  %-24s score %.4f [%.4f, %.4f]  rank %d-%d  success %s  goodput %s%s\n", tie, e.Rank, e.Target, e.Score, e.ScoreCI.Lo, e.ScoreCI.Hi, e.RankLo, e.RankHi,
+			render.ConsoleRatio(e.SuccessRatio), render.ConsoleRatio(e.GoodputRatio), floor)
 	}
 	names := []string{JSONFile, CSVFile, HTMLFile, render.MarkdownFile}
 	if r.ColdStart != nil {

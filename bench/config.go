@@ -75,6 +75,14 @@ type Spec struct {
 	References          References      `yaml:"references"`
 	Ranking             RankingSpec     `yaml:"ranking"`
 	Regression          RegressionSpec  `yaml:"regression"`
+	// MinSuccessSetting is the success ratio every cell is held to
+	// (min_success, 0..1; unset: DefaultMinSuccess; 0: no floor): a target
+	// with a cell whose successful measured requests over those sent
+	// (report.SuccessRatio) fall below it ranks below every target without
+	// one, and the run exits ExitBelowSuccessFloor. MinSuccess is it
+	// resolved.
+	MinSuccessSetting *float64 `yaml:"min_success"`
+	MinSuccess        float64  `yaml:"-"`
 	// KnownAnswers are accuracy checks run against every target before the
 	// matrix, with the semantics of the exporter's known_answers.
 	KnownAnswers []config.KnownAnswer `yaml:"known_answers"`
@@ -318,6 +326,10 @@ const (
 	DefaultLatencyMetric        = report.DefaultLatencyMetric
 	DefaultGatedMetric          = "e2e_p99"
 	DefaultGPUSampleInterval    = time.Second
+
+	// DefaultMinSuccess is bench.min_success's default: one failure in a
+	// thousand requests, the sweep's success rule too.
+	DefaultMinSuccess = 0.999
 )
 
 // Limits of the bench block, besides the exporter's (config.MaxTokens,
@@ -569,6 +581,11 @@ func (c *Config) applyDefaults() {
 	if s.Regression.Threshold == 0 {
 		s.Regression.Threshold = DefaultThreshold
 	}
+	if s.MinSuccessSetting == nil {
+		m := DefaultMinSuccess
+		s.MinSuccessSetting = &m
+	}
+	s.MinSuccess = *s.MinSuccessSetting
 	if len(s.Regression.Metrics) == 0 {
 		s.Regression.Metrics = []string{DefaultGatedMetric}
 	}
@@ -900,6 +917,9 @@ func (c *Config) validateRanking(v *validator) {
 	}
 	if !(s.Ranking.Confidence > 0.5 && s.Ranking.Confidence < 1) {
 		v.add(rp, "confidence", "must be between 0.5 and 1")
+	}
+	if !(s.MinSuccess >= 0 && s.MinSuccess <= 1) {
+		v.add(bp, "min_success", fmt.Sprintf("must be a ratio between 0 and 1, got %g", s.MinSuccess))
 	}
 	gp := path{"bench", "regression"}
 	if !(s.Regression.Threshold > 0) {

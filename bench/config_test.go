@@ -88,8 +88,13 @@ func TestParseDefaultsWeights(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	if *c.Bench.Weights != DefaultWeights || c.Bench.Warmup != DefaultWarmup || c.Bench.Regression.Metrics[0] != "e2e_p99" {
+	if *c.Bench.Weights != DefaultWeights || c.Bench.Warmup != DefaultWarmup || c.Bench.Regression.Metrics[0] != "e2e_p99" || c.Bench.MinSuccess != 0.999 {
 		t.Errorf("%+v", c.Bench)
+	}
+	// 0 is a floor of its own (none), not the default's placeholder.
+	c, err = Parse([]byte("targets: [{name: a, url: 'http://127.0.0.1:1', model: m}]\nbench: {matrix: {rates: [1]}, min_success: 0}\n"), "x.yml")
+	if err != nil || c.Bench.MinSuccess != 0 || !strings.Contains(c.EffectiveYAML(), "min_success: 0\n") {
+		t.Errorf("min_success: 0: %v, %+v", err, c)
 	}
 }
 
@@ -120,6 +125,10 @@ func TestParseErrors(t *testing.T) {
 			[]string{"bench.sweep.factor: must be above 1", "bench.sweep.pass: pass: goodput needs bench.slo"}},
 		{"bad sweep rule", "targets: [{name: a, url: 'http://127.0.0.1:1', model: m}]\nbench:\n  matrix: {rates: [1]}\n  sweep: {pass: latency, min_success: 1.5}\n",
 			[]string{"b.yml:4: bench.sweep.pass: \"latency\": goodput or success", "bench.sweep.min_success: must be a ratio in (0, 1]"}},
+		{"min_success outside 0..1", "targets: [{name: a, url: 'http://127.0.0.1:1', model: m}]\nbench:\n  matrix: {rates: [1]}\n  min_success: 1.5\n",
+			[]string{"b.yml:4: bench.min_success: must be a ratio between 0 and 1, got 1.5"}},
+		{"negative min_success", "targets: [{name: a, url: 'http://127.0.0.1:1', model: m}]\nbench:\n  matrix: {rates: [1]}\n  min_success: -0.1\n",
+			[]string{"b.yml:4: bench.min_success: must be a ratio between 0 and 1, got -0.1"}},
 		{"bad replay words", "targets: [{name: a, url: 'http://127.0.0.1:1', model: m}]\nbench:\n  matrix:\n    replays:\n      - {name: t, source: azure, path: b.yml, words: fresh}\n",
 			[]string{"b.yml:5: bench.matrix.replays[0].words: \"fresh\": per_repeat or reuse"}},
 		{"bad known answer", "targets: [{name: a, url: 'http://127.0.0.1:1', model: m}]\nbench:\n  matrix: {rates: [1]}\n  known_answers:\n    - {prompt: x, expect: '('}\n",

@@ -76,6 +76,7 @@ bench:
   duration: 1s
   repeats: 1
   max_in_flight: 1         # the open loop drops arrivals: failures by outcome
+  min_success: 0           # which the floor would fail the run on (TestSuccessFloor)
   prompt_set_size: 20
   stability: {enabled: false}
   sampling: {ignore_eos: true}
@@ -128,6 +129,7 @@ bench:
 			"Overloaded":                      strconv.FormatBool(s.Overloaded),
 			"Draining":                        strconv.FormatBool(s.Draining),
 			"Sampled":                         strconv.FormatBool(s.Sampled),
+			"Below min_success":               strconv.FormatBool(c.BelowMinSuccess),
 		}
 		if c.Load.Kind == report.LoadRate && failed == 0 {
 			t.Errorf("%s: no drops at 20 req/s of 80 ms requests one at a time: the outcomes line is not tested", c.Key)

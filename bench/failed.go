@@ -1,6 +1,7 @@
 package bench
 
 import (
+	"cmp"
 	"context"
 	"fmt"
 	"io"
@@ -15,7 +16,7 @@ import (
 
 // failedCells writes to w, first, each cell whose repeats measured no
 // successful request, with what its requests met: their outcomes and HTTP
-// statuses, and for a 404 from an OpenAI-compatible target the models its
+// statuses, the first error, whether it stopped early, and for a 404 from an OpenAI-compatible target the models its
 // /v1/models lists (the usual cause: --model names a model the server does
 // not serve), in the sentence the live exporter and /probe log
 // (client.Models.NotServed). It returns how many cells failed so. A
@@ -31,9 +32,12 @@ func failedCells(ctx context.Context, w io.Writer, r *report.Report, cfg *Config
 	for i := range r.Cells {
 		c := &r.Cells[i]
 		outcomes, statuses, successes := map[string]int{}, map[string]int{}, 0
+		var first, stopped string
 		for j := range c.Repeats {
 			s := &c.Repeats[j].Stats
 			successes += s.Successes
+			first = cmp.Or(first, c.Repeats[j].FirstError)
+			stopped = cmp.Or(stopped, c.Repeats[j].StoppedEarly)
 			for k, v := range s.Outcomes {
 				outcomes[k] += v
 			}
@@ -50,6 +54,12 @@ func failedCells(ctx context.Context, w io.Writer, r *report.Report, cfg *Config
 			fmt.Fprintf(w, "; HTTP statuses: %s", counts(statuses))
 		}
 		fmt.Fprintln(w, ")")
+		if first != "" {
+			fmt.Fprintf(w, "  first error: %s\n", first)
+		}
+		if stopped != "" {
+			fmt.Fprintf(w, "  %s\n", stopped)
+		}
 		if statuses["404"] == 0 {
 			continue
 		}

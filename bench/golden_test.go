@@ -116,8 +116,16 @@ func goldenReport(t testing.TB) *report.Report {
 				slo := config.SLO{E2E: 250 * time.Millisecond}
 				rec := newRecorderAt(w0, time.Second, slo, spec.MaxSamplesPerRepeat, DefaultMaxITLSamples, uint64(r+1))
 				n := int(g.load.Value * 3.5)
+				// The repeat's failure watch hears them too, for its first
+				// error (a failed request's text: the outputs name it).
+				fw := newFailWatch()
 				for _, o := range goldenRequests(uint64(100*gi+10*ti+r), n, 1+1.5*float64(ti)) {
 					rec.observe(o)
+					if o.Outcome == observation.Dropped {
+						fw.Dropped(o)
+					} else {
+						fw.Done(o)
+					}
 				}
 				stats, smp := rec.finish(3, 0)
 				med, _ := rec.windowMedians(3)
@@ -127,6 +135,7 @@ func goldenReport(t testing.TB) *report.Report {
 						Step: report.NaN(), StepAtSeconds: report.NaN(), EffectiveRequests: report.NaN()},
 					PromptsDrawn: n, SchedulingLatencyP99: 0.0001, WarmupSeconds: 0.5,
 					Distribution: smp.distribution(), Windows: rec.windows(3)}
+				res.FirstError, res.StoppedEarly = fw.result()
 				if ti == 1 && gi == 1 && r == 1 {
 					res.Stability.Checked, res.Stability.State, res.Stability.Requests = true, report.StateUnstable, 23
 					res.Stability.Growth, res.Stability.GrowthLow, res.Stability.GrowthHigh = 0.3, 0.12, 0.5

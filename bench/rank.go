@@ -36,6 +36,14 @@ type rankInput struct {
 	// nil when no target's answers were checked. It joins the accuracy
 	// component (quality.go).
 	validity []float64
+	// below says, per target, that a cell of it is below min_success: it
+	// ranks below every target that is not, in the point ranking and in
+	// every resample (nil: none is).
+	below []bool
+	// success and goodput are each target's success and goodput ratios
+	// over all its cells (NaN: none; successInput), shown beside its score.
+	success, goodput []float64
+	minSuccess       float64
 	// efficiency says every target has joules per output token in every
 	// group: the efficiency component is scored (the same in every
 	// resample: the energy is not resampled).
@@ -149,22 +157,35 @@ func (in *rankInput) efficiencyScores() []float64 {
 	return out
 }
 
-// ranksOf gives 1 to the highest score; equal scores share the best rank.
-func ranksOf(scores []float64) []int {
+// ranksOf gives 1 to the highest score of the targets not below the
+// success floor (below, nil: none is), the ranks after theirs to those
+// below it, by score; equal scores on one side share the best rank.
+func ranksOf(scores []float64, below []bool) []int {
 	idx := make([]int, len(scores))
 	for i := range idx {
 		idx[i] = i
 	}
-	sort.SliceStable(idx, func(a, b int) bool { return scores[idx[a]] > scores[idx[b]] })
+	sort.SliceStable(idx, func(a, b int) bool { return ahead(scores, below, idx[a], idx[b]) })
 	r := make([]int, len(scores))
 	for pos, i := range idx {
 		r[i] = pos + 1
-		if pos > 0 && scores[i] == scores[idx[pos-1]] {
-			r[i] = r[idx[pos-1]]
+		if j := idx[max(pos-1, 0)]; pos > 0 && scores[i] == scores[j] && isBelow(below, i) == isBelow(below, j) {
+			r[i] = r[j]
 		}
 	}
 	return r
 }
+
+// ahead says whether target a ranks ahead of target b: above the success
+// floor when b is not, else by a higher score.
+func ahead(scores []float64, below []bool, a, b int) bool {
+	if ba, bb := isBelow(below, a), isBelow(below, b); ba != bb {
+		return bb
+	}
+	return scores[a] > scores[b]
+}
+
+func isBelow(below []bool, t int) bool { return t < len(below) && below[t] }
 
 func fractions(checks [][]bool) []float64 {
 	if checks == nil {
@@ -219,6 +240,7 @@ func rank(in *rankInput) report.RankingResult {
 		References: report.RefsJSON{LatencySeconds: in.refs.Latency.Seconds(), Throughput: in.refs.Throughput, MemoryBytes: in.refs.MemoryBytes},
 	}
 	res.Components, res.Note = in.components()
+	res.MinSuccess = in.minSuccess
 	if n == 0 {
 		return res
 	}
@@ -259,7 +281,7 @@ func rank(in *rankInput) report.RankingResult {
 			}
 		}
 		_, s := in.scores(lat, thr, in.accuracy(fractions(checks)))
-		r := ranksOf(s)
+		r := ranksOf(s, in.below)
 		for t := 0; t < n; t++ {
 			repScores[t] = append(repScores[t], s[t])
 			repRanks[t] = append(repRanks[t], float64(r[t]))
@@ -279,16 +301,29 @@ func rank(in *rankInput) report.RankingResult {
 		if comp.eff != nil {
 			e.Efficiency = report.Num(comp.eff[t])
 		}
+		e.SuccessRatio, e.GoodputRatio = report.NaN(), report.NaN()
+		if t < len(in.success) {
+			e.SuccessRatio, e.GoodputRatio = report.Num(in.success[t]), report.Num(in.goodput[t])
+		}
+		e.BelowMinSuccess = isBelow(in.below, t)
 		e.ScoreCI, _ = percentileInterval(repScores[t], in.confidence)
 		ri, _ := percentileInterval(repRanks[t], in.confidence)
 		e.RankLo, e.RankHi = int(math.Floor(ri.Lo)), int(math.Ceil(ri.Hi))
 		entries[t] = e
 	}
-	sort.SliceStable(entries, func(a, b int) bool { return entries[a].Score > entries[b].Score })
+	// The floor first: a target that failed requests ranks below one that
+	// did not, however fast its successes were.
+	sort.SliceStable(entries, func(a, b int) bool {
+		if entries[a].BelowMinSuccess != entries[b].BelowMinSuccess {
+			return entries[b].BelowMinSuccess
+		}
+		return entries[a].Score > entries[b].Score
+	})
 	for i := range entries {
 		entries[i].Position = i + 1
 		entries[i].Rank = i + 1
-		if i > 0 && entries[i].RankLo <= entries[i-1].RankHi {
+		// Never tied across the floor: the resamples keep its sides apart.
+		if i > 0 && entries[i].RankLo <= entries[i-1].RankHi && entries[i].BelowMinSuccess == entries[i-1].BelowMinSuccess {
 			entries[i].Tied, entries[i-1].Tied = true, true
 			entries[i].Rank = entries[i-1].Rank
 		}

@@ -747,6 +747,21 @@ func (rc *recorder) settle() {
 	}
 }
 
+// measureAll decides a warm-up still undecided when the repeat stopped
+// early (its first requests all refused): at its start, so that every
+// request it sent is measured and its outcomes counted.
+func (rc *recorder) measureAll() {
+	rc.mu.Lock()
+	var held []observation.Request
+	if !rc.decided {
+		held = rc.decideLocked(rc.t0, true)
+	}
+	rc.mu.Unlock()
+	for i := range held {
+		rc.record(&held[i])
+	}
+}
+
 // warmupEndAt is the instant the measured part begins (the warm-up is
 // decided by then: settle decides one still open).
 func (rc *recorder) warmupEndAt() time.Time {

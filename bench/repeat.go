@@ -341,12 +341,14 @@ func (b *run) repeat(ctx context.Context, p repeatPlan) (report.RepeatResult, *s
 	if l.replay != nil {
 		ext.lead = p.warmup
 	}
-	stop := &stopSchedule{inner: l.sched, ctx: ctx, t0: clock, resolve: ext.first, decide: ext.decide}
+	fw := newFailWatch()
+	stop := &stopSchedule{inner: l.sched, ctx: ctx, t0: clock, resolve: ext.first, decide: ext.decide, halt: fw.halt}
 	if l.replay != nil && !l.replay.looping {
 		// No limit: the trace's end ends the repeat.
 		stop.resolve, stop.limit = nil, time.Duration(math.MaxInt64)
 	}
 	ro := b.repeatObservers(p, rec, l.observer)
+	ro.observers = append(ro.observers, fw)
 	// The wire ceiling is the plan's: the open loop's, or the replay's with
 	// room for its largest group; a closed loop (no max rate) has none.
 	limits := l.limits
@@ -362,6 +364,9 @@ func (b *run) repeat(ctx context.Context, p repeatPlan) (report.RepeatResult, *s
 		runnerPlan.Start = t0
 	}
 	runner := runnerPlan.Runner()
+	// The requests in flight when it stops early end on their own (a
+	// refusal is quick), within their timeout at most.
+	fw.drain = func() { runner.Drain(p.target.Timeout) }
 	// The schedule's origin, the agreed instant with the shards' clock;
 	// how late this host woke after it is apart.
 	res.Started = t0
@@ -370,6 +375,7 @@ func (b *run) repeat(ctx context.Context, p repeatPlan) (report.RepeatResult, *s
 	}
 	runner.Run(ctx)
 	end := time.Now()
+	res.FirstError, res.StoppedEarly = fw.result()
 	if err := ctx.Err(); err != nil {
 		err = fmt.Errorf("cell %s: interrupted: %w", p.cell, err)
 		measured := end.Sub(rec.warmupEndAt())
@@ -391,7 +397,15 @@ func (b *run) repeat(ctx context.Context, p repeatPlan) (report.RepeatResult, *s
 		b.addSpan(p, t0, end)
 		return res, smp, err
 	}
+	if res.StoppedEarly != "" {
+		rec.measureAll()
+	}
 	smp := b.finishRepeat(&res, p, &l, rec, stop, ext, end, ro.requests)
+	if res.StoppedEarly != "" {
+		res.Stability.Checked, res.Stability.State, res.Stability.Stable, res.Precision = false, "", nil, nil
+		res.Stability.Note = "not judged: " + res.StoppedEarly
+		b.logger.Warn("repeat stopped early", "cell", p.cell, "repeat", p.index+1, "why", res.StoppedEarly)
+	}
 	b.addSpan(p, t0, end)
 	b.logger.Log(ctx, lvl, "repeat done", "cell", p.cell, "repeat", p.index+1, "requests", res.Stats.Requests,
 		"successes", res.Stats.Successes, "e2e_p50", res.Stats.E2E.P50, "stability", stateWord(res.Stability))
@@ -531,10 +545,10 @@ func (b *run) finishRepeat(res *report.RepeatResult, p repeatPlan, l *repeatLoad
 	ext *extension, end time.Time, requests *requestRecorder) *sample {
 	window := ext.win.window
 	var span time.Duration
-	if stop.ended || res.Partial {
-		// The trace ran out, or the interrupt came: the measured time
-		// ends with the run (its last request's end), over every window
-		// it reached.
+	if stop.ended || res.Partial || res.StoppedEarly != "" {
+		// The trace ran out, the interrupt came or the repeat stopped
+		// early: the measured time ends with the run (its last request's
+		// end), over every window it reached.
 		span = max(end.Sub(rec.warmupEndAt()), time.Millisecond)
 		ext.k = max(1, int(math.Ceil(float64(span)/float64(window))))
 	}
@@ -558,7 +572,10 @@ func (b *run) finishRepeat(res *report.RepeatResult, p repeatPlan, l *repeatLoad
 		res.WarmupEndedBy = report.WarmupTrace
 	}
 	res.WarmupSeconds = used.Seconds()
-	res.WarmupNote = warmupNote(used, p.warmup, cut, float64(stats.E2E.P50), time.Duration(k)*window)
+	if res.StoppedEarly == "" {
+		// A repeat stopped early measured what it sent: its note says it.
+		res.WarmupNote = warmupNote(used, p.warmup, cut, float64(stats.E2E.P50), time.Duration(k)*window)
+	}
 	res.SchedulingLatencyP99 = b.sched.P99()
 	if l.cursor != nil {
 		res.PromptsDrawn = l.cursor.Drawn

@@ -812,6 +812,8 @@ func (b *run) rankInput(targets []config.Target, groups []group, reps map[string
 	}
 	in.perplexity = perplexityInput(rep, targets)
 	in.validity = validityInput(rep, targets)
+	in.minSuccess = spec.MinSuccess
+	in.below, in.success, in.goodput = successInput(rep, targets, spec.MinSuccess)
 	return in
 }
 

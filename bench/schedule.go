@@ -30,6 +30,9 @@ type stopSchedule struct {
 	resolve func() (time.Duration, bool)
 	// ended says the inner schedule ran out (a trace without loop).
 	ended bool
+	// halt, when closed, ends the schedule at once: the repeat stopped
+	// early (failWatch). nil never does.
+	halt <-chan struct{}
 }
 
 func (s *stopSchedule) Next() (time.Duration, bool) {
@@ -37,6 +40,11 @@ func (s *stopSchedule) Next() (time.Duration, bool) {
 	if !ok {
 		s.ended = true
 		return 0, false
+	}
+	select {
+	case <-s.halt:
+		return 0, false
+	default:
 	}
 	if s.resolve != nil {
 		l, known := s.resolve()
@@ -50,6 +58,9 @@ func (s *stopSchedule) Next() (time.Duration, bool) {
 			t := time.NewTimer(d)
 			select {
 			case <-s.ctx.Done():
+				t.Stop()
+				return 0, false
+			case <-s.halt:
 				t.Stop()
 				return 0, false
 			case <-t.C:

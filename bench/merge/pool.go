@@ -1,6 +1,7 @@
 package merge
 
 import (
+	"cmp"
 	"context"
 	"fmt"
 	"math"
@@ -96,6 +97,9 @@ func poolRepeat(byIndex []ShardFile, ci, ri int) (report.RepeatResult, report.Re
 		res.Stability.Checked = res.Stability.Checked || rr.Stability.Checked
 		res.SchedulingLatencyP99 = max(res.SchedulingLatencyP99, rr.SchedulingLatencyP99)
 		res.PromptsDrawn += rr.PromptsDrawn
+		// What a failure met, from the first shard that saw one.
+		res.FirstError = cmp.Or(res.FirstError, rr.FirstError)
+		res.StoppedEarly = cmp.Or(res.StoppedEarly, rr.StoppedEarly)
 		if rr.Replay != nil {
 			replays = append(replays, rr.Replay)
 		}

@@ -64,6 +64,7 @@ var blockFlags = []struct{ label, column string }{
 	{"Overloaded:", "overloaded"},
 	{"Draining:", "draining"},
 	{"Sampled:", "sampled"},
+	{"Below min_success:", "below_min_success"},
 }
 
 // CellName is a cell for people: target/model/shape and its load, e.g.
@@ -128,6 +129,11 @@ func writeResultBlock(w io.Writer, c *report.CellResult, model string) {
 	blockLine(w, "Cell:", c.Key)
 	if c.Partial {
 		blockLine(w, "PARTIAL:", fmt.Sprintf("interrupted after %s measured; not ranked", partialMeasured(c)))
+	}
+	for i := range c.Repeats {
+		if r := &c.Repeats[i]; r.StoppedEarly != "" {
+			blockLine(w, "STOPPED EARLY:", fmt.Sprintf("repeat %d%s", r.Index+1, strings.TrimPrefix(r.StoppedEarly, "stopped early")))
+		}
 	}
 	blockLine(w, "Successful requests:", report.ColumnNamed("successes").CSV(c))
 	// Failed: every measured request of another outcome, by outcome

@@ -141,6 +141,18 @@ var templateFuncs = template.FuncMap{
 	// validity is a cell's figure for one check (validityCell).
 	"checked":  HasValidity,
 	"validity": func(c report.CellResult, column string) string { return htmlValidity(&c, column) },
+	// tdr renders a success or goodput ratio as td does, at the four
+	// decimals the console shows.
+	"tdr": func(q string, v report.Num) template.HTML {
+		raw, text := "null", "—"
+		if v.Valid() {
+			raw, text = report.FormatFloat(float64(v)), ConsoleRatio(v)
+		}
+		return template.HTML(fmt.Sprintf(`<td data-q="%s" data-value="%s">%s</td>`, Escape(q), Escape(raw), Escape(text)))
+	},
+	"floorRule":  floorRule,
+	"ratiosNote": func() string { return ratiosNote },
+	"belowFloor": htmlBelowFloor,
 }
 
 type namedDist struct {

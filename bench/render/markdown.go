@@ -44,6 +44,7 @@ func WriteMarkdown(w io.Writer, r *report.Report) error {
 		mdBaseline(&b, r.Baseline)
 	}
 	mdLeaderboard(&b, &r.Ranking)
+	mdBelowFloor(&b, r)
 
 	b.WriteString("## Cells\n\nMedian over repeats. Latencies in ms from the scheduled instant; rates per second over the measured windows.\n\n")
 	b.WriteString("| cell |")
@@ -293,21 +294,31 @@ func mdBaseline(b *strings.Builder, bl *report.Comparison) {
 }
 
 // mdLeaderboard is the ranking's table: each target's rank (tied ones
-// marked), score and interval.
+// marked), score and interval, its success and goodput ratios, and
+// whether a cell of it is below min_success.
 func mdLeaderboard(b *strings.Builder, rk *report.RankingResult) {
 	b.WriteString("## Leaderboard\n\n")
 	if len(rk.Entries) == 0 {
-		b.WriteString("No target was ranked.\n\n")
+		b.WriteString("No target was ranked.")
+		if rk.Note != "" {
+			b.WriteString(" " + report.MarkdownCell(rk.Note) + ".")
+		}
+		b.WriteString("\n\n")
 	} else {
-		fmt.Fprintf(b, "Score: weighted mean of %s (`=` marks a rank tied with its neighbour at %s confidence).\n\n",
-			strings.Join(rk.Components, ", "), strconv.FormatFloat(rk.Confidence, 'g', -1, 64))
-		b.WriteString("| rank | target | score | interval |\n| --- | --- | --- | --- |\n")
+		fmt.Fprintf(b, "Score: weighted mean of %s (`=` marks a rank tied with its neighbour at %s confidence); %s. %s.\n\n",
+			strings.Join(rk.Components, ", "), strconv.FormatFloat(rk.Confidence, 'g', -1, 64), floorRule(rk.MinSuccess), ratiosNote)
+		b.WriteString("| rank | target | score | interval | success | goodput | flags |\n| --- | --- | --- | --- | --- | --- | --- |\n")
 		for _, e := range rk.Entries {
 			tie := ""
 			if e.Tied {
 				tie = "="
 			}
-			fmt.Fprintf(b, "| %s%d | %s | %s | %s – %s |\n", tie, e.Rank, report.MarkdownCell(e.Target), report.MarkdownRatio(e.Score), report.MarkdownRatio(e.ScoreCI.Lo), report.MarkdownRatio(e.ScoreCI.Hi))
+			flag := ""
+			if e.BelowMinSuccess {
+				flag = "below min_success"
+			}
+			fmt.Fprintf(b, "| %s%d | %s | %s | %s – %s | %s | %s | %s |\n", tie, e.Rank, report.MarkdownCell(e.Target), report.MarkdownRatio(e.Score), report.MarkdownRatio(e.ScoreCI.Lo), report.MarkdownRatio(e.ScoreCI.Hi),
+				ConsoleRatio(e.SuccessRatio), ConsoleRatio(e.GoodputRatio), flag)
 		}
 		b.WriteString("\n")
 	}

@@ -280,6 +280,13 @@ var Columns = func() []Column {
 		// tools: the share judged valid, pooled over the repeats.
 		validity("structured_valid_ratio", "summary.structured_checks", func(s *Stats) map[string]int { return s.StructuredChecks }),
 		validity("tool_call_valid_ratio", "summary.tool_call_checks", func(s *Stats) map[string]int { return s.ToolCallChecks }),
+		// The success ratio bench.min_success holds every cell to, pooled
+		// over the repeats (beside goodput_ratio, which the SLO also
+		// judges), and whether the cell fell below it: its target then
+		// ranks below every target without such a cell.
+		Column{Name: "success_ratio", JSON: "repeats", Unit: UnitRatio, Merge: MergeCounts, Num: SuccessRatio},
+		flagged(Column{Name: "below_min_success", JSON: "below_min_success", Unit: UnitBool, Merge: MergeCounts,
+			Num: func(c *CellResult) float64 { return B2F(c.BelowMinSuccess) }}, "below min_success", true),
 	)
 	return cols
 }()
@@ -375,13 +382,17 @@ type CellFlag struct {
 }
 
 // cellFlags is what the Markdown table's flags column and the HTML
-// report's cell headings say of a cell: whether it is partial, then the
-// columns' flags in their order.
+// report's cell headings say of a cell: whether it is partial or stopped
+// early, then the columns' flags in their order.
 func CellFlags(cell *CellResult) []CellFlag {
 	var flags []CellFlag
 	if cell.Partial {
 		// First: every figure after it is over a cut-short repeat.
 		flags = append(flags, CellFlag{Text: "PARTIAL (interrupted)", Raised: true})
+	}
+	if slices.ContainsFunc(cell.Repeats, func(r RepeatResult) bool { return r.StoppedEarly != "" }) {
+		// Its figures are over the few requests it sent.
+		flags = append(flags, CellFlag{Text: "stopped early", Raised: true})
 	}
 	for i := range Columns {
 		c := &Columns[i]

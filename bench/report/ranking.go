@@ -1,6 +1,7 @@
 package report
 
 import (
+	"encoding/json"
 	"time"
 )
 
@@ -22,24 +23,39 @@ const DefaultLatencyMetric = "e2e_p50"
 //   - memory: ref / peak GPU memory used while the target was measured, ref
 //     being references.memory_bytes or the lowest peak; only when every
 //     target has a peak (NVML present).
-//   - accuracy: the fraction of known-answer checks passed; only when
-//     checks are configured.
+//   - accuracy: the mean of the sub-scores that exist: the fraction of
+//     known-answer checks passed, lowest perplexity / this perplexity, and
+//     the share of answers valid where they were checked (structured
+//     output and tool calls, Stats.StructuredChecks and ToolCallChecks,
+//     pooled over the target's cells); only when one of them exists.
 //   - efficiency: per group, the lowest joules per output token of any
 //     target / this target's; averaged; only when every target has the
 //     figure in every group (NVML present). Its weight defaults to 0.
 //
+// A target with a cell whose success ratio (SuccessRatio) is below
+// MinSuccess (CellResult.BelowMinSuccess) ranks below every target without
+// one, whatever its score: latency and throughput are measured on
+// successes alone, so a server that fails fast would otherwise rank first.
+// Among themselves, the targets on each side of the floor are ordered by
+// score.
+//
 // The intervals come from the bootstrap: each resample draws every
 // repeat's requests with replacement (and each target's known-answer
-// checks), recomputes every cell's figures, the scores and the ranks. The
+// checks), recomputes every cell's figures, the scores and the ranks (the
+// floor's sides kept: which cells are below it is not resampled). The
 // score and rank intervals are the central intervals of those resamples.
-// Sorted by score, a target whose rank interval overlaps the previous
-// target's is tied with it and shown with the same rank.
+// Sorted by the floor, then by score, a target whose rank interval
+// overlaps the previous target's is tied with it and shown with the same
+// rank.
 type RankingResult struct {
 	LatencyFigure string   `json:"latency_figure"`
 	Weights       Weights  `json:"weights"`
 	References    RefsJSON `json:"references"`
 	Confidence    float64  `json:"confidence"`
 	Resamples     int      `json:"resamples"`
+	// MinSuccess is bench.min_success, the success ratio every cell is
+	// held to.
+	MinSuccess float64 `json:"min_success"`
 	// Components are the components that were scored.
 	Components []string    `json:"components"`
 	Entries    []RankEntry `json:"entries"`
@@ -57,7 +73,8 @@ type RefsJSON struct {
 type RankEntry struct {
 	Target string `json:"target"`
 	// Rank is the displayed rank: tied targets share the best rank of their
-	// group. Position is the place by point score (1-based).
+	// group. Position is the place by the floor, then the point score
+	// (1-based).
 	Rank     int      `json:"rank"`
 	Position int      `json:"position"`
 	Tied     bool     `json:"tied"`
@@ -73,6 +90,30 @@ type RankEntry struct {
 	Efficiency Num `json:"efficiency_score"`
 	// PeakMemoryBytes is the peak GPU memory used; null without NVML.
 	PeakMemoryBytes Num `json:"peak_memory_bytes"`
+	// SuccessRatio is the target's successful measured requests over
+	// those sent (as SuccessRatio's of a cell), GoodputRatio those that
+	// also met the SLO over its measured requests, dropped ones included
+	// (as a cell's goodput_ratio), each pooled over all its cells and
+	// repeats; null when there were none, and in reports written before
+	// them.
+	SuccessRatio Num `json:"success_ratio"`
+	GoodputRatio Num `json:"goodput_ratio"`
+	// BelowMinSuccess: a cell of the target is below MinSuccess, so it
+	// ranks below every target without one.
+	BelowMinSuccess bool `json:"below_min_success,omitempty"`
+}
+
+// UnmarshalJSON reads an entry, its ratios null when the report has none
+// (one written before them): not 0, which would say that nothing
+// succeeded.
+func (e *RankEntry) UnmarshalJSON(b []byte) error {
+	type plain RankEntry
+	p := plain{SuccessRatio: NaN(), GoodputRatio: NaN()}
+	if err := json.Unmarshal(b, &p); err != nil {
+		return err
+	}
+	*e = RankEntry(p)
+	return nil
 }
 
 // Comparison is a report compared with a baseline report, cell by cell.

@@ -153,6 +153,11 @@ type CellResult struct {
 	// interrupted while it ran (RepeatResult.Partial). Only a run
 	// interrupted during its first cell keeps one; it is never ranked.
 	Partial bool `json:"partial,omitempty"`
+	// BelowMinSuccess is true when the cell's success ratio (SuccessRatio:
+	// its repeats' successful measured requests over those sent) is below
+	// the ranking's min_success: its target ranks below every target
+	// without such a cell, and the bench exits non-zero.
+	BelowMinSuccess bool `json:"below_min_success,omitempty"`
 }
 
 // CellCounts counts r's cells whose every repeat finished, and its partial
@@ -417,6 +422,16 @@ type RepeatResult struct {
 	// (stats.window_seconds), its requests that the interrupt cut short
 	// are counted cancelled, and its stability is not judged.
 	Partial bool `json:"partial,omitempty"`
+	// FirstError is what the repeat's first failed request met, warm-up
+	// included: its error (for a non-2xx answer the status and the start
+	// of the body), else its outcome; at most MaxFirstErrorBytes. Absent
+	// when no request failed.
+	FirstError string `json:"first_error,omitempty"`
+	// StoppedEarly, when set, says why the repeat stopped before its
+	// planned end: its first requests all failed with one 4xx status,
+	// which no later request would have changed. Its figures are over the
+	// time it ran.
+	StoppedEarly string `json:"stopped_early,omitempty"`
 	// Replay is what a replay repeat did with its trace; nil for other
 	// loads.
 	Replay *ReplayResult `json:"replay,omitempty"`
