@@ -192,6 +192,9 @@ func (rc *recorder) Sent(o *observation.Request) {
 // scheduled, and when it ended (zero while in flight).
 type warmupRequest struct {
 	sched, end time.Time
+	// pace is a successful request's time per output token (its TPOT when
+	// streamed, else E2E over its tokens); 0 otherwise.
+	pace time.Duration
 }
 
 // warmupCheckEvery throttles the warm-up's check: it reads the whole
@@ -282,9 +285,76 @@ func (rc *recorder) pipelineFull(now time.Time) bool {
 		// Little's law's, from the rate so far and the cohort's mean E2E,
 		// when higher: the mean over a stretch in a dip is low too.
 		level := max(busy.Seconds()/w.Seconds(), float64(sent)/T.Seconds()*e2e.Seconds()/float64(n))
-		return float64(inFlight) >= warmupLevel*level
+		return float64(inFlight) >= warmupLevel*level && !rc.paceRising(now, w) && rc.recentShort(now, w, u)
 	}
 	return false
+}
+
+// paceRising says whether the time per output token of the requests that
+// ended in the last w is still above that of those that ended in the w
+// before by more than warmupPaceRise (each with at least warmupMinCohort):
+// on an engine whose decode step grows with its batch, the first requests
+// run in a small batch, their E2E (so the p90 above) is short, and the
+// batch, their pace and the count in flight keep growing for several
+// E2E (an H100 engine at 1.5 req/s: the span's window medians 5.4, 7.9,
+// 11.2 s after a warm-up the p90 alone ended). rc.mu is held.
+func (rc *recorder) paceRising(now time.Time, w time.Duration) bool {
+	var recent, before []float64
+	for _, c := range rc.cohort {
+		if c.pace <= 0 || c.end.After(now) {
+			continue
+		}
+		switch age := now.Sub(c.end); {
+		case age < w:
+			recent = append(recent, c.pace.Seconds())
+		case age < 2*w:
+			before = append(before, c.pace.Seconds())
+		}
+	}
+	if len(recent) < warmupMinCohort || len(before) < warmupMinCohort {
+		return false
+	}
+	return median(recent) > (1+warmupPaceRise)*median(before)
+}
+
+// recentShort says whether the requests that ended in the last w took no
+// longer than u too, at most a tenth of them (with at least
+// warmupMinCohort of them; fewer say nothing): on an engine whose latency
+// grows with its batch, the requests sent first ran in a small batch and
+// their p90 E2E is short, while the ones that end now, in the grown batch,
+// still take longer. rc.mu is held.
+func (rc *recorder) recentShort(now time.Time, w, u time.Duration) bool {
+	var n, long int
+	for _, c := range rc.cohort {
+		if c.end.IsZero() || c.end.After(now) || now.Sub(c.end) >= w {
+			continue
+		}
+		n++
+		if c.end.Sub(c.sched) > u {
+			long++
+		}
+	}
+	return n < warmupMinCohort || float64(long) <= (1-warmupQuantile)*float64(n)
+}
+
+// warmupPaceRise is how much faster the pace of the latest requests may
+// be rising when the warm-up ends: more than the noise of a median of a
+// few requests' TPOT, less than a batch still filling.
+const warmupPaceRise = 0.1
+
+// pace is a successful request's time per output token: its TPOT, else
+// (one content event) its E2E over its output tokens; 0 when it has none.
+func pace(o *observation.Request) time.Duration {
+	if o.Outcome != observation.Success {
+		return 0
+	}
+	if d, ok := o.TPOT(); ok {
+		return d
+	}
+	if d, ok := o.E2E(); ok && o.OutputTokens > 0 {
+		return d / time.Duration(o.OutputTokens)
+	}
+	return 0
 }
 
 // fullAt is the end of the warm-up when the pipeline is full by now: the
@@ -425,6 +495,7 @@ func (rc *recorder) observe(obs *observation.Request) {
 		if obs.End.IsZero() {
 			rc.cohort[i].end = rc.now()
 		}
+		rc.cohort[i].pace = pace(obs)
 	}
 	now := rc.now()
 	end, full := rc.fullAt(now)
