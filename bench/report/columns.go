@@ -280,6 +280,9 @@ var Columns = func() []Column {
 		// tools: the share judged valid, pooled over the repeats.
 		validity("structured_valid_ratio", "summary.structured_checks", func(s *Stats) map[string]int { return s.StructuredChecks }),
 		validity("tool_call_valid_ratio", "summary.tool_call_checks", func(s *Stats) map[string]int { return s.ToolCallChecks }),
+		// The share of the measured requests that succeeded, a figure the
+		// regression gate judges.
+		stat("success_ratio", UnitRatio, MergeCounts, func(s *Stats) float64 { return s.SuccessRatio }),
 	)
 	return cols
 }()
