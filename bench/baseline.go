@@ -10,12 +10,14 @@ import (
 	"github.com/infer-exporter/infer_exporter/bench/report"
 )
 
-// Compare compares cur with base. threshold and gated come from cur's
-// configuration unless overridden by the caller.
+// Compare compares cur with base and judges every gated figure of every
+// cell present in both (report.GateVerdict); the run's verdict is the
+// worst. threshold and gated come from cur's configuration unless
+// overridden by the caller.
 func Compare(base, cur *report.Report, baseFile string, threshold float64, gated []string, confidence float64) *report.Comparison {
 	c := &report.Comparison{
 		BaselineFile: baseFile, BaselineStarted: base.Environment.Started,
-		Threshold: threshold, Confidence: confidence, Gated: gated, Regressions: []string{},
+		Threshold: threshold, Confidence: confidence, Gated: gated, Regressions: []string{}, Inconclusive: []string{},
 	}
 	if base.Environment.PromptSetSHA256 != cur.Environment.PromptSetSHA256 {
 		c.Warnings = append(c.Warnings, fmt.Sprintf("the prompt sets differ (baseline %.12s…, now %.12s…): the runs did not send the same prompts",
@@ -54,17 +56,28 @@ func Compare(base, cur *report.Report, baseFile string, threshold float64, gated
 				continue
 			}
 			cc := report.CellComparison{Cell: nc.Key, Figure: f, Old: o, New: n, Change: n/o - 1,
-				ChangeLo: report.NaN(), ChangeHi: report.NaN(), Gated: slices.Contains(gated, f)}
+				ChangeLo: report.NaN(), ChangeHi: report.NaN(), Gated: slices.Contains(gated, f),
+				HigherIsBetter: report.HigherIsBetter(f), Detectable: report.NaN()}
 			seO, okO := logSE(oc.CI[f], z)
 			seN, okN := logSE(nc.CI[f], z)
 			if okO && okN {
 				se := math.Hypot(seO, seN)
 				cc.ChangeLo = report.Num(n/o*math.Exp(-z*se) - 1)
 				cc.ChangeHi = report.Num(n/o*math.Exp(z*se) - 1)
+				cc.Detectable = report.Num(math.Expm1(z * se))
 			}
-			if cc.Gated && cc.Change > threshold && (!cc.ChangeLo.Valid() || cc.ChangeLo > 0) {
-				cc.Regressed = true
-				c.Regressions = append(c.Regressions, nc.Key+": "+f)
+			if cc.Gated {
+				cc.Verdict = report.GateVerdict(float64(cc.ChangeLo), float64(cc.ChangeHi), threshold, cc.HigherIsBetter)
+				c.Verdict = c.Verdict.Worse(cc.Verdict)
+				switch cc.Verdict {
+				case report.VerdictRegressed:
+					cc.Regressed = true
+					c.Regressions = append(c.Regressions, nc.Key+": "+f)
+				case report.VerdictInconclusive:
+					c.Inconclusive = append(c.Inconclusive, nc.Key+": "+f)
+				default:
+					c.OK++
+				}
 			}
 			c.Cells = append(c.Cells, cc)
 		}
@@ -73,6 +86,12 @@ func Compare(base, cur *report.Report, baseFile string, threshold float64, gated
 		if !seen[oc.Key] {
 			c.Unmatched = append(c.Unmatched, oc.Key+" (only in the baseline)")
 		}
+	}
+	if c.Verdict == "" {
+		// Nothing was judged (no cell in common, no gated figure in
+		// either): the gate saw nothing, which is not a pass.
+		c.Verdict = report.VerdictInconclusive
+		c.Warnings = append(c.Warnings, "no gated figure was compared: no cell of this run is in the baseline with a gated figure in both")
 	}
 	return c
 }
@@ -89,11 +108,24 @@ func changeCI(cc report.CellComparison) string {
 	if !cc.ChangeLo.Valid() {
 		return ", no interval"
 	}
-	return fmt.Sprintf(", interval %+.1f%%..%+.1f%%", float64(cc.ChangeLo)*100, float64(cc.ChangeHi)*100)
+	return fmt.Sprintf(", interval %+.1f%%..%+.1f%%, could detect ±%.1f%%", float64(cc.ChangeLo)*100, float64(cc.ChangeHi)*100, float64(cc.Detectable)*100)
 }
 
-// writeComparisonText prints the comparison for a terminal or a CI log: warnings,
-// every gated figure, then one REGRESSION line per regressed cell.
+// formatFigure shows a figure's value in its unit.
+func formatFigure(figure string, v float64) string {
+	switch {
+	case figure == "output_tokens_per_second":
+		return report.FormatNumber(v) + " tokens/s"
+	case strings.HasSuffix(figure, "_ratio"):
+		return report.FormatRatio(v)
+	}
+	return report.FormatSeconds(v)
+}
+
+// writeComparisonText prints the comparison for a terminal or a CI log:
+// warnings, every gated figure on a line that starts with its verdict
+// (regressed, inconclusive, ok), one REGRESSION line per regressed figure,
+// then the run's verdict.
 func writeComparisonText(w io.Writer, c *report.Comparison) {
 	fmt.Fprintf(w, "baseline %s: threshold %.1f%%, confidence %g, gated %s\n",
 		c.BaselineFile, c.Threshold*100, c.Confidence, strings.Join(c.Gated, ","))
@@ -107,14 +139,15 @@ func writeComparisonText(w io.Writer, c *report.Comparison) {
 		if !cc.Gated {
 			continue
 		}
-		status := "ok"
-		if cc.Regressed {
-			status = "REGRESSED"
-		}
-		fmt.Fprintf(w, "%-10s %s %s: %s -> %s (%+.1f%%%s)\n", status, cc.Cell, cc.Figure,
-			report.FormatSeconds(cc.Old), report.FormatSeconds(cc.New), cc.Change*100, changeCI(cc))
+		fmt.Fprintf(w, "%-12s %s %s: %s -> %s (%+.1f%%%s)\n", cc.Verdict, cc.Cell, cc.Figure,
+			formatFigure(cc.Figure, cc.Old), formatFigure(cc.Figure, cc.New), cc.Change*100, changeCI(cc))
 	}
 	for _, r := range c.Regressions {
 		fmt.Fprintf(w, "REGRESSION %s\n", r)
 	}
+	fmt.Fprintf(w, "gate: %s (%d regressed, %d inconclusive, %d ok)", c.Verdict, len(c.Regressions), len(c.Inconclusive), c.OK)
+	if len(c.Inconclusive) > 0 {
+		fmt.Fprintf(w, "; the inconclusive ones cannot tell a change of %.1f%% from noise: longer cells (bench.duration) or more repeats narrow their intervals", c.Threshold*100)
+	}
+	fmt.Fprintln(w)
 }

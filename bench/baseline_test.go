@@ -2,6 +2,8 @@ package bench
 
 import (
 	"bytes"
+	"context"
+	"maps"
 	"math"
 	"strings"
 	"testing"
@@ -21,6 +23,22 @@ func cellP99(key string, p99, lo, hi float64) report.CellResult {
 	return c
 }
 
+// withCI sets the figure's value in the summary and its interval.
+func withCI(c report.CellResult, figure string, v, lo, hi float64) report.CellResult {
+	switch figure {
+	case "output_tokens_per_second":
+		c.Summary.OutputTokensPerSecond = v
+	case "success_ratio":
+		c.Summary.SuccessRatio = v
+	}
+	c.CI = maps.Clone(c.CI)
+	c.CI[figure] = report.Interval{Lo: lo, Hi: hi}
+	return c
+}
+
+// TestCompare: the comparison's change, its interval and each gated
+// figure's verdict on known figures (report.GateVerdict's rule), the run's
+// verdict and the console's lines, each starting with its verdict.
 func TestCompare(t *testing.T) {
 	base := reportWith("s",
 		cellP99("t/rate=1/a", 1.00, 0.98, 1.02),
@@ -32,41 +50,151 @@ func TestCompare(t *testing.T) {
 	)
 	cur := reportWith("s",
 		cellP99("t/rate=1/a", 1.10, 1.08, 1.12), // +10%, tight: regressed
-		cellP99("t/rate=2/a", 1.03, 1.01, 1.05), // +3%: under the threshold
-		cellP99("t/rate=4/a", 1.08, 0.80, 1.40), // +8% but within noise
-		cellP99("t/rate=8/a", 0.90, 0.88, 0.92), // faster
-		cellP99("t/rate=16/a", 1.07, 0, 0),      // no interval: the threshold alone
+		cellP99("t/rate=2/a", 1.01, 0.99, 1.03), // +1%, the interval below +5%: ok
+		cellP99("t/rate=4/a", 1.08, 0.80, 1.40), // +8% but within noise: inconclusive
+		cellP99("t/rate=8/a", 0.90, 0.88, 0.92), // faster: ok
+		cellP99("t/rate=16/a", 1.07, 0, 0),      // no interval: inconclusive
 		cellP99("t/new/a", 1, 0.9, 1.1),
 	)
 	c := Compare(base, cur, "old.json", 0.05, []string{"e2e_p99"}, 0.95)
-	want := []string{"t/rate=1/a: e2e_p99", "t/rate=16/a: e2e_p99"}
-	if strings.Join(c.Regressions, "|") != strings.Join(want, "|") {
+	if want := []string{"t/rate=1/a: e2e_p99"}; strings.Join(c.Regressions, "|") != strings.Join(want, "|") {
 		t.Errorf("regressions %v, want %v", c.Regressions, want)
+	}
+	if want := []string{"t/rate=4/a: e2e_p99", "t/rate=16/a: e2e_p99"}; strings.Join(c.Inconclusive, "|") != strings.Join(want, "|") {
+		t.Errorf("inconclusive %v, want %v", c.Inconclusive, want)
+	}
+	if c.OK != 2 || c.Verdict != report.VerdictRegressed {
+		t.Errorf("ok %d verdict %s, want 2 and regressed", c.OK, c.Verdict)
 	}
 	if len(c.Unmatched) != 2 || len(c.Warnings) != 0 {
 		t.Errorf("unmatched %v warnings %v", c.Unmatched, c.Warnings)
 	}
+	z := 1.959963984540054
 	for _, cc := range c.Cells {
 		if cc.Cell == "t/rate=1/a" && cc.Figure == "e2e_p99" {
 			// se: ln(1.02/0.98)/(2·1.96) and ln(1.12/1.08)/(2·1.96).
-			z := 1.959963984540054
 			se := math.Hypot(math.Log(1.02/0.98)/(2*z), math.Log(1.12/1.08)/(2*z))
 			if lo := 1.1*math.Exp(-z*se) - 1; math.Abs(float64(cc.ChangeLo)-lo) > 1e-9 || math.Abs(cc.Change-0.1) > 1e-9 {
 				t.Errorf("change %v [%v], want 0.1 [%v]", cc.Change, cc.ChangeLo, lo)
 			}
+			if d := math.Expm1(z * se); math.Abs(float64(cc.Detectable)-d) > 1e-9 {
+				t.Errorf("detectable %v, want %v", cc.Detectable, d)
+			}
 		}
 		if cc.Figure == "output_tokens_per_second" && cc.Gated {
-			t.Error("throughput is not gated by default")
+			t.Error("throughput is not gated here")
+		}
+		if !cc.Gated && cc.Verdict != "" {
+			t.Errorf("%s %s: a verdict (%s) on a figure only shown", cc.Cell, cc.Figure, cc.Verdict)
 		}
 	}
 	var out bytes.Buffer
 	writeComparisonText(&out, c)
-	if !strings.Contains(out.String(), "REGRESSION t/rate=1/a: e2e_p99") || !strings.Contains(out.String(), "REGRESSED  t/rate=1/a e2e_p99") {
-		t.Errorf("text:\n%s", out.String())
+	for _, line := range []string{
+		"regressed    t/rate=1/a e2e_p99: 1.000 s -> 1.100 s (+10.0%, interval +7.1%..+13.0%, could detect ±2.7%)",
+		"ok           t/rate=2/a e2e_p99: ",
+		"inconclusive t/rate=4/a e2e_p99: ",
+		"ok           t/rate=8/a e2e_p99: ",
+		"inconclusive t/rate=16/a e2e_p99: 1.000 s -> 1.070 s (+7.0%, no interval)",
+		"REGRESSION t/rate=1/a: e2e_p99",
+		"gate: regressed (1 regressed, 2 inconclusive, 2 ok)",
+	} {
+		if !strings.Contains(out.String(), "\n"+line) {
+			t.Errorf("no line %q in:\n%s", line, out.String())
+		}
 	}
 
 	other := reportWith("different", cellP99("t/rate=1/a", 1, 0.98, 1.02))
 	if c := Compare(base, other, "old.json", 0.05, []string{"e2e_p99"}, 0.95); len(c.Warnings) != 1 || !strings.Contains(c.Warnings[0], "prompt sets differ") {
 		t.Errorf("warnings %v", c.Warnings)
+	}
+	// No cell in common: the gate saw nothing, which is no pass.
+	if c := Compare(base, reportWith("s", cellP99("t/elsewhere/a", 1, 0.98, 1.02)), "old.json", 0.05, []string{"e2e_p99"}, 0.95); c.Verdict != report.VerdictInconclusive {
+		t.Errorf("no cell compared: verdict %s, want inconclusive", c.Verdict)
+	}
+}
+
+// TestCompareHigherIsBetter: throughput and the success ratio regress when
+// they fall; a rise of either is ok, however large.
+func TestCompareHigherIsBetter(t *testing.T) {
+	gated := []string{"output_tokens_per_second", "success_ratio"}
+	cell := func(key string, tps, tpsLo, tpsHi, sr, srLo, srHi float64) report.CellResult {
+		c := cellP99(key, 1, 0.98, 1.02)
+		return withCI(withCI(c, "output_tokens_per_second", tps, tpsLo, tpsHi), "success_ratio", sr, srLo, srHi)
+	}
+	base := reportWith("s",
+		cell("t/rate=1/a", 100, 98, 102, 1, 0.99, 1),
+		cell("t/rate=2/a", 100, 98, 102, 1, 0.99, 1),
+		cell("t/rate=4/a", 100, 98, 102, 1, 0.99, 1),
+	)
+	cur := reportWith("s",
+		cell("t/rate=1/a", 80, 78, 82, 0.80, 0.78, 0.82),   // both fell 20%: regressed
+		cell("t/rate=2/a", 130, 128, 132, 1, 0.99, 1),      // faster, as reliable: ok
+		cell("t/rate=4/a", 97, 70, 120, 0.96, 0.90, 0.999), // wide: inconclusive
+	)
+	c := Compare(base, cur, "old.json", 0.05, gated, 0.95)
+	want := map[string]report.Verdict{
+		"t/rate=1/a output_tokens_per_second": report.VerdictRegressed, "t/rate=1/a success_ratio": report.VerdictRegressed,
+		"t/rate=2/a output_tokens_per_second": report.VerdictOK, "t/rate=2/a success_ratio": report.VerdictOK,
+		"t/rate=4/a output_tokens_per_second": report.VerdictInconclusive, "t/rate=4/a success_ratio": report.VerdictInconclusive,
+	}
+	for _, cc := range c.Cells {
+		if !cc.Gated {
+			continue
+		}
+		if !cc.HigherIsBetter || cc.Verdict != want[cc.Cell+" "+cc.Figure] {
+			t.Errorf("%s %s: %+.3f [%v, %v]: verdict %s (higher is better: %v), want %s", cc.Cell, cc.Figure, cc.Change, cc.ChangeLo, cc.ChangeHi, cc.Verdict, cc.HigherIsBetter, want[cc.Cell+" "+cc.Figure])
+		}
+		delete(want, cc.Cell+" "+cc.Figure)
+	}
+	if len(want) > 0 {
+		t.Errorf("not compared: %v", want)
+	}
+	var out bytes.Buffer
+	writeComparisonText(&out, c)
+	if !strings.Contains(out.String(), "\nregressed    t/rate=1/a output_tokens_per_second: 100.0 tokens/s -> 80.00 tokens/s") ||
+		!strings.Contains(out.String(), "\nregressed    t/rate=1/a success_ratio: 100.0% -> 80.0%") {
+		t.Errorf("text:\n%s", out.String())
+	}
+}
+
+// TestGateExitStatus: each of the gate's outcomes has its own exit status,
+// the run's the worst of its figures': regressed 3 (ExitRegression),
+// inconclusive 6 (ExitInconclusive), ok 0; a regression beside an
+// inconclusive figure is a regression.
+func TestGateExitStatus(t *testing.T) {
+	base := reportWith("s", cellP99("t/rate=1/a", 1.00, 0.98, 1.02), cellP99("t/rate=2/a", 1.00, 0.98, 1.02))
+	regressed, inconclusive, ok := cellP99("", 1.10, 1.08, 1.12), cellP99("", 1.08, 0.80, 1.40), cellP99("", 1.00, 0.98, 1.02)
+	at := func(key string, c report.CellResult) report.CellResult {
+		c.Key = key
+		return c
+	}
+	cfg := &Config{}
+	cfg.Bench.Regression = RegressionSpec{Threshold: 0.05, Metrics: []string{"e2e_p99"}}
+	cfg.Bench.Ranking.Confidence = 0.95
+	for _, tc := range []struct {
+		name   string
+		cur    *report.Report
+		want   int
+		prefix string
+	}{
+		{"ok", reportWith("s", at("t/rate=1/a", ok), at("t/rate=2/a", ok)), ExitOK, "gate: ok"},
+		{"inconclusive", reportWith("s", at("t/rate=1/a", ok), at("t/rate=2/a", inconclusive)), ExitInconclusive, "gate: inconclusive"},
+		{"regressed", reportWith("s", at("t/rate=1/a", regressed), at("t/rate=2/a", ok)), ExitRegression, "gate: regressed"},
+		{"regressed beside inconclusive", reportWith("s", at("t/rate=1/a", inconclusive), at("t/rate=2/a", regressed)), ExitRegression, "gate: regressed"},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			var stdout, stderr bytes.Buffer
+			f := &commandFlags{outputDir: t.TempDir(), baseline: "old.json"}
+			if got := runResult(context.Background(), tc.cur, base, cfg, f, &stdout, &stderr); got != tc.want {
+				t.Errorf("exit %d, want %d\n%s\n%s", got, tc.want, stdout.String(), stderr.String())
+			}
+			if !strings.Contains(stdout.String(), "\n"+tc.prefix+" (") {
+				t.Errorf("no %q line:\n%s", tc.prefix, stdout.String())
+			}
+		})
+	}
+	if ExitInconclusive == ExitOK || ExitInconclusive == ExitError || ExitInconclusive == ExitUsage || ExitInconclusive == ExitRegression || ExitInconclusive == ExitNoSuccess {
+		t.Errorf("ExitInconclusive %d is not distinct", ExitInconclusive)
 	}
 }

@@ -34,7 +34,8 @@ const (
 	// ExitUsage: the command line is incomplete. (A flag's value that
 	// kingpin refuses, such as --output.requests.max=0, exits 2 from main.)
 	ExitUsage = 2
-	// ExitRegression: --baseline found a regression.
+	// ExitRegression: --baseline found a regression: a gated figure
+	// whose whole interval is worse than the threshold.
 	ExitRegression = 3
 	// ExitNoSuccess: a cell measured no successful request (every request
 	// failed, or none was sent): its figures measure nothing. The console
@@ -47,10 +48,14 @@ const (
 	// report.html name the cell, its outcomes and its first error.
 	//
 	// When several apply, the first of: ExitError, ExitNoSuccess,
-	// ExitBelowSuccessFloor, ExitRegression. A regression measured on a
-	// server's successes alone says little while its requests fail, so
-	// the failures come first.
+	// ExitBelowSuccessFloor, ExitRegression, ExitInconclusive. A
+	// regression measured on a server's successes alone says little while
+	// its requests fail, so the failures come first.
 	ExitBelowSuccessFloor = 5
+	// ExitInconclusive: --baseline found no regression, but a gated
+	// figure's interval reaches past the threshold (or it has none): the
+	// run cannot tell a change of the threshold from noise there.
+	ExitInconclusive = 6
 )
 
 // AddCommand registers `bench` on app, with its own flags (--config.file,
@@ -107,8 +112,8 @@ func addCommand(app *kingpin.Application, withCollectors bool, stdout, stderr io
 	// Not IntVar: kingpin parses an int through a float, so that 1.5 read
 	// as 1 and 1e30 as whatever the conversion made of it.
 	runCmd.Flag("output.requests.max", "At most this many request records, a whole number of at least 1; the rest are counted in report.json's request_records.left_out.").Default(fmt.Sprint(DefaultMaxRequestRecords)).SetValue(positiveInt{"output.requests.max", &f.requestsMax})
-	runCmd.Flag("baseline", "A previous report.json: compare every cell with it and exit 3 when a gated figure regressed beyond the threshold and noise.").PlaceHolder("OLD.json").StringVar(&f.baseline)
-	runCmd.Flag("baseline.threshold", "Relative growth of a gated figure that counts as a regression (0: bench.regression.threshold, default 0.05).").Default("0").Float64Var(&f.threshold)
+	runCmd.Flag("baseline", "A previous report.json: compare every cell with it; exit 3 when a gated figure regressed beyond the threshold and noise, 6 when one is inconclusive (its interval reaches past the threshold).").PlaceHolder("OLD.json").StringVar(&f.baseline)
+	runCmd.Flag("baseline.threshold", "Relative worsening of a gated figure that counts as a regression (0: bench.regression.threshold, default 0.05).").Default("0").Float64Var(&f.threshold)
 	runCmd.Flag("progress", "Progress on stderr: auto (a bar when stderr is a terminal, else a line per repeat as it ends), always (the bar) or never.").Default("auto").EnumVar(&f.progress, "auto", "always", "never")
 	runCmd.Flag("shard", "Run shard i of N (0 <= i < N, as a Kubernetes Indexed Job's completion index): this process sends arrival n of the shared seeded schedule when n mod N = i; `bench merge` combines the shard reports.").PlaceHolder("i/N").StringVar(&f.shard)
 	runCmd.Flag("shard.start-at", "The instant the first repeat starts, given alike to every shard (RFC 3339, or Unix seconds): each shard waits for it, and starts each later repeat at the previous one's agreed start plus its planned length (warm-up + duration, or a replay's window) plus --shard.slack, so that the shards' schedules share one clock.").PlaceHolder("TIME").StringVar(&f.startAt)
@@ -339,7 +344,7 @@ func runOptions(ctx context.Context, logger *slog.Logger, cfg *Config, collector
 // runResult writes the run's report and says its result: the comparison
 // with the baseline, the failed cells, and the exit code by their order
 // (an interrupt, an output not written, a cell without a success, a cell
-// below bench.min_success, a regression).
+// below bench.min_success, a regression, an inconclusive gate).
 func runResult(ctx context.Context, rep, base *report.Report, cfg *Config, f *commandFlags, stdout, stderr io.Writer) int {
 	if base != nil {
 		threshold := cfg.Bench.Regression.Threshold
@@ -380,6 +385,11 @@ func runResult(ctx context.Context, rep, base *report.Report, cfg *Config, f *co
 		return ExitBelowSuccessFloor
 	case rep.Baseline != nil && len(rep.Baseline.Regressions) > 0:
 		return ExitRegression
+	}
+	// Last: a gate that could not conclude is the weakest finding; a
+	// failed cell says more.
+	if rep.Baseline != nil && rep.Baseline.Verdict == report.VerdictInconclusive {
+		return ExitInconclusive
 	}
 	return ExitOK
 }

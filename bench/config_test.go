@@ -5,6 +5,7 @@ import (
 	"errors"
 	"os"
 	"path/filepath"
+	"slices"
 	"strings"
 	"testing"
 	"time"
@@ -88,13 +89,27 @@ func TestParseDefaultsWeights(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	if *c.Bench.Weights != DefaultWeights || c.Bench.Warmup != DefaultWarmup || c.Bench.Regression.Metrics[0] != "e2e_p99" || c.Bench.MinSuccess != 0.999 {
+	if *c.Bench.Weights != DefaultWeights || c.Bench.Warmup != DefaultWarmup || c.Bench.MinSuccess != 0.999 {
 		t.Errorf("%+v", c.Bench)
 	}
 	// 0 is a floor of its own (none), not the default's placeholder.
 	c, err = Parse([]byte("targets: [{name: a, url: 'http://127.0.0.1:1', model: m}]\nbench: {matrix: {rates: [1]}, min_success: 0}\n"), "x.yml")
 	if err != nil || c.Bench.MinSuccess != 0 || !strings.Contains(c.EffectiveYAML(), "min_success: 0\n") {
 		t.Errorf("min_success: 0: %v, %+v", err, c)
+	}
+	// The default gate: TTFT and TPOT at p50 and p99, E2E p99, the
+	// throughput and the success ratio.
+	want := []string{"ttft_p50", "ttft_p99", "tpot_p50", "tpot_p99", "e2e_p99", "output_tokens_per_second", "success_ratio"}
+	if !slices.Equal(c.Bench.Regression.Metrics, want) {
+		t.Errorf("gated by default %v, want %v", c.Bench.Regression.Metrics, want)
+	}
+	// Every figure with an interval may be gated; a TTFA quantile, which
+	// has none, may not.
+	if _, err := Parse([]byte("targets: [{name: a, url: 'http://127.0.0.1:1', model: m}]\nbench: {matrix: {rates: [1]}, regression: {metrics: [goodput_ratio, success_ratio, output_tokens_per_second, e2e_p90]}}\n"), "x.yml"); err != nil {
+		t.Errorf("the figures with intervals: %v", err)
+	}
+	if _, err := Parse([]byte("targets: [{name: a, url: 'http://127.0.0.1:1', model: m}]\nbench: {matrix: {rates: [1]}, regression: {metrics: [ttfa_p99]}}\n"), "x.yml"); err == nil || !strings.Contains(err.Error(), "bench.regression.metrics[0]") {
+		t.Errorf("ttfa_p99 gated: %v, want refused", err)
 	}
 }
 

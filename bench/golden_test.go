@@ -178,7 +178,7 @@ func goldenReport(t testing.TB) *report.Report {
 	for i := range base.Cells {
 		base.Cells[i].Summary.E2E.P99 /= 1.2
 	}
-	rep.Baseline = Compare(&base, rep, "baseline.json", 0.1, []string{"e2e_p99", "output_tokens_per_second"}, 0.95)
+	rep.Baseline = Compare(&base, rep, "baseline.json", 0.1, []string{"e2e_p99", "output_tokens_per_second", "success_ratio"}, 0.95)
 	rep.ColdStart = &report.ColdStartReport{Target: "fast", Command: []string{"server", "--port=1"}, RequestMaxTokens: 8, Failed: 1, Repeats: []report.ColdStartRepeat{
 		{Index: 0, Started: w0.UTC(), ReadySeconds: 1.5, FirstTokenSeconds: 1.75, FirstRequestTTFTSeconds: 0.25, Requests: 2},
 		{Index: 1, Started: w0.Add(time.Minute).UTC(), ReadySeconds: report.NaN(), FirstTokenSeconds: report.NaN(), FirstRequestTTFTSeconds: report.NaN(), Error: "exited: status 1"},

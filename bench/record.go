@@ -942,6 +942,7 @@ func (rc *recorder) finish(k int, span time.Duration) (report.Stats, *sample) {
 	rc.judgeSteadyState(&st, k, span)
 	if rc.measured > 0 {
 		st.GoodputRatio = float64(rc.goodput) / float64(rc.measured)
+		st.SuccessRatio = float64(st.Successes) / float64(rc.measured)
 	}
 
 	s := rc.sample(k, windowSec, &st)
@@ -1017,6 +1018,7 @@ func (rc *recorder) sample(k int, windowSec float64, st *report.Stats) *sample {
 	s.tokens = make([]float64, n)
 	s.measured = make([]bool, n)
 	s.goodput = make([]bool, n)
+	s.success = make([]bool, n)
 	for i, r := range rc.recs {
 		cols[latTTFT][i], cols[latTPOT][i], cols[latE2E][i] = float64(r.TTFT), float64(r.TPOT), float64(r.E2E)
 		for j, tok := range r.WinTokens {
@@ -1025,6 +1027,9 @@ func (rc *recorder) sample(k int, windowSec float64, st *report.Stats) *sample {
 			}
 		}
 		s.measured[i], s.goodput[i] = r.Measured, r.Goodput
+		// A record keeps no outcome: a measured request has an E2E when,
+		// and only when, it succeeded (newRecord).
+		s.success[i] = r.Measured && !math.IsNaN(float64(r.E2E))
 		for _, x := range []struct {
 			v   report.Num
 			dst *[]float64

@@ -543,6 +543,7 @@ func assembleCells(ctx context.Context, spec *Spec, targets []string, groups []g
 					cell.CI[FigureNames[f]] = ci
 				}
 			}
+			widenSuccessRatio(cell.CI, stats, spec.Ranking.Confidence)
 			reps[key] = bs
 			a.samples = nil
 			cells = append(cells, cell)

@@ -79,16 +79,18 @@ const (
 	figE2EP99
 	figThroughput
 	figGoodputRatio
+	figSuccessRatio
 	numFigures
 )
 
 // FigureNames name the figures with intervals, as keys of CellResult.CI:
-// latency quantiles in seconds, output_tokens_per_second and goodput_ratio.
+// latency quantiles in seconds, output_tokens_per_second, goodput_ratio
+// and success_ratio.
 var FigureNames = [numFigures]string{
 	"ttft_p50", "ttft_p90", "ttft_p99",
 	"tpot_p50", "tpot_p90", "tpot_p99",
 	"e2e_p50", "e2e_p90", "e2e_p99",
-	"output_tokens_per_second", "goodput_ratio",
+	"output_tokens_per_second", "goodput_ratio", "success_ratio",
 }
 
 func figureIndex(name string) int {
@@ -154,12 +156,14 @@ func newSortedIndex(values []float64) sortedIndex {
 
 // sample is what the bootstrap resamples for one repeat: its requests, each
 // with its latencies (when measured), the output tokens it delivered within
-// the measured window and whether it was measured and met the SLO.
+// the measured window and whether it was measured, succeeded and met the
+// SLO.
 type sample struct {
 	lat      [numLatencies]sortedIndex
 	tokens   []float64
 	measured []bool
 	goodput  []bool
+	success  []bool
 	// window is the measured window's length in seconds; scale multiplies
 	// sums when the requests are a reservoir sample of more.
 	window float64
@@ -194,7 +198,7 @@ func (r *resampler) figures(s *sample, identity bool) figures {
 		clear(r.counts[l])
 	}
 	var tokens float64
-	var measured, good int
+	var measured, good, succeeded int
 	for k := 0; k < n; k++ {
 		i := k
 		if !identity {
@@ -211,6 +215,9 @@ func (r *resampler) figures(s *sample, identity bool) figures {
 			if s.goodput[i] {
 				good++
 			}
+			if s.success[i] {
+				succeeded++
+			}
 		}
 	}
 	var q [3]float64
@@ -222,9 +229,10 @@ func (r *resampler) figures(s *sample, identity bool) figures {
 	if s.window > 0 {
 		f[figThroughput] = tokens * s.scale / s.window
 	}
-	f[figGoodputRatio] = math.NaN()
+	f[figGoodputRatio], f[figSuccessRatio] = math.NaN(), math.NaN()
 	if measured > 0 {
 		f[figGoodputRatio] = float64(good) / float64(measured)
+		f[figSuccessRatio] = float64(succeeded) / float64(measured)
 	}
 	return f
 }
@@ -322,4 +330,41 @@ func bootstrapCellContext(ctx context.Context, samples []*sample, resamples int,
 		}
 	}
 	return out
+}
+
+// widenSuccessRatio widens the success ratio's bootstrap interval in ci to
+// cover the Wilson score interval of the repeats' pooled successes over
+// their requests, at level conf. Where every request succeeded (or none
+// did) every resample holds the same ratio, and the bootstrap's interval
+// is the point [1, 1]: a precision that n requests cannot have (none of 20
+// failing is consistent with a failure rate of 16% at 95%), on which the
+// regression gate would call any later run ok. The Wilson interval is the
+// binomial's own, right at 0 and 1.
+func widenSuccessRatio(ci map[string]report.Interval, stats []report.Stats, conf float64) {
+	var succeeded, n int
+	for i := range stats {
+		succeeded += stats[i].Successes
+		n += stats[i].Requests
+	}
+	if n == 0 {
+		return
+	}
+	w := wilsonInterval(succeeded, n, conf)
+	name := FigureNames[figSuccessRatio]
+	if b, ok := ci[name]; ok {
+		w.Lo, w.Hi = min(w.Lo, b.Lo), max(w.Hi, b.Hi)
+	}
+	ci[name] = w
+}
+
+// wilsonInterval is the Wilson score interval of a proportion k/n at level
+// conf (Wilson 1927): it stays within [0, 1] and has width at k = 0 and
+// k = n.
+func wilsonInterval(k, n int, conf float64) report.Interval {
+	z := math.Sqrt2 * math.Erfinv(conf)
+	p, nf := float64(k)/float64(n), float64(n)
+	d := 1 + z*z/nf
+	center := (p + z*z/(2*nf)) / d
+	half := z / d * math.Sqrt(p*(1-p)/nf+z*z/(4*nf*nf))
+	return report.Interval{Lo: max(0, center-half), Hi: min(1, center+half)}
 }

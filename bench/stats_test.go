@@ -79,10 +79,10 @@ func sampleOf(e2e []float64, tokens float64, window float64) *sample {
 	for i := range nan {
 		nan[i] = math.NaN()
 	}
-	s := &sample{window: window, scale: 1, tokens: make([]float64, n), measured: make([]bool, n), goodput: make([]bool, n)}
+	s := &sample{window: window, scale: 1, tokens: make([]float64, n), measured: make([]bool, n), goodput: make([]bool, n), success: make([]bool, n)}
 	s.lat[latTTFT], s.lat[latTPOT], s.lat[latE2E] = newSortedIndex(nan), newSortedIndex(nan), newSortedIndex(e2e)
 	for i := range s.tokens {
-		s.tokens[i], s.measured[i], s.goodput[i] = tokens, true, e2e[i] < 1
+		s.tokens[i], s.measured[i], s.goodput[i], s.success[i] = tokens, true, e2e[i] < 1, true
 	}
 	return s
 }
@@ -272,5 +272,35 @@ func TestRecorderReservoir(t *testing.T) {
 	}
 	if p := newResampler(0, 0).figures(smp, true)[figThroughput]; math.Abs(p-1999)/1999 > 0.05 {
 		t.Errorf("scaled sample throughput %v, want 1999 ± 5%%", p)
+	}
+}
+
+// TestWilsonInterval: the Wilson score interval's known values at 95%
+// (0/20: 0 .. 0.1611, as Newcombe 1998 tabulates it; 10/20: 0.5 ±
+// 1.96/1.19208·√(0.0125 + 0.0024) = 0.2993 .. 0.7007; 20/20: 20/(20 +
+// 1.96²) = 0.8389 .. 1, by hand), and the success ratio's interval widened
+// to it where the bootstrap's is a point.
+func TestWilsonInterval(t *testing.T) {
+	for _, tc := range []struct {
+		k, n   int
+		lo, hi float64
+	}{{0, 20, 0, 0.1611}, {10, 20, 0.2993, 0.7007}, {20, 20, 0.8389, 1}} {
+		w := wilsonInterval(tc.k, tc.n, 0.95)
+		if math.Abs(w.Lo-tc.lo) > 5e-5 || math.Abs(w.Hi-tc.hi) > 5e-5 {
+			t.Errorf("%d/%d: [%.4f, %.4f], want [%.4f, %.4f]", tc.k, tc.n, w.Lo, w.Hi, tc.lo, tc.hi)
+		}
+	}
+	// Every request succeeded in both repeats: the bootstrap's [1, 1]
+	// becomes 40/40's Wilson interval; a wider bootstrap interval stays.
+	stats := []report.Stats{{Requests: 20, Successes: 20}, {Requests: 20, Successes: 20}}
+	ci := map[string]report.Interval{"success_ratio": {Lo: 1, Hi: 1}}
+	widenSuccessRatio(ci, stats, 0.95)
+	if w := wilsonInterval(40, 40, 0.95); ci["success_ratio"].Lo != w.Lo || ci["success_ratio"].Hi != 1 || w.Lo > 0.92 {
+		t.Errorf("widened to %v, want 40/40's Wilson interval %v", ci["success_ratio"], w)
+	}
+	ci = map[string]report.Interval{"success_ratio": {Lo: 0.5, Hi: 1}}
+	widenSuccessRatio(ci, stats, 0.95)
+	if ci["success_ratio"].Lo != 0.5 {
+		t.Errorf("a wider bootstrap interval narrowed: %v", ci["success_ratio"])
 	}
 }

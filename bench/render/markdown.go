@@ -269,23 +269,38 @@ func mdThin(r *report.Report) []string {
 	return out
 }
 
-// mdBaseline is the comparison with the baseline: the regressed figures,
-// or that none regressed, and the comparison's warnings.
+// mdBaseline is the comparison with the baseline: the run's verdict, then
+// every gated figure with its own (regressed, inconclusive, ok), its
+// change's interval and the smallest change the runs could detect, and the
+// comparison's warnings.
 func mdBaseline(b *strings.Builder, bl *report.Comparison) {
 	b.WriteString("## Against the baseline\n\n")
-	if len(bl.Regressions) > 0 {
-		fmt.Fprintf(b, "**REGRESSED**: %d gated figure(s) grew beyond %s and the noise, against `%s`:\n\n",
-			len(bl.Regressions), strconv.FormatFloat(bl.Threshold*100, 'f', -1, 64)+"%", report.MarkdownCell(bl.BaselineFile))
-		b.WriteString("| cell | figure | old | new | change |\n| --- | --- | --- | --- | --- |\n")
-		for _, c := range bl.Cells {
-			if c.Regressed {
-				fmt.Fprintf(b, "| %s | %s | %s | %s | %s%% |\n", report.MarkdownCell(c.Cell), c.Figure,
-					strconv.FormatFloat(c.Old, 'g', 4, 64), strconv.FormatFloat(c.New, 'g', 4, 64), strconv.FormatFloat(c.Change*100, 'f', 1, 64))
-			}
+	pct := func(v float64) string { return strconv.FormatFloat(v*100, 'f', 1, 64) + "%" }
+	signed := func(v float64) string {
+		if v >= 0 {
+			return "+" + pct(v)
 		}
-	} else {
-		fmt.Fprintf(b, "No regression against `%s`: no gated figure (%s) grew beyond %s and the noise.\n",
-			report.MarkdownCell(bl.BaselineFile), strings.Join(bl.Gated, ", "), strconv.FormatFloat(bl.Threshold*100, 'f', -1, 64)+"%")
+		return pct(v)
+	}
+	gated := len(bl.Regressions) + len(bl.Inconclusive) + bl.OK
+	fmt.Fprintf(b, "**%s**: %d regressed, %d inconclusive, %d ok of %d gated figure(s) (%s) against `%s`, threshold %s at %s confidence.\n\n",
+		strings.ToUpper(string(bl.Verdict)), len(bl.Regressions), len(bl.Inconclusive), bl.OK, gated, strings.Join(bl.Gated, ", "),
+		report.MarkdownCell(bl.BaselineFile), strconv.FormatFloat(bl.Threshold*100, 'f', -1, 64)+"%", strconv.FormatFloat(bl.Confidence*100, 'f', -1, 64)+"%")
+	b.WriteString("A figure regressed when its whole interval is worse than the threshold, is ok when its whole interval is better than a worsening of the threshold, and is inconclusive otherwise (the run could not tell a change of the threshold from noise).\n")
+	if gated > 0 {
+		b.WriteString("\n| verdict | cell | figure | old | new | change | interval | could detect |\n| --- | --- | --- | --- | --- | --- | --- | --- |\n")
+		for _, c := range bl.Cells {
+			if !c.Gated {
+				continue
+			}
+			interval, detect := "–", "–"
+			if c.ChangeLo.Valid() {
+				interval = signed(float64(c.ChangeLo)) + ".." + signed(float64(c.ChangeHi))
+				detect = "±" + pct(float64(c.Detectable))
+			}
+			fmt.Fprintf(b, "| %s | %s | %s | %s | %s | %s | %s | %s |\n", c.Verdict, report.MarkdownCell(c.Cell), c.Figure,
+				strconv.FormatFloat(c.Old, 'g', 4, 64), strconv.FormatFloat(c.New, 'g', 4, 64), signed(c.Change), interval, detect)
+		}
 	}
 	for _, wn := range bl.Warnings {
 		fmt.Fprintf(b, "\n> %s\n", report.MarkdownCell(wn))

@@ -10,6 +10,10 @@
 // repeat, and its per-request Records). Schema names the format; a field
 // is added, never renamed or removed, within it.
 //
+// GateVerdict is the regression gate's rule on a change's interval
+// (regressed, inconclusive, ok), kept beside the Comparison it fills so
+// that every comparison of two reports judges alike.
+//
 // ReadJSON reads a report back within bounds (MaxReportBytes,
 // MaxReportDecodedBytes), refusing what is not a regular file.
 //

@@ -120,17 +120,17 @@ func (e *RankEntry) UnmarshalJSON(b []byte) error {
 //
 // For every cell present in both, it compares e2e_p50, e2e_p99 and
 // output_tokens_per_second, and the gated figures (regression.metrics,
-// default e2e_p99). A gated figure regressed when
-//
-//	new/old - 1 > threshold   and   the lower end of its interval > 0,
-//
-// that is, it grew by more than the threshold and the growth is beyond
-// noise: the interval of the change, at the report's confidence, excludes
-// no change. The interval combines both reports' bootstrap intervals on the
-// log scale, as independent normal errors: se = sqrt(se_old² + se_new²)
-// with se = (ln hi - ln lo) / (2 z), z the normal quantile of the
-// confidence; the change's interval is (new/old)·exp(±z·se) - 1. A figure
-// without an interval in either report is judged on the threshold alone.
+// default DefaultGated in the bench). Each gated figure gets a Verdict by
+// GateVerdict's rule on the interval of its change: regressed when the
+// whole interval is worse than the threshold, ok when the whole interval
+// is better than a worsening of the threshold, inconclusive otherwise.
+// The interval combines both reports' bootstrap intervals on the log
+// scale, as independent normal errors: se = sqrt(se_old² + se_new²) with
+// se = (ln hi - ln lo) / (2 z), z the normal quantile of the confidence;
+// the change's interval is (new/old)·exp(±z·se) - 1, and the smallest
+// change the two runs could tell from noise is exp(z·se) - 1
+// (Detectable). A figure without an interval in either report is
+// inconclusive.
 type Comparison struct {
 	BaselineFile    string           `json:"baseline_file"`
 	BaselineStarted time.Time        `json:"baseline_started"`
@@ -143,6 +143,13 @@ type Comparison struct {
 	Regressions []string `json:"regressions"`
 	// Unmatched are cells present in only one of the reports.
 	Unmatched []string `json:"unmatched,omitempty"`
+	// Verdict is the run's: the worst of its gated figures' (regressed,
+	// then inconclusive, then ok); inconclusive when no gated figure was
+	// compared. Inconclusive names the inconclusive ones as Regressions
+	// does; OK counts the ok ones.
+	Verdict      Verdict  `json:"verdict"`
+	Inconclusive []string `json:"inconclusive"`
+	OK           int      `json:"ok"`
 }
 
 // CellComparison is one figure of one cell.
@@ -157,4 +164,16 @@ type CellComparison struct {
 	ChangeHi  Num     `json:"change_hi"`
 	Gated     bool    `json:"gated"`
 	Regressed bool    `json:"regressed"`
+	// HigherIsBetter says the figure is better higher (throughput,
+	// ratios): its worsening is a fall.
+	HigherIsBetter bool `json:"higher_is_better,omitempty"`
+	// Detectable is the smallest change the two runs could tell from
+	// noise, exp(z·se) - 1 (the half-width of the change's interval, on
+	// the log scale, as a relative change); null without an interval. An
+	// unchanged figure is ok only when its Detectable is below the
+	// threshold.
+	Detectable Num `json:"detectable_change"`
+	// Verdict is the gate's on a gated figure (GateVerdict); "" on one
+	// only shown.
+	Verdict Verdict `json:"verdict,omitempty"`
 }

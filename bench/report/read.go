@@ -8,6 +8,7 @@ import (
 	"io"
 	"os"
 	"reflect"
+	"slices"
 	"strings"
 
 	"github.com/infer-exporter/infer_exporter/internal/ctxio"
@@ -174,7 +175,36 @@ func Decode(b []byte) (*Report, error) {
 		return nil, fmt.Errorf("schema %q, want %q", r.Schema, Schema)
 	}
 	notCheckedUnflagged(&r)
+	successRatioFilled(&r)
 	return &r, nil
+}
+
+// successRatioFilled gives a report written before Stats.SuccessRatio its
+// success ratios: each repeat's Successes / Requests, and the cell's, the
+// median over its repeats (as the bench's summary takes it), so that its
+// outputs show them rather than 0. Such a report is known by a ratio of 0
+// beside successes; its intervals are not made up (a baseline without the
+// success ratio's interval leaves that figure inconclusive).
+func successRatioFilled(r *Report) {
+	for i := range r.Cells {
+		c := &r.Cells[i]
+		var ratios []float64
+		for j := range c.Repeats {
+			s := &c.Repeats[j].Stats
+			if s.SuccessRatio == 0 && s.Successes > 0 && s.Requests > 0 {
+				s.SuccessRatio = float64(s.Successes) / float64(s.Requests)
+			}
+			ratios = append(ratios, s.SuccessRatio)
+		}
+		if s := &c.Summary; s.SuccessRatio == 0 && s.Successes > 0 && len(ratios) > 0 {
+			slices.Sort(ratios)
+			m := len(ratios) / 2
+			s.SuccessRatio = ratios[m]
+			if len(ratios)%2 == 0 {
+				s.SuccessRatio = (ratios[m-1] + ratios[m]) / 2
+			}
+		}
+	}
 }
 
 // notCheckedUnflagged drops the stable flag of what was not checked: a

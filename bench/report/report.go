@@ -235,9 +235,11 @@ type Stats struct {
 	StructuredChecks map[string]int `json:"structured_checks,omitempty"`
 	ToolCallChecks   map[string]int `json:"tool_call_checks,omitempty"`
 	// Goodput: measured requests that succeeded and met every SLO
-	// threshold; GoodputRatio is Goodput / Requests.
+	// threshold; GoodputRatio is Goodput / Requests. SuccessRatio is
+	// Successes / Requests (0 without requests), a figure with an interval.
 	Goodput               int     `json:"goodput"`
 	GoodputRatio          float64 `json:"goodput_ratio"`
+	SuccessRatio          float64 `json:"success_ratio"`
 	WindowSeconds         float64 `json:"window_seconds"`
 	RequestsPerSecond     float64 `json:"requests_per_second"`
 	OutputTokensPerSecond float64 `json:"output_tokens_per_second"`
@@ -363,6 +365,8 @@ func (s *Stats) Figure(name string) float64 {
 		return s.OutputTokensPerSecond
 	case "goodput_ratio":
 		return s.GoodputRatio
+	case "success_ratio":
+		return s.SuccessRatio
 	}
 	if len(name) > 4 {
 		for prefix, dist := range d {
