@@ -47,8 +47,18 @@ func Compare(base, cur *report.Report, baseFile string, threshold float64, gated
 		}
 		seen[nc.Key] = true
 		if oc.Degraded || nc.Degraded {
-			c.Warnings = append(c.Warnings, fmt.Sprintf("cell %s: the measurement was degraded (client late or CPU-saturated) in %s: its latencies include the client's own delay",
-				nc.Key, map[[2]bool]string{{true, false}: "the baseline", {false, true}: "this run", {true, true}: "both runs"}[[2]bool{oc.Degraded, nc.Degraded}]))
+			w := fmt.Sprintf("cell %s: the measurement was degraded (client late or CPU-saturated) in %s: its latencies include the client's own delay",
+				nc.Key, map[[2]bool]string{{true, false}: "the baseline", {false, true}: "this run", {true, true}: "both runs"}[[2]bool{oc.Degraded, nc.Degraded}])
+			// How late and what to change: this run's, else the
+			// baseline's (absent from reports written before it).
+			note := nc.DegradedNote
+			if !nc.Degraded {
+				note = oc.DegradedNote
+			}
+			if note != "" {
+				w += " (" + note + ")"
+			}
+			c.Warnings = append(c.Warnings, w)
 		}
 		for _, f := range figs {
 			o, n := oc.Summary.Figure(f), nc.Summary.Figure(f)

@@ -25,6 +25,7 @@ var notInCSV = map[string]string{
 	"summary.outcomes":                "one count per outcome, a set that varies: report.json",
 	"summary.overload_note":           "a sentence for people: the command's summary, the HTML report",
 	"summary.draining_note":           "a sentence for people: the command's summary, the HTML report",
+	"degraded_note":                   "a sentence for people: the command's summary, report.md's Client degraded, the HTML report",
 	"summary.*_seconds.count":         "the number of values behind a distribution: report.json",
 	"summary.*_seconds.min":           "the distributions' minima: report.json",
 	"summary.schedule_lag_seconds.*":  "the client's own delay: its p99 is a column (degraded judges it), the rest is in report.json",
@@ -99,8 +100,8 @@ func TestColumnsComplete(t *testing.T) {
 			t.Errorf("column %s: no merge rule (how bench merge obtains it)", c.Name)
 		case (c.Text == nil) == (c.Num == nil) || (c.Text != nil) != (c.Unit == report.UnitText):
 			t.Errorf("column %s: want a text getter for a text column, a number getter otherwise", c.Name)
-		case c.Flag != "" && c.Unit != report.UnitBool:
-			t.Errorf("column %s: a flag on a column that is not one", c.Name)
+		case c.Flag != "" && c.Unit != report.UnitBool && c.Unit != report.UnitCount:
+			t.Errorf("column %s: a flag on a column that is neither a flag nor a count (flagged when not 0)", c.Name)
 		}
 		names[c.Name] = true
 		shown[c.JSON] = c.Name

@@ -81,6 +81,10 @@ type commandFlags struct {
 	requests    string
 	requestsMax int
 	otlp        otlpFlags
+
+	// outputDefault: outputDir is the quick start's default, not a flag's;
+	// overwrite: --output.overwrite (outputdir.go).
+	outputDefault, overwrite bool
 }
 
 // otlpFlags are the OTLP push's, as the exporter's serve command has them.
@@ -107,7 +111,8 @@ func addCommand(app *kingpin.Application, withCollectors bool, stdout, stderr io
 		collectors = collector.AddFlags(runCmd)
 	}
 	// Not Required(): --config.check needs none.
-	runCmd.Flag("output.dir", "Directory for report.json, report.csv, report.html and report.md (created if missing; the quick start's default: bench-out).").PlaceHolder("DIR").StringVar(&f.outputDir)
+	runCmd.Flag("output.dir", "Directory for report.json, report.csv, report.html and report.md (created if missing; the quick start's default: bench-out, or bench-out-2, -3, ... beside it when it already holds a report). A directory given here that holds a report is refused, unless --output.overwrite.").PlaceHolder("DIR").StringVar(&f.outputDir)
+	runCmd.Flag("output.overwrite", "Replace the report that --output.dir already holds (by default a run never overwrites one).").BoolVar(&f.overwrite)
 	runCmd.Flag("output.requests", "Also write one JSON line per request (id as sent in X-Request-Id, cell, repeat, instants, TTFT, TPOT, E2E, tokens, outcome, HTTP status) to this file; gzip-compressed when it ends in .gz. A FIFO, socket or directory is refused; a write error fails the run (exit 1).").PlaceHolder("FILE").StringVar(&f.requests)
 	// Not IntVar: kingpin parses an int through a float, so that 1.5 read
 	// as 1 and 1e30 as whatever the conversion made of it.
@@ -135,7 +140,9 @@ func addCommand(app *kingpin.Application, withCollectors bool, stdout, stderr io
 	verifyCmd.Action(func(*kingpin.ParseContext) error { mode = "verify"; return nil })
 	mergeCmd := cmd.Command("merge", "Merge the report.json of every shard of a split run (--shard=i/N) into one report in --output.dir: the figures one process would give.")
 	var mergeDir string
-	mergeCmd.Flag("output.dir", "Directory for the merged report.json, report.csv, report.html and report.md (created if missing).").PlaceHolder("DIR").StringVar(&mergeDir)
+	var mergeOverwrite bool
+	mergeCmd.Flag("output.dir", "Directory for the merged report.json, report.csv, report.html and report.md (created if missing; one that holds a report is refused, unless --output.overwrite).").PlaceHolder("DIR").StringVar(&mergeDir)
+	mergeCmd.Flag("output.overwrite", "Replace the report that --output.dir already holds.").BoolVar(&mergeOverwrite)
 	mergeFiles := mergeCmd.Arg("shards", "The shards' report.json files, all N of them.").Required().Strings()
 	mergeCmd.Action(func(*kingpin.ParseContext) error { mode = "merge"; return nil })
 	run := func(ctx context.Context, logger *slog.Logger) int {
@@ -143,7 +150,7 @@ func addCommand(app *kingpin.Application, withCollectors bool, stdout, stderr io
 		case "verify":
 			return verifyCommand(ctx, *verifyFile, stdout, stderr)
 		case "merge":
-			return mergeCommand(ctx, *mergeFiles, mergeDir, stdout, stderr)
+			return mergeCommand(ctx, *mergeFiles, mergeDir, mergeOverwrite, stdout, stderr)
 		}
 		return runCommand(ctx, logger, f.configFile, collectors, &f, stdout, stderr)
 	}
@@ -153,9 +160,13 @@ func addCommand(app *kingpin.Application, withCollectors bool, stdout, stderr io
 // mergeCommand merges shard reports. It ends when ctx does (SIGTERM):
 // the reads stop at their next chunk, the merge between two repeats or
 // two bootstrap resamples.
-func mergeCommand(ctx context.Context, files []string, dir string, stdout, stderr io.Writer) int {
+func mergeCommand(ctx context.Context, files []string, dir string, overwrite bool, stdout, stderr io.Writer) int {
 	if dir == "" {
 		fmt.Fprintln(stderr, "bench merge needs --output.dir")
+		return ExitUsage
+	}
+	if _, err := outputDir(dir, false, overwrite); err != nil {
+		fmt.Fprintln(stderr, "bench merge: --output.dir="+err.Error())
 		return ExitUsage
 	}
 	if len(files) > merge.MaxShards {
@@ -213,6 +224,19 @@ func runCommand(ctx context.Context, logger *slog.Logger, configFile string, col
 	startAt, code, ok := checkRunFlags(f, stderr)
 	if !ok {
 		return code
+	}
+	if !f.configCheck {
+		// Before any request: a run whose report could not be written
+		// where asked would be lost.
+		dir, err := outputDir(f.outputDir, f.outputDefault, f.overwrite)
+		if err != nil {
+			fmt.Fprintln(stderr, "bench: --output.dir="+err.Error())
+			return ExitUsage
+		}
+		if dir != f.outputDir {
+			fmt.Fprintf(stderr, "bench: %s holds an earlier run's report, kept; this run writes %s\n", f.outputDir, dir)
+			f.outputDir = dir
+		}
 	}
 	var cfg *Config
 	var err error
@@ -464,7 +488,7 @@ func checkCommandFlags(configFile string, quick bool, f *commandFlags, stderr io
 		fmt.Fprintln(stderr, "bench: --config.check checks a --config.file")
 		return ExitUsage, false
 	case quick && f.outputDir == "":
-		f.outputDir = DefaultQuickOutputDir
+		f.outputDir, f.outputDefault = DefaultQuickOutputDir, true
 	case !f.configCheck && f.outputDir == "":
 		fmt.Fprintln(stderr, "bench needs --output.dir")
 		return ExitUsage, false
@@ -511,6 +535,7 @@ func gpuSource(ctx context.Context, s *collector.Settings, logger *slog.Logger) 
 // the reports are.
 func writeSummary(w io.Writer, r *report.Report, dir string) {
 	render.WriteResultBlocks(w, r)
+	render.WriteSweeps(w, r)
 	fmt.Fprintf(w, "leaderboard (%s, %d resamples, %.0f%% intervals):\n", r.Ranking.LatencyFigure, r.Ranking.Resamples, r.Ranking.Confidence*100)
 	for _, e := range r.Ranking.Entries {
 		tie := " "

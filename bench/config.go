@@ -248,7 +248,7 @@ type SweepSpec struct {
 	Start      float64 `yaml:"start"`       // req/s, default 1
 	Factor     float64 `yaml:"factor"`      // default 2
 	MaxRate    float64 `yaml:"max_rate"`    // default 1024
-	Refine     int     `yaml:"refine"`      // default 3
+	Refine     *int    `yaml:"refine"`      // default 3; an explicit 0: none
 	MinGoodput float64 `yaml:"min_goodput"` // ratio 0..1, default 0.95
 	// Pass is the rule a rate must meet: "goodput" (at least MinGoodput
 	// of the requests met bench.slo; the default when an SLO is set) or
@@ -339,6 +339,9 @@ const (
 	// DefaultMinSuccess is bench.min_success's default: one failure in a
 	// thousand requests, the sweep's success rule too.
 	DefaultMinSuccess = 0.999
+	// DefaultSweepRefine is the sweep's bisection steps when refine is
+	// not set.
+	DefaultSweepRefine = 3
 )
 
 // Limits of the bench block, besides the exporter's (config.MaxTokens,
@@ -671,8 +674,10 @@ func (sw *SweepSpec) applyDefaults(s *Spec) {
 	if sw.MaxRate == 0 {
 		sw.MaxRate = 1024
 	}
-	if sw.Refine == 0 {
-		sw.Refine = 3
+	if sw.Refine == nil {
+		// A pointer, not a zero check: refine: 0 asks for no bisection.
+		n := DefaultSweepRefine
+		sw.Refine = &n
 	}
 	if sw.MinGoodput == 0 {
 		sw.MinGoodput = 0.95
@@ -854,7 +859,7 @@ func (c *Config) validateSweep(v *validator) {
 	if sw.MaxRate < sw.Start {
 		v.add(wp, "max_rate", "must not be below start")
 	}
-	if sw.Refine < 0 {
+	if *sw.Refine < 0 {
 		v.add(wp, "refine", "must not be negative")
 	}
 	if !(sw.MinGoodput > 0 && sw.MinGoodput <= 1) {

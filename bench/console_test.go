@@ -125,7 +125,8 @@ bench:
 			"Output token throughput (tok/s)": f2(s.OutputTokensPerSecond),
 			"Total token throughput (tok/s)":  f2(s.TotalTokensPerSecond),
 			"Stable":                          "not checked", // stability: {enabled: false}
-			"Client degraded":                 strconv.FormatBool(c.Degraded),
+			"Client degraded":                 report.ColumnNamed("degraded").CSV(&c),
+			"Usage not believed (requests)":   strconv.Itoa(s.UsageNotBelieved),
 			"Overloaded":                      strconv.FormatBool(s.Overloaded),
 			"Draining":                        strconv.FormatBool(s.Draining),
 			"Sampled":                         strconv.FormatBool(s.Sampled),

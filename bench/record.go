@@ -1,6 +1,7 @@
 package bench
 
 import (
+	"cmp"
 	"fmt"
 	"maps"
 	"math"
@@ -106,6 +107,18 @@ type recorder struct {
 	// sampling: tokens, and requests that reasoned.
 	reasoningTokens   int
 	reasoningRequests int
+	// clientArrivals are the measured arrivals sent, or refused by the
+	// wire ceiling as overdue; clientLate of them were sent over lateAfter
+	// late, or refused: exact, the client's verdict's evidence
+	// (client.go).
+	clientArrivals, clientLate int
+	// lateArrivals are the late arrivals' sequence numbers (their
+	// schedule order) and scheduled instants, up to maxLateArrivals: the
+	// runs they came in.
+	lateArrivals []lateArrival
+	// usageNotBelieved counts the measured requests whose usage count
+	// was not believed (observation.Request.UsageNotBelieved).
+	usageNotBelieved int
 	// Exact per-window aggregates, whatever the sampling.
 	winTokens []float64
 	// winGoodTokens are winTokens of the requests that met the SLO
@@ -610,6 +623,22 @@ func (rc *recorder) countMeasured(obs *observation.Request, rec *report.Record, 
 	if rec.Goodput {
 		rc.goodput++
 	}
+	if obs.UsageNotBelieved {
+		rc.usageNotBelieved++
+	}
+	lag, sent := obs.ScheduleLag()
+	// Refused by the wire ceiling because it was overdue: the latest of
+	// sends.
+	overdue := !sent && obs.Outcome == observation.Dropped && obs.DropReason == workload.DropRateCeiling
+	if sent || overdue {
+		rc.clientArrivals++
+	}
+	if sent && lag > lateAfter || overdue {
+		rc.clientLate++
+		if len(rc.lateArrivals) < maxLateArrivals {
+			rc.lateArrivals = append(rc.lateArrivals, lateArrival{obs.Seq, obs.Scheduled})
+		}
+	}
 	if success {
 		if obs.StructuredCheck != "" {
 			rc.structuredChecks[obs.StructuredCheck]++
@@ -909,6 +938,7 @@ func (rc *recorder) finish(k int, span time.Duration) (report.Stats, *sample) {
 		st.ToolCallChecks = maps.Clone(rc.toolCallChecks)
 	}
 	st.ReasoningTokens, st.ReasoningRequests = rc.reasoningTokens, rc.reasoningRequests
+	st.UsageNotBelieved = rc.usageNotBelieved
 	var tokens, good float64
 	var completions, offered, dropped, input int
 	for w := 0; w < k; w++ {
@@ -947,6 +977,55 @@ func (rc *recorder) finish(k int, span time.Duration) (report.Stats, *sample) {
 
 	s := rc.sample(k, windowSec, &st)
 	return st, s
+}
+
+// judgeClient is the client's verdict on the repeat (client.go) from its
+// exact counts, with lag the measured schedule lags' distribution and
+// schedP99 the goroutine scheduling latency p99 (seconds).
+func (rc *recorder) judgeClient(lag report.Dist, schedP99 float64) *report.ClientCheck {
+	p99 := math.NaN()
+	if lag.Count > 0 {
+		p99 = lag.P99
+	}
+	return judgeClient(rc.clientCounts(), p99, schedP99)
+}
+
+// clientCounts are the verdict's counts of what was recorded.
+func (rc *recorder) clientCounts() clientCounts {
+	rc.mu.Lock()
+	defer rc.mu.Unlock()
+	n := clientCounts{arrivals: rc.clientArrivals, late: rc.clientLate}
+	n.runs, n.longest = lateRuns(rc.lateArrivals)
+	if kept := len(rc.lateArrivals); kept < n.late {
+		// Past maxLateArrivals: the runs at the kept ones' rate.
+		n.runs = int(math.Ceil(float64(n.runs) * float64(n.late) / float64(kept)))
+	}
+	return n
+}
+
+// lateArrival is a late arrival's sequence number and scheduled instant.
+type lateArrival struct {
+	seq uint64
+	at  time.Time
+}
+
+// maxLateArrivals bounds the late arrivals a repeat keeps: 32 MB at most.
+const maxLateArrivals = 1 << 20
+
+// lateRuns counts the runs of consecutive sequence numbers in late
+// (sorted in place), and how long the longest lasted, from its first
+// arrival's scheduled instant to its last's.
+func lateRuns(late []lateArrival) (runs int, longest time.Duration) {
+	slices.SortFunc(late, func(a, b lateArrival) int { return cmp.Compare(a.seq, b.seq) })
+	var first time.Time
+	for i, l := range late {
+		if i == 0 || l.seq != late[i-1].seq+1 {
+			runs++
+			first = l.at
+		}
+		longest = max(longest, l.at.Sub(first))
+	}
+	return runs, longest
 }
 
 // judgeSteadyState says whether the windows were overloaded or draining

@@ -577,6 +577,7 @@ func (b *run) finishRepeat(res *report.RepeatResult, p repeatPlan, l *repeatLoad
 		res.WarmupNote = warmupNote(used, p.warmup, cut, float64(stats.E2E.P50), time.Duration(k)*window)
 	}
 	res.SchedulingLatencyP99 = b.sched.P99()
+	res.Client = rec.judgeClient(res.Stats.ScheduleLag, res.SchedulingLatencyP99)
 	if l.cursor != nil {
 		res.PromptsDrawn = l.cursor.Drawn
 	}

@@ -110,6 +110,7 @@ func (rc *recorder) export(k int, span time.Duration) report.RecorderState {
 	st.Records = append(st.Records, rc.recs...)
 	st.WinCapDropped, st.InFlightCap = rc.winCapDropped, rc.inFlightCap
 	st.Points, st.PointsSeen = append([]report.StabilityPoint(nil), rc.points...), rc.pointsSeen
+	st.UsageNotBelieved = rc.usageNotBelieved
 	return st
 }
 
@@ -123,6 +124,7 @@ func recorderOf(st report.RecorderState, maxRecs, maxITL int) (*recorder, int, t
 	rc := newRecorderAt(time.Unix(0, 0), time.Duration(st.WindowSeconds*float64(time.Second)), config.SLO{}, maxRecs, maxITL, 1)
 	rc.measured, rc.goodput = st.Measured, st.Goodput
 	rc.reasoningTokens, rc.reasoningRequests = st.ReasoningTokens, st.ReasoningRequests
+	rc.usageNotBelieved = st.UsageNotBelieved
 	for o, n := range st.Outcomes {
 		rc.outcomes[observation.Outcome(o)] += n
 	}

@@ -263,6 +263,9 @@ func checkRepeat(rr *report.RepeatResult) error {
 			}
 		}
 	}
+	if err := checkClient(rr.Client); err != nil {
+		return err
+	}
 	if rp := rr.Replay; rp != nil {
 		for _, c := range []struct {
 			field string
@@ -284,6 +287,36 @@ func checkRepeat(rr *report.RepeatResult) error {
 	}
 	return nil
 }
+
+// checkClient checks a shard's client verdict (absent: none, from before
+// it): a state of the closed set, counts in bounds and no more late
+// arrivals than arrivals, its figures finite.
+func checkClient(c *report.ClientCheck) error {
+	if c == nil {
+		return nil
+	}
+	switch {
+	case !slices.Contains([]string{report.ClientOK, report.ClientDegraded, report.StateNotJudged}, c.State):
+		return fmt.Errorf("client.state: %.64q is not a client verdict", c.State)
+	case c.Late > c.Arrivals:
+		return fmt.Errorf("client.late: %d of %d arrivals", c.Late, c.Arrivals)
+	case len(c.Note) > maxNoteBytes:
+		return fmt.Errorf("client.note: longer than %d bytes", maxNoteBytes)
+	}
+	if err := count("client.arrivals", c.Arrivals); err != nil {
+		return err
+	}
+	if err := count("client.late", c.Late); err != nil {
+		return err
+	}
+	if err := seconds("client.lag_p99_seconds", float64(c.LagP99), true); err != nil {
+		return err
+	}
+	return seconds("client.scheduling_latency_p99_seconds", c.SchedulingLatencyP99, false)
+}
+
+// maxNoteBytes bounds a sentence a shard's report carries over.
+const maxNoteBytes = 4096
 
 // checkState checks one shard recorder: its windows within what the
 // configuration allows, every count in [0, MaxShardCount], every figure
@@ -307,6 +340,7 @@ func checkState(st *report.RecorderState, maxK, maxRecs int) error {
 	}{
 		{"measured", st.Measured}, {"goodput", st.Goodput}, {"reasoning_tokens", st.ReasoningTokens},
 		{"reasoning_requests", st.ReasoningRequests}, {"records_seen", st.RecordsSeen}, {"itl_seen", st.ITLSeen},
+		{"usage_not_believed", st.UsageNotBelieved},
 	} {
 		if err := count(c.field, c.v); err != nil {
 			return err

@@ -124,7 +124,46 @@ func poolRepeat(byIndex []ShardFile, ci, ri int) (report.RepeatResult, report.Re
 	if len(replays) > 0 {
 		res.Replay = poolReplays(replays)
 	}
+	res.Client = poolClients(byIndex, ci, ri)
 	return res, PoolStates(parts)
+}
+
+// poolClients combines the shards' client verdicts on one repeat: each
+// shard is a client of its own, and one that fell behind put its delay
+// into the merged figures, so the merge is degraded when any shard was
+// (with that shard's note), else ok when any was judged, else not
+// judged; the arrivals add up, the p99s are the worst shard's. Nil when
+// no shard has one (reports from before it).
+func poolClients(byIndex []ShardFile, ci, ri int) *report.ClientCheck {
+	var out *report.ClientCheck
+	for si, sf := range byIndex {
+		c := sf.Report.Cells[ci].Repeats[ri].Client
+		if c == nil {
+			continue
+		}
+		if out == nil {
+			out = &report.ClientCheck{State: report.StateNotJudged, LateAfterSeconds: c.LateAfterSeconds, LagP99: report.NaN()}
+		}
+		out.Arrivals += c.Arrivals
+		out.Late += c.Late
+		if math.IsNaN(float64(out.LagP99)) || c.LagP99 > out.LagP99 {
+			out.LagP99 = c.LagP99
+		}
+		out.SchedulingLatencyP99 = max(out.SchedulingLatencyP99, c.SchedulingLatencyP99)
+		switch {
+		case out.State == report.ClientDegraded:
+		case c.State == report.ClientDegraded:
+			out.State, out.Note = c.State, fmt.Sprintf("shard %d: %s", si, c.Note)
+		case c.State == report.ClientOK:
+			out.State, out.Note = c.State, ""
+		case out.State == report.StateNotJudged:
+			out.Note = fmt.Sprintf("client not judged: no shard measured enough arrivals (%s)", c.Note)
+		}
+	}
+	if out != nil && out.Arrivals > 0 {
+		out.LateShare = float64(out.Late) / float64(out.Arrivals)
+	}
+	return out
 }
 
 // poolReplays combines the shards' views of one replay repeat: the rows
@@ -173,6 +212,7 @@ func PoolStates(parts []report.RecorderState) report.RecorderState {
 		st.Goodput += p.Goodput
 		st.ReasoningTokens += p.ReasoningTokens
 		st.ReasoningRequests += p.ReasoningRequests
+		st.UsageNotBelieved += p.UsageNotBelieved
 		for o, n := range p.Outcomes {
 			st.Outcomes[o] += n
 		}

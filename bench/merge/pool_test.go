@@ -3,6 +3,7 @@ package merge
 import (
 	"math"
 	"slices"
+	"strings"
 	"testing"
 	"time"
 
@@ -69,6 +70,53 @@ func TestPoolShardStart(t *testing.T) {
 			}
 			if !res.Started.Equal(tc.wantStart) || res.WakeupLateSeconds != 0 {
 				t.Errorf("merged started %v, wakeup_late_seconds %v: want %v and absent", res.Started, res.WakeupLateSeconds, tc.wantStart)
+			}
+		})
+	}
+}
+
+// TestPoolClients: each shard is a client of its own, and one that fell
+// behind put its delay into the merged figures: the merge is degraded
+// when any shard was, with that shard's note; else ok when any was
+// judged; else not judged. The arrivals add up, the p99s are the worst
+// shard's; no shard with a verdict (reports from before it), no verdict.
+func TestPoolClients(t *testing.T) {
+	ok := &report.ClientCheck{State: report.ClientOK, Arrivals: 100, Late: 1, LateRuns: 1, LagP99: 0.004, SchedulingLatencyP99: 0.0003, LateAfterSeconds: 0.01}
+	bad := &report.ClientCheck{State: report.ClientDegraded, Arrivals: 100, Late: 30, LateRuns: 20, LagP99: 0.05, SchedulingLatencyP99: 0.02, LateAfterSeconds: 0.01, Note: "client degraded: 30%"}
+	few := &report.ClientCheck{State: report.StateNotJudged, Arrivals: 10, LagP99: report.NaN(), LateAfterSeconds: 0.01, Note: "client not judged: 10 measured arrivals"}
+	shards := func(cs ...*report.ClientCheck) []ShardFile {
+		var out []ShardFile
+		for _, c := range cs {
+			out = append(out, ShardFile{Report: &report.Report{Cells: []report.CellResult{{Repeats: []report.RepeatResult{{Client: c}}}}}})
+		}
+		return out
+	}
+	for _, tc := range []struct {
+		name     string
+		shards   []*report.ClientCheck
+		state    string
+		arrivals int
+		note     string
+	}{
+		{"both ok", []*report.ClientCheck{ok, ok}, report.ClientOK, 200, ""},
+		{"shard 1 degraded", []*report.ClientCheck{ok, bad}, report.ClientDegraded, 200, "shard 1: client degraded: 30%"},
+		{"one judged", []*report.ClientCheck{few, ok}, report.ClientOK, 110, ""},
+		{"none judged", []*report.ClientCheck{few, few}, report.StateNotJudged, 20, "client not judged: no shard measured enough arrivals"},
+		{"from before", []*report.ClientCheck{nil, nil}, "", 0, ""},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			got := poolClients(shards(tc.shards...), 0, 0)
+			if tc.state == "" {
+				if got != nil {
+					t.Fatalf("%+v, want none", got)
+				}
+				return
+			}
+			if got.State != tc.state || got.Arrivals != tc.arrivals || !strings.HasPrefix(got.Note, tc.note) || tc.note == "" && got.Note != "" {
+				t.Errorf("%+v, want %s of %d arrivals, note %q", got, tc.state, tc.arrivals, tc.note)
+			}
+			if tc.name == "shard 1 degraded" && (got.LagP99 != 0.05 || got.SchedulingLatencyP99 != 0.02 || math.Abs(got.LateShare-31.0/200) > 1e-12) {
+				t.Errorf("%+v: want the worst shard's p99s and the pooled share", got)
 			}
 		})
 	}

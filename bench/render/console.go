@@ -65,6 +65,7 @@ var blockFlags = []struct{ label, column string }{
 	{"Draining:", "draining"},
 	{"Sampled:", "sampled"},
 	{"Below min_success:", "below_min_success"},
+	{"Usage not believed (requests):", "usage_not_believed"},
 }
 
 // CellName is a cell for people: target/model/shape and its load, e.g.
@@ -176,14 +177,18 @@ func writeResultBlock(w io.Writer, c *report.CellResult, model string) {
 }
 
 // cellNotes are the sentences a cell's report carries for people: its
-// overload and draining notes, and each repeat's warm-up, stability and
-// replay notes.
+// degraded client (how late, how often, what to change), overload and
+// draining notes, and each repeat's warm-up, stability, precision, client
+// (not judged) and replay notes.
 func CellNotes(c *report.CellResult) []string {
 	var notes []string
-	for _, n := range []string{c.Summary.OverloadNote, c.Summary.DrainingNote} {
+	for _, n := range []string{c.DegradedNote, c.Summary.OverloadNote, c.Summary.DrainingNote} {
 		if n != "" {
 			notes = append(notes, n)
 		}
+	}
+	if n := c.Summary.UsageNotBelieved; n > 0 {
+		notes = append(notes, fmt.Sprintf("usage not believed: the server's usage count of output tokens could not be true for %d measured requests (above max_tokens, or beyond what the events streamed could carry), so their content events were counted instead", n))
 	}
 	for i := range c.Repeats {
 		r := &c.Repeats[i]
@@ -200,12 +205,16 @@ func CellNotes(c *report.CellResult) []string {
 		if n := PrecisionNote(r.Precision); n != "" {
 			notes = append(notes, prefix+n)
 		}
+		if cc := r.Client; cc != nil && cc.State == report.StateNotJudged && !c.Degraded {
+			notes = append(notes, prefix+cc.Note)
+		}
 		if rp := r.Replay; rp != nil {
 			notes = append(notes, fmt.Sprintf("%sreplay: %d of %d rows replayed, %d dropped, %d clamped by the rate ceiling", prefix, rp.Replayed, rp.Rows, rp.Dropped, rp.Clamped))
 			if rp.Cut != "" {
 				notes = append(notes, prefix+"replay: "+rp.Cut)
 			}
-			if rp.Degraded {
+			if rp.Degraded && c.DegradedNote == "" {
+				// A report from before the cell's note.
 				notes = append(notes, prefix+"replay: drift p99 above 10 ms (degraded)")
 			}
 		}

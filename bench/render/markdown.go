@@ -69,10 +69,10 @@ func WriteMarkdown(w io.Writer, r *report.Report) error {
 	mdValidity(&b, r)
 
 	if len(r.Sweeps) > 0 {
-		b.WriteString("## Rate sweep\n\n| target | shape | rule | max rate | success ratio there | first failing rate |\n| --- | --- | --- | --- | --- | --- |\n")
+		b.WriteString("## Rate sweep\n\n| target | shape | rule | max rate | success ratio there | first failing rate | note |\n| --- | --- | --- | --- | --- | --- | --- |\n")
 		for _, sw := range r.Sweeps {
-			fmt.Fprintf(&b, "| %s | %s | %s | %s | %s | %s |\n", report.MarkdownCell(sw.Target), report.MarkdownCell(sw.Shape), sw.Rule,
-				report.MarkdownRate(sw.MaxRate), report.MarkdownRatio(sw.SuccessRatio), report.MarkdownRate(sw.FirstFailingRate))
+			fmt.Fprintf(&b, "| %s | %s | %s | %s | %s | %s | %s |\n", report.MarkdownCell(sw.Target), report.MarkdownCell(sw.Shape), sw.Rule,
+				report.MarkdownRate(sw.MaxRate), report.MarkdownRatio(sw.SuccessRatio), report.MarkdownRate(sw.FirstFailingRate), report.MarkdownCell(sw.Note))
 		}
 		b.WriteString("\n")
 	}
@@ -141,6 +141,17 @@ func writeMarkdownSections(b *strings.Builder, r *report.Report) {
 				mdCounts(f.outcomes, report.OutcomeSuccess), mdCounts(f.statuses, ""))
 		}
 		b.WriteString("\n")
+	}
+
+	var degraded []string
+	for i := range r.Cells {
+		if c := &r.Cells[i]; c.DegradedNote != "" {
+			degraded = append(degraded, fmt.Sprintf("| %s | %s |", report.MarkdownCell(c.Key), report.MarkdownCell(c.DegradedNote)))
+		}
+	}
+	if len(degraded) > 0 {
+		b.WriteString("## Client degraded\n\nCells whose client fell behind its schedule or waited for a CPU: their latencies include its own delay. How late, how often, and what to change.\n\n| cell | note |\n| --- | --- |\n")
+		b.WriteString(strings.Join(degraded, "\n") + "\n\n")
 	}
 
 	var precision []string

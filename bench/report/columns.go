@@ -84,7 +84,8 @@ type Column struct {
 	MD   string
 	MDAt int
 	// flag, when set, is what the Markdown table's flags column says when
-	// the (unitBool) column's value is flagIf.
+	// the (unitBool) column's value is flagIf (a unitCount column's: when
+	// it is not 0, for flagIf true).
 	Flag   string
 	FlagIf bool
 	// word, when set and it says something of a cell, is written in place
@@ -215,7 +216,16 @@ var Columns = func() []Column {
 				}
 				return ""
 			}),
-		flagged(Column{Name: "degraded", JSON: "degraded", Unit: UnitBool, Merge: MergeRepeats, Num: func(c *CellResult) float64 { return B2F(c.Degraded) }}, "client degraded", true),
+		// The client's verdict on its own schedule: a cell a repeat of
+		// which had too few arrivals to judge, and none degraded, is
+		// "not judged" rather than a false it was never shown to be.
+		worded(flagged(Column{Name: "degraded", JSON: "degraded", Unit: UnitBool, Merge: MergeRepeats, Num: func(c *CellResult) float64 { return B2F(c.Degraded) }}, "client degraded", true),
+			func(c *CellResult) string {
+				if !c.Degraded && c.ClientNotJudged() {
+					return NotJudged
+				}
+				return ""
+			}),
 		md(count("requests", MergeCounts, func(s *Stats) int { return s.Requests }), "requests", 1),
 		md(count("successes", MergeCounts, func(s *Stats) int { return s.Successes }), "successes", 2),
 		count("goodput", MergeCounts, func(s *Stats) int { return s.Goodput }),
@@ -287,6 +297,9 @@ var Columns = func() []Column {
 		Column{Name: "success_ratio", JSON: "repeats", Unit: UnitRatio, Merge: MergeCounts, Num: SuccessRatio},
 		flagged(Column{Name: "below_min_success", JSON: "below_min_success", Unit: UnitBool, Merge: MergeCounts,
 			Num: func(c *CellResult) float64 { return B2F(c.BelowMinSuccess) }}, "below min_success", true),
+		// The requests whose usage count could not be true, counted by
+		// their events instead: a server that lies about its tokens.
+		flagged(count("usage_not_believed", MergeCounts, func(s *Stats) int { return s.UsageNotBelieved }), "usage not believed", true),
 	)
 	return cols
 }()

@@ -143,12 +143,14 @@ type CellResult struct {
 	// repeat was checked (StableOf): the outputs then say "not checked".
 	Stability string `json:"stability,omitempty"`
 	Stable    *bool  `json:"stable,omitempty"`
-	// Degraded is true when, in any repeat, the schedule lag p99 or the
-	// process's goroutine scheduling latency p99 exceeded 10 ms (as the
-	// exporter's infer_probe_measurement_degraded): the client fell behind
-	// or was CPU-saturated, and its latencies include its own delay.
-	Degraded bool           `json:"degraded"`
-	Repeats  []RepeatResult `json:"repeats"`
+	// Degraded is true when the client was degraded in any repeat
+	// (RepeatResult.Client: too many of its arrivals sent late, or its
+	// goroutines waiting for a CPU), or a replay's drift p99 exceeded 10
+	// ms: its latencies include its own delay. DegradedNote says how late,
+	// how often and what to change.
+	Degraded     bool           `json:"degraded"`
+	DegradedNote string         `json:"degraded_note,omitempty"`
+	Repeats      []RepeatResult `json:"repeats"`
 	// Partial is true when a repeat of the cell is partial: the run was
 	// interrupted while it ran (RepeatResult.Partial). Only a run
 	// interrupted during its first cell keeps one; it is never ranked.
@@ -297,6 +299,12 @@ type Stats struct {
 	// requests reasoned. Both are 0 for a model that does not reason.
 	ReasoningTokens   int `json:"reasoning_tokens"`
 	ReasoningRequests int `json:"reasoning_requests"`
+	// UsageNotBelieved counts the measured requests whose server's usage
+	// count of output tokens could not be true (above max_tokens, or
+	// beyond what the events streamed could carry: probe/client's
+	// UsageBelievable): their content events were counted instead, so no
+	// throughput or TPOT takes the claim.
+	UsageNotBelieved int `json:"usage_not_believed"`
 	// GoodOutputTokens are the output tokens delivered within the windows
 	// (OutputTokens' rule) by the successful requests that met every SLO
 	// threshold, warm-up ones included; OutputTokens without an SLO.
@@ -436,6 +444,9 @@ type RepeatResult struct {
 	// which no later request would have changed. Its figures are over the
 	// time it ran.
 	StoppedEarly string `json:"stopped_early,omitempty"`
+	// Client is the client's verdict on its own schedule (ClientCheck);
+	// absent from reports written before it.
+	Client *ClientCheck `json:"client,omitempty"`
 	// Replay is what a replay repeat did with its trace; nil for other
 	// loads.
 	Replay *ReplayResult `json:"replay,omitempty"`
@@ -582,9 +593,13 @@ type SweepResult struct {
 	GoodputPerSecond float64 `json:"goodput_per_second"`
 	SuccessRatio     float64 `json:"success_ratio"`
 	// FirstFailingRate is the lowest rate tried that failed (0: none did).
-	FirstFailingRate float64      `json:"first_failing_rate"`
-	Points           []SweepPoint `json:"points"`
-	Note             string       `json:"note,omitempty"`
+	FirstFailingRate float64 `json:"first_failing_rate"`
+	// ClientLimitedRate is the rate at which the client was degraded,
+	// which ended the sweep: the client's limit, not the server's (0: it
+	// kept up at every rate tried).
+	ClientLimitedRate float64      `json:"client_limited_rate,omitempty"`
+	Points            []SweepPoint `json:"points"`
+	Note              string       `json:"note,omitempty"`
 }
 
 // RequestRecords says where the run's per-request records went
@@ -612,10 +627,13 @@ type SweepPoint struct {
 	Requests     int     `json:"requests"`
 	SuccessRatio float64 `json:"success_ratio"`
 	Pass         bool    `json:"pass"`
-	// Overloaded and Degraded say that the point was not in steady state
-	// (the cells' rules): a point whose queue grows, or whose client fell
-	// behind, fails whatever its ratio, since its ratio holds only until
-	// the backlog reaches the timeout. Note says why a point failed.
+	// Overloaded says that the point was not in steady state (the cells'
+	// rule): a point whose queue grows fails whatever its ratio, since its
+	// ratio holds only until the backlog reaches the timeout. Degraded
+	// says that its client fell behind (RepeatResult.Client): the point
+	// measured the client, so it does not pass, and it does not count
+	// against the server either: it ends the sweep. Note says why a point
+	// failed.
 	Overloaded bool   `json:"overloaded,omitempty"`
 	Degraded   bool   `json:"degraded,omitempty"`
 	Note       string `json:"note,omitempty"`

@@ -79,6 +79,9 @@ type RecorderState struct {
 	// judges (a uniform sample of PointsSeen beyond 20,000).
 	Points     []StabilityPoint `json:"stability_points,omitempty"`
 	PointsSeen int              `json:"stability_points_seen,omitempty"`
+	// UsageNotBelieved is Stats' count of requests whose usage count was
+	// not believed.
+	UsageNotBelieved int `json:"usage_not_believed,omitempty"`
 }
 
 // StabilityPoint is one successful measured request as the stability rule

@@ -173,7 +173,7 @@ func writeWorkloads(b *strings.Builder, ws []live.WorkloadStatus, src landingSou
 // verdict is the state a person should read: the runner's state, and for a
 // running workload what its last minute and the degraded flag say. A
 // workload that sends but whose requests fail is failing, not running.
-func verdict(st workload.Status, degraded bool, r recentSummary) (string, string) {
+func verdict(st workload.Status, degraded *degradedFigures, r recentSummary) (string, string) {
 	if st.State != workload.StateRunning {
 		label, class := st.State, "warn"
 		switch st.State {
@@ -192,18 +192,32 @@ func verdict(st workload.Status, degraded bool, r recentSummary) (string, string
 		return fmt.Sprintf("waiting for the target to be ready: %d arrivals skipped in the last minute, none sent", r.Skipped), "warn"
 	case r.HasRatio && r.Failed > 0 && r.SuccessRatio < 0.5:
 		return fmt.Sprintf("failing: %d of %d requests failed in the last minute (%.0f%% errors)", r.Failed, r.Ended, 100*(1-r.SuccessRatio)), "bad"
-	case degraded:
-		return "degraded: the client is behind its schedule (schedule lag or scheduling latency p99 above --probe.degraded-lag); its latencies are not to be trusted", "warn"
+	case degraded != nil:
+		// How late, and what to change: the flag alone leaves a person
+		// to guess both.
+		return fmt.Sprintf("degraded: the client is behind its schedule (schedule lag p99 %s, goroutine scheduling latency p99 %s over --probe.degraded-window; either above --probe.degraded-lag); its latencies are not to be trusted: %s",
+			landingMillis(degraded.lagP99), landingMillis(degraded.schedP99), degradedRemedy), "warn"
 	case r.Failed > 0:
 		return fmt.Sprintf("running, with errors: %d of %d requests failed in the last minute", r.Failed, r.Ended), "warn"
 	}
 	return "running", "ok"
 }
 
+// degradedRemedy is what to change when a workload's client is degraded.
+const degradedRemedy = "lower the workload's rate, give the exporter more CPU (GOMAXPROCS, cores) or a machine of its own, or spread the workloads over several exporters"
+
+// degradedFigures are what /metrics says of a workload flagged degraded:
+// its schedule lag p99 and the process's goroutine scheduling latency
+// p99, in seconds.
+type degradedFigures struct{ lagP99, schedP99 float64 }
+
+// landingMillis is seconds in milliseconds for the page.
+func landingMillis(sec float64) string { return fmt.Sprintf("%.1f ms", 1000*sec) }
+
 // degradedWorkloads reads infer_probe_measurement_degraded from the live
-// series: the page says what /metrics says.
-func degradedWorkloads(g prometheus.Gatherer) map[string]bool {
-	out := map[string]bool{}
+// series, with the figures behind it: the page says what /metrics says.
+func degradedWorkloads(g prometheus.Gatherer) map[string]*degradedFigures {
+	out := map[string]*degradedFigures{}
 	if g == nil {
 		return out
 	}
@@ -211,17 +225,30 @@ func degradedWorkloads(g prometheus.Gatherer) map[string]bool {
 	if err != nil {
 		return out
 	}
+	lag := map[string]float64{}
+	var sched float64
 	for _, mf := range mfs {
-		if mf.GetName() != "infer_probe_measurement_degraded" {
-			continue
-		}
-		for _, m := range mf.GetMetric() {
-			for _, l := range m.GetLabel() {
-				if l.GetName() == "workload" && m.GetGauge().GetValue() == 1 {
-					out[l.GetValue()] = true
+		switch mf.GetName() {
+		case "infer_exporter_scheduling_latency_p99_seconds":
+			for _, m := range mf.GetMetric() {
+				sched = m.GetGauge().GetValue()
+			}
+		case "infer_probe_schedule_lag_p99_seconds", "infer_probe_measurement_degraded":
+			for _, m := range mf.GetMetric() {
+				for _, l := range m.GetLabel() {
+					switch {
+					case l.GetName() != "workload":
+					case mf.GetName() == "infer_probe_schedule_lag_p99_seconds":
+						lag[l.GetValue()] = m.GetGauge().GetValue()
+					case m.GetGauge().GetValue() == 1:
+						out[l.GetValue()] = &degradedFigures{}
+					}
 				}
 			}
 		}
+	}
+	for w, f := range out {
+		f.lagP99, f.schedP99 = lag[w], sched
 	}
 	return out
 }

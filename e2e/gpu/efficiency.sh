@@ -72,7 +72,7 @@ sleep 2
 
 sed "s#127.0.0.1:8000#127.0.0.1:$PORT#" "$here/efficiency.yml" >"$out/efficiency.yml"
 rc=0
-timeout -s INT 400 "$bin" bench --config.file="$out/efficiency.yml" --output.dir="$out/bench" --progress=never \
+timeout -s INT 400 "$bin" bench --config.file="$out/efficiency.yml" --output.dir="$out/bench" --output.overwrite --progress=never \
 	>"$out/console.log" 2>&1 || rc=$?
 echo "bench exited $rc"
 [[ -f "$out/bench/report.json" ]] || { tail -30 "$out/console.log" >&2; exit 1; }

@@ -52,7 +52,7 @@ if [[ -n "${RATES:-}" ]]; then
 	sed -i "s#rates: \[.*\]#rates: [$RATES]#" "$out/stability.yml"
 fi
 rc=0
-timeout -s INT "${BENCH_TIMEOUT:-540}" "$bin" bench --config.file="$out/stability.yml" --output.dir="$out/bench" --progress=never \
+timeout -s INT "${BENCH_TIMEOUT:-540}" "$bin" bench --config.file="$out/stability.yml" --output.dir="$out/bench" --output.overwrite --progress=never \
 	>"$out/console.log" 2>&1 || rc=$?
 echo "bench exited $rc"
 [[ -f "$out/bench/report.json" ]] || { tail -30 "$out/console.log" >&2; exit 1; }

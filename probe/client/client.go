@@ -24,6 +24,34 @@ import (
 	"github.com/infer-exporter/infer_exporter/probe/observation"
 )
 
+// UsageBelievable says whether a server's usage count of a request's
+// output tokens can be true of the request and of what it streamed: at
+// most the max_tokens it asked for (when it asked for a number; a
+// replayed body's own is not known here), and at most what its content
+// events could carry. An event carries a few tokens at most (a
+// detokenizer that held back half a character, speculative decoding's
+// accepted drafts: UsageTokensPerEvent), and a token is at least a byte of
+// the text streamed, except the few a server strips from it (the end of
+// sequence, reasoning and tool-call markers: UsageSlack); a whole answer
+// in one body is bounded by its bytes. So usage <= max(4 × events, bytes)
+// + 16, where Do counts as bytes the reasoning tokens a server said it
+// spent without streaming any reasoning (a hosted model that hides it:
+// the bound is then max_tokens). A server whose usage claimed 1e9 tokens
+// for 4 streamed ones made 4e9 output tokens/s and a TPOT of 0 otherwise.
+func UsageBelievable(usage, maxTokens, events, bytes int) bool {
+	if maxTokens > 0 && usage > maxTokens {
+		return false
+	}
+	return usage <= max(UsageTokensPerEvent*events, bytes)+UsageSlack
+}
+
+// The bound of UsageBelievable beyond max_tokens: tokens per content
+// event, and tokens a server may count without streaming them.
+const (
+	UsageTokensPerEvent = 4
+	UsageSlack          = 16
+)
+
 // maxEvents bounds the content events one request may deliver: four times
 // its max_tokens (a server may split a token into several events), or 64k
 // when max_tokens is not set.
@@ -379,7 +407,9 @@ func (e *HTTPError) Error() string {
 //
 // Output tokens come from the server's usage count when it sent one (the
 // largest, since counts are cumulative); otherwise, or when usage says 0
-// although content arrived, from the number of content events, and
+// although content arrived, or when the count cannot be true of the
+// request (UsageBelievable: UsageNotBelieved is then set, and the usage's
+// reasoning count dropped too), from the number of content events, and
 // TokenSource says which. Reasoning tokens are among the output tokens:
 // ReasoningTokens is the server's count of them (usage
 // completion_tokens_details.reasoning_tokens, the largest sent; 0 when it
@@ -486,6 +516,10 @@ func (c *Client) readStream(ctx context.Context, dec Decoder, r *Request, obs *o
 		usageCompletion int
 		usageReasoning  int
 		haveUsage       bool
+		// streamed is the bytes of the content events (answer,
+		// reasoning and tool-call text): what bounds a believable
+		// usage count.
+		streamed int
 	)
 	if textLimit <= 0 {
 		textLimit = DefaultMaxTextBytes
@@ -529,6 +563,7 @@ func (c *Client) readStream(ctx context.Context, dec Decoder, r *Request, obs *o
 				obs.TokenTimes = append(obs.TokenTimes, at)
 			}
 			obs.ContentEvents++
+			streamed += len(ch.Content) + len(ch.Reasoning) + len(ch.ToolCall)
 			// Set before the observer hears of the event: it reads them live.
 			obs.LastToolCall = len(ch.ToolCall) > 0
 			obs.LastReasoning = len(ch.Content) == 0 && !obs.LastToolCall
@@ -590,6 +625,20 @@ func (c *Client) readStream(ctx context.Context, dec Decoder, r *Request, obs *o
 		obs.OutputTokens, obs.TokenSource = usageCompletion, observation.TokensFromUsage
 	} else {
 		obs.OutputTokens, obs.TokenSource = obs.ContentEvents, observation.TokensFromEvents
+	}
+	// Reasoning the server counted but did not stream (a hosted model
+	// that hides it) is among its output tokens without an event.
+	hidden := 0
+	if obs.ReasoningEvents == 0 {
+		hidden = usageReasoning
+	}
+	if obs.TokenSource == observation.TokensFromUsage && !UsageBelievable(usageCompletion, r.MaxTokens, obs.ContentEvents, streamed+hidden) ||
+		usageReasoning > obs.OutputTokens {
+		// A count that cannot be true would be every throughput's
+		// numerator and TPOT's divisor: the events are counted instead.
+		obs.UsageNotBelieved = true
+		obs.OutputTokens, obs.TokenSource = obs.ContentEvents, observation.TokensFromEvents
+		obs.ReasoningTokens = 0
 	}
 	if r.KeepText {
 		// A Builder's String is its buffer, not a copy of it.

@@ -113,9 +113,12 @@ type expect struct {
 	// reasoning text only; the others are answer events.
 	reasoning       []int
 	reasoningTokens int
-	errIs           error  // errors.Is(obs.Err, errIs) must hold
-	errHas          string // obs.Err must contain it
-	noErr           bool
+	// usageNotBelieved: the usage count could not be true of what was
+	// streamed, so output is the events counted.
+	usageNotBelieved bool
+	errIs            error  // errors.Is(obs.Err, errIs) must hold
+	errHas           string // obs.Err must contain it
+	noErr            bool
 }
 
 func (e expect) observation(scheduled time.Time) observation.Request {
@@ -147,6 +150,7 @@ func (e expect) observation(scheduled time.Time) observation.Request {
 		}
 	}
 	o.ReasoningTokens = e.reasoningTokens
+	o.UsageNotBelieved = e.usageNotBelieved
 	return o
 }
 
@@ -187,9 +191,9 @@ func describe(o observation.Request) string {
 	for _, t := range o.TokenTimes {
 		toks = append(toks, ms(t))
 	}
-	return fmt.Sprintf("{outcome=%s status=%d sent=%s first=%s answer=%s tokens=%v end=%s prompt=%d output=%d reasoning=%d/%d events last_reasoning=%v source=%q events=%d text=%q drop=%q}",
+	return fmt.Sprintf("{outcome=%s status=%d sent=%s first=%s answer=%s tokens=%v end=%s prompt=%d output=%d reasoning=%d/%d events last_reasoning=%v source=%q usage_not_believed=%v events=%d text=%q drop=%q}",
 		o.Outcome, o.HTTPStatus, ms(o.Sent), ms(o.FirstToken), ms(o.FirstAnswer), toks, ms(o.End), o.PromptTokens, o.OutputTokens,
-		o.ReasoningTokens, o.ReasoningEvents, o.LastReasoning, o.TokenSource, o.ContentEvents, o.Text, o.DropReason)
+		o.ReasoningTokens, o.ReasoningEvents, o.LastReasoning, o.TokenSource, o.UsageNotBelieved, o.ContentEvents, o.Text, o.DropReason)
 }
 
 func TestDo(t *testing.T) {
@@ -744,10 +748,12 @@ func TestRecordedStreams(t *testing.T) {
 		{
 			// Role-only first chunk with content null (frame 2) is not the
 			// first token; the "..." line is ignored; usage 13 + 50 on the
-			// final chunk; [DONE] with no blank line after it.
+			// final chunk; [DONE] with no blank line after it. Its author
+			// elided the chunks between (SOURCES.md): 50 tokens cannot be
+			// true of the one event kept, so the event is counted.
 			file: "stream_openai_chat_llamacpp.sse", flavor: OpenAIChat,
 			want: expect{outcome: observation.Success, status: 200, first: 3, tokens: []int{3}, end: 5,
-				prompt: 13, output: 50, source: observation.TokensFromUsage, text: " climb", noErr: true},
+				prompt: 13, output: 1, source: observation.TokensFromEvents, usageNotBelieved: true, text: " climb", noErr: true},
 		},
 	}
 	for _, tc := range cases {

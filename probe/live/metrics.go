@@ -59,6 +59,7 @@ type Metrics struct {
 	requests, dropped, goodput     *prometheus.CounterVec
 	httpErrors                     *prometheus.CounterVec
 	tokenSource, clamped           *prometheus.CounterVec
+	usageNotBelieved               *prometheus.CounterVec
 	checks                         *prometheus.CounterVec
 	inFlight, rate, maxRate        *prometheus.GaugeVec
 	maxInFlight, degraded          *prometheus.GaugeVec
@@ -117,6 +118,8 @@ func NewMetrics(reg prometheus.Registerer) *Metrics {
 			Help: "Successful requests that met every SLO threshold configured for the workload."}, labels),
 		tokenSource: prometheus.NewCounterVec(prometheus.CounterOpts{Namespace: namespace, Name: "token_count_source_total",
 			Help: "Successful requests by where their output token count came from: usage (the server's count) or events (content events counted by the client)."}, with("source")),
+		usageNotBelieved: prometheus.NewCounterVec(prometheus.CounterOpts{Namespace: namespace, Name: "usage_not_believed_total",
+			Help: "Requests whose server usage count of output tokens could not be true (above max_tokens, or beyond what was streamed); their events were counted."}, labels),
 		checks: prometheus.NewCounterVec(prometheus.CounterOpts{Namespace: namespace, Name: "known_answer_checks_total",
 			Help: "Known-answer checks sent in place of a synthetic prompt, by result: pass, fail (the answer did not match), error (no answer)."}, with("result")),
 		clamped: prometheus.NewCounterVec(prometheus.CounterOpts{Namespace: namespace, Name: "arrivals_clamped_total",
@@ -154,7 +157,7 @@ func NewMetrics(reg prometheus.Registerer) *Metrics {
 		m.promptTokens, m.completionTokens, m.requests, m.dropped, m.goodput, m.tokenSource, m.clamped, m.checks,
 		m.inFlight, m.maxInFlight, m.rate, m.maxRate, m.lagP99, m.degraded, m.state, m.clientInfo,
 		m.streamed, m.stalls, m.stalled, m.oldestAge, m.ttfa, m.reasoningTokens, m.httpErrors,
-		m.sloThreshold, m.sloRequests)
+		m.sloThreshold, m.sloRequests, m.usageNotBelieved)
 	m.replay = newReplayMetrics(reg)
 	m.sessions = newSessionMetrics(reg)
 	m.validity = newValidityMetrics(reg)
@@ -177,6 +180,7 @@ type Series struct {
 	requests                        map[observation.Outcome]prometheus.Counter
 	httpErrors                      map[string]prometheus.Counter // by observation.StatusCodes
 	tokenSource                     map[observation.TokenSource]prometheus.Counter
+	usageNotBelieved                prometheus.Counter
 	checks                          map[string]prometheus.Counter // by result; nil without checks
 	inFlight, rate, maxRate         prometheus.Gauge
 	maxInFlight, degraded, lagP99   prometheus.Gauge
@@ -226,6 +230,7 @@ func (m *Metrics) Series(target, model, name string, slo config.SLO) *Series {
 		requests:         map[observation.Outcome]prometheus.Counter{},
 		httpErrors:       map[string]prometheus.Counter{},
 		tokenSource:      map[observation.TokenSource]prometheus.Counter{},
+		usageNotBelieved: m.usageNotBelieved.WithLabelValues(lv...),
 		inFlight:         m.inFlight.WithLabelValues(lv...),
 		maxInFlight:      m.maxInFlight.WithLabelValues(lv...),
 		rate:             m.rate.WithLabelValues(lv...),
@@ -288,7 +293,7 @@ func (s *Series) Delete() {
 		s.m.requests, s.m.dropped, s.m.goodput, s.m.tokenSource, s.m.clamped, s.m.checks, s.m.inFlight,
 		s.m.maxInFlight, s.m.rate, s.m.maxRate, s.m.degraded, s.m.lagP99, s.m.state, s.m.clientInfo,
 		s.m.streamed, s.m.stalls, s.m.stalled, s.m.oldestAge, s.m.ttfa, s.m.reasoningTokens, s.m.httpErrors,
-		s.m.sloThreshold, s.m.sloRequests,
+		s.m.sloThreshold, s.m.sloRequests, s.m.usageNotBelieved,
 	} {
 		v.DeletePartialMatch(match)
 	}
@@ -436,6 +441,9 @@ func (s *Series) Observe(o *observation.Request) {
 	}
 	if d, ok := o.ScheduleLag(); ok {
 		s.lag.Observe(d.Seconds())
+	}
+	if o.UsageNotBelieved {
+		s.usageNotBelieved.Inc()
 	}
 	// TTFT and the gaps between tokens were observed as they happened
 	// (FirstToken, Token).

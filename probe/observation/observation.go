@@ -112,6 +112,14 @@ type Request struct {
 	// when it reports none.
 	ReasoningTokens int
 	TokenSource     TokenSource
+	// UsageNotBelieved: the server's usage count of output tokens (or of
+	// reasoning tokens among them) cannot be true of the request: above
+	// its max_tokens, or beyond what its content events could carry (the
+	// client's bound, probe/client). OutputTokens is then the content
+	// events counted (TokenSource events), and ReasoningTokens 0, so that
+	// a server that claims a billion tokens for four streamed ones reports
+	// no billion tokens a second.
+	UsageNotBelieved bool
 	// ContentEvents is the number of content-bearing events, whatever the
 	// token source. A response that was not streamed (one JSON body) has
 	// exactly one: its whole answer.
