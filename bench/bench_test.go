@@ -196,7 +196,7 @@ var (
 	cellTableRE = regexp.MustCompile(`(?s)<table class="cell" data-cell="([^"]+)">(.*?)</table>`)
 	distRowRE   = regexp.MustCompile(`(?s)<tr data-dist="(\w+)">(.*?)</tr>`)
 	tdRE        = regexp.MustCompile(`<td data-q="(\w+)" data-value="([^"]*)"(?: class="thin" title="([^"]*)")?>([^<]*)(?:<sup>†</sup>)?</td>`)
-	boardRowRE  = regexp.MustCompile(`<tr class="leaderboard-row[^"]*" data-target="([^"]+)" data-rank="(\d+)" data-score="([^"]+)" data-tied="(\w+)">`)
+	boardRowRE  = regexp.MustCompile(`<tr class="leaderboard-row[^"]*" data-target="([^"]+)" data-rank="(\d+)" data-score="([^"]+)" data-tied="(\w+)" data-below-min-success="(\w+)">`)
 )
 
 // checkHTMLMatchesJSON reads every figure of the HTML report back and
@@ -261,7 +261,8 @@ func checkHTMLMatchesJSON(t *testing.T, path string, r *report.Report) {
 	}
 	for i, row := range rows {
 		e := r.Ranking.Entries[i]
-		if row[1] != e.Target || row[2] != strconv.Itoa(e.Rank) || row[3] != report.FormatFloat(e.Score) || row[4] != strconv.FormatBool(e.Tied) {
+		if row[1] != e.Target || row[2] != strconv.Itoa(e.Rank) || row[3] != report.FormatFloat(e.Score) || row[4] != strconv.FormatBool(e.Tied) ||
+			row[5] != strconv.FormatBool(e.BelowMinSuccess) {
 			t.Errorf("leaderboard row %d: %v, JSON %+v", i, row[1:], e)
 		}
 	}
