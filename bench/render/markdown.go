@@ -154,18 +154,7 @@ func writeMarkdownSections(b *strings.Builder, r *report.Report) {
 		b.WriteString(strings.Join(degraded, "\n") + "\n\n")
 	}
 
-	var precision []string
-	for _, c := range r.Cells {
-		for _, rep := range c.Repeats {
-			if n := PrecisionNote(rep.Precision); n != "" {
-				precision = append(precision, fmt.Sprintf("| %s | %d | %s |", report.MarkdownCell(c.Key), rep.Index+1, report.MarkdownCell(n)))
-			}
-		}
-	}
-	if len(precision) > 0 {
-		b.WriteString("## Precision\n\nPer repeat: the successful requests' worth in independent ones (their serial correlation taken out), each percentile's margin of error at 95%, and the percentiles too few requests lie beyond to be more than indicative.\n\n| cell | repeat | precision |\n| --- | --- | --- |\n")
-		b.WriteString(strings.Join(precision, "\n") + "\n\n")
-	}
+	writeMarkdownPrecision(b, r)
 
 	var replays []*report.CellResult
 	for i := range r.Cells {
@@ -347,5 +336,22 @@ func mdLeaderboard(b *strings.Builder, rk *report.RankingResult) {
 				ConsoleRatio(e.SuccessRatio), ConsoleRatio(e.GoodputRatio), flag)
 		}
 		b.WriteString("\n")
+	}
+}
+
+// writeMarkdownPrecision writes the Precision section: each judged
+// repeat's effective requests and its percentiles' margins.
+func writeMarkdownPrecision(b *strings.Builder, r *report.Report) {
+	var precision []string
+	for _, c := range r.Cells {
+		for _, rep := range c.Repeats {
+			if n := PrecisionNote(rep.Precision); n != "" {
+				precision = append(precision, fmt.Sprintf("| %s | %d | %s |", report.MarkdownCell(c.Key), rep.Index+1, report.MarkdownCell(n)))
+			}
+		}
+	}
+	if len(precision) > 0 {
+		b.WriteString("## Precision\n\nPer repeat: the successful requests' worth in independent ones (their serial correlation taken out), each percentile's margin of error at 95%, and the percentiles too few requests lie beyond to be more than indicative.\n\n| cell | repeat | precision |\n| --- | --- | --- |\n")
+		b.WriteString(strings.Join(precision, "\n") + "\n\n")
 	}
 }
