@@ -31,6 +31,8 @@ func Compare(base, cur *report.Report, baseFile string, threshold float64, gated
 	for i := range base.Cells {
 		old[base.Cells[i].Key] = &base.Cells[i]
 	}
+	c.Simultaneous = judgedFigures(old, cur, gated, z)
+	zGated := simultaneousZ(confidence, c.Simultaneous)
 	seen := map[string]bool{}
 	figs := []string{"e2e_p50", "e2e_p99", "output_tokens_per_second"}
 	for _, g := range gated {
@@ -68,13 +70,14 @@ func Compare(base, cur *report.Report, baseFile string, threshold float64, gated
 			cc := report.CellComparison{Cell: nc.Key, Figure: f, Old: o, New: n, Change: n/o - 1,
 				ChangeLo: report.NaN(), ChangeHi: report.NaN(), Gated: slices.Contains(gated, f),
 				HigherIsBetter: report.HigherIsBetter(f), Detectable: report.NaN()}
-			seO, okO := logSE(oc.CI[f], z)
-			seN, okN := logSE(nc.CI[f], z)
-			if okO && okN {
-				se := math.Hypot(seO, seN)
-				cc.ChangeLo = report.Num(n/o*math.Exp(-z*se) - 1)
-				cc.ChangeHi = report.Num(n/o*math.Exp(z*se) - 1)
-				cc.Detectable = report.Num(math.Expm1(z * se))
+			if se, ok := changeSE(oc, nc, f, z); ok {
+				zf := z
+				if cc.Gated {
+					zf = zGated
+				}
+				cc.ChangeLo = report.Num(n/o*math.Exp(-zf*se) - 1)
+				cc.ChangeHi = report.Num(n/o*math.Exp(zf*se) - 1)
+				cc.Detectable = report.Num(math.Expm1(zf * se))
 			}
 			if cc.Gated {
 				cc.Verdict = report.GateVerdict(float64(cc.ChangeLo), float64(cc.ChangeHi), threshold, cc.HigherIsBetter)
@@ -104,6 +107,49 @@ func Compare(base, cur *report.Report, baseFile string, threshold float64, gated
 		c.Warnings = append(c.Warnings, "no gated figure was compared: no cell of this run is in the baseline with a gated figure in both")
 	}
 	return c
+}
+
+// changeSE is the standard error of log(new/old) of figure f between two
+// cells, from their intervals (at level z); ok is false when either has
+// none.
+func changeSE(oc, nc *report.CellResult, f string, z float64) (float64, bool) {
+	seO, okO := logSE(oc.CI[f], z)
+	seN, okN := logSE(nc.CI[f], z)
+	return math.Hypot(seO, seN), okO && okN
+}
+
+// judgedFigures counts the gated figures Compare will judge with an
+// interval: those of the cells in both reports with a value and an
+// interval in both.
+func judgedFigures(old map[string]*report.CellResult, cur *report.Report, gated []string, z float64) int {
+	k := 0
+	for i := range cur.Cells {
+		nc := &cur.Cells[i]
+		oc, ok := old[nc.Key]
+		if !ok {
+			continue
+		}
+		for _, f := range gated {
+			o, n := oc.Summary.Figure(f), nc.Summary.Figure(f)
+			if _, ok := changeSE(oc, nc, f, z); ok && o > 0 && !math.IsNaN(n) {
+				k++
+			}
+		}
+	}
+	return k
+}
+
+// simultaneousZ is the normal quantile of intervals that hold together, at
+// the level confidence, over k figures (Bonferroni: each at 1 -
+// (1-confidence)/k). The gate judges every gated figure of every cell,
+// and a run is regressed when any one is: with each figure's interval at
+// 95%, seven figures of one unchanged cell put one past the threshold in
+// 9% of reruns when the requests are correlated in time (their intervals
+// as wide as they should be: TestGateRatesOnCorrelatedRuns), and a matrix
+// of 20 cells would fail most reruns. Held together, the intervals keep
+// the run's false alarms at the confidence asked for.
+func simultaneousZ(confidence float64, k int) float64 {
+	return math.Sqrt2 * math.Erfinv(1-(1-confidence)/float64(max(1, k)))
 }
 
 // logSE is the standard error on the log scale implied by an interval.
@@ -137,8 +183,8 @@ func formatFigure(figure string, v float64) string {
 // (regressed, inconclusive, ok), one REGRESSION line per regressed figure,
 // then the run's verdict.
 func writeComparisonText(w io.Writer, c *report.Comparison) {
-	fmt.Fprintf(w, "baseline %s: threshold %.1f%%, confidence %g, gated %s\n",
-		c.BaselineFile, c.Threshold*100, c.Confidence, strings.Join(c.Gated, ","))
+	fmt.Fprintf(w, "baseline %s: threshold %.1f%%, confidence %g (the intervals hold together over the %d gated figures judged), gated %s\n",
+		c.BaselineFile, c.Threshold*100, c.Confidence, c.Simultaneous, strings.Join(c.Gated, ","))
 	for _, warn := range c.Warnings {
 		fmt.Fprintf(w, "WARNING %s\n", warn)
 	}

@@ -176,13 +176,16 @@ func goldenReport(t testing.TB) *report.Report {
 	for _, c := range rep.Cells {
 		rep.Timeline = append(rep.Timeline, report.Span{Target: c.Target, Cell: c.Key, Repeat: 0, Start: 1, End: 4.5})
 	}
-	// A baseline: the same report, its slow target 20% slower.
+	// A baseline: the same report, its median E2E a third faster (the
+	// report 50% slower). (Its p99,
+	// of 14 to 28 requests a repeat, has no interval: the requests do not
+	// bound it.)
 	base := *rep
 	base.Cells = append([]report.CellResult(nil), rep.Cells...)
 	for i := range base.Cells {
-		base.Cells[i].Summary.E2E.P99 /= 1.2
+		base.Cells[i].Summary.E2E.P50 /= 1.5
 	}
-	rep.Baseline = Compare(&base, rep, "baseline.json", 0.1, []string{"e2e_p99", "output_tokens_per_second", "success_ratio"}, 0.95)
+	rep.Baseline = Compare(&base, rep, "baseline.json", 0.1, []string{"e2e_p50", "e2e_p99", "output_tokens_per_second", "success_ratio"}, 0.95)
 	rep.ColdStart = &report.ColdStartReport{Target: "fast", Command: []string{"server", "--port=1"}, RequestMaxTokens: 8, Failed: 1, Repeats: []report.ColdStartRepeat{
 		{Index: 0, Started: w0.UTC(), ReadySeconds: 1.5, FirstTokenSeconds: 1.75, FirstRequestTTFTSeconds: 0.25, Requests: 2},
 		{Index: 1, Started: w0.Add(time.Minute).UTC(), ReadySeconds: report.NaN(), FirstTokenSeconds: report.NaN(), FirstRequestTTFTSeconds: report.NaN(), Error: "exited: status 1"},

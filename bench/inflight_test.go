@@ -1,6 +1,7 @@
 package bench
 
 import (
+	"math"
 	"strings"
 	"testing"
 	"time"
@@ -117,6 +118,25 @@ func TestCapOverloadNote(t *testing.T) {
 			},
 			want:    []string{"the in-flight cap dropped", "reached the cap of 16, above the", "the server did not keep up with the offered rate"},
 			wantNot: "client's cap", needLow: 4, needHigh: 16,
+		},
+		{
+			// A server of 10 req/s (0.5 s alone, one ending every 0.1 s
+			// at most, first come first served) offered 20: its queue
+			// fills the cap, and the mean E2E, mostly the queue's, is
+			// above cap / rate; the first requests' (0.5 to 0.85 s)
+			// shows the server alone (on a GPU engine offered 20 req/s
+			// the note blamed the client's cap of 512).
+			name: "server queueing, cap below rate × mean E2E",
+			end: func() func(float64) float64 {
+				last := math.Inf(-1)
+				return func(s float64) float64 {
+					last = max(s+0.5, last+0.1)
+					return last
+				}
+			}(),
+			want: []string{"the in-flight cap dropped", "reached the cap of 16, above the", "the E2E of the first requests sent, before any queue,",
+				"the server did not keep up with the offered rate"},
+			wantNot: "client's cap", needLow: 20, needHigh: 40,
 		},
 	} {
 		t.Run(tc.name, func(t *testing.T) {

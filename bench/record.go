@@ -119,6 +119,11 @@ type recorder struct {
 	// usageNotBelieved counts the measured requests whose usage count
 	// was not believed (observation.Request.UsageNotBelieved).
 	usageNotBelieved int
+	// firstSent are the E2E of the first successful requests sent (warm-up
+	// included), up to firstSentKept, earliest first: the server's latency
+	// before any queue formed, which says whether a full in-flight cap was
+	// the client's doing or the server's (capNote).
+	firstSent []sentE2E
 	// Exact per-window aggregates, whatever the sampling.
 	winTokens []float64
 	// winGoodTokens are winTokens of the requests that met the SLO
@@ -543,6 +548,11 @@ func (rc *recorder) record(obs *observation.Request) {
 
 	rc.mu.Lock()
 	defer rc.mu.Unlock()
+	if success {
+		if d, ok := obs.E2E(); ok {
+			rc.firstSent = keepFirstSent(rc.firstSent, sentE2E{obs.Scheduled, d.Seconds()})
+		}
+	}
 	if measured {
 		rc.countMeasured(obs, &rec, success)
 	}
@@ -1053,7 +1063,7 @@ func (rc *recorder) judgeSteadyState(st *report.Stats, k int, span time.Duration
 		// The client's own cap turned arrivals away: what was sent is
 		// less than what was offered.
 		st.Overloaded = true
-		st.OverloadNote = why + capNote(rc.inFlightCap, st.OfferedPerSecond, e2e)
+		st.OverloadNote = why + capNote(rc.inFlightCap, st.OfferedPerSecond, e2e, firstSentE2E(rc.firstSent))
 	}
 	if span == 0 && verdict == drainingBacklog {
 		st.Draining = true
@@ -1062,25 +1072,67 @@ func (rc *recorder) judgeSteadyState(st *report.Stats, k int, span time.Duration
 	}
 }
 
+// firstSentKept is how many of the first requests sent tell the server's
+// latency before any queue.
+const firstSentKept = 8
+
+// sentE2E is a successful request's scheduled instant and E2E in seconds.
+type sentE2E struct {
+	at  time.Time
+	e2e float64
+}
+
+// keepFirstSent adds r to first, which keeps the firstSentKept earliest
+// sent, earliest first.
+func keepFirstSent(first []sentE2E, r sentE2E) []sentE2E {
+	i, _ := slices.BinarySearchFunc(first, r.at, func(x sentE2E, t time.Time) int { return x.at.Compare(t) })
+	if i >= firstSentKept {
+		return first
+	}
+	first = slices.Insert(first, i, r)
+	return first[:min(len(first), firstSentKept)]
+}
+
+// firstSentE2E is the mean E2E of the first requests sent (0: none yet).
+func firstSentE2E(first []sentE2E) float64 {
+	var sum float64
+	for _, r := range first {
+		sum += r.e2e
+	}
+	if len(first) == 0 {
+		return 0
+	}
+	return sum / float64(len(first))
+}
+
 // capNote says, after the count of arrivals the in-flight cap dropped, who
-// limited the load. By Little's law the offered rate at the mean E2E
-// measured needs rate × E2E requests in flight: a cap below that turned
+// limited the load. By Little's law the offered rate at the server's own
+// latency needs rate × E2E requests in flight: a cap below that turned
 // arrivals away even from a server whose latency stayed flat, so the
-// client's cap limited the load, not the server; only a cap above it was
+// client's cap limited the load, not the server; a cap above it was
 // reached because the server did not keep up (its requests took longer
-// than the mean says). capacity is the cap (0: not known), offered the
-// offered rate, e2e the mean E2E in seconds (0: none measured).
-func capNote(capacity int, offered, e2e float64) string {
+// and longer as its queue grew). The server's own latency is the lesser
+// of the mean E2E measured and that of the run's first requests, sent
+// before any queue formed: on an overloaded engine (a GPU engine offered
+// 20 req/s, 7 served) the mean E2E, 45.6 s, is mostly the queue, and the
+// first requests' (about 8 s) is the server's. capacity is the cap (0:
+// not known), offered the offered rate, e2e the mean E2E in seconds (0:
+// none measured), first the first requests' (0: none).
+func capNote(capacity int, offered, e2e, first float64) string {
+	which := "the mean E2E"
+	if first > 0 && first < e2e {
+		e2e, which = first, "the E2E of the first requests sent, before any queue,"
+	}
 	need := offered * e2e
 	switch {
 	case capacity <= 0 || !(e2e > 0):
 		return fmt.Sprintf(" (the requests in flight reached the cap): the server did not keep up with the offered %.4g req/s, so requests/s is what it sustained", offered)
 	case float64(capacity) < need:
-		return fmt.Sprintf(" (the requests in flight reached the cap of %d): the client's cap limited the load, not the server: the offered %.4g req/s at the mean E2E of %.3g s needs about %.0f in flight (Little's law), more than the cap, so requests/s is what the cap let through, not the server's capacity: raise bench.max_in_flight above %.0f to offer the rate (should the E2E then grow, the server is what does not keep up)",
-			capacity, offered, e2e, need, math.Ceil(need))
+		return fmt.Sprintf(" (the requests in flight reached the cap of %d): the client's cap limited the load, not the server: the offered %.4g req/s at %s of %.3g s needs about %.0f in flight (Little's law), more than the cap, so requests/s is what the cap let through, not the server's capacity: raise bench.max_in_flight above %.0f to offer the rate (should the E2E then grow, the server is what does not keep up)",
+			capacity, offered, which, e2e, need, math.Ceil(need))
 	}
-	return fmt.Sprintf(" (the requests in flight reached the cap of %d, above the %.1f the offered %.4g req/s needs at the mean E2E of %.3g s by Little's law): the server did not keep up with the offered rate, so requests/s is what it sustained",
-		capacity, need, offered, e2e)
+	return fmt.Sprintf(" (the requests in flight reached the cap of %d, above the %.1f the offered %.4g req/s needs at %s of %.3g s by Little's law): the server did not keep up with the offered rate, so requests/s is what it sustained",
+		capacity, need, offered, which, e2e)
 }
 
 // sample is the repeat's bootstrap sample of its records over windows
@@ -1098,7 +1150,11 @@ func (rc *recorder) sample(k int, windowSec float64, st *report.Stats) *sample {
 	s.measured = make([]bool, n)
 	s.goodput = make([]bool, n)
 	s.success = make([]bool, n)
-	for i, r := range rc.recs {
+	// In send order (records come in the order requests ended, or a
+	// reservoir's): the bootstrap's blocks are consecutive requests.
+	recs := slices.Clone(rc.recs)
+	slices.SortStableFunc(recs, func(a, b report.Record) int { return cmp.Compare(a.Sched, b.Sched) })
+	for i, r := range recs {
 		cols[latTTFT][i], cols[latTPOT][i], cols[latE2E][i] = float64(r.TTFT), float64(r.TPOT), float64(r.E2E)
 		for j, tok := range r.WinTokens {
 			if int(r.FirstWin)+j < k {
@@ -1121,6 +1177,8 @@ func (rc *recorder) sample(k int, windowSec float64, st *report.Stats) *sample {
 	for l := range cols {
 		s.lat[l] = newSortedIndex(cols[l])
 	}
+	s.block = blockLength(cols[:]...)
+	s.tau = quantileTaus(cols)
 	st.TTFT, st.TPOT, st.E2E, st.ScheduleLag = summarize(ttft), summarize(tpot), summarize(e2e), summarize(lag)
 	st.TTFA = summarize(ttfa)
 	st.ITL = summarize(append([]float64(nil), rc.itl...))

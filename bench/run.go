@@ -536,7 +536,7 @@ func assembleCells(ctx context.Context, spec *Spec, targets []string, groups []g
 			cell.Summary = medianStats(stats)
 			bs := bootstrapCellContext(ctx, a.samples, spec.Ranking.Resamples, uint64(spec.Seed), hashString(key))
 			for f := 0; f < numFigures; f++ {
-				if ci, ok := percentileInterval(bs[f], spec.Ranking.Confidence); ok {
+				if ci, ok := percentileInterval(bs[f], spec.Ranking.Confidence); ok && resolvable(a.samples, f, spec.Ranking.Confidence) {
 					cell.CI[FigureNames[f]] = ci
 				}
 			}

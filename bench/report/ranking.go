@@ -132,13 +132,20 @@ func (e *RankEntry) UnmarshalJSON(b []byte) error {
 // (Detectable). A figure without an interval in either report is
 // inconclusive.
 type Comparison struct {
-	BaselineFile    string           `json:"baseline_file"`
-	BaselineStarted time.Time        `json:"baseline_started"`
-	Threshold       float64          `json:"threshold"`
-	Confidence      float64          `json:"confidence"`
-	Gated           []string         `json:"gated"`
-	Warnings        []string         `json:"warnings,omitempty"`
-	Cells           []CellComparison `json:"cells"`
+	BaselineFile    string    `json:"baseline_file"`
+	BaselineStarted time.Time `json:"baseline_started"`
+	Threshold       float64   `json:"threshold"`
+	Confidence      float64   `json:"confidence"`
+	// Simultaneous is the number of gated figures (of every cell) judged
+	// with an interval: their intervals hold together at Confidence
+	// (Bonferroni, each at 1 - (1-Confidence)/Simultaneous), so that an
+	// unchanged run is regressed in at most 1 - Confidence of reruns
+	// however many cells and figures it has. The ungated figures'
+	// intervals are each at Confidence.
+	Simultaneous int              `json:"simultaneous"`
+	Gated        []string         `json:"gated"`
+	Warnings     []string         `json:"warnings,omitempty"`
+	Cells        []CellComparison `json:"cells"`
 	// Regressions name the regressed cells and figures, "cell: figure".
 	Regressions []string `json:"regressions"`
 	// Unmatched are cells present in only one of the reports.
