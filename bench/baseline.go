@@ -162,7 +162,7 @@ func logSE(ci report.Interval, z float64) (float64, bool) {
 
 func changeCI(cc report.CellComparison) string {
 	if !cc.ChangeLo.Valid() {
-		return ", no interval"
+		return ", no interval: the requests cannot bound it (too few, or its slowest came in bursts)"
 	}
 	return fmt.Sprintf(", interval %+.1f%%..%+.1f%%, could detect ±%.1f%%", float64(cc.ChangeLo)*100, float64(cc.ChangeHi)*100, float64(cc.Detectable)*100)
 }

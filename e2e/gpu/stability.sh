@@ -9,6 +9,9 @@
 #   make build
 #   e2e/gpu/stability.sh [EXPORTER_BINARY [OUTPUT_DIR]]
 #
+# RATES ("1.5, 3") replaces the rates, MAX_DURATION (4m) the cells' most
+# measured time, BENCH_TIMEOUT (seconds) bounds the bench.
+#
 # About 7 minutes on one H200: the engine's start (20 s), then the bench,
 # 6 minutes (the four cells' warm-up and 60 s measured, and the overloaded
 # cell's queue draining; an extended cell would add up to 120 s).
@@ -50,6 +53,11 @@ echo "server ready: $(date -u +%H:%M:%S)"
 sed "s#127.0.0.1:8000#127.0.0.1:$PORT#" "$here/stability.yml" >"$out/stability.yml"
 if [[ -n "${RATES:-}" ]]; then
 	sed -i "s#rates: \[.*\]#rates: [$RATES]#" "$out/stability.yml"
+fi
+# MAX_DURATION (a Go duration) bounds each cell's run-on, for a machine lent
+# for less time than the default's 5 minutes a cell.
+if [[ -n "${MAX_DURATION:-}" ]]; then
+	sed -i "s#^bench:#bench:\n  stability: {max_duration: $MAX_DURATION}#" "$out/stability.yml"
 fi
 rc=0
 timeout -s INT "${BENCH_TIMEOUT:-540}" "$bin" bench --config.file="$out/stability.yml" --output.dir="$out/bench" --output.overwrite --progress=never \
