@@ -32,6 +32,23 @@ func BenchmarkBootstrapResample(b *testing.B) {
 	}
 }
 
+// BenchmarkRunCorrelation is the cost of measuring a repeat's correlation
+// once, when its sample is built: the block length and the nine quantile
+// taus of 10,000 and 100,000 requests (max_samples_per_repeat's default)
+// whose log latencies follow an AR(1) process at 0.9.
+func BenchmarkRunCorrelation(b *testing.B) {
+	for _, n := range []int{10000, 100000} {
+		b.Run(fmt.Sprint(n), func(b *testing.B) {
+			rng := rand.New(rand.NewPCG(1, 2))
+			cols := [numLatencies][]float64{ar1(rng, n, 0.9), ar1(rng, n, 0.9), ar1(rng, n, 0.9)}
+			for b.Loop() {
+				blockLength(cols[:]...)
+				quantileTaus(cols)
+			}
+		})
+	}
+}
+
 // BenchmarkRecorderObserve is the cost of recording one finished request of
 // 128 tokens, on the runner's request goroutine.
 func BenchmarkRecorderObserve(b *testing.B) {

@@ -48,8 +48,15 @@ func blockLength(series ...[]float64) int {
 func quantileTaus(cols [numLatencies][]float64) [numLatencies][len(figureQuantiles)]float64 {
 	var taus [numLatencies][len(figureQuantiles)]float64
 	for l := range cols {
+		x := make([]float64, 0, len(cols[l]))
+		for _, y := range cols[l] {
+			if !math.IsNaN(y) {
+				x = append(x, y)
+			}
+		}
+		sorted := slices.Sorted(slices.Values(x))
 		for q, p := range figureQuantiles {
-			taus[l][q] = quantileTau(cols[l], p)
+			taus[l][q] = quantileTau(x, quantileSorted(sorted, p))
 			if q > 0 {
 				taus[l][q] = max(taus[l][q], taus[l][0])
 			}
@@ -58,30 +65,23 @@ func quantileTaus(cols [numLatencies][]float64) [numLatencies][len(figureQuantil
 	return taus
 }
 
-// quantileTau is the integrated autocorrelation time of the p-quantile of
-// v (in send order; NaN where a request has none, skipped): that of the
-// indicator of a request's value at or below the quantile, whose mean the
-// quantile's rank is. n requests tell the quantile as precisely as n/tau
-// independent ones: tau is 1 when the requests are independent, larger
-// when the slow ones come in bursts. At least 1.
-func quantileTau(v []float64, p float64) float64 {
-	x := make([]float64, 0, len(v))
-	for _, y := range v {
-		if !math.IsNaN(y) {
-			x = append(x, y)
-		}
-	}
+// quantileTau is the integrated autocorrelation time of the quantile q of
+// x (in send order): that of the indicator of a request's value at or
+// below q, whose mean the quantile's rank is. n requests tell the quantile
+// as precisely as n/tau independent ones: tau is 1 when the requests are
+// independent, larger when the slow ones come in bursts. At least 1; 1
+// for no values.
+func quantileTau(x []float64, q float64) float64 {
 	if len(x) == 0 {
 		return 1
 	}
-	q := quantileSorted(slices.Sorted(slices.Values(x)), p)
+	ind := make([]float64, len(x))
 	for i, y := range x {
-		x[i] = 0
 		if y <= q {
-			x[i] = 1
+			ind[i] = 1
 		}
 	}
-	return politisWhite(x).tau
+	return politisWhite(ind).tau
 }
 
 // longRun is what x's autocorrelation says of its mean's precision.
@@ -111,15 +111,23 @@ func politisWhite(x []float64) longRun {
 	kn := max(5, int(math.Ceil(math.Sqrt(math.Log10(float64(n))))))
 	mMax := int(math.Ceil(math.Sqrt(float64(n)))) + kn
 	maxLag := min(2*mMax, n-1)
-	acov := make([]float64, maxLag+1)
-	for k := range acov {
-		var s float64
-		for i := k; i < n; i++ {
-			s += (x[i] - mean) * (x[i-k] - mean)
+	// The autocovariances, computed as far as the lags asked for: the
+	// search below stops at the first quiet run of lags, a few for
+	// independent requests, so that 100,000 of them cost milliseconds,
+	// not the seconds of every lag up to maxLag.
+	acov := make([]float64, 0, maxLag+1)
+	at := func(k int) float64 {
+		for len(acov) <= k {
+			j := len(acov)
+			var s float64
+			for i := j; i < n; i++ {
+				s += (x[i] - mean) * (x[i-j] - mean)
+			}
+			acov = append(acov, s/float64(n))
 		}
-		acov[k] = s / float64(n)
+		return acov[k]
 	}
-	if !(acov[0] > 0) {
+	if !(at(0) > 0) {
 		return longRun{1, 1}
 	}
 	// m: the first lag after which kn correlations in a row are
@@ -129,7 +137,7 @@ func politisWhite(x []float64) longRun {
 	for cand := 0; cand+kn <= maxLag && cand < mMax; cand++ {
 		quiet := true
 		for k := 1; k <= kn; k++ {
-			if math.Abs(acov[cand+k]/acov[0]) >= bound {
+			if math.Abs(at(cand+k)/acov[0]) >= bound {
 				quiet = false
 				break
 			}
@@ -148,8 +156,8 @@ func politisWhite(x []float64) longRun {
 	g0, g := acov[0], 0.0
 	for k := 1; k <= bigM; k++ {
 		w := flatTop(float64(k) / float64(bigM))
-		g0 += 2 * w * acov[k]
-		g += 2 * w * float64(k) * acov[k]
+		g0 += 2 * w * at(k)
+		g += 2 * w * float64(k) * at(k)
 	}
 	if !(g0 > 0) {
 		return longRun{1, 1}
