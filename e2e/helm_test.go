@@ -902,3 +902,577 @@ spec:
 		}
 	})
 }
+
+// newlineValue is what issue 54 (F7) set priorityClassName to: unquoted in
+// the template, its second line became a field of the pod. The test below
+// numbers its first line, one number for each place it puts it.
+const newlineValue = "a\nhostPID: true"
+
+// schemaString is one place of the values where a string goes: a value,
+// or a key of a map (its propertyNames).
+type schemaString struct {
+	path []string // the values' keys down to it; "[]" is an array's first item
+	key  bool     // a key of the map at path, not a value
+	free bool     // the schema gives it neither a pattern nor an enum
+}
+
+// pointer is the JSON pointer helm's schema errors name it by.
+func (s schemaString) pointer() string {
+	var b strings.Builder
+	for _, p := range s.path {
+		if p == "[]" {
+			p = "0"
+		}
+		b.WriteString("/" + p)
+	}
+	return b.String()
+}
+
+// values is a values document that holds v at the string's place, beside
+// siblings in its object (a key of a map is given the value "1", which
+// every map of the chart takes).
+func (s schemaString) values(v string, siblings map[string]any) map[string]any {
+	var leaf any = v
+	if s.key {
+		leaf = map[string]any{v: "1"}
+	}
+	for i := len(s.path) - 1; i >= 0; i-- {
+		if s.path[i] == "[]" {
+			leaf = []any{leaf}
+			continue
+		}
+		m := map[string]any{s.path[i]: leaf}
+		if i == len(s.path)-1 {
+			for k, sv := range siblings {
+				m[k] = sv
+			}
+		}
+		leaf = m
+	}
+	return asMap(leaf)
+}
+
+// schemaStrings walks values.schema.json, its references to its own
+// definitions resolved, and returns every place a string may go. It does
+// not enter `config` and `bench.config`: they are the exporter's and the
+// bench's configuration files, which the chart writes whole into a
+// ConfigMap with toYaml and the exporter checks strictly at start (a
+// prompt may hold newlines). A definition met again on its own path (one
+// that nests itself) ends the walk there.
+func schemaStrings(t *testing.T, schema map[string]any) []schemaString {
+	t.Helper()
+	defs := asMap(schema["definitions"])
+	resolve := func(n map[string]any, seen []string) (map[string]any, []string, bool) {
+		for n["$ref"] != nil {
+			name, ok := strings.CutPrefix(fmt.Sprint(n["$ref"]), "#/definitions/")
+			def := asMap(defs[name])
+			if !ok || def == nil {
+				t.Fatalf("values.schema.json: $ref %v is not one of its definitions", n["$ref"])
+			}
+			if slices.Contains(seen, name) {
+				return nil, seen, false
+			}
+			seen = append(slices.Clip(seen), name)
+			n = def
+		}
+		return n, seen, true
+	}
+	takesString := func(n map[string]any) bool {
+		switch ty := n["type"].(type) {
+		case string:
+			return ty == "string"
+		case []any:
+			return slices.Contains(ty, any("string"))
+		}
+		return false
+	}
+	free := func(n map[string]any) bool { return n["pattern"] == nil && n["enum"] == nil }
+	var out []schemaString
+	var walk func(n map[string]any, path, seen []string)
+	walk = func(n map[string]any, path, seen []string) {
+		n, seen, ok := resolve(n, seen)
+		if !ok {
+			return
+		}
+		path = slices.Clip(path)
+		if takesString(n) {
+			out = append(out, schemaString{path: path, free: free(n)})
+		}
+		props := asMap(n["properties"])
+		keys := make([]string, 0, len(props))
+		for k := range props {
+			keys = append(keys, k)
+		}
+		sort.Strings(keys)
+		for _, k := range keys {
+			if p := strings.Join(append(path, k), "."); p == "global" || p == "config" || p == "bench.config" {
+				continue
+			}
+			walk(asMap(props[k]), append(path, k), seen)
+		}
+		if items := asMap(n["items"]); items != nil {
+			walk(items, append(path, "[]"), seen)
+		}
+		if extra := asMap(n["additionalProperties"]); extra != nil {
+			walk(extra, append(path, "x"), seen)
+		}
+		if names := asMap(n["propertyNames"]); names != nil {
+			if names, _, ok := resolve(names, seen); ok && takesString(names) {
+				out = append(out, schemaString{path: path, key: true, free: free(names)})
+			}
+		}
+	}
+	walk(schema, nil, nil)
+	return out
+}
+
+// mergeValues merges b into a, when no place of b is already a's (two
+// strings at one place, or a string where the other has a map); then it
+// changes nothing and says false. An array holds one item, its first.
+func mergeValues(a, b map[string]any) bool {
+	var clash func(x, y any) bool
+	clash = func(x, y any) bool {
+		xm, ym := asMap(x), asMap(y)
+		xl, yl := asList(x), asList(y)
+		switch {
+		case xm != nil && ym != nil:
+			for k, v := range ym {
+				if w, ok := xm[k]; ok && clash(w, v) {
+					return true
+				}
+			}
+			return false
+		case xl != nil && yl != nil:
+			return clash(xl[0], yl[0])
+		}
+		return true
+	}
+	var into func(x, y any)
+	into = func(x, y any) {
+		if xl := asList(x); xl != nil {
+			into(xl[0], asList(y)[0])
+			return
+		}
+		xm := asMap(x)
+		for k, v := range asMap(y) {
+			if w, ok := xm[k]; ok {
+				into(w, v)
+			} else {
+				xm[k] = v
+			}
+		}
+	}
+	if clash(a, b) {
+		return false
+	}
+	into(a, b)
+	return true
+}
+
+// TestHelmChartRefusesNewlines: every string of the chart's values, each
+// value and each key of a map, set to a line and "hostPID: true" (issue
+// 54, F7: priorityClassName so set gave the pod hostPID), is refused by
+// values.schema.json, and helm names it; the few the schema leaves free
+// (Kubernetes takes any string there) render as one string each, with no
+// field of their second line in any object.
+//
+// The places come from the schema itself, so a string value added without
+// a pattern fails here until it has one or is listed as free with the
+// reason; and the values the templates wrote unquoted until F7 are among
+// them, so that the walk is known to reach them.
+//
+// Each place has a string of its own (numbered), and the places share as
+// few values files as hold them without two at one place: three helm runs
+// for the 188 places of now, where one run a place took 25 s of CPU on
+// the 2-core machine. That loses nothing: the schema has no anyOf, oneOf
+// or dependencies (checked below), so its refusal of one place does not
+// depend on any other, and helm lists every refusal, each with its place
+// or its key.
+func TestHelmChartRefusesNewlines(t *testing.T) {
+	root := realstack.RepoRoot(t)
+	helm := helmTool(t)
+	b, err := os.ReadFile(filepath.Join(root, chartDir, "values.schema.json"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	var schema map[string]any
+	if err := json.Unmarshal(b, &schema); err != nil {
+		t.Fatal(err)
+	}
+	if strings.Contains(string(b), `"anyOf"`) || strings.Contains(string(b), `"oneOf"`) || strings.Contains(string(b), `"dependencies"`) {
+		t.Fatal("values.schema.json has anyOf, oneOf or dependencies: a refusal may then depend on another value, and the places cannot share a values file")
+	}
+	strs := schemaStrings(t, schema)
+
+	// Free text: Kubernetes keeps any string in an annotation's value and
+	// an environment variable's, a line break included (a certificate, a
+	// template), and the chart writes both with toYaml. Each with what its
+	// object needs beside it.
+	freeText := map[string]map[string]any{
+		"/podAnnotations/x":             nil,
+		"/serviceAccount/annotations/x": nil,
+		"/service/annotations/x":        nil,
+		"/dashboards/annotations/x":     nil,
+		"/extraEnv/0/value":             {"name": "EXAMPLE"},
+	}
+	// The values the templates wrote unquoted, as they were, until F7.
+	unquoted := []string{
+		"/nameOverride", "/fullnameOverride", "/image/repository", "/image/tag", "/image/pullPolicy",
+		"/existingConfigMap", "/existingConfigMapKey", "/priorityClassName", "/serviceAccount/name",
+		"/nvml/runtimeClassName", "/service/type", "/podMonitor/interval", "/podMonitor/job",
+		"/serviceMonitor/interval", "/serviceMonitor/job", "/probe/module", "/probe/jobName",
+		"/probe/interval", "/probe/scrapeTimeout", "/dashboards/label", "/dashboards/namespace",
+		"/bench/existingConfigMap", "/bench/existingConfigMapKey", "/bench/results/existingClaim",
+		"/bench/results/storageClassName", "/bench/results/size", "/bench/helperImage",
+		"/bench/podMonitor/interval",
+	}
+	found := map[string]bool{}
+	for _, s := range strs {
+		if !s.key {
+			found[s.pointer()] = true
+		}
+	}
+	for _, p := range unquoted {
+		if !found[p] {
+			t.Errorf("values.schema.json: no string at %s", p)
+		}
+	}
+	for p := range freeText {
+		if !found[p] {
+			t.Errorf("%s is listed as free text, but values.schema.json has no string there", p)
+		}
+	}
+
+	// One string for each place, and the values files that hold them.
+	type place struct {
+		schemaString
+		name, value string
+		free        bool // listed in freeText: rendered, not refused
+		batch       int
+	}
+	var places []place
+	var refused, rendered []map[string]any
+	for i, s := range strs {
+		p := place{schemaString: s, name: s.pointer(), value: fmt.Sprintf("a%d%s", i, strings.TrimPrefix(newlineValue, "a"))}
+		siblings, free := freeText[p.name]
+		p.free = free && !s.key
+		if s.key {
+			p.name += " (a key)"
+		}
+		batches := &refused
+		if p.free {
+			batches = &rendered
+		}
+		doc := s.values(p.value, siblings)
+		p.batch = slices.IndexFunc(*batches, func(b map[string]any) bool { return mergeValues(b, doc) })
+		if p.batch < 0 {
+			p.batch = len(*batches)
+			*batches = append(*batches, doc)
+		}
+		places = append(places, p)
+	}
+	t.Logf("%d places of a string in values.schema.json, in %d values files refused and %d rendered", len(places), len(refused), len(rendered))
+
+	dir := t.TempDir()
+	run := func(kind string, i int, doc map[string]any) (vb []byte, out, stderr string, err error) {
+		vb, err = yaml.Marshal(doc)
+		if err != nil {
+			t.Fatal(err)
+		}
+		vf := filepath.Join(dir, fmt.Sprintf("%s-%d.yaml", kind, i))
+		if err := os.WriteFile(vf, vb, 0o644); err != nil {
+			t.Fatal(err)
+		}
+		out, stderr, err = runHelm(t, helm, "template", "x", chartDir, "-f", vf)
+		return vb, out, stderr, err
+	}
+	refusals := make([]string, len(refused))
+	for i, doc := range refused {
+		vb, _, stderr, err := run("refused", i, doc)
+		if err == nil || !strings.Contains(stderr, "values don't meet the specifications of the schema") {
+			t.Fatalf("helm template with\n%s: %v\n%s\nwant the schema's refusal", vb, err, stderr)
+		}
+		refusals[i] = stderr
+	}
+	objs := make([][]map[string]any, len(rendered))
+	for i, doc := range rendered {
+		vb, out, stderr, err := run("rendered", i, doc)
+		if err != nil {
+			t.Fatalf("helm template with\n%s: %v\n%s", vb, err, stderr)
+		}
+		f := filepath.Join(dir, fmt.Sprintf("rendered-%d.out.yaml", i))
+		if err := os.WriteFile(f, []byte(out), 0o644); err != nil {
+			t.Fatal(err)
+		}
+		objs[i] = yamlDocs(t, f)
+		for _, o := range objs[i] {
+			if k := findKey(o, "hostPID"); k != "" {
+				t.Errorf("%s: a value's second line is a field: %s", objectKey(o), k)
+			}
+		}
+	}
+
+	for _, p := range places {
+		t.Run(p.name, func(t *testing.T) {
+			if p.free {
+				held := false
+				for _, o := range objs[p.batch] {
+					held = held || holdsString(o, p.value)
+				}
+				if !held {
+					t.Errorf("no rendered object holds %q as one string", p.value)
+				}
+				return
+			}
+			if p.schemaString.free {
+				t.Errorf("values.schema.json gives %s neither a pattern nor an enum", p.name)
+			}
+			// helm names a value by its place; a key by itself, at the
+			// place '' (the schema library's).
+			want := "at '" + p.pointer() + "': "
+			if p.key {
+				want = "invalid propertyName '" + strings.ReplaceAll(p.value, "\n", `\n`) + "'"
+			}
+			if !strings.Contains(refusals[p.batch], want) {
+				t.Errorf("helm's refusal names no %s:\n%s", want, refusals[p.batch])
+			}
+		})
+	}
+}
+
+// findKey returns the path of the first key named key in v, or "".
+func findKey(v any, key string) string {
+	switch x := v.(type) {
+	case map[string]any:
+		for k, e := range x {
+			if k == key {
+				return k
+			}
+			if p := findKey(e, key); p != "" {
+				return k + "." + p
+			}
+		}
+	case []any:
+		for i, e := range x {
+			if p := findKey(e, key); p != "" {
+				return fmt.Sprintf("%d.%s", i, p)
+			}
+		}
+	}
+	return ""
+}
+
+// holdsString says whether s is one of v's strings.
+func holdsString(v any, s string) bool {
+	switch x := v.(type) {
+	case string:
+		return x == s
+	case map[string]any:
+		for _, e := range x {
+			if holdsString(e, s) {
+				return true
+			}
+		}
+	case []any:
+		for _, e := range x {
+			if holdsString(e, s) {
+				return true
+			}
+		}
+	}
+	return false
+}
+
+// everyValueFile sets every value of the chart's values.yaml
+// (TestHelmChartEveryValue).
+const everyValueFile = "e2e/testdata/chart-every-value.yaml"
+
+// TestHelmChartEveryValue: the chart rendered with every value of its
+// values.yaml set (e2e/testdata/chart-every-value.yaml, and again with its
+// alternatives the other way: the chart's own ConfigMaps, claim and
+// PodMonitor) is valid Kubernetes (kubeconform -strict), each rendering's
+// Deployment, two Jobs and Pod are admitted at Pod Security "restricted"
+// by the pinned check, and the values reach the pods: their security
+// contexts are the file's, and integers past a million are integers. The
+// file must set every value of values.yaml, each empty default to
+// something, so that a value added to the chart is exercised here.
+func TestHelmChartEveryValue(t *testing.T) {
+	root := realstack.RepoRoot(t)
+	helm := helmTool(t)
+	kubeconform := realstack.Tool(t, kubeconformModfile, "kubeconform")
+	podsecurity := podSecurityTool(t)
+
+	defaults := yamlDocs(t, filepath.Join(root, chartDir, "values.yaml"))[0]
+	every := yamlDocs(t, filepath.Join(root, everyValueFile))[0]
+	b, err := os.ReadFile(filepath.Join(root, chartDir, "values.schema.json"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	var schema map[string]any
+	if err := json.Unmarshal(b, &schema); err != nil {
+		t.Fatal(err)
+	}
+	t.Run("the file sets every value", func(t *testing.T) {
+		for _, p := range unsetValues(schema, asMap(schema["definitions"]), defaults, every, nil) {
+			t.Errorf("%s does not set %s (or leaves it empty)", everyValueFile, p)
+		}
+	})
+
+	dir := t.TempDir()
+	var renderings []rendering
+	for _, ex := range []chartExample{
+		{"every value", []string{"infer-exporter", chartDir, "--namespace", "inference", "-f", everyValueFile}},
+		{"every value, the alternatives the other way", []string{"infer-exporter", chartDir, "--namespace", "inference", "-f", everyValueFile,
+			"--set", "existingConfigMap=,bench.existingConfigMap=,bench.results.existingClaim=,podMonitor.enabled=true,serviceMonitor.enabled=false"}},
+	} {
+		r, err := renderChart(t, helm, dir, ex)
+		if err != nil {
+			t.Fatal(err)
+		}
+		renderings = append(renderings, r)
+	}
+	var files []string
+	for _, r := range renderings {
+		files = append(files, r.file)
+		kinds := map[string]int{}
+		for _, o := range r.objs {
+			if k, _ := o["kind"].(string); podTemplateKinds[k] {
+				kinds[k]++
+			}
+		}
+		if kinds["Deployment"] != 1 || kinds["Job"] != 2 || kinds["Pod"] != 1 || len(kinds) != 3 {
+			t.Errorf("%s: pod templates %v, want the Deployment, the bench's two Jobs and the results reader", r.where, kinds)
+		}
+	}
+
+	t.Run("kubeconform", func(t *testing.T) {
+		want := 0
+		for _, f := range files {
+			want += countResources(t, f)
+		}
+		res, err := runKubeconform(t, kubeconform, writeSchemas(t, kubeSchemaSet(t), files), files...)
+		for _, r := range res.Resources {
+			if r.Status != "statusValid" {
+				t.Errorf("%s: %s %s: %s %s", r.Filename, r.Kind, r.Name, r.Status, r.Msg)
+			}
+		}
+		if err != nil || res.Summary.Valid != want || res.Summary.Invalid+res.Summary.Errors+res.Summary.Skipped != 0 {
+			t.Errorf("kubeconform: %v; summary %+v, want all %d resources valid", err, res.Summary, want)
+		}
+	})
+
+	t.Run("Pod Security restricted", func(t *testing.T) {
+		out, code := runPodSecurity(t, podsecurity, files...)
+		m := podSecuritySummary.FindStringSubmatch(out)
+		if code != 0 || m == nil || m[1] != "8" || m[2] != "0" {
+			t.Errorf("podsecurity: exit %d, summary %q, want the 8 pod templates of both renderings admitted at restricted:latest:\n%s", code, m, out)
+		}
+	})
+
+	t.Run("the values reach the pods", func(t *testing.T) {
+		for _, r := range renderings {
+			for _, o := range r.objs {
+				spec := asMap(dig(o, "spec", "template", "spec"))
+				if o["kind"] == "Pod" {
+					spec = asMap(o["spec"])
+				}
+				if spec == nil {
+					continue
+				}
+				podSC, sc := every["podSecurityContext"], every["securityContext"]
+				if o["kind"] != "Deployment" {
+					podSC, sc = dig(every, "bench", "podSecurityContext"), dig(every, "bench", "securityContext")
+				} else {
+					// Compared as decoded, type and all: 1e+06 decodes as a
+					// float, and JSON would print it 1000000.
+					for _, f := range []string{"priorityClassName", "terminationGracePeriodSeconds"} {
+						if spec[f] != every[f] {
+							t.Errorf("%s: %s: %s %v (%T), want %v (%T)", r.where, objectKey(o), f, spec[f], spec[f], every[f], every[f])
+						}
+					}
+					if got, want := spec["runtimeClassName"], dig(every, "nvml", "runtimeClassName"); got != want {
+						t.Errorf("%s: %s: runtimeClassName %v, want %v", r.where, objectKey(o), got, want)
+					}
+				}
+				if jsonOf(t, spec["securityContext"]) != jsonOf(t, podSC) {
+					t.Errorf("%s: %s: the pod's securityContext %s, want %s", r.where, objectKey(o), jsonOf(t, spec["securityContext"]), jsonOf(t, podSC))
+				}
+				for _, key := range []string{"initContainers", "containers"} {
+					for _, c := range asList(spec[key]) {
+						if got := asMap(c)["securityContext"]; jsonOf(t, got) != jsonOf(t, sc) {
+							t.Errorf("%s: %s: container %v's securityContext %s, want %s", r.where, objectKey(o), asMap(c)["name"], jsonOf(t, got), jsonOf(t, sc))
+						}
+					}
+				}
+				if o["kind"] == "Job" {
+					want, _ := dig(every, "bench", "activeDeadlineSeconds").(int)
+					if strings.HasSuffix(fmt.Sprint(dig(o, "metadata", "name")), "-merge") {
+						want += 300
+					}
+					if got := dig(o, "spec", "activeDeadlineSeconds"); got != want {
+						t.Errorf("%s: %s: activeDeadlineSeconds %v (%T), want the integer %d", r.where, objectKey(o), got, got, want)
+					}
+				}
+			}
+		}
+	})
+
+	groups := mixinGroups(t, root)
+	dashboards, _ := filepath.Glob(filepath.Join(root, "mixin/generated/dashboards/*.json"))
+	for _, r := range renderings {
+		t.Run("contents of "+r.where, func(t *testing.T) {
+			checkRendering(t, r, groups, dashboards)
+		})
+	}
+}
+
+// unsetValues lists the values of values.yaml (defaults) that file does
+// not set, or sets empty (nil, "", a map or list of nothing): an empty
+// value renders nothing. It descends into the objects the chart defines
+// (the schema's properties, its references to its definitions resolved)
+// and takes a map of the user's (labels, resources) or a list as one
+// value.
+func unsetValues(schema, defs map[string]any, defaults, file any, path []string) []string {
+	for schema["$ref"] != nil {
+		name, _ := strings.CutPrefix(fmt.Sprint(schema["$ref"]), "#/definitions/")
+		schema = asMap(defs[name])
+	}
+	props, dm := asMap(schema["properties"]), asMap(defaults)
+	if props == nil || dm == nil {
+		if empty(file) {
+			return []string{strings.Join(path, ".")}
+		}
+		return nil
+	}
+	fm := asMap(file)
+	keys := make([]string, 0, len(dm))
+	for k := range dm {
+		keys = append(keys, k)
+	}
+	sort.Strings(keys)
+	var out []string
+	for _, k := range keys {
+		p := append(slices.Clip(path), k)
+		if _, ok := fm[k]; !ok {
+			out = append(out, strings.Join(p, "."))
+			continue
+		}
+		out = append(out, unsetValues(asMap(props[k]), defs, dm[k], fm[k], p)...)
+	}
+	return out
+}
+
+// empty: nil, "", or a map or list of nothing.
+func empty(v any) bool {
+	switch x := v.(type) {
+	case nil:
+		return true
+	case string:
+		return x == ""
+	case map[string]any:
+		return len(x) == 0
+	case []any:
+		return len(x) == 0
+	}
+	return false
+}

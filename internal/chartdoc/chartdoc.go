@@ -117,19 +117,36 @@ func comment(head string) (desc, def string, ok bool) {
 }
 
 // schemaTypes reads the type of every property path of a JSON schema
-// (nested "properties" only: the chart's schema has no references).
+// (nested "properties"). A property may be a reference to one of the
+// schema's own "definitions" (the chart's security contexts, resources and
+// name patterns are each defined once and used in several places); its
+// type is the definition's. A definition met again on its own path (one
+// that nests itself) gives its type and ends the walk there.
 func schemaTypes(schema []byte) (map[string]string, error) {
 	var root map[string]any
 	if err := json.Unmarshal(schema, &root); err != nil {
 		return nil, fmt.Errorf("values.schema.json: %v", err)
 	}
+	defs, _ := root["definitions"].(map[string]any)
 	types := map[string]string{}
-	var walk func(prefix string, s map[string]any)
-	walk = func(prefix string, s map[string]any) {
+	var walk func(prefix string, s map[string]any, seen []string) error
+	walk = func(prefix string, s map[string]any, seen []string) error {
 		props, _ := s["properties"].(map[string]any)
 		for k, p := range props {
 			ps, _ := p.(map[string]any)
 			key := prefix + k
+			refs, again := seen, false
+			for ps["$ref"] != nil && !again {
+				ref, _ := ps["$ref"].(string)
+				name, ok := strings.CutPrefix(ref, "#/definitions/")
+				def, found := defs[name].(map[string]any)
+				if !ok || !found {
+					return fmt.Errorf("values.schema.json: %s: $ref %q is not one of its definitions", key, ref)
+				}
+				again = slices.Contains(refs, name)
+				refs = append(slices.Clip(refs), name)
+				ps = def
+			}
 			switch t := ps["type"].(type) {
 			case string:
 				types[key] = t
@@ -142,10 +159,18 @@ func schemaTypes(schema []byte) (map[string]string, error) {
 			default:
 				types[key] = "any"
 			}
-			walk(key+".", ps)
+			if again {
+				continue
+			}
+			if err := walk(key+".", ps, refs); err != nil {
+				return err
+			}
 		}
+		return nil
 	}
-	walk("", root)
+	if err := walk("", root, nil); err != nil {
+		return nil, err
+	}
 	return types, nil
 }
 

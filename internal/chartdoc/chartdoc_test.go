@@ -2,6 +2,7 @@ package chartdoc
 
 import (
 	"flag"
+	"fmt"
 	"os"
 	"path/filepath"
 	"strings"
@@ -89,5 +90,41 @@ undocumented: 1
 	}
 	if strings.Join(problems, "\n") != strings.Join(wantProblems, "\n") {
 		t.Errorf("problems:\n%s\nwant:\n%s", strings.Join(problems, "\n"), strings.Join(wantProblems, "\n"))
+	}
+}
+
+// TestSchemaRefs: a property that refers to one of the schema's
+// definitions has the definition's type, as have the definition's own
+// properties under it; a definition that refers to itself ends the walk,
+// and a reference to no definition is an error rather than a row typed
+// "any".
+func TestSchemaRefs(t *testing.T) {
+	schema := []byte(`{"properties": {
+	    "name": {"$ref": "#/definitions/dnsLabel"},
+	    "securityContext": {"$ref": "#/definitions/securityContext"},
+	    "tree": {"$ref": "#/definitions/tree"}},
+	  "definitions": {
+	    "dnsLabel": {"type": "string", "pattern": "^[a-z0-9]+$"},
+	    "securityContext": {"type": "object", "properties": {"runAsUser": {"type": "integer"}, "seLinuxOptions": {"$ref": "#/definitions/seLinux"}}},
+	    "seLinux": {"type": "object", "properties": {"level": {"$ref": "#/definitions/dnsLabel"}}},
+	    "tree": {"type": "object", "properties": {"child": {"$ref": "#/definitions/tree"}}}}}`)
+	types, err := schemaTypes(schema)
+	if err != nil {
+		t.Fatal(err)
+	}
+	want := map[string]string{
+		"name":                                 "string",
+		"securityContext":                      "object",
+		"securityContext.runAsUser":            "integer",
+		"securityContext.seLinuxOptions":       "object",
+		"securityContext.seLinuxOptions.level": "string",
+		"tree":                                 "object",
+		"tree.child":                           "object",
+	}
+	if fmt.Sprint(types) != fmt.Sprint(want) {
+		t.Errorf("types %v, want %v", types, want)
+	}
+	if _, err := schemaTypes([]byte(`{"properties": {"x": {"$ref": "#/definitions/missing"}}}`)); err == nil || !strings.Contains(err.Error(), `x: $ref "#/definitions/missing"`) {
+		t.Errorf("a reference to no definition: %v, want an error naming it", err)
 	}
 }

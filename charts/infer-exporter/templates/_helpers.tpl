@@ -26,17 +26,17 @@ they are cut to leave room.
 
 {{/* The labels every resource carries. */}}
 {{- define "infer-exporter.labels" -}}
-helm.sh/chart: {{ include "infer-exporter.chart" . }}
-app.kubernetes.io/name: {{ include "infer-exporter.name" . }}
-app.kubernetes.io/instance: {{ .Release.Name }}
+helm.sh/chart: {{ include "infer-exporter.chart" . | quote }}
+app.kubernetes.io/name: {{ include "infer-exporter.name" . | quote }}
+app.kubernetes.io/instance: {{ .Release.Name | quote }}
 app.kubernetes.io/version: {{ .Chart.AppVersion | quote }}
-app.kubernetes.io/managed-by: {{ .Release.Service }}
+app.kubernetes.io/managed-by: {{ .Release.Service | quote }}
 {{- end }}
 
 {{/* The selector of the exporter's own pods (mode deployment). */}}
 {{- define "infer-exporter.selectorLabels" -}}
-app.kubernetes.io/name: {{ include "infer-exporter.name" . }}
-app.kubernetes.io/instance: {{ .Release.Name }}
+app.kubernetes.io/name: {{ include "infer-exporter.name" . | quote }}
+app.kubernetes.io/instance: {{ .Release.Name | quote }}
 app.kubernetes.io/component: exporter
 {{- end }}
 
@@ -88,9 +88,9 @@ them).
 */}}
 {{- define "infer-exporter.container" -}}
 - name: infer-exporter
-  image: {{ include "infer-exporter.image" . }}
+  image: {{ include "infer-exporter.image" . | quote }}
   {{- with .Values.image.pullPolicy }}
-  imagePullPolicy: {{ . }}
+  imagePullPolicy: {{ . | quote }}
   {{- end }}
   args:
     - --config.file=/etc/infer_exporter/config.yml
@@ -148,9 +148,9 @@ them).
 {{- define "infer-exporter.configVolume" -}}
 - name: infer-exporter-config
   configMap:
-    name: {{ include "infer-exporter.configMapName" . }}
+    name: {{ include "infer-exporter.configMapName" . | quote }}
     items:
-      - key: {{ include "infer-exporter.configMapKey" . }}
+      - key: {{ include "infer-exporter.configMapKey" . | quote }}
         path: config.yml
 {{- end }}
 
@@ -161,14 +161,14 @@ app.kubernetes.io/part-of: bench
 {{- end }}
 
 {{- define "infer-exporter.bench.shardSelector" -}}
-app.kubernetes.io/name: {{ include "infer-exporter.name" . }}
-app.kubernetes.io/instance: {{ .Release.Name }}
+app.kubernetes.io/name: {{ include "infer-exporter.name" . | quote }}
+app.kubernetes.io/instance: {{ .Release.Name | quote }}
 app.kubernetes.io/component: bench-shard
 {{- end }}
 
 {{- define "infer-exporter.bench.mergeSelector" -}}
-app.kubernetes.io/name: {{ include "infer-exporter.name" . }}
-app.kubernetes.io/instance: {{ .Release.Name }}
+app.kubernetes.io/name: {{ include "infer-exporter.name" . | quote }}
+app.kubernetes.io/instance: {{ .Release.Name | quote }}
 app.kubernetes.io/component: bench-merge
 {{- end }}
 
