@@ -121,8 +121,8 @@ func addCommand(app *kingpin.Application, withCollectors bool, stdout, stderr io
 	runCmd.Flag("baseline.threshold", "Relative worsening of a gated figure that counts as a regression (0: bench.regression.threshold, default 0.05).").Default("0").Float64Var(&f.threshold)
 	runCmd.Flag("progress", "Progress on stderr: auto (a bar when stderr is a terminal, else a line per repeat as it ends), always (the bar) or never.").Default("auto").EnumVar(&f.progress, "auto", "always", "never")
 	runCmd.Flag("shard", "Run shard i of N (0 <= i < N, as a Kubernetes Indexed Job's completion index): this process sends arrival n of the shared seeded schedule when n mod N = i; `bench merge` combines the shard reports.").PlaceHolder("i/N").StringVar(&f.shard)
-	runCmd.Flag("shard.start-at", "The instant the first repeat starts, given alike to every shard (RFC 3339, or Unix seconds): each shard waits for it, and starts each later repeat at the previous one's agreed start plus its planned length (warm-up + duration, or a replay's window) plus --shard.slack, so that the shards' schedules share one clock.").PlaceHolder("TIME").StringVar(&f.startAt)
-	runCmd.Flag("shard.slack", "With --shard.start-at: the time after each repeat's planned length for its requests to end before the next repeat's agreed start; a shard that overruns it starts that repeat late and logs it.").Default(DefaultShardSlack.String()).DurationVar(&f.shardSlack)
+	runCmd.Flag("shard.start-at", "The instant the first repeat starts, given alike to every shard (RFC 3339, or Unix seconds): each shard waits for it, and starts each later repeat at the previous one's agreed start plus its planned length (warm-up + duration, or a replay's window) plus --shard.slack, so that the shards' schedules share one clock. At most a day ahead or behind; the zero instant is refused.").PlaceHolder("TIME").StringVar(&f.startAt)
+	runCmd.Flag("shard.slack", "With --shard.start-at: the time after each repeat's planned length for its requests to end before the next repeat's agreed start; a shard that overruns it starts that repeat late and logs it. At most 1h (bench.MaxShardSlack); each wait is logged.").Default(DefaultShardSlack.String()).DurationVar(&f.shardSlack)
 	// The quick start: one cell from flags, without a configuration file.
 	runCmd.Flag("target.url", "Quick start, without --config.file: the server's base URL (OpenAI chat API); one cell of --rate, --input-tokens, --output-tokens for --duration.").PlaceHolder("URL").StringVar(&f.quick.url)
 	runCmd.Flag("model", "Quick start: the model to ask for (default: the one model the server's /v1/models lists).").StringVar(&f.quick.model)
@@ -291,8 +291,8 @@ func checkRunFlags(f *commandFlags, stderr io.Writer) (time.Time, int, bool) {
 			return time.Time{}, ExitUsage, false
 		}
 	}
-	if f.shardSlack < 0 {
-		fmt.Fprintf(stderr, "--shard.slack=%s: must not be negative\n", f.shardSlack)
+	if err := CheckShardSlack(f.shardSlack); err != nil {
+		fmt.Fprintln(stderr, err)
 		return time.Time{}, ExitUsage, false
 	}
 	if f.requests != "" && !f.configCheck {

@@ -31,8 +31,11 @@ func IsTerminal(f *os.File) bool {
 type progress struct {
 	bar   io.Writer // a terminal, or nil
 	lines io.Writer // plain lines, or nil
-	// plans is each unit's planned duration, in the order they run.
+	// plans is each unit's planned duration, in the order they run; gap
+	// the time between one's planned end and the next's start (the shards'
+	// slack, --shard.slack; 0 without their clock).
 	plans []time.Duration
+	gap   time.Duration
 	start time.Time
 
 	mu    sync.Mutex
@@ -45,13 +48,13 @@ type progress struct {
 	closeOnce sync.Once
 }
 
-// newProgress follows units of the planned durations: a bar on bar, or
-// plain lines on lines (bar wins); nil when both are nil.
-func newProgress(bar, lines io.Writer, plans []time.Duration) *progress {
+// newProgress follows units of the planned durations, gap apart: a bar on
+// bar, or plain lines on lines (bar wins); nil when both are nil.
+func newProgress(bar, lines io.Writer, plans []time.Duration, gap time.Duration) *progress {
 	if bar == nil && lines == nil {
 		return nil
 	}
-	p := &progress{plans: plans, start: time.Now()}
+	p := &progress{plans: plans, gap: gap, start: time.Now()}
 	if bar == nil {
 		p.lines = lines
 		return p
@@ -130,6 +133,32 @@ func (p *progress) limit(end time.Time, why string) {
 	cur.mu.Unlock()
 }
 
+// startsAt says the running repeat's schedule starts at at (the shards'
+// agreed start, which it waits for), its planned length after that, and
+// why its length is not the plan ("" once the wait is over): the bar's
+// length of the repeat, and the time left, count the wait.
+func (p *progress) startsAt(at time.Time, why string) {
+	if p == nil {
+		return
+	}
+	p.mu.Lock()
+	cur := p.cur
+	p.mu.Unlock()
+	if cur == nil {
+		return
+	}
+	cur.mu.Lock()
+	if cur.planned > 0 {
+		cur.length = at.Sub(cur.start) + cur.planned
+	}
+	cur.why = why
+	cur.mu.Unlock()
+}
+
+// drawsBar says a bar is drawn: a line logged meanwhile would be glued to
+// it, so what the bar says is logged at debug level.
+func (p *progress) drawsBar() bool { return p != nil && p.bar != nil }
+
 // step counts one unit done; line, when set, is its plain line.
 func (p *progress) step(line string) {
 	if p == nil {
@@ -149,25 +178,35 @@ func (p *progress) step(line string) {
 
 // etaOf is the time left when done units have ended and the next has run
 // for elapsed, its length now being length (its limit so far: its plan,
-// or longer once its warm-up or the stability rule extended it; 0: its
-// plan): what remains of that length (nothing once overdue, while its
-// last requests drain) and the plans of the units after it. It counts
-// time, not units: a matrix of unequal cells (a long replay after short
-// rates) is estimated by their durations. The units after the running one
-// count their plan, not their most: most repeats are never extended, and
-// one that is says so when it is.
-func etaOf(plans []time.Duration, done int, length, elapsed time.Duration) time.Duration {
+// or longer once its warm-up or the stability rule extended it, or its
+// wait for the shards' agreed start; 0: its plan): what remains of that
+// length (nothing once overdue, while its last requests drain) and the
+// plans of the units after it, gap apart. It counts time, not units: a
+// matrix of unequal cells (a long replay after short rates) is estimated
+// by their durations. The units after the running one count their plan,
+// not their most: most repeats are never extended, and one that is says
+// so when it is.
+//
+// gap is the shards' slack: the next unit starts at the running one's
+// agreed start plus its planned length plus the slack, so what its drain
+// takes of the slack is not added to the time left, and the next start
+// is no nearer for an overrun (a late start is at once).
+func etaOf(plans []time.Duration, gap time.Duration, done int, length, elapsed time.Duration) time.Duration {
 	if done >= len(plans) {
 		return 0
 	}
 	if length <= 0 {
 		length = plans[done]
 	}
-	left := max(0, length-elapsed)
-	for _, d := range plans[done+1:] {
+	after := plans[done+1:]
+	if len(after) == 0 {
+		return max(0, length-elapsed)
+	}
+	left := max(0, length+gap-elapsed)
+	for _, d := range after {
 		left += d
 	}
-	return left
+	return left + time.Duration(len(after)-1)*gap
 }
 
 func (p *progress) draw() {
@@ -188,7 +227,7 @@ func (p *progress) draw() {
 		cell = "  " + p.cur.figures(inCell)
 	}
 	elapsed := time.Since(p.start).Truncate(time.Second)
-	eta := etaOf(p.plans, done, length, inCell).Truncate(time.Second)
+	eta := etaOf(p.plans, p.gap, done, length, inCell).Truncate(time.Second)
 	fmt.Fprintf(p.bar, "\r\033[K[%s%s] %d/%d  %s elapsed, eta %s  %s%s",
 		strings.Repeat("#", filled), strings.Repeat(".", width-filled), done, total, elapsed, eta, p.label, cell)
 }

@@ -44,8 +44,39 @@ func TestETA(t *testing.T) {
 		{"the later units count their plan, not their most", []time.Duration{12 * s, 12 * s, 12 * s}, 1, 0, 0, 24 * s},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
-			if got := etaOf(tc.plans, tc.done, tc.length, tc.elapsed); got != tc.want {
-				t.Errorf("etaOf(%v, %d, %v, %v) = %v, want %v", tc.plans, tc.done, tc.length, tc.elapsed, got, tc.want)
+			if got := etaOf(tc.plans, 0, tc.done, tc.length, tc.elapsed); got != tc.want {
+				t.Errorf("etaOf(%v, 0, %d, %v, %v) = %v, want %v", tc.plans, tc.done, tc.length, tc.elapsed, got, tc.want)
+			}
+		})
+	}
+}
+
+// TestETAShardSlack: with the shards' clock, each repeat after the first
+// starts --shard.slack after the previous one's planned end, so the time
+// left counts a slack between every two repeats; the running repeat's
+// drain eats into its slack rather than adding to the time left, an
+// overrun brings the next start no nearer than now, and the last repeat
+// has no slack after it. A repeat that waits for the agreed start counts
+// the wait in its length.
+func TestETAShardSlack(t *testing.T) {
+	s := time.Second
+	three := []time.Duration{10 * s, 10 * s, 10 * s}
+	for _, tc := range []struct {
+		name                  string
+		plans                 []time.Duration
+		done                  int
+		length, elapsed, want time.Duration
+	}{
+		{"nothing run", three, 0, 0, 0, 40 * s},
+		{"into the first", three, 0, 0, 4 * s, 36 * s},
+		{"the first draining into its slack", three, 0, 0, 13 * s, 27 * s},
+		{"the first overran its slack", three, 0, 0, 20 * s, 25 * s},
+		{"the last one: no slack after it", three, 2, 0, 4 * s, 6 * s},
+		{"waiting 30 s for --shard.start-at", three, 0, 40 * s, 0, 70 * s},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			if got := etaOf(tc.plans, 5*s, tc.done, tc.length, tc.elapsed); got != tc.want {
+				t.Errorf("etaOf(%v, 5s, %d, %v, %v) = %v, want %v", tc.plans, tc.done, tc.length, tc.elapsed, got, tc.want)
 			}
 		})
 	}
@@ -104,7 +135,7 @@ func TestExtensionWhy(t *testing.T) {
 // repeat's length, with its reason; none is kept past the repeat's end.
 func TestProgressLimit(t *testing.T) {
 	var b bytes.Buffer
-	p := newProgress(&b, nil, []time.Duration{12 * time.Second})
+	p := newProgress(&b, nil, []time.Duration{12 * time.Second}, 0)
 	p.begin("a", 12*time.Second)
 	p.mu.Lock()
 	cur := p.cur
@@ -128,14 +159,14 @@ func TestProgressLimit(t *testing.T) {
 // or before the bar (whose line is cleared first).
 func TestProgressSay(t *testing.T) {
 	var lines, bar bytes.Buffer
-	p := newProgress(nil, &lines, []time.Duration{time.Second})
+	p := newProgress(nil, &lines, []time.Duration{time.Second}, 0)
 	p.say("plan: 1 cell")
 	p.step("cell 1/1")
 	p.close()
 	if lines.String() != "plan: 1 cell\ncell 1/1\n" {
 		t.Errorf("lines %q", lines.String())
 	}
-	p = newProgress(&bar, nil, []time.Duration{time.Second})
+	p = newProgress(&bar, nil, []time.Duration{time.Second}, 0)
 	p.say("plan: 1 cell")
 	p.close()
 	if !strings.Contains(bar.String(), "\r\033[Kplan: 1 cell\n") {
@@ -174,7 +205,7 @@ func TestProgressLines(t *testing.T) {
 		})
 	}
 	var b bytes.Buffer
-	p := newProgress(nil, &b, []time.Duration{time.Second, time.Second})
+	p := newProgress(nil, &b, []time.Duration{time.Second, time.Second}, 0)
 	if w := p.begin("a", time.Second); w != nil {
 		t.Errorf("plain lines follow no requests, got an observer")
 	}
@@ -184,7 +215,7 @@ func TestProgressLines(t *testing.T) {
 	if b.String() != "first\nsecond\n" {
 		t.Errorf("lines %q", b.String())
 	}
-	if newProgress(nil, nil, nil) != nil {
+	if newProgress(nil, nil, nil, 0) != nil {
 		t.Error("a progress without a writer")
 	}
 }

@@ -420,16 +420,40 @@ func (b *run) startRepeat(ctx context.Context, p repeatPlan, agreed time.Time) (
 	if b.clock == nil {
 		return t0, t0, nil
 	}
+	b.sayWait(ctx, p, agreed, t0)
 	// The schedule starts at the agreed instant, not when this process
 	// woke: every shard's schedule then has one origin, and a late
 	// wake-up is its first arrivals' lag, caught up.
 	if t0, started, err = waitUntil(ctx, agreed); err != nil {
 		return t0, started, fmt.Errorf("cell %s: interrupted: %w", p.cell, err)
 	}
+	b.progress.startsAt(t0, "")
 	if msg := lateStartWarning(agreed, t0, started); msg != "" {
 		b.logger.Warn(msg, "cell", p.cell, "repeat", p.index+1, "agreed", agreed.UTC().Format(time.RFC3339Nano), "late", started.Sub(agreed).Round(time.Millisecond))
 	}
 	return t0, started, nil
+}
+
+// sayWait says, when the repeat's agreed start is ahead of now, how long
+// it waits and until when: the first repeat's wait for --shard.start-at,
+// a later one's for what its drain left of --shard.slack. A process idle
+// for minutes, or for the slack after every repeat, says why. The log says
+// it at info level, and, while a bar is drawn, the bar says it (its
+// repeat's length and the time left count the wait) and the log at debug
+// level, as for every repeat's own lines.
+func (b *run) sayWait(ctx context.Context, p repeatPlan, agreed, now time.Time) {
+	wait := agreed.Sub(now)
+	if wait <= 0 {
+		return
+	}
+	until := agreed.UTC().Format(time.RFC3339Nano)
+	lvl := slog.LevelInfo
+	if b.progress.drawsBar() {
+		lvl = slog.LevelDebug
+	}
+	b.progress.startsAt(agreed, "waiting for the shards' agreed start, "+until)
+	b.logger.Log(ctx, lvl, "waiting for the shards' agreed start", "cell", p.cell, "repeat", p.index+1,
+		"wait", wait.Round(time.Millisecond), "until", until, "shard_slack", b.clock.slack)
 }
 
 // lateStartWarning is what the log says of a repeat whose schedule was

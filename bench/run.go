@@ -115,6 +115,11 @@ func Run(ctx context.Context, cfg *Config, opts Options) (*report.Report, error)
 	spec := &cfg.Bench
 	b := &run{cfg: cfg, spec: spec, opts: opts, logger: opts.Logger, start: time.Now().UTC()}
 	if !opts.StartAt.IsZero() {
+		// Here too, not only at the flag: every caller's slack is held
+		// to the bound.
+		if err := CheckShardSlack(opts.ShardSlack); err != nil {
+			return nil, err
+		}
 		b.clock = &shardClock{next: opts.StartAt, slack: opts.ShardSlack}
 	}
 	if opts.RequestsPath != "" {
@@ -157,7 +162,7 @@ func Run(ctx context.Context, cfg *Config, opts Options) (*report.Report, error)
 
 	groups := matrixGroups(spec)
 	rp := b.runPlan(groups, len(targets))
-	b.progress = newProgress(opts.Progress, opts.ProgressLines, rp.planned())
+	b.progress = newProgress(opts.Progress, opts.ProgressLines, rp.planned(), rp.slack)
 	defer b.progress.close()
 	// The plan first: a run that may take longer than planned says so, and
 	// by how much, before its first repeat.
@@ -967,6 +972,12 @@ type runPlan struct {
 	replays, sweep bool
 	// units are each repeat's span, in the order they run.
 	units []repeatSpan
+	// startAt and slack are the shards' clock (--shard.start-at,
+	// --shard.slack; startAt zero without it): the first repeat waits for
+	// startAt, and each next one starts the slack after the previous
+	// one's planned end, a wait the totals count.
+	startAt time.Time
+	slack   time.Duration
 }
 
 // planned are the units' planned spans, the progress's units.
@@ -978,11 +989,18 @@ func (rp *runPlan) planned() []time.Duration {
 	return out
 }
 
-// totals are the matrix's planned time and the most it may take.
+// totals are the matrix's planned time and the most it may take, from its
+// first repeat's start: with the shards' clock, the slack between every
+// two repeats is in both (the next repeat's agreed start is the slack
+// after the previous one's planned end, however soon that one drained).
 func (rp *runPlan) totals() (planned, most time.Duration) {
 	for _, u := range rp.units {
 		planned += u.planned
 		most += u.most
+	}
+	if n := len(rp.units); n > 1 {
+		gaps := time.Duration(n-1) * rp.slack
+		planned, most = planned+gaps, most+gaps
 	}
 	return planned, most
 }
@@ -1019,6 +1037,10 @@ func (rp *runPlan) line() string {
 	if rp.replays {
 		parts = append(parts, "a replay: its trace's window after the warm-up, never extended")
 	}
+	if !rp.startAt.IsZero() {
+		parts = append(parts, fmt.Sprintf("the shards' clock: the first repeat at %s (--shard.start-at), each next one %s (--shard.slack) after the previous one's planned end",
+			rp.startAt.UTC().Format(time.RFC3339Nano), ms(rp.slack)))
+	}
 	planned, most := rp.totals()
 	total := fmt.Sprintf("%s planned", ms(planned))
 	if ms(most) > ms(planned) {
@@ -1037,8 +1059,12 @@ func (rp *runPlan) line() string {
 func (rp *runPlan) log(logger *slog.Logger) {
 	ms := toMillisecond
 	planned, most := rp.totals()
-	logger.Info("bench plan", "cells", rp.cells, "repeats", rp.repeats, "warmup", ms(rp.warmup), "max_warmup", ms(rp.maxWarmup),
-		"measured", ms(rp.measured), "max_measured", ms(rp.most), "planned", ms(planned), "at_most", ms(most), "sweep", rp.sweep)
+	attrs := []any{"cells", rp.cells, "repeats", rp.repeats, "warmup", ms(rp.warmup), "max_warmup", ms(rp.maxWarmup),
+		"measured", ms(rp.measured), "max_measured", ms(rp.most), "planned", ms(planned), "at_most", ms(most), "sweep", rp.sweep}
+	if !rp.startAt.IsZero() {
+		attrs = append(attrs, "start_at", rp.startAt.UTC().Format(time.RFC3339Nano), "shard_slack", ms(rp.slack))
+	}
+	logger.Info("bench plan", attrs...)
 }
 
 // toMillisecond is a duration as the plan says it: 10 s in 3 windows
@@ -1051,6 +1077,9 @@ func (b *run) runPlan(groups []group, targets int) *runPlan {
 	spec := b.spec
 	rp := &runPlan{cells: len(groups) * targets, repeats: spec.Repeats, sweep: spec.Sweep != nil,
 		warmup: spec.Warmup, maxWarmup: spec.warmupBound(spec.Warmup, spec.Duration), duration: spec.Duration}
+	if b.clock != nil {
+		rp.startAt, rp.slack = b.opts.StartAt, b.clock.slack
+	}
 	win := b.repeatWindows(repeatPlan{duration: spec.Duration, stability: true}, false)
 	rp.window, rp.measured, rp.most = win.window, time.Duration(win.base)*win.window, time.Duration(win.most)*win.window
 	switch {

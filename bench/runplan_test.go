@@ -1,6 +1,8 @@
 package bench
 
 import (
+	"bytes"
+	"log/slog"
 	"strings"
 	"testing"
 	"time"
@@ -79,6 +81,33 @@ func TestRunPlan(t *testing.T) {
 		}
 	})
 
+	// With the shards' clock every repeat after the first starts
+	// --shard.slack after the previous one's planned end: the slack
+	// between every two repeats is in the planned time and in the most,
+	// none after the last.
+	t.Run("the shards' slack", func(t *testing.T) {
+		r := planRun(2, s, 30*s, func(sp *Spec) { sp.Repeats = 2 })
+		r.opts.Shard = Shard{Index: 0, Count: 2}
+		r.opts.StartAt = time.Date(2026, 12, 3, 21, 0, 0, 0, time.UTC)
+		r.clock = &shardClock{next: r.opts.StartAt, slack: 10 * s}
+		rp := r.runPlan(matrixGroups(r.spec), 1)
+		if planned, most := rp.totals(); len(rp.units) != 4 || planned != 4*31*s+3*10*s || most != 4*61*s+3*10*s {
+			t.Errorf("%d units, %v planned, at most %v; want 4, %v and %v", len(rp.units), planned, most, 4*31*s+3*10*s, 4*61*s+3*10*s)
+		}
+		// The progress counts the slack apart (newProgress's gap), not in
+		// each unit's plan.
+		if got := rp.planned(); got[0] != 31*s {
+			t.Errorf("the progress's units %v", got)
+		}
+		var logs bytes.Buffer
+		rp.log(slog.New(slog.NewTextHandler(&logs, nil)))
+		for _, want := range []string{"planned=2m34s", "at_most=4m34s", "start_at=2026-12-03T21:00:00Z", "shard_slack=10s"} {
+			if !strings.Contains(logs.String(), want) {
+				t.Errorf("the plan's log %q, want it to say %q", logs.String(), want)
+			}
+		}
+	})
+
 	t.Run("replays", func(t *testing.T) {
 		r := planRun(1, 2*s, 10*s, func(sp *Spec) {
 			sp.Matrix.Replays = []ReplaySpec{
@@ -137,6 +166,17 @@ func TestPlanLine(t *testing.T) {
 				"then 40s measured (the duration, 30s, in whole windows of 20s), run on until the stability rule judges it, up to 5m0s; " +
 				"41s planned, at most 5m31s (the requests in flight at each repeat's end aside)"},
 		{"nothing", planRun(0, s, 10*s, nil), 1, ""},
+		{"the shards' clock", func() *run {
+			r := planRun(1, s, 10*s, func(sp *Spec) { sp.Repeats = 3 })
+			r.opts.Shard = Shard{Index: 1, Count: 2}
+			r.opts.StartAt = time.Date(2026, 12, 3, 21, 0, 0, 0, time.UTC)
+			r.clock = &shardClock{next: r.opts.StartAt, slack: 30 * s}
+			return r
+		}(), 1,
+			"plan: 1 cell × 3 repeats; each repeat: warm-up 1s (longer until the pipeline is full, at most 11s), " +
+				"then 10s measured, never extended (a shard: bench merge judges the pooled windows); " +
+				"the shards' clock: the first repeat at 2026-12-03T21:00:00Z (--shard.start-at), each next one 30s (--shard.slack) after the previous one's planned end; " +
+				"1m33s planned, at most 2m3s (the requests in flight at each repeat's end aside)"},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			if got := tc.r.runPlan(matrixGroups(tc.r.spec), tc.targets).line(); got != tc.want {

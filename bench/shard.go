@@ -176,14 +176,33 @@ func shardPart(sh Shard, targets []string, groups []group, acc [][]cellAcc) *rep
 // start.
 const DefaultShardSlack = 10 * time.Second
 
+// MaxShardSlack bounds --shard.slack. The slack is room for the requests
+// in flight at a repeat's planned end, which end within their target's
+// request timeout (5 minutes by default, config.DefaultTimeout); an hour is
+// twelve of those, room for a raised timeout. Every shard idles for the
+// slack after every repeat, so a larger one is a unit slipped (1000h for
+// 1000s) that would hold a run of a few repeats for weeks, not a plan.
+const MaxShardSlack = time.Hour
+
 // maxStartAhead bounds --shard.start-at: an instant further ahead is a
 // mistake (milliseconds read as seconds), not a plan.
 const maxStartAhead = 24 * time.Hour
 
+// maxStartBehind bounds --shard.start-at on the other side: a shard that
+// starts after the agreed instant starts at once, late, and says so (a pod
+// scheduled late, a retried one); one more than a day behind is no late
+// start but a wrong date (a stale manifest, a template's unset date), whose
+// repeats would never overlap the other shards' however the merge pools
+// them.
+const maxStartBehind = 24 * time.Hour
+
 // ParseStartAt reads --shard.start-at: an RFC 3339 instant
 // (2026-12-03T21:00:00Z) or a Unix time in seconds, fractional or not
 // (1796331600, as busybox's `date +%s` writes it), at most a day after
-// now.
+// now and a day before it. The zero instant (0001-01-01T00:00:00Z, Go's
+// unset time) is refused by name: taken as "no start given" it would run
+// without the shards' clock, and taken as an instant it is two thousand
+// years late.
 func ParseStartAt(s string, now time.Time) (time.Time, error) {
 	var at time.Time
 	if f, err := strconv.ParseFloat(s, 64); err == nil && !math.IsNaN(f) && !math.IsInf(f, 0) && f > 0 && f < 1e11 {
@@ -192,10 +211,27 @@ func ParseStartAt(s string, now time.Time) (time.Time, error) {
 	} else if at, err = time.Parse(time.RFC3339Nano, s); err != nil {
 		return time.Time{}, fmt.Errorf("--shard.start-at=%q: want an RFC 3339 instant (2006-01-02T15:04:05Z) or a Unix time in seconds", s)
 	}
-	if at.Sub(now) > maxStartAhead {
+	switch {
+	case at.IsZero():
+		return time.Time{}, fmt.Errorf("--shard.start-at=%q: the zero instant (an unset date): give the instant every shard starts at, or leave the flag out", s)
+	case at.Sub(now) > maxStartAhead:
 		return time.Time{}, fmt.Errorf("--shard.start-at=%q: %s ahead, more than %s", s, at.Sub(now).Round(time.Second), maxStartAhead)
+	case now.Sub(at) > maxStartBehind:
+		return time.Time{}, fmt.Errorf("--shard.start-at=%q: %s ago, more than %s: a wrong date, not a late start", s, now.Sub(at).Round(time.Second), maxStartBehind)
 	}
 	return at, nil
+}
+
+// CheckShardSlack checks --shard.slack: not negative, at most
+// MaxShardSlack.
+func CheckShardSlack(d time.Duration) error {
+	switch {
+	case d < 0:
+		return fmt.Errorf("--shard.slack=%s: must not be negative", d)
+	case d > MaxShardSlack:
+		return fmt.Errorf("--shard.slack=%s: more than %s (bench.MaxShardSlack): the room after each repeat for its last requests to end needs no more than the targets' request timeout (%s by default), and every shard idles for it after every repeat", d, MaxShardSlack, config.DefaultTimeout)
+	}
+	return nil
 }
 
 // shardClock is the schedule of repeat starts that every shard of a run

@@ -1,9 +1,11 @@
 package bench
 
 import (
+	"bytes"
 	"context"
 	"fmt"
 	"io"
+	"log/slog"
 	"math"
 	"math/rand/v2"
 	"net"
@@ -493,6 +495,14 @@ func TestParseStartAt(t *testing.T) {
 		// Passed instants are taken: the run starts late and says so.
 		{"2026-12-03T20:00:00Z", now.Add(-time.Hour), ""},
 		{"2026-12-05T21:00:00Z", time.Time{}, "more than 24h0m0s"},
+		// A shard up to a day late starts at once, late; further behind
+		// is a wrong date, and Go's zero instant an unset one, refused
+		// by name rather than taken for no start given.
+		{"2026-12-02T21:00:01Z", now.Add(-24*time.Hour + time.Second), ""},
+		{"2026-12-02T20:59:59Z", time.Time{}, "24h0m1s ago, more than 24h0m0s: a wrong date"},
+		{"0001-01-01T00:00:00Z", time.Time{}, "the zero instant (an unset date)"},
+		{"1970-01-01T00:00:00Z", time.Time{}, "ago, more than 24h0m0s"},
+		{"1", time.Time{}, "ago, more than 24h0m0s"},
 		// Milliseconds given for seconds.
 		{fmt.Sprint(now.UnixMilli()), time.Time{}, "want an RFC 3339 instant"},
 		{"tomorrow", time.Time{}, "want an RFC 3339 instant"},
@@ -749,7 +759,8 @@ func TestLateStartWarning(t *testing.T) {
 // TestShardStartAtFlags: --shard.start-at and --shard.slack are checked
 // before anything runs, --config.check included (a manifest's command
 // line is checked that way): a value that is no instant, an instant over
-// a day ahead or a negative slack exit 2.
+// a day ahead or behind, the zero instant, a negative slack or one over
+// MaxShardSlack exit 2.
 func TestShardStartAtFlags(t *testing.T) {
 	dir := t.TempDir()
 	file := writeTestFile(t, dir, "b.yml", "targets: [{name: a, url: 'http://127.0.0.1:1', model: m}]\nbench: {matrix: {rates: [1]}}\n")
@@ -765,6 +776,10 @@ func TestShardStartAtFlags(t *testing.T) {
 		{"no instant", []string{"--shard.start-at=soon"}, ExitUsage, "want an RFC 3339 instant"},
 		{"two days ahead", []string{"--shard.start-at=" + time.Now().Add(48*time.Hour).UTC().Format(time.RFC3339)}, ExitUsage, "more than 24h"},
 		{"negative slack", []string{"--shard.start-at=" + soon, "--shard.slack=-1s"}, ExitUsage, "must not be negative"},
+		{"the largest slack", []string{"--shard.start-at=" + soon, "--shard.slack=1h"}, ExitOK, "OK"},
+		{"slack of 1000h", []string{"--shard.start-at=" + soon, "--shard.slack=1000h"}, ExitUsage, "--shard.slack=1000h0m0s: more than 1h0m0s (bench.MaxShardSlack)"},
+		{"zero start", []string{"--shard.start-at=0001-01-01T00:00:00Z"}, ExitUsage, `--shard.start-at="0001-01-01T00:00:00Z": the zero instant`},
+		{"two days behind", []string{"--shard.start-at=" + time.Now().Add(-48*time.Hour).UTC().Format(time.RFC3339)}, ExitUsage, "ago, more than 24h"},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			code, stdout, stderr := runCLI(t, context.Background(), append([]string{"bench", "--config.file=" + file, "--config.check"}, tc.args...)...)
@@ -772,5 +787,97 @@ func TestShardStartAtFlags(t *testing.T) {
 				t.Errorf("exit %d, stdout %q, stderr %q; want %d and %q", code, stdout, stderr, tc.code, tc.want)
 			}
 		})
+	}
+}
+
+// TestCheckShardSlack: the slack is bounded on both sides, the bound
+// itself allowed; the error names the flag, the value and the bound.
+func TestCheckShardSlack(t *testing.T) {
+	for _, tc := range []struct {
+		d    time.Duration
+		want string // "" when allowed
+	}{
+		{0, ""},
+		{DefaultShardSlack, ""},
+		{MaxShardSlack, ""},
+		{MaxShardSlack + time.Nanosecond, "--shard.slack=1h0m0.000000001s: more than 1h0m0s (bench.MaxShardSlack)"},
+		{1000 * time.Hour, "--shard.slack=1000h0m0s: more than 1h0m0s (bench.MaxShardSlack)"},
+		{-time.Second, "--shard.slack=-1s: must not be negative"},
+	} {
+		err := CheckShardSlack(tc.d)
+		switch {
+		case tc.want == "" && err != nil:
+			t.Errorf("%v: %v, want it allowed", tc.d, err)
+		case tc.want != "" && (err == nil || !strings.Contains(err.Error(), tc.want)):
+			t.Errorf("%v: %v, want an error with %q", tc.d, err, tc.want)
+		}
+	}
+}
+
+// TestRunRefusesShardSlackOverBound: Run holds the bound for every
+// caller, not only the command's flag, before it asks anything of a
+// target.
+func TestRunRefusesShardSlackOverBound(t *testing.T) {
+	cfg := &Config{}
+	_, err := Run(context.Background(), cfg, Options{StartAt: time.Date(2026, 12, 3, 21, 0, 0, 0, time.UTC), ShardSlack: 1000 * time.Hour})
+	if err == nil || !strings.Contains(err.Error(), "more than 1h0m0s (bench.MaxShardSlack)") {
+		t.Fatalf("Run with a slack of 1000h: %v, want the bound's error", err)
+	}
+}
+
+// TestSayWait: a repeat whose agreed start is ahead logs how long it
+// waits and until when, at info level, with the slack; with a bar drawn
+// the bar says it (its repeat's length counts the wait, with the reason)
+// and the log line is at debug level, so that it is not glued to the
+// bar. A start that has passed says nothing. The instants are given, not
+// read from the clock.
+func TestSayWait(t *testing.T) {
+	agreed := time.Date(2026, 12, 3, 21, 0, 0, 0, time.UTC)
+	now := agreed.Add(-90*time.Second - 250*time.Millisecond)
+	p := repeatPlan{cell: "a/rate=1/s", index: 1}
+	logged := func(bar bool) (string, *run) {
+		var logs bytes.Buffer
+		b := &run{logger: slog.New(slog.NewTextHandler(&logs, &slog.HandlerOptions{Level: slog.LevelDebug})),
+			clock: &shardClock{next: agreed, slack: 10 * time.Second}}
+		if bar {
+			b.progress = newProgress(io.Discard, nil, []time.Duration{12 * time.Second, 12 * time.Second}, 10*time.Second)
+			defer b.progress.close()
+			b.progress.begin("a repeat 2/2", 12*time.Second)
+			// The repeat began 100 s before its agreed start, whatever
+			// the machine's clock says.
+			b.progress.mu.Lock()
+			b.progress.cur.start = agreed.Add(-100 * time.Second)
+			b.progress.mu.Unlock()
+		}
+		b.sayWait(context.Background(), p, agreed, now)
+		return logs.String(), b
+	}
+
+	got, _ := logged(false)
+	for _, want := range []string{`level=INFO msg="waiting for the shards' agreed start"`, `cell="a/rate=1/s"`, `repeat=2`,
+		`wait=1m30.25s`, `until=2026-12-03T21:00:00Z`, `shard_slack=10s`} {
+		if !strings.Contains(got, want) {
+			t.Errorf("log %q, want it to say %q", got, want)
+		}
+	}
+
+	got, b := logged(true)
+	if !strings.Contains(got, `level=DEBUG msg="waiting for the shards' agreed start"`) || !strings.Contains(got, "wait=1m30.25s") {
+		t.Errorf("with a bar, log %q, want the wait at debug level", got)
+	}
+	b.progress.mu.Lock()
+	cur := b.progress.cur
+	b.progress.mu.Unlock()
+	length, why := cur.current()
+	if want := 112 * time.Second; length != want || why != "waiting for the shards' agreed start, 2026-12-03T21:00:00Z" {
+		t.Errorf("the bar's repeat: length %v, why %q; want %v and the wait", length, why, want)
+	}
+
+	var logs bytes.Buffer
+	quiet := &run{logger: slog.New(slog.NewTextHandler(&logs, nil)), clock: &shardClock{slack: 10 * time.Second}}
+	quiet.sayWait(context.Background(), p, agreed, agreed.Add(time.Millisecond))
+	quiet.sayWait(context.Background(), p, agreed, agreed)
+	if logs.Len() != 0 {
+		t.Errorf("a start that has passed logged %q", logs.String())
 	}
 }

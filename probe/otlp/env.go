@@ -232,23 +232,68 @@ func checkBool(getenv func(string) string, name string) error {
 
 // readPEM reads a certificate or key file named by a variable: a regular
 // file of at most maxPEMBytes.
+//
+// The file's type is looked at before it is opened: opening a FIFO for
+// reading waits for a writer in the open itself, a wait no context or
+// signal ends, so a variable naming one hung the start, SIGTERM included.
+// It is looked at again once open (openNoBlock: a FIFO put in its place
+// between the two opens at once and is refused here), so that what is read
+// is what was checked. A device (/dev/zero) or a socket is refused alike.
 func readPEM(name, path string) ([]byte, error) {
-	f, err := os.Open(path)
+	fi, err := os.Stat(path)
+	if err != nil {
+		return nil, fmt.Errorf("%s=%q: %w", name, path, err)
+	}
+	if err := pemFileMode(name, path, fi); err != nil {
+		return nil, err
+	}
+	f, err := openNoBlock(path)
 	if err != nil {
 		return nil, fmt.Errorf("%s=%q: %w", name, path, err)
 	}
 	defer f.Close()
-	if st, err := f.Stat(); err != nil || !st.Mode().IsRegular() {
-		return nil, fmt.Errorf("%s=%q: not a regular file", name, path)
+	if fi, err = f.Stat(); err != nil {
+		return nil, fmt.Errorf("%s=%q: %w", name, path, err)
+	}
+	if err := pemFileMode(name, path, fi); err != nil {
+		return nil, err
 	}
 	b, err := io.ReadAll(io.LimitReader(f, maxPEMBytes+1))
 	if err != nil {
 		return nil, fmt.Errorf("%s=%q: %w", name, path, err)
 	}
+	// The size is checked on what was read, not on the Stat: a file that
+	// grew since is refused all the same.
 	if len(b) > maxPEMBytes {
 		return nil, fmt.Errorf("%s=%q: larger than %d bytes", name, path, maxPEMBytes)
 	}
 	return b, nil
+}
+
+// pemFileMode refuses what is not a regular file of at most maxPEMBytes,
+// naming the variable, the path and what it is instead.
+func pemFileMode(name, path string, fi os.FileInfo) error {
+	mode := fi.Mode()
+	if mode.IsRegular() {
+		if fi.Size() > maxPEMBytes {
+			return fmt.Errorf("%s=%q: %d bytes: larger than %d bytes", name, path, fi.Size(), maxPEMBytes)
+		}
+		return nil
+	}
+	what := "a " + mode.Type().String()
+	switch {
+	case mode&os.ModeNamedPipe != 0:
+		what = "a FIFO (named pipe)"
+	case mode&os.ModeCharDevice != 0:
+		what = "a character device"
+	case mode&os.ModeDevice != 0:
+		what = "a block device"
+	case mode&os.ModeSocket != 0:
+		what = "a socket"
+	case mode.IsDir():
+		what = "a directory"
+	}
+	return fmt.Errorf("%s=%q: not a regular file (%s): a certificate or key is read from a regular file", name, path, what)
 }
 
 // checkCertPool: the SDK ignores a CA file it cannot read or parse, and
