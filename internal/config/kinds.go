@@ -349,9 +349,10 @@ const schemaURL = "mem:///schema.json"
 // never reaches the network or another file. Its shape is bounded before
 // it is compiled (MaxSchemaDepth, MaxSubschemas), so that no schema within
 // MaxSchemaBytes takes long to compile, and its cost per answer after
-// (MaxSchemaEvaluations), so that none can take long to check. A load
-// stopped (ctx: SIGTERM during --config.check, say) compiles no further
-// schema. file names the schema's file in its errors ("" inline).
+// (MaxSchemaEvaluations), so that none can take long to check. A schema
+// whose text was compiled already in this load is not compiled again. A
+// load stopped (ctx: SIGTERM during --config.check, say) compiles no
+// further schema. file names the schema's file in its errors ("" inline).
 func compileSchemaJSON(ctx context.Context, v *validator, p path, file string, b []byte) (json.RawMessage, *jsonschema.Schema) {
 	refuse := func(reason string) (json.RawMessage, *jsonschema.Schema) {
 		if file != "" {
@@ -366,6 +367,36 @@ func compileSchemaJSON(ctx context.Context, v *validator, p path, file string, b
 	if len(b) > MaxSchemaBytes {
 		return refuse(fmt.Sprintf("a schema of %s: at most %s (config.MaxSchemaBytes)", byteSize(int64(len(b))), byteSize(MaxSchemaBytes)))
 	}
+	if c, ok := v.schemas[string(b)]; ok {
+		if c.refused != "" {
+			return refuse(c.refused)
+		}
+		return c.compact, c.schema
+	}
+	compact, schema, why := compileSchemaText(b)
+	if v.schemas == nil {
+		v.schemas = map[string]compiledSchema{}
+	}
+	v.schemas[string(b)] = compiledSchema{compact, schema, why}
+	if why != "" {
+		return refuse(why)
+	}
+	return compact, schema
+}
+
+// compiledSchema is a schema's JSON text compiled: its compact text and
+// the schema, or why it was refused. A compiled schema is read only, and
+// so shared by every workload and module that has the same text.
+type compiledSchema struct {
+	compact json.RawMessage
+	schema  *jsonschema.Schema
+	refused string
+}
+
+// compileSchemaText compiles a schema's JSON text within the bounds
+// compileSchemaJSON says, or says why not.
+func compileSchemaText(b []byte) (json.RawMessage, *jsonschema.Schema, string) {
+	refuse := func(reason string) (json.RawMessage, *jsonschema.Schema, string) { return nil, nil, reason }
 	doc, err := jsonschema.UnmarshalJSON(bytes.NewReader(b))
 	if err != nil {
 		return refuse(fmt.Sprintf("is not JSON: %v", err))
@@ -393,14 +424,15 @@ func compileSchemaJSON(ctx context.Context, v *validator, p path, file string, b
 		return refuse(err.Error())
 	}
 	if evals > MaxSchemaEvaluations {
-		return refuse(fmt.Sprintf("checking one value %d levels deep in an answer can take more than %d evaluations of its subschemas (where two of them apply to the same value and recurse, each level multiplies them): at most %d (config.MaxSchemaEvaluations)",
+		return refuse(fmt.Sprintf("checking one value %d levels deep in an answer can take more than %d evaluations of its subschemas: at most %d (config.MaxSchemaEvaluations); "+
+			"members of anyOf, oneOf or allOf that each recurse into the same value multiply them at each level, where an if/then/else on a property that tells the kinds apart evaluates one",
 			depth, MaxSchemaEvaluations, MaxSchemaEvaluations))
 	}
 	var compact bytes.Buffer
 	if err := json.Compact(&compact, b); err != nil {
 		return refuse(fmt.Sprintf("is not JSON: %v", err))
 	}
-	return compact.Bytes(), s
+	return compact.Bytes(), s, ""
 }
 
 // CheckKinds validates k as the request kinds of requests sent with flavor,

@@ -299,3 +299,37 @@ func TestSchemaLoadStopped(t *testing.T) {
 		t.Errorf("error %v", err)
 	}
 }
+
+// TestSchemaCompiledOnce: workloads that name one schema file share its
+// compiled schema, and each is refused with its own line when it is
+// refused: a file named by 1000 workloads costs one compile, not 1000.
+func TestSchemaCompiledOnce(t *testing.T) {
+	dir := t.TempDir()
+	write := func(name, body string) {
+		if err := os.WriteFile(filepath.Join(dir, name), []byte(body), 0o600); err != nil {
+			t.Fatal(err)
+		}
+	}
+	write("s.json", `{"type":"array","items":{"$ref":"#"}}`)
+	write("deep.json", nestedSchema(`{"items":`, `}`, 100))
+	two := func(file string) string {
+		return fmt.Sprintf(`targets: [{name: local, url: "http://127.0.0.1:8000", model: m}]
+workloads:
+  - {name: a, target: local, arrival: {rate: 1}, response_format: {type: json_schema, schema_file: %s}}
+  - {name: b, target: local, arrival: {rate: 1}, response_format: {type: json_schema, schema_file: %s}}
+`, file, file)
+	}
+	c, err := Parse([]byte(two("s.json")), filepath.Join(dir, "c.yml"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if a, b := c.Workloads[0].Kinds.ResponseFormat.Compiled, c.Workloads[1].Kinds.ResponseFormat.Compiled; a == nil || a != b {
+		t.Errorf("compiled %p and %p, want one schema", a, b)
+	}
+	_, err = Parse([]byte(two("deep.json")), filepath.Join(dir, "c.yml"))
+	for _, want := range []string{"c.yml:3: workloads[0].response_format.schema_file: ", "c.yml:4: workloads[1].response_format.schema_file: "} {
+		if err == nil || !strings.Contains(err.Error(), want+filepath.Join(dir, "deep.json")+": nested more than 64 levels deep") {
+			t.Errorf("error %v, want %q", err, want)
+		}
+	}
+}

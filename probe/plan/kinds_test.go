@@ -19,7 +19,7 @@ import (
 
 // kindsConfig is a configuration of one workload against url with kinds
 // (YAML lines at the workload's indentation).
-func kindsConfig(t *testing.T, url, flavor, kinds string) *config.Config {
+func kindsConfig(t testing.TB, url, flavor, kinds string) *config.Config {
 	t.Helper()
 	c, err := config.Parse([]byte(fmt.Sprintf(`targets:
   - {name: sim, url: %q, model: sim-model, flavor: %s}
