@@ -237,6 +237,7 @@ func TestConfigCheckRefusesUnusable(t *testing.T) {
 		t.Fatal(err)
 	}
 	f.Close()
+	deepSchema := write("deep.json", strings.Repeat(`{"items":`, 6552)+"{}"+strings.Repeat("}", 6552))
 	for _, tc := range []struct {
 		file, want string
 	}{
@@ -250,6 +251,10 @@ func TestConfigCheckRefusesUnusable(t *testing.T) {
 			`model-crlf.yml:2: targets[0].model: model name has a control character ('\r' at byte 1)`},
 		{write("model-nul.yml", "targets:\n  - {name: t, url: \"http://127.0.0.1:9\", model: \"m\\0\"}\n"),
 			`targets[0].model: model name has a control character ('\x00' at byte 1)`},
+		// A 65 KB schema nested 6,553 deep, within config.MaxSchemaBytes,
+		// once kept the check compiling for more than 500 s.
+		{write("deep-schema.yml", "targets:\n  - {name: t, url: \"http://127.0.0.1:9\", model: m}\nworkloads:\n  - name: w\n    target: t\n    arrival: {rate: 1}\n    response_format: {type: json_schema, schema_file: deep.json}\n"),
+			"deep-schema.yml:7: workloads[0].response_format.schema_file: " + deepSchema + ": nested more than 64 levels deep: at most 64 (config.MaxSchemaDepth)"},
 	} {
 		out := runChild(t, "--config.check", "--config.file="+tc.file)
 		if !strings.Contains(out, tc.want) || strings.Contains(out, "OK") {

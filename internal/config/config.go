@@ -557,6 +557,10 @@ type validator struct {
 	errs []error
 	// paths are the errors' paths and reasons, for CheckKinds.
 	paths []pathProblem
+	// schemas are the schemas compiled so far, by their JSON text: one
+	// schema file that every workload names, or one tool that each
+	// declares, is compiled once (compileSchemaJSON).
+	schemas map[string]compiledSchema
 }
 
 type pathProblem struct {

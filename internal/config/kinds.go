@@ -102,6 +102,38 @@ const (
 	// MaxSchemaBytes bounds a schema, encoded as JSON: a tool's parameters
 	// or a response format's schema, inline or from its file.
 	MaxSchemaBytes = 64 << 10
+	// MaxSchemaDepth bounds the nesting of a schema's JSON document (its
+	// top-level object is 1), and MaxSubschemas its objects and booleans,
+	// each of which may be a subschema. The compiler's work grows with
+	// the square of the subschemas and, per subschema, with its depth
+	// (schemaShape says where): a 65 KB schema nested 6,500 deep had not
+	// loaded after 500 s. Within both, the costliest 64 KiB schema loads
+	// in some 0.1 s (docs/limits.md). 64 levels are some 30 levels of
+	// nested objects (properties, then a name, per level), three times
+	// the 10 that OpenAI's structured outputs accept; 1000 subschemas
+	// are a schema of several hundred properties.
+	MaxSchemaDepth = 64
+	MaxSubschemas  = 1000
+	// MaxAnswerDepth bounds the nesting of an answer, or of a tool call's
+	// arguments, that is validated (probe/plan): a deeper one is judged
+	// invalid_json, saying so, before it is parsed. The validator recurses
+	// per level and keeps each level's path in its errors: 9,990 levels
+	// (a 20 KB answer) took 840 MB against a recursive schema, 128 take
+	// kilobytes. 128 levels are ten times what a schema of OpenAI's 10
+	// nested objects describes; an answer deeper than any schema that is
+	// not recursive describes cannot match it anyway. It sits here
+	// because a schema's cost is bounded at load over answers this deep.
+	MaxAnswerDepth = 128
+	// MaxSchemaEvaluations bounds the subschemas the validator evaluates
+	// at one value of an answer at most MaxAnswerDepth deep (schemaCost
+	// says how it is counted): each level multiplies them where two of a
+	// value's subschemas recurse (anyOf: [{$ref: "#"}, {$ref: "#"}]), so
+	// that a schema of 40 bytes made an answer 18 deep take 9 s and
+	// 1.5 GB. A check's work is then at most this many evaluations per
+	// value of the answer, whose text is bounded
+	// (client.DefaultMaxTextBytes). A union of 30 object types, each
+	// through a $ref, is 61 at its top.
+	MaxSchemaEvaluations = 100
 	// MaxImages bounds the images of one request.
 	MaxImages = 16
 	// MaxImageSide bounds an image's width and height, in pixels.
@@ -217,7 +249,7 @@ func (k *RequestKinds) validate(ctx context.Context, v *validator, p path, flavo
 		if params == nil {
 			params = map[string]any{"type": "object"}
 		}
-		t.ParametersJSON, t.Schema = compileSchema(v, at("tools", i, "parameters"), params)
+		t.ParametersJSON, t.Schema = compileSchema(ctx, v, at("tools", i, "parameters"), params)
 	}
 	switch choice := k.ToolChoice; {
 	case choice == "":
@@ -249,7 +281,7 @@ func (k *RequestKinds) validate(ctx context.Context, v *validator, p path, flavo
 			case rf.Schema != nil && rf.SchemaFile != "":
 				v.add(rp, "schema_file", "set either schema or schema_file, not both")
 			case rf.Schema != nil:
-				rf.SchemaJSON, rf.Compiled = compileSchema(v, append(rp, "schema"), rf.Schema)
+				rf.SchemaJSON, rf.Compiled = compileSchema(ctx, v, append(rp, "schema"), rf.Schema)
 			case rf.SchemaFile != "":
 				rf.SchemaJSON, rf.Compiled = compileSchemaFile(ctx, v, append(rp, "schema_file"), dir, rf.SchemaFile)
 			default:
@@ -284,14 +316,14 @@ func (k *RequestKinds) validate(ctx context.Context, v *validator, p path, flavo
 }
 
 // compileSchema encodes a schema written in YAML as JSON and compiles it.
-func compileSchema(v *validator, p path, doc map[string]any) (json.RawMessage, *jsonschema.Schema) {
+func compileSchema(ctx context.Context, v *validator, p path, doc map[string]any) (json.RawMessage, *jsonschema.Schema) {
 	b, err := json.Marshal(doc)
 	if err != nil {
 		// YAML that JSON cannot say: a mapping with non-string keys.
 		v.addPath(p, fmt.Sprintf("is not a JSON document: %v", err))
 		return nil, nil
 	}
-	return compileSchemaJSON(v, p, b)
+	return compileSchemaJSON(ctx, v, p, "", b)
 }
 
 // compileSchemaFile reads a schema's JSON file (bounded) and compiles it.
@@ -299,51 +331,108 @@ func compileSchemaFile(ctx context.Context, v *validator, p path, dir, file stri
 	if !filepath.IsAbs(file) {
 		file = filepath.Join(dir, file)
 	}
-	ctx, cancel := context.WithTimeout(ctx, secretReadTimeout)
+	rctx, cancel := context.WithTimeout(ctx, secretReadTimeout)
 	defer cancel()
-	b, err := readBounded(ctx, file, MaxSchemaBytes)
+	b, err := readBounded(rctx, file, MaxSchemaBytes)
 	if err != nil {
 		v.addPath(p, fmt.Sprintf("cannot read %s: %v", file, err))
 		return nil, nil
 	}
-	return compileSchemaJSON(v, p, b)
+	return compileSchemaJSON(ctx, v, p, file, b)
 }
+
+// schemaURL is where the compiler keeps the schema being compiled.
+const schemaURL = "mem:///schema.json"
 
 // compileSchemaJSON compiles a JSON Schema with no loader: a $ref outside
 // the document (a URL, a file) is refused, so loading a configuration
-// never reaches the network or another file.
-func compileSchemaJSON(v *validator, p path, b []byte) (json.RawMessage, *jsonschema.Schema) {
-	if len(b) > MaxSchemaBytes {
-		v.addPath(p, fmt.Sprintf("a schema of %s: at most %s (config.MaxSchemaBytes)", byteSize(int64(len(b))), byteSize(MaxSchemaBytes)))
+// never reaches the network or another file. Its shape is bounded before
+// it is compiled (MaxSchemaDepth, MaxSubschemas), so that no schema within
+// MaxSchemaBytes takes long to compile, and its cost per answer after
+// (MaxSchemaEvaluations), so that none can take long to check. A schema
+// whose text was compiled already in this load is not compiled again. A
+// load stopped (ctx: SIGTERM during --config.check, say) compiles no
+// further schema. file names the schema's file in its errors ("" inline).
+func compileSchemaJSON(ctx context.Context, v *validator, p path, file string, b []byte) (json.RawMessage, *jsonschema.Schema) {
+	refuse := func(reason string) (json.RawMessage, *jsonschema.Schema) {
+		if file != "" {
+			reason = file + ": " + reason
+		}
+		v.addPath(p, reason)
 		return nil, nil
 	}
+	if err := ctx.Err(); err != nil {
+		return refuse(fmt.Sprintf("not compiled: the load was stopped (%v)", err))
+	}
+	if len(b) > MaxSchemaBytes {
+		return refuse(fmt.Sprintf("a schema of %s: at most %s (config.MaxSchemaBytes)", byteSize(int64(len(b))), byteSize(MaxSchemaBytes)))
+	}
+	if c, ok := v.schemas[string(b)]; ok {
+		if c.refused != "" {
+			return refuse(c.refused)
+		}
+		return c.compact, c.schema
+	}
+	compact, schema, why := compileSchemaText(b)
+	if v.schemas == nil {
+		v.schemas = map[string]compiledSchema{}
+	}
+	v.schemas[string(b)] = compiledSchema{compact, schema, why}
+	if why != "" {
+		return refuse(why)
+	}
+	return compact, schema
+}
+
+// compiledSchema is a schema's JSON text compiled: its compact text and
+// the schema, or why it was refused. A compiled schema is read only, and
+// so shared by every workload and module that has the same text.
+type compiledSchema struct {
+	compact json.RawMessage
+	schema  *jsonschema.Schema
+	refused string
+}
+
+// compileSchemaText compiles a schema's JSON text within the bounds
+// compileSchemaJSON says, or says why not.
+func compileSchemaText(b []byte) (json.RawMessage, *jsonschema.Schema, string) {
+	refuse := func(reason string) (json.RawMessage, *jsonschema.Schema, string) { return nil, nil, reason }
 	doc, err := jsonschema.UnmarshalJSON(bytes.NewReader(b))
 	if err != nil {
-		v.addPath(p, fmt.Sprintf("is not JSON: %v", err))
-		return nil, nil
+		return refuse(fmt.Sprintf("is not JSON: %v", err))
 	}
 	if _, ok := doc.(map[string]any); !ok {
-		v.addPath(p, "a schema is a JSON object")
-		return nil, nil
+		return refuse("a schema is a JSON object")
+	}
+	switch depth, subs := schemaShape(doc); {
+	case depth > MaxSchemaDepth:
+		return refuse(fmt.Sprintf("nested more than %d levels deep: at most %d (config.MaxSchemaDepth)", MaxSchemaDepth, MaxSchemaDepth))
+	case subs > MaxSubschemas:
+		return refuse(fmt.Sprintf("more than %d subschemas (objects and booleans): at most %d (config.MaxSubschemas)", MaxSubschemas, MaxSubschemas))
 	}
 	c := jsonschema.NewCompiler()
 	c.UseLoader(jsonschema.SchemeURLLoader{})
-	const url = "mem:///schema.json"
-	if err := c.AddResource(url, doc); err != nil {
-		v.addPath(p, fmt.Sprintf("is not a JSON Schema: %v", err))
-		return nil, nil
+	if err := c.AddResource(schemaURL, doc); err != nil {
+		return refuse(fmt.Sprintf("is not a JSON Schema: %v", err))
 	}
-	s, err := c.Compile(url)
+	s, err := c.Compile(schemaURL)
 	if err != nil {
-		v.addPath(p, fmt.Sprintf("is not a valid JSON Schema: %v", err))
-		return nil, nil
+		return refuse(fmt.Sprintf("is not a valid JSON Schema: %v", err))
+	}
+	depth, evals, err := schemaCost(s)
+	if err != nil {
+		return refuse(err.Error())
+	}
+	if evals > MaxSchemaEvaluations {
+		return refuse(fmt.Sprintf("checking one value %d levels deep in an answer can take more than %d evaluations of its subschemas: at most %d (config.MaxSchemaEvaluations); "+
+			"members of anyOf, oneOf or allOf that each recurse into the same value multiply them at each level, where an if/then/else on a property that tells the kinds apart evaluates one",
+			depth, MaxSchemaEvaluations, MaxSchemaEvaluations))
 	}
 	var compact bytes.Buffer
 	if err := json.Compact(&compact, b); err != nil {
-		v.addPath(p, fmt.Sprintf("is not JSON: %v", err))
-		return nil, nil
+		return refuse(fmt.Sprintf("is not JSON: %v", err))
 	}
-	return compact.Bytes(), s
+	return compact.Bytes(), s, ""
 }
 
 // CheckKinds validates k as the request kinds of requests sent with flavor,

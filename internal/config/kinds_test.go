@@ -1,6 +1,8 @@
 package config
 
 import (
+	"context"
+	"fmt"
 	"os"
 	"path/filepath"
 	"strings"
@@ -137,5 +139,197 @@ workloads:
 	_, err := Parse([]byte(y), "c.yml")
 	if err == nil || !strings.Contains(err.Error(), "workloads[0].tools: not with replay or sessions") {
 		t.Errorf("error %v", err)
+	}
+}
+
+// nestedSchema is a schema nested n deep by open (a keyword and its
+// brackets, closed by close at the end), innermost {}.
+func nestedSchema(open, close string, n int) string {
+	return strings.Repeat(open, n-1) + "{}" + strings.Repeat(close, n-1)
+}
+
+// wideSchema is a schema of n objects and booleans in all, most of them
+// leaf (a property's schema: {} or true), in groups of at most 500
+// properties (a YAML mapping holds at most config.MaxListItems).
+func wideSchema(n int, leaf string) string {
+	var groups []string
+	count := 2 // the root and its properties' object
+	for g := 0; count < n; g++ {
+		count += 2 // the group and its properties' object
+		props := make([]string, min(500, n-count))
+		for i := range props {
+			props[i] = fmt.Sprintf(`"p%d":%s`, i, leaf)
+		}
+		count += len(props)
+		groups = append(groups, fmt.Sprintf(`"g%d":{"properties":{%s}}`, g, strings.Join(props, ",")))
+	}
+	return `{"properties":{` + strings.Join(groups, ",") + `}}`
+}
+
+// TestSchemaShapeBounds: a schema within config.MaxSchemaBytes but nested
+// thousands deep, or of thousands of subschemas, is refused before it is
+// compiled, naming the configuration's file and line, the schema's file
+// and the bound; the deepest and the widest that the bounds allow load.
+// Before the bounds, the first rows' 65 KB schemas were compiled: the
+// deepest had not loaded after 500 s (the issue's F3), which this test,
+// run without the bounds, shows as a test that does not end.
+func TestSchemaShapeBounds(t *testing.T) {
+	for _, tc := range []struct {
+		name, schema, want string
+	}{
+		// 6,553 levels of {"items": ...}: 65,532 bytes.
+		{"deep items", nestedSchema(`{"items":`, `}`, 6553), "nested more than 64 levels deep: at most 64 (config.MaxSchemaDepth)"},
+		// 4,000 levels of {"allOf": [...]}: 8,000 of JSON (within
+		// encoding/json's 10,000), 48 KB.
+		{"deep allOf", nestedSchema(`{"allOf":[`, `]}`, 4000), "nested more than 64 levels deep: at most 64 (config.MaxSchemaDepth)"},
+		{"deep properties", nestedSchema(`{"properties":{"a":`, `}}`, 3120), "nested more than 64 levels deep: at most 64 (config.MaxSchemaDepth)"},
+		{"one level too deep", nestedSchema(`{"not":`, `}`, MaxSchemaDepth+1), "(config.MaxSchemaDepth)"},
+		{"deepest allowed", nestedSchema(`{"not":`, `}`, MaxSchemaDepth), ""},
+		{"wide", wideSchema(6000, "{}"), "more than 1000 subschemas (objects and booleans): at most 1000 (config.MaxSubschemas)"},
+		{"one subschema too many", wideSchema(MaxSubschemas+1, "{}"), "(config.MaxSubschemas)"},
+		{"widest allowed", wideSchema(MaxSubschemas, "{}"), ""},
+		{"booleans count", wideSchema(MaxSubschemas+1, "true"), "(config.MaxSubschemas)"},
+		{"booleans allowed", wideSchema(MaxSubschemas, "true"), ""},
+	} {
+		if len(tc.schema) > MaxSchemaBytes {
+			t.Fatalf("%s: %d bytes, over config.MaxSchemaBytes: the row would test that bound instead", tc.name, len(tc.schema))
+		}
+		t.Run(tc.name+", file", func(t *testing.T) {
+			dir := t.TempDir()
+			if err := os.WriteFile(filepath.Join(dir, "s.json"), []byte(tc.schema), 0o600); err != nil {
+				t.Fatal(err)
+			}
+			c, err := Parse([]byte(base+"    response_format: {type: json_schema, schema_file: s.json}\n"), filepath.Join(dir, "c.yml"))
+			checkSchemaLoad(t, c, err, tc.want, filepath.Join(dir, "c.yml")+":10: workloads[0].response_format.schema_file: "+filepath.Join(dir, "s.json")+": ")
+		})
+		t.Run(tc.name+", inline", func(t *testing.T) {
+			// JSON is YAML: the same schema inline, as a tool's
+			// parameters.
+			c, err := Parse([]byte(base+"    tools: [{name: f, parameters: "+tc.schema+"}]\n"), "c.yml")
+			checkSchemaLoad(t, c, err, tc.want, "c.yml:10: workloads[0].tools[0].parameters: ")
+		})
+	}
+}
+
+func checkSchemaLoad(t *testing.T, c *Config, err error, want, prefix string) {
+	t.Helper()
+	switch {
+	case want == "" && err != nil:
+		t.Fatalf("refused: %v", err)
+	case want == "":
+		k := c.Workloads[0].Kinds
+		if (k.ResponseFormat == nil || k.ResponseFormat.Compiled == nil) && (len(k.Tools) == 0 || k.Tools[0].Schema == nil) {
+			t.Fatal("loaded, but not compiled")
+		}
+	case err == nil:
+		t.Fatal("loaded")
+	case !strings.Contains(err.Error(), prefix) || !strings.Contains(err.Error(), want):
+		t.Errorf("error %q\nwant %q and %q", err, prefix, want)
+	}
+}
+
+// TestSchemaCost: a schema whose check of one answer value can take more
+// than config.MaxSchemaEvaluations evaluations of its subschemas, at any
+// depth up to MaxAnswerDepth, is refused at load, as is one that applies
+// itself to a value again; recursive schemas that descend one subschema
+// per level load. Each refused row, loaded, makes the validator's work
+// grow as 2^depth with an answer's depth (9 s and 1.5 GB at 18 levels for
+// the first).
+func TestSchemaCost(t *testing.T) {
+	const tooCostly = "(config.MaxSchemaEvaluations)"
+	for _, tc := range []struct {
+		name, schema, want string
+	}{
+		{"recursive array", `{"type":"array","items":{"$ref":"#"}}`, ""},
+		{"tree", `{"type":"object","properties":{"kind":{"type":"string"},"children":{"type":"array","items":{"$ref":"#"}}}}`, ""},
+		{"linked list", `{"$defs":{"node":{"type":"object","properties":{"value":{"type":"number"},"next":{"anyOf":[{"$ref":"#/$defs/node"},{"type":"null"}]}}}},"$ref":"#/$defs/node"}`, ""},
+		{"dynamic anchor", `{"$dynamicAnchor":"n","type":"array","items":{"$dynamicRef":"#n"}}`, ""},
+		{"if, then, else", `{"if":{"type":"array"},"then":{"items":{"$ref":"#"}},"else":{"type":"number"}}`, ""},
+		{"union of 30 types", union(30, false), ""},
+		{"union of 60 types", union(60, false), "checking one value 0 levels deep in an answer can take more than 100 evaluations"},
+		{"anyOf of two recursions", `{"type":"array","items":{"anyOf":[{"$ref":"#"},{"$ref":"#"}]}}`, tooCostly},
+		{"allOf of two recursions", `{"type":"array","items":{"allOf":[{"$ref":"#"},{"$ref":"#"}]}}`, tooCostly},
+		{"items and contains", `{"type":"array","items":{"$ref":"#"},"contains":{"$ref":"#"}}`, tooCostly},
+		{"union of recursive types", union(2, true), tooCostly},
+		{"diamonds", diamonds(20), tooCostly},
+		{"loop", `{"allOf":[{"$ref":"#"}]}`, "# applies itself to the same value again"},
+		{"loop through defs", `{"$defs":{"a":{"anyOf":[{"$ref":"#/$defs/b"}]},"b":{"not":{"$ref":"#/$defs/a"}}},"properties":{"x":{"$ref":"#/$defs/a"}}}`, "applies itself to the same value again"},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			c, err := Parse([]byte(base+"    response_format: {type: json_schema, schema: "+tc.schema+"}\n"), "c.yml")
+			checkSchemaLoad(t, c, err, tc.want, "c.yml:10: workloads[0].response_format.schema: ")
+		})
+	}
+}
+
+// union is an anyOf of n object types, each through a $ref; recursive:
+// each type's children are the union again.
+func union(n int, recursive bool) string {
+	defs := make([]string, n)
+	refs := make([]string, n)
+	for i := range defs {
+		children := ""
+		if recursive {
+			children = `,"children":{"type":"array","items":{"$ref":"#"}}`
+		}
+		defs[i] = fmt.Sprintf(`"t%d":{"type":"object","properties":{"kind":{"const":"t%d"}%s}}`, i, i, children)
+		refs[i] = fmt.Sprintf(`{"$ref":"#/$defs/t%d"}`, i)
+	}
+	return `{"$defs":{` + strings.Join(defs, ",") + `},"anyOf":[` + strings.Join(refs, ",") + `]}`
+}
+
+// diamonds is a chain of n definitions each of which applies the next
+// twice: 2^n evaluations of one value, whatever its depth.
+func diamonds(n int) string {
+	defs := make([]string, n)
+	for i := range defs {
+		defs[i] = fmt.Sprintf(`"d%d":{"allOf":[{"$ref":"#/$defs/d%d"},{"$ref":"#/$defs/d%d"}]}`, i, i+1, i+1)
+	}
+	return `{"$defs":{` + strings.Join(defs, ",") + fmt.Sprintf(`,"d%d":{"type":"string"}},"$ref":"#/$defs/d0"}`, n)
+}
+
+// TestSchemaLoadStopped: a load whose context has ended (SIGTERM during
+// --config.check or a load) compiles no schema, and says why, so that no
+// compile outlasts the signal by more than one schema's bounded work.
+func TestSchemaLoadStopped(t *testing.T) {
+	ctx, cancel := context.WithCancel(context.Background())
+	cancel()
+	_, err := ParseContext(ctx, []byte(base+"    response_format: {type: json_schema, schema: {type: object}}\n"), "c.yml")
+	if err == nil || !strings.Contains(err.Error(), "c.yml:10: workloads[0].response_format.schema: not compiled: the load was stopped (context canceled)") {
+		t.Errorf("error %v", err)
+	}
+}
+
+// TestSchemaCompiledOnce: workloads that name one schema file share its
+// compiled schema, and each is refused with its own line when it is
+// refused: a file named by 1000 workloads costs one compile, not 1000.
+func TestSchemaCompiledOnce(t *testing.T) {
+	dir := t.TempDir()
+	write := func(name, body string) {
+		if err := os.WriteFile(filepath.Join(dir, name), []byte(body), 0o600); err != nil {
+			t.Fatal(err)
+		}
+	}
+	write("s.json", `{"type":"array","items":{"$ref":"#"}}`)
+	write("deep.json", nestedSchema(`{"items":`, `}`, 100))
+	two := func(file string) string {
+		return fmt.Sprintf(`targets: [{name: local, url: "http://127.0.0.1:8000", model: m}]
+workloads:
+  - {name: a, target: local, arrival: {rate: 1}, response_format: {type: json_schema, schema_file: %s}}
+  - {name: b, target: local, arrival: {rate: 1}, response_format: {type: json_schema, schema_file: %s}}
+`, file, file)
+	}
+	c, err := Parse([]byte(two("s.json")), filepath.Join(dir, "c.yml"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if a, b := c.Workloads[0].Kinds.ResponseFormat.Compiled, c.Workloads[1].Kinds.ResponseFormat.Compiled; a == nil || a != b {
+		t.Errorf("compiled %p and %p, want one schema", a, b)
+	}
+	_, err = Parse([]byte(two("deep.json")), filepath.Join(dir, "c.yml"))
+	for _, want := range []string{"c.yml:3: workloads[0].response_format.schema_file: ", "c.yml:4: workloads[1].response_format.schema_file: "} {
+		if err == nil || !strings.Contains(err.Error(), want+filepath.Join(dir, "deep.json")+": nested more than 64 levels deep") {
+			t.Errorf("error %v, want %q", err, want)
+		}
 	}
 }

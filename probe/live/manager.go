@@ -263,6 +263,7 @@ func build(ctx context.Context, c *config.Config, metrics *Metrics, opts Options
 		if err != nil {
 			return runners, clients, fmt.Errorf("workload %q: %w", w.Name, err)
 		}
+		kinds.ShareSlots(metrics.checkSlots)
 		series := metrics.Series(t.Name, t.Model, w.Name, w.SLO)
 		series.InitValidity(kinds.Structured(), kinds.OffersTools())
 		if replayed != nil {

@@ -1,6 +1,7 @@
 package live
 
 import (
+	"runtime"
 	"time"
 
 	"github.com/prometheus/client_golang/prometheus"
@@ -8,6 +9,7 @@ import (
 	"github.com/infer-exporter/infer_exporter/internal/config"
 	"github.com/infer-exporter/infer_exporter/probe/client"
 	"github.com/infer-exporter/infer_exporter/probe/observation"
+	"github.com/infer-exporter/infer_exporter/probe/plan"
 	"github.com/infer-exporter/infer_exporter/probe/slo"
 	"github.com/infer-exporter/infer_exporter/probe/workload"
 )
@@ -84,6 +86,11 @@ type Metrics struct {
 	// models says once per target, across workloads and reloads, that its
 	// server does not serve the configured model (models.go).
 	models *client.ModelWatch
+
+	// checkSlots bound the answers' checks that run at once in the
+	// exporter, across workloads and reloads: GOMAXPROCS of them
+	// (plan.CheckSlots says why).
+	checkSlots *plan.CheckSlots
 }
 
 // NewMetrics creates the vectors and registers them with reg.
@@ -164,6 +171,7 @@ func NewMetrics(reg prometheus.Registerer) *Metrics {
 	m.prompts = NewPromptMetrics(reg)
 	m.calibrator = NewCalibrator(m.prompts)
 	m.models = &client.ModelWatch{}
+	m.checkSlots = plan.NewCheckSlots(runtime.GOMAXPROCS(0))
 	return m
 }
 

@@ -1,11 +1,14 @@
 package plan
 
 import (
+	"context"
 	"encoding/base64"
 	"encoding/json"
 	"errors"
 	"fmt"
+	"runtime"
 	"strings"
+	"unicode/utf8"
 
 	"github.com/santhosh-tekuri/jsonschema/v6"
 
@@ -29,7 +32,43 @@ type Kinds struct {
 	tools      map[string]*jsonschema.Schema // nil: no tools offered
 	structured bool
 	schema     *jsonschema.Schema // nil with structured: any JSON object
+
+	// slots bound the checks that run at once (Check).
+	slots *CheckSlots
 }
+
+// CheckSlots bound the answers' checks that run at once: each finished
+// request is checked on its own goroutine, so that without a bound a burst
+// of answers is as many checks at once, each holding its parsed answer and
+// its validator's work. A check's work is bounded (config.MaxAnswerDepth,
+// config.MaxSchemaEvaluations); the slots bound how many such at once.
+type CheckSlots struct{ c chan struct{} }
+
+// NewCheckSlots lets n checks run at once (at least 1). runtime.GOMAXPROCS
+// is the natural n: a check is CPU work alone, and more at once than the
+// CPUs that run them would only hold more answers in memory.
+func NewCheckSlots(n int) *CheckSlots {
+	return &CheckSlots{c: make(chan struct{}, max(n, 1))}
+}
+
+// acquire takes a slot, waiting while all are taken; false when ctx ends
+// first. A free slot is taken even when ctx has ended: an answer that
+// arrived during a drain's grace is checked as any other.
+func (s *CheckSlots) acquire(ctx context.Context) bool {
+	select {
+	case s.c <- struct{}{}:
+		return true
+	default:
+	}
+	select {
+	case s.c <- struct{}{}:
+		return true
+	case <-ctx.Done():
+		return false
+	}
+}
+
+func (s *CheckSlots) release() { <-s.c }
 
 // NewKinds builds the kinds of a validated configuration; nil when it asks
 // for nothing beyond the prompt.
@@ -37,7 +76,7 @@ func NewKinds(k *config.RequestKinds) (*Kinds, error) {
 	if !k.Any() {
 		return nil, nil
 	}
-	out := &Kinds{attach: &client.Attachments{}}
+	out := &Kinds{attach: &client.Attachments{}, slots: NewCheckSlots(runtime.GOMAXPROCS(0))}
 	var ask []string
 	if len(k.Tools) > 0 {
 		out.tools = make(map[string]*jsonschema.Schema, len(k.Tools))
@@ -127,6 +166,15 @@ func mustJSON(v any) json.RawMessage {
 	return b
 }
 
+// ShareSlots makes k's checks take their turns in s, shared with other
+// kinds (the live exporter's workloads share one), instead of its own.
+// Called before k is used.
+func (k *Kinds) ShareSlots(s *CheckSlots) {
+	if k != nil && s != nil {
+		k.slots = s
+	}
+}
+
 // apply makes r carry the kinds, and keeps its answer for Check.
 func (k *Kinds) apply(r *client.Request) {
 	if k == nil {
@@ -141,11 +189,25 @@ func (k *Kinds) apply(r *client.Request) {
 // o.ToolCallCheck, and returns why the first that is not valid is not
 // ("" when both are, or neither was checked). Only a successful answer is
 // judged: a failure is counted as one already. Its memory is bounded by the
-// client's bound on kept text (client.DefaultMaxTextBytes).
-func (k *Kinds) Check(o *observation.Request) string {
-	if k == nil || o.Outcome != observation.Success {
+// client's bound on kept text (client.DefaultMaxTextBytes), by the depth
+// of what it parses (config.MaxAnswerDepth) and by the schema's cost per
+// value (config.MaxSchemaEvaluations).
+//
+// A check waits for one of its kinds' slots (CheckSlots) while all are
+// taken. Waiting keeps the figures true: every answer is judged, the
+// costly ones too, where skipping checks under load would count the cheap
+// answers only. The request's timing was taken already; only its report
+// to the observers waits. When ctx ends first (a run stopped past its
+// drain's grace) the answer is left not checked: it is counted by its
+// outcome, in no validity result.
+func (k *Kinds) Check(ctx context.Context, o *observation.Request) string {
+	if k == nil || o.Outcome != observation.Success || (k.tools == nil && !k.structured) {
 		return ""
 	}
+	if !k.slots.acquire(ctx) {
+		return ""
+	}
+	defer k.slots.release()
 	var why []string
 	called := strings.TrimSpace(o.ToolCalls) != ""
 	if k.tools != nil {
@@ -167,10 +229,55 @@ func (k *Kinds) Check(o *observation.Request) string {
 	return strings.Join(why, "; ")
 }
 
+// deeperThan says whether JSON text nests more than limit levels (each
+// array or object is one), counted on its bytes outside strings, before
+// it is parsed: linear, and allocation-free. For text that is JSON the
+// count is exact. With first, only the first value is measured: what
+// follows a call's arguments is the next call.
+func deeperThan(text string, limit int, first bool) bool {
+	depth, inString, escaped := 0, false, false
+	for i := 0; i < len(text); i++ {
+		c := text[i]
+		switch {
+		case inString:
+			switch {
+			case escaped:
+				escaped = false
+			case c == '\\':
+				escaped = true
+			case c == '"':
+				inString = false
+			}
+		case c == '"':
+			inString = true
+		case c == '[' || c == '{':
+			if depth++; depth > limit {
+				return true
+			}
+		case c == ']' || c == '}':
+			if depth > 0 {
+				depth--
+			}
+			if first && depth == 0 {
+				return false
+			}
+		}
+	}
+	return false
+}
+
+// tooDeep is the reason for an answer or arguments deeperThan the bound.
+var tooDeep = fmt.Sprintf("nested more than %d levels deep (config.MaxAnswerDepth): not parsed", config.MaxAnswerDepth)
+
 // checkJSON judges a structured answer: one JSON document (whitespace
 // around it allowed, nothing else) that matches schema, or, without one,
-// any JSON object.
+// any JSON object. One nested deeper than config.MaxAnswerDepth is judged
+// invalid_json unparsed: the validator recurses per level, keeping each
+// level's path in its errors, so that 9,990 levels took 840 MB.
 func checkJSON(schema *jsonschema.Schema, text string) (string, string) {
+	if deeperThan(text, config.MaxAnswerDepth, false) {
+		return observation.InvalidJSON, tooDeep + ": " + quoteCut(text)
+	}
 	doc, err := jsonschema.UnmarshalJSON(strings.NewReader(text))
 	if err != nil {
 		return observation.InvalidJSON, fmt.Sprintf("%v in %s", err, quoteCut(text))
@@ -182,7 +289,7 @@ func checkJSON(schema *jsonschema.Schema, text string) (string, string) {
 		return observation.Valid, ""
 	}
 	if err := schema.Validate(doc); err != nil {
-		return observation.SchemaMismatch, oneLine(err)
+		return observation.SchemaMismatch, mismatch(err)
 	}
 	return observation.Valid, ""
 }
@@ -193,7 +300,9 @@ func checkJSON(schema *jsonschema.Schema, text string) (string, string) {
 // the arguments are one JSON value, read with a decoder, so that what
 // follows it is the next call. Empty arguments, which some servers send
 // for a function without parameters, are the empty object. The first call
-// that is not valid decides.
+// that is not valid decides; arguments nested deeper than
+// config.MaxAnswerDepth are invalid_json, unparsed, as a structured
+// answer is.
 func (k *Kinds) checkCalls(text string) (string, string) {
 	rest := strings.TrimSpace(text)
 	if rest == "" {
@@ -212,6 +321,9 @@ func (k *Kinds) checkCalls(text string) (string, string) {
 		var doc any = map[string]any{}
 		rest = ""
 		if strings.TrimSpace(args) != "" {
+			if deeperThan(args, config.MaxAnswerDepth, true) {
+				return observation.InvalidJSON, fmt.Sprintf("%s's arguments: %s: %s", name, tooDeep, quoteCut(args))
+			}
 			dec := json.NewDecoder(strings.NewReader(args))
 			dec.UseNumber() // as jsonschema.UnmarshalJSON: integers stay exact
 			if err := dec.Decode(&doc); err != nil {
@@ -220,10 +332,56 @@ func (k *Kinds) checkCalls(text string) (string, string) {
 			rest = strings.TrimSpace(args[dec.InputOffset():])
 		}
 		if err := schema.Validate(doc); err != nil {
-			return observation.SchemaMismatch, fmt.Sprintf("%s's arguments: %s", name, oneLine(err))
+			return observation.SchemaMismatch, fmt.Sprintf("%s's arguments: %s", name, mismatch(err))
 		}
 	}
 	return observation.Valid, ""
+}
+
+// maxReasonBytes bounds a mismatch's reason, which /probe logs.
+const maxReasonBytes = 300
+
+// mismatch is a validation error's reason, bounded: where the first
+// failure is and what it is, and how many more there are. jsonschema's
+// own text lists every failure on every path, each with the path, and
+// grows with the answer and its depth (33 MB for an answer 18 deep
+// against a schema that recursed twice per level).
+func mismatch(err error) string {
+	var verr *jsonschema.ValidationError
+	if !errors.As(err, &verr) {
+		return cut(oneLine(err), maxReasonBytes)
+	}
+	first, n := verr, 0
+	var leaves func(e *jsonschema.ValidationError)
+	leaves = func(e *jsonschema.ValidationError) {
+		if len(e.Causes) == 0 {
+			if n++; n == 1 {
+				first = e
+			}
+			return
+		}
+		for _, c := range e.Causes {
+			leaves(c)
+		}
+	}
+	leaves(verr)
+	one := &jsonschema.ValidationError{SchemaURL: first.SchemaURL, InstanceLocation: first.InstanceLocation, ErrorKind: first.ErrorKind}
+	why := cut(oneLine(one), maxReasonBytes)
+	if n > 1 {
+		why += fmt.Sprintf(" (and %d more)", n-1)
+	}
+	return why
+}
+
+// cut is s cut to at most n bytes, on a rune's start, with "..." when cut.
+func cut(s string, n int) string {
+	if len(s) <= n {
+		return s
+	}
+	for n > 0 && !utf8.RuneStart(s[n]) {
+		n--
+	}
+	return s[:n] + "..."
 }
 
 // quoteCut quotes at most 120 bytes of s, for a reason a person reads.

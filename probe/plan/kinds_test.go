@@ -19,7 +19,7 @@ import (
 
 // kindsConfig is a configuration of one workload against url with kinds
 // (YAML lines at the workload's indentation).
-func kindsConfig(t *testing.T, url, flavor, kinds string) *config.Config {
+func kindsConfig(t testing.TB, url, flavor, kinds string) *config.Config {
 	t.Helper()
 	c, err := config.Parse([]byte(fmt.Sprintf(`targets:
   - {name: sim, url: %q, model: sim-model, flavor: %s}
@@ -73,7 +73,7 @@ func TestKindsCheck(t *testing.T) {
 		{"answer then text", `{"n":1,"tags":[]} done`, "", observation.InvalidJSON, observation.NoCall},
 	} {
 		o := &observation.Request{Outcome: observation.Success, Text: tc.text, ToolCalls: tc.calls}
-		why := k.Check(o)
+		why := k.Check(context.Background(), o)
 		if o.StructuredCheck != tc.structured || o.ToolCallCheck != tc.toolCall {
 			t.Errorf("%s: structured %q, tool call %q; want %q, %q (%s)", tc.name, o.StructuredCheck, o.ToolCallCheck, tc.structured, tc.toolCall, why)
 		}
@@ -86,7 +86,7 @@ func TestKindsCheck(t *testing.T) {
 	}
 	// A failed request is not judged: it is counted as a failure already.
 	o := &observation.Request{Outcome: observation.Timeout, Text: "{"}
-	if k.Check(o); o.StructuredCheck != "" || o.ToolCallCheck != "" {
+	if k.Check(context.Background(), o); o.StructuredCheck != "" || o.ToolCallCheck != "" {
 		t.Errorf("a timeout was judged: %q %q", o.StructuredCheck, o.ToolCallCheck)
 	}
 }
@@ -220,7 +220,7 @@ func TestKindsValidRatioAgainstSimulator(t *testing.T) {
 					r := tmpl.Request(prompt.Prompt{Text: fmt.Sprintf("request number %d", i), OutputTokens: 1 + i%40})
 					var o observation.Request
 					cl.Do(context.Background(), target, r, &o)
-					why := k.Check(&o)
+					why := k.Check(context.Background(), &o)
 					result := o.StructuredCheck
 					if tc.tools {
 						result = o.ToolCallCheck

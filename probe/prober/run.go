@@ -186,7 +186,7 @@ func (h *Handler) probe(ctx context.Context, p *probeRun) *result {
 	wg.Wait()
 
 	h.sayModel(ctx, p, cl, ct, res, logger)
-	h.judge(res, m, kinds, g, logger)
+	h.judge(ctx, res, m, kinds, g, logger)
 	return res
 }
 
@@ -323,7 +323,7 @@ func (j job) name() string {
 }
 
 // judge decides the probe's success and reason, in Reasons' order.
-func (h *Handler) judge(res *result, m *config.Module, kinds *plan.Kinds, g *guard, logger *slog.Logger) {
+func (h *Handler) judge(ctx context.Context, res *result, m *config.Module, kinds *plan.Kinds, g *guard, logger *slog.Logger) {
 	var rateDropped, failed, sloMissed, wrong, invalid bool
 	for i := range res.requests {
 		o := &res.requests[i]
@@ -338,7 +338,7 @@ func (h *Handler) judge(res *result, m *config.Module, kinds *plan.Kinds, g *gua
 		}
 		// Validity is judged apart from the SLO: a fast broken answer
 		// fails as one, and the log says why.
-		if why := kinds.Check(o); why != "" {
+		if why := kinds.Check(ctx, o); why != "" {
 			invalid = true
 			logger.Warn("Answer not valid", "request", fmt.Sprintf("request[%d]", i), "structured", o.StructuredCheck,
 				"tool_call", o.ToolCallCheck, "why", why, "answer", textcut.Cut(o.Text+o.ToolCalls, maxAnswerShown))

@@ -501,7 +501,7 @@ func (d *dispatcher) send(ctx context.Context, a *dueRequest, at time.Time, gate
 	}
 	// The answer's validity is part of the observation every observer
 	// reads; only the request's own kinds can judge it.
-	r.Template.Kinds.Check(obs)
+	r.Template.Kinds.Check(ctx, obs)
 	d.observer.Done(obs)
 	if obs.Outcome != observation.Success && r.Logger != nil && ctx.Err() == nil {
 		r.Logger.Debug("request failed", "workload", r.Name, "request_id", a.req.RequestID, "outcome", obs.Outcome, "status", obs.HTTPStatus, "err", obs.Err)
