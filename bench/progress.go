@@ -114,17 +114,22 @@ func (p *progress) say(line string) {
 	p.draw()
 }
 
+// running is the repeat running now (nil: none, or no progress shown).
+func (p *progress) running() *liveRepeat {
+	if p == nil {
+		return nil
+	}
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	return p.cur
+}
+
 // limit says the running repeat now ends at end (its schedule's limit; the
 // requests then in flight run on), and why in a few words when that is not
 // its plan: a warm-up that lasts until the pipeline is full, a stability
 // extension. The bar's length of the repeat, and the time left, follow it.
 func (p *progress) limit(end time.Time, why string) {
-	if p == nil {
-		return
-	}
-	p.mu.Lock()
-	cur := p.cur
-	p.mu.Unlock()
+	cur := p.running()
 	if cur == nil {
 		return
 	}
@@ -138,12 +143,7 @@ func (p *progress) limit(end time.Time, why string) {
 // why its length is not the plan ("" once the wait is over): the bar's
 // length of the repeat, and the time left, count the wait.
 func (p *progress) startsAt(at time.Time, why string) {
-	if p == nil {
-		return
-	}
-	p.mu.Lock()
-	cur := p.cur
-	p.mu.Unlock()
+	cur := p.running()
 	if cur == nil {
 		return
 	}
