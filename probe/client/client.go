@@ -129,7 +129,7 @@ type Request struct {
 	// 24 bytes a token held until it ends. 0 keeps every instant.
 	TokenWindow int
 	// prepared is the body Prepare encoded ahead; nil: encoded in Do.
-	prepared []byte
+	prepared *body
 	// Events, when set, hears of the request while it runs, on the
 	// goroutine of Do: so that a figure can be known when it happens, not
 	// only when the request ends.
