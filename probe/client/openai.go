@@ -39,10 +39,11 @@ func (f openAIFlavor) NewRequest(ctx context.Context, t *Target, r *Request) (*h
 // from its fields.
 func (f openAIFlavor) body(t *Target, r *Request) (*body, error) {
 	if r.RawBody != nil {
-		raw, err := streamingBody(r.RawBody, t.Model)
+		raw, maxTokens, err := streamingBody(r.RawBody, t.Model)
 		if err != nil {
 			return nil, fmt.Errorf("%s raw request body: %w", f.Name(), err)
 		}
+		r.rawSent, r.rawMaxTokens = true, maxTokens
 		return oneBody(raw), nil
 	}
 	body := make(map[string]any, 10+len(r.Extra))

@@ -65,10 +65,11 @@ func (f responsesFlavor) body(t *Target, r *Request) (*body, error) {
 	if r.RawBody != nil {
 		// The Responses API has no stream_options.include_usage: its
 		// usage comes in response.completed.
-		raw, err := forceStreaming(r.RawBody, t.Model, false)
+		raw, maxTokens, err := forceStreaming(r.RawBody, t.Model, false)
 		if err != nil {
 			return nil, fmt.Errorf("%s raw request body: %w", f.Name(), err)
 		}
+		r.rawSent, r.rawMaxTokens = true, maxTokens
 		return oneBody(raw), nil
 	}
 	body := make(map[string]any, 10+len(r.Extra))
