@@ -2,6 +2,8 @@ package bench
 
 import (
 	"context"
+	"encoding/json"
+	"fmt"
 	"io"
 	"net/http"
 	"net/http/httptest"
@@ -15,9 +17,9 @@ import (
 	"github.com/infer-exporter/infer_exporter/bench/report"
 )
 
-// liarServer speaks the OpenAI chat API: it streams 4 tokens a
-// millisecond apart and claims 1e9 of them in its usage.
-func liarServer(t *testing.T) *httptest.Server {
+// liarServer speaks the OpenAI chat API: it streams n tokens a
+// millisecond apart and claims claim of them in its usage.
+func liarServer(t *testing.T, n, claim int) *httptest.Server {
 	t.Helper()
 	srv := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
 		if r.URL.Path != "/v1/chat/completions" {
@@ -26,12 +28,12 @@ func liarServer(t *testing.T) *httptest.Server {
 		}
 		io.Copy(io.Discard, r.Body)
 		w.Header().Set("Content-Type", "text/event-stream")
-		for _, tok := range []string{"a", " b", " c", " d"} {
+		for range n {
 			time.Sleep(time.Millisecond)
-			io.WriteString(w, `data: {"choices":[{"index":0,"delta":{"content":"`+tok+`"}}]}`+"\n\n")
+			io.WriteString(w, `data: {"choices":[{"index":0,"delta":{"content":" w"}}]}`+"\n\n")
 			w.(http.Flusher).Flush()
 		}
-		io.WriteString(w, `data: {"choices":[],"usage":{"prompt_tokens":16,"completion_tokens":1000000000,"total_tokens":1000000016}}`+"\n\ndata: [DONE]\n\n")
+		fmt.Fprintf(w, "data: {\"choices\":[],\"usage\":{\"prompt_tokens\":16,\"completion_tokens\":%d,\"total_tokens\":%d}}\n\ndata: [DONE]\n\n", claim, claim+16)
 	}))
 	t.Cleanup(srv.Close)
 	return srv
@@ -42,13 +44,34 @@ func liarServer(t *testing.T) *httptest.Server {
 // first rank) has its events counted: no throughput takes the claim (each
 // request's output tokens are at most its max_tokens), TPOT is the
 // events' own, and every output says how many requests' usage was not
-// believed.
+// believed. The same for a server that streams 20 tokens for a max_tokens
+// of 16 and claims them: a count the events could carry, above what was
+// asked.
 func TestUsageNotBelievedInReports(t *testing.T) {
 	t.Parallel() // mostly waits on real time: beside the package's other such tests
-	srv := liarServer(t)
+	for _, tc := range []struct {
+		name            string
+		streamed, claim int
+		perRequest      float64
+	}{
+		{"1e9 for 4 streamed", 4, 1e9, 4},
+		{"20 of max_tokens 16, 20 streamed", 20, 20, 16},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			t.Parallel()
+			usageNotBelievedInReports(t, liarServer(t, tc.streamed, tc.claim), float64(tc.streamed), tc.perRequest)
+		})
+	}
+}
+
+// usageNotBelievedInReports runs the bench against srv, which streams
+// streamed tokens, with max_tokens 16, and checks its outputs:
+// perRequest output tokens a success.
+func usageNotBelievedInReports(t *testing.T, srv *httptest.Server, streamed, perRequest float64) {
 	out := filepath.Join(t.TempDir(), "out")
+	records := filepath.Join(t.TempDir(), "requests.jsonl")
 	code, stdout, stderr := runCLI(t, context.Background(), "bench", "--target.url="+srv.URL, "--model=m", "--rate=10",
-		"--input-tokens=16", "--output-tokens=16", "--duration=2s", "--output.dir="+out)
+		"--input-tokens=16", "--output-tokens=16", "--duration=2s", "--output.dir="+out, "--output.requests="+records)
 	if code != ExitOK {
 		t.Fatalf("exit %d\n%s\n%s", code, stdout, stderr)
 	}
@@ -59,10 +82,33 @@ func TestUsageNotBelievedInReports(t *testing.T) {
 	if s.Successes == 0 || s.UsageNotBelieved != s.Successes {
 		t.Fatalf("%d requests' usage not believed, want the %d successes'", s.UsageNotBelieved, s.Successes)
 	}
-	// Every completion in the windows delivered at most max_tokens: the
-	// tokens per completion, and the throughput at the offered rate.
-	if per := s.OutputTokens / float64(max(s.Successes, 1)); per > 16 {
-		t.Errorf("%.0f output tokens a request, above max_tokens 16", per)
+	// Each successful request is credited perRequest tokens, at most
+	// max_tokens, with a TPOT (the record's, as the cells measure it) of
+	// at least the 1 ms between events over them, not 0; and the
+	// throughput at the offered rate is of at most max_tokens a request.
+	b, err := os.ReadFile(records)
+	if err != nil {
+		t.Fatal(err)
+	}
+	successes := 0
+	for _, line := range strings.Split(strings.TrimSpace(string(b)), "\n") {
+		var rec RequestRecord
+		if err := json.Unmarshal([]byte(line), &rec); err != nil {
+			t.Fatalf("%q: %v", line, err)
+		}
+		if rec.Outcome != "success" {
+			continue
+		}
+		successes++
+		if float64(rec.OutputTokens) != perRequest || rec.OutputTokens > 16 {
+			t.Errorf("request %s: %d output tokens, want %v, at most max_tokens 16", rec.ID, rec.OutputTokens, perRequest)
+		}
+		if least := 0.001 * (streamed - 1) / (perRequest - 1); rec.TPOT == nil || *rec.TPOT < least {
+			t.Errorf("request %s: TPOT %v (nil: none), want at least %v s", rec.ID, fmtSeconds(rec.TPOT), least)
+		}
+	}
+	if successes == 0 {
+		t.Fatal("no successful request recorded")
 	}
 	if s.OutputTokensPerSecond > 16*s.OfferedPerSecond*1.5 || s.TotalTokensPerSecond > 32*s.OfferedPerSecond*1.5 {
 		t.Errorf("output %.0f tokens/s, total %.0f, at %.1f req/s of at most 16 + 16 tokens", s.OutputTokensPerSecond, s.TotalTokensPerSecond, s.OfferedPerSecond)
@@ -86,4 +132,12 @@ func TestUsageNotBelievedInReports(t *testing.T) {
 	if got := report.ColumnNamed("usage_not_believed").CSV(&c); got != report.ColumnNamed("successes").CSV(&c) {
 		t.Errorf("usage_not_believed column %s, want the successes' %s", got, report.ColumnNamed("successes").CSV(&c))
 	}
+}
+
+// fmtSeconds prints a record's optional figure.
+func fmtSeconds(p *float64) string {
+	if p == nil {
+		return "nil"
+	}
+	return fmt.Sprint(*p)
 }

@@ -142,6 +142,15 @@ const (
 	// RGB bytes), and with it the encoded bytes a request carries: a PNG
 	// holds at most its raw bytes and some framing, a JPEG far fewer.
 	MaxImagePixelBytes = 16 << 20
+	// MaxTotalImagePixelBytes bounds the same product added up over
+	// every workload and module of a configuration. Each holds its images
+	// encoded once, as long as the configuration runs, and its requests
+	// share them whatever the number in flight (probe/client, pieces.go):
+	// a PNG of these synthetic images is some 0.82 of its pixel bytes,
+	// and its base64 4/3 of that, so 64 MiB of pixels hold some 74 MB,
+	// four workloads or modules at MaxImagePixelBytes (docs/limits.md,
+	// "Images").
+	MaxTotalImagePixelBytes = 64 << 20
 )
 
 // toolNameRE is the OpenAI API's rule for function names; it also keeps
@@ -166,6 +175,7 @@ func (k *RequestKinds) Any() bool {
 // compileKinds validates the request kinds of every workload and module,
 // reads their schema files (relative to dir) and compiles their schemas.
 func (c *Config) compileKinds(ctx context.Context, dir string, v *validator) {
+	total := 0 // the images' pixel bytes so far (addImages)
 	for i := range c.Workloads {
 		w := &c.Workloads[i]
 		if !w.Kinds.Any() && w.Kinds.ToolChoice == "" {
@@ -183,6 +193,7 @@ func (c *Config) compileKinds(ctx context.Context, dir string, v *validator) {
 			continue
 		}
 		w.Kinds.validate(ctx, v, p, flavor, dir)
+		total = addImages(v, p, &w.Kinds, total)
 	}
 	for _, name := range c.moduleNames() {
 		m := c.Modules[name]
@@ -201,8 +212,28 @@ func (c *Config) compileKinds(ctx context.Context, dir string, v *validator) {
 			continue
 		}
 		m.Kinds.validate(ctx, v, path{"modules", name}, flavor, dir)
+		total = addImages(v, path{"modules", name}, &m.Kinds, total)
 		c.Modules[name] = m
 	}
+}
+
+// addImages adds the pixel bytes of k's images, when they are within the
+// bounds of one request, to total, the sum of the workloads and modules
+// before p, and refuses the images that take it past
+// MaxTotalImagePixelBytes. It returns the new sum.
+func addImages(v *validator, p path, k *RequestKinds, total int) int {
+	im := k.Images
+	if im == nil || im.Count < 1 || im.Count > MaxImages || im.Width < 1 || im.Width > MaxImageSide ||
+		im.Height < 1 || im.Height > MaxImageSide || im.Count*im.Width*im.Height*3 > MaxImagePixelBytes {
+		// None, or refused already.
+		return total
+	}
+	n := im.Count * im.Width * im.Height * 3
+	if total+n > MaxTotalImagePixelBytes {
+		v.add(append(append(path{}, p...), "images"), "count", fmt.Sprintf("these %d images of %dx%d (%s of pixels) take the images of the configuration's workloads and modules to %d bytes of pixels: at most %d (%s) in all, each held encoded in memory while the configuration runs (config.MaxTotalImagePixelBytes)",
+			im.Count, im.Width, im.Height, byteSize(int64(n)), total+n, MaxTotalImagePixelBytes, byteSize(MaxTotalImagePixelBytes)))
+	}
+	return total + n
 }
 
 // kindField names the first kind set, for an error about all of them.

@@ -333,3 +333,42 @@ workloads:
 		}
 	}
 }
+
+// TestImagesBoundedInAll: the images of every workload and module add up
+// to config.MaxTotalImagePixelBytes at most, each held once while the
+// configuration runs; the workload or module that takes the sum past it is
+// refused with its line, those before it are not. 591x591x16 is the
+// largest square count of 16 under MaxImagePixelBytes.
+func TestImagesBoundedInAll(t *testing.T) {
+	const most = "    images: {count: 16, width: 591, height: 591}\n"
+	workload := func(name, images string) string {
+		return "  - name: " + name + "\n    target: local\n    arrival: {rate: 1}\n" + images
+	}
+	four := base + most + workload("w2", most) + workload("w3", most) + workload("w4", most)
+	for _, tc := range []struct {
+		name, yaml, want string
+	}{
+		{"four at the most of one request", four, ""},
+		{"four and a small one", four + workload("w5", "    images: {count: 1, width: 128, height: 128}\n"),
+			"c.yml:26: workloads[4].images.count: these 1 images of 128x128 (48 KiB of pixels) take the images of the configuration's workloads and modules to 67111104 bytes of pixels: at most 67108864 (64 MiB) in all"},
+		{"a module counts", four + "modules:\n  vision:\n    images: {count: 1, width: 256, height: 256}\n",
+			"c.yml:25: modules.vision.images.count: these 1 images of 256x256 (192 KiB of pixels) take the images"},
+		{"one refused already is not counted", four + workload("w5", "    images: {count: 16, width: 4096, height: 4096}\n"),
+			"workloads[4].images.count: 16 images of 4096x4096 are 768 MiB of pixels"},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			_, err := Parse([]byte(tc.yaml), "c.yml")
+			switch {
+			case tc.want == "" && err != nil:
+				t.Fatalf("refused: %v", err)
+			case tc.want == "":
+			case err == nil:
+				t.Fatal("accepted")
+			case !strings.Contains(err.Error(), tc.want):
+				t.Errorf("error %q\nwant it to contain %q", err, tc.want)
+			case strings.Contains(err.Error(), "MaxTotalImagePixelBytes") != strings.Contains(tc.want, "take the images"):
+				t.Errorf("error %q: the total named or not as it should be", err)
+			}
+		})
+	}
+}

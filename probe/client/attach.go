@@ -29,30 +29,19 @@ type Attachments struct {
 	ResponsesToolChoice json.RawMessage
 	ResponsesText       json.RawMessage
 	// Images go as OpenAI content parts (data URLs), as the Responses
-	// API's input_image parts, and as Ollama's base64 "images".
+	// API's input_image parts, and as Ollama's base64 "images". Every
+	// request's body shares their bytes (pieces.go).
 	Images []Image
 }
 
-// Image is one encoded image.
-type Image struct {
-	// Base64 is the image's bytes in standard base64.
-	Base64 string
-	// DataURL is "data:<media type>;base64,<Base64>".
-	DataURL string
-}
-
 // openAIMessages is a chat body's messages: the prompt as a string, or,
-// with images, as content parts, the text first.
+// with images, as content parts, the text first (written in pieces around
+// the shared images: pieces.go).
 func (a *Attachments) openAIMessages(prompt string) any {
 	if a == nil || len(a.Images) == 0 {
 		return []map[string]string{{"role": "user", "content": prompt}}
 	}
-	parts := make([]map[string]any, 0, 1+len(a.Images))
-	parts = append(parts, map[string]any{"type": "text", "text": prompt})
-	for _, im := range a.Images {
-		parts = append(parts, map[string]any{"type": "image_url", "image_url": map[string]string{"url": im.DataURL}})
-	}
-	return []map[string]any{{"role": "user", "content": parts}}
+	return &withImages{shape: chatParts, prompt: prompt, images: a.Images}
 }
 
 // responsesInput is a Responses body's input: the prompt as a string, or,
@@ -63,12 +52,7 @@ func (a *Attachments) responsesInput(prompt string) any {
 	if a == nil || len(a.Images) == 0 {
 		return prompt
 	}
-	parts := make([]map[string]string, 0, 1+len(a.Images))
-	parts = append(parts, map[string]string{"type": "input_text", "text": prompt})
-	for _, im := range a.Images {
-		parts = append(parts, map[string]string{"type": "input_image", "image_url": im.DataURL, "detail": "auto"})
-	}
-	return []map[string]any{{"type": "message", "role": "user", "content": parts}}
+	return &withImages{shape: responsesParts, prompt: prompt, images: a.Images}
 }
 
 // setResponses puts the tools and the response format into a Responses
@@ -105,15 +89,6 @@ func (a *Attachments) setOpenAI(body map[string]any, chat bool) {
 	}
 }
 
-// base64s are the images as Ollama takes them.
-func (a *Attachments) base64s() []string {
-	out := make([]string, len(a.Images))
-	for i, im := range a.Images {
-		out[i] = im.Base64
-	}
-	return out
-}
-
 // setOllama puts the attachments into an Ollama body: images beside the
 // prompt (/api/generate) or in the message (/api/chat), tools on chat.
 func (a *Attachments) setOllama(body map[string]any, chat bool, prompt string) {
@@ -121,16 +96,14 @@ func (a *Attachments) setOllama(body map[string]any, chat bool, prompt string) {
 		return
 	}
 	if chat {
-		msg := map[string]any{"role": "user", "content": prompt}
 		if len(a.Images) > 0 {
-			msg["images"] = a.base64s()
+			body["messages"] = &withImages{shape: ollamaMessage, prompt: prompt, images: a.Images}
 		}
-		body["messages"] = []map[string]any{msg}
 		if a.Tools != nil {
 			body["tools"] = a.Tools
 		}
 	} else if len(a.Images) > 0 {
-		body["images"] = a.base64s()
+		body["images"] = &withImages{shape: ollamaImages, images: a.Images}
 	}
 	if a.OllamaFormat != nil {
 		body["format"] = a.OllamaFormat

@@ -27,7 +27,7 @@ import (
 // UsageBelievable says whether a server's usage count of a request's
 // output tokens can be true of the request and of what it streamed: at
 // most the max_tokens it asked for (when it asked for a number; a
-// replayed body's own is not known here), and at most what its content
+// recorded body's own, Request.sentMaxTokens), and at most what its content
 // events could carry. An event carries a few tokens at most (a
 // detokenizer that held back half a character, speculative decoding's
 // accepted drafts: UsageTokensPerEvent), and a token is at least a byte of
@@ -52,12 +52,23 @@ const (
 	UsageSlack          = 16
 )
 
+// sentMaxTokens is the cap on output tokens the request's body asked for:
+// a recorded body's own (RawBody's max_completion_tokens, max_tokens or
+// max_output_tokens; a replay's MaxTokens is then the trace's observed
+// length, which was not sent), else MaxTokens; 0: none.
+func (r *Request) sentMaxTokens() int {
+	if r.rawSent {
+		return r.rawMaxTokens
+	}
+	return r.MaxTokens
+}
+
 // maxEvents bounds the content events one request may deliver: four times
 // its max_tokens (a server may split a token into several events), or 64k
 // when max_tokens is not set.
 func maxEvents(r *Request) int {
-	if r.MaxTokens > 0 {
-		return 4*r.MaxTokens + 16
+	if n := r.sentMaxTokens(); n > 0 {
+		return 4*n + 16
 	}
 	return 1 << 16
 }
@@ -129,7 +140,13 @@ type Request struct {
 	// 24 bytes a token held until it ends. 0 keeps every instant.
 	TokenWindow int
 	// prepared is the body Prepare encoded ahead; nil: encoded in Do.
-	prepared []byte
+	prepared *body
+	// rawSent says RawBody is what the flavor sends (the OpenAI
+	// flavors'), and rawMaxTokens is the cap on output tokens it asks
+	// for (bodyMaxTokens; 0: none): set as the body is encoded, read as
+	// its answer is (sentMaxTokens).
+	rawSent      bool
+	rawMaxTokens int
 	// Events, when set, hears of the request while it runs, on the
 	// goroutine of Do: so that a figure can be known when it happens, not
 	// only when the request ends.
@@ -410,7 +427,8 @@ func (e *HTTPError) Error() string {
 // although content arrived, or when the count cannot be true of the
 // request (UsageBelievable: UsageNotBelieved is then set, and the usage's
 // reasoning count dropped too), from the number of content events, and
-// TokenSource says which. Reasoning tokens are among the output tokens:
+// TokenSource says which. Either is at most the max_tokens the request's
+// body asked for (sentMaxTokens), when it asked for one. Reasoning tokens are among the output tokens:
 // ReasoningTokens is the server's count of them (usage
 // completion_tokens_details.reasoning_tokens, the largest sent; 0 when it
 // sent none), and ReasoningEvents the content events that carried reasoning
@@ -448,7 +466,7 @@ func (c *Client) Do(ctx context.Context, t *Target, r *Request, obs *observation
 		req.Header["Traceparent"] = []string{r.Trace.Traceparent()}
 		obs.Trace = r.Trace
 	}
-	want := min(r.MaxTokens, maxPreallocTokens)
+	want := min(r.sentMaxTokens(), maxPreallocTokens)
 	if r.TokenWindow > 0 {
 		want = r.TokenWindow
 	}
@@ -552,7 +570,7 @@ func (c *Client) readStream(ctx context.Context, dec Decoder, r *Request, obs *o
 				// request's memory without bound.
 				obs.End = at
 				obs.Outcome = observation.StreamError
-				obs.Err = &ProtocolError{Msg: fmt.Sprintf("more than %d content events for max_tokens %d", maxEvents(r), r.MaxTokens)}
+				obs.Err = &ProtocolError{Msg: fmt.Sprintf("more than %d content events for max_tokens %d", maxEvents(r), r.sentMaxTokens())}
 				break
 			}
 			if w := r.TokenWindow; w > 0 && len(obs.TokenTimes) >= w {
@@ -632,13 +650,23 @@ func (c *Client) readStream(ctx context.Context, dec Decoder, r *Request, obs *o
 	if obs.ReasoningEvents == 0 {
 		hidden = usageReasoning
 	}
-	if obs.TokenSource == observation.TokensFromUsage && !UsageBelievable(usageCompletion, r.MaxTokens, obs.ContentEvents, streamed+hidden) ||
+	limit := r.sentMaxTokens()
+	if obs.TokenSource == observation.TokensFromUsage && !UsageBelievable(usageCompletion, limit, obs.ContentEvents, streamed+hidden) ||
 		usageReasoning > obs.OutputTokens {
 		// A count that cannot be true would be every throughput's
 		// numerator and TPOT's divisor: the events are counted instead.
 		obs.UsageNotBelieved = true
 		obs.OutputTokens, obs.TokenSource = obs.ContentEvents, observation.TokensFromEvents
 		obs.ReasoningTokens = 0
+	}
+	if limit > 0 && obs.OutputTokens > limit {
+		// More events than the tokens asked for (a server that ignored
+		// max_tokens, or split tokens across events): a request is
+		// credited with what it asked for at most, so that no
+		// throughput, TPOT or ranking takes more from a server than
+		// the requests allowed it. A usage count above it was not
+		// believed just above.
+		obs.OutputTokens = limit
 	}
 	if r.KeepText {
 		// A Builder's String is its buffer, not a copy of it.

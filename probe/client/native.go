@@ -19,17 +19,11 @@ import (
 
 // encodeBody encodes body, then merges r.Extra into its top level (Extra
 // wins), as the OpenAI flavors do.
-func encodeBody(name string, body map[string]any, r *Request) (*bytes.Buffer, error) {
+func encodeBody(name string, body map[string]any, r *Request) (*body, error) {
 	for k, v := range r.Extra {
 		body[k] = v
 	}
-	var buf bytes.Buffer
-	enc := json.NewEncoder(&buf)
-	enc.SetEscapeHTML(false) // send the prompt's bytes as they are
-	if err := enc.Encode(body); err != nil {
-		return nil, fmt.Errorf("encoding %s request body: %w", name, err)
-	}
-	return &buf, nil
+	return encodeJSON(name, body)
 }
 
 // frameParser interprets the data of one frame into c.
@@ -146,7 +140,7 @@ func count(name string, v *int64) (int, error) {
 }
 
 // newNativeRequest is newJSONRequest for a native API.
-func newNativeRequest(ctx context.Context, t *Target, url string, body *bytes.Buffer, accept string) (*http.Request, error) {
+func newNativeRequest(ctx context.Context, t *Target, url string, body *body, accept string) (*http.Request, error) {
 	req, err := newJSONRequest(ctx, t, url, body)
 	if err != nil {
 		return nil, err

@@ -3,7 +3,6 @@ package client
 import (
 	"bytes"
 	"context"
-	"encoding/json"
 	"errors"
 	"fmt"
 	"io"
@@ -33,18 +32,19 @@ func (f openAIFlavor) NewRequest(ctx context.Context, t *Target, r *Request) (*h
 			return nil, err
 		}
 	}
-	return newJSONRequest(ctx, t, endpoint(t.BaseURL, f.path), bytes.NewBuffer(body))
+	return newJSONRequest(ctx, t, endpoint(t.BaseURL, f.path), body)
 }
 
 // body encodes r's JSON body: the recorded one, made to stream, or one built
 // from its fields.
-func (f openAIFlavor) body(t *Target, r *Request) ([]byte, error) {
+func (f openAIFlavor) body(t *Target, r *Request) (*body, error) {
 	if r.RawBody != nil {
-		raw, err := streamingBody(r.RawBody, t.Model)
+		raw, maxTokens, err := streamingBody(r.RawBody, t.Model)
 		if err != nil {
 			return nil, fmt.Errorf("%s raw request body: %w", f.Name(), err)
 		}
-		return raw, nil
+		r.rawSent, r.rawMaxTokens = true, maxTokens
+		return oneBody(raw), nil
 	}
 	body := make(map[string]any, 10+len(r.Extra))
 	if t.Model != "" {
@@ -67,13 +67,7 @@ func (f openAIFlavor) body(t *Target, r *Request) ([]byte, error) {
 	for k, v := range r.Extra {
 		body[k] = v
 	}
-	var buf bytes.Buffer
-	enc := json.NewEncoder(&buf)
-	enc.SetEscapeHTML(false) // send the prompt's bytes as they are
-	if err := enc.Encode(body); err != nil {
-		return nil, fmt.Errorf("encoding %s request body: %w", f.Name(), err)
-	}
-	return buf.Bytes(), nil
+	return encodeJSON(f.Name(), body)
 }
 
 // endpoint joins the base URL and an API path under /v1. BaseURL may be the
@@ -86,13 +80,17 @@ func endpoint(base, path string) string {
 	return base + path
 }
 
-// newJSONRequest builds a POST with the target's headers and credentials.
-func newJSONRequest(ctx context.Context, t *Target, url string, body *bytes.Buffer) (*http.Request, error) {
-	req, err := http.NewRequestWithContext(ctx, http.MethodPost, url, body)
+// newJSONRequest builds a POST of b with the target's headers and
+// credentials.
+func newJSONRequest(ctx context.Context, t *Target, url string, b *body) (*http.Request, error) {
+	req, err := http.NewRequestWithContext(ctx, http.MethodPost, url, b.reader())
 	if err != nil {
 		// The error quotes the URL only; the token is not in it.
 		return nil, err
 	}
+	// NewRequest knows the length of its own readers only.
+	req.ContentLength = int64(b.size)
+	req.GetBody = func() (io.ReadCloser, error) { return b.reader(), nil }
 	req.Header.Set("Content-Type", "application/json")
 	req.Header.Set("Accept", "text/event-stream")
 	req.Header.Set("User-Agent", userAgent)

@@ -2,7 +2,7 @@ package client
 
 // bodyEncoder is a Flavor that can encode a request's body before its send.
 type bodyEncoder interface {
-	body(t *Target, r *Request) ([]byte, error)
+	body(t *Target, r *Request) (*body, error)
 }
 
 // Prepare encodes r's body for t ahead of its send, so that Do only wraps
@@ -23,5 +23,12 @@ func Prepare(t *Target, r *Request) {
 }
 
 // Bytes is about how much memory r holds: its prompt, recorded body and
-// prepared body.
-func (r *Request) Bytes() int { return len(r.Prompt) + len(r.RawBody) + len(r.prepared) }
+// prepared body, less the images the body shares with the other requests
+// of its workload, which r does not hold alone.
+func (r *Request) Bytes() int {
+	n := len(r.Prompt) + len(r.RawBody)
+	if r.prepared != nil {
+		n += r.prepared.own
+	}
+	return n
+}

@@ -11,22 +11,24 @@ import (
 // stream options kept) and, when model is not empty, "model": model. A body
 // that already says all of that is returned unchanged, byte for byte;
 // otherwise it is re-encoded, its other fields' values kept as they were
-// (keys then come out sorted).
-func streamingBody(body []byte, model string) ([]byte, error) {
+// (keys then come out sorted). It also returns the output tokens the body
+// asks for at most (bodyMaxTokens).
+func streamingBody(body []byte, model string) ([]byte, int, error) {
 	return forceStreaming(body, model, true)
 }
 
 // forceStreaming is streamingBody, with "stream_options" left as it is
 // unless includeUsage (the Responses API has no include_usage: its usage
 // comes with its last event).
-func forceStreaming(body []byte, model string, includeUsage bool) ([]byte, error) {
+func forceStreaming(body []byte, model string, includeUsage bool) ([]byte, int, error) {
 	var m map[string]json.RawMessage
 	if err := json.Unmarshal(body, &m); err != nil {
-		return nil, err
+		return nil, 0, err
 	}
 	if m == nil {
-		return nil, errors.New("not a JSON object")
+		return nil, 0, errors.New("not a JSON object")
 	}
+	maxTokens := bodyMaxTokens(m)
 	changed := false
 	if !isJSONTrue(m["stream"]) {
 		m["stream"] = json.RawMessage("true")
@@ -35,7 +37,7 @@ func forceStreaming(body []byte, model string, includeUsage bool) ([]byte, error
 	var opts map[string]json.RawMessage
 	if raw, ok := m["stream_options"]; includeUsage && ok && !bytes.Equal(bytes.TrimSpace(raw), []byte("null")) {
 		if err := json.Unmarshal(raw, &opts); err != nil {
-			return nil, errors.New("stream_options is not a JSON object")
+			return nil, 0, errors.New("stream_options is not a JSON object")
 		}
 	}
 	if includeUsage && !isJSONTrue(opts["include_usage"]) {
@@ -45,7 +47,7 @@ func forceStreaming(body []byte, model string, includeUsage bool) ([]byte, error
 		opts["include_usage"] = json.RawMessage("true")
 		b, err := json.Marshal(opts)
 		if err != nil {
-			return nil, err
+			return nil, 0, err
 		}
 		m["stream_options"] = b
 		changed = true
@@ -55,22 +57,38 @@ func forceStreaming(body []byte, model string, includeUsage bool) ([]byte, error
 		if raw, ok := m["model"]; !ok || json.Unmarshal(raw, &cur) != nil || cur != model {
 			b, err := json.Marshal(model)
 			if err != nil {
-				return nil, err
+				return nil, 0, err
 			}
 			m["model"] = b
 			changed = true
 		}
 	}
 	if !changed {
-		return body, nil
+		return body, maxTokens, nil
 	}
 	var buf bytes.Buffer
 	enc := json.NewEncoder(&buf)
 	enc.SetEscapeHTML(false) // keep the prompt's bytes as they were
 	if err := enc.Encode(m); err != nil {
-		return nil, err
+		return nil, 0, err
 	}
-	return bytes.TrimSuffix(buf.Bytes(), []byte("\n")), nil
+	return bytes.TrimSuffix(buf.Bytes(), []byte("\n")), maxTokens, nil
+}
+
+// bodyMaxTokens is the cap on output tokens a recorded body asks for, 0
+// when it asks for none (or not as a positive integer): its
+// max_completion_tokens, which OpenAI's API and vLLM take before
+// max_tokens; else its max_tokens; else the Responses API's
+// max_output_tokens. A server's usage count above it is not believed, as
+// above a built request's max_tokens (UsageBelievable).
+func bodyMaxTokens(m map[string]json.RawMessage) int {
+	for _, key := range []string{"max_completion_tokens", "max_tokens", "max_output_tokens"} {
+		var n int
+		if raw, ok := m[key]; ok && json.Unmarshal(raw, &n) == nil && n > 0 {
+			return n
+		}
+	}
+	return 0
 }
 
 func isJSONTrue(raw json.RawMessage) bool {

@@ -3,7 +3,6 @@ package client
 import (
 	"bytes"
 	"context"
-	"encoding/json"
 	"errors"
 	"fmt"
 	"io"
@@ -57,20 +56,21 @@ func (f responsesFlavor) NewRequest(ctx context.Context, t *Target, r *Request) 
 			return nil, err
 		}
 	}
-	return newJSONRequest(ctx, t, endpoint(t.BaseURL, "/responses"), bytes.NewBuffer(body))
+	return newJSONRequest(ctx, t, endpoint(t.BaseURL, "/responses"), body)
 }
 
 // body encodes r's JSON body: the recorded one, made to stream, or one built
 // from its fields.
-func (f responsesFlavor) body(t *Target, r *Request) ([]byte, error) {
+func (f responsesFlavor) body(t *Target, r *Request) (*body, error) {
 	if r.RawBody != nil {
 		// The Responses API has no stream_options.include_usage: its
 		// usage comes in response.completed.
-		raw, err := forceStreaming(r.RawBody, t.Model, false)
+		raw, maxTokens, err := forceStreaming(r.RawBody, t.Model, false)
 		if err != nil {
 			return nil, fmt.Errorf("%s raw request body: %w", f.Name(), err)
 		}
-		return raw, nil
+		r.rawSent, r.rawMaxTokens = true, maxTokens
+		return oneBody(raw), nil
 	}
 	body := make(map[string]any, 10+len(r.Extra))
 	if t.Model != "" {
@@ -92,13 +92,7 @@ func (f responsesFlavor) body(t *Target, r *Request) ([]byte, error) {
 			body[k] = v
 		}
 	}
-	var buf bytes.Buffer
-	enc := json.NewEncoder(&buf)
-	enc.SetEscapeHTML(false) // send the prompt's bytes as they are
-	if err := enc.Encode(body); err != nil {
-		return nil, fmt.Errorf("encoding %s request body: %w", f.Name(), err)
-	}
-	return buf.Bytes(), nil
+	return encodeJSON(f.Name(), body)
 }
 
 // NewDecoder reads the SSE stream of typed events, or a single response

@@ -436,7 +436,7 @@ func TestResponsesRequestBody(t *testing.T) {
 			`{"model":"m","input":"p","stream":true,"store":false,"tools":[{"type":"function","name":"f","parameters":{"type":"object"}}],` +
 				`"tool_choice":{"type":"function","name":"f"},"text":{"format":{"type":"json_schema","name":"answer","schema":{"type":"object"},"strict":true}}}`},
 		{"images", Target{Model: "m"}, Request{Prompt: "Describe.", MaxTokens: 8, Attach: &Attachments{
-			Images: []Image{{Base64: "QUJD", DataURL: "data:image/png;base64,QUJD"}, {Base64: "REVG", DataURL: "data:image/jpeg;base64,REVG"}},
+			Images: []Image{NewImage("image/png", []byte("ABC")), NewImage("image/jpeg", []byte("DEF"))},
 		}},
 			`{"model":"m","input":[{"type":"message","role":"user","content":[{"type":"input_text","text":"Describe."},` +
 				`{"type":"input_image","image_url":"data:image/png;base64,QUJD","detail":"auto"},{"type":"input_image","image_url":"data:image/jpeg;base64,REVG","detail":"auto"}]}],` +
@@ -471,8 +471,8 @@ func TestResponsesRequestBody(t *testing.T) {
 	// Prepare encodes the same body ahead.
 	r := &Request{Prompt: "p", MaxTokens: 4}
 	Prepare(&Target{Flavor: OpenAIResponses, Model: "m"}, r)
-	if !bytes.Contains(r.prepared, []byte(`"max_output_tokens":4`)) {
-		t.Errorf("prepared %s", r.prepared)
+	if !bytes.Contains(r.prepared.bytes(), []byte(`"max_output_tokens":4`)) {
+		t.Errorf("prepared %s", r.prepared.bytes())
 	}
 }
 

@@ -54,6 +54,12 @@ type Options struct {
 	// client before it is built, after Transport (the load harness
 	// chooses its transports so).
 	ClientOptions func(o *client.Options)
+	// Images, when set, keeps the workloads' images encoded once for
+	// every workload that asks for the same ones while one of them runs
+	// (plan.ImageCache): a reload's successor of a changed workload takes
+	// its predecessor's, which is still draining. NewManager gives its
+	// workloads one; nil encodes each workload's own.
+	Images *plan.ImageCache
 }
 
 // epochOf is the epoch function of target t, nil where the engine scraper
@@ -149,6 +155,9 @@ func (x *running) drain(grace time.Duration) {
 
 // NewManager returns a manager that records into metrics.
 func NewManager(metrics *Metrics, opts Options, logger *slog.Logger) *Manager {
+	if opts.Images == nil {
+		opts.Images = &plan.ImageCache{}
+	}
 	return &Manager{opts: opts, metrics: metrics, logger: logger, series: map[string]*Series{}, stopFollow: make(chan struct{})}
 }
 
@@ -259,7 +268,7 @@ func build(ctx context.Context, c *config.Config, metrics *Metrics, opts Options
 			}
 			maxRate = ol.MaxRate
 		}
-		kinds, err := plan.NewKinds(&w.Kinds)
+		kinds, err := opts.Images.NewKinds(&w.Kinds)
 		if err != nil {
 			return runners, clients, fmt.Errorf("workload %q: %w", w.Name, err)
 		}

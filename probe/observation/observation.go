@@ -106,6 +106,9 @@ type Request struct {
 	Err        error  // the failure, for logs and /probe debug output
 
 	PromptTokens int // from usage; 0 when unknown
+	// OutputTokens is the server's usage count when it can be true, else
+	// the content events (TokenSource), and never more than the
+	// max_tokens the request asked for, when it asked for one (probe/client).
 	OutputTokens int
 	// ReasoningTokens is the server's count of reasoning tokens among the
 	// output tokens (usage completion_tokens_details.reasoning_tokens); 0
@@ -116,7 +119,8 @@ type Request struct {
 	// reasoning tokens among them) cannot be true of the request: above
 	// its max_tokens, or beyond what its content events could carry (the
 	// client's bound, probe/client). OutputTokens is then the content
-	// events counted (TokenSource events), and ReasoningTokens 0, so that
+	// events counted (TokenSource events; at most max_tokens), and
+	// ReasoningTokens 0, so that
 	// a server that claims a billion tokens for four streamed ones reports
 	// no billion tokens a second.
 	UsageNotBelieved bool

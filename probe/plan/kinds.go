@@ -2,7 +2,6 @@ package plan
 
 import (
 	"context"
-	"encoding/base64"
 	"encoding/json"
 	"errors"
 	"fmt"
@@ -15,7 +14,6 @@ import (
 	"github.com/infer-exporter/infer_exporter/internal/config"
 	"github.com/infer-exporter/infer_exporter/probe/client"
 	"github.com/infer-exporter/infer_exporter/probe/observation"
-	"github.com/infer-exporter/infer_exporter/probe/prompt"
 )
 
 // Kinds is what a workload's requests carry beside their prompts (tools, a
@@ -24,6 +22,9 @@ import (
 // compiled already, and shared read only by every request.
 type Kinds struct {
 	attach *client.Attachments
+	// images is the set attach.Images come from, held here because an
+	// ImageCache keeps a set only while a Kinds holds it.
+	images *imageSet
 	// instruction is appended to every prompt: the prompt asks for what
 	// the request offers (a call, a JSON answer), as a real one would;
 	// OpenAI's json_object mode refuses a prompt that does not say JSON.
@@ -71,8 +72,14 @@ func (s *CheckSlots) acquire(ctx context.Context) bool {
 func (s *CheckSlots) release() { <-s.c }
 
 // NewKinds builds the kinds of a validated configuration; nil when it asks
-// for nothing beyond the prompt.
-func NewKinds(k *config.RequestKinds) (*Kinds, error) {
+// for nothing beyond the prompt. Its images are encoded anew: see
+// ImageCache.NewKinds.
+func NewKinds(k *config.RequestKinds) (*Kinds, error) { return (*ImageCache)(nil).NewKinds(k) }
+
+// NewKinds is the package's NewKinds, whose images are encoded once for
+// every Kinds built through c that asks for the same ones, as long as one
+// of them is held (nil c: encoded anew).
+func (c *ImageCache) NewKinds(k *config.RequestKinds) (*Kinds, error) {
 	if !k.Any() {
 		return nil, nil
 	}
@@ -135,14 +142,11 @@ func NewKinds(k *config.RequestKinds) (*Kinds, error) {
 		}
 	}
 	if im := k.Images; im != nil {
-		imgs, mime, err := prompt.Images(*im)
+		set, err := c.images(*im)
 		if err != nil {
 			return nil, err
 		}
-		for _, b := range imgs {
-			b64 := base64.StdEncoding.EncodeToString(b)
-			out.attach.Images = append(out.attach.Images, client.Image{Base64: b64, DataURL: "data:" + mime + ";base64," + b64})
-		}
+		out.images, out.attach.Images = set, set.images
 		ask = append(ask, "Describe the images.")
 	}
 	out.instruction = "\n\n" + strings.Join(ask, " ")

@@ -131,7 +131,7 @@ func TestKindsResponsesBody(t *testing.T) {
 			body, _ := io.ReadAll(hr.Body)
 			want := tc.want
 			for i, im := range r.Attach.Images {
-				want = strings.Replace(want, fmt.Sprintf("IMAGE%d", i), im.DataURL, 1)
+				want = strings.Replace(want, fmt.Sprintf("IMAGE%d", i), string(im.DataURL()), 1)
 			}
 			var g, w any
 			if err := json.Unmarshal(body, &g); err != nil {
@@ -160,7 +160,7 @@ func TestKindsRequest(t *testing.T) {
 		t.Errorf("request %q, keep text %v", r.Prompt, r.KeepText)
 	}
 	a := r.Attach
-	if len(a.Images) != 2 || !strings.HasPrefix(a.Images[0].DataURL, "data:image/png;base64,iVBOR") ||
+	if len(a.Images) != 2 || !strings.HasPrefix(string(a.Images[0].DataURL()), "data:image/png;base64,iVBOR") ||
 		string(a.ToolChoice) != `{"function":{"name":"get_weather"},"type":"function"}` {
 		t.Errorf("attachments: %d images, tool_choice %s", len(a.Images), a.ToolChoice)
 	}

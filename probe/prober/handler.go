@@ -22,6 +22,7 @@ import (
 	"github.com/infer-exporter/infer_exporter/internal/textcut"
 	"github.com/infer-exporter/infer_exporter/probe/client"
 	"github.com/infer-exporter/infer_exporter/probe/observation"
+	"github.com/infer-exporter/infer_exporter/probe/plan"
 )
 
 // Options configure a Handler.
@@ -88,6 +89,14 @@ type Handler struct {
 	mu        sync.Mutex
 	policyCfg *config.Config
 	policy    *policy
+	// kinds are the modules' request kinds of kindsCfg, each built at
+	// its first probe and shared by every later one (kindsFor).
+	kindsCfg *config.Config
+	kinds    map[string]*moduleKinds
+	// images keeps the modules' images encoded across configurations
+	// while a probe or a module's kinds hold them: a reload that keeps a
+	// module's images does not encode them again.
+	images plan.ImageCache
 }
 
 // NewHandler returns a /probe handler. It registers its counters with
@@ -132,6 +141,39 @@ func (h *Handler) policyFor(c *config.Config) *policy {
 		h.policyCfg, h.policy = c, newPolicy(c)
 	}
 	return h.policy
+}
+
+// moduleKinds is one module's request kinds, built once.
+type moduleKinds struct {
+	once  sync.Once
+	kinds *plan.Kinds
+	err   error
+}
+
+// kindsFor returns the request kinds of c's module name (m), built once per
+// configuration: a module's images are encoded once, and every probe's
+// requests share their bytes, however many probes run at once (each
+// target origin has its own probe.max_concurrent_probes). Built per probe,
+// each probe held its own copy: some 37 MB for a module at
+// config.MaxImagePixelBytes, and as many again for its PNGs while they
+// were encoded. A reload's new configuration builds its own kinds, with
+// the images of the old one where they are the same (h.images).
+func (h *Handler) kindsFor(c *config.Config, name string, m *config.Module, logger *slog.Logger) (*plan.Kinds, error) {
+	h.mu.Lock()
+	if h.kindsCfg != c {
+		h.kindsCfg, h.kinds = c, map[string]*moduleKinds{}
+	}
+	mk := h.kinds[name]
+	if mk == nil {
+		mk = &moduleKinds{}
+		h.kinds[name] = mk
+	}
+	h.mu.Unlock()
+	mk.once.Do(func() {
+		logger.Debug("Building the module's request kinds, once for this configuration", "module", name)
+		mk.kinds, mk.err = h.images.NewKinds(&m.Kinds)
+	})
+	return mk.kinds, mk.err
 }
 
 // maxEcho bounds the part of a bad parameter quoted back in an error.

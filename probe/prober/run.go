@@ -120,10 +120,10 @@ func (h *Handler) probe(ctx context.Context, p *probeRun) *result {
 	gen := prompt.New(m.Prompt.InputTokens, m.Prompt.OutputTokens, seed)
 	// The probe's deadline bounds every request, so the template has no
 	// timeout of its own.
-	// The module's tools, response format and images, built per probe:
-	// its schemas were compiled at load, and its images are bounded
-	// (config.MaxImagePixelBytes).
-	kinds, err := plan.NewKinds(&m.Kinds)
+	// The module's tools, response format and images, built once per
+	// configuration (kindsFor): its schemas were compiled at load, and
+	// its images are bounded (config.MaxImagePixelBytes).
+	kinds, err := h.kindsFor(p.cfg, p.moduleName, p.module, logger)
 	if err != nil {
 		res.reason = ReasonRequestFailed
 		logger.Error("Building the module's requests", "err", err)

@@ -314,7 +314,7 @@ func (r retryable) Unwrap() error { return r.err }
 // the body is written (a 413 to a prompt over the server's limit, a 400,
 // a 429, after which the server stops reading or closes) is read and
 // returned, as net/http returns it, instead of the write's error.
-func (t *Transport) exchange(ctx context.Context, c *conn, req *http.Request, reqBody []byte) (*http.Response, error) {
+func (t *Transport) exchange(ctx context.Context, c *conn, req *http.Request, reqBody [][]byte) (*http.Response, error) {
 	// The context's end interrupts any read or write on c from here on;
 	// the body's end stops the watch.
 	w := &watch{c: c}
@@ -389,10 +389,13 @@ type reqWriter struct {
 
 // start writes head and body on c; head's buffer goes back to t's pool
 // after the write.
-func (t *Transport) start(c *conn, bp *[]byte, head, body []byte) *reqWriter {
+func (t *Transport) start(c *conn, bp *[]byte, head []byte, body [][]byte) *reqWriter {
 	rw := &reqWriter{c: c, result: make(chan error, 1)}
+	// The write consumes its net.Buffers: a slice of its own, so that
+	// the body's pieces are left whole for a second attempt.
+	bufs := make(net.Buffers, 0, 1+len(body))
+	bufs = append(append(bufs, head), body...)
 	go func() {
-		bufs := net.Buffers{head, body}
 		_, err := bufs.WriteTo(c.Conn)
 		t.putBuf(bp, head)
 		rw.result <- err
@@ -481,28 +484,44 @@ func (w *watch) err(ctx context.Context, err error) error {
 	return err
 }
 
-// requestBody reads req's body into memory (the flavors' bodies already
-// are: a bytes.Buffer is written out without a copy).
-func requestBody(req *http.Request) ([]byte, error) {
+// Pieces is a request body held in memory in pieces that nothing modifies
+// while the request lives (the flavors' bodies, whose images every request
+// of a workload shares: probe/client's pieces.go). The transport writes
+// them as they are, copying none: Pieces returns them, and the body is
+// then read.
+type Pieces interface {
+	Pieces() [][]byte
+}
+
+// requestBody returns req's body in memory, in pieces: a Pieces body's
+// own, or the one slice a bytes.Buffer writes itself out with (no copy),
+// or what the body reads.
+func requestBody(req *http.Request) ([][]byte, error) {
 	if req.Body == nil || req.Body == http.NoBody {
 		return nil, nil
 	}
 	defer req.Body.Close()
+	if p, ok := req.Body.(Pieces); ok {
+		return p.Pieces(), nil
+	}
 	if wt, ok := req.Body.(io.WriterTo); ok {
 		var cw captureWriter
 		if _, err := wt.WriteTo(&cw); err != nil {
 			return nil, err
 		}
 		if len(cw.parts) == 1 {
-			return cw.parts[0], nil
+			return cw.parts, nil
 		}
+		// A writer may reuse its buffer between writes: its slices
+		// are copied.
 		var all []byte
 		for _, p := range cw.parts {
 			all = append(all, p...)
 		}
-		return all, nil
+		return [][]byte{all}, nil
 	}
-	return io.ReadAll(req.Body)
+	b, err := io.ReadAll(req.Body)
+	return [][]byte{b}, err
 }
 
 // captureWriter keeps the slices written to it: a bytes.Buffer writes its
@@ -523,7 +542,11 @@ func closeBody(req *http.Request) {
 // write sends the request's head and body: in one write when they fit
 // oneWrite; else it starts their vectored write on a goroutine of its own
 // and returns it.
-func (t *Transport) write(c *conn, req *http.Request, body []byte) (*reqWriter, error) {
+func (t *Transport) write(c *conn, req *http.Request, body [][]byte) (*reqWriter, error) {
+	size := 0
+	for _, p := range body {
+		size += len(p)
+	}
 	bp := t.bufs.Get().(*[]byte)
 	b := (*bp)[:0]
 	method := req.Method
@@ -561,17 +584,19 @@ func (t *Transport) write(c *conn, req *http.Request, body []byte) (*reqWriter, 
 	}
 	if body != nil || methodHasBody(method) {
 		b = append(b, "Content-Length: "...)
-		b = strconv.AppendInt(b, int64(len(body)), 10)
+		b = strconv.AppendInt(b, int64(size), 10)
 		b = append(b, "\r\n"...)
 	}
 	if req.Close {
 		b = append(b, "Connection: close\r\n"...)
 	}
 	b = append(b, "\r\n"...)
-	if len(b)+len(body) > oneWrite {
+	if len(b)+size > oneWrite {
 		return t.start(c, bp, b, body), nil
 	}
-	b = append(b, body...)
+	for _, p := range body {
+		b = append(b, p...)
+	}
 	_, err := c.Write(b)
 	t.putBuf(bp, b)
 	return nil, err
