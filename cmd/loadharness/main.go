@@ -9,7 +9,7 @@
 //	go run ./cmd/loadharness -scenario=bias
 //	go run ./cmd/loadharness -scenario=otlp   # CPU per chunk without and with the OTLP push (metrics, spans)
 //
-// The figures in the README's benchmark section come from this command.
+// The figures in docs/benchmarks.md come from this command.
 package main
 
 import (
