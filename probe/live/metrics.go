@@ -185,7 +185,7 @@ type Series struct {
 	lag                             prometheus.Observer
 	promptTokens, completionTokens  prometheus.Counter
 	goodput, clamped                prometheus.Counter
-	requests                        map[observation.Outcome]prometheus.Counter
+	requests                        observation.ByOutcome[prometheus.Counter]
 	httpErrors                      map[string]prometheus.Counter // by observation.StatusCodes
 	tokenSource                     map[observation.TokenSource]prometheus.Counter
 	usageNotBelieved                prometheus.Counter
@@ -235,7 +235,9 @@ func (m *Metrics) Series(target, model, name string, slo config.SLO) *Series {
 		completionTokens: m.completionTokens.WithLabelValues(lv...),
 		goodput:          m.goodput.WithLabelValues(lv...),
 		clamped:          m.clamped.WithLabelValues(lv...),
-		requests:         map[observation.Outcome]prometheus.Counter{},
+		requests: observation.NewByOutcome(func(o observation.Outcome) prometheus.Counter {
+			return m.requests.WithLabelValues(append(lv[:3:3], string(o))...)
+		}),
 		httpErrors:       map[string]prometheus.Counter{},
 		tokenSource:      map[observation.TokenSource]prometheus.Counter{},
 		usageNotBelieved: m.usageNotBelieved.WithLabelValues(lv...),
@@ -253,9 +255,6 @@ func (m *Metrics) Series(target, model, name string, slo config.SLO) *Series {
 		stalls:           m.stalls.WithLabelValues(lv...),
 		stalled:          m.stalled.WithLabelValues(lv...),
 		oldestAge:        m.oldestAge.WithLabelValues(lv...),
-	}
-	for _, o := range observation.Outcomes {
-		s.requests[o] = m.requests.WithLabelValues(append(lv[:3:3], string(o))...)
 	}
 	for _, code := range observation.StatusCodes {
 		s.httpErrors[code] = m.httpErrors.WithLabelValues(append(lv[:3:3], code)...)
@@ -340,11 +339,18 @@ func (s *Series) ObserveCheck(result string) {
 	s.checks[result].Inc()
 }
 
+// countOutcome counts one request of outcome o in requests_total.
+func (s *Series) countOutcome(o observation.Outcome) {
+	if c, ok := s.requests.Of(o); ok {
+		c.Inc()
+	}
+}
+
 // Drop counts an arrival that was never sent.
 func (s *Series) Drop(reason string) {
 	if reason != workload.DropTargetNotReady {
 		// A skipped arrival (the target not ready) is in no outcome.
-		s.requests[observation.Dropped].Inc()
+		s.countOutcome(observation.Dropped)
 	}
 	s.m.dropped.WithLabelValues(append(s.lv[:3:3], reason)...).Inc()
 }
@@ -442,7 +448,7 @@ func (s *Series) State(state string) { s.SetState(state) }
 // Observe records what is known of a request only when it ends: its
 // outcome, schedule lag, and for a success its E2E, TPOT, tokens and goodput.
 func (s *Series) Observe(o *observation.Request) {
-	s.requests[o.Outcome].Inc()
+	s.countOutcome(o.Outcome)
 	s.validity.observe(o)
 	if code := o.ErrorCode(); code != "" {
 		s.httpErrors[code].Inc()

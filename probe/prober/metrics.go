@@ -154,7 +154,7 @@ func (c resultCollector) Collect(ch chan<- prometheus.Metric) {
 		return
 	}
 
-	counts := map[observation.Outcome]int{}
+	var counts observation.ByOutcome[int]
 	codes := map[string]int{}
 	good := 0
 	var ttft, ttfa, tpot, e2e, itl []float64
@@ -163,7 +163,9 @@ func (c resultCollector) Collect(ch chan<- prometheus.Metric) {
 	reasoning := 0
 	for i := range res.requests {
 		o := &res.requests[i]
-		counts[o.Outcome]++
+		if n := counts.At(o.Outcome); n != nil {
+			*n++
+		}
 		codes[o.ErrorCode()]++
 		idx := strconv.Itoa(i)
 		gauge(descReqSuccess, b2f(o.Outcome == observation.Success), idx)
@@ -204,8 +206,8 @@ func (c resultCollector) Collect(ch chan<- prometheus.Metric) {
 			good++
 		}
 	}
-	for _, oc := range observation.Outcomes {
-		gauge(descRequests, float64(counts[oc]), string(oc))
+	for oc, n := range counts.All() {
+		gauge(descRequests, float64(n), string(oc))
 	}
 	for _, code := range observation.StatusCodes {
 		gauge(descHTTPErrs, float64(codes[code]), code)
