@@ -111,7 +111,7 @@ func run(ctx context.Context, args []string) int {
 	serveCmd.Flag("probe.degraded-lag", "Schedule lag p99, or goroutine scheduling latency p99, above which the measurement is flagged as degraded (the client is falling behind or CPU-saturated).").Default(plan.DefaultDegradedLag.String()).DurationVar(&f.degradedLag)
 	serveCmd.Flag("probe.degraded-window", "Window over which the schedule lag p99 is computed.").Default("30s").DurationVar(&f.degradedWindow)
 	serveCmd.Flag("workload.drain-timeout", "How long a workload that a reload changes or removes, or that a shutdown stops, lets its requests in flight finish before it cancels them (counted as outcome=\"cancelled\"). Unchanged workloads keep running through a reload.").Default(live.DefaultDrainTimeout.String()).DurationVar(&f.drainTimeout)
-	serveCmd.Flag("probe.transport", "HTTP client of the workloads: h1 (a minimal HTTP/1.1 client, one goroutine and some 17 KB a stream, for http and https targets; net/http for anything else) or net/http (for every target).").Default("h1").EnumVar(&f.transport, "h1", "net/http")
+	serveCmd.Flag("probe.transport", "HTTP client of the workloads and of /probe: h1 (a minimal HTTP/1.1 client, one goroutine and some 17 KB a stream, for http and https targets; net/http for anything else) or net/http (for every target).").Default("h1").EnumVar(&f.transport, "h1", "net/http")
 	serveCmd.Flag("otlp.endpoint", "Also push the probe's observations as OTLP metrics (GenAI semantic conventions) to this OTLP/HTTP URL, e.g. http://collector:4318; OTEL_EXPORTER_OTLP_ENDPOINT does the same. Pull on /metrics is unchanged.").PlaceHolder("URL").StringVar(&f.otlpEndpoint)
 	serveCmd.Flag("otlp.protocol", "OTLP transport: grpc (a collector's :4317) or http/protobuf (:4318). Default: OTEL_EXPORTER_OTLP_PROTOCOL (and its per-signal forms), else http/protobuf.").PlaceHolder("http/protobuf").EnumVar(&f.otlpProtocol, string(otlp.GRPC), string(otlp.HTTPProtobuf))
 	serveCmd.Flag("otlp.traces.sample-ratio", "Share of requests whose client spans are pushed and whose traceparent says sampled (0 to 1); failed and stalled requests' spans are pushed whatever it is. Default: OTEL_TRACES_SAMPLER(_ARG), else 0.01. OTEL_TRACES_EXPORTER=none pushes no spans.").PlaceHolder("0.01").IsSetByUser(&f.otlpRatioSet).Float64Var(&f.otlpSampleRatio)
@@ -451,6 +451,7 @@ func serve(ctx context.Context, f *flags, logger *slog.Logger) int {
 		TimeoutOffset: time.Duration(f.timeoutOffset * float64(time.Second)),
 		History:       history,
 		Spans:         probeSpans,
+		Transport:     f.transport,
 	}))
 	mux.Handle(prober.LogsPath, history)
 	landing, err := landingPage(f, cols, manager, history, landingSources{recent: recent, gather: reg, servers: serverMetrics})

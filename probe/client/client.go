@@ -187,6 +187,16 @@ type Options struct {
 	// Transport replaces the client's own transport (for tests, or TLS
 	// settings). When nil, the client builds one tuned for measurement.
 	Transport http.RoundTripper
+	// Dial opens every connection of the client's own transports (h1 and
+	// its net/http fallback alike), so that a caller that must vet each
+	// address (/probe's allow list) measures through them rather than a
+	// transport of its own. Default a net.Dialer with a 30 s timeout and
+	// keep-alive; ignored with Transport.
+	Dial func(ctx context.Context, network, addr string) (net.Conn, error)
+	// MaxHeaderBytes bounds a response's head on the client's own
+	// transports; 0: each transport's default (h1's 1 MiB, net/http's
+	// 10 MiB). Ignored with Transport.
+	MaxHeaderBytes int
 	// Wire chooses the client's own transport when Transport is nil:
 	// WireH1 (the default: probe/client/h1 for the http and https targets
 	// it supports, net/http for anything else) or WireNetHTTP (net/http
@@ -258,9 +268,14 @@ func New(opts Options) *Client {
 	c := &Client{maxLine: opts.MaxLineBytes, now: opts.Now, wire: WireCustom}
 	rt := opts.Transport
 	if rt == nil {
-		c.dial = (&net.Dialer{Timeout: 30 * time.Second, KeepAlive: 30 * time.Second}).DialContext
+		c.dial = opts.Dial
+		if c.dial == nil {
+			c.dial = (&net.Dialer{Timeout: 30 * time.Second, KeepAlive: 30 * time.Second}).DialContext
+		}
 		c.stash = &connStash{}
-		rt = newTransport(opts.MaxConnsPerHost, c.dialer)
+		tr := newTransport(opts.MaxConnsPerHost, c.dialer)
+		tr.MaxResponseHeaderBytes = int64(opts.MaxHeaderBytes)
+		rt = tr
 		c.wire = WireNetHTTP
 		if opts.Wire == "" {
 			opts.Wire = defaultWire
@@ -269,6 +284,7 @@ func New(opts Options) *Client {
 			c.h1 = httpClient(h1.New(h1.Options{
 				Dial:           c.rawDialer,
 				MaxIdlePerHost: opts.MaxConnsPerHost,
+				MaxHeaderBytes: opts.MaxHeaderBytes,
 				// As net/http's buffer above: 1 KiB a connection.
 				ReadBufferSize: 1 << 10,
 			}))

@@ -89,7 +89,7 @@ func TestFaultsCountedByOutcome(t *testing.T) {
 				mu.Unlock()
 			})
 			r.Run(context.Background())
-			if got := testutil.ToFloat64(liveSeries(r).requests[tc.want]); got != n {
+			if got := testutil.ToFloat64(outcomeCounter(liveSeries(r), tc.want)); got != n {
 				for _, o := range results {
 					t.Logf("outcome %s status %d err %v", o.Outcome, o.HTTPStatus, o.Err)
 				}

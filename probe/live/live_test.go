@@ -71,7 +71,7 @@ func TestLiveFiguresLongGenerations(t *testing.T) {
 	time.Sleep(time.Second)
 	after := testutil.ToFloat64(s.streamedContent)
 	ended := 0.0
-	for _, c := range s.requests {
+	for _, c := range s.requests.All() {
 		ended += testutil.ToFloat64(c)
 	}
 	ttfts := histCount(t, s.ttft)
@@ -174,7 +174,13 @@ func TestStallSeenWithinTwiceItsThreshold(t *testing.T) {
 	if age := testutil.ToFloat64(s.oldestAge); age < 1 {
 		t.Errorf("oldest request age %v s, want at least the 1 s it has been stalled", age)
 	}
-	if v := testutil.ToFloat64(s.requests[observation.Timeout]); v != 0 {
+	if v := testutil.ToFloat64(outcomeCounter(s, observation.Timeout)); v != 0 {
 		t.Errorf("the request timed out (%v) before the stall was seen", v)
 	}
+}
+
+// outcomeCounter is s's requests_total counter of outcome o.
+func outcomeCounter(s *Series, o observation.Outcome) prometheus.Counter {
+	c, _ := s.requests.Of(o)
+	return c
 }

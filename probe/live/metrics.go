@@ -32,22 +32,54 @@ var (
 	lagBuckets = []float64{.00001, .000025, .00005, .0001, .00025, .0005, .001, .0025, .005, .01, .025, .05, .1, .25, .5, 1, 2.5, 5, 10}
 )
 
+// histogram is a workload's histogram of name, classic and native, whose
+// observations carry exemplars.
 func histogram(name, help string, buckets []float64) *prometheus.HistogramVec {
-	return prometheus.NewHistogramVec(prometheus.HistogramOpts{
-		Namespace:                       namespace,
-		Name:                            name,
-		Help:                            help,
-		Buckets:                         buckets,
-		NativeHistogramBucketFactor:     1.1,
-		NativeHistogramMaxBucketNumber:  160,
-		NativeHistogramMinResetDuration: time.Hour,
-		// The native histogram's exemplars are kept apart from the
-		// classic buckets', spread by value (client_golang replaces the
-		// oldest past its 5 min TTL, else one of the closest pair): as
-		// many as the classic buckets hold, so that a scrape of either
-		// kind finds as many, and bounded as they are.
-		NativeHistogramMaxExemplars: len(buckets) + 1,
-	}, labels)
+	opts := nativeHistogram(prometheus.HistogramOpts{Namespace: namespace, Name: name, Help: help, Buckets: buckets})
+	// The native histogram's exemplars are kept apart from the classic
+	// buckets', spread by value (client_golang replaces the oldest past
+	// its 5 min TTL, else one of the closest pair): as many as the
+	// classic buckets hold, so that a scrape of either kind finds as
+	// many, and bounded as they are.
+	opts.NativeHistogramMaxExemplars = len(buckets) + 1
+	return prometheus.NewHistogramVec(opts, labels)
+}
+
+// nativeHistogram is opts with a native histogram beside its classic
+// buckets, for the servers that scrape them.
+func nativeHistogram(opts prometheus.HistogramOpts) prometheus.HistogramOpts {
+	opts.NativeHistogramBucketFactor = 1.1
+	opts.NativeHistogramMaxBucketNumber = 160
+	opts.NativeHistogramMinResetDuration = time.Hour
+	return opts
+}
+
+// counterVec and gaugeVec are vectors of infer_probe_<name>, labelled lv.
+func counterVec(name, help string, lv []string) *prometheus.CounterVec {
+	return prometheus.NewCounterVec(prometheus.CounterOpts{Namespace: namespace, Name: name, Help: help}, lv)
+}
+
+func gaugeVec(name, help string, lv []string) *prometheus.GaugeVec {
+	return prometheus.NewGaugeVec(prometheus.GaugeOpts{Namespace: namespace, Name: name, Help: help}, lv)
+}
+
+// with is base and then extra, in a slice of its own: the label names
+// of a vector beyond the workload's, the values of one of its series.
+// base is never written to.
+func with(base []string, extra ...string) []string {
+	return append(base[:len(base):len(base)], extra...)
+}
+
+// deleter is a vector a workload's series are deleted from.
+type deleter interface {
+	DeletePartialMatch(prometheus.Labels) int
+}
+
+// deleteMatching deletes the series that match from every one of vecs.
+func deleteMatching(match prometheus.Labels, vecs ...deleter) {
+	for _, v := range vecs {
+		v.DeletePartialMatch(match)
+	}
 }
 
 // Metrics holds the continuous probe's metric vectors. One Metrics serves
@@ -95,14 +127,13 @@ type Metrics struct {
 
 // NewMetrics creates the vectors and registers them with reg.
 func NewMetrics(reg prometheus.Registerer) *Metrics {
-	with := func(extra ...string) []string { return append(append([]string{}, labels...), extra...) }
 	m := &Metrics{
 		ttft: histogram("time_to_first_token_seconds",
 			"Time from a request's scheduled send instant to the first content or reasoning token read by the client.", latencyBuckets),
 		ttfa: histogram("time_to_first_answer_token_seconds",
 			"Time from a request's scheduled send instant to its first answer (not reasoning) token, observed when it arrives.", latencyBuckets),
-		reasoningTokens: prometheus.NewCounterVec(prometheus.CounterOpts{Namespace: namespace, Name: "reasoning_tokens_total",
-			Help: "Reasoning tokens of successful requests, as the server's usage reports them (completion_tokens_details.reasoning_tokens)."}, labels),
+		reasoningTokens: counterVec("reasoning_tokens_total",
+			"Reasoning tokens of successful requests, as the server's usage reports them (completion_tokens_details.reasoning_tokens).", labels),
 		tpot: histogram("time_per_output_token_seconds",
 			"Per request, (last byte - first token) / (output tokens - 1); requests with fewer than 2 output tokens are not observed.", tokenBuckets),
 		itl: histogram("inter_token_latency_seconds",
@@ -111,54 +142,54 @@ func NewMetrics(reg prometheus.Registerer) *Metrics {
 			"Time from a request's scheduled send instant to the last byte of its response, for successful requests.", latencyBuckets),
 		lag: histogram("schedule_lag_seconds",
 			"Time from a request's scheduled send instant to the moment the client began sending it.", lagBuckets),
-		promptTokens: prometheus.NewCounterVec(prometheus.CounterOpts{Namespace: namespace, Name: "prompt_tokens_total",
-			Help: "Prompt tokens of successful requests, as reported by the server's usage."}, labels),
-		completionTokens: prometheus.NewCounterVec(prometheus.CounterOpts{Namespace: namespace, Name: "completion_tokens_total",
-			Help: "Output tokens of successful requests: the server's usage count, else the number of content events (see infer_probe_token_count_source_total)."}, labels),
-		requests: prometheus.NewCounterVec(prometheus.CounterOpts{Namespace: namespace, Name: "requests_total",
-			Help: "workload.Requests by outcome: success, http_4xx, http_5xx, timeout, stream_error, disconnected, dropped (never sent), cancelled (cut by a drain)."}, with("outcome")),
-		httpErrors: prometheus.NewCounterVec(prometheus.CounterOpts{Namespace: namespace, Name: "http_errors_total",
-			Help: "Requests answered with a non-2xx status (http_4xx, http_5xx), by code: 400, 401, 403, 404, 408, 413, 422, 429, 500, 502, 503, 504 or other."}, with("code")),
-		dropped: prometheus.NewCounterVec(prometheus.CounterOpts{Namespace: namespace, Name: "dropped_requests_total",
-			Help: "Arrivals never sent, by reason: in_flight_cap, rate_ceiling (a late arrival over max_rate), target_not_ready (skipped)."}, with("reason")),
-		goodput: prometheus.NewCounterVec(prometheus.CounterOpts{Namespace: namespace, Name: "goodput_requests_total",
-			Help: "Successful requests that met every SLO threshold configured for the workload."}, labels),
-		tokenSource: prometheus.NewCounterVec(prometheus.CounterOpts{Namespace: namespace, Name: "token_count_source_total",
-			Help: "Successful requests by where their output token count came from: usage (the server's count) or events (content events counted by the client)."}, with("source")),
-		usageNotBelieved: prometheus.NewCounterVec(prometheus.CounterOpts{Namespace: namespace, Name: "usage_not_believed_total",
-			Help: "Requests whose server usage count of output tokens could not be true (above max_tokens, or beyond what was streamed); their events were counted."}, labels),
-		checks: prometheus.NewCounterVec(prometheus.CounterOpts{Namespace: namespace, Name: "known_answer_checks_total",
-			Help: "Known-answer checks sent in place of a synthetic prompt, by result: pass, fail (the answer did not match), error (no answer)."}, with("result")),
-		clamped: prometheus.NewCounterVec(prometheus.CounterOpts{Namespace: namespace, Name: "arrivals_clamped_total",
-			Help: "Arrivals the rate ceiling moved later because the arrival process came faster than max_rate."}, labels),
-		inFlight: prometheus.NewGaugeVec(prometheus.GaugeOpts{Namespace: namespace, Name: "in_flight_requests",
-			Help: "workload.Requests sent and not yet finished."}, labels),
-		maxInFlight: prometheus.NewGaugeVec(prometheus.GaugeOpts{Namespace: namespace, Name: "max_in_flight_requests",
-			Help: "The workload's in-flight cap."}, labels),
-		rate: prometheus.NewGaugeVec(prometheus.GaugeOpts{Namespace: namespace, Name: "configured_rate_requests_per_second",
-			Help: "The arrival process's configured mean rate at this moment."}, labels),
-		maxRate: prometheus.NewGaugeVec(prometheus.GaugeOpts{Namespace: namespace, Name: "max_rate_requests_per_second",
-			Help: "The workload's hard rate ceiling."}, labels),
-		lagP99: prometheus.NewGaugeVec(prometheus.GaugeOpts{Namespace: namespace, Name: "schedule_lag_p99_seconds",
-			Help: "The 99th percentile of schedule lag over the degradation window (--probe.degraded-window)."}, labels),
-		degraded: prometheus.NewGaugeVec(prometheus.GaugeOpts{Namespace: namespace, Name: "measurement_degraded",
-			Help: "1 when the client falls behind its schedule or is CPU-saturated, so its latencies include its own delay; else 0."}, labels),
-		streamed: prometheus.NewCounterVec(prometheus.CounterOpts{Namespace: namespace, Name: "streamed_tokens_total",
-			Help: "Content events as they arrive, by kind (content, reasoning, tool_call); completion_tokens_total has the usage count at the end."}, with("kind")),
-		stalls: prometheus.NewCounterVec(prometheus.CounterOpts{Namespace: namespace, Name: "stalls_total",
-			Help: "Requests in flight that received nothing for longer than the workload's stall_threshold (each stall counted once)."}, labels),
-		stalled: prometheus.NewGaugeVec(prometheus.GaugeOpts{Namespace: namespace, Name: "stalled_requests",
-			Help: "Requests in flight that have received nothing for longer than the workload's stall_threshold."}, labels),
-		oldestAge: prometheus.NewGaugeVec(prometheus.GaugeOpts{Namespace: namespace, Name: "oldest_request_age_seconds",
-			Help: "Age of the oldest request in flight, from its scheduled instant; 0 with none in flight."}, labels),
-		sloThreshold: prometheus.NewGaugeVec(prometheus.GaugeOpts{Namespace: namespace, Name: "slo_threshold_seconds",
-			Help: "The workload's SLO threshold per metric (slo: ttft, tpot, e2e), as configured; only the thresholds set exist."}, with("slo")),
-		sloRequests: prometheus.NewCounterVec(prometheus.CounterOpts{Namespace: namespace, Name: "slo_requests_total",
-			Help: "Requests judged against each SLO threshold set, by slo (ttft: with a first token; tpot, e2e: successes) and result (met, missed)."}, with("slo", "result")),
-		state: prometheus.NewGaugeVec(prometheus.GaugeOpts{Namespace: namespace, Name: "workload_state",
-			Help: "1 for the workload's current state: calibrating, running, finished or failed; 0 for the others."}, with("state")),
-		clientInfo: prometheus.NewGaugeVec(prometheus.GaugeOpts{Namespace: namespace, Name: "client_info",
-			Help: "1; transport: the HTTP client that sends the workload's requests, h1 (the minimal HTTP/1.1 client) or net/http."}, with("transport")),
+		promptTokens: counterVec("prompt_tokens_total",
+			"Prompt tokens of successful requests, as reported by the server's usage.", labels),
+		completionTokens: counterVec("completion_tokens_total",
+			"Output tokens of successful requests: the server's usage count, else the number of content events (see infer_probe_token_count_source_total).", labels),
+		requests: counterVec("requests_total",
+			"workload.Requests by outcome: success, http_4xx, http_5xx, timeout, stream_error, disconnected, dropped (never sent), cancelled (cut by a drain).", with(labels, "outcome")),
+		httpErrors: counterVec("http_errors_total",
+			"Requests answered with a non-2xx status (http_4xx, http_5xx), by code: 400, 401, 403, 404, 408, 413, 422, 429, 500, 502, 503, 504 or other.", with(labels, "code")),
+		dropped: counterVec("dropped_requests_total",
+			"Arrivals never sent, by reason: in_flight_cap, rate_ceiling (a late arrival over max_rate), target_not_ready (skipped).", with(labels, "reason")),
+		goodput: counterVec("goodput_requests_total",
+			"Successful requests that met every SLO threshold configured for the workload.", labels),
+		tokenSource: counterVec("token_count_source_total",
+			"Successful requests by where their output token count came from: usage (the server's count) or events (content events counted by the client).", with(labels, "source")),
+		usageNotBelieved: counterVec("usage_not_believed_total",
+			"Requests whose server usage count of output tokens could not be true (above max_tokens, or beyond what was streamed); their events were counted.", labels),
+		checks: counterVec("known_answer_checks_total",
+			"Known-answer checks sent in place of a synthetic prompt, by result: pass, fail (the answer did not match), error (no answer).", with(labels, "result")),
+		clamped: counterVec("arrivals_clamped_total",
+			"Arrivals the rate ceiling moved later because the arrival process came faster than max_rate.", labels),
+		inFlight: gaugeVec("in_flight_requests",
+			"workload.Requests sent and not yet finished.", labels),
+		maxInFlight: gaugeVec("max_in_flight_requests",
+			"The workload's in-flight cap.", labels),
+		rate: gaugeVec("configured_rate_requests_per_second",
+			"The arrival process's configured mean rate at this moment.", labels),
+		maxRate: gaugeVec("max_rate_requests_per_second",
+			"The workload's hard rate ceiling.", labels),
+		lagP99: gaugeVec("schedule_lag_p99_seconds",
+			"The 99th percentile of schedule lag over the degradation window (--probe.degraded-window).", labels),
+		degraded: gaugeVec("measurement_degraded",
+			"1 when the client falls behind its schedule or is CPU-saturated, so its latencies include its own delay; else 0.", labels),
+		streamed: counterVec("streamed_tokens_total",
+			"Content events as they arrive, by kind (content, reasoning, tool_call); completion_tokens_total has the usage count at the end.", with(labels, "kind")),
+		stalls: counterVec("stalls_total",
+			"Requests in flight that received nothing for longer than the workload's stall_threshold (each stall counted once).", labels),
+		stalled: gaugeVec("stalled_requests",
+			"Requests in flight that have received nothing for longer than the workload's stall_threshold.", labels),
+		oldestAge: gaugeVec("oldest_request_age_seconds",
+			"Age of the oldest request in flight, from its scheduled instant; 0 with none in flight.", labels),
+		sloThreshold: gaugeVec("slo_threshold_seconds",
+			"The workload's SLO threshold per metric (slo: ttft, tpot, e2e), as configured; only the thresholds set exist.", with(labels, "slo")),
+		sloRequests: counterVec("slo_requests_total",
+			"Requests judged against each SLO threshold set, by slo (ttft: with a first token; tpot, e2e: successes) and result (met, missed).", with(labels, "slo", "result")),
+		state: gaugeVec("workload_state",
+			"1 for the workload's current state: calibrating, running, finished or failed; 0 for the others.", with(labels, "state")),
+		clientInfo: gaugeVec("client_info",
+			"1; transport: the HTTP client that sends the workload's requests, h1 (the minimal HTTP/1.1 client) or net/http.", with(labels, "transport")),
 	}
 	reg.MustRegister(exemplarVec{m.ttft}, exemplarVec{m.tpot}, exemplarVec{m.itl}, exemplarVec{m.e2e}, m.lag,
 		m.promptTokens, m.completionTokens, m.requests, m.dropped, m.goodput, m.tokenSource, m.clamped, m.checks,
@@ -185,7 +216,7 @@ type Series struct {
 	lag                             prometheus.Observer
 	promptTokens, completionTokens  prometheus.Counter
 	goodput, clamped                prometheus.Counter
-	requests                        map[observation.Outcome]prometheus.Counter
+	requests                        observation.ByOutcome[prometheus.Counter]
 	httpErrors                      map[string]prometheus.Counter // by observation.StatusCodes
 	tokenSource                     map[observation.TokenSource]prometheus.Counter
 	usageNotBelieved                prometheus.Counter
@@ -235,7 +266,9 @@ func (m *Metrics) Series(target, model, name string, slo config.SLO) *Series {
 		completionTokens: m.completionTokens.WithLabelValues(lv...),
 		goodput:          m.goodput.WithLabelValues(lv...),
 		clamped:          m.clamped.WithLabelValues(lv...),
-		requests:         map[observation.Outcome]prometheus.Counter{},
+		requests: observation.NewByOutcome(func(o observation.Outcome) prometheus.Counter {
+			return m.requests.WithLabelValues(with(lv, string(o))...)
+		}),
 		httpErrors:       map[string]prometheus.Counter{},
 		tokenSource:      map[observation.TokenSource]prometheus.Counter{},
 		usageNotBelieved: m.usageNotBelieved.WithLabelValues(lv...),
@@ -245,26 +278,23 @@ func (m *Metrics) Series(target, model, name string, slo config.SLO) *Series {
 		maxRate:          m.maxRate.WithLabelValues(lv...),
 		degraded:         m.degraded.WithLabelValues(lv...),
 		lagP99:           m.lagP99.WithLabelValues(lv...),
-		streamedContent:  m.streamed.WithLabelValues(append(lv[:3:3], kindContent)...),
-		streamedReason:   m.streamed.WithLabelValues(append(lv[:3:3], kindReasoning)...),
-		streamedToolCall: m.streamed.WithLabelValues(append(lv[:3:3], kindToolCall)...),
+		streamedContent:  m.streamed.WithLabelValues(with(lv, kindContent)...),
+		streamedReason:   m.streamed.WithLabelValues(with(lv, kindReasoning)...),
+		streamedToolCall: m.streamed.WithLabelValues(with(lv, kindToolCall)...),
 		reasoningTokens:  m.reasoningTokens.WithLabelValues(lv...),
 		ttfa:             m.ttfa.WithLabelValues(lv...),
 		stalls:           m.stalls.WithLabelValues(lv...),
 		stalled:          m.stalled.WithLabelValues(lv...),
 		oldestAge:        m.oldestAge.WithLabelValues(lv...),
 	}
-	for _, o := range observation.Outcomes {
-		s.requests[o] = m.requests.WithLabelValues(append(lv[:3:3], string(o))...)
-	}
 	for _, code := range observation.StatusCodes {
-		s.httpErrors[code] = m.httpErrors.WithLabelValues(append(lv[:3:3], code)...)
+		s.httpErrors[code] = m.httpErrors.WithLabelValues(with(lv, code)...)
 	}
 	for _, src := range []observation.TokenSource{observation.TokensFromUsage, observation.TokensFromEvents} {
-		s.tokenSource[src] = m.tokenSource.WithLabelValues(append(lv[:3:3], string(src))...)
+		s.tokenSource[src] = m.tokenSource.WithLabelValues(with(lv, string(src))...)
 	}
 	for _, reason := range workload.DropReasons {
-		m.dropped.WithLabelValues(append(lv[:3:3], reason)...)
+		m.dropped.WithLabelValues(with(lv, reason)...)
 	}
 	s.sloMet, s.sloMissed = map[string]prometheus.Counter{}, map[string]prometheus.Counter{}
 	for _, t := range []struct {
@@ -274,9 +304,9 @@ func (m *Metrics) Series(target, model, name string, slo config.SLO) *Series {
 		if t.d <= 0 {
 			continue
 		}
-		m.sloThreshold.WithLabelValues(append(lv[:3:3], t.name)...).Set(t.d.Seconds())
-		s.sloMet[t.name] = m.sloRequests.WithLabelValues(append(lv[:3:3], t.name, "met")...)
-		s.sloMissed[t.name] = m.sloRequests.WithLabelValues(append(lv[:3:3], t.name, "missed")...)
+		m.sloThreshold.WithLabelValues(with(lv, t.name)...).Set(t.d.Seconds())
+		s.sloMet[t.name] = m.sloRequests.WithLabelValues(with(lv, t.name, "met")...)
+		s.sloMissed[t.name] = m.sloRequests.WithLabelValues(with(lv, t.name, "missed")...)
 	}
 	return s
 }
@@ -296,15 +326,12 @@ func (s *Series) judge(name string, d, threshold time.Duration) {
 // Delete removes every series of this workload, when a reload drops it.
 func (s *Series) Delete() {
 	match := prometheus.Labels{"target": s.lv[0], "model": s.lv[1], "workload": s.lv[2]}
-	for _, v := range []interface{ DeletePartialMatch(prometheus.Labels) int }{
+	deleteMatching(match,
 		s.m.ttft, s.m.tpot, s.m.itl, s.m.e2e, s.m.lag, s.m.promptTokens, s.m.completionTokens,
 		s.m.requests, s.m.dropped, s.m.goodput, s.m.tokenSource, s.m.clamped, s.m.checks, s.m.inFlight,
 		s.m.maxInFlight, s.m.rate, s.m.maxRate, s.m.degraded, s.m.lagP99, s.m.state, s.m.clientInfo,
 		s.m.streamed, s.m.stalls, s.m.stalled, s.m.oldestAge, s.m.ttfa, s.m.reasoningTokens, s.m.httpErrors,
-		s.m.sloThreshold, s.m.sloRequests, s.m.usageNotBelieved,
-	} {
-		v.DeletePartialMatch(match)
-	}
+		s.m.sloThreshold, s.m.sloRequests, s.m.usageNotBelieved)
 	s.m.replay.delete(match)
 	s.m.sessions.delete(match)
 	s.m.validity.delete(match)
@@ -318,7 +345,7 @@ func (s *Series) SetState(state string) {
 		if st == state {
 			v = 1
 		}
-		s.m.state.WithLabelValues(append(s.lv[:3:3], st)...).Set(v)
+		s.m.state.WithLabelValues(with(s.lv, st)...).Set(v)
 	}
 }
 
@@ -328,7 +355,7 @@ func (s *Series) SetState(state string) {
 func (s *Series) InitChecks() {
 	s.checks = map[string]prometheus.Counter{}
 	for _, r := range []string{workload.CheckPass, workload.CheckFail, workload.CheckError} {
-		s.checks[r] = s.m.checks.WithLabelValues(append(s.lv[:3:3], r)...)
+		s.checks[r] = s.m.checks.WithLabelValues(with(s.lv, r)...)
 	}
 }
 
@@ -340,13 +367,20 @@ func (s *Series) ObserveCheck(result string) {
 	s.checks[result].Inc()
 }
 
+// countOutcome counts one request of outcome o in requests_total.
+func (s *Series) countOutcome(o observation.Outcome) {
+	if c, ok := s.requests.Of(o); ok {
+		c.Inc()
+	}
+}
+
 // Drop counts an arrival that was never sent.
 func (s *Series) Drop(reason string) {
 	if reason != workload.DropTargetNotReady {
 		// A skipped arrival (the target not ready) is in no outcome.
-		s.requests[observation.Dropped].Inc()
+		s.countOutcome(observation.Dropped)
 	}
-	s.m.dropped.WithLabelValues(append(s.lv[:3:3], reason)...).Inc()
+	s.m.dropped.WithLabelValues(with(s.lv, reason)...).Inc()
 }
 
 // Series is the Observer and the Monitor of a live workload.
@@ -442,7 +476,7 @@ func (s *Series) State(state string) { s.SetState(state) }
 // Observe records what is known of a request only when it ends: its
 // outcome, schedule lag, and for a success its E2E, TPOT, tokens and goodput.
 func (s *Series) Observe(o *observation.Request) {
-	s.requests[o.Outcome].Inc()
+	s.countOutcome(o.Outcome)
 	s.validity.observe(o)
 	if code := o.ErrorCode(); code != "" {
 		s.httpErrors[code].Inc()

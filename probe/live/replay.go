@@ -39,22 +39,19 @@ func newReplayMetrics(reg prometheus.Registerer) *replayMetrics {
 	m := &replayMetrics{
 		drift: histogram("replay_drift_seconds",
 			"Per replayed request, its send instant minus its instant in the trace: the rate ceiling's delay plus the client's schedule lag.", driftBuckets),
-		progress: prometheus.NewGaugeVec(prometheus.GaugeOpts{Namespace: namespace, Name: "replay_progress_ratio",
-			Help: "Fraction, 0..1, of the current pass over the trace window whose requests have been replayed (finished or dropped)."}, labels),
-		requests: prometheus.NewCounterVec(prometheus.CounterOpts{Namespace: namespace, Name: "replay_requests_total",
-			Help: "Trace records replayed: their requests finished, whatever the outcome, or were dropped."}, labels),
-		skipped: prometheus.NewCounterVec(prometheus.CounterOpts{Namespace: namespace, Name: "replay_skipped_records_total",
-			Help: "Trace lines left out when the trace was loaded (on_malformed: skip), because they were malformed or could not be replayed exactly."}, labels),
+		progress: gaugeVec("replay_progress_ratio",
+			"Fraction, 0..1, of the current pass over the trace window whose requests have been replayed (finished or dropped).", labels),
+		requests: counterVec("replay_requests_total",
+			"Trace records replayed: their requests finished, whatever the outcome, or were dropped.", labels),
+		skipped: counterVec("replay_skipped_records_total",
+			"Trace lines left out when the trace was loaded (on_malformed: skip), because they were malformed or could not be replayed exactly.", labels),
 	}
 	reg.MustRegister(m.drift, m.progress, m.requests, m.skipped)
 	return m
 }
 
 func (m *replayMetrics) delete(match prometheus.Labels) {
-	m.drift.DeletePartialMatch(match)
-	m.progress.DeletePartialMatch(match)
-	m.requests.DeletePartialMatch(match)
-	m.skipped.DeletePartialMatch(match)
+	deleteMatching(match, m.drift, m.progress, m.requests, m.skipped)
 }
 
 // replayRecorder is a replay's replay.Recorder: its metrics, and a window of

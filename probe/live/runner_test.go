@@ -198,7 +198,7 @@ func TestRunnerRateCeilingDropsOverdue(t *testing.T) {
 	if v := testutil.ToFloat64(liveSeries(r).m.dropped.WithLabelValues("t", "m", "w", workload.DropRateCeiling)); v != 10-arrival.WireBurst {
 		t.Errorf("dropped{reason=rate_ceiling} = %v, want %d", v, 10-arrival.WireBurst)
 	}
-	if v := testutil.ToFloat64(liveSeries(r).requests[observation.Success]); v != arrival.WireBurst {
+	if v := testutil.ToFloat64(outcomeCounter(liveSeries(r), observation.Success)); v != arrival.WireBurst {
 		t.Errorf("sent = %v, want %d", v, arrival.WireBurst)
 	}
 }

@@ -58,44 +58,37 @@ type sessionMetrics struct {
 }
 
 func newSessionMetrics(reg prometheus.Registerer) *sessionMetrics {
-	with := func(extra ...string) []string { return append(append([]string{}, labels...), extra...) }
 	hist := func(name, help string, buckets []float64, native bool, lv []string) *prometheus.HistogramVec {
 		opts := prometheus.HistogramOpts{Namespace: namespace, Name: name, Help: help, Buckets: buckets}
 		if native {
-			opts.NativeHistogramBucketFactor = 1.1
-			opts.NativeHistogramMaxBucketNumber = 160
-			opts.NativeHistogramMinResetDuration = time.Hour
+			opts = nativeHistogram(opts)
 		}
 		return prometheus.NewHistogramVec(opts, lv)
 	}
 	m := &sessionMetrics{
-		started: prometheus.NewCounterVec(prometheus.CounterOpts{Namespace: namespace, Name: "sessions_started_total",
-			Help: "Sessions started: their arrival was due and neither max_active nor the rate ceiling refused it."}, labels),
-		dropped: prometheus.NewCounterVec(prometheus.CounterOpts{Namespace: namespace, Name: "sessions_dropped_total",
-			Help: "Session arrivals never started, by reason: session_cap (max_active sessions alive) or rate_ceiling."}, with("reason")),
-		ended: prometheus.NewCounterVec(prometheus.CounterOpts{Namespace: namespace, Name: "sessions_ended_total",
-			Help: "Sessions ended, by reason: completed, context_limit, turn_failed, turn_dropped or stopped."}, with("reason")),
-		active: prometheus.NewGaugeVec(prometheus.GaugeOpts{Namespace: namespace, Name: "sessions_active",
-			Help: "Sessions started and not ended: with a turn in flight or thinking."}, labels),
+		started: counterVec("sessions_started_total",
+			"Sessions started: their arrival was due and neither max_active nor the rate ceiling refused it.", labels),
+		dropped: counterVec("sessions_dropped_total",
+			"Session arrivals never started, by reason: session_cap (max_active sessions alive) or rate_ceiling.", with(labels, "reason")),
+		ended: counterVec("sessions_ended_total",
+			"Sessions ended, by reason: completed, context_limit, turn_failed, turn_dropped or stopped.", with(labels, "reason")),
+		active: gaugeVec("sessions_active",
+			"Sessions started and not ended: with a turn in flight or thinking.", labels),
 		turns: hist("session_turns", "Turns a session had answered successfully, observed when it ends.", sessionTurnBuckets, false, labels),
 		think: hist("session_think_time_seconds", "Think time drawn between a reply's last byte and the next turn's scheduled instant.", thinkBuckets, true, labels),
 		ttft: hist("session_turn_time_to_first_token_seconds",
-			"TTFT of session turns by turn number, from the turn's scheduled instant (previous reply's end plus think time).", latencyBuckets, true, with("turn")),
+			"TTFT of session turns by turn number, from the turn's scheduled instant (previous reply's end plus think time).", latencyBuckets, true, with(labels, "turn")),
 		prompt: hist("session_turn_prompt_tokens",
-			"Prompt tokens of successful session turns by turn number, as the server's usage reported them: the conversation so far.", conversationBuckets, false, with("turn")),
+			"Prompt tokens of successful session turns by turn number, as the server's usage reported them: the conversation so far.", conversationBuckets, false, with(labels, "turn")),
 		perToken: hist("session_turn_time_to_first_token_per_prompt_token_seconds",
-			"Per successful session turn with usage, its TTFT divided by its prompt tokens, by turn number.", perTokenBuckets, false, with("turn")),
+			"Per successful session turn with usage, its TTFT divided by its prompt tokens, by turn number.", perTokenBuckets, false, with(labels, "turn")),
 	}
 	reg.MustRegister(m.started, m.dropped, m.ended, m.active, m.turns, m.think, m.ttft, m.prompt, m.perToken)
 	return m
 }
 
 func (m *sessionMetrics) delete(match prometheus.Labels) {
-	for _, v := range []interface{ DeletePartialMatch(prometheus.Labels) int }{
-		m.started, m.dropped, m.ended, m.active, m.turns, m.think, m.ttft, m.prompt, m.perToken,
-	} {
-		v.DeletePartialMatch(match)
-	}
+	deleteMatching(match, m.started, m.dropped, m.ended, m.active, m.turns, m.think, m.ttft, m.prompt, m.perToken)
 }
 
 // sessionSeries is one sessions workload's view of the session metrics,
@@ -110,7 +103,6 @@ type sessionSeries struct {
 
 // series binds the labels of one workload (target, model, workload).
 func (m *sessionMetrics) series(lv []string) *sessionSeries {
-	with := func(v string) []string { return append(lv[:3:3], v) }
 	s := &sessionSeries{
 		started: m.started.WithLabelValues(lv...),
 		active:  m.active.WithLabelValues(lv...),
@@ -120,15 +112,15 @@ func (m *sessionMetrics) series(lv []string) *sessionSeries {
 		think:   m.think.WithLabelValues(lv...),
 	}
 	for _, r := range sessions.DropReasons {
-		s.dropped[r] = m.dropped.WithLabelValues(with(r)...)
+		s.dropped[r] = m.dropped.WithLabelValues(with(lv, r)...)
 	}
 	for _, r := range sessions.EndReasons {
-		s.ended[r] = m.ended.WithLabelValues(with(r)...)
+		s.ended[r] = m.ended.WithLabelValues(with(lv, r)...)
 	}
 	for _, t := range TurnLabels {
-		s.ttft = append(s.ttft, m.ttft.WithLabelValues(with(t)...))
-		s.prompt = append(s.prompt, m.prompt.WithLabelValues(with(t)...))
-		s.perToken = append(s.perToken, m.perToken.WithLabelValues(with(t)...))
+		s.ttft = append(s.ttft, m.ttft.WithLabelValues(with(lv, t)...))
+		s.prompt = append(s.prompt, m.prompt.WithLabelValues(with(lv, t)...))
+		s.perToken = append(s.perToken, m.perToken.WithLabelValues(with(lv, t)...))
 	}
 	return s
 }

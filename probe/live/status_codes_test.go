@@ -76,7 +76,7 @@ func TestHTTPErrorsByCodeEveryFlavor(t *testing.T) {
 						t.Errorf("http_errors_total{code=%q} = %v, want %v", code, v, w)
 					}
 				}
-				if v := testutil.ToFloat64(s.requests[tc.outcome]); v != n {
+				if v := testutil.ToFloat64(outcomeCounter(s, tc.outcome)); v != n {
 					t.Errorf("requests_total{outcome=%q} = %v, want %d", tc.outcome, v, n)
 				}
 			})

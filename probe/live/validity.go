@@ -15,20 +15,18 @@ type validityMetrics struct {
 }
 
 func newValidityMetrics(reg prometheus.Registerer) *validityMetrics {
-	with := append(append([]string{}, labels...), "result")
 	m := &validityMetrics{
-		structured: prometheus.NewCounterVec(prometheus.CounterOpts{Namespace: namespace, Name: "structured_output_checks_total",
-			Help: "Successful answers to a response_format, by result: valid, invalid_json, schema_mismatch."}, with),
-		toolCalls: prometheus.NewCounterVec(prometheus.CounterOpts{Namespace: namespace, Name: "tool_call_checks_total",
-			Help: "Successful answers to requests with tools, by result: valid, invalid_json, schema_mismatch, unknown_tool, no_call."}, with),
+		structured: counterVec("structured_output_checks_total",
+			"Successful answers to a response_format, by result: valid, invalid_json, schema_mismatch.", with(labels, "result")),
+		toolCalls: counterVec("tool_call_checks_total",
+			"Successful answers to requests with tools, by result: valid, invalid_json, schema_mismatch, unknown_tool, no_call.", with(labels, "result")),
 	}
 	reg.MustRegister(m.structured, m.toolCalls)
 	return m
 }
 
 func (m *validityMetrics) delete(match prometheus.Labels) {
-	m.structured.DeletePartialMatch(match)
-	m.toolCalls.DeletePartialMatch(match)
+	deleteMatching(match, m.structured, m.toolCalls)
 }
 
 // validitySeries are one workload's counters by result; nil maps for a
@@ -44,7 +42,7 @@ func (s *Series) InitValidity(structured, tools bool) {
 	init := func(vec *prometheus.CounterVec, results []string) map[string]prometheus.Counter {
 		out := make(map[string]prometheus.Counter, len(results))
 		for _, r := range results {
-			out[r] = vec.WithLabelValues(append(s.lv[:3:3], r)...)
+			out[r] = vec.WithLabelValues(with(s.lv, r)...)
 		}
 		return out
 	}

@@ -41,8 +41,11 @@ const (
 )
 
 // Outcomes lists every outcome, for pre-initialising counters so that a
-// series exists at zero before its first event.
-var Outcomes = []Outcome{Success, HTTP4xx, HTTP5xx, Timeout, StreamError, Disconnected, Dropped, Cancelled}
+// series exists at zero before its first event (ByOutcome).
+var Outcomes = outcomes[:]
+
+// outcomes is Outcomes as an array, whose length sizes ByOutcome.
+var outcomes = [...]Outcome{Success, HTTP4xx, HTTP5xx, Timeout, StreamError, Disconnected, Dropped, Cancelled}
 
 // TokenSource says where OutputTokens came from.
 type TokenSource string

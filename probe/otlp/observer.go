@@ -53,10 +53,12 @@ type Observer struct {
 	// spans builds the request spans (traces.go); nil: none are pushed.
 	spans *spanRecorder
 
-	// The workload's attribute set, and with error.type per failed outcome
-	// and gen_ai.token.type per token kind.
+	// The workload's attribute set, and with gen_ai.token.type per token
+	// kind. ended is a request's duration's by outcome: with error.type
+	// for a failed one, the workload's own for a success (and a drop,
+	// which has no duration).
 	base, input, output attrs
-	failed              map[observation.Outcome]attrs
+	ended               observation.ByOutcome[attrs]
 	dropped             map[string]attrs
 }
 
@@ -104,18 +106,18 @@ func (p *Pusher) WorkloadWith(t *config.Target, w *config.Workload, extra ...att
 		base:    with(),
 		input:   with(semconv.GenAITokenTypeInput),
 		output:  with(semconv.GenAITokenTypeOutput),
-		failed:  map[observation.Outcome]attrs{},
 		dropped: map[string]attrs{},
 	}
 	if p.metrics {
 		o.gaps = p.chunks.forAttrs(attribute.NewSet(kvs...))
 	}
-	for _, out := range observation.Outcomes {
-		if out != observation.Success && out != observation.Dropped {
-			// error.type is our outcome: a closed, documented set.
-			o.failed[out] = with(semconv.ErrorTypeKey.String(string(out)))
+	o.ended = observation.NewByOutcome(func(out observation.Outcome) attrs {
+		if out == observation.Success || out == observation.Dropped {
+			return o.base
 		}
-	}
+		// error.type is our outcome: a closed, documented set.
+		return with(semconv.ErrorTypeKey.String(string(out)))
+	})
 	for _, r := range append(append([]string{}, workload.DropReasons...), dropBadRequest) {
 		o.dropped[r] = with(AttrDropReason.String(r))
 	}
@@ -236,11 +238,9 @@ func (o *Observer) Done(r *observation.Request) {
 	if d, ok := r.ScheduleLag(); ok {
 		o.in.lag.Record(ctx, d.Seconds(), o.base.rec...)
 	}
-	a := o.base
-	if r.Outcome != observation.Success {
-		if f, ok := o.failed[r.Outcome]; ok {
-			a = f
-		}
+	a, ok := o.ended.Of(r.Outcome)
+	if !ok {
+		a = o.base
 	}
 	if d, ok := r.E2E(); ok {
 		o.in.duration.Record(ctx, d.Seconds(), a.rec...)

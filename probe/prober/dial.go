@@ -118,20 +118,21 @@ func (g *guard) refuse(r *refusal) error {
 	return r
 }
 
-// newTransport builds the probe's own transport: its connections die with
-// the probe, it uses no proxy from the environment (a proxy would both be
-// measured as the server and dodge the allow list), and it dials through
-// the guard. Like the continuous probe's, it asks for no compression and
-// speaks HTTP/1.1, so that both measure the same way.
-func newTransport(g *guard, maxConns int) *http.Transport {
+// newScoreTransport builds the transport of a perplexity probe's scoring
+// request, which is not measured as a generation: net/http, as the
+// continuous quality monitor's (quality.NewMonitor). Its connections die
+// with the probe, it uses no proxy from the environment (a proxy would
+// both be scored as the server and dodge the allow list), and it dials
+// through the guard.
+func newScoreTransport(g *guard) *http.Transport {
 	return &http.Transport{
 		Proxy:                  nil,
 		DialContext:            g.DialContext,
-		MaxIdleConnsPerHost:    maxConns,
+		MaxIdleConnsPerHost:    1,
 		IdleConnTimeout:        90 * time.Second,
 		TLSHandshakeTimeout:    10 * time.Second,
 		DisableCompression:     true,
 		ForceAttemptHTTP2:      false,
-		MaxResponseHeaderBytes: 64 << 10,
+		MaxResponseHeaderBytes: maxHeaderBytes,
 	}
 }

@@ -1,9 +1,11 @@
 // Package prober serves /probe, the one-shot probe of blackbox_exporter's
 // convention: a scrape of GET /probe?target=URL&module=NAME runs the module
 // once against URL and answers with that probe's metrics only, gathered
-// from a registry made for it. It measures with the same client and the same
-// observation record as the continuous probe (package workload), so both
-// tell the same truth about a request.
+// from a registry made for it. It measures with the same client, the same
+// transport (--probe.transport: probe/client/h1 for http and https
+// targets by default) and the same observation record as the continuous
+// probe (package workload), so both tell the same truth about a request;
+// only the client's dials go through the probe's allow list (see Safety).
 //
 // # Parameters
 //
@@ -119,6 +121,9 @@
 //     unspecified addresses; configured names may reach loopback; special
 //     ranges open only to a CIDR inside them. IPv4-mapped, NAT64 and
 //     IPv4-compatible IPv6 forms are judged as the IPv4 address they carry.
+//     The client's transports (h1 and its net/http fallback) dial through
+//     that dialer only (client.Options.Dial), and the probe closes their
+//     connections when it ends.
 //   - Redirects are never followed (the client records a 3xx as its
 //     answer), and no proxy from the environment is used.
 //   - Per target origin, at most probe.max_concurrent_probes probes run at

@@ -47,6 +47,10 @@ type Options struct {
 	// their trace contexts and records their spans (the OTLP push,
 	// probe/otlp); it may return nil (none).
 	Spans func(t *config.Target, module string, sampling config.Sampling) Spans
+	// Transport is the probe client's transport (client.Options.Wire),
+	// the live workloads' (--probe.transport), so that both measure a
+	// request through the same one; empty: the client's default.
+	Transport string
 
 	// beforeConnect, for tests, runs right before each connect(), after
 	// the allow list passed the address.

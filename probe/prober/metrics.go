@@ -43,6 +43,17 @@ type checkResult struct {
 	pass bool
 }
 
+// countOutcomes counts requests by outcome, every outcome from zero.
+func countOutcomes(requests []observation.Request) observation.ByOutcome[int] {
+	var counts observation.ByOutcome[int]
+	for i := range requests {
+		if n := counts.At(requests[i].Outcome); n != nil {
+			*n++
+		}
+	}
+	return counts
+}
+
 // nearestRank returns the q-quantile of sorted xs by nearest rank.
 func nearestRank(sorted []float64, q float64) float64 {
 	n := len(sorted)
@@ -154,7 +165,7 @@ func (c resultCollector) Collect(ch chan<- prometheus.Metric) {
 		return
 	}
 
-	counts := map[observation.Outcome]int{}
+	counts := countOutcomes(res.requests)
 	codes := map[string]int{}
 	good := 0
 	var ttft, ttfa, tpot, e2e, itl []float64
@@ -163,7 +174,6 @@ func (c resultCollector) Collect(ch chan<- prometheus.Metric) {
 	reasoning := 0
 	for i := range res.requests {
 		o := &res.requests[i]
-		counts[o.Outcome]++
 		codes[o.ErrorCode()]++
 		idx := strconv.Itoa(i)
 		gauge(descReqSuccess, b2f(o.Outcome == observation.Success), idx)
@@ -204,8 +214,8 @@ func (c resultCollector) Collect(ch chan<- prometheus.Metric) {
 			good++
 		}
 	}
-	for _, oc := range observation.Outcomes {
-		gauge(descRequests, float64(counts[oc]), string(oc))
+	for oc, n := range counts.All() {
+		gauge(descRequests, float64(n), string(oc))
 	}
 	for _, code := range observation.StatusCodes {
 		gauge(descHTTPErrs, float64(codes[code]), code)

@@ -47,7 +47,7 @@ func (h *Handler) scorePerplexity(ctx context.Context, res *result, tc *targetCe
 		logger.Warn("Perplexity request not sent", "err", err)
 		return
 	}
-	tr := newTransport(g, 1)
+	tr := newScoreTransport(g)
 	defer tr.CloseIdleConnections()
 	cl := &http.Client{Transport: tr, CheckRedirect: func(*http.Request, []*http.Request) error { return http.ErrUseLastResponse }}
 	sc, err := quality.ScoreText(ctx, cl, ct, quality.Reference())

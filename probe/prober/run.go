@@ -48,7 +48,49 @@ type job struct {
 // rate ceiling.
 func (h *Handler) probe(ctx context.Context, p *probeRun) *result {
 	m, logger := clampModule(*p.module), p.logger
-	res := &result{timeout: p.timeout, slo: m.SLO, requests: make([]observation.Request, m.Requests)}
+	res := newResult(m, p.timeout)
+	logger.Info("Beginning probe", "timeout_seconds", p.timeout.Seconds(), "requests", m.Requests,
+		"concurrency", m.Concurrency, "known_answers", len(m.KnownAnswers))
+	t, ct, tc, r := h.admit(ctx, p, m)
+	if r != nil {
+		return res.refused(r, logger)
+	}
+	defer h.ceilings.release(tc)
+
+	g := &guard{policy: p.policy, target: t, resolver: h.opts.Resolver, logger: logger, beforeConnect: h.opts.beforeConnect}
+	if res.perplexity != nil {
+		h.scorePerplexity(ctx, res, tc, g, ct, logger)
+		return res
+	}
+	// The workloads' own client and transport (h1, or net/http where h1
+	// does not go), so that /probe measures a request as they do; only
+	// its dials go through the guard. Closing it at the probe's end
+	// closes the probe's connections: the requests are all over by then.
+	cl := client.New(client.Options{MaxConnsPerHost: m.Concurrency, Wire: h.opts.Transport,
+		Dial: g.DialContext, MaxHeaderBytes: maxHeaderBytes})
+	defer cl.Close()
+	logger.Debug("Client", "transport", cl.TransportName(ct))
+
+	kinds, err := h.sendAll(ctx, p, m, res, tc, cl, ct, logger)
+	if err != nil {
+		res.reason = ReasonRequestFailed
+		logger.Error("Building the module's requests", "err", err)
+		return res
+	}
+	h.sayModel(ctx, p, cl, ct, res, logger)
+	h.judge(ctx, res, m, kinds, g, logger)
+	return res
+}
+
+// maxHeaderBytes bounds a response's head: a probed server is whatever
+// the allow list let through, and each of a probe's connections may
+// hold one head.
+const maxHeaderBytes = 64 << 10
+
+// newResult is the result of a probe of m before it ran: its requests and
+// checks not yet observed, or a perplexity module's score not yet taken.
+func newResult(m *config.Module, timeout time.Duration) *result {
+	res := &result{timeout: timeout, slo: m.SLO, requests: make([]observation.Request, m.Requests)}
 	if len(m.KnownAnswers) > 0 {
 		res.checks = make([]checkResult, len(m.KnownAnswers))
 	}
@@ -57,124 +99,93 @@ func (h *Handler) probe(ctx context.Context, p *probeRun) *result {
 		res.requests, res.checks = nil, nil
 		res.perplexity = &perplexityResult{max: m.MaxPerplexity}
 	}
-	logger.Info("Beginning probe", "timeout_seconds", p.timeout.Seconds(), "requests", m.Requests,
-		"concurrency", m.Concurrency, "known_answers", len(m.KnownAnswers))
-	refused := func(r *refusal) *result {
-		logger.Error("Probe refused", "reason", r.reason, "why", r.msg)
-		res.reason = r.reason
-		for i := range res.requests {
-			res.requests[i] = observation.Request{Outcome: observation.Dropped, DropReason: r.reason}
-		}
-		for i := range res.checks {
-			res.checks[i].obs = observation.Request{Outcome: observation.Dropped, DropReason: r.reason}
-		}
-		return res
-	}
+	return res
+}
 
+// refused ends a probe that sent nothing: every request and check is
+// dropped for r's reason.
+func (res *result) refused(r *refusal, logger *slog.Logger) *result {
+	logger.Error("Probe refused", "reason", r.reason, "why", r.msg)
+	res.reason = r.reason
+	for i := range res.requests {
+		res.requests[i] = observation.Request{Outcome: observation.Dropped, DropReason: r.reason}
+	}
+	for i := range res.checks {
+		res.checks[i].obs = observation.Request{Outcome: observation.Dropped, DropReason: r.reason}
+	}
+	return res
+}
+
+// admit checks the probe's target against the allow list and the
+// module's credentials, takes a place under the target's concurrency
+// ceiling, and checks that the module's requests can be sent before the
+// deadline within its rate ceiling; it counts a refusal as invalid or
+// refused. When it admits, the caller releases tc.
+func (h *Handler) admit(ctx context.Context, p *probeRun, m *config.Module) (*probeTarget, *client.Target, *targetCeiling, *refusal) {
 	t, r := p.policy.check(p.rawTarget)
 	if r != nil {
 		h.invalid.WithLabelValues(r.reason).Inc()
-		return refused(r)
+		return nil, nil, nil, r
 	}
 	ct, credsFrom, r := clientTarget(p.cfg, p.policy, m, t)
 	if r != nil {
 		h.invalid.WithLabelValues(r.reason).Inc()
-		return refused(r)
+		return nil, nil, nil, r
 	}
-	logger.Debug("Target allowed", "url", t.url.String(), "basis", t.basis.String(), "credentials", credsFrom,
+	p.logger.Debug("Target allowed", "url", t.url.String(), "basis", t.basis.String(), "credentials", credsFrom,
 		"flavor", ct.Flavor.Name(), "model", ct.Model)
 
 	cfgProbe := p.cfg.Probe
 	tc, r := h.ceilings.acquire(t.origin(), cfgProbe.MaxConcurrentProbes, cfgProbe.MaxRequestsPerSecond)
 	if r != nil {
 		h.refused.WithLabelValues(r.reason).Inc()
-		return refused(r)
+		return nil, nil, nil, r
 	}
-	defer h.ceilings.release(tc)
 	n := m.Requests + len(m.KnownAnswers)
 	if deadline, ok := ctx.Deadline(); ok {
 		now := time.Now()
 		if need := tc.timeToSend(n, now); now.Add(need).After(deadline) {
+			h.ceilings.release(tc)
 			h.refused.WithLabelValues(ReasonRateCeiling).Inc()
-			return refused(refuse(ReasonRateCeiling,
+			return nil, nil, nil, refuse(ReasonRateCeiling,
 				"the module's %d requests need %.3gs at probe.max_requests_per_second %g (shared by every probe of %s), more than the %.3gs left before the deadline; refused without sending",
-				n, need.Seconds(), cfgProbe.MaxRequestsPerSecond, t.origin(), deadline.Sub(now).Seconds()))
+				n, need.Seconds(), cfgProbe.MaxRequestsPerSecond, t.origin(), deadline.Sub(now).Seconds())
 		}
 	}
+	return t, ct, tc, nil
+}
 
-	g := &guard{policy: p.policy, target: t, resolver: h.opts.Resolver, logger: logger, beforeConnect: h.opts.beforeConnect}
-	if res.perplexity != nil {
-		h.scorePerplexity(ctx, res, tc, g, ct, logger)
-		return res
-	}
-	tr := newTransport(g, m.Concurrency)
-	defer tr.CloseIdleConnections()
-	cl := client.New(client.Options{MaxConnsPerHost: m.Concurrency, Transport: tr})
-	defer cl.Close()
-
+// sendAll sends the module's requests and then its known-answer checks,
+// from Concurrency senders, each request when the target's rate ceiling
+// lets it go, and records each in res. It returns the module's request
+// kinds, which judge checks the answers against, or why they could not
+// be built (then nothing was sent).
+func (h *Handler) sendAll(ctx context.Context, p *probeRun, m *config.Module, res *result,
+	tc *targetCeiling, cl *client.Client, ct *client.Target, logger *slog.Logger) (*plan.Kinds, error) {
 	// Each probe draws new prompts, from the module's seed plus the probe's
 	// sequence number: repeating one prompt every scrape would have the
 	// server's prefix cache answer it, and TTFT would measure the cache.
 	probeSeq := h.probes.Add(1)
-	seed := m.Prompt.Seed + probeSeq
-	gen := prompt.New(m.Prompt.InputTokens, m.Prompt.OutputTokens, seed)
-	// The probe's deadline bounds every request, so the template has no
-	// timeout of its own.
+	gen := prompt.New(m.Prompt.InputTokens, m.Prompt.OutputTokens, m.Prompt.Seed+probeSeq)
 	// The module's tools, response format and images, built once per
 	// configuration (kindsFor): its schemas were compiled at load, and
 	// its images are bounded (config.MaxImagePixelBytes).
 	kinds, err := h.kindsFor(p.cfg, p.moduleName, p.module, logger)
 	if err != nil {
-		res.reason = ReasonRequestFailed
-		logger.Error("Building the module's requests", "err", err)
-		return res
+		return nil, err
 	}
+	// The probe's deadline bounds every request, so the template has no
+	// timeout of its own.
 	tmpl := plan.Template{Sampling: m.Sampling, Kinds: kinds}
 	// Each request carries an X-Request-Id the server can log (vLLM takes it
 	// as its request id): probe-<module>-<probe number>-<request>.
 	id := func(kind string, i int) string {
 		return fmt.Sprintf("probe-%s-%d-%s%d", p.moduleName, probeSeq, kind, i)
 	}
-	// Requests are built one at a time, as a sender takes one: a probe
-	// holds at most Concurrency prompts and bodies (and the one being
-	// built), never all of its requests' at once.
 	jobs := make(chan job)
-	go func() {
-		defer close(jobs)
-		next := func(j job) bool {
-			select {
-			case jobs <- j:
-				return true
-			case <-ctx.Done():
-				return false
-			}
-		}
-		for i := range res.requests {
-			req := tmpl.Request(gen.Next())
-			req.RequestID = id("", i)
-			if !next(job{req: req, obs: &res.requests[i], index: i}) {
-				res.notSent(i, 0, ctx.Err())
-				return
-			}
-		}
-		for i, ka := range m.KnownAnswers {
-			req := tmpl.KnownAnswer(ka.Prompt, ka.MaxTokens)
-			req.RequestID = id("ka", i)
-			if !next(job{req: req, obs: &res.checks[i].obs, index: i, check: true}) {
-				res.notSent(len(res.requests), i, ctx.Err())
-				return
-			}
-		}
-	}()
+	go produceJobs(ctx, jobs, res, m, tmpl, gen, id)
 
-	var spans Spans
-	if h.opts.Spans != nil {
-		flavor := config.FlavorOpenAIChat
-		if ct.Flavor != nil {
-			flavor = config.Flavor(ct.Flavor.Name())
-		}
-		spans = h.opts.Spans(&config.Target{Name: ct.Name, URL: ct.BaseURL, Flavor: flavor, Model: ct.Model}, p.moduleName, m.Sampling)
-	}
+	spans := h.spansFor(ct, p.moduleName, m.Sampling)
 	var wg sync.WaitGroup
 	for range m.Concurrency {
 		wg.Go(func() {
@@ -184,10 +195,53 @@ func (h *Handler) probe(ctx context.Context, p *probeRun) *result {
 		})
 	}
 	wg.Wait()
+	return kinds, nil
+}
 
-	h.sayModel(ctx, p, cl, ct, res, logger)
-	h.judge(ctx, res, m, kinds, g, logger)
-	return res
+// produceJobs builds the probe's requests one at a time, as a sender takes
+// one, and closes jobs after the last: a probe holds at most Concurrency
+// prompts and bodies (and the one being built), never all of its
+// requests' at once. Those no sender took before ctx ended are dropped.
+func produceJobs(ctx context.Context, jobs chan<- job, res *result, m *config.Module, tmpl plan.Template,
+	gen *prompt.Generator, id func(kind string, i int) string) {
+	defer close(jobs)
+	next := func(j job) bool {
+		select {
+		case jobs <- j:
+			return true
+		case <-ctx.Done():
+			return false
+		}
+	}
+	for i := range res.requests {
+		req := tmpl.Request(gen.Next())
+		req.RequestID = id("", i)
+		if !next(job{req: req, obs: &res.requests[i], index: i}) {
+			res.notSent(i, 0, ctx.Err())
+			return
+		}
+	}
+	for i, ka := range m.KnownAnswers {
+		req := tmpl.KnownAnswer(ka.Prompt, ka.MaxTokens)
+		req.RequestID = id("ka", i)
+		if !next(job{req: req, obs: &res.checks[i].obs, index: i, check: true}) {
+			res.notSent(len(res.requests), i, ctx.Err())
+			return
+		}
+	}
+}
+
+// spansFor is the spans of a probe of module against ct, or nil when no
+// spans are recorded.
+func (h *Handler) spansFor(ct *client.Target, module string, sampling config.Sampling) Spans {
+	if h.opts.Spans == nil {
+		return nil
+	}
+	flavor := config.FlavorOpenAIChat
+	if ct.Flavor != nil {
+		flavor = config.Flavor(ct.Flavor.Name())
+	}
+	return h.opts.Spans(&config.Target{Name: ct.Name, URL: ct.BaseURL, Flavor: flavor, Model: ct.Model}, module, sampling)
 }
 
 // sayModel says why a probe's requests were refused as not found
