@@ -4,6 +4,8 @@ import (
 	"bytes"
 	"encoding/json"
 	"errors"
+
+	"github.com/infer-exporter/infer_exporter/internal/config"
 )
 
 // streamingBody returns a recorded request body (Request.RawBody) ready to be
@@ -78,11 +80,12 @@ func forceStreaming(body []byte, model string, includeUsage bool) ([]byte, int, 
 // bodyMaxTokens is the cap on output tokens a recorded body asks for, 0
 // when it asks for none (or not as a positive integer): its
 // max_completion_tokens, which OpenAI's API and vLLM take before
-// max_tokens; else its max_tokens; else the Responses API's
-// max_output_tokens. A server's usage count above it is not believed, as
+// max_tokens; else the first of the OpenAI APIs' cap members it has
+// (config.BodyMaxTokensMembers: max_tokens, the Responses API's
+// max_output_tokens). A server's usage count above it is not believed, as
 // above a built request's max_tokens (UsageBelievable).
 func bodyMaxTokens(m map[string]json.RawMessage) int {
-	for _, key := range []string{"max_completion_tokens", "max_tokens", "max_output_tokens"} {
+	for _, key := range bodyCapMembers {
 		var n int
 		if raw, ok := m[key]; ok && json.Unmarshal(raw, &n) == nil && n > 0 {
 			return n
@@ -90,6 +93,10 @@ func bodyMaxTokens(m map[string]json.RawMessage) int {
 	}
 	return 0
 }
+
+// bodyCapMembers are the members bodyMaxTokens reads, in its order; read
+// only.
+var bodyCapMembers = append([]string{"max_completion_tokens"}, config.BodyMaxTokensMembers()...)
 
 func isJSONTrue(raw json.RawMessage) bool {
 	return bytes.Equal(bytes.TrimSpace(raw), []byte("true"))
