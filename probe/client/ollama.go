@@ -55,7 +55,7 @@ func (f ollamaFlavor) NewRequest(ctx context.Context, t *Target, r *Request) (*h
 	} else {
 		body["prompt"] = r.Prompt
 	}
-	r.Attach.setOllama(body, f.Chat(), r.Prompt)
+	r.Attach.setIn(body, f, r.Prompt)
 	options := map[string]any{}
 	if r.MaxTokens > 0 {
 		options["num_predict"] = r.MaxTokens
@@ -77,6 +77,50 @@ func (f ollamaFlavor) NewRequest(ctx context.Context, t *Target, r *Request) (*h
 		return nil, err
 	}
 	return newNativeRequest(ctx, t, config.RootURL(t.BaseURL)+f.path, buf, "application/x-ndjson")
+}
+
+// kindMembers puts /api/chat's tools in "tools", in the chat API's shape
+// (Ollama has no tool_choice), and the response format in "format": the
+// schema itself, or "json".
+func (f ollamaFlavor) kindMembers(k *config.RequestKinds) map[string]json.RawMessage {
+	m := map[string]json.RawMessage{}
+	if f.takes(config.KindTools) && len(k.Tools) > 0 {
+		m["tools"] = chatTools(k.Tools)
+	}
+	if rf := k.ResponseFormat; rf != nil && f.takes(config.KindResponseFormat) {
+		if rf.Type == config.ResponseJSONSchema {
+			m["format"] = rf.SchemaJSON
+		} else {
+			m["format"] = mustJSON("json")
+		}
+	}
+	return m
+}
+
+// imageMember puts the images' base64 in /api/chat's message, beside its
+// content, or in /api/generate's "images", beside the prompt.
+func (f ollamaFlavor) imageMember(prompt string, images []Image) (string, *withImages) {
+	switch {
+	case !f.takes(config.KindImages):
+		return "", nil
+	case f.Chat():
+		return "messages", &withImages{shape: ollamaMessage, prompt: prompt, images: images}
+	}
+	return "images", &withImages{shape: ollamaImages, images: images}
+}
+
+func ollamaMessage(w *bodyWriter, prompt string, images []Image) error {
+	w.raw(`[{"role":"user","content":`)
+	err := w.json(prompt)
+	w.raw(`,"images":`)
+	w.base64s(images)
+	w.raw("}]")
+	return err
+}
+
+func ollamaImages(w *bodyWriter, _ string, images []Image) error {
+	w.base64s(images)
+	return nil
 }
 
 func (f ollamaFlavor) NewDecoder(body io.Reader, _ http.Header, maxLineBytes int) Decoder {
