@@ -60,15 +60,7 @@ func (f ollamaFlavor) NewRequest(ctx context.Context, t *Target, r *Request) (*h
 	if r.MaxTokens > 0 {
 		options["num_predict"] = r.MaxTokens
 	}
-	if r.Temperature != nil {
-		options["temperature"] = *r.Temperature
-	}
-	if r.TopP != nil {
-		options["top_p"] = *r.TopP
-	}
-	if r.Seed != nil {
-		options["seed"] = *r.Seed
-	}
+	setSamplingIn(options, r, "seed")
 	if len(options) > 0 {
 		body["options"] = options
 	}
@@ -140,10 +132,10 @@ type ollamaFrame struct {
 			} `json:"function"`
 		} `json:"tool_calls"`
 	} `json:"message"`
-	Done            bool            `json:"done"`
-	EvalCount       *int64          `json:"eval_count"`
-	PromptEvalCount *int64          `json:"prompt_eval_count"`
-	Error           json.RawMessage `json:"error"`
+	Done            bool   `json:"done"`
+	EvalCount       *int64 `json:"eval_count"`
+	PromptEvalCount *int64 `json:"prompt_eval_count"`
+	frameError
 }
 
 // appendOptional appends a JSON string field that may be absent.
@@ -187,14 +179,10 @@ func (d *ollamaDecoder) Next() error {
 }
 
 func (d *ollamaDecoder) Decode(c *Chunk) error {
-	d.f = ollamaFrame{}
-	if err := decodeJSON(d.line, &d.f); err != nil {
+	if err := decodeFrame(d.line, &d.f); err != nil {
 		return err
 	}
 	f := &d.f
-	if err := serverError(f.Error); err != nil {
-		return err
-	}
 	// Each of the four text fields, and a tool call, makes the line a
 	// content event when it is non-empty, wherever it sits: /api/generate
 	// writes response and thinking, /api/chat message.content,
@@ -225,15 +213,7 @@ func (d *ollamaDecoder) Decode(c *Chunk) error {
 	}
 	c.Done = true
 	if f.EvalCount != nil {
-		n, err := count("eval_count", f.EvalCount)
-		if err != nil {
-			return err
-		}
-		pn, err := count("prompt_eval_count", f.PromptEvalCount)
-		if err != nil {
-			return err
-		}
-		c.HasUsage, c.CompletionTokens, c.PromptTokens = true, n, pn
+		return c.setUsage("eval_count", f.EvalCount, "prompt_eval_count", f.PromptEvalCount)
 	}
 	return nil
 }

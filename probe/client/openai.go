@@ -26,12 +26,9 @@ type openAIFlavor struct {
 }
 
 func (f openAIFlavor) NewRequest(ctx context.Context, t *Target, r *Request) (*http.Request, error) {
-	body := r.prepared
-	if body == nil {
-		var err error
-		if body, err = f.body(t, r); err != nil {
-			return nil, err
-		}
+	body, err := preparedBody(f, t, r)
+	if err != nil {
+		return nil, err
 	}
 	return newJSONRequest(ctx, t, endpoint(t.BaseURL, f.path), body)
 }
@@ -40,12 +37,7 @@ func (f openAIFlavor) NewRequest(ctx context.Context, t *Target, r *Request) (*h
 // from its fields.
 func (f openAIFlavor) body(t *Target, r *Request) (*body, error) {
 	if r.RawBody != nil {
-		raw, maxTokens, err := streamingBody(r.RawBody, t.Model)
-		if err != nil {
-			return nil, fmt.Errorf("%s raw request body: %w", f.Name(), err)
-		}
-		r.rawSent, r.rawMaxTokens = true, maxTokens
-		return oneBody(raw), nil
+		return recordedBody(f, t, r, true)
 	}
 	body := make(map[string]any, 10+len(r.Extra))
 	if t.Model != "" {
@@ -312,13 +304,5 @@ func setSampling(body map[string]any, r *Request) {
 	if r.MinTokens > 0 {
 		body["min_tokens"] = r.MinTokens
 	}
-	if r.Temperature != nil {
-		body["temperature"] = *r.Temperature
-	}
-	if r.TopP != nil {
-		body["top_p"] = *r.TopP
-	}
-	if r.Seed != nil {
-		body["seed"] = *r.Seed
-	}
+	setSamplingIn(body, r, "seed")
 }

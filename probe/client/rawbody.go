@@ -4,24 +4,31 @@ import (
 	"bytes"
 	"encoding/json"
 	"errors"
+	"fmt"
 
 	"github.com/infer-exporter/infer_exporter/internal/config"
 )
 
-// streamingBody returns a recorded request body (Request.RawBody) ready to be
-// measured: "stream": true, "stream_options": {"include_usage": true} (other
-// stream options kept) and, when model is not empty, "model": model. A body
-// that already says all of that is returned unchanged, byte for byte;
-// otherwise it is re-encoded, its other fields' values kept as they were
-// (keys then come out sorted). It also returns the output tokens the body
-// asks for at most (bodyMaxTokens).
-func streamingBody(body []byte, model string) ([]byte, int, error) {
-	return forceStreaming(body, model, true)
+// recordedBody is r's recorded body (Request.RawBody) as flavor f sends
+// it: made to stream (forceStreaming), for t's model.
+func recordedBody(f Flavor, t *Target, r *Request, includeUsage bool) (*body, error) {
+	raw, maxTokens, err := forceStreaming(r.RawBody, t.Model, includeUsage)
+	if err != nil {
+		return nil, fmt.Errorf("%s raw request body: %w", f.Name(), err)
+	}
+	r.rawSent, r.rawMaxTokens = true, maxTokens
+	return oneBody(raw), nil
 }
 
-// forceStreaming is streamingBody, with "stream_options" left as it is
-// unless includeUsage (the Responses API has no include_usage: its usage
-// comes with its last event).
+// forceStreaming returns a recorded request body (Request.RawBody) ready
+// to be measured: "stream": true, with includeUsage "stream_options":
+// {"include_usage": true} (other stream options kept; the Responses API
+// has no include_usage: its usage comes with its last event), and, when
+// model is not empty, "model": model. A body that already says all of
+// that is returned unchanged, byte for byte; otherwise it is re-encoded,
+// its other fields' values kept as they were (keys then come out sorted).
+// It also returns the output tokens the body asks for at most
+// (bodyMaxTokens).
 func forceStreaming(body []byte, model string, includeUsage bool) ([]byte, int, error) {
 	var m map[string]json.RawMessage
 	if err := json.Unmarshal(body, &m); err != nil {

@@ -5,7 +5,6 @@ import (
 	"context"
 	"encoding/json"
 	"errors"
-	"fmt"
 	"io"
 	"net/http"
 
@@ -51,12 +50,9 @@ type responsesFlavor struct{ facts }
 var OpenAIResponses Flavor = responsesFlavor{factsOf("openai-responses")}
 
 func (f responsesFlavor) NewRequest(ctx context.Context, t *Target, r *Request) (*http.Request, error) {
-	body := r.prepared
-	if body == nil {
-		var err error
-		if body, err = f.body(t, r); err != nil {
-			return nil, err
-		}
+	body, err := preparedBody(f, t, r)
+	if err != nil {
+		return nil, err
 	}
 	return newJSONRequest(ctx, t, endpoint(t.BaseURL, "/responses"), body)
 }
@@ -67,12 +63,7 @@ func (f responsesFlavor) body(t *Target, r *Request) (*body, error) {
 	if r.RawBody != nil {
 		// The Responses API has no stream_options.include_usage: its
 		// usage comes in response.completed.
-		raw, maxTokens, err := forceStreaming(r.RawBody, t.Model, false)
-		if err != nil {
-			return nil, fmt.Errorf("%s raw request body: %w", f.Name(), err)
-		}
-		r.rawSent, r.rawMaxTokens = true, maxTokens
-		return oneBody(raw), nil
+		return recordedBody(f, t, r, false)
 	}
 	body := make(map[string]any, 10+len(r.Extra))
 	if t.Model != "" {
