@@ -41,7 +41,41 @@ type FlavorFacts struct {
 	// reason of the load error of a quality block or a perplexity module
 	// on such a target. Set exactly when PerplexityDialect is empty.
 	NoPerplexity string
+	// Kinds are the request kinds (RequestKinds: tools, a response
+	// format, images) the API has a field for, or KindsNone. A workload
+	// or module asking the flavor for another kind is refused at load:
+	// the flavor would drop it, and its answers would be judged against
+	// a request that was never made. probe/client puts each kind where
+	// the flavor's API takes it, in the flavor's own file.
+	Kinds Kinds
+	// BodyPrompt and BodyMaxTokens are, for an OpenAI API, the members of
+	// its request body that hold the prompt ("messages", "prompt",
+	// "input") and cap the output tokens: a body recorded from one of
+	// these APIs (a replay's jsonl trace) is told apart by them
+	// (RecordedBodyFlavor). Empty for the other flavors, whose recorded
+	// bodies are not replayed.
+	BodyPrompt    string
+	BodyMaxTokens string
 }
+
+// Kinds is a set of request kinds a flavor's API takes beside the prompt.
+type Kinds uint8
+
+// The request kinds.
+const (
+	// KindTools: functions the model may call, and the tool choice.
+	KindTools Kinds = 1 << iota
+	// KindResponseFormat: a JSON answer, of a schema or of any shape.
+	KindResponseFormat
+	// KindImages: images sent with the prompt.
+	KindImages
+	// KindsNone states that the API takes none of them, so that an
+	// entry that forgot its kinds is told from one that has none.
+	KindsNone
+)
+
+// Takes says whether the flavor's API has a field for every kind of k.
+func (f FlavorFacts) Takes(k Kinds) bool { return f.Kinds&k == k && k != 0 }
 
 // PromptKind is how a flavor's API takes the prompt.
 type PromptKind string
@@ -64,6 +98,55 @@ func (f FlavorFacts) Chat() bool { return f.Prompt == PromptChat }
 // jsonl trace) can be sent to it as it was.
 func (f FlavorFacts) OpenAIAPI() bool { return f.Provider == "openai" }
 
+// RecordedBodyFlavor is the OpenAI API whose request body has the
+// members that has reports, as far as its members tell: the API with a
+// member of its own that caps the output (BodyMaxTokens that no other
+// API's body has); else the API whose prompt member is the only one of
+// the APIs' the body has; else the default flavor. A recorded body is
+// sent as it was; a replay forcing its length sets the cap member of the
+// API it is for.
+func RecordedBodyFlavor(has func(member string) bool) FlavorFacts {
+	var prompted []FlavorFacts
+	for _, f := range flavorTable {
+		if f.BodyPrompt == "" {
+			continue
+		}
+		if has(f.BodyMaxTokens) && ownBodyMember(f) {
+			return f
+		}
+		if has(f.BodyPrompt) {
+			prompted = append(prompted, f)
+		}
+	}
+	if len(prompted) == 1 {
+		return prompted[0]
+	}
+	def, _ := FlavorOpenAIChat.Facts()
+	return def
+}
+
+// ownBodyMember says whether f's cap member is no other API's.
+func ownBodyMember(f FlavorFacts) bool {
+	for _, g := range flavorTable {
+		if g.Name != f.Name && g.BodyMaxTokens == f.BodyMaxTokens {
+			return false
+		}
+	}
+	return true
+}
+
+// BodyMaxTokensMembers are the members that cap the output tokens in a
+// body of the OpenAI APIs, each once, in the table's order.
+func BodyMaxTokensMembers() []string {
+	var out []string
+	for _, f := range flavorTable {
+		if f.BodyMaxTokens != "" && !slices.Contains(out, f.BodyMaxTokens) {
+			out = append(out, f.BodyMaxTokens)
+		}
+	}
+	return out
+}
+
 // OpenAIFlavors are the flavors of which OpenAIAPI holds, sorted.
 func OpenAIFlavors() []string { return flavorNames(FlavorFacts.OpenAIAPI) }
 
@@ -72,27 +155,39 @@ func OpenAIFlavors() []string { return flavorNames(FlavorFacts.OpenAIAPI) }
 // format in probe/client (CONTRIBUTING.md, "Adding an engine flavor").
 var flavorTable = []FlavorFacts{
 	{
-		Name: "llamacpp", Prompt: PromptText, Provider: "llama_cpp",
+		Name: "llamacpp", Prompt: PromptText, Provider: "llama_cpp", Kinds: KindsNone,
 		NoPerplexity: "llama.cpp's /completion returns probabilities (n_probs) of generated tokens only, and its /v1/completions has no echo of prompt log-probabilities",
 	},
 	{
 		Name: "ollama-chat", Prompt: PromptChat, Provider: "ollama",
+		Kinds:        KindTools | KindResponseFormat | KindImages,
 		NoPerplexity: noOllamaPerplexity,
 	},
 	{
 		Name: "ollama-generate", Prompt: PromptText, Provider: "ollama",
+		Kinds:        KindResponseFormat | KindImages,
 		NoPerplexity: noOllamaPerplexity,
 	},
-	{Name: "openai-chat", Prompt: PromptChat, Provider: "openai", PerplexityDialect: "openai-echo"},
-	{Name: "openai-completions", Prompt: PromptText, Provider: "openai", PerplexityDialect: "openai-echo"},
+	{
+		Name: "openai-chat", Prompt: PromptChat, Provider: "openai", PerplexityDialect: "openai-echo",
+		Kinds:      KindTools | KindResponseFormat | KindImages,
+		BodyPrompt: "messages", BodyMaxTokens: "max_tokens",
+	},
+	{
+		Name: "openai-completions", Prompt: PromptText, Provider: "openai", PerplexityDialect: "openai-echo",
+		Kinds:      KindResponseFormat,
+		BodyPrompt: "prompt", BodyMaxTokens: "max_tokens",
+	},
 	{
 		Name: "openai-responses", Prompt: PromptChat, Provider: "openai",
+		Kinds:      KindTools | KindResponseFormat | KindImages,
+		BodyPrompt: "input", BodyMaxTokens: "max_output_tokens",
 		NoPerplexity: "the Responses API returns log-probabilities (include message.output_text.logprobs) of generated tokens only, and has no echo of the prompt's",
 	},
-	{Name: "sglang", Prompt: PromptText, Provider: "sglang", PerplexityDialect: "sglang"},
-	{Name: "tgi", Prompt: PromptText, Provider: "tgi", PerplexityDialect: "tgi"},
+	{Name: "sglang", Prompt: PromptText, Provider: "sglang", PerplexityDialect: "sglang", Kinds: KindsNone},
+	{Name: "tgi", Prompt: PromptText, Provider: "tgi", PerplexityDialect: "tgi", Kinds: KindsNone},
 	{
-		Name: "triton", Prompt: PromptText, Provider: "triton",
+		Name: "triton", Prompt: PromptText, Provider: "triton", Kinds: KindsNone,
 		NoPerplexity: "Triton's generate endpoint returns generated tokens' log-probabilities at most (vLLM backend); TensorRT-LLM's context logits are raw vocabulary-wide tensors, not per-token log-probabilities",
 	},
 }
@@ -144,6 +239,18 @@ var (
 		return m
 	}()
 )
+
+// flavorsTaking are the flavors whose API takes kind k, sorted: the
+// configuration's error texts name them.
+func flavorsTaking(k Kinds) []Flavor {
+	var out []Flavor
+	for _, f := range flavorTable {
+		if f.Takes(k) {
+			out = append(out, f.Name)
+		}
+	}
+	return out
+}
 
 func flavorNames(keep func(FlavorFacts) bool) []string {
 	var names []string

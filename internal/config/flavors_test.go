@@ -43,6 +43,23 @@ var flavorFactChecks = []struct {
 		}
 		return ""
 	}},
+	{"Kinds", func(f FlavorFacts) string {
+		switch {
+		case f.Kinds == 0:
+			return "state the request kinds the API takes, or KindsNone"
+		case f.Kinds&KindsNone != 0 && f.Kinds != KindsNone:
+			return "KindsNone beside kinds"
+		case f.Kinds >= KindsNone<<1:
+			return "an unknown kind"
+		}
+		return ""
+	}},
+	{"BodyMembers", func(f FlavorFacts) string {
+		if named := f.BodyPrompt != "" && f.BodyMaxTokens != ""; named != f.OpenAIAPI() || (f.BodyPrompt == "") != (f.BodyMaxTokens == "") {
+			return "an OpenAI API names its body's prompt and cap members (BodyPrompt, BodyMaxTokens), another flavor neither"
+		}
+		return ""
+	}},
 }
 
 // flavorFactProblems lists what is missing or wrong in f.
@@ -124,7 +141,51 @@ func TestFlavorViews(t *testing.T) {
 	if want := []string{"openai-chat", "openai-completions", "sglang", "tgi"}; !slices.Equal(PerplexityFlavors, want) {
 		t.Errorf("PerplexityFlavors = %v, want %v", PerplexityFlavors, want)
 	}
+	for _, tc := range []struct {
+		kind Kinds
+		want []Flavor
+	}{
+		{KindTools, []Flavor{"ollama-chat", "openai-chat", "openai-responses"}},
+		{KindResponseFormat, []Flavor{"ollama-chat", "ollama-generate", "openai-chat", "openai-completions", "openai-responses"}},
+		{KindImages, []Flavor{"ollama-chat", "ollama-generate", "openai-chat", "openai-responses"}},
+		{KindTools | KindImages, []Flavor{"ollama-chat", "openai-chat", "openai-responses"}},
+		{0, nil},
+	} {
+		if got := flavorsTaking(tc.kind); !slices.Equal(got, tc.want) {
+			t.Errorf("flavorsTaking(%b) = %v, want %v", tc.kind, got, tc.want)
+		}
+	}
+	if got, want := BodyMaxTokensMembers(), []string{"max_tokens", "max_output_tokens"}; !slices.Equal(got, want) {
+		t.Errorf("BodyMaxTokensMembers() = %v, want %v", got, want)
+	}
 	if len(PerplexityUnsupported)+len(PerplexityFlavors) != len(Flavors) {
 		t.Errorf("%d unsupported and %d scorable flavors of %d", len(PerplexityUnsupported), len(PerplexityFlavors), len(Flavors))
+	}
+}
+
+// TestRecordedBodyFlavor: a recorded body's API, by its members.
+func TestRecordedBodyFlavor(t *testing.T) {
+	for _, tc := range []struct {
+		members []string
+		want    Flavor
+	}{
+		{[]string{"messages"}, "openai-chat"},
+		{[]string{"prompt"}, "openai-completions"},
+		{[]string{"input"}, "openai-responses"},
+		{[]string{"input", "max_tokens"}, "openai-responses"},
+		// max_output_tokens is the Responses API's own: it tells the API
+		// whatever the prompt member.
+		{[]string{"messages", "max_output_tokens"}, "openai-responses"},
+		{[]string{"prompt", "max_output_tokens"}, "openai-responses"},
+		// Two prompt members, or none: the default flavor.
+		{[]string{"input", "messages"}, "openai-chat"},
+		{[]string{"input", "prompt"}, "openai-chat"},
+		{nil, "openai-chat"},
+		{[]string{"inputs", "text"}, "openai-chat"},
+	} {
+		got := RecordedBodyFlavor(func(m string) bool { return slices.Contains(tc.members, m) })
+		if got.Name != tc.want {
+			t.Errorf("%v: %s, want %s", tc.members, got.Name, tc.want)
+		}
 	}
 }

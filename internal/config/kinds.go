@@ -158,15 +158,6 @@ const (
 // from its arguments.
 var toolNameRE = regexp.MustCompile(`^[a-zA-Z0-9_-]{1,64}$`)
 
-// Flavors that can send each kind: the wire formats that have a field for
-// it. Others would drop it silently, and their answers would be judged
-// against a request that was never made.
-var (
-	toolFlavors     = []Flavor{"ollama-chat", "openai-chat", "openai-responses"}
-	responseFlavors = []Flavor{"ollama-chat", "ollama-generate", "openai-chat", "openai-completions", "openai-responses"}
-	imageFlavors    = []Flavor{"ollama-chat", "ollama-generate", "openai-chat", "openai-responses"}
-)
-
 // Any says whether the kinds ask for anything beyond the prompt.
 func (k *RequestKinds) Any() bool {
 	return len(k.Tools) > 0 || k.ResponseFormat != nil || k.Images != nil
@@ -249,19 +240,18 @@ func kindField(k *RequestKinds) string {
 	return "tool_choice"
 }
 
-func flavorIn(f Flavor, list []Flavor) bool {
-	for _, x := range list {
-		if x == f {
-			return true
-		}
-	}
-	return false
+// takes says whether flavor's API has a field for kind k (FlavorFacts.Kinds);
+// a flavor with none drops the kind silently, and its answers would be
+// judged against a request that was never made.
+func takes(flavor Flavor, k Kinds) bool {
+	f, ok := flavor.Facts()
+	return ok && f.Takes(k)
 }
 
 func (k *RequestKinds) validate(ctx context.Context, v *validator, p path, flavor Flavor, dir string) {
 	at := func(field ...any) path { return append(append(path{}, p...), field...) }
-	if len(k.Tools) > 0 && !flavorIn(flavor, toolFlavors) {
-		v.add(p, "tools", fmt.Sprintf("flavor %s has no tools; flavors that do: %v", flavor, toolFlavors))
+	if len(k.Tools) > 0 && !takes(flavor, KindTools) {
+		v.add(p, "tools", fmt.Sprintf("flavor %s has no tools; flavors that do: %v", flavor, flavorsTaking(KindTools)))
 	}
 	if len(k.Tools) > MaxTools {
 		v.add(p, "tools", fmt.Sprintf("at most %d tools, got %d", MaxTools, len(k.Tools)))
@@ -294,8 +284,8 @@ func (k *RequestKinds) validate(ctx context.Context, v *validator, p path, flavo
 	}
 	if rf := k.ResponseFormat; rf != nil {
 		rp := at("response_format")
-		if !flavorIn(flavor, responseFlavors) {
-			v.add(p, "response_format", fmt.Sprintf("flavor %s has no response format; flavors that do: %v", flavor, responseFlavors))
+		if !takes(flavor, KindResponseFormat) {
+			v.add(p, "response_format", fmt.Sprintf("flavor %s has no response format; flavors that do: %v", flavor, flavorsTaking(KindResponseFormat)))
 		}
 		switch rf.Type {
 		case ResponseJSONObject:
@@ -324,8 +314,8 @@ func (k *RequestKinds) validate(ctx context.Context, v *validator, p path, flavo
 	}
 	if im := k.Images; im != nil {
 		ip := at("images")
-		if !flavorIn(flavor, imageFlavors) {
-			v.add(p, "images", fmt.Sprintf("flavor %s has no images; flavors that do: %v", flavor, imageFlavors))
+		if !takes(flavor, KindImages) {
+			v.add(p, "images", fmt.Sprintf("flavor %s has no images; flavors that do: %v", flavor, flavorsTaking(KindImages)))
 		}
 		if im.Format == "" {
 			im.Format = ImagePNG

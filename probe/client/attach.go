@@ -1,111 +1,103 @@
 package client
 
-import "encoding/json"
+import (
+	"encoding/json"
+
+	"github.com/infer-exporter/infer_exporter/internal/config"
+)
 
 // Attachments are what a request carries beside its prompt: tools, a
-// response format, images. A workload builds them once (probe/plan) and
-// every request shares them, read only; each flavor puts them where its
-// API has a field for them (the configuration refuses a kind on a flavor
-// that has none).
+// response format, images. A workload builds them once (NewAttachments)
+// and every request shares them, read only; each flavor puts them where
+// its API has a field for them (kindsEncoder, in the flavor's own file),
+// for the kinds its entry in config's flavor table takes (the
+// configuration refuses a kind on a flavor that has none).
 type Attachments struct {
-	// Tools is the JSON array sent as "tools", in the OpenAI API's shape
-	// ([{"type":"function","function":{...}}]), which Ollama's /api/chat
-	// shares.
-	Tools json.RawMessage
-	// ToolChoice is the JSON of OpenAI's "tool_choice"; Ollama has none.
-	ToolChoice json.RawMessage
-	// ResponseFormat is the JSON of OpenAI's "response_format".
-	ResponseFormat json.RawMessage
-	// OllamaFormat is Ollama's "format": "json", or the schema itself.
-	OllamaFormat json.RawMessage
-	// ResponsesTools, ResponsesToolChoice and ResponsesText are the same
-	// kinds in the OpenAI Responses API's shapes (POST /v1/responses),
-	// which differ from chat's: a tool is flat,
-	// [{"type":"function","name":...,"description":...,"parameters":{...}}];
-	// a named tool_choice is {"type":"function","name":...}; the response
-	// format is "text": {"format": {"type":"json_schema","name":...,
-	// "schema":{...},"strict":true}} or {"format":{"type":"json_object"}}.
-	ResponsesTools      json.RawMessage
-	ResponsesToolChoice json.RawMessage
-	ResponsesText       json.RawMessage
-	// Images go as OpenAI content parts (data URLs), as the Responses
-	// API's input_image parts, and as Ollama's base64 "images". Every
-	// request's body shares their bytes (pieces.go).
+	// Images go where each flavor's API takes them (kindsEncoder's
+	// imageMember). Every request's body shares their bytes (pieces.go).
 	Images []Image
+	// members are the tools and the response format in each flavor's
+	// shapes, by flavor name: the body members that carry them, encoded
+	// once per workload rather than once per request.
+	members map[string]map[string]json.RawMessage
 }
 
-// openAIMessages is a chat body's messages: the prompt as a string, or,
-// with images, as content parts, the text first (written in pieces around
-// the shared images: pieces.go).
-func (a *Attachments) openAIMessages(prompt string) any {
-	if a == nil || len(a.Images) == 0 {
-		return []map[string]string{{"role": "user", "content": prompt}}
+// kindsEncoder is a Flavor whose API takes request kinds beside the
+// prompt (config.FlavorFacts.Kinds). Each such flavor says in its own
+// file how its body carries them.
+type kindsEncoder interface {
+	Flavor
+	// kindMembers encodes k's tools and response format, for the kinds
+	// the flavor's facts take, as the members of its body that carry
+	// them (nil: none). It is called once per workload.
+	kindMembers(k *config.RequestKinds) map[string]json.RawMessage
+	// imageMember is the member of the flavor's body that carries the
+	// images, with the prompt when the API holds them together, and its
+	// value; "" when the flavor's facts take no images.
+	imageMember(prompt string, images []Image) (string, *withImages)
+}
+
+// NewAttachments encodes a validated configuration's kinds, and the
+// images built for them, for every flavor that takes kinds.
+func NewAttachments(k *config.RequestKinds, images []Image) *Attachments {
+	a := &Attachments{Images: images, members: map[string]map[string]json.RawMessage{}}
+	for name, f := range flavors {
+		if e, ok := f.(kindsEncoder); ok {
+			if m := e.kindMembers(k); len(m) > 0 {
+				a.members[name] = m
+			}
+		}
 	}
-	return &withImages{shape: chatParts, prompt: prompt, images: a.Images}
+	return a
 }
 
-// responsesInput is a Responses body's input: the prompt as a string, or,
-// with images, one user message whose content is an input_text part then
-// an input_image part (a data URL, detail "auto", which the API requires)
-// per image.
-func (a *Attachments) responsesInput(prompt string) any {
-	if a == nil || len(a.Images) == 0 {
-		return prompt
-	}
-	return &withImages{shape: responsesParts, prompt: prompt, images: a.Images}
-}
-
-// setResponses puts the tools and the response format into a Responses
-// body (the images are in its input already).
-func (a *Attachments) setResponses(body map[string]any) {
+// setIn puts the attachments into a body of flavor f: its tools and
+// response format, and the images where f's API takes them (replacing
+// the member that held the prompt alone, when the images go with it).
+// Extra, merged later, may still replace any of them.
+func (a *Attachments) setIn(body map[string]any, f kindsEncoder, prompt string) {
 	if a == nil {
 		return
 	}
-	if a.ResponsesTools != nil {
-		body["tools"] = a.ResponsesTools
-		if a.ResponsesToolChoice != nil {
-			body["tool_choice"] = a.ResponsesToolChoice
-		}
+	for k, v := range a.members[f.Name()] {
+		body[k] = v
 	}
-	if a.ResponsesText != nil {
-		body["text"] = a.ResponsesText
+	if len(a.Images) > 0 {
+		if key, v := f.imageMember(prompt, a.Images); key != "" {
+			body[key] = v
+		}
 	}
 }
 
-// setOpenAI puts the attachments into an OpenAI body (the images are in
-// its messages already); completions take only the response format.
-func (a *Attachments) setOpenAI(body map[string]any, chat bool) {
-	if a == nil {
-		return
+// toolChoice is a tool choice's value when it is not a tool's name:
+// "auto" (the default) or "required".
+func toolChoice(k *config.RequestKinds) (json.RawMessage, bool) {
+	switch k.ToolChoice {
+	case "", config.ToolChoiceAuto:
+		return mustJSON(config.ToolChoiceAuto), true
+	case config.ToolChoiceRequired:
+		return mustJSON(config.ToolChoiceRequired), true
 	}
-	if chat && a.Tools != nil {
-		body["tools"] = a.Tools
-		if a.ToolChoice != nil {
-			body["tool_choice"] = a.ToolChoice
-		}
-	}
-	if a.ResponseFormat != nil {
-		body["response_format"] = a.ResponseFormat
-	}
+	return nil, false
 }
 
-// setOllama puts the attachments into an Ollama body: images beside the
-// prompt (/api/generate) or in the message (/api/chat), tools on chat.
-func (a *Attachments) setOllama(body map[string]any, chat bool, prompt string) {
-	if a == nil {
-		return
+// function is a tool's name, parameters and description, as the OpenAI
+// APIs describe a function.
+func function(t *config.Tool) map[string]any {
+	fn := map[string]any{"name": t.Name, "parameters": t.ParametersJSON}
+	if t.Description != "" {
+		fn["description"] = t.Description
 	}
-	if chat {
-		if len(a.Images) > 0 {
-			body["messages"] = &withImages{shape: ollamaMessage, prompt: prompt, images: a.Images}
-		}
-		if a.Tools != nil {
-			body["tools"] = a.Tools
-		}
-	} else if len(a.Images) > 0 {
-		body["images"] = &withImages{shape: ollamaImages, images: a.Images}
+	return fn
+}
+
+// mustJSON encodes a value built here of maps, strings and raw JSON, which
+// cannot fail. It escapes HTML as json.Marshal does: the members it
+// encodes are sent as they come out.
+func mustJSON(v any) json.RawMessage {
+	b, err := json.Marshal(v)
+	if err != nil {
+		panic(err)
 	}
-	if a.OllamaFormat != nil {
-		body["format"] = a.OllamaFormat
-	}
+	return b
 }

@@ -541,122 +541,165 @@ func (c *Client) Do(ctx context.Context, t *Target, r *Request, obs *observation
 // path: one clock read per frame, no allocation per frame beyond the
 // TokenTimes append.
 func (c *Client) readStream(ctx context.Context, dec Decoder, r *Request, obs *observation.Request) {
-	var (
-		ch              Chunk
-		text            strings.Builder
-		calls           strings.Builder
-		textLimit       = r.MaxTextBytes
-		usagePrompt     int
-		usageCompletion int
-		usageReasoning  int
-		haveUsage       bool
-		// streamed is the bytes of the content events (answer,
-		// reasoning and tool-call text): what bounds a believable
-		// usage count.
-		streamed int
-	)
-	if textLimit <= 0 {
-		textLimit = DefaultMaxTextBytes
+	s := stream{r: r, obs: obs, textLimit: r.MaxTextBytes}
+	if s.textLimit <= 0 {
+		s.textLimit = DefaultMaxTextBytes
 	}
+	var ch Chunk
 	for {
 		err := dec.Next()
+		// The frame's read instant: after its last byte arrived, before
+		// it is decoded, and before anything that follows is read.
 		at := c.now()
 		if err != nil {
-			obs.End = at
 			if err == io.EOF {
 				err = ErrNoEndMarker
 			}
-			obs.Outcome, obs.Err = classify(ctx, err)
+			outcome, err := classify(ctx, err)
+			s.fail(at, outcome, err)
 			break
 		}
 		ch.Reset()
 		if err := dec.Decode(&ch); err != nil {
-			obs.End = at
-			obs.Outcome, obs.Err = observation.StreamError, err
+			s.fail(at, observation.StreamError, err)
 			break
 		}
-		// Every token-bearing frame is a token: answer text, reasoning,
-		// or a tool call (whose stream has no content at all).
-		if len(ch.Content) > 0 || len(ch.Reasoning) > 0 || len(ch.ToolCall) > 0 {
-			if obs.FirstToken.IsZero() {
-				obs.FirstToken = at
-			}
-			if obs.ContentEvents >= maxEvents(r) {
-				// A server that ignores max_tokens must not grow this
-				// request's memory without bound.
-				obs.End = at
-				obs.Outcome = observation.StreamError
-				obs.Err = &ProtocolError{Msg: fmt.Sprintf("more than %d content events for max_tokens %d", maxEvents(r), r.sentMaxTokens())}
-				break
-			}
-			if w := r.TokenWindow; w > 0 && len(obs.TokenTimes) >= w {
-				// Slide the window: the oldest instant goes.
-				copy(obs.TokenTimes, obs.TokenTimes[len(obs.TokenTimes)-w+1:])
-				obs.TokenTimes = append(obs.TokenTimes[:w-1], at)
-			} else {
-				obs.TokenTimes = append(obs.TokenTimes, at)
-			}
-			obs.ContentEvents++
-			streamed += len(ch.Content) + len(ch.Reasoning) + len(ch.ToolCall)
-			// Set before the observer hears of the event: it reads them live.
-			obs.LastToolCall = len(ch.ToolCall) > 0
-			obs.LastReasoning = len(ch.Content) == 0 && !obs.LastToolCall
-			if obs.LastToolCall {
-				obs.ToolCallEvents++
-			}
-			if obs.LastReasoning {
-				obs.ReasoningEvents++
-			} else if obs.FirstAnswer.IsZero() {
-				// A tool call is an answer: an agent's turn that
-				// calls a tool has its time to first answer.
-				obs.FirstAnswer = at
-			}
-			if r.Events != nil {
-				r.Events.Content(obs)
-			}
-			if r.KeepText {
-				if text.Len()+calls.Len()+len(ch.Content)+len(ch.ToolCall) > textLimit {
-					// Checked before the bytes are kept: a server that
-					// answers more than was asked for never holds more
-					// than textLimit of this process's memory.
-					obs.End = at
-					obs.Outcome = observation.StreamError
-					obs.Err = &ProtocolError{Msg: fmt.Sprintf("answer text over its bound of %d bytes", textLimit)}
-					break
-				}
-				text.Write(ch.Content)
-				calls.Write(ch.ToolCall)
-			}
-		}
-		if len(ch.ToolCallName) > 0 && r.KeepText {
-			// A call's name, in a frame of its own (the Responses API):
-			// kept before its arguments, and not a token.
-			if text.Len()+calls.Len()+len(ch.ToolCallName) > textLimit {
-				obs.End = at
-				obs.Outcome = observation.StreamError
-				obs.Err = &ProtocolError{Msg: fmt.Sprintf("answer text over its bound of %d bytes", textLimit)}
-				break
-			}
-			calls.Write(ch.ToolCallName)
-		}
-		if ch.HasUsage {
-			haveUsage = true
-			usagePrompt = max(usagePrompt, ch.PromptTokens)
-			usageCompletion = max(usageCompletion, ch.CompletionTokens)
-		}
-		usageReasoning = max(usageReasoning, ch.ReasoningTokens)
-		if ch.Done {
-			obs.End = at
-			obs.Outcome = observation.Success
+		if s.frame(&ch, at) {
 			break
 		}
 	}
-	obs.PromptTokens = usagePrompt
-	obs.ReasoningTokens = usageReasoning
+	s.count()
+	if r.KeepText {
+		// A Builder's String is its buffer, not a copy of it.
+		obs.Text = s.text.String()
+		obs.ToolCalls = s.calls.String()
+	}
+}
+
+// stream is what readStream gathers from one response beside its
+// observation: the kept text, the server's counts, and the bytes
+// streamed.
+type stream struct {
+	r   *Request
+	obs *observation.Request
+
+	text, calls strings.Builder
+	textLimit   int
+
+	usagePrompt, usageCompletion, usageReasoning int
+	haveUsage                                    bool
+	// streamed is the bytes of the content events (answer, reasoning
+	// and tool-call text): what bounds a believable usage count.
+	streamed int
+}
+
+// fail ends the stream at at with a failure.
+func (s *stream) fail(at time.Time, outcome observation.Outcome, err error) {
+	s.obs.End = at
+	s.obs.Outcome, s.obs.Err = outcome, err
+}
+
+// frame takes one decoded frame, read at at, and says whether the stream
+// ended with it: its end marker, or a bound it broke.
+func (s *stream) frame(ch *Chunk, at time.Time) bool {
+	// Every token-bearing frame is a token: answer text, reasoning, or a
+	// tool call (whose stream has no content at all).
+	if len(ch.Content) > 0 || len(ch.Reasoning) > 0 || len(ch.ToolCall) > 0 {
+		if !s.token(ch, at) {
+			return true
+		}
+	}
+	if len(ch.ToolCallName) > 0 && s.r.KeepText {
+		// A call's name, in a frame of its own (the Responses API):
+		// kept before its arguments, and not a token.
+		if !s.keep(at, nil, ch.ToolCallName) {
+			return true
+		}
+	}
+	if ch.HasUsage {
+		s.haveUsage = true
+		s.usagePrompt = max(s.usagePrompt, ch.PromptTokens)
+		s.usageCompletion = max(s.usageCompletion, ch.CompletionTokens)
+	}
+	s.usageReasoning = max(s.usageReasoning, ch.ReasoningTokens)
+	if ch.Done {
+		s.obs.End = at
+		s.obs.Outcome = observation.Success
+		return true
+	}
+	return false
+}
+
+// token records a content event read at at: the first token, the token
+// times, the event counts, the observer's call, the kept text. False when
+// the event broke a bound, which ended the stream.
+func (s *stream) token(ch *Chunk, at time.Time) bool {
+	obs, r := s.obs, s.r
+	if obs.FirstToken.IsZero() {
+		obs.FirstToken = at
+	}
+	if obs.ContentEvents >= maxEvents(r) {
+		// A server that ignores max_tokens must not grow this request's
+		// memory without bound.
+		s.fail(at, observation.StreamError, &ProtocolError{Msg: fmt.Sprintf("more than %d content events for max_tokens %d", maxEvents(r), r.sentMaxTokens())})
+		return false
+	}
+	if w := r.TokenWindow; w > 0 && len(obs.TokenTimes) >= w {
+		// Slide the window: the oldest instant goes.
+		copy(obs.TokenTimes, obs.TokenTimes[len(obs.TokenTimes)-w+1:])
+		obs.TokenTimes = append(obs.TokenTimes[:w-1], at)
+	} else {
+		obs.TokenTimes = append(obs.TokenTimes, at)
+	}
+	obs.ContentEvents++
+	s.streamed += len(ch.Content) + len(ch.Reasoning) + len(ch.ToolCall)
+	// Set before the observer hears of the event: it reads them live.
+	obs.LastToolCall = len(ch.ToolCall) > 0
+	obs.LastReasoning = len(ch.Content) == 0 && !obs.LastToolCall
+	if obs.LastToolCall {
+		obs.ToolCallEvents++
+	}
+	if obs.LastReasoning {
+		obs.ReasoningEvents++
+	} else if obs.FirstAnswer.IsZero() {
+		// A tool call is an answer: an agent's turn that calls a tool
+		// has its time to first answer.
+		obs.FirstAnswer = at
+	}
+	if r.Events != nil {
+		r.Events.Content(obs)
+	}
+	if r.KeepText {
+		return s.keep(at, ch.Content, ch.ToolCall)
+	}
+	return true
+}
+
+// keep keeps answer and tool-call text, or ends the stream at at when
+// they would pass the bound on kept text. The bound is checked before the
+// bytes are kept: a server that answers more than was asked for never
+// holds more than textLimit of this process's memory.
+func (s *stream) keep(at time.Time, content, call []byte) bool {
+	if s.text.Len()+s.calls.Len()+len(content)+len(call) > s.textLimit {
+		s.fail(at, observation.StreamError, &ProtocolError{Msg: fmt.Sprintf("answer text over its bound of %d bytes", s.textLimit)})
+		return false
+	}
+	s.text.Write(content)
+	s.calls.Write(call)
+	return true
+}
+
+// count sets the request's token counts once its stream ended: the
+// server's usage where it is believable, else the content events, and
+// never more than the request asked for.
+func (s *stream) count() {
+	obs := s.obs
+	obs.PromptTokens = s.usagePrompt
+	obs.ReasoningTokens = s.usageReasoning
 	// A usage count of zero next to content events is not a count (Ollama
 	// sends zero usage on every completions chunk before the real one).
-	if haveUsage && (usageCompletion > 0 || obs.ContentEvents == 0) {
-		obs.OutputTokens, obs.TokenSource = usageCompletion, observation.TokensFromUsage
+	if s.haveUsage && (s.usageCompletion > 0 || obs.ContentEvents == 0) {
+		obs.OutputTokens, obs.TokenSource = s.usageCompletion, observation.TokensFromUsage
 	} else {
 		obs.OutputTokens, obs.TokenSource = obs.ContentEvents, observation.TokensFromEvents
 	}
@@ -664,11 +707,11 @@ func (c *Client) readStream(ctx context.Context, dec Decoder, r *Request, obs *o
 	// that hides it) is among its output tokens without an event.
 	hidden := 0
 	if obs.ReasoningEvents == 0 {
-		hidden = usageReasoning
+		hidden = s.usageReasoning
 	}
-	limit := r.sentMaxTokens()
-	if obs.TokenSource == observation.TokensFromUsage && !UsageBelievable(usageCompletion, limit, obs.ContentEvents, streamed+hidden) ||
-		usageReasoning > obs.OutputTokens {
+	limit := s.r.sentMaxTokens()
+	if obs.TokenSource == observation.TokensFromUsage && !UsageBelievable(s.usageCompletion, limit, obs.ContentEvents, s.streamed+hidden) ||
+		s.usageReasoning > obs.OutputTokens {
 		// A count that cannot be true would be every throughput's
 		// numerator and TPOT's divisor: the events are counted instead.
 		obs.UsageNotBelieved = true
@@ -683,11 +726,6 @@ func (c *Client) readStream(ctx context.Context, dec Decoder, r *Request, obs *o
 		// the requests allowed it. A usage count above it was not
 		// believed just above.
 		obs.OutputTokens = limit
-	}
-	if r.KeepText {
-		// A Builder's String is its buffer, not a copy of it.
-		obs.Text = text.String()
-		obs.ToolCalls = calls.String()
 	}
 }
 

@@ -118,6 +118,9 @@ func (x facts) Name() string { return string(x.f.Name) }
 
 func (x facts) Chat() bool { return x.f.Chat() }
 
+// takes says whether the flavor's API takes request kind k.
+func (x facts) takes(k config.Kinds) bool { return x.f.Takes(k) }
+
 // factsOf is the table's entry for name. A name without one is a
 // programming error, which stops the package's initialisation: no flavor
 // can be spoken without its facts.

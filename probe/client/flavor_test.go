@@ -1,6 +1,7 @@
 package client
 
 import (
+	"encoding/json"
 	"slices"
 	"testing"
 
@@ -39,6 +40,45 @@ func TestFlavorsSpeakTheirFacts(t *testing.T) {
 			}
 			if f.Name() != string(facts.Name) || f.Chat() != facts.Chat() {
 				t.Errorf("Name() %q, Chat() %v; the table says %q, %v", f.Name(), f.Chat(), facts.Name, facts.Chat())
+			}
+		})
+	}
+}
+
+// TestFlavorsEncodeTheirKinds: a flavor puts in its body exactly the
+// request kinds its entry in config's table says its API takes, so that
+// the configuration, which refuses the others, and the body agree.
+func TestFlavorsEncodeTheirKinds(t *testing.T) {
+	params := json.RawMessage(`{"type":"object"}`)
+	kinds := []struct {
+		kind config.Kinds
+		k    config.RequestKinds
+	}{
+		{config.KindTools, config.RequestKinds{Tools: []config.Tool{{Name: "f", ParametersJSON: params}}}},
+		{config.KindResponseFormat, config.RequestKinds{ResponseFormat: &config.ResponseFormat{Type: config.ResponseJSONObject}}},
+		{config.KindResponseFormat, config.RequestKinds{ResponseFormat: &config.ResponseFormat{Type: config.ResponseJSONSchema, Name: "a", SchemaJSON: params}}},
+	}
+	images := []Image{NewImage("image/png", []byte("ABC"))}
+	for _, facts := range config.AllFlavors() {
+		t.Run(string(facts.Name), func(t *testing.T) {
+			f, err := ParseFlavor(string(facts.Name))
+			if err != nil {
+				t.Fatal(err)
+			}
+			e, ok := f.(kindsEncoder)
+			if !ok {
+				if facts.Kinds != config.KindsNone {
+					t.Fatalf("takes %b but encodes no kinds", facts.Kinds)
+				}
+				return
+			}
+			for _, tc := range kinds {
+				if got := len(e.kindMembers(&tc.k)) > 0; got != facts.Takes(tc.kind) {
+					t.Errorf("kind %b: encoded %v, the table says %v", tc.kind, got, facts.Takes(tc.kind))
+				}
+			}
+			if key, v := e.imageMember("p", images); (key != "" && v != nil) != facts.Takes(config.KindImages) {
+				t.Errorf("images in %q, the table says %v", key, facts.Takes(config.KindImages))
 			}
 		})
 	}

@@ -2,7 +2,6 @@ package client
 
 import (
 	"context"
-	"encoding/json"
 	"io"
 	"net/http"
 
@@ -40,15 +39,7 @@ func (f llamaCppFlavor) NewRequest(ctx context.Context, t *Target, r *Request) (
 	if r.IgnoreEOS {
 		body["ignore_eos"] = true
 	}
-	if r.Temperature != nil {
-		body["temperature"] = *r.Temperature
-	}
-	if r.TopP != nil {
-		body["top_p"] = *r.TopP
-	}
-	if r.Seed != nil {
-		body["seed"] = *r.Seed
-	}
+	setSamplingIn(body, r, "seed")
 	buf, err := encodeBody(f.Name(), body, r)
 	if err != nil {
 		return nil, err
@@ -57,12 +48,7 @@ func (f llamaCppFlavor) NewRequest(ctx context.Context, t *Target, r *Request) (
 }
 
 func (llamaCppFlavor) NewDecoder(body io.Reader, header http.Header, maxLineBytes int) Decoder {
-	if isJSON(header.Get("Content-Type")) {
-		return newBodyDecoder(body, maxLineBytes, &llamaCppParser{}) // "stream" ignored
-	}
-	d := newSSEDecoder(body, maxLineBytes, &llamaCppParser{})
-	d.doneMarker = doneMarker
-	return d
+	return newFrameDecoder(body, header, maxLineBytes, &llamaCppParser{}, sseEnd{doneMarker: doneMarker})
 }
 
 type llamaCppFrame struct {
@@ -74,20 +60,16 @@ type llamaCppFrame struct {
 		PromptN    *int64 `json:"prompt_n"`
 		PredictedN *int64 `json:"predicted_n"`
 	} `json:"timings"`
-	Error json.RawMessage `json:"error"`
+	frameError
 }
 
 type llamaCppParser struct{ f llamaCppFrame }
 
 func (p *llamaCppParser) parse(data []byte, c *Chunk) error {
-	p.f = llamaCppFrame{}
-	if err := decodeJSON(data, &p.f); err != nil {
+	if err := decodeFrame(data, &p.f); err != nil {
 		return err
 	}
 	f := &p.f
-	if err := serverError(f.Error); err != nil {
-		return err
-	}
 	if f.Content != nil {
 		c.Content = append(c.Content[:0], *f.Content...)
 	}
@@ -107,15 +89,7 @@ func (p *llamaCppParser) parse(data []byte, c *Chunk) error {
 		}
 	}
 	if out != nil {
-		n, err := count("tokens_predicted", out)
-		if err != nil {
-			return err
-		}
-		pn, err := count("tokens_evaluated", prompt)
-		if err != nil {
-			return err
-		}
-		c.HasUsage, c.CompletionTokens, c.PromptTokens = true, n, pn
+		return c.setUsage("tokens_predicted", out, "tokens_evaluated", prompt)
 	}
 	return nil
 }

@@ -31,11 +31,9 @@ type frameParser interface {
 	parse(data []byte, c *Chunk) error
 }
 
-// sseDecoder reads SSE events and hands each event's data to a parser.
-type sseDecoder struct {
-	sse    *sse.Reader
-	ev     sse.Event
-	parser frameParser
+// sseEnd is how a native API's SSE stream ends, beside a frame that
+// says so (its parser sets Chunk.Done).
+type sseEnd struct {
 	// doneMarker, when set, is a data payload that ends the stream
 	// ("[DONE]").
 	doneMarker []byte
@@ -44,13 +42,17 @@ type sseDecoder struct {
 	// as io.ErrUnexpectedEOF from net/http, never as io.EOF, so this does
 	// not take a cut stream for a whole one.
 	eofIsEnd bool
-	ended    bool // the synthetic end frame of eofIsEnd was returned
-	final    bool // the current frame is the synthetic end frame
-	last     bool // the current frame was complete but for its blank line
 }
 
-func newSSEDecoder(body io.Reader, maxLineBytes int, p frameParser) *sseDecoder {
-	return &sseDecoder{sse: sse.NewReader(body, maxLineBytes), parser: p}
+// sseDecoder reads SSE events and hands each event's data to a parser.
+type sseDecoder struct {
+	sse    *sse.Reader
+	ev     sse.Event
+	parser frameParser
+	sseEnd
+	ended bool // the synthetic end frame of eofIsEnd was returned
+	final bool // the current frame is the synthetic end frame
+	last  bool // the current frame was complete but for its blank line
 }
 
 func (d *sseDecoder) Next() error {
@@ -126,6 +128,68 @@ func serverError(raw json.RawMessage) error {
 		return nil
 	}
 	return &ProtocolError{Msg: "server reported an error: " + excerpt(raw)}
+}
+
+// setUsage sets the server's counts of a frame's output and prompt
+// tokens (out and prompt, named outName and promptName in its API),
+// each validated.
+func (c *Chunk) setUsage(outName string, out *int64, promptName string, prompt *int64) error {
+	n, err := count(outName, out)
+	if err != nil {
+		return err
+	}
+	pn, err := count(promptName, prompt)
+	if err != nil {
+		return err
+	}
+	c.HasUsage, c.CompletionTokens, c.PromptTokens = true, n, pn
+	return nil
+}
+
+// frameError is a frame's "error" member, which every native API sends
+// in some shape (serverError).
+type frameError struct {
+	Error json.RawMessage `json:"error"`
+}
+
+func (e *frameError) serverError() error { return serverError(e.Error) }
+
+// decodeFrame decodes one frame into f, cleared first, and reports the
+// error the server put in it.
+func decodeFrame[F any, P interface {
+	*F
+	serverError() error
+}](data []byte, f P) error {
+	*f = *new(F)
+	if err := decodeJSON(data, f); err != nil {
+		return err
+	}
+	return f.serverError()
+}
+
+// newFrameDecoder reads a native API's SSE stream with p, ending as end
+// says, or a single JSON body when the server ignored "stream": true and
+// answered application/json.
+func newFrameDecoder(body io.Reader, header http.Header, maxLineBytes int, p frameParser, end sseEnd) Decoder {
+	if isJSON(header.Get("Content-Type")) {
+		return newBodyDecoder(body, maxLineBytes, p)
+	}
+	return &sseDecoder{sse: sse.NewReader(body, maxLineBytes), parser: p, sseEnd: end}
+}
+
+// setSamplingIn sets temperature and top_p in m (a body, or the member of
+// one that holds its sampling parameters), and the seed as seedKey ("":
+// not sent), each only when set.
+func setSamplingIn(m map[string]any, r *Request, seedKey string) {
+	if r.Temperature != nil {
+		m["temperature"] = *r.Temperature
+	}
+	if r.TopP != nil {
+		m["top_p"] = *r.TopP
+	}
+	if r.Seed != nil && seedKey != "" {
+		m[seedKey] = *r.Seed
+	}
 }
 
 // count validates a server token count.

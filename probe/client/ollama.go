@@ -55,20 +55,12 @@ func (f ollamaFlavor) NewRequest(ctx context.Context, t *Target, r *Request) (*h
 	} else {
 		body["prompt"] = r.Prompt
 	}
-	r.Attach.setOllama(body, f.Chat(), r.Prompt)
+	r.Attach.setIn(body, f, r.Prompt)
 	options := map[string]any{}
 	if r.MaxTokens > 0 {
 		options["num_predict"] = r.MaxTokens
 	}
-	if r.Temperature != nil {
-		options["temperature"] = *r.Temperature
-	}
-	if r.TopP != nil {
-		options["top_p"] = *r.TopP
-	}
-	if r.Seed != nil {
-		options["seed"] = *r.Seed
-	}
+	setSamplingIn(options, r, "seed")
 	if len(options) > 0 {
 		body["options"] = options
 	}
@@ -77,6 +69,50 @@ func (f ollamaFlavor) NewRequest(ctx context.Context, t *Target, r *Request) (*h
 		return nil, err
 	}
 	return newNativeRequest(ctx, t, config.RootURL(t.BaseURL)+f.path, buf, "application/x-ndjson")
+}
+
+// kindMembers puts /api/chat's tools in "tools", in the chat API's shape
+// (Ollama has no tool_choice), and the response format in "format": the
+// schema itself, or "json".
+func (f ollamaFlavor) kindMembers(k *config.RequestKinds) map[string]json.RawMessage {
+	m := map[string]json.RawMessage{}
+	if f.takes(config.KindTools) && len(k.Tools) > 0 {
+		m["tools"] = chatTools(k.Tools)
+	}
+	if rf := k.ResponseFormat; rf != nil && f.takes(config.KindResponseFormat) {
+		if rf.Type == config.ResponseJSONSchema {
+			m["format"] = rf.SchemaJSON
+		} else {
+			m["format"] = mustJSON("json")
+		}
+	}
+	return m
+}
+
+// imageMember puts the images' base64 in /api/chat's message, beside its
+// content, or in /api/generate's "images", beside the prompt.
+func (f ollamaFlavor) imageMember(prompt string, images []Image) (string, *withImages) {
+	switch {
+	case !f.takes(config.KindImages):
+		return "", nil
+	case f.Chat():
+		return "messages", &withImages{shape: ollamaMessage, prompt: prompt, images: images}
+	}
+	return "images", &withImages{shape: ollamaImages, images: images}
+}
+
+func ollamaMessage(w *bodyWriter, prompt string, images []Image) error {
+	w.raw(`[{"role":"user","content":`)
+	err := w.json(prompt)
+	w.raw(`,"images":`)
+	w.base64s(images)
+	w.raw("}]")
+	return err
+}
+
+func ollamaImages(w *bodyWriter, _ string, images []Image) error {
+	w.base64s(images)
+	return nil
 }
 
 func (f ollamaFlavor) NewDecoder(body io.Reader, _ http.Header, maxLineBytes int) Decoder {
@@ -96,10 +132,10 @@ type ollamaFrame struct {
 			} `json:"function"`
 		} `json:"tool_calls"`
 	} `json:"message"`
-	Done            bool            `json:"done"`
-	EvalCount       *int64          `json:"eval_count"`
-	PromptEvalCount *int64          `json:"prompt_eval_count"`
-	Error           json.RawMessage `json:"error"`
+	Done            bool   `json:"done"`
+	EvalCount       *int64 `json:"eval_count"`
+	PromptEvalCount *int64 `json:"prompt_eval_count"`
+	frameError
 }
 
 // appendOptional appends a JSON string field that may be absent.
@@ -143,14 +179,10 @@ func (d *ollamaDecoder) Next() error {
 }
 
 func (d *ollamaDecoder) Decode(c *Chunk) error {
-	d.f = ollamaFrame{}
-	if err := decodeJSON(d.line, &d.f); err != nil {
+	if err := decodeFrame(d.line, &d.f); err != nil {
 		return err
 	}
 	f := &d.f
-	if err := serverError(f.Error); err != nil {
-		return err
-	}
 	// Each of the four text fields, and a tool call, makes the line a
 	// content event when it is non-empty, wherever it sits: /api/generate
 	// writes response and thinking, /api/chat message.content,
@@ -181,15 +213,7 @@ func (d *ollamaDecoder) Decode(c *Chunk) error {
 	}
 	c.Done = true
 	if f.EvalCount != nil {
-		n, err := count("eval_count", f.EvalCount)
-		if err != nil {
-			return err
-		}
-		pn, err := count("prompt_eval_count", f.PromptEvalCount)
-		if err != nil {
-			return err
-		}
-		c.HasUsage, c.CompletionTokens, c.PromptTokens = true, n, pn
+		return c.setUsage("eval_count", f.EvalCount, "prompt_eval_count", f.PromptEvalCount)
 	}
 	return nil
 }

@@ -3,6 +3,7 @@ package client
 import (
 	"bytes"
 	"context"
+	"encoding/json"
 	"errors"
 	"fmt"
 	"io"
@@ -25,12 +26,9 @@ type openAIFlavor struct {
 }
 
 func (f openAIFlavor) NewRequest(ctx context.Context, t *Target, r *Request) (*http.Request, error) {
-	body := r.prepared
-	if body == nil {
-		var err error
-		if body, err = f.body(t, r); err != nil {
-			return nil, err
-		}
+	body, err := preparedBody(f, t, r)
+	if err != nil {
+		return nil, err
 	}
 	return newJSONRequest(ctx, t, endpoint(t.BaseURL, f.path), body)
 }
@@ -39,23 +37,18 @@ func (f openAIFlavor) NewRequest(ctx context.Context, t *Target, r *Request) (*h
 // from its fields.
 func (f openAIFlavor) body(t *Target, r *Request) (*body, error) {
 	if r.RawBody != nil {
-		raw, maxTokens, err := streamingBody(r.RawBody, t.Model)
-		if err != nil {
-			return nil, fmt.Errorf("%s raw request body: %w", f.Name(), err)
-		}
-		r.rawSent, r.rawMaxTokens = true, maxTokens
-		return oneBody(raw), nil
+		return recordedBody(f, t, r, true)
 	}
 	body := make(map[string]any, 10+len(r.Extra))
 	if t.Model != "" {
 		body["model"] = t.Model
 	}
 	if f.Chat() {
-		body["messages"] = r.Attach.openAIMessages(r.Prompt)
+		body["messages"] = []map[string]string{{"role": "user", "content": r.Prompt}}
 	} else {
 		body["prompt"] = r.Prompt
 	}
-	r.Attach.setOpenAI(body, f.Chat())
+	r.Attach.setIn(body, f, r.Prompt)
 	body["stream"] = true
 	body["stream_options"] = map[string]bool{"include_usage": true}
 	if r.MaxTokens > 0 {
@@ -68,6 +61,65 @@ func (f openAIFlavor) body(t *Target, r *Request) (*body, error) {
 		body[k] = v
 	}
 	return encodeJSON(f.Name(), body)
+}
+
+// kindMembers puts chat's tools in "tools" ([{"type":"function",
+// "function":{...}}], a shape Ollama's /api/chat shares) and "tool_choice"
+// ("auto", "required" or {"type":"function","function":{"name":...}}),
+// and the response format of chat and completions in "response_format"
+// ({"type":"json_schema","json_schema":{"name","schema","strict":true}}
+// or {"type":"json_object"}).
+func (f openAIFlavor) kindMembers(k *config.RequestKinds) map[string]json.RawMessage {
+	m := map[string]json.RawMessage{}
+	if f.takes(config.KindTools) && len(k.Tools) > 0 {
+		m["tools"] = chatTools(k.Tools)
+		choice, ok := toolChoice(k)
+		if !ok {
+			choice = mustJSON(map[string]any{"type": "function", "function": map[string]string{"name": k.ToolChoice}})
+		}
+		m["tool_choice"] = choice
+	}
+	if rf := k.ResponseFormat; rf != nil && f.takes(config.KindResponseFormat) {
+		if rf.Type == config.ResponseJSONSchema {
+			m["response_format"] = mustJSON(map[string]any{"type": "json_schema",
+				"json_schema": map[string]any{"name": rf.Name, "schema": rf.SchemaJSON, "strict": true}})
+		} else {
+			m["response_format"] = mustJSON(map[string]string{"type": "json_object"})
+		}
+	}
+	return m
+}
+
+// chatTools are tools in the chat API's shape.
+func chatTools(tools []config.Tool) json.RawMessage {
+	out := make([]map[string]any, 0, len(tools))
+	for i := range tools {
+		out = append(out, map[string]any{"type": "function", "function": function(&tools[i])})
+	}
+	return mustJSON(out)
+}
+
+// imageMember puts chat's images in its messages: one user message whose
+// content is a text part holding the prompt, then an image_url part (a
+// data URL) per image.
+func (f openAIFlavor) imageMember(prompt string, images []Image) (string, *withImages) {
+	if !f.takes(config.KindImages) {
+		return "", nil
+	}
+	return "messages", &withImages{shape: chatParts, prompt: prompt, images: images}
+}
+
+func chatParts(w *bodyWriter, prompt string, images []Image) error {
+	w.raw(`[{"role":"user","content":[{"type":"text","text":`)
+	err := w.json(prompt)
+	w.raw("}")
+	for _, img := range images {
+		w.raw(`,{"type":"image_url","image_url":{"url":"`)
+		w.shared(img.DataURL())
+		w.raw(`"}}`)
+	}
+	w.raw("]}]")
+	return err
 }
 
 // endpoint joins the base URL and an API path under /v1. BaseURL may be the
@@ -252,13 +304,5 @@ func setSampling(body map[string]any, r *Request) {
 	if r.MinTokens > 0 {
 		body["min_tokens"] = r.MinTokens
 	}
-	if r.Temperature != nil {
-		body["temperature"] = *r.Temperature
-	}
-	if r.TopP != nil {
-		body["top_p"] = *r.TopP
-	}
-	if r.Seed != nil {
-		body["seed"] = *r.Seed
-	}
+	setSamplingIn(body, r, "seed")
 }

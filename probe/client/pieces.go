@@ -119,23 +119,10 @@ func (r *bodyReader) Pieces() [][]byte {
 
 func (r *bodyReader) Close() error { return nil }
 
-// imageShape is where a flavor puts a request's prompt and images.
-type imageShape int
-
-const (
-	// chatParts: OpenAI chat's messages, one user message whose
-	// content is a text part, then an image_url part per image.
-	chatParts imageShape = iota
-	// responsesParts: the Responses API's input, one user message
-	// whose content is an input_text part, then an input_image part per
-	// image (a data URL, detail "auto", which the API requires).
-	responsesParts
-	// ollamaMessage: Ollama chat's messages, one user message with the
-	// images' base64 beside its content.
-	ollamaMessage
-	// ollamaImages: Ollama generate's images, the base64 of each.
-	ollamaImages
-)
+// imageShape writes the value of the body member that carries a
+// request's images, and its prompt when the flavor's API holds them
+// together, in the flavor's shape (each flavor's file has its own).
+type imageShape func(w *bodyWriter, prompt string, images []Image) error
 
 // withImages is a body member that carries the images: a flavor sets it in
 // its body's map where its API takes them, so that Extra, merged last, may
@@ -174,7 +161,7 @@ func encodeJSON(name string, m map[string]any) (*body, error) {
 		return nil, fmt.Errorf("encoding %s request body: %w", name, err)
 	}
 	w.raw(":")
-	if err := im.write(&w); err != nil {
+	if err := im.shape(&w, im.prompt, im.images); err != nil {
 		return nil, fmt.Errorf("encoding %s request body: %w", name, err)
 	}
 	if rest = bytes.TrimSpace(rest); len(rest) > 2 {
@@ -198,44 +185,6 @@ func marshal(v any) ([]byte, error) {
 		return nil, err
 	}
 	return buf.Bytes(), nil
-}
-
-// write writes the member's value.
-func (im *withImages) write(w *bodyWriter) error {
-	var err error
-	switch im.shape {
-	case chatParts:
-		w.raw(`[{"role":"user","content":[{"type":"text","text":`)
-		err = w.json(im.prompt)
-		w.raw("}")
-		for _, img := range im.images {
-			w.raw(`,{"type":"image_url","image_url":{"url":"`)
-			w.shared(img.DataURL())
-			w.raw(`"}}`)
-		}
-		w.raw("]}]")
-	case responsesParts:
-		w.raw(`[{"type":"message","role":"user","content":[{"type":"input_text","text":`)
-		err = w.json(im.prompt)
-		w.raw("}")
-		for _, img := range im.images {
-			w.raw(`,{"type":"input_image","image_url":"`)
-			w.shared(img.DataURL())
-			w.raw(`","detail":"auto"}`)
-		}
-		w.raw("]}]")
-	case ollamaMessage:
-		w.raw(`[{"role":"user","content":`)
-		err = w.json(im.prompt)
-		w.raw(`,"images":`)
-		w.base64s(im.images)
-		w.raw("}]")
-	case ollamaImages:
-		w.base64s(im.images)
-	default:
-		err = fmt.Errorf("images in an unknown shape %d", im.shape)
-	}
-	return err
 }
 
 // bodyWriter builds a body: the request's own bytes, and the shared pieces

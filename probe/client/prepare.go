@@ -22,6 +22,15 @@ func Prepare(t *Target, r *Request) {
 	}
 }
 
+// preparedBody is r's body as Prepare encoded it, or, when it did not,
+// encoded now.
+func preparedBody(be bodyEncoder, t *Target, r *Request) (*body, error) {
+	if r.prepared != nil {
+		return r.prepared, nil
+	}
+	return be.body(t, r)
+}
+
 // Bytes is about how much memory r holds: its prompt, recorded body and
 // prepared body, less the images the body shares with the other requests
 // of its workload, which r does not hold alone.

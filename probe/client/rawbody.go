@@ -4,22 +4,31 @@ import (
 	"bytes"
 	"encoding/json"
 	"errors"
+	"fmt"
+
+	"github.com/infer-exporter/infer_exporter/internal/config"
 )
 
-// streamingBody returns a recorded request body (Request.RawBody) ready to be
-// measured: "stream": true, "stream_options": {"include_usage": true} (other
-// stream options kept) and, when model is not empty, "model": model. A body
-// that already says all of that is returned unchanged, byte for byte;
-// otherwise it is re-encoded, its other fields' values kept as they were
-// (keys then come out sorted). It also returns the output tokens the body
-// asks for at most (bodyMaxTokens).
-func streamingBody(body []byte, model string) ([]byte, int, error) {
-	return forceStreaming(body, model, true)
+// recordedBody is r's recorded body (Request.RawBody) as flavor f sends
+// it: made to stream (forceStreaming), for t's model.
+func recordedBody(f Flavor, t *Target, r *Request, includeUsage bool) (*body, error) {
+	raw, maxTokens, err := forceStreaming(r.RawBody, t.Model, includeUsage)
+	if err != nil {
+		return nil, fmt.Errorf("%s raw request body: %w", f.Name(), err)
+	}
+	r.rawSent, r.rawMaxTokens = true, maxTokens
+	return oneBody(raw), nil
 }
 
-// forceStreaming is streamingBody, with "stream_options" left as it is
-// unless includeUsage (the Responses API has no include_usage: its usage
-// comes with its last event).
+// forceStreaming returns a recorded request body (Request.RawBody) ready
+// to be measured: "stream": true, with includeUsage "stream_options":
+// {"include_usage": true} (other stream options kept; the Responses API
+// has no include_usage: its usage comes with its last event), and, when
+// model is not empty, "model": model. A body that already says all of
+// that is returned unchanged, byte for byte; otherwise it is re-encoded,
+// its other fields' values kept as they were (keys then come out sorted).
+// It also returns the output tokens the body asks for at most
+// (bodyMaxTokens).
 func forceStreaming(body []byte, model string, includeUsage bool) ([]byte, int, error) {
 	var m map[string]json.RawMessage
 	if err := json.Unmarshal(body, &m); err != nil {
@@ -78,11 +87,12 @@ func forceStreaming(body []byte, model string, includeUsage bool) ([]byte, int, 
 // bodyMaxTokens is the cap on output tokens a recorded body asks for, 0
 // when it asks for none (or not as a positive integer): its
 // max_completion_tokens, which OpenAI's API and vLLM take before
-// max_tokens; else its max_tokens; else the Responses API's
-// max_output_tokens. A server's usage count above it is not believed, as
+// max_tokens; else the first of the OpenAI APIs' cap members it has
+// (config.BodyMaxTokensMembers: max_tokens, the Responses API's
+// max_output_tokens). A server's usage count above it is not believed, as
 // above a built request's max_tokens (UsageBelievable).
 func bodyMaxTokens(m map[string]json.RawMessage) int {
-	for _, key := range []string{"max_completion_tokens", "max_tokens", "max_output_tokens"} {
+	for _, key := range bodyCapMembers {
 		var n int
 		if raw, ok := m[key]; ok && json.Unmarshal(raw, &n) == nil && n > 0 {
 			return n
@@ -90,6 +100,10 @@ func bodyMaxTokens(m map[string]json.RawMessage) int {
 	}
 	return 0
 }
+
+// bodyCapMembers are the members bodyMaxTokens reads, in its order; read
+// only.
+var bodyCapMembers = append([]string{"max_completion_tokens"}, config.BodyMaxTokensMembers()...)
 
 func isJSONTrue(raw json.RawMessage) bool {
 	return bytes.Equal(bytes.TrimSpace(raw), []byte("true"))

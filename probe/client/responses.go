@@ -3,11 +3,12 @@ package client
 import (
 	"bytes"
 	"context"
+	"encoding/json"
 	"errors"
-	"fmt"
 	"io"
 	"net/http"
 
+	"github.com/infer-exporter/infer_exporter/internal/config"
 	"github.com/infer-exporter/infer_exporter/probe/sse"
 )
 
@@ -49,12 +50,9 @@ type responsesFlavor struct{ facts }
 var OpenAIResponses Flavor = responsesFlavor{factsOf("openai-responses")}
 
 func (f responsesFlavor) NewRequest(ctx context.Context, t *Target, r *Request) (*http.Request, error) {
-	body := r.prepared
-	if body == nil {
-		var err error
-		if body, err = f.body(t, r); err != nil {
-			return nil, err
-		}
+	body, err := preparedBody(f, t, r)
+	if err != nil {
+		return nil, err
 	}
 	return newJSONRequest(ctx, t, endpoint(t.BaseURL, "/responses"), body)
 }
@@ -65,25 +63,20 @@ func (f responsesFlavor) body(t *Target, r *Request) (*body, error) {
 	if r.RawBody != nil {
 		// The Responses API has no stream_options.include_usage: its
 		// usage comes in response.completed.
-		raw, maxTokens, err := forceStreaming(r.RawBody, t.Model, false)
-		if err != nil {
-			return nil, fmt.Errorf("%s raw request body: %w", f.Name(), err)
-		}
-		r.rawSent, r.rawMaxTokens = true, maxTokens
-		return oneBody(raw), nil
+		return recordedBody(f, t, r, false)
 	}
 	body := make(map[string]any, 10+len(r.Extra))
 	if t.Model != "" {
 		body["model"] = t.Model
 	}
-	body["input"] = r.Attach.responsesInput(r.Prompt)
+	body["input"] = r.Prompt
 	body["stream"] = true
 	body["store"] = false
 	if r.MaxTokens > 0 {
 		body["max_output_tokens"] = r.MaxTokens
 	}
 	setSampling(body, r)
-	r.Attach.setResponses(body)
+	r.Attach.setIn(body, f, r.Prompt)
 	if m, ok := r.Extra["messages"]; ok {
 		body["input"] = m
 	}
@@ -93,6 +86,62 @@ func (f responsesFlavor) body(t *Target, r *Request) (*body, error) {
 		}
 	}
 	return encodeJSON(f.Name(), body)
+}
+
+// kindMembers puts the tools flat in "tools" ([{"type":"function",
+// "name":...,"description":...,"parameters":{...}}]), the tool choice in
+// "tool_choice" ("auto", "required" or {"type":"function","name":...}),
+// and the response format in "text": {"format": {"type":"json_schema",
+// "name":...,"schema":{...},"strict":true}} or {"format":{"type":
+// "json_object"}}.
+func (f responsesFlavor) kindMembers(k *config.RequestKinds) map[string]json.RawMessage {
+	m := map[string]json.RawMessage{}
+	if f.takes(config.KindTools) && len(k.Tools) > 0 {
+		flat := make([]map[string]any, 0, len(k.Tools))
+		for i := range k.Tools {
+			fn := function(&k.Tools[i])
+			fn["type"] = "function"
+			flat = append(flat, fn)
+		}
+		m["tools"] = mustJSON(flat)
+		choice, ok := toolChoice(k)
+		if !ok {
+			choice = mustJSON(map[string]string{"type": "function", "name": k.ToolChoice})
+		}
+		m["tool_choice"] = choice
+	}
+	if rf := k.ResponseFormat; rf != nil && f.takes(config.KindResponseFormat) {
+		if rf.Type == config.ResponseJSONSchema {
+			m["text"] = mustJSON(map[string]any{"format": map[string]any{"type": "json_schema",
+				"name": rf.Name, "schema": rf.SchemaJSON, "strict": true}})
+		} else {
+			m["text"] = mustJSON(map[string]any{"format": map[string]string{"type": "json_object"}})
+		}
+	}
+	return m
+}
+
+// imageMember puts the images in the input: one user message whose
+// content is an input_text part holding the prompt, then an input_image
+// part (a data URL, detail "auto", which the API requires) per image.
+func (f responsesFlavor) imageMember(prompt string, images []Image) (string, *withImages) {
+	if !f.takes(config.KindImages) {
+		return "", nil
+	}
+	return "input", &withImages{shape: responsesParts, prompt: prompt, images: images}
+}
+
+func responsesParts(w *bodyWriter, prompt string, images []Image) error {
+	w.raw(`[{"type":"message","role":"user","content":[{"type":"input_text","text":`)
+	err := w.json(prompt)
+	w.raw("}")
+	for _, img := range images {
+		w.raw(`,{"type":"input_image","image_url":"`)
+		w.shared(img.DataURL())
+		w.raw(`","detail":"auto"}`)
+	}
+	w.raw("]}]")
+	return err
 }
 
 // NewDecoder reads the SSE stream of typed events, or a single response

@@ -14,6 +14,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/infer-exporter/infer_exporter/internal/config"
 	"github.com/infer-exporter/infer_exporter/probe/observation"
 )
 
@@ -420,19 +421,17 @@ func TestResponsesRequestBody(t *testing.T) {
 			`{"model":"m","input":[{"role":"user","content":"a"},{"role":"assistant","content":"b"},{"role":"user","content":"c"}],"stream":true,"store":false,"max_output_tokens":8}`},
 		{"recorded body", Target{Model: "sim"}, Request{RawBody: []byte(`{"model":"prod","input":"x","max_output_tokens":3}`), Prompt: "ignored"},
 			`{"model":"sim","input":"x","max_output_tokens":3,"stream":true}`},
-		// The request kinds in the API's shapes (probe/plan builds them;
-		// its TestKindsResponsesBody checks what it builds): tools and
-		// tool_choice at the top, the format in "text", images as
-		// input_image parts after the prompt's input_text part. Chat's
-		// shapes beside them are not sent.
-		{"tools and a format", Target{Model: "m"}, Request{Prompt: "p", Attach: &Attachments{
-			Tools:               json.RawMessage(`[{"type":"function","function":{"name":"f"}}]`),
-			ToolChoice:          json.RawMessage(`{"type":"function","function":{"name":"f"}}`),
-			ResponseFormat:      json.RawMessage(`{"type":"json_object"}`),
-			ResponsesTools:      json.RawMessage(`[{"type":"function","name":"f","parameters":{"type":"object"}}]`),
-			ResponsesToolChoice: json.RawMessage(`{"type":"function","name":"f"}`),
-			ResponsesText:       json.RawMessage(`{"format":{"type":"json_schema","name":"answer","schema":{"type":"object"},"strict":true}}`),
-		}},
+		// The request kinds in the API's shapes (NewAttachments encodes
+		// them; probe/plan's TestKindsResponsesBody checks a
+		// configuration's): tools and tool_choice at the top, the format
+		// in "text", images as input_image parts after the prompt's
+		// input_text part. Chat's shapes, encoded beside them, are not
+		// sent.
+		{"tools and a format", Target{Model: "m"}, Request{Prompt: "p", Attach: NewAttachments(&config.RequestKinds{
+			Tools:          []config.Tool{{Name: "f", ParametersJSON: json.RawMessage(`{"type":"object"}`)}},
+			ToolChoice:     "f",
+			ResponseFormat: &config.ResponseFormat{Type: config.ResponseJSONSchema, Name: "answer", SchemaJSON: json.RawMessage(`{"type":"object"}`)},
+		}, nil)},
 			`{"model":"m","input":"p","stream":true,"store":false,"tools":[{"type":"function","name":"f","parameters":{"type":"object"}}],` +
 				`"tool_choice":{"type":"function","name":"f"},"text":{"format":{"type":"json_schema","name":"answer","schema":{"type":"object"},"strict":true}}}`},
 		{"images", Target{Model: "m"}, Request{Prompt: "Describe.", MaxTokens: 8, Attach: &Attachments{
@@ -441,8 +440,10 @@ func TestResponsesRequestBody(t *testing.T) {
 			`{"model":"m","input":[{"type":"message","role":"user","content":[{"type":"input_text","text":"Describe."},` +
 				`{"type":"input_image","image_url":"data:image/png;base64,QUJD","detail":"auto"},{"type":"input_image","image_url":"data:image/jpeg;base64,REVG","detail":"auto"}]}],` +
 				`"stream":true,"store":false,"max_output_tokens":8}`},
-		{"tools without a choice", Target{}, Request{Prompt: "p", Attach: &Attachments{ResponsesTools: json.RawMessage(`[{"type":"function","name":"f"}]`)}},
-			`{"input":"p","stream":true,"store":false,"tools":[{"type":"function","name":"f"}]}`},
+		{"tools without a choice", Target{}, Request{Prompt: "p", Attach: NewAttachments(&config.RequestKinds{
+			Tools: []config.Tool{{Name: "f", Description: "Does <f>.", ParametersJSON: json.RawMessage(`{}`)}},
+		}, nil)},
+			`{"input":"p","stream":true,"store":false,"tools":[{"type":"function","name":"f","description":"Does <f>.","parameters":{}}],"tool_choice":"auto"}`},
 	}
 	for _, tc := range cases {
 		t.Run(tc.name, func(t *testing.T) {

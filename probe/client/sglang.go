@@ -3,7 +3,6 @@ package client
 import (
 	"bytes"
 	"context"
-	"encoding/json"
 	"io"
 	"net/http"
 
@@ -42,12 +41,7 @@ func (f sglangFlavor) NewRequest(ctx context.Context, t *Target, r *Request) (*h
 	if r.MinTokens > 0 {
 		params["min_new_tokens"] = r.MinTokens
 	}
-	if r.Temperature != nil {
-		params["temperature"] = *r.Temperature
-	}
-	if r.TopP != nil {
-		params["top_p"] = *r.TopP
-	}
+	setSamplingIn(params, r, "")
 	body := map[string]any{"text": r.Prompt, "sampling_params": params, "stream": true}
 	if t.Model != "" {
 		// Routers (sgl-router) pick the model by it; a single server
@@ -62,12 +56,7 @@ func (f sglangFlavor) NewRequest(ctx context.Context, t *Target, r *Request) (*h
 }
 
 func (sglangFlavor) NewDecoder(body io.Reader, header http.Header, maxLineBytes int) Decoder {
-	if isJSON(header.Get("Content-Type")) {
-		return newBodyDecoder(body, maxLineBytes, &sglangParser{}) // "stream" ignored
-	}
-	d := newSSEDecoder(body, maxLineBytes, &sglangParser{})
-	d.doneMarker = doneMarker
-	return d
+	return newFrameDecoder(body, header, maxLineBytes, &sglangParser{}, sseEnd{doneMarker: doneMarker})
 }
 
 type sglangFrame struct {
@@ -76,8 +65,8 @@ type sglangFrame struct {
 		PromptTokens     *int64 `json:"prompt_tokens"`
 		CompletionTokens *int64 `json:"completion_tokens"`
 	} `json:"meta_info"`
-	Object string          `json:"object"`
-	Error  json.RawMessage `json:"error"`
+	Object string `json:"object"`
+	frameError
 }
 
 type sglangParser struct {
@@ -86,14 +75,10 @@ type sglangParser struct {
 }
 
 func (p *sglangParser) parse(data []byte, c *Chunk) error {
-	p.f = sglangFrame{}
-	if err := decodeJSON(data, &p.f); err != nil {
+	if err := decodeFrame(data, &p.f); err != nil {
 		return err
 	}
 	f := &p.f
-	if err := serverError(f.Error); err != nil {
-		return err
-	}
 	if f.Object == "error" {
 		return &ProtocolError{Msg: "server reported an error: " + excerpt(data)}
 	}
@@ -107,15 +92,7 @@ func (p *sglangParser) parse(data []byte, c *Chunk) error {
 		p.prev = append(p.prev[:0], text...)
 	}
 	if m := f.MetaInfo; m != nil && m.CompletionTokens != nil {
-		n, err := count("meta_info.completion_tokens", m.CompletionTokens)
-		if err != nil {
-			return err
-		}
-		pn, err := count("meta_info.prompt_tokens", m.PromptTokens)
-		if err != nil {
-			return err
-		}
-		c.HasUsage, c.CompletionTokens, c.PromptTokens = true, n, pn
+		return c.setUsage("meta_info.completion_tokens", m.CompletionTokens, "meta_info.prompt_tokens", m.PromptTokens)
 	}
 	return nil
 }

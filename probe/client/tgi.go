@@ -2,7 +2,6 @@ package client
 
 import (
 	"context"
-	"encoding/json"
 	"io"
 	"net/http"
 
@@ -35,15 +34,7 @@ func (f tgiFlavor) NewRequest(ctx context.Context, t *Target, r *Request) (*http
 	if r.MaxTokens > 0 {
 		params["max_new_tokens"] = r.MaxTokens
 	}
-	if r.Temperature != nil {
-		params["temperature"] = *r.Temperature
-	}
-	if r.TopP != nil {
-		params["top_p"] = *r.TopP
-	}
-	if r.Seed != nil {
-		params["seed"] = *r.Seed
-	}
+	setSamplingIn(params, r, "seed")
 	body := map[string]any{"inputs": r.Prompt, "parameters": params, "stream": true}
 	buf, err := encodeBody(f.Name(), body, r)
 	if err != nil {
@@ -53,10 +44,7 @@ func (f tgiFlavor) NewRequest(ctx context.Context, t *Target, r *Request) (*http
 }
 
 func (tgiFlavor) NewDecoder(body io.Reader, header http.Header, maxLineBytes int) Decoder {
-	if isJSON(header.Get("Content-Type")) {
-		return newBodyDecoder(body, maxLineBytes, &tgiParser{}) // "stream" ignored
-	}
-	return newSSEDecoder(body, maxLineBytes, &tgiParser{})
+	return newFrameDecoder(body, header, maxLineBytes, &tgiParser{}, sseEnd{})
 }
 
 type tgiFrame struct {
@@ -70,20 +58,16 @@ type tgiFrame struct {
 		PromptTokens    *int64 `json:"prompt_tokens"`
 		InputLength     *int64 `json:"input_length"`
 	} `json:"details"`
-	Error json.RawMessage `json:"error"`
+	frameError
 }
 
 type tgiParser struct{ f tgiFrame }
 
 func (p *tgiParser) parse(data []byte, c *Chunk) error {
-	p.f = tgiFrame{}
-	if err := decodeJSON(data, &p.f); err != nil {
+	if err := decodeFrame(data, &p.f); err != nil {
 		return err
 	}
 	f := &p.f
-	if err := serverError(f.Error); err != nil {
-		return err
-	}
 	switch {
 	case f.Token != nil:
 		if f.Token.Text != nil && !f.Token.Special {
@@ -95,19 +79,13 @@ func (p *tgiParser) parse(data []byte, c *Chunk) error {
 		c.Content = append(c.Content[:0], *f.GeneratedText...)
 	}
 	if d := f.Details; d != nil && d.GeneratedTokens != nil {
-		n, err := count("details.generated_tokens", d.GeneratedTokens)
-		if err != nil {
-			return err
-		}
 		prompt := d.PromptTokens
 		if prompt == nil {
 			prompt = d.InputLength
 		}
-		pn, err := count("details.prompt_tokens", prompt)
-		if err != nil {
+		if err := c.setUsage("details.generated_tokens", d.GeneratedTokens, "details.prompt_tokens", prompt); err != nil {
 			return err
 		}
-		c.HasUsage, c.CompletionTokens, c.PromptTokens = true, n, pn
 	}
 	c.Done = f.GeneratedText != nil
 	return nil

@@ -2,7 +2,6 @@ package client
 
 import (
 	"context"
-	"encoding/json"
 	"errors"
 	"io"
 	"net/http"
@@ -46,15 +45,7 @@ func (f tritonFlavor) NewRequest(ctx context.Context, t *Target, r *Request) (*h
 	if r.MaxTokens > 0 {
 		body["max_tokens"] = r.MaxTokens
 	}
-	if r.Temperature != nil {
-		body["temperature"] = *r.Temperature
-	}
-	if r.TopP != nil {
-		body["top_p"] = *r.TopP
-	}
-	if r.Seed != nil {
-		body["random_seed"] = *r.Seed
-	}
+	setSamplingIn(body, r, "random_seed")
 	buf, err := encodeBody(f.Name(), body, r)
 	if err != nil {
 		return nil, err
@@ -64,27 +55,18 @@ func (f tritonFlavor) NewRequest(ctx context.Context, t *Target, r *Request) (*h
 }
 
 func (tritonFlavor) NewDecoder(body io.Reader, header http.Header, maxLineBytes int) Decoder {
-	if isJSON(header.Get("Content-Type")) {
-		return newBodyDecoder(body, maxLineBytes, &tritonParser{}) // "stream" ignored
-	}
-	d := newSSEDecoder(body, maxLineBytes, &tritonParser{})
-	d.eofIsEnd = true
-	return d
+	return newFrameDecoder(body, header, maxLineBytes, &tritonParser{}, sseEnd{eofIsEnd: true})
 }
 
 type tritonFrame struct {
-	TextOutput *string         `json:"text_output"`
-	Error      json.RawMessage `json:"error"`
+	TextOutput *string `json:"text_output"`
+	frameError
 }
 
 type tritonParser struct{ f tritonFrame }
 
 func (p *tritonParser) parse(data []byte, c *Chunk) error {
-	p.f = tritonFrame{}
-	if err := decodeJSON(data, &p.f); err != nil {
-		return err
-	}
-	if err := serverError(p.f.Error); err != nil {
+	if err := decodeFrame(data, &p.f); err != nil {
 		return err
 	}
 	if p.f.TextOutput != nil {

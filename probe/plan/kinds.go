@@ -83,40 +83,20 @@ func (c *ImageCache) NewKinds(k *config.RequestKinds) (*Kinds, error) {
 	if !k.Any() {
 		return nil, nil
 	}
-	out := &Kinds{attach: &client.Attachments{}, slots: NewCheckSlots(runtime.GOMAXPROCS(0))}
+	out := &Kinds{slots: NewCheckSlots(runtime.GOMAXPROCS(0))}
 	var ask []string
 	if len(k.Tools) > 0 {
 		out.tools = make(map[string]*jsonschema.Schema, len(k.Tools))
-		tools := make([]map[string]any, 0, len(k.Tools))
-		// The Responses API's tools are flat: the function's members
-		// beside "type".
-		flat := make([]map[string]any, 0, len(k.Tools))
 		for _, t := range k.Tools {
 			if t.Schema == nil {
 				return nil, fmt.Errorf("tool %q: its parameters were not compiled (config.Parse compiles them)", t.Name)
 			}
 			out.tools[t.Name] = t.Schema
-			fn := map[string]any{"name": t.Name, "parameters": t.ParametersJSON}
-			if t.Description != "" {
-				fn["description"] = t.Description
-			}
-			tools = append(tools, map[string]any{"type": "function", "function": fn})
-			f := map[string]any{"type": "function"}
-			for key, v := range fn {
-				f[key] = v
-			}
-			flat = append(flat, f)
 		}
-		out.attach.Tools = mustJSON(tools)
-		out.attach.ResponsesTools = mustJSON(flat)
 		switch k.ToolChoice {
 		case "", config.ToolChoiceAuto, config.ToolChoiceRequired:
-			out.attach.ToolChoice = mustJSON(cmpOr(k.ToolChoice, config.ToolChoiceAuto))
-			out.attach.ResponsesToolChoice = out.attach.ToolChoice
 			ask = append(ask, "Answer by calling one of the functions offered.")
 		default:
-			out.attach.ToolChoice = mustJSON(map[string]any{"type": "function", "function": map[string]string{"name": k.ToolChoice}})
-			out.attach.ResponsesToolChoice = mustJSON(map[string]string{"type": "function", "name": k.ToolChoice})
 			ask = append(ask, "Answer by calling the function "+k.ToolChoice+".")
 		}
 	}
@@ -128,46 +108,25 @@ func (c *ImageCache) NewKinds(k *config.RequestKinds) (*Kinds, error) {
 				return nil, errors.New("response_format: its schema was not compiled (config.Parse compiles it)")
 			}
 			out.schema = rf.Compiled
-			out.attach.ResponseFormat = mustJSON(map[string]any{"type": "json_schema",
-				"json_schema": map[string]any{"name": rf.Name, "schema": rf.SchemaJSON, "strict": true}})
-			out.attach.ResponsesText = mustJSON(map[string]any{"format": map[string]any{"type": "json_schema",
-				"name": rf.Name, "schema": rf.SchemaJSON, "strict": true}})
-			out.attach.OllamaFormat = rf.SchemaJSON
 			ask = append(ask, "Answer in JSON that follows the schema given.")
 		default:
-			out.attach.ResponseFormat = mustJSON(map[string]string{"type": "json_object"})
-			out.attach.ResponsesText = mustJSON(map[string]any{"format": map[string]string{"type": "json_object"}})
-			out.attach.OllamaFormat = mustJSON("json")
 			ask = append(ask, "Answer with a JSON object.")
 		}
 	}
+	var images []client.Image
 	if im := k.Images; im != nil {
 		set, err := c.images(*im)
 		if err != nil {
 			return nil, err
 		}
-		out.images, out.attach.Images = set, set.images
+		out.images, images = set, set.images
 		ask = append(ask, "Describe the images.")
 	}
+	// Each flavor that takes the kinds encodes them in its own shapes
+	// (probe/client), once here for every request of the workload.
+	out.attach = client.NewAttachments(k, images)
 	out.instruction = "\n\n" + strings.Join(ask, " ")
 	return out, nil
-}
-
-func cmpOr(s, def string) string {
-	if s == "" {
-		return def
-	}
-	return s
-}
-
-// mustJSON encodes a value built here of maps, strings and raw JSON, which
-// cannot fail.
-func mustJSON(v any) json.RawMessage {
-	b, err := json.Marshal(v)
-	if err != nil {
-		panic(err)
-	}
-	return b
 }
 
 // ShareSlots makes k's checks take their turns in s, shared with other

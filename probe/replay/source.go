@@ -333,24 +333,21 @@ func (s *Source) check(r *Record) ([]byte, string) {
 	return nil, ""
 }
 
-// forceOutput sets max_tokens (and max_completion_tokens, when the body has
-// it) to n and ignore_eos to true. A Responses API body (one with "input"
-// and neither "messages" nor "prompt") gets max_output_tokens instead of
-// max_tokens, which that API does not have.
+// forceOutput sets the member that caps the output of the API the body is
+// for (config.RecordedBodyFlavor: max_tokens, or the Responses API's
+// max_output_tokens) to n, and max_completion_tokens too when the body has
+// it, and ignore_eos to true.
 func forceOutput(body []byte, n int) ([]byte, error) {
 	var m map[string]json.RawMessage
 	if err := json.Unmarshal(body, &m); err != nil {
 		return nil, err
 	}
 	v := json.RawMessage(fmt.Sprint(n))
-	_, input := m["input"]
-	_, messages := m["messages"]
-	_, prompt := m["prompt"]
-	if _, ok := m["max_output_tokens"]; ok || (input && !messages && !prompt) {
-		m["max_output_tokens"] = v
-	} else {
-		m["max_tokens"] = v
-	}
+	api := config.RecordedBodyFlavor(func(member string) bool {
+		_, ok := m[member]
+		return ok
+	})
+	m[api.BodyMaxTokens] = v
 	if _, ok := m["max_completion_tokens"]; ok {
 		m["max_completion_tokens"] = v
 	}
