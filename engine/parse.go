@@ -156,119 +156,151 @@ type parsedMetrics struct {
 // recordings, some servers) is accepted: the line is complete, only the
 // terminator is missing. ctx bounds the read.
 func parseMetricsBody(ctx context.Context, r io.Reader) (*parsedMetrics, error) {
-	var (
-		br       = bufio.NewReaderSize(io.LimitReader(r, maxMetricsBytes+1), readBufferBytes)
-		kept     bytes.Buffer
-		out      = &parsedMetrics{}
-		series   = make([]int, len(wanted))
-		prefixes = make([]bool, len(enginePrefixes))
-		lx       lexer
-		read     int
-		line     int
-		over     error // a cap passed: refused once the kept text is parsed
-	)
-	keep := func(b []byte, first bool) {
-		if over != nil {
-			return
-		}
-		if kept.Len()+len(b) > maxKeptBytes {
-			over = fmt.Errorf("%w: the mapped families take more than %d bytes (at line %d)", errRefused, maxKeptBytes, line)
-			return
-		}
-		if first {
-			out.keptLines = append(out.keptLines, line)
-		}
-		kept.Write(b)
+	b := bodyReader{
+		out:      &parsedMetrics{},
+		series:   make([]int, len(wanted)),
+		prefixes: make([]bool, len(enginePrefixes)),
 	}
-	// rest: what to do with the pieces of a line longer than the buffer.
-	const (
-		restDrop = iota
-		restKeep
-	)
-	inLine, rest := false, restDrop
-	for {
-		b, err := br.ReadSlice('\n')
-		read += len(b)
-		if read > maxMetricsBytes {
-			return nil, fmt.Errorf("body longer than %d bytes", maxMetricsBytes)
-		}
-		complete := err == nil || (err == io.EOF && len(b) > 0)
-		if err != nil && err != io.EOF && err != bufio.ErrBufferFull {
-			return nil, err
-		}
-		if len(b) > 0 {
-			if inLine { // a further piece of a long line
-				if rest == restKeep {
-					keep(b, false)
-				}
-			} else {
-				line++
-				if line%ctxCheckLines == 0 {
-					if err := ctx.Err(); err != nil {
-						return nil, err
-					}
-				}
-				kind, name := lx.classify(b, complete)
-				k := keepLine
-				switch kind {
-				case lineSkip:
-					k = dropLine
-				case lineSample:
-					out.samples++
-					notePrefixes(name, prefixes)
-					fallthrough
-				case lineMeta:
-					i := wantedIndex(name)
-					if i < 0 {
-						k = dropLine
-						break
-					}
-					if kind == lineSample {
-						if series[i]++; series[i] > maxSeriesPerFamily && over == nil {
-							over = fmt.Errorf("%w: family %q has more than %d series", errRefused, name, maxSeriesPerFamily)
-						}
-					}
-				}
-				if k == keepLine {
-					keep(b, true)
-					rest = restKeep
-				} else {
-					rest = restDrop
-				}
-			}
-			inLine = err == bufio.ErrBufferFull
-			if !inLine && b[len(b)-1] != '\n' && rest == restKeep {
-				keep([]byte{'\n'}, false) // the last line's missing newline
-			}
-		}
-		if err == io.EOF {
-			if len(b) == 0 && inLine && rest == restKeep {
-				keep([]byte{'\n'}, false)
-			}
-			break
-		}
+	if err := b.read(ctx, r); err != nil {
+		return nil, err
 	}
-	for _, m := range engineMappings {
-		if mappingSeen(m, prefixes) {
-			out.engine = m.name
-			break
-		}
-	}
+	b.out.engine = detectedEngine(b.prefixes)
 	if err := ctx.Err(); err != nil {
 		return nil, err
 	}
 	// A cap passed is the reason, before any parse: the kept text stops
 	// where the cap was passed, mid-line for a long one, and its parse
 	// would only say "unexpected end of input stream".
-	if over != nil {
-		return nil, over
+	if b.over != nil {
+		return nil, b.over
 	}
+	fams, err := b.parseKept(ctx)
+	if err != nil {
+		return nil, err
+	}
+	b.out.fams = fams
+	return b.out, nil
+}
+
+// bodyReader is one body's read: the text of the wanted families, kept for
+// the parser, and what the lines of every family tell on the way.
+type bodyReader struct {
+	out      *parsedMetrics
+	kept     bytes.Buffer
+	series   []int  // sample lines of each wanted family, by wantedIndex
+	prefixes []bool // the engine prefixes seen (notePrefixes)
+	lx       lexer
+	line     int   // the current line's number in the body
+	over     error // a cap passed: refused once the kept text is parsed
+	// keepRest says whether the further pieces of a line longer than the
+	// buffer are kept, as its first piece was.
+	keepRest bool
+}
+
+// read reads r's lines to its end, keeping those of the wanted families.
+func (b *bodyReader) read(ctx context.Context, r io.Reader) error {
+	br := bufio.NewReaderSize(io.LimitReader(r, maxMetricsBytes+1), readBufferBytes)
+	read, inLine := 0, false
+	for {
+		p, err := br.ReadSlice('\n')
+		read += len(p)
+		if read > maxMetricsBytes {
+			return fmt.Errorf("body longer than %d bytes", maxMetricsBytes)
+		}
+		complete := err == nil || (err == io.EOF && len(p) > 0)
+		if err != nil && err != io.EOF && err != bufio.ErrBufferFull {
+			return err
+		}
+		if len(p) > 0 {
+			if inLine { // a further piece of a long line
+				if b.keepRest {
+					b.keep(p, false)
+				}
+			} else if lineErr := b.startLine(ctx, p, complete); lineErr != nil {
+				return lineErr
+			}
+			inLine = err == bufio.ErrBufferFull
+			if !inLine && p[len(p)-1] != '\n' && b.keepRest {
+				b.keep([]byte{'\n'}, false) // the last line's missing newline
+			}
+		}
+		if err == io.EOF {
+			if len(p) == 0 && inLine && b.keepRest {
+				b.keep([]byte{'\n'}, false)
+			}
+			return nil
+		}
+	}
+}
+
+// startLine reads a line's first piece p (the whole line, unless it is
+// longer than the buffer): it counts the line, and keeps it when the
+// parser needs it.
+func (b *bodyReader) startLine(ctx context.Context, p []byte, complete bool) error {
+	b.line++
+	if b.line%ctxCheckLines == 0 {
+		if err := ctx.Err(); err != nil {
+			return err
+		}
+	}
+	kind, name := b.lx.classify(p, complete)
+	b.keepRest = b.noteLine(kind, name)
+	if b.keepRest {
+		b.keep(p, true)
+	}
+	return nil
+}
+
+// noteLine counts a line of that kind and family name (samples, engine
+// prefixes, a wanted family's series) and reports whether the parser needs
+// it: a line of a wanted family, or one the lexer could not tell.
+func (b *bodyReader) noteLine(kind lineKind, name []byte) bool {
+	switch kind {
+	case lineSkip:
+		return false
+	case lineSample:
+		b.out.samples++
+		notePrefixes(name, b.prefixes)
+		fallthrough
+	case lineMeta:
+		i := wantedIndex(name)
+		if i < 0 {
+			return false
+		}
+		if kind == lineSample {
+			if b.series[i]++; b.series[i] > maxSeriesPerFamily && b.over == nil {
+				b.over = fmt.Errorf("%w: family %q has more than %d series", errRefused, name, maxSeriesPerFamily)
+			}
+		}
+	}
+	return true
+}
+
+// keep adds p, a line or a piece of one (not the first: first is false),
+// to the parser's text, unless that passes maxKeptBytes.
+func (b *bodyReader) keep(p []byte, first bool) {
+	if b.over != nil {
+		return
+	}
+	if b.kept.Len()+len(p) > maxKeptBytes {
+		b.over = fmt.Errorf("%w: the mapped families take more than %d bytes (at line %d)", errRefused, maxKeptBytes, b.line)
+		return
+	}
+	if first {
+		b.out.keptLines = append(b.out.keptLines, b.line)
+	}
+	b.kept.Write(p)
+}
+
+// parseKept parses the kept text into the wanted families. A parse error's
+// line is the body's.
+func (b *bodyReader) parseKept(ctx context.Context) (map[string]*dto.MetricFamily, error) {
 	p := expfmt.NewTextParser(model.UTF8Validation)
-	fams, err := p.TextToMetricFamilies(ctxio.Reader{Ctx: ctx, R: &kept}) // bounded by the scrape's context too
+	fams, err := p.TextToMetricFamilies(ctxio.Reader{Ctx: ctx, R: &b.kept}) // bounded by the scrape's context too
 	if err != nil {
 		var pe expfmt.ParseError
-		if errors.As(err, &pe) && pe.Line >= 1 && pe.Line <= len(out.keptLines) {
-			pe.Line = out.keptLines[pe.Line-1]
+		if errors.As(err, &pe) && pe.Line >= 1 && pe.Line <= len(b.out.keptLines) {
+			pe.Line = b.out.keptLines[pe.Line-1]
 			return nil, pe
 		}
 		return nil, err
@@ -283,14 +315,19 @@ func parseMetricsBody(ctx context.Context, r io.Reader) (*parsedMetrics, error) 
 	if err := duplicateSeries(fams); err != nil {
 		return nil, err
 	}
-	out.fams = fams
-	return out, nil
+	return fams, nil
 }
 
-const (
-	dropLine = iota
-	keepLine
-)
+// detectedEngine is detectEngine's answer from the prefixes seen: the
+// first mapping in the table's order that has one; "" when none has.
+func detectedEngine(prefixes []bool) string {
+	for _, m := range engineMappings {
+		if mappingSeen(m, prefixes) {
+			return m.name
+		}
+	}
+	return ""
+}
 
 // enginePrefixes lists every mapping's name prefixes, in the table's
 // order; prefixOwner is the mapping each belongs to.

@@ -817,121 +817,177 @@ func (sc *targetScraper) readInfo(ctx context.Context, engine string) (*serverIn
 	var failed error
 	switch engine {
 	case engineVLLM, engineNIM, engineTRTLLMServe:
-		var v struct {
-			Version string `json:"version"`
-			Release string `json:"release"`
-		}
-		path := "/version"
-		if engine == engineNIM {
-			path = "/v1/version"
-		}
-		if sc.getJSON(ctx, path, &v) == nil {
-			info.version, ok = v.Version, true
-			if info.version == "" {
-				info.version = v.Release
-			}
-		}
-		if m, n, found := sc.openAIModels(ctx); found {
-			info.model, info.maxContext, ok = m, n, true
-		}
+		ok = sc.readVLLMInfo(ctx, engine, info)
 	case engineSGLang:
-		var v struct {
-			Version       string `json:"version"`
-			ContextLength int    `json:"context_length"`
-		}
-		if sc.getJSON(ctx, "/get_server_info", &v) == nil {
-			info.version, info.maxContext, ok = v.Version, v.ContextLength, true
-		}
-		if m, n, found := sc.openAIModels(ctx); found {
-			info.model, ok = m, true
-			if info.maxContext == 0 {
-				info.maxContext = n
-			}
-		}
+		ok = sc.readSGLangInfo(ctx, info)
 	case engineTGI:
-		var v struct {
-			Version        string `json:"version"`
-			ModelID        string `json:"model_id"`
-			MaxTotalTokens int    `json:"max_total_tokens"`
-		}
-		if sc.getJSON(ctx, "/info", &v) == nil {
-			info.version, info.model, info.maxContext, ok = v.Version, v.ModelID, v.MaxTotalTokens, true
-		}
+		ok = sc.readTGIInfo(ctx, info)
 	case engineLlamaCpp:
-		var v struct {
-			BuildInfo string `json:"build_info"`
-			ModelPath string `json:"model_path"`
-			NCtx      int    `json:"n_ctx"`
-			Settings  struct {
-				NCtx int `json:"n_ctx"`
-			} `json:"default_generation_settings"`
-		}
-		if sc.getJSON(ctx, "/props", &v) == nil {
-			info.version, info.model, ok = v.BuildInfo, v.ModelPath, true
-			info.maxContext = v.Settings.NCtx
-			if info.maxContext == 0 {
-				info.maxContext = v.NCtx
-			}
-		}
-		if m, _, found := sc.openAIModels(ctx); found {
-			info.model, ok = m, true
-		}
+		ok = sc.readLlamaCppInfo(ctx, info)
 	case engineOllama:
-		var v struct {
-			Version string `json:"version"`
-		}
-		if failed = sc.getJSON(ctx, "/api/version", &v); failed == nil {
-			info.version, ok = v.Version, true
-		}
-		var ps struct {
-			Models []struct {
-				Name          string `json:"name"`
-				Size          int64  `json:"size"`
-				SizeVRAM      int64  `json:"size_vram"`
-				ContextLength int    `json:"context_length"`
-			} `json:"models"`
-		}
-		if ok {
-			failed = sc.getJSON(ctx, "/api/ps", &ps)
-		}
-		if ok && failed == nil {
-			info.loaded = []LoadedModel{}
-			nameBytes := 0
-			for _, m := range ps.Models {
-				if m.Name == sc.t.model || m.Name == sc.t.model+":latest" || len(ps.Models) == 1 {
-					info.model, info.maxContext = m.Name, m.ContextLength
-				}
-				// The name is cut before it is compared, so that two
-				// long names cut alike make one series, not a duplicate.
-				name := sc.capLabel("loaded_model", m.Name)
-				// One series per name: a name listed twice is counted once.
-				if slices.ContainsFunc(info.loaded, func(l LoadedModel) bool { return l.Name == name }) {
-					continue
-				}
-				if len(info.loaded) >= MaxLoadedModels || nameBytes+len(name) > MaxLoadedNameBytes {
-					sc.warnOnce(&sc.warnedLoaded, "server info: more loaded models than are exposed; the rest are left out",
-						"listed", len(ps.Models), "max_models", MaxLoadedModels, "max_name_bytes", MaxLoadedNameBytes)
-					continue
-				}
-				nameBytes += len(name)
-				info.loaded = append(info.loaded, LoadedModel{Name: name, Bytes: max(m.Size, 0), VRAMBytes: max(m.SizeVRAM, 0)})
-			}
-			slices.SortFunc(info.loaded, func(a, b LoadedModel) int { return strings.Compare(a.Name, b.Name) })
-		}
 		// The info stands on /api/version; failed says whether /api/ps
 		// answered too, which Ollama's up needs (scrape).
+		ok, failed = sc.readOllamaInfo(ctx, info)
 	case engineTriton:
-		var v struct {
-			Name    string `json:"name"`
-			Version string `json:"version"`
-		}
-		if sc.getJSON(ctx, "/v2", &v) == nil {
-			info.version, ok = v.Version, true
-		}
+		ok = sc.readTritonInfo(ctx, info)
 	}
 	info.version = sc.capLabel("version", info.version)
 	info.model = sc.capLabel("model", info.model)
 	return info, ok, failed
+}
+
+// readVLLMInfo reads the info of vLLM and of the servers that answer as it
+// does (NIM, TensorRT-LLM's trtllm-serve): the version, and the served
+// model and context length from /v1/models. It reports whether either
+// answered.
+func (sc *targetScraper) readVLLMInfo(ctx context.Context, engine string, info *serverInfo) bool {
+	ok := false
+	var v struct {
+		Version string `json:"version"`
+		Release string `json:"release"`
+	}
+	path := "/version"
+	if engine == engineNIM {
+		path = "/v1/version"
+	}
+	if sc.getJSON(ctx, path, &v) == nil {
+		info.version, ok = v.Version, true
+		if info.version == "" {
+			info.version = v.Release
+		}
+	}
+	if m, n, found := sc.openAIModels(ctx); found {
+		info.model, info.maxContext, ok = m, n, true
+	}
+	return ok
+}
+
+// readSGLangInfo reads SGLang's version and context length, and its served
+// model from /v1/models. It reports whether either answered.
+func (sc *targetScraper) readSGLangInfo(ctx context.Context, info *serverInfo) bool {
+	ok := false
+	var v struct {
+		Version       string `json:"version"`
+		ContextLength int    `json:"context_length"`
+	}
+	if sc.getJSON(ctx, "/get_server_info", &v) == nil {
+		info.version, info.maxContext, ok = v.Version, v.ContextLength, true
+	}
+	if m, n, found := sc.openAIModels(ctx); found {
+		info.model, ok = m, true
+		if info.maxContext == 0 {
+			info.maxContext = n
+		}
+	}
+	return ok
+}
+
+// readTGIInfo reads TGI's /info. It reports whether it answered.
+func (sc *targetScraper) readTGIInfo(ctx context.Context, info *serverInfo) bool {
+	var v struct {
+		Version        string `json:"version"`
+		ModelID        string `json:"model_id"`
+		MaxTotalTokens int    `json:"max_total_tokens"`
+	}
+	if sc.getJSON(ctx, "/info", &v) != nil {
+		return false
+	}
+	info.version, info.model, info.maxContext = v.Version, v.ModelID, v.MaxTotalTokens
+	return true
+}
+
+// readLlamaCppInfo reads llama.cpp's /props, and its served model from
+// /v1/models. It reports whether either answered.
+func (sc *targetScraper) readLlamaCppInfo(ctx context.Context, info *serverInfo) bool {
+	ok := false
+	var v struct {
+		BuildInfo string `json:"build_info"`
+		ModelPath string `json:"model_path"`
+		NCtx      int    `json:"n_ctx"`
+		Settings  struct {
+			NCtx int `json:"n_ctx"`
+		} `json:"default_generation_settings"`
+	}
+	if sc.getJSON(ctx, "/props", &v) == nil {
+		info.version, info.model, ok = v.BuildInfo, v.ModelPath, true
+		info.maxContext = v.Settings.NCtx
+		if info.maxContext == 0 {
+			info.maxContext = v.NCtx
+		}
+	}
+	if m, _, found := sc.openAIModels(ctx); found {
+		info.model, ok = m, true
+	}
+	return ok
+}
+
+// ollamaModel is one model of Ollama's /api/ps.
+type ollamaModel struct {
+	Name          string `json:"name"`
+	Size          int64  `json:"size"`
+	SizeVRAM      int64  `json:"size_vram"`
+	ContextLength int    `json:"context_length"`
+}
+
+// readOllamaInfo reads Ollama's /api/version, then its loaded models from
+// /api/ps. It reports whether /api/version answered, and why either could
+// not be read.
+func (sc *targetScraper) readOllamaInfo(ctx context.Context, info *serverInfo) (bool, error) {
+	var v struct {
+		Version string `json:"version"`
+	}
+	if err := sc.getJSON(ctx, "/api/version", &v); err != nil {
+		return false, err
+	}
+	info.version = v.Version
+	var ps struct {
+		Models []ollamaModel `json:"models"`
+	}
+	if err := sc.getJSON(ctx, "/api/ps", &ps); err != nil {
+		return true, err
+	}
+	sc.setLoaded(info, ps.Models)
+	return true, nil
+}
+
+// setLoaded sets info's loaded models from Ollama's list, and its served
+// model and context length from the target's model (or the only one).
+func (sc *targetScraper) setLoaded(info *serverInfo, models []ollamaModel) {
+	info.loaded = []LoadedModel{}
+	nameBytes := 0
+	for _, m := range models {
+		if m.Name == sc.t.model || m.Name == sc.t.model+":latest" || len(models) == 1 {
+			info.model, info.maxContext = m.Name, m.ContextLength
+		}
+		// The name is cut before it is compared, so that two
+		// long names cut alike make one series, not a duplicate.
+		name := sc.capLabel("loaded_model", m.Name)
+		// One series per name: a name listed twice is counted once.
+		if slices.ContainsFunc(info.loaded, func(l LoadedModel) bool { return l.Name == name }) {
+			continue
+		}
+		if len(info.loaded) >= MaxLoadedModels || nameBytes+len(name) > MaxLoadedNameBytes {
+			sc.warnOnce(&sc.warnedLoaded, "server info: more loaded models than are exposed; the rest are left out",
+				"listed", len(models), "max_models", MaxLoadedModels, "max_name_bytes", MaxLoadedNameBytes)
+			continue
+		}
+		nameBytes += len(name)
+		info.loaded = append(info.loaded, LoadedModel{Name: name, Bytes: max(m.Size, 0), VRAMBytes: max(m.SizeVRAM, 0)})
+	}
+	slices.SortFunc(info.loaded, func(a, b LoadedModel) int { return strings.Compare(a.Name, b.Name) })
+}
+
+// readTritonInfo reads Triton's /v2. It reports whether it answered.
+func (sc *targetScraper) readTritonInfo(ctx context.Context, info *serverInfo) bool {
+	var v struct {
+		Name    string `json:"name"`
+		Version string `json:"version"`
+	}
+	if sc.getJSON(ctx, "/v2", &v) != nil {
+		return false
+	}
+	info.version = v.Version
+	return true
 }
 
 // MaxLabelBytes bounds a label value that a server gives (its version,

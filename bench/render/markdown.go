@@ -109,8 +109,20 @@ func mdNum(v report.Num, digits int) string {
 // reason, the replays, the known answers (with why an accuracy is what it
 // is), the perplexity and the cold start, each only when the run has it.
 func writeMarkdownSections(b *strings.Builder, r *report.Report) {
-	// Failures are summed over the repeats: exact counts, where a median
-	// of each outcome would not add up.
+	mdFailures(b, r)
+	mdDegraded(b, r)
+	writeMarkdownPrecision(b, r)
+	mdReplays(b, r)
+	mdKnownAnswers(b, r)
+	mdPerplexity(b, r)
+	mdRequestRecords(b, r.RequestRecords)
+	mdColdStart(b, r.ColdStart)
+}
+
+// mdFailures writes the cells whose measured requests did not all succeed,
+// by outcome and by HTTP status. Failures are summed over the repeats:
+// exact counts, where a median of each outcome would not add up.
+func mdFailures(b *strings.Builder, r *report.Report) {
 	type failures struct {
 		key                string
 		requests, failed   int
@@ -134,90 +146,117 @@ func writeMarkdownSections(b *strings.Builder, r *report.Report) {
 			failed = append(failed, f)
 		}
 	}
-	if len(failed) > 0 {
-		b.WriteString("## Failures\n\nMeasured requests that did not succeed, by outcome and by HTTP status, over every repeat.\n\n| cell | requests | not successful | by outcome | by HTTP status |\n| --- | --- | --- | --- | --- |\n")
-		for _, f := range failed {
-			fmt.Fprintf(b, "| %s | %d | %d | %s | %s |\n", report.MarkdownCell(f.key), f.requests, f.failed,
-				mdCounts(f.outcomes, report.OutcomeSuccess), mdCounts(f.statuses, ""))
-		}
-		b.WriteString("\n")
+	if len(failed) == 0 {
+		return
 	}
+	b.WriteString("## Failures\n\nMeasured requests that did not succeed, by outcome and by HTTP status, over every repeat.\n\n| cell | requests | not successful | by outcome | by HTTP status |\n| --- | --- | --- | --- | --- |\n")
+	for _, f := range failed {
+		fmt.Fprintf(b, "| %s | %d | %d | %s | %s |\n", report.MarkdownCell(f.key), f.requests, f.failed,
+			mdCounts(f.outcomes, report.OutcomeSuccess), mdCounts(f.statuses, ""))
+	}
+	b.WriteString("\n")
+}
 
+// mdDegraded writes the cells whose client was degraded, with their notes.
+func mdDegraded(b *strings.Builder, r *report.Report) {
 	var degraded []string
 	for i := range r.Cells {
 		if c := &r.Cells[i]; c.DegradedNote != "" {
 			degraded = append(degraded, fmt.Sprintf("| %s | %s |", report.MarkdownCell(c.Key), report.MarkdownCell(c.DegradedNote)))
 		}
 	}
-	if len(degraded) > 0 {
-		b.WriteString("## Client degraded\n\nCells whose client fell behind its schedule or waited for a CPU: their latencies include its own delay. How late, how often, and what to change.\n\n| cell | note |\n| --- | --- |\n")
-		b.WriteString(strings.Join(degraded, "\n") + "\n\n")
+	if len(degraded) == 0 {
+		return
 	}
+	b.WriteString("## Client degraded\n\nCells whose client fell behind its schedule or waited for a CPU: their latencies include its own delay. How late, how often, and what to change.\n\n| cell | note |\n| --- | --- |\n")
+	b.WriteString(strings.Join(degraded, "\n") + "\n\n")
+}
 
-	writeMarkdownPrecision(b, r)
-
+// mdReplays writes each replay cell's repeats: the trace's rows, what was
+// replayed, dropped and clamped, and the sends' drift.
+func mdReplays(b *strings.Builder, r *report.Report) {
 	var replays []*report.CellResult
 	for i := range r.Cells {
 		if r.Cells[i].Load.Kind == report.LoadReplay {
 			replays = append(replays, &r.Cells[i])
 		}
 	}
-	if len(replays) > 0 {
-		b.WriteString("## Replays\n\nPer repeat: the window's rows, those replayed (sent or dropped) and dropped, those the rate ceiling clamped, the drift of the sends from the trace's instants (ms), and the stability over the windows the trace filled.\n\n| cell | repeat | rows | replayed | dropped | clamped | drift p50 | drift p99 | drift max | degraded | stability |\n| --- | --- | --- | --- | --- | --- | --- | --- | --- | --- | --- |\n")
-		for _, c := range replays {
-			for _, rep := range c.Repeats {
-				rr := rep.Replay
-				if rr == nil {
-					continue
+	if len(replays) == 0 {
+		return
+	}
+	b.WriteString("## Replays\n\nPer repeat: the window's rows, those replayed (sent or dropped) and dropped, those the rate ceiling clamped, the drift of the sends from the trace's instants (ms), and the stability over the windows the trace filled.\n\n| cell | repeat | rows | replayed | dropped | clamped | drift p50 | drift p99 | drift max | degraded | stability |\n| --- | --- | --- | --- | --- | --- | --- | --- | --- | --- | --- |\n")
+	for _, c := range replays {
+		for _, rep := range c.Repeats {
+			rr := rep.Replay
+			if rr == nil {
+				continue
+			}
+			fmt.Fprintf(b, "| %s | %d | %d | %d | %d | %d | %s | %s | %s | %t | %s |\n", report.MarkdownCell(c.Key), rep.Index+1, rr.Rows, rr.Replayed, rr.Dropped, rr.Clamped,
+				report.MarkdownMillis(rr.Drift.P50), report.MarkdownMillis(rr.Drift.P99), report.MarkdownMillis(rr.Drift.Max), rr.Degraded, report.MarkdownCell(mdStability(rep.Stability)))
+		}
+	}
+	b.WriteString("\n")
+}
+
+// mdKnownAnswers writes each target's known-answer checks passed, and why
+// each failing one failed.
+func mdKnownAnswers(b *strings.Builder, r *report.Report) {
+	if len(r.Accuracy) == 0 {
+		return
+	}
+	b.WriteString("## Known answers\n\nEach target's known-answer checks: the ranking's accuracy is the fraction passed (with the perplexity's score where both are set).\n\n| target | passed | of | failing checks |\n| --- | --- | --- | --- |\n")
+	for _, a := range r.Accuracy {
+		var why []string
+		for _, c := range a.Checks {
+			if !c.Passed {
+				reason := c.Error
+				if reason == "" {
+					reason = fmt.Sprintf("answered %q, expected %q", c.Answer, c.Expect)
 				}
-				fmt.Fprintf(b, "| %s | %d | %d | %d | %d | %d | %s | %s | %s | %t | %s |\n", report.MarkdownCell(c.Key), rep.Index+1, rr.Rows, rr.Replayed, rr.Dropped, rr.Clamped,
-					report.MarkdownMillis(rr.Drift.P50), report.MarkdownMillis(rr.Drift.P99), report.MarkdownMillis(rr.Drift.Max), rr.Degraded, report.MarkdownCell(mdStability(rep.Stability)))
+				why = append(why, fmt.Sprintf("%q: %s", c.Prompt, reason))
 			}
 		}
-		b.WriteString("\n")
+		fmt.Fprintf(b, "| %s | %d | %d | %s |\n", report.MarkdownCell(a.Target), a.Passed, a.Total, report.MarkdownCell(strings.Join(why, "; ")))
 	}
+	b.WriteString("\n")
+}
 
-	if len(r.Accuracy) > 0 {
-		b.WriteString("## Known answers\n\nEach target's known-answer checks: the ranking's accuracy is the fraction passed (with the perplexity's score where both are set).\n\n| target | passed | of | failing checks |\n| --- | --- | --- | --- |\n")
-		for _, a := range r.Accuracy {
-			var why []string
-			for _, c := range a.Checks {
-				if !c.Passed {
-					reason := c.Error
-					if reason == "" {
-						reason = fmt.Sprintf("answered %q, expected %q", c.Answer, c.Expect)
-					}
-					why = append(why, fmt.Sprintf("%q: %s", c.Prompt, reason))
-				}
-			}
-			fmt.Fprintf(b, "| %s | %d | %d | %s |\n", report.MarkdownCell(a.Target), a.Passed, a.Total, report.MarkdownCell(strings.Join(why, "; ")))
+// mdPerplexity writes each target's perplexity over the reference text.
+func mdPerplexity(b *strings.Builder, r *report.Report) {
+	if len(r.Perplexity) == 0 {
+		return
+	}
+	b.WriteString("## Perplexity\n\nThe median over the repeats of each target's perplexity over the reference text (compare only equal text hashes).\n\n| target | perplexity | min | max | tokens | scored | failures |\n| --- | --- | --- | --- | --- | --- | --- |\n")
+	for _, p := range r.Perplexity {
+		fail := mdCounts(p.Failures, "")
+		if p.Error != "" {
+			fail = strings.TrimSpace(fail + " (" + p.Error + ")")
 		}
-		b.WriteString("\n")
+		fmt.Fprintf(b, "| %s | %s | %s | %s | %d | %d of %d | %s |\n", report.MarkdownCell(p.Target), mdNum(p.Perplexity, 3), mdNum(p.Min, 3), mdNum(p.Max, 3),
+			p.Tokens, p.Scores, p.Repeats, report.MarkdownCell(fail))
 	}
+	b.WriteString("\n")
+}
 
-	if len(r.Perplexity) > 0 {
-		b.WriteString("## Perplexity\n\nThe median over the repeats of each target's perplexity over the reference text (compare only equal text hashes).\n\n| target | perplexity | min | max | tokens | scored | failures |\n| --- | --- | --- | --- | --- | --- | --- |\n")
-		for _, p := range r.Perplexity {
-			fail := mdCounts(p.Failures, "")
-			if p.Error != "" {
-				fail = strings.TrimSpace(fail + " (" + p.Error + ")")
-			}
-			fmt.Fprintf(b, "| %s | %s | %s | %s | %d | %d of %d | %s |\n", report.MarkdownCell(p.Target), mdNum(p.Perplexity, 3), mdNum(p.Min, 3), mdNum(p.Max, 3),
-				p.Tokens, p.Scores, p.Repeats, report.MarkdownCell(fail))
-		}
-		b.WriteString("\n")
+// mdRequestRecords writes what became of the per-request records, when the
+// run wrote them (rr is nil otherwise).
+func mdRequestRecords(b *strings.Builder, rr *report.RequestRecords) {
+	if rr == nil {
+		return
 	}
+	b.WriteString("## Request records\n\nThe per-request records of `--output.requests`: written (the lines the file holds), dropped by a write error, and left out beyond `--output.requests.max`.\n\n| file | written | dropped | left out | error |\n| --- | --- | --- | --- | --- |\n")
+	fmt.Fprintf(b, "| `%s` | %d | %d | %d | %s |\n\n", report.MarkdownCell(rr.Path), rr.Written, rr.Dropped, rr.LeftOut, report.MarkdownCell(rr.Error))
+}
 
-	if rr := r.RequestRecords; rr != nil {
-		b.WriteString("## Request records\n\nThe per-request records of `--output.requests`: written (the lines the file holds), dropped by a write error, and left out beyond `--output.requests.max`.\n\n| file | written | dropped | left out | error |\n| --- | --- | --- | --- | --- |\n")
-		fmt.Fprintf(b, "| `%s` | %d | %d | %d | %s |\n\n", report.MarkdownCell(rr.Path), rr.Written, rr.Dropped, rr.LeftOut, report.MarkdownCell(rr.Error))
+// mdColdStart writes the cold start's figures, when the run measured one
+// (cs is nil otherwise).
+func mdColdStart(b *strings.Builder, cs *report.ColdStartReport) {
+	if cs == nil {
+		return
 	}
-
-	if cs := r.ColdStart; cs != nil {
-		b.WriteString("## Cold start\n\nSeconds from the server's start to its readiness, to the first token of the first successful request, and that request's own TTFT (median over the starts).\n\n")
-		fmt.Fprintf(b, "| target | ready | first token | first request TTFT | starts | failed |\n| --- | --- | --- | --- | --- | --- |\n| %s | %s | %s | %s | %d | %d |\n\n",
-			report.MarkdownCell(cs.Target), mdNum(cs.ReadySeconds, 3), mdNum(cs.FirstTokenSeconds, 3), mdNum(cs.FirstRequestTTFTSeconds, 3), len(cs.Repeats), cs.Failed)
-	}
+	b.WriteString("## Cold start\n\nSeconds from the server's start to its readiness, to the first token of the first successful request, and that request's own TTFT (median over the starts).\n\n")
+	fmt.Fprintf(b, "| target | ready | first token | first request TTFT | starts | failed |\n| --- | --- | --- | --- | --- | --- |\n| %s | %s | %s | %s | %d | %d |\n\n",
+		report.MarkdownCell(cs.Target), mdNum(cs.ReadySeconds, 3), mdNum(cs.FirstTokenSeconds, 3), mdNum(cs.FirstRequestTTFTSeconds, 3), len(cs.Repeats), cs.Failed)
 }
 
 // mdCounts writes counts as "key n, key n" in key order, leaving skip out.

@@ -126,20 +126,42 @@ func (c Arrival) Validate() error {
 // validate checks c and returns the peak of its rate function. The rate
 // function is piecewise linear, so its peak is the highest endpoint.
 func (c Arrival) validate() (float64, error) {
+	if err := c.validateProcess(); err != nil {
+		return 0, err
+	}
+	peak, err := c.validateRateFunction()
+	if err != nil {
+		return 0, err
+	}
+	if err := c.validateCeiling(peak); err != nil {
+		return 0, err
+	}
+	return peak, nil
+}
+
+// validateProcess checks the gap shape: a known process, and a burstiness
+// only for gamma's.
+func (c Arrival) validateProcess() error {
 	switch c.Process {
 	case ProcessConstant, ProcessPoisson:
 		if c.Burstiness != 0 {
-			return 0, arrivalErr("burstiness", "only applies to process %q, got %v with process %q", ProcessGamma, c.Burstiness, c.Process)
+			return arrivalErr("burstiness", "only applies to process %q, got %v with process %q", ProcessGamma, c.Burstiness, c.Process)
 		}
 	case ProcessGamma:
 		if math.IsNaN(c.Burstiness) || math.IsInf(c.Burstiness, 0) || c.Burstiness <= 0 {
-			return 0, arrivalErr("burstiness", "must be a finite number > 0 for process %q, got %v", ProcessGamma, c.Burstiness)
+			return arrivalErr("burstiness", "must be a finite number > 0 for process %q, got %v", ProcessGamma, c.Burstiness)
 		}
 	default:
-		return 0, arrivalErr("process", "must be one of %q, %q, %q; got %q%s", ProcessConstant, ProcessPoisson, ProcessGamma, c.Process,
+		return arrivalErr("process", "must be one of %q, %q, %q; got %q%s", ProcessConstant, ProcessPoisson, ProcessGamma, c.Process,
 			didYouMean(string(c.Process), []Process{ProcessConstant, ProcessPoisson, ProcessGamma}))
 	}
+	return nil
+}
 
+// validateRateFunction checks that exactly one of rate, ramp and stages is
+// set, and valid, and returns the rate function's peak, which must not be
+// zero.
+func (c Arrival) validateRateFunction() (float64, error) {
 	if err := checkArrivalRate("rate", c.Rate); err != nil {
 		return 0, err
 	}
@@ -162,73 +184,91 @@ func (c Arrival) validate() (float64, error) {
 	}
 
 	var peak float64
+	var err error
 	switch {
 	case c.Rate != 0:
 		peak = c.Rate
 	case c.Ramp != nil:
-		r := c.Ramp
-		if err := checkArrivalRate("ramp.from", r.From); err != nil {
-			return 0, err
-		}
-		if err := checkArrivalRate("ramp.to", r.To); err != nil {
-			return 0, err
-		}
-		if r.Over <= 0 {
-			return 0, arrivalErr("ramp.over", "must be > 0, got %v", r.Over)
-		}
-		peak = max(r.From, r.To)
+		peak, err = c.Ramp.peak()
 	default:
-		if len(c.Stages) == 0 {
-			return 0, arrivalErr("stages", "must hold at least one stage")
-		}
-		var start time.Duration
-		for i, s := range c.Stages {
-			name := fmt.Sprintf("stages[%d]", i)
-			if s.Duration <= 0 {
-				return 0, arrivalErr(name+".duration", "must be > 0, got %v", s.Duration)
-			}
-			if start > math.MaxInt64-s.Duration {
-				return 0, arrivalErr(name+".duration", "the stages add up to more than %v", time.Duration(math.MaxInt64))
-			}
-			if err := checkArrivalRate(name+".rate", s.Rate); err != nil {
-				return 0, err
-			}
-			to := s.Rate
-			if s.RampTo != nil {
-				if err := checkArrivalRate(name+".ramp_to", *s.RampTo); err != nil {
-					return 0, err
-				}
-				to = *s.RampTo
-			}
-			peak = max(peak, s.Rate, to)
-			start += s.Duration
-		}
+		peak, err = stagesPeak(c.Stages)
 	}
-
+	if err != nil {
+		return 0, err
+	}
 	if peak == 0 {
 		return 0, arrivalErr("rate", "the rate function is zero everywhere, so nothing would ever be sent")
 	}
+	return peak, nil
+}
 
-	m := c.MaxRate
-	if math.IsNaN(m) || math.IsInf(m, 0) || m < 0 {
-		return 0, arrivalErr("max_rate", "must be a finite rate ≥ 0 req/s, got %v", m)
+// peak checks the ramp and returns its higher end.
+func (r *Ramp) peak() (float64, error) {
+	if err := checkArrivalRate("ramp.from", r.From); err != nil {
+		return 0, err
 	}
-	if m > MaxRateLimit {
-		return 0, arrivalErr("max_rate", "must be at most %g req/s (1 ns spacing), got %v", float64(MaxRateLimit), m)
+	if err := checkArrivalRate("ramp.to", r.To); err != nil {
+		return 0, err
+	}
+	if r.Over <= 0 {
+		return 0, arrivalErr("ramp.over", "must be > 0, got %v", r.Over)
+	}
+	return max(r.From, r.To), nil
+}
+
+// stagesPeak checks the stages and returns the highest rate any of them
+// reaches. Their durations must add up to a time.Duration.
+func stagesPeak(stages []Stage) (float64, error) {
+	if len(stages) == 0 {
+		return 0, arrivalErr("stages", "must hold at least one stage")
+	}
+	var peak float64
+	var start time.Duration
+	for i, s := range stages {
+		name := fmt.Sprintf("stages[%d]", i)
+		if s.Duration <= 0 {
+			return 0, arrivalErr(name+".duration", "must be > 0, got %v", s.Duration)
+		}
+		if start > math.MaxInt64-s.Duration {
+			return 0, arrivalErr(name+".duration", "the stages add up to more than %v", time.Duration(math.MaxInt64))
+		}
+		if err := checkArrivalRate(name+".rate", s.Rate); err != nil {
+			return 0, err
+		}
+		to := s.Rate
+		if s.RampTo != nil {
+			if err := checkArrivalRate(name+".ramp_to", *s.RampTo); err != nil {
+				return 0, err
+			}
+			to = *s.RampTo
+		}
+		peak = max(peak, s.Rate, to)
+		start += s.Duration
+	}
+	return peak, nil
+}
+
+// validateCeiling checks max_rate against the rate function's peak: at or
+// above it for the constant process (0: the peak), strictly above it for
+// the random ones, which must set it.
+func (c Arrival) validateCeiling(peak float64) error {
+	m := c.MaxRate
+	if err := checkArrivalRate("max_rate", m); err != nil {
+		return err
 	}
 	if c.Process == ProcessConstant {
 		if m != 0 && m < peak {
-			return 0, arrivalErr("max_rate", "%v req/s is below the peak configured rate %v req/s", m, peak)
+			return arrivalErr("max_rate", "%v req/s is below the peak configured rate %v req/s", m, peak)
 		}
-	} else {
-		if m == 0 {
-			return 0, arrivalErr("max_rate", "required for process %q: set a ceiling above the peak rate %v req/s (a ceiling at the peak would reshape the process into evenly spaced arrivals)", c.Process, peak)
-		}
-		if m <= peak {
-			return 0, arrivalErr("max_rate", "%v req/s must be above the peak configured rate %v req/s for process %q (a ceiling at the peak would reshape the process into evenly spaced arrivals)", m, peak, c.Process)
-		}
+		return nil
 	}
-	return peak, nil
+	if m == 0 {
+		return arrivalErr("max_rate", "required for process %q: set a ceiling above the peak rate %v req/s (a ceiling at the peak would reshape the process into evenly spaced arrivals)", c.Process, peak)
+	}
+	if m <= peak {
+		return arrivalErr("max_rate", "%v req/s must be above the peak configured rate %v req/s for process %q (a ceiling at the peak would reshape the process into evenly spaced arrivals)", m, peak, c.Process)
+	}
+	return nil
 }
 
 // PeakRate is the highest rate the configured rate function reaches, or 0

@@ -369,39 +369,59 @@ func (c *Config) applyDefaults() {
 			w.Arrival.Process = ProcessPoisson
 		}
 		w.Arrival = w.Arrival.WithDefaults()
-		if w.Prompt.InputTokens == (Distribution{}) {
-			w.Prompt.InputTokens = Distribution{Dist: "fixed", Mean: DefaultInputTokens}
-		}
-		if w.Prompt.OutputTokens == (Distribution{}) {
-			w.Prompt.OutputTokens = Distribution{Dist: "fixed", Mean: DefaultOutputTokens}
-		}
-		if w.Prompt.InputTokens.Dist == "" {
-			w.Prompt.InputTokens.Dist = "fixed"
-		}
-		if w.Prompt.OutputTokens.Dist == "" {
-			w.Prompt.OutputTokens.Dist = "fixed"
-		}
+		w.Prompt.applyDefaults(DefaultInputTokens, DefaultOutputTokens)
 		w.applySessionDefaults()
 	}
 }
 
+// applyDefaults gives a length left unset a fixed one of input or output
+// tokens, and one set without its dist a fixed distribution.
+func (p *Prompt) applyDefaults(input, output float64) {
+	if p.InputTokens == (Distribution{}) {
+		p.InputTokens = Distribution{Dist: "fixed", Mean: input}
+	}
+	if p.OutputTokens == (Distribution{}) {
+		p.OutputTokens = Distribution{Dist: "fixed", Mean: output}
+	}
+	if p.InputTokens.Dist == "" {
+		p.InputTokens.Dist = "fixed"
+	}
+	if p.OutputTokens.Dist == "" {
+		p.OutputTokens.Dist = "fixed"
+	}
+}
+
 var nameRE = regexp.MustCompile(`^[a-zA-Z0-9_][a-zA-Z0-9_.:-]*$`)
+
+// checkName checks the name of a target or workload (kind) at p: set,
+// bounded, of nameRE's characters, and not in seen, the names of the
+// others of its kind before it; it adds name to seen.
+func (v *validator) checkName(p path, name, kind string, seen map[string]bool) {
+	switch {
+	case name == "":
+		v.add(p, "name", "is required")
+	case v.nameTooLong(p, "name", name):
+	case !nameRE.MatchString(name):
+		v.add(p, "name", fmt.Sprintf("%s must match %s", quote(name), nameRE))
+	case seen[name]:
+		v.add(p, "name", fmt.Sprintf("%s is used by another %s", quote(name), kind))
+	}
+	seen[name] = true
+}
+
+// checkFlavor checks that the flavor at p is a known one.
+func (v *validator) checkFlavor(p path, f Flavor) {
+	if !knownFlavor(f) {
+		v.add(p, "flavor", fmt.Sprintf("%s is not one of %v", quote(string(f)), Flavors)+didYouMean(string(f), Flavors))
+	}
+}
 
 func (c *Config) validate(v *validator) {
 	targets := map[string]bool{}
 	for i := range c.Targets {
 		t := &c.Targets[i]
 		p := path{"targets", i}
-		switch {
-		case t.Name == "":
-			v.add(p, "name", "is required")
-		case v.nameTooLong(p, "name", t.Name):
-		case !nameRE.MatchString(t.Name):
-			v.add(p, "name", fmt.Sprintf("%s must match %s", quote(t.Name), nameRE))
-		case targets[t.Name]:
-			v.add(p, "name", fmt.Sprintf("%s is used by another target", quote(t.Name)))
-		}
-		targets[t.Name] = true
+		v.checkName(p, t.Name, "target", targets)
 		if u, err := url.Parse(t.URL); t.URL == "" {
 			v.add(p, "url", "is required")
 		} else if err != nil || (u.Scheme != "http" && u.Scheme != "https") || u.Host == "" {
@@ -409,9 +429,7 @@ func (c *Config) validate(v *validator) {
 		} else if u.User != nil {
 			v.add(p, "url", "must not hold credentials: use bearer_token_file")
 		}
-		if !knownFlavor(t.Flavor) {
-			v.add(p, "flavor", fmt.Sprintf("%s is not one of %v", quote(string(t.Flavor)), Flavors)+didYouMean(string(t.Flavor), Flavors))
-		}
+		v.checkFlavor(p, t.Flavor)
 		if t.Model == "" {
 			v.add(p, "model", "is required (the model name the server serves)")
 		}
@@ -427,16 +445,7 @@ func (c *Config) validate(v *validator) {
 	for i := range c.Workloads {
 		w := &c.Workloads[i]
 		p := path{"workloads", i}
-		switch {
-		case w.Name == "":
-			v.add(p, "name", "is required")
-		case v.nameTooLong(p, "name", w.Name):
-		case !nameRE.MatchString(w.Name):
-			v.add(p, "name", fmt.Sprintf("%s must match %s", quote(w.Name), nameRE))
-		case workloads[w.Name]:
-			v.add(p, "name", fmt.Sprintf("%s is used by another workload", quote(w.Name)))
-		}
-		workloads[w.Name] = true
+		v.checkName(p, w.Name, "workload", workloads)
 		if w.Target == "" {
 			v.add(p, "target", "is required")
 		} else if !targets[w.Target] {

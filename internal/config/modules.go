@@ -204,18 +204,7 @@ func (c *Config) applyModuleDefaults() {
 		if m.Concurrency == 0 {
 			m.Concurrency = DefaultModuleConcurrency
 		}
-		if m.Prompt.InputTokens == (Distribution{}) {
-			m.Prompt.InputTokens = Distribution{Dist: "fixed", Mean: DefaultModuleInputTokens}
-		}
-		if m.Prompt.OutputTokens == (Distribution{}) {
-			m.Prompt.OutputTokens = Distribution{Dist: "fixed", Mean: DefaultModuleOutputTokens}
-		}
-		if m.Prompt.InputTokens.Dist == "" {
-			m.Prompt.InputTokens.Dist = "fixed"
-		}
-		if m.Prompt.OutputTokens.Dist == "" {
-			m.Prompt.OutputTokens.Dist = "fixed"
-		}
+		m.Prompt.applyDefaults(DefaultModuleInputTokens, DefaultModuleOutputTokens)
 		for i := range m.KnownAnswers {
 			if m.KnownAnswers[i].MaxTokens == 0 {
 				m.KnownAnswers[i].MaxTokens = DefaultKnownAnswerMaxTokens
@@ -237,9 +226,7 @@ func (c *Config) validateModules(v *validator) {
 		}
 		v.checkModel(p, "model", m.Model)
 		if m.Flavor != "" {
-			if !knownFlavor(m.Flavor) {
-				v.add(p, "flavor", fmt.Sprintf("%s is not one of %v", quote(string(m.Flavor)), Flavors)+didYouMean(string(m.Flavor), Flavors))
-			}
+			v.checkFlavor(p, m.Flavor)
 		}
 		if m.Target != "" {
 			if _, ok := c.Target(m.Target); !ok {

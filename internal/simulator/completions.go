@@ -50,10 +50,7 @@ type generateRequest struct {
 	// Tools are the functions a chat request offers; only the first's
 	// name is read (see genParams.toolName).
 	Tools []struct {
-		Function struct {
-			Name       string          `json:"name"`
-			Parameters json.RawMessage `json:"parameters"`
-		} `json:"function"`
+		Function toolFunction `json:"function"`
 	} `json:"tools"`
 	// ToolChoice "none" asks for a text answer despite the tools; a
 	// named function ({"type":"function","function":{"name":...}}) is the
@@ -66,6 +63,13 @@ type generateRequest struct {
 			Schema json.RawMessage `json:"schema"`
 		} `json:"json_schema"`
 	} `json:"response_format"`
+}
+
+// toolFunction is a function that a request offers as a tool: its name and
+// its parameters' JSON Schema, as chat and the Responses API both give them.
+type toolFunction struct {
+	Name       string          `json:"name"`
+	Parameters json.RawMessage `json:"parameters"`
 }
 
 // structuredRequest sets p's answer document from the request's tools or
@@ -622,92 +626,30 @@ func contentPad(f *Faults) string {
 // finished in the engine (so that it need not be aborted).
 func (s *Simulator) stream(ctx context.Context, w http.ResponseWriter, p *genParams, q *sequence, f *Faults, arrival time.Time) bool {
 	rc := http.NewResponseController(w)
-	object := textObject
-	if p.chat {
-		object = chatChunkObject
-	}
-	head := s.chunkHead(append(make([]byte, 0, 160), sseData...), object, p, arrival)
-	buf := make([]byte, 0, 512)
-	// finish renders the end of a chunk, stamping the emit time as late as
-	// possible: right before the write.
-	finish := func(b []byte) []byte {
-		if p.includeUsage {
-			b = append(b, usageNullField...)
-		}
-		b = append(b, emitField...)
-		b = strconv.AppendInt(b, time.Now().UnixNano(), 10)
-		return append(b, "}\n\n"...)
-	}
-	write := func(b []byte) bool {
-		_, err := w.Write(b)
-		return err == nil
-	}
-
-	// A reasoning token's delta carries the configured field, and no
-	// content.
-	reasoningOpen := `"delta":{"` + s.cfg.ReasoningField + `":"`
-	pad := contentPad(f)
-	pieces, inline := p.answerPieces(f)
-	docStart := p.target - len(pieces) // the first token that carries the document
+	c := s.newChunkWriter(w, p, f, arrival)
+	malformed := func() []byte { return []byte(sseMalformed) }
 	written, roleSent := 0, !p.chat
 	for {
-		select {
-		case <-q.st.ready:
-		case <-ctx.Done():
+		produced, finished, why, ok := nextProgress(ctx, q)
+		if !ok {
 			return false
-		}
-		produced, finished, why, closed := q.st.snapshot()
-		if closed {
-			panic(http.ErrAbortHandler)
 		}
 		for written < produced {
 			if !roleSent {
-				buf = append(append(append(buf[:0], head...), choiceOpen...), roleDelta...)
-				if !write(finish(buf)) {
+				if !c.writeRole() {
 					return false
 				}
 				roleSent = true
-			}
-			piece := outputPiece(p.key, written)
-			if pieces != nil && written >= docStart && written-docStart < len(pieces) {
-				piece = string(pieces[written-docStart])
 			}
 			fr := finishNull
 			if finished && written == produced-1 {
 				fr = `"` + why + `"`
 			}
-			buf = append(append(buf[:0], head...), choiceOpen...)
-			switch {
-			case p.chat && written < p.reasoning:
-				buf = append(append(append(append(buf, reasoningOpen...), piece...), chatDeltaClose...), fr...)
-			case p.toolName != nil && written == p.reasoning:
-				// The first answer token opens the call: its id, type
-				// and name, with empty arguments.
-				buf = append(append(buf, toolCallOpen...), p.toolName...)
-				if inline != nil {
-					buf = append(append(append(buf, `,"arguments":"`...), inline...), toolArgsClose...)
-				} else {
-					buf = append(buf, toolCallFirstClose...)
-				}
-				buf = append(buf, toolFinish(fr)...)
-			case p.toolName != nil:
-				buf = append(append(append(append(buf, toolArgsOpen...), piece...), pad...), toolArgsClose...)
-				buf = append(buf, toolFinish(fr)...)
-			case p.chat:
-				buf = append(append(append(append(append(buf, chatDeltaOpen...), piece...), pad...), chatDeltaClose...), fr...)
-			default:
-				buf = append(append(append(append(append(append(buf, textOpen...), piece...), pad...), textClose...), fr...), textStopReason...)
-			}
-			buf = append(buf, choiceEnd...)
-			if !write(finish(buf)) {
+			if !c.writeToken(written, fr) {
 				return false
 			}
 			written++
-			if f.DisconnectAfterTokens == written {
-				rc.Flush()
-				panic(http.ErrAbortHandler)
-			}
-			if f.MalformedAfterTokens == written && !write([]byte(sseMalformed)) {
+			if !streamFaults(w, rc, f, written, malformed) {
 				return false
 			}
 		}
@@ -718,19 +660,150 @@ func (s *Simulator) stream(ctx context.Context, w http.ResponseWriter, p *genPar
 			break
 		}
 	}
-	if p.includeUsage {
-		buf = append(append(buf[:0], head...), `"choices":[],"usage":`...)
-		buf = appendUsage(buf, p, q.promptLen, written)
-		buf = append(buf, emitField...)
-		buf = strconv.AppendInt(buf, time.Now().UnixNano(), 10)
-		buf = append(buf, "}\n\n"...)
-		if !write(buf) {
-			return true
-		}
+	if p.includeUsage && !c.writeUsage(q.promptLen, written) {
+		return true
 	}
-	write([]byte(sseDone))
+	c.write([]byte(sseDone))
 	rc.Flush()
 	return true
+}
+
+// nextProgress waits for q's next progress and returns it; ok is false when
+// the client went away. A request that the simulator's close cut aborts the
+// handler: the client must not take a cut stream for a complete one.
+func nextProgress(ctx context.Context, q *sequence) (produced int, finished bool, why string, ok bool) {
+	select {
+	case <-q.st.ready:
+	case <-ctx.Done():
+		return 0, false, "", false
+	}
+	produced, finished, why, closed := q.st.snapshot()
+	if closed {
+		panic(http.ErrAbortHandler)
+	}
+	return produced, finished, why, true
+}
+
+// streamFaults applies the faults keyed on a stream's length once its
+// written-th token is written: a disconnect aborts the handler, the tokens
+// before it flushed; a malformed chunk (malformed's) is written. It reports
+// whether the stream can go on.
+func streamFaults(w http.ResponseWriter, rc *http.ResponseController, f *Faults, written int, malformed func() []byte) bool {
+	if f.DisconnectAfterTokens == written {
+		rc.Flush()
+		panic(http.ErrAbortHandler)
+	}
+	if f.MalformedAfterTokens == written {
+		_, err := w.Write(malformed())
+		return err == nil
+	}
+	return true
+}
+
+// chunkWriter writes one streamed response's chunks, rendered into one
+// buffer that every chunk reuses.
+type chunkWriter struct {
+	w    http.ResponseWriter
+	p    *genParams
+	head []byte // "data: " and the fields common to every chunk (chunkHead)
+	buf  []byte
+	// reasoningOpen opens a reasoning token's delta: the configured
+	// field, and no content.
+	reasoningOpen string
+	pad           string // contentPad's
+	// pieces are the answer document's tokens (answerPieces), from
+	// docStart on; inline is a tool call's arguments in its first chunk.
+	pieces   [][]byte
+	inline   []byte
+	docStart int
+}
+
+func (s *Simulator) newChunkWriter(w http.ResponseWriter, p *genParams, f *Faults, arrival time.Time) *chunkWriter {
+	object := textObject
+	if p.chat {
+		object = chatChunkObject
+	}
+	pieces, inline := p.answerPieces(f)
+	return &chunkWriter{
+		w:             w,
+		p:             p,
+		head:          s.chunkHead(append(make([]byte, 0, 160), sseData...), object, p, arrival),
+		buf:           make([]byte, 0, 512),
+		reasoningOpen: `"delta":{"` + s.cfg.ReasoningField + `":"`,
+		pad:           contentPad(f),
+		pieces:        pieces,
+		inline:        inline,
+		docStart:      p.target - len(pieces), // the first token that carries the document
+	}
+}
+
+// write writes b and reports whether it could.
+func (c *chunkWriter) write(b []byte) bool {
+	_, err := c.w.Write(b)
+	return err == nil
+}
+
+// finish renders the end of a chunk, stamping the emit time as late as
+// possible: right before the write.
+func (c *chunkWriter) finish(b []byte) []byte {
+	if c.p.includeUsage {
+		b = append(b, usageNullField...)
+	}
+	b = append(b, emitField...)
+	b = strconv.AppendInt(b, time.Now().UnixNano(), 10)
+	return append(b, "}\n\n"...)
+}
+
+// writeRole writes a chat stream's first chunk, which names the role.
+func (c *chunkWriter) writeRole() bool {
+	c.buf = append(append(append(c.buf[:0], c.head...), choiceOpen...), roleDelta...)
+	return c.write(c.finish(c.buf))
+}
+
+// writeToken writes the chunk of token i, whose finish_reason is fr: a
+// reasoning delta, a tool call's (its opening, then its arguments), a chat
+// delta or a completion's text.
+func (c *chunkWriter) writeToken(i int, fr string) bool {
+	p := c.p
+	piece := outputPiece(p.key, i)
+	if c.pieces != nil && i >= c.docStart && i-c.docStart < len(c.pieces) {
+		piece = string(c.pieces[i-c.docStart])
+	}
+	buf := append(append(c.buf[:0], c.head...), choiceOpen...)
+	switch {
+	case p.chat && i < p.reasoning:
+		buf = append(append(append(append(buf, c.reasoningOpen...), piece...), chatDeltaClose...), fr...)
+	case p.toolName != nil && i == p.reasoning:
+		// The first answer token opens the call: its id, type
+		// and name, with empty arguments.
+		buf = append(append(buf, toolCallOpen...), p.toolName...)
+		if c.inline != nil {
+			buf = append(append(append(buf, `,"arguments":"`...), c.inline...), toolArgsClose...)
+		} else {
+			buf = append(buf, toolCallFirstClose...)
+		}
+		buf = append(buf, toolFinish(fr)...)
+	case p.toolName != nil:
+		buf = append(append(append(append(buf, toolArgsOpen...), piece...), c.pad...), toolArgsClose...)
+		buf = append(buf, toolFinish(fr)...)
+	case p.chat:
+		buf = append(append(append(append(append(buf, chatDeltaOpen...), piece...), c.pad...), chatDeltaClose...), fr...)
+	default:
+		buf = append(append(append(append(append(append(buf, textOpen...), piece...), c.pad...), textClose...), fr...), textStopReason...)
+	}
+	c.buf = append(buf, choiceEnd...)
+	return c.write(c.finish(c.buf))
+}
+
+// writeUsage writes the usage chunk that include_usage asks for, after the
+// last token's.
+func (c *chunkWriter) writeUsage(promptLen, completion int) bool {
+	buf := append(append(c.buf[:0], c.head...), `"choices":[],"usage":`...)
+	buf = appendUsage(buf, c.p, promptLen, completion)
+	buf = append(buf, emitField...)
+	buf = strconv.AppendInt(buf, time.Now().UnixNano(), 10)
+	c.buf = append(buf, "}\n\n"...)
+	return c.write(c.buf)
 }
 
 // appendUsage renders a usage object. completion counts every generated

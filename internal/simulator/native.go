@@ -91,15 +91,11 @@ func (s *Simulator) streamNative(ctx context.Context, w http.ResponseWriter, p *
 			return false
 		}
 	}
+	malformed := np.malformed
 	for {
-		select {
-		case <-q.st.ready:
-		case <-ctx.Done():
+		produced, finished, why, ok := nextProgress(ctx, q)
+		if !ok {
 			return false
-		}
-		produced, finished, why, closed := q.st.snapshot()
-		if closed {
-			panic(http.ErrAbortHandler)
 		}
 		for written < produced {
 			last := finished && written == produced-1
@@ -108,11 +104,7 @@ func (s *Simulator) streamNative(ctx context.Context, w http.ResponseWriter, p *
 				return false
 			}
 			written++
-			if f.DisconnectAfterTokens == written {
-				rc.Flush()
-				panic(http.ErrAbortHandler)
-			}
-			if f.MalformedAfterTokens == written && !write(np.malformed()) {
+			if !streamFaults(w, rc, f, written, malformed) {
 				return false
 			}
 		}

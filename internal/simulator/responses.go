@@ -43,12 +43,8 @@ type responsesRequest struct {
 	// its function and its parameters at its top level; a chat-shaped one
 	// in "function" is read too. Only the called one's are read.
 	Tools []struct {
-		Name       string          `json:"name"`
-		Parameters json.RawMessage `json:"parameters"`
-		Function   struct {
-			Name       string          `json:"name"`
-			Parameters json.RawMessage `json:"parameters"`
-		} `json:"function"`
+		toolFunction
+		Function toolFunction `json:"function"`
 	} `json:"tools"`
 	// ToolChoice "none" asks for a text answer despite the tools; a
 	// named function ({"type":"function","name":...}, or chat's

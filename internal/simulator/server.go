@@ -162,61 +162,65 @@ func (s *Simulator) Handler() http.Handler { return s.handler }
 
 func (s *Simulator) routes() http.Handler {
 	mux := http.NewServeMux()
+	// Every route stamps its arrival first (arrive).
+	handle := func(pattern string, h func(http.ResponseWriter, *http.Request, time.Time)) {
+		mux.HandleFunc(pattern, s.arrive(h))
+	}
 	e := s.cfg.Engine
 	if servesOpenAI(e) {
-		mux.HandleFunc("POST /v1/completions", s.arrive(s.handleCompletions))
-		mux.HandleFunc("POST /v1/chat/completions", s.arrive(s.handleChatCompletions))
-		mux.HandleFunc("GET /v1/models", s.arrive(s.handleModels))
+		handle("POST /v1/completions", s.handleCompletions)
+		handle("POST /v1/chat/completions", s.handleChatCompletions)
+		handle("GET /v1/models", s.handleModels)
 	}
-	mux.HandleFunc("GET /health", s.arrive(s.handleHealth))
+	handle("GET /health", s.handleHealth)
 	switch e {
 	case EngineVLLM, EngineVLLMLegacy:
-		mux.HandleFunc("POST /v1/responses", s.arrive(s.handleResponses))
-		mux.HandleFunc("GET /version", s.arrive(s.handleVersion))
-		mux.HandleFunc("POST /tokenize", s.arrive(s.handleTokenize))
+		handle("POST /v1/responses", s.handleResponses)
+		handle("GET /version", s.handleVersion)
+		handle("POST /tokenize", s.handleTokenize)
 	case EngineSGLang:
-		mux.HandleFunc("POST /generate", s.arrive(s.handleSGLangGenerate))
-		mux.HandleFunc("GET /get_model_info", s.arrive(s.handleSGLangModelInfo))
-		mux.HandleFunc("GET /get_server_info", s.arrive(s.handleSGLangServerInfo))
-		mux.HandleFunc("POST /tokenize", s.arrive(s.handleTokenize))
+		handle("POST /generate", s.handleSGLangGenerate)
+		handle("GET /get_model_info", s.handleSGLangModelInfo)
+		handle("GET /get_server_info", s.handleSGLangServerInfo)
+		handle("POST /tokenize", s.handleTokenize)
 	case EngineTGI:
-		mux.HandleFunc("POST /generate_stream", s.arrive(s.handleTGIGenerateStream))
-		mux.HandleFunc("POST /generate", s.arrive(s.handleTGIGenerate))
-		mux.HandleFunc("GET /info", s.arrive(s.handleTGIInfo))
-		mux.HandleFunc("POST /tokenize", s.arrive(s.handleTGITokenize))
+		handle("POST /generate_stream", s.handleTGIGenerateStream)
+		handle("POST /generate", s.handleTGIGenerate)
+		handle("GET /info", s.handleTGIInfo)
+		handle("POST /tokenize", s.handleTGITokenize)
 	case EngineLlamaCpp:
-		mux.HandleFunc("POST /completion", s.arrive(s.handleLlamaCppCompletion))
-		mux.HandleFunc("GET /props", s.arrive(s.handleLlamaCppProps))
-		mux.HandleFunc("POST /tokenize", s.arrive(s.handleLlamaCppTokenize))
+		handle("POST /completion", s.handleLlamaCppCompletion)
+		handle("GET /props", s.handleLlamaCppProps)
+		handle("POST /tokenize", s.handleLlamaCppTokenize)
 	case EngineOllama:
-		mux.HandleFunc("POST /api/generate", s.arrive(s.handleOllamaGenerate))
-		mux.HandleFunc("POST /api/chat", s.arrive(s.handleOllamaChat))
-		mux.HandleFunc("GET /api/version", s.arrive(s.handleOllamaVersion))
-		mux.HandleFunc("GET /api/ps", s.arrive(s.handleOllamaPS))
-		mux.HandleFunc("GET /api/tags", s.arrive(s.handleOllamaTags))
+		handle("POST /api/generate", s.handleOllamaGenerate)
+		handle("POST /api/chat", s.handleOllamaChat)
+		handle("GET /api/version", s.handleOllamaVersion)
+		handle("GET /api/ps", s.handleOllamaPS)
+		handle("GET /api/tags", s.handleOllamaTags)
 		// Ollama's liveness answer, which its clients poll.
-		mux.HandleFunc("GET /{$}", s.arrive(func(w http.ResponseWriter, _ *http.Request, _ time.Time) {
+		handle("GET /{$}", func(w http.ResponseWriter, _ *http.Request, _ time.Time) {
 			w.Write([]byte("Ollama is running"))
-		}))
+		})
 	case EngineTriton:
-		mux.HandleFunc("POST /v2/models/{model}/generate_stream", s.arrive(s.handleTritonGenerateStream))
-		mux.HandleFunc("GET /v2/models/{model}", s.arrive(s.handleTritonModel))
-		mux.HandleFunc("GET /v2", s.arrive(s.handleTritonServer))
+		handle("POST /v2/models/{model}/generate_stream", s.handleTritonGenerateStream)
+		handle("GET /v2/models/{model}", s.handleTritonModel)
+		handle("GET /v2", s.handleTritonServer)
 		// KServe v2 readiness: 200 with an empty body when ready.
-		mux.HandleFunc("GET /v2/health/ready", s.arrive(s.handleHealth))
+		handle("GET /v2/health/ready", s.handleHealth)
 	}
 	var metricsHandler http.Handler = promhttp.HandlerFor(s.registry, promhttp.HandlerOpts{})
 	if h := s.metricsHandler(); h != nil {
 		metricsHandler = h
 	}
 	if e != EngineOllama { // Ollama serves no /metrics
-		mux.HandleFunc("GET /metrics", s.arrive(func(w http.ResponseWriter, r *http.Request, _ time.Time) {
+		handle("GET /metrics", func(w http.ResponseWriter, r *http.Request, _ time.Time) {
 			metricsHandler.ServeHTTP(w, r)
-		}))
+		})
 	}
-	mux.HandleFunc("GET /admin/faults", s.arrive(s.handleGetFaults))
-	mux.HandleFunc("PUT /admin/faults", s.arrive(s.handleSetFaults))
-	mux.HandleFunc("POST /admin/faults", s.arrive(s.handleSetFaults))
+	handle("GET /admin/faults", s.handleGetFaults)
+	handle("PUT /admin/faults", s.handleSetFaults)
+	handle("POST /admin/faults", s.handleSetFaults)
 	return mux
 }
 

@@ -217,127 +217,192 @@ func build(ctx context.Context, c *config.Config, metrics *Metrics, opts Options
 		if !ok {
 			return runners, clients, fmt.Errorf("workload %q: unknown target %q", w.Name, w.Target)
 		}
-		target, err := client.TargetOf(t)
+		r, cl, err := buildRunner(ctx, w, t, metrics, opts, logger)
 		if err != nil {
 			return runners, clients, fmt.Errorf("workload %q: %w", w.Name, err)
 		}
-		var (
-			source     workload.Source
-			maxRate    float64
-			saturation interface{ P99() float64 } = opts.Saturation
-			replayed   *replayRecorder
-			sess       *sessions.Sessions // a sessions workload's
-			prepare    func(context.Context) (workload.Source, error)
-			burst      = 1 // sends at one instant the ceiling must allow
-		)
-		if w.Replay != nil {
-			src, rec, err := newReplay(ctx, w.Replay, t, opts, logger.With("workload", w.Name))
-			if err != nil {
-				return runners, clients, fmt.Errorf("workload %q: %w", w.Name, err)
-			}
-			source, maxRate, replayed, burst = workload.Lockstep{Schedule: src.Schedule(), Requests: src.Prompts()}, src.MaxRate(), rec, src.Burst()
-			saturation = maxP99{opts.Saturation, rec}
-		} else if w.Sessions != nil {
-			sess, err = newSessions(w, t, target.Flavor != nil && target.Flavor.Chat(), metrics, opts, logger)
-			if err != nil {
-				return runners, clients, fmt.Errorf("workload %q: %w", w.Name, err)
-			}
-			prepare = func(ctx context.Context) (workload.Source, error) {
-				p, err := sess.Prepare(ctx)
-				if err != nil {
-					return nil, fmt.Errorf("workload %q: %w", w.Name, err)
-				}
-				return p, nil
-			}
-			maxRate = sess.MaxRate()
-		} else {
-			ol, err := plan.Open(w.Arrival, w.Prompt.Seed, opts.DegradedLag)
-			if err != nil {
-				return runners, clients, fmt.Errorf("workload %q: %w", w.Name, err)
-			}
-			// Prompts of exact length, calibrated against the target's
-			// tokenizer endpoint where it has one, when the runner starts:
-			// a stalled tokenizer delays its own workload only, never the
-			// others, the listener or a reload.
-			prepare = func(ctx context.Context) (workload.Source, error) {
-				p, err := metrics.calibrator.Prompts(ctx, t, w, logger, opts.epochOf(t))
-				if err != nil {
-					return nil, fmt.Errorf("workload %q: %w", w.Name, err)
-				}
-				return workload.OpenLoop{Schedule: ol.Schedule, Prompts: p}, nil
-			}
-			maxRate = ol.MaxRate
-		}
-		kinds, err := opts.Images.NewKinds(&w.Kinds)
-		if err != nil {
-			return runners, clients, fmt.Errorf("workload %q: %w", w.Name, err)
-		}
-		kinds.ShareSlots(metrics.checkSlots)
-		series := metrics.Series(t.Name, t.Model, w.Name, w.SLO)
-		series.InitValidity(kinds.Structured(), kinds.OffersTools())
-		if replayed != nil {
-			replayed.bind(series)
-		}
-		if sess != nil {
-			sess.Bind(metrics.sessions.series(series.lv))
-		}
-		// One client per workload: its connection pool is sized to the
-		// workload's in-flight cap.
-		copts := client.Options{MaxConnsPerHost: w.MaxInFlight, Wire: opts.Transport}
-		if opts.ClientOptions != nil {
-			opts.ClientOptions(&copts)
-		}
-		cl := client.New(copts)
-		clients = append(clients, cl)
-		observers := workload.Observers{series, &modelObserver{watch: metrics.models, client: cl, target: target, logger: logger}}
-		var monitor workload.Monitor = series
-		if opts.Observe != nil {
-			if extra := opts.Observe(t, w); extra != nil {
-				observers = append(observers, extra)
-				if s, ok := extra.(interface{ Stalls(workload.StallScan) }); ok {
-					monitor = stallsTee{series, s}
-				}
-			}
-		}
-		series.Transport(cl.TransportName(target))
-		var ready func() bool
-		if opts.Ready != nil && t.Metrics.Engine != config.ServerEngineNone {
-			// Only a target the engine scraper polls has a readiness.
-			name := t.Name
-			ready = func() bool { return opts.Ready(name) }
-		}
-		runners = append(runners, workload.Plan{
-			Name:       w.Name,
-			Target:     target,
-			Source:     source,
-			Prepare:    prepare,
-			Client:     cl,
-			Observer:   observers,
-			Monitor:    monitor,
-			Tracer:     opts.Tracer,
-			Template:   plan.Template{Sampling: w.Sampling, Timeout: t.Timeout, Kinds: kinds},
-			Checks:     w.Checks,
-			Saturation: saturation,
-			Logger:     logger,
-			Ready:      ready,
-			Limits: workload.Limits{
-				MaxInFlight: w.MaxInFlight,
-				MaxRate:     maxRate,
-				Burst:       burst,
-				// The ceiling is the session arrivals' (probe/sessions); turns
-				// follow replies, not the arrival process.
-				Unceiled:       sess != nil,
-				Duration:       w.Duration,
-				StallThreshold: w.StallThreshold,
-				DegradedLag:    opts.DegradedLag,
-				DegradedWindow: opts.DegradedWindow,
-				// The live series, the OTLP push and the stall scan read
-				// each gap as it closes: the last two instants.
-				TokenWindow: 2,
-			},
-		}.Runner())
+		runners, clients = append(runners, r), append(clients, cl)
 	}
 	return runners, clients, nil
+}
+
+// buildRunner is the runner of workload w on target t, and the client it
+// sends with. On error it has built no client.
+func buildRunner(ctx context.Context, w *config.Workload, t *config.Target, metrics *Metrics, opts Options, logger *slog.Logger) (*workload.Runner, *client.Client, error) {
+	target, err := client.TargetOf(t)
+	if err != nil {
+		return nil, nil, err
+	}
+	a, err := newArrivals(ctx, w, t, target, metrics, opts, logger)
+	if err != nil {
+		return nil, nil, err
+	}
+	kinds, err := opts.Images.NewKinds(&w.Kinds)
+	if err != nil {
+		return nil, nil, err
+	}
+	kinds.ShareSlots(metrics.checkSlots)
+	series := metrics.Series(t.Name, t.Model, w.Name, w.SLO)
+	series.InitValidity(kinds.Structured(), kinds.OffersTools())
+	if a.replayed != nil {
+		a.replayed.bind(series)
+	}
+	if a.sess != nil {
+		a.sess.Bind(metrics.sessions.series(series.lv))
+	}
+	// One client per workload: its connection pool is sized to the
+	// workload's in-flight cap.
+	copts := client.Options{MaxConnsPerHost: w.MaxInFlight, Wire: opts.Transport}
+	if opts.ClientOptions != nil {
+		opts.ClientOptions(&copts)
+	}
+	cl := client.New(copts)
+	observers, monitor := observersOf(series, cl, target, t, w, metrics, opts, logger)
+	series.Transport(cl.TransportName(target))
+	return workload.Plan{
+		Name:       w.Name,
+		Target:     target,
+		Source:     a.source,
+		Prepare:    a.prepare,
+		Client:     cl,
+		Observer:   observers,
+		Monitor:    monitor,
+		Tracer:     opts.Tracer,
+		Template:   plan.Template{Sampling: w.Sampling, Timeout: t.Timeout, Kinds: kinds},
+		Checks:     w.Checks,
+		Saturation: a.saturation,
+		Logger:     logger,
+		Ready:      opts.readyOf(t),
+		Limits: workload.Limits{
+			MaxInFlight: w.MaxInFlight,
+			MaxRate:     a.maxRate,
+			Burst:       a.burst,
+			// The ceiling is the session arrivals' (probe/sessions); turns
+			// follow replies, not the arrival process.
+			Unceiled:       a.sess != nil,
+			Duration:       w.Duration,
+			StallThreshold: w.StallThreshold,
+			DegradedLag:    opts.DegradedLag,
+			DegradedWindow: opts.DegradedWindow,
+			// The live series, the OTLP push and the stall scan read
+			// each gap as it closes: the last two instants.
+			TokenWindow: 2,
+		},
+	}.Runner(), cl, nil
+}
+
+// arrivals is where a workload's requests come from, and how fast they may
+// come: a replay's recorded ones, sessions' turns, or an open loop of
+// calibrated prompts.
+type arrivals struct {
+	source     workload.Source                                // known when built (a replay)
+	prepare    func(context.Context) (workload.Source, error) // or made when the runner starts
+	maxRate    float64
+	burst      int // sends at one instant the ceiling must allow
+	saturation interface{ P99() float64 }
+	replayed   *replayRecorder    // a replay's
+	sess       *sessions.Sessions // a sessions workload's
+}
+
+// newArrivals is the arrivals of workload w on target t, by its kind.
+func newArrivals(ctx context.Context, w *config.Workload, t *config.Target, target *client.Target, metrics *Metrics, opts Options, logger *slog.Logger) (arrivals, error) {
+	switch {
+	case w.Replay != nil:
+		return replayArrivals(ctx, w, t, opts, logger)
+	case w.Sessions != nil:
+		return sessionArrivals(w, t, target.Flavor != nil && target.Flavor.Chat(), metrics, opts, logger)
+	}
+	return openLoopArrivals(w, t, metrics, opts, logger)
+}
+
+// replayArrivals replays w's recorded requests in lockstep with their
+// schedule; the replay's own lag joins the saturation that flags a
+// measurement as degraded.
+func replayArrivals(ctx context.Context, w *config.Workload, t *config.Target, opts Options, logger *slog.Logger) (arrivals, error) {
+	src, rec, err := newReplay(ctx, w.Replay, t, opts, logger.With("workload", w.Name))
+	if err != nil {
+		return arrivals{}, err
+	}
+	return arrivals{
+		source:     workload.Lockstep{Schedule: src.Schedule(), Requests: src.Prompts()},
+		maxRate:    src.MaxRate(),
+		burst:      src.Burst(),
+		saturation: maxP99{opts.Saturation, rec},
+		replayed:   rec,
+	}, nil
+}
+
+// sessionArrivals sends w's sessions' turns, prepared when the runner
+// starts.
+func sessionArrivals(w *config.Workload, t *config.Target, chat bool, metrics *Metrics, opts Options, logger *slog.Logger) (arrivals, error) {
+	sess, err := newSessions(w, t, chat, metrics, opts, logger)
+	if err != nil {
+		return arrivals{}, err
+	}
+	return arrivals{
+		prepare: func(ctx context.Context) (workload.Source, error) {
+			p, err := sess.Prepare(ctx)
+			if err != nil {
+				return nil, fmt.Errorf("workload %q: %w", w.Name, err)
+			}
+			return p, nil
+		},
+		maxRate:    sess.MaxRate(),
+		burst:      1,
+		saturation: opts.Saturation,
+		sess:       sess,
+	}, nil
+}
+
+// openLoopArrivals sends prompts on w's arrival process.
+func openLoopArrivals(w *config.Workload, t *config.Target, metrics *Metrics, opts Options, logger *slog.Logger) (arrivals, error) {
+	ol, err := plan.Open(w.Arrival, w.Prompt.Seed, opts.DegradedLag)
+	if err != nil {
+		return arrivals{}, err
+	}
+	return arrivals{
+		// Prompts of exact length, calibrated against the target's
+		// tokenizer endpoint where it has one, when the runner starts: a
+		// stalled tokenizer delays its own workload only, never the
+		// others, the listener or a reload.
+		prepare: func(ctx context.Context) (workload.Source, error) {
+			p, err := metrics.calibrator.Prompts(ctx, t, w, logger, opts.epochOf(t))
+			if err != nil {
+				return nil, fmt.Errorf("workload %q: %w", w.Name, err)
+			}
+			return workload.OpenLoop{Schedule: ol.Schedule, Prompts: p}, nil
+		},
+		maxRate:    ol.MaxRate,
+		burst:      1,
+		saturation: opts.Saturation,
+	}, nil
+}
+
+// observersOf is what hears a workload's requests: its live series, the
+// model watch, and Options.Observe's observer; and its Monitor, the series,
+// teed to that observer when it counts stalls too.
+func observersOf(series *Series, cl *client.Client, target *client.Target, t *config.Target, w *config.Workload, metrics *Metrics, opts Options, logger *slog.Logger) (workload.Observers, workload.Monitor) {
+	observers := workload.Observers{series, &modelObserver{watch: metrics.models, client: cl, target: target, logger: logger}}
+	var monitor workload.Monitor = series
+	if opts.Observe != nil {
+		if extra := opts.Observe(t, w); extra != nil {
+			observers = append(observers, extra)
+			if s, ok := extra.(interface{ Stalls(workload.StallScan) }); ok {
+				monitor = stallsTee{series, s}
+			}
+		}
+	}
+	return observers, monitor
+}
+
+// readyOf is the readiness of target t, nil where the engine scraper does
+// not poll it: only a polled target has one.
+func (o Options) readyOf(t *config.Target) func() bool {
+	if o.Ready == nil || t.Metrics.Engine == config.ServerEngineNone {
+		return nil
+	}
+	name := t.Name
+	return func() bool { return o.Ready(name) }
 }
 
 // Apply makes c's workloads the running ones. A workload whose effective
@@ -357,23 +422,7 @@ func (m *Manager) Apply(ctx context.Context, c *config.Config) error {
 	if stopped {
 		return errors.New("the exporter is shutting down")
 	}
-	kept := map[string]*running{}
-	for i := range c.Workloads {
-		w := &c.Workloads[i]
-		t, ok := c.Target(w.Target)
-		if !ok {
-			continue // Build refuses it
-		}
-		for _, x := range old {
-			// A workload that failed (its calibration) is retried, and
-			// one whose prompts are estimates because its tokenizer did
-			// not answer is calibrated again.
-			if x.r.Name == w.Name && x.same(w, t) && x.r.Status().State != workload.StateFailed &&
-				!m.metrics.calibrator.Unreached(t.Name, t.Model, w.Name) && !m.metrics.calibrator.Refused(t.Name, t.Model, w.Name) {
-				kept[w.Name] = x
-			}
-		}
-	}
+	kept := m.unchanged(c, old)
 	skip := map[string]bool{}
 	for name := range kept {
 		skip[name] = true
@@ -400,6 +449,55 @@ func (m *Manager) Apply(ctx context.Context, c *config.Config) error {
 		}
 		return errors.New("the exporter is shutting down")
 	}
+	m.deleteSeriesOfRemoved(c)
+	fresh := m.start(ctx, c, runners, clients)
+	m.config = c
+	if !m.following && m.opts.Epoch != nil {
+		m.following = true
+		go m.follow()
+	}
+	m.running = m.running[:0:0]
+	for i := range c.Workloads {
+		name := c.Workloads[i].Name
+		if x := kept[name]; x != nil {
+			m.running = append(m.running, x)
+		} else if x := fresh[name]; x != nil {
+			m.running = append(m.running, x)
+		}
+	}
+	if len(runners) > 0 {
+		m.logger.Info("workloads started", "count", len(runners), "kept", len(kept))
+	} else if len(kept) > 0 {
+		m.logger.Info("workloads unchanged", "kept", len(kept))
+	}
+	return nil
+}
+
+// unchanged is the workloads of old that c runs as they are, by name: same
+// effective configuration, and nothing to retry. A workload that failed
+// (its calibration) is retried, and one whose prompts are estimates
+// because its tokenizer did not answer is calibrated again.
+func (m *Manager) unchanged(c *config.Config, old []*running) map[string]*running {
+	kept := map[string]*running{}
+	for i := range c.Workloads {
+		w := &c.Workloads[i]
+		t, ok := c.Target(w.Target)
+		if !ok {
+			continue // Build refuses it
+		}
+		for _, x := range old {
+			if x.r.Name == w.Name && x.same(w, t) && x.r.Status().State != workload.StateFailed &&
+				!m.metrics.calibrator.Unreached(t.Name, t.Model, w.Name) && !m.metrics.calibrator.Refused(t.Name, t.Model, w.Name) {
+				kept[w.Name] = x
+			}
+		}
+	}
+	return kept
+}
+
+// deleteSeriesOfRemoved deletes the series of the workloads that c no
+// longer has. m.mu is held.
+func (m *Manager) deleteSeriesOfRemoved(c *config.Config) {
 	names := map[string]bool{}
 	for i := range c.Workloads {
 		names[c.Workloads[i].Name] = true
@@ -410,6 +508,12 @@ func (m *Manager) Apply(ctx context.Context, c *config.Config) error {
 			delete(m.series, name)
 		}
 	}
+}
+
+// start runs the runners built for c, each with its client (clients[i]),
+// and returns them by name. A workload moved to another target or model
+// has its old series deleted. m.mu is held.
+func (m *Manager) start(ctx context.Context, c *config.Config, runners []*workload.Runner, clients []*client.Client) map[string]*running {
 	fresh := map[string]*running{}
 	for i, r := range runners {
 		series := seriesOf(r.Monitor)
@@ -434,26 +538,7 @@ func (m *Manager) Apply(ctx context.Context, c *config.Config) error {
 		}()
 		fresh[r.Name] = x
 	}
-	m.config = c
-	if !m.following && m.opts.Epoch != nil {
-		m.following = true
-		go m.follow()
-	}
-	m.running = m.running[:0:0]
-	for i := range c.Workloads {
-		name := c.Workloads[i].Name
-		if x := kept[name]; x != nil {
-			m.running = append(m.running, x)
-		} else if x := fresh[name]; x != nil {
-			m.running = append(m.running, x)
-		}
-	}
-	if len(runners) > 0 {
-		m.logger.Info("workloads started", "count", len(runners), "kept", len(kept))
-	} else if len(kept) > 0 {
-		m.logger.Info("workloads unchanged", "kept", len(kept))
-	}
-	return nil
+	return fresh
 }
 
 // workloadNamed is c's workload of that name.
