@@ -152,12 +152,18 @@ func (c *Config) validateColdStart(v *validator) {
 	}
 }
 
-// coldStart runs the cold-start step. It returns the report and the
-// function that stops the last repeat's server, which is left running for
-// the rest of the run. A last repeat that failed fails the run: the rest
-// of it needs that server.
-func (b *run) coldStart(ctx context.Context, targets []config.Target, cts []*client.Target) (*report.ColdStartReport, func(), error) {
-	s := b.spec.ColdStart
+// coldStarter is the cold-start step of a run (bench.cold_start).
+type coldStarter struct {
+	spec   *ColdStartSpec
+	logger *slog.Logger
+}
+
+// run runs the cold-start step. It returns the report and the function
+// that stops the last repeat's server, which is left running for the rest
+// of the run. A last repeat that failed fails the run: the rest of it
+// needs that server.
+func (c *coldStarter) run(ctx context.Context, targets []config.Target, cts []*client.Target) (*report.ColdStartReport, func(), error) {
+	s := c.spec
 	var t *config.Target
 	var ct *client.Target
 	for i := range targets {
@@ -177,7 +183,7 @@ func (b *run) coldStart(ctx context.Context, targets []config.Target, cts []*cli
 	tmpl := plan.Template{Timeout: t.Timeout}
 	var stop func()
 	for i := 0; i < s.Repeats; i++ {
-		proc, r, err := b.coldStartRepeat(ctx, i, poller, cl, ct, &tmpl)
+		proc, r, err := c.repeat(ctx, i, poller, cl, ct, &tmpl)
 		if err != nil {
 			return nil, nil, err
 		}
@@ -185,7 +191,7 @@ func (b *run) coldStart(ctx context.Context, targets []config.Target, cts []*cli
 		if r.Error != "" {
 			rep.Failed++
 		}
-		b.logger.Info("cold start repeat done", "repeat", i+1, "ready_seconds", float64(r.ReadySeconds),
+		c.logger.Info("cold start repeat done", "repeat", i+1, "ready_seconds", float64(r.ReadySeconds),
 			"first_token_seconds", float64(r.FirstTokenSeconds), "error", r.Error)
 		if err := ctx.Err(); err != nil {
 			proc.stop(ctx, s.StopTimeout)
@@ -218,13 +224,13 @@ func (b *run) coldStart(ctx context.Context, targets []config.Target, cts []*cli
 	return rep, stop, nil
 }
 
-// coldStartRepeat starts the server once and measures it. The process it
+// repeat starts the server once and measures it. The process it
 // returns is running (or has exited); the caller stops it. An error means
 // the command could not be started at all.
-func (b *run) coldStartRepeat(ctx context.Context, index int, poller *http.Client, cl *client.Client, ct *client.Target, tmpl *plan.Template) (*serverProcess, report.ColdStartRepeat, error) {
-	s := b.spec.ColdStart
+func (c *coldStarter) repeat(ctx context.Context, index int, poller *http.Client, cl *client.Client, ct *client.Target, tmpl *plan.Template) (*serverProcess, report.ColdStartRepeat, error) {
+	s := c.spec
 	r := report.ColdStartRepeat{Index: index, ReadySeconds: report.NaN(), FirstTokenSeconds: report.NaN(), FirstRequestTTFTSeconds: report.NaN()}
-	proc, err := startProcess(s.Command, b.logger)
+	proc, err := startProcess(s.Command, c.logger)
 	if err != nil {
 		return nil, r, fmt.Errorf("cold start: %w", err)
 	}

@@ -280,31 +280,23 @@ func medianEfficiency(all []report.Stats) *report.Efficiency {
 }
 
 // fillEfficiency gives every measured repeat of the report's cells its
-// efficiency, from the GPUs' readings over its span (gpu nil: none) and
-// bench.cost, and every cell the median over its repeats. It runs once
-// the GPU sampling has stopped.
-func (b *run) fillEfficiency(gpu *gpuSampler, rep *report.Report) {
+// efficiency, from the GPUs' readings over its measured windows (times;
+// gpu nil: none) and bench.cost, and every cell the median over its
+// repeats. It runs once the GPU sampling has stopped.
+func fillEfficiency(gpu *gpuSampler, rep *report.Report, times *repeatTimes, cost *CostSpec) {
 	for i := range rep.Cells {
 		c := &rep.Cells[i]
 		all := make([]report.Stats, len(c.Repeats))
 		for j := range c.Repeats {
 			r := &c.Repeats[j]
 			var devices []report.GPUEnergy
-			if sp, ok := b.spans[spanKey{c.Key, r.Index}]; ok && gpu != nil {
+			if sp, ok := times.windows[spanKey{c.Key, r.Index}]; ok && gpu != nil {
 				to := sp.from.Add(time.Duration(sp.secs * float64(time.Second)))
 				devices = gpu.gpuEnergy(sp.from, to)
 			}
-			r.Stats.Efficiency = efficiencyOf(&r.Stats, devices, b.spec.Cost)
+			r.Stats.Efficiency = efficiencyOf(&r.Stats, devices, cost)
 			all[j] = r.Stats
 		}
 		c.Summary.Efficiency = medianEfficiency(all)
 	}
-}
-
-// noteSpan records where a repeat's measured windows lie in time.
-func (b *run) noteSpan(cell string, repeat int, from time.Time, secs float64) {
-	if b.spans == nil {
-		b.spans = map[spanKey]measuredSpan{}
-	}
-	b.spans[spanKey{cell, repeat}] = measuredSpan{from: from, secs: secs}
 }

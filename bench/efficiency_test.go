@@ -211,12 +211,13 @@ func withEfficiency(t testing.TB, rep *report.Report, weight float64) {
 		g.sample(at)
 	}
 	b := &run{cfg: cfg, spec: &cfg.Bench}
+	times := &repeatTimes{}
 	for _, c := range rep.Cells {
 		for _, r := range c.Repeats {
-			b.noteSpan(c.Key, r.Index, w0, r.Stats.WindowSeconds)
+			times.measured(c.Key, r.Index, w0, r.Stats.WindowSeconds)
 		}
 	}
-	b.fillEfficiency(g, rep)
+	fillEfficiency(g, rep, times, cfg.Bench.Cost)
 	names := []string{"fast", "slow"}
 	targets := make([]config.Target, len(names))
 	for i, n := range names {

@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"log/slog"
 	"math"
 	"net/http"
 	"slices"
@@ -73,8 +74,7 @@ func (c *Config) validatePerplexity(v *validator) {
 // perplexity scores every target, Repeats times each, one request at a
 // time: a score is one prefill, and scoring in parallel would put other
 // requests' batching into its log-probabilities.
-func (b *run) perplexity(ctx context.Context, targets []config.Target, cts []*client.Target) []report.PerplexityResult {
-	spec := b.spec.Perplexity
+func perplexity(ctx context.Context, spec *PerplexitySpec, logger *slog.Logger, targets []config.Target, cts []*client.Target) []report.PerplexityResult {
 	hc := &http.Client{
 		Transport:     &http.Transport{Proxy: nil, MaxIdleConnsPerHost: 1},
 		CheckRedirect: func(*http.Request, []*http.Request) error { return http.ErrUseLastResponse },
@@ -85,7 +85,7 @@ func (b *run) perplexity(ctx context.Context, targets []config.Target, cts []*cl
 	for i := range targets {
 		out[i] = scoreTarget(ctx, hc, cts[i], text, spec.Repeats, spec.Timeout)
 		r := &out[i]
-		b.logger.Info("perplexity", "target", r.Target, "perplexity", float64(r.Perplexity), "tokens", r.Tokens,
+		logger.Info("perplexity", "target", r.Target, "perplexity", float64(r.Perplexity), "tokens", r.Tokens,
 			"scores", r.Scores, "repeats", r.Repeats, "error", r.Error)
 	}
 	return out

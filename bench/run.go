@@ -84,12 +84,11 @@ type run struct {
 	sched    *workload.SchedulingLatency
 	start    time.Time
 	progress *progress
-	timeline []report.Span
 	requests *requestLog // nil without Options.RequestsPath
-	clock    *shardClock // nil without Options.StartAt
-	// spans are where each repeat's measured windows lay, for its energy
-	// (fillEfficiency).
-	spans map[spanKey]measuredSpan
+	// starter starts each repeat: at once, or, with Options.StartAt, at
+	// the instant every shard agreed on (shardClock).
+	starter starter
+	times   *repeatTimes
 }
 
 // group is one column of the matrix: a load and a shape, or a replay.
@@ -113,14 +112,15 @@ func Run(ctx context.Context, cfg *Config, opts Options) (*report.Report, error)
 		opts.Logger = slog.New(slog.DiscardHandler)
 	}
 	spec := &cfg.Bench
-	b := &run{cfg: cfg, spec: spec, opts: opts, logger: opts.Logger, start: time.Now().UTC()}
+	b := &run{cfg: cfg, spec: spec, opts: opts, logger: opts.Logger, start: time.Now().UTC(), starter: startNow{}}
+	b.times = &repeatTimes{start: b.start}
 	if !opts.StartAt.IsZero() {
 		// Here too, not only at the flag: every caller's slack is held
 		// to the bound.
 		if err := CheckShardSlack(opts.ShardSlack); err != nil {
 			return nil, err
 		}
-		b.clock = &shardClock{next: opts.StartAt, slack: opts.ShardSlack}
+		b.starter = newShardClock(opts.StartAt, opts.ShardSlack)
 	}
 	if opts.RequestsPath != "" {
 		l, err := openRequestLog(opts.RequestsPath, cmp.Or(opts.RequestsMax, DefaultMaxRequestRecords), opts.Logger)
@@ -185,20 +185,21 @@ func Run(ctx context.Context, cfg *Config, opts Options) (*report.Report, error)
 	}
 
 	if spec.Sweep != nil && !interrupted {
-		if err := b.runSweeps(ctx, targets, cts, rep); err != nil {
+		sw := &sweeper{spec: spec.Sweep, shapes: spec.Matrix.Shapes, progress: b.progress, repeat: b.repeat}
+		if err := sw.run(ctx, targets, cts, rep); err != nil {
 			return nil, err
 		}
 	}
 
 	stopGPU()
 	<-gpuDone
-	b.gpuReport(gpu, rep)
-	b.fillEfficiency(gpu, rep)
-	rep.Timeline = b.timeline
+	gpuReport(gpu, b.times.spans, opts.GPUNote, rep)
+	fillEfficiency(gpu, rep, b.times, spec.Cost)
+	rep.Timeline = b.times.spans
 
 	rep.Ranking = b.ranking(targets, groups, rankGroups, reps, rep)
 	rep.Environment.Finished = time.Now().UTC()
-	b.closeRequests(rep)
+	closeRequests(b.requests, opts.RequestsPath, rep)
 	return rep, nil
 }
 
@@ -212,19 +213,24 @@ func (b *run) prepare(ctx context.Context, targets []config.Target, cts []*clien
 	stopServer = func() {}
 	var coldStart *report.ColdStartReport
 	if b.spec.ColdStart != nil {
-		cs, stop, err := b.coldStart(ctx, targets, cts)
+		cs, stop, err := (&coldStarter{spec: b.spec.ColdStart, logger: b.logger}).run(ctx, targets, cts)
 		if err != nil {
 			return nil, stopServer, err
 		}
 		coldStart, stopServer = cs, stop
 	}
-	if b.prompts, err = b.promptSet(ctx, targets); err != nil {
+	if b.prompts, err = promptSet(ctx, b.spec, targets); err != nil {
 		return nil, stopServer, err
 	}
-	if err := b.readTraces(); err != nil {
+	if b.traces, err = readTraces(b.spec.Matrix.Replays); err != nil {
 		return nil, stopServer, err
 	}
-	return &report.Report{Schema: report.Schema, Environment: b.environment(ctx, targets), ColdStart: coldStart}, stopServer, nil
+	info := b.opts.Info
+	if info == nil {
+		info = ServerInfo{Logger: b.logger}
+	}
+	env := environment(ctx, b.cfg, b.start, b.prompts, b.traces, info, targets)
+	return &report.Report{Schema: report.Schema, Environment: env, ColdStart: coldStart}, stopServer, nil
 }
 
 // accuracy runs the known-answer checks and scores the perplexity of
@@ -232,11 +238,11 @@ func (b *run) prepare(ctx context.Context, targets []config.Target, cts []*clien
 func (b *run) accuracy(ctx context.Context, targets []config.Target, cts []*client.Target, rep *report.Report) {
 	if len(b.spec.KnownAnswers) > 0 {
 		for i := range targets {
-			rep.Accuracy = append(rep.Accuracy, b.knownAnswers(ctx, &targets[i], cts[i]))
+			rep.Accuracy = append(rep.Accuracy, knownAnswers(ctx, b.spec, &targets[i], cts[i]))
 		}
 	}
 	if b.spec.Perplexity != nil {
-		rep.Perplexity = b.perplexity(ctx, targets, cts)
+		rep.Perplexity = perplexity(ctx, b.spec.Perplexity, b.logger, targets, cts)
 	}
 }
 
@@ -255,8 +261,7 @@ func clientTargets(targets []config.Target) ([]*client.Target, error) {
 
 // promptSet is the run's prompt set. Shapes serve the rates, the
 // concurrencies and the sweep; a matrix of replays alone needs none.
-func (b *run) promptSet(ctx context.Context, targets []config.Target) (*PromptSet, error) {
-	spec := b.spec
+func promptSet(ctx context.Context, spec *Spec, targets []config.Target) (*PromptSet, error) {
 	var shapes []Shape
 	if len(spec.Matrix.Rates)+len(spec.Matrix.Concurrencies) > 0 || spec.Sweep != nil {
 		shapes = spec.Matrix.Shapes
@@ -275,9 +280,9 @@ func (b *run) cells(ctx context.Context, targets []config.Target, groups []group
 	}
 	if opts.Shard.On() {
 		rep.Shard = shardPart(opts.Shard, names, groups, acc)
-		if c := b.clock; c != nil {
-			at := opts.StartAt.UTC()
-			rep.Shard.StartAt, rep.Shard.SlackSeconds = &at, c.slack.Seconds()
+		if at, slack := b.starter.agreement(); !at.IsZero() {
+			at = at.UTC()
+			rep.Shard.StartAt, rep.Shard.SlackSeconds = &at, slack.Seconds()
 		}
 	}
 	var cells []report.CellResult
@@ -335,19 +340,19 @@ func (b *run) ranking(targets []config.Target, groups, rankGroups []group, reps 
 	return r
 }
 
-// readTraces reads every replay's trace once for the run.
-func (b *run) readTraces() error {
-	b.traces = map[string]*replay.Trace{}
-	for _, r := range b.spec.Matrix.Replays {
+// readTraces reads every replay's trace once for the run, by its name.
+func readTraces(replays []ReplaySpec) (map[string]*replay.Trace, error) {
+	traces := map[string]*replay.Trace{}
+	for _, r := range replays {
 		format, _ := replay.ParseFormat(r.Source)
 		policy, _ := replay.ParsePolicy(r.OnMalformed)
 		tr, err := replay.ReadFile(r.Path, format, replay.ReadOptions{OnMalformed: policy})
 		if err != nil {
-			return fmt.Errorf("replay %q: %w", r.Name, err)
+			return nil, fmt.Errorf("replay %q: %w", r.Name, err)
 		}
-		b.traces[r.Name] = tr
+		traces[r.Name] = tr
 	}
-	return nil
+	return traces, nil
 }
 
 // matrixGroups are the matrix's loads of each shape, then its replays, in
@@ -425,34 +430,11 @@ matrix:
 	return acc, interrupted, nil
 }
 
-// runSweeps runs the rate sweep of every target and shape; an interrupt
-// leaves out the sweep that ran and marks the report interrupted.
-func (b *run) runSweeps(ctx context.Context, targets []config.Target, cts []*client.Target, rep *report.Report) error {
-	for ti := range targets {
-		for i := range b.spec.Matrix.Shapes {
-			res, err := b.sweep(ctx, &targets[ti], cts[ti], &b.spec.Matrix.Shapes[i])
-			if err != nil && ctx.Err() != nil {
-				// The sweeps that finished stay; the one that ran is
-				// left out.
-				rep.Interrupted = true
-				return nil
-			}
-			if err != nil {
-				return err
-			}
-			rep.Sweeps = append(rep.Sweeps, res)
-		}
-	}
-	return nil
-}
-
-// gpuReport is what the GPU sampler saw over the run, or why there is
-// nothing, in the report and its environment.
-func (b *run) gpuReport(gpu *gpuSampler, rep *report.Report) {
+func gpuReport(gpu *gpuSampler, timeline []report.Span, note string, rep *report.Report) {
 	if gpu != nil {
-		rep.GPU = gpu.report(b.timeline)
+		rep.GPU = gpu.report(timeline)
 	} else {
-		rep.GPU = report.GPUReport{Note: b.opts.GPUNote}
+		rep.GPU = report.GPUReport{Note: note}
 		if rep.GPU.Note == "" {
 			rep.GPU.Note = "no GPU source"
 		}
@@ -462,13 +444,14 @@ func (b *run) gpuReport(gpu *gpuSampler, rep *report.Report) {
 	rep.Environment.GPUNote = rep.GPU.Note
 }
 
-// closeRequests closes the request log and says in the report what it
-// holds, and the write error that left records out of it.
-func (b *run) closeRequests(rep *report.Report) {
-	if l := b.requests; l != nil {
+// closeRequests closes the request log (nil: none), written to path, and
+// says in the report what it holds, and the write error that left records
+// out of it.
+func closeRequests(l *requestLog, path string, rep *report.Report) {
+	if l != nil {
 		err := l.Close()
 		written, dropped, left := l.counts()
-		rep.RequestRecords = &report.RequestRecords{Path: b.opts.RequestsPath, Written: written, Dropped: dropped, LeftOut: left}
+		rep.RequestRecords = &report.RequestRecords{Path: path, Written: written, Dropped: dropped, LeftOut: left}
 		if err != nil {
 			rep.RequestRecords.Error = err.Error()
 		}
@@ -560,24 +543,24 @@ func hashString(s string) uint64 {
 	return h.Sum64()
 }
 
-func (b *run) environment(ctx context.Context, targets []config.Target) report.Environment {
+// environment is the report's environment of a run started at start: the
+// exporter, the machine, the configuration and its inputs (the prompt
+// set, the traces), and the targets' servers as info reads them.
+func environment(ctx context.Context, cfg *Config, start time.Time, prompts *PromptSet, traces map[string]*replay.Trace, info InfoSource, targets []config.Target) report.Environment {
+	spec := &cfg.Bench
 	env := report.Environment{
 		ExporterVersion: orUnknown(version.Version), ExporterRevision: orUnknown(version.Revision), GoVersion: runtime.Version(),
 		OS: runtime.GOOS, Arch: runtime.GOARCH, CPUs: runtime.NumCPU(),
-		Started: b.start, ConfigFile: b.cfg.File, ConfigSHA256: b.cfg.SHA256, Config: b.cfg.EffectiveYAML(),
-		PromptSetSHA256: b.prompts.SHA256, PromptSetSize: b.prompts.Size, PromptSets: b.prompts.Infos,
-		Seed: b.spec.Seed, MaxSamplesRepeat: b.spec.MaxSamplesPerRepeat,
+		Started: start, ConfigFile: cfg.File, ConfigSHA256: cfg.SHA256, Config: cfg.EffectiveYAML(),
+		PromptSetSHA256: prompts.SHA256, PromptSetSize: prompts.Size, PromptSets: prompts.Infos,
+		Seed: spec.Seed, MaxSamplesRepeat: spec.MaxSamplesPerRepeat,
 	}
-	for _, r := range b.spec.Matrix.Replays {
+	for _, r := range spec.Matrix.Replays {
 		env.Traces = append(env.Traces, report.TraceInfo{Name: r.Name, Source: r.Source, Path: r.Path,
-			Records: len(b.traces[r.Name].Records), Skipped: b.traces[r.Name].Skipped})
+			Records: len(traces[r.Name].Records), Skipped: traces[r.Name].Skipped})
 	}
-	env.Inputs = merge.Inputs(b.cfg.File, env.Traces, env.PromptSets)
-	src := b.opts.Info
-	if src == nil {
-		src = ServerInfo{Logger: b.logger}
-	}
-	infos := src.Info(ctx, targets)
+	env.Inputs = merge.Inputs(cfg.File, env.Traces, env.PromptSets)
+	infos := info.Info(ctx, targets)
 	for _, t := range targets {
 		env.Targets = append(env.Targets, report.TargetInfo{
 			Name: t.Name, URL: t.URL, Flavor: string(t.Flavor), ConfiguredModel: t.Model,
@@ -617,12 +600,12 @@ type repeatPlan struct {
 // as the exporter's workload checks are sent and judged: temperature 0
 // unless the bench sets one, no length extensions, and a pass when a
 // successful answer matches the pattern anywhere.
-func (b *run) knownAnswers(ctx context.Context, t *config.Target, ct *client.Target) report.AccuracyCheck {
+func knownAnswers(ctx context.Context, spec *Spec, t *config.Target, ct *client.Target) report.AccuracyCheck {
 	cl := client.New(client.Options{MaxConnsPerHost: 1})
 	defer cl.Close()
 	out := report.AccuracyCheck{Target: t.Name}
-	tmpl := plan.Template{Sampling: b.spec.Sampling, Timeout: t.Timeout}
-	for _, ka := range b.spec.KnownAnswers {
+	tmpl := plan.Template{Sampling: spec.Sampling, Timeout: t.Timeout}
+	for _, ka := range spec.KnownAnswers {
 		obs := &observation.Request{Scheduled: time.Now()}
 		req := tmpl.KnownAnswer(ka.Prompt, ka.MaxTokens)
 		req.RequestID = fmt.Sprintf("known-answer/%s-%d", t.Name, out.Total)
@@ -641,178 +624,6 @@ func (b *run) knownAnswers(ctx context.Context, t *config.Target, ct *client.Tar
 	}
 	return out
 }
-
-// replaySource prepares a fresh replay of a trace against a target, as the
-// exporter's replay workloads do (the trace is read once per run).
-func (b *run) replaySource(r *ReplaySpec, t *config.Target, salt uint64, rec replay.Recorder) (*replay.Source, error) {
-	_, opts, err := replay.OptionsOf(&r.Replay, t)
-	if err != nil {
-		return nil, err
-	}
-	opts.WordSalt, opts.Recorder = salt, rec
-	return replay.NewSource(b.traces[r.Name], opts)
-}
-
-// sweep finds the highest open-loop rate meeting the SLO for one target and
-// shape (see SweepSpec). Each point is one repeat without the stability
-// check.
-func (b *run) sweep(ctx context.Context, t *config.Target, ct *client.Target, sh *Shape) (report.SweepResult, error) {
-	sw := b.spec.Sweep
-	res := report.SweepResult{Target: t.Name, Shape: sh.Name, Rule: fmt.Sprintf("goodput >= %g", sw.MinGoodput)}
-	if sw.Pass == SweepPassSuccess {
-		res.Rule = fmt.Sprintf("success >= %g", sw.MinSuccess)
-	}
-	try := func(rate float64) (report.SweepPoint, error) {
-		l := report.Load{Kind: report.LoadRate, Value: rate}
-		key := "sweep/" + report.CellKey(t.Name, l, sh.Name)
-		watch := b.progress.begin("sweep "+render.CellName(t.Name, t.Model, l, sh.Name), sw.Warmup+sw.Duration)
-		r, _, err := b.repeat(ctx, repeatPlan{target: t, ct: ct, group: group{name: sh.Name, load: l, shape: sh}, cell: key,
-			warmup: sw.Warmup, duration: sw.Duration, watch: watch, trendWindows: sweepTrendWindows})
-		if err != nil {
-			return report.SweepPoint{}, err
-		}
-		pt := sweepPoint(sw, res.Rule, rate, &r)
-		// Each point as it ends: a sweep runs for minutes.
-		b.progress.say(render.SweepPointLine(t.Name, t.Model, sh.Name, pt))
-		return pt, nil
-	}
-	err := searchSweep(sw, &res, try)
-	if err == nil {
-		b.progress.say(render.SweepResultLine(t.Model, &res))
-	}
-	return res, err
-}
-
-// sweepPoint judges one point of the sweep from its repeat: its pass
-// rule (rule, the sweep's), in steady state, of a client that kept up.
-func sweepPoint(sw *SweepSpec, rule string, rate float64, r *report.RepeatResult) report.SweepPoint {
-	s := r.Stats
-	pt := report.SweepPoint{Rate: rate, GoodputRatio: s.GoodputRatio, GoodputPerSecond: s.GoodputPerSecond,
-		OutputTokensPerSecond: s.OutputTokensPerSecond, E2EP99: report.NaN(), Requests: s.Requests}
-	if s.Requests > 0 {
-		pt.SuccessRatio = float64(s.Successes) / float64(s.Requests)
-	}
-	if sw.Pass == SweepPassSuccess {
-		pt.Pass = s.Requests > 0 && pt.SuccessRatio >= sw.MinSuccess
-	} else {
-		pt.Pass = s.Requests > 0 && s.GoodputRatio >= sw.MinGoodput
-	}
-	// Capacity is what the server sustains: a point passes only in
-	// steady state, for either rule.
-	pt.Overloaded = s.Overloaded
-	pt.Degraded = r.Client != nil && r.Client.State == report.ClientDegraded
-	// The stability rule's verdict on the point: a drift of the
-	// length-normalised latency that is significant and at least
-	// the tolerance means a queue was building; one merely not
-	// judged (too few requests) does not fail the point.
-	grew := r.Stability.State == report.StateUnstable && float64(r.Stability.Growth) > 0
-	switch {
-	case pt.Degraded:
-		// First: whatever else the point shows, the client's delay is
-		// in it, so it says nothing of the server either way.
-		pt.Pass, pt.Note = false, r.Client.Note+"; the point measured the client, not the server"
-	case pt.Pass && pt.Overloaded:
-		pt.Pass, pt.Note = false, "failed for growth: "+s.OverloadNote
-	case pt.Pass && grew:
-		pt.Pass, pt.Note = false, "failed for growth: "+r.Stability.Note+"; a queue was building: the server does not sustain this rate"
-	case !pt.Pass:
-		pt.Note = "failed " + rule
-	}
-	if s.E2E.Count > 0 {
-		pt.E2EP99 = report.Num(s.E2E.P99)
-	}
-	return pt
-}
-
-// searchSweep runs the sweep's rates through try, which measures and
-// judges one point: Start, ×Factor, ... up to MaxRate until one fails,
-// then Refine bisections between the last passing and the first failing
-// rate; and fills res with the points, the result and its note. A point
-// whose client was degraded counts for neither side: it ends the sweep
-// there, as the client's limit, not the server's.
-func searchSweep(sw *SweepSpec, res *report.SweepResult, try func(rate float64) (report.SweepPoint, error)) error {
-	var pass, fail, client float64
-	var passPt, clientPt report.SweepPoint
-	// judge runs one point: false when the sweep ends on its client.
-	judge := func(rate float64) (report.SweepPoint, bool, error) {
-		pt, err := try(rate)
-		if err != nil {
-			return pt, false, err
-		}
-		res.Points = append(res.Points, pt)
-		if pt.Degraded {
-			client, clientPt = rate, pt
-			return pt, false, nil
-		}
-		return pt, true, nil
-	}
-	for rate := sw.Start; ; {
-		pt, judged, err := judge(rate)
-		if err != nil {
-			return err
-		}
-		if !judged {
-			break
-		}
-		if !pt.Pass {
-			fail = rate
-			break
-		}
-		pass, passPt = rate, pt
-		if rate >= sw.MaxRate {
-			break
-		}
-		rate = min(rate*sw.Factor, sw.MaxRate)
-	}
-	for i := 0; client == 0 && i < *sw.Refine && pass > 0 && fail > 0; i++ {
-		mid := (pass + fail) / 2
-		pt, judged, err := judge(mid)
-		if err != nil {
-			return err
-		}
-		switch {
-		case !judged:
-		case pt.Pass:
-			pass, passPt = mid, pt
-		default:
-			fail = mid
-		}
-	}
-	res.MaxRate, res.GoodputPerSecond, res.SuccessRatio, res.FirstFailingRate = pass, passPt.GoodputPerSecond, passPt.SuccessRatio, fail
-	res.ClientLimitedRate = client
-	switch {
-	case client > 0:
-		// Only the first rate can end the sweep on its client before
-		// one passed: a failing rate ends it first.
-		server := "it was the first rate tried, so no rate was judged (lower sweep.start)"
-		switch {
-		case pass > 0 && fail > 0:
-			server = fmt.Sprintf("the server passed %s at %g req/s and failed it at %g req/s", res.Rule, pass, fail)
-		case pass > 0:
-			server = fmt.Sprintf("the server passed %s up to %g req/s", res.Rule, pass)
-		}
-		res.Note = fmt.Sprintf("the sweep stopped at %g req/s, the client's limit, not the server's (%s); %s, so the server's capacity may be higher: %s",
-			client, clientPt.Note, server, sweepRemedy)
-	case pass == 0:
-		res.Note = fmt.Sprintf("even %g req/s failed %s", sw.Start, res.Rule)
-	case fail == 0:
-		res.Note = fmt.Sprintf("passed %s up to max_rate %g req/s", res.Rule, sw.MaxRate)
-	}
-	// A ratio is only as fine as its count: 99.9% needs 1,000 requests
-	// to tell one failure from none.
-	if need := int(math.Ceil(1 / (1 - min(sw.MinSuccess, 1-1e-9)))); sw.Pass == SweepPassSuccess && pass > 0 && passPt.Requests < need {
-		if res.Note != "" {
-			res.Note += ";"
-		}
-		res.Note = strings.TrimSpace(res.Note + fmt.Sprintf(" the passing rate measured %d requests: a ratio of %g needs at least %d to resolve one failure; lengthen sweep.duration",
-			passPt.Requests, sw.MinSuccess, need))
-	}
-	return nil
-}
-
-// sweepTrendWindows is how many windows a sweep point's measured time is
-// split into to see its latency's trend.
-const sweepTrendWindows = 3
 
 // rankInput gathers what the ranking needs from the cells.
 func (b *run) rankInput(targets []config.Target, groups []group, reps map[string][numFigures][]float64, rep *report.Report) *rankInput {
@@ -1077,10 +888,8 @@ func (b *run) runPlan(groups []group, targets int) *runPlan {
 	spec := b.spec
 	rp := &runPlan{cells: len(groups) * targets, repeats: spec.Repeats, sweep: spec.Sweep != nil,
 		warmup: spec.Warmup, maxWarmup: spec.warmupBound(spec.Warmup, spec.Duration), duration: spec.Duration}
-	if b.clock != nil {
-		rp.startAt, rp.slack = b.opts.StartAt, b.clock.slack
-	}
-	win := b.repeatWindows(repeatPlan{duration: spec.Duration, stability: true}, false)
+	rp.startAt, rp.slack = b.starter.agreement()
+	win := plannedWindows(&spec.Stability, b.opts.Shard, repeatPlan{duration: spec.Duration, stability: true})
 	rp.window, rp.measured, rp.most = win.window, time.Duration(win.base)*win.window, time.Duration(win.most)*win.window
 	switch {
 	case !spec.Stability.On():
@@ -1110,7 +919,9 @@ func (b *run) runPlan(groups []group, targets int) *runPlan {
 // one and it is never extended.
 func (b *run) span(g group) repeatSpan {
 	spec := b.spec
-	win := b.repeatWindows(repeatPlan{duration: spec.Duration, stability: true}, g.replay != nil)
+	// A replay's windows differ only in that none is ever added
+	// (replayLoad.windows), which its span below never reads.
+	win := plannedWindows(&spec.Stability, b.opts.Shard, repeatPlan{duration: spec.Duration, stability: true})
 	measured := spec.Warmup + time.Duration(win.base)*win.window
 	switch r := g.replay; {
 	case r == nil:

@@ -23,7 +23,7 @@ func planRun(rates int, warmup, duration time.Duration, set func(*Spec)) *run {
 		set(spec)
 	}
 	spec.Stability.applyDefaults(spec.Duration)
-	return &run{spec: spec, traces: map[string]*replay.Trace{}}
+	return &run{spec: spec, traces: map[string]*replay.Trace{}, starter: startNow{}}
 }
 
 // TestRunPlan: the plan's arithmetic. A repeat is planned at its warm-up
@@ -89,7 +89,7 @@ func TestRunPlan(t *testing.T) {
 		r := planRun(2, s, 30*s, func(sp *Spec) { sp.Repeats = 2 })
 		r.opts.Shard = Shard{Index: 0, Count: 2}
 		r.opts.StartAt = time.Date(2026, 12, 3, 21, 0, 0, 0, time.UTC)
-		r.clock = &shardClock{next: r.opts.StartAt, slack: 10 * s}
+		r.starter = newShardClock(r.opts.StartAt, 10*s)
 		rp := r.runPlan(matrixGroups(r.spec), 1)
 		if planned, most := rp.totals(); len(rp.units) != 4 || planned != 4*31*s+3*10*s || most != 4*61*s+3*10*s {
 			t.Errorf("%d units, %v planned, at most %v; want 4, %v and %v", len(rp.units), planned, most, 4*31*s+3*10*s, 4*61*s+3*10*s)
@@ -170,7 +170,7 @@ func TestPlanLine(t *testing.T) {
 			r := planRun(1, s, 10*s, func(sp *Spec) { sp.Repeats = 3 })
 			r.opts.Shard = Shard{Index: 1, Count: 2}
 			r.opts.StartAt = time.Date(2026, 12, 3, 21, 0, 0, 0, time.UTC)
-			r.clock = &shardClock{next: r.opts.StartAt, slack: 30 * s}
+			r.starter = newShardClock(r.opts.StartAt, 30*s)
 			return r
 		}(), 1,
 			"plan: 1 cell × 3 repeats; each repeat: warm-up 1s (longer until the pipeline is full, at most 11s), " +

@@ -234,47 +234,6 @@ func CheckShardSlack(d time.Duration) error {
 	return nil
 }
 
-// shardClock is the schedule of repeat starts that every shard of a run
-// computes alike, with no word between them: the first repeat starts at
-// the instant given to all (--shard.start-at), and each next one at the
-// previous one's agreed start plus its planned length (plannedLength:
-// warm-up + duration, or a replay's window, the same on every shard) plus
-// the slack. A repeat's end cannot be agreed on, since each shard drains
-// its own requests; its planned start can. A shard that overruns a slot
-// starts its next repeat late, at once, and says so; the one after is on
-// the agreed schedule again, since every start is counted from the
-// agreed ones, never from a late one.
-type shardClock struct {
-	next  time.Time // the agreed start of the next repeat
-	slack time.Duration
-}
-
-// plan takes the agreed start of the next repeat, of the given planned
-// length, and moves the clock past it.
-func (c *shardClock) plan(length time.Duration) time.Time {
-	at := c.next
-	c.next = at.Add(length + c.slack)
-	return at
-}
-
-// waitUntil waits until at, or ctx's end. It returns the instant the
-// repeat's schedule starts from, at itself when the wait reached it, now
-// when at had already passed, and the instant it woke.
-func waitUntil(ctx context.Context, at time.Time) (origin, woke time.Time, err error) {
-	if d := time.Until(at); d > 0 {
-		t := time.NewTimer(d)
-		defer t.Stop()
-		select {
-		case <-ctx.Done():
-			return time.Time{}, time.Time{}, ctx.Err()
-		case <-t.C:
-		}
-		return at, time.Now(), nil
-	}
-	now := time.Now()
-	return now, now, nil
-}
-
 // Merge merges the reports of a split run's shards (merge.Merge), the
 // bench reading the configuration they embedded and computing the
 // figures of their pool.

@@ -837,8 +837,8 @@ func TestSayWait(t *testing.T) {
 	p := repeatPlan{cell: "a/rate=1/s", index: 1}
 	logged := func(bar bool) (string, *run) {
 		var logs bytes.Buffer
-		b := &run{logger: slog.New(slog.NewTextHandler(&logs, &slog.HandlerOptions{Level: slog.LevelDebug})),
-			clock: &shardClock{next: agreed, slack: 10 * time.Second}}
+		b := &run{logger: slog.New(slog.NewTextHandler(&logs, &slog.HandlerOptions{Level: slog.LevelDebug}))}
+		clock := &shardClock{next: agreed, slack: 10 * time.Second}
 		if bar {
 			b.progress = newProgress(io.Discard, nil, []time.Duration{12 * time.Second, 12 * time.Second}, 10*time.Second)
 			defer b.progress.close()
@@ -849,7 +849,7 @@ func TestSayWait(t *testing.T) {
 			b.progress.cur.start = agreed.Add(-100 * time.Second)
 			b.progress.mu.Unlock()
 		}
-		b.sayWait(context.Background(), p, agreed, now)
+		clock.sayWait(context.Background(), p, agreed, now, b.logger, b.progress)
 		return logs.String(), b
 	}
 
@@ -874,9 +874,9 @@ func TestSayWait(t *testing.T) {
 	}
 
 	var logs bytes.Buffer
-	quiet := &run{logger: slog.New(slog.NewTextHandler(&logs, nil)), clock: &shardClock{slack: 10 * time.Second}}
-	quiet.sayWait(context.Background(), p, agreed, agreed.Add(time.Millisecond))
-	quiet.sayWait(context.Background(), p, agreed, agreed)
+	quiet, logger := &shardClock{slack: 10 * time.Second}, slog.New(slog.NewTextHandler(&logs, nil))
+	quiet.sayWait(context.Background(), p, agreed, agreed.Add(time.Millisecond), logger, nil)
+	quiet.sayWait(context.Background(), p, agreed, agreed, logger, nil)
 	if logs.Len() != 0 {
 		t.Errorf("a start that has passed logged %q", logs.String())
 	}
