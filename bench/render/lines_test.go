@@ -137,6 +137,8 @@ func TestPrecisionNote(t *testing.T) {
 		{"too few", &report.Precision{EffectiveRequests: 40, Figures: map[string]report.FigurePrecision{
 			"ttft_p50": {Margin: 0.1}, "ttft_p99": {TooFew: true}, "e2e_p99": {TooFew: true}}},
 			"precision: 40 effective requests (ttft p50 ±10%, at 95%); ttft p99, e2e p99: too few requests beyond them (fewer than 5 effective), indicative only"},
+		{"one too few", &report.Precision{EffectiveRequests: 9, Figures: map[string]report.FigurePrecision{"tpot_p99": {TooFew: true}}},
+			"precision: 9 effective requests; tpot p99: too few requests beyond them (fewer than 5 effective), indicative only"},
 		{"no figure", &report.Precision{EffectiveRequests: 3}, "precision: 3 effective requests"},
 	} {
 		if got := PrecisionNote(tc.p); got != tc.want {

@@ -200,8 +200,14 @@ func TestRunnerInFlightCap(t *testing.T) {
 		})}}.Runner()
 	done := make(chan struct{})
 	go func() { r.Run(context.Background()); close(done) }()
-	for range 3 {
-		<-dropped
+	for i := range 3 {
+		select {
+		case <-dropped:
+		case <-time.After(time.Minute): // a guard against a hang, not a timing
+			close(d.gate)
+			<-done
+			t.Fatalf("%d of 5 arrivals dropped at a cap of 2, want 3", i)
+		}
 	}
 	if n := r.InFlight(); n != 2 {
 		t.Errorf("%d in flight at the cap, want 2", n)
