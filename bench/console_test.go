@@ -277,31 +277,6 @@ func TestStableNotChecked(t *testing.T) {
 	}
 }
 
-// TestStableOldReportRead: a report written before the stable flag was
-// left out said "stable": true of a cell none of whose repeats was checked
-// (false of each such repeat); read back (bench merge, --baseline), the
-// flag is dropped, so that what is written again leaves it out.
-func TestStableOldReportRead(t *testing.T) {
-	old := `{"schema": "` + report.Schema + `", "cells": [{"key": "a/rate=1/s", "stable": false, "stability": "unstable",
-		"repeats": [{"index": 0, "stability": {"checked": false, "stable": false}}, {"index": 1, "stability": {"checked": true, "state": "unstable", "stable": false}}]},
-		{"key": "a/rate=2/s", "stable": true, "repeats": [{"index": 0, "stability": {"checked": false, "stable": false}}]}]}`
-	r, err := report.Decode([]byte(old))
-	if err != nil {
-		t.Fatal(err)
-	}
-	checked, off := &r.Cells[0], &r.Cells[1]
-	if checked.Stable == nil || *checked.Stable || checked.Repeats[0].Stability.Stable != nil ||
-		checked.Repeats[1].Stability.Stable == nil || *checked.Repeats[1].Stability.Stable {
-		t.Errorf("a checked cell read back: stable %v, repeats' %v and %v", checked.Stable, checked.Repeats[0].Stability.Stable, checked.Repeats[1].Stability.Stable)
-	}
-	if off.Stable != nil || off.Repeats[0].Stability.Stable != nil {
-		t.Errorf("a cell not checked read back: stable %v, its repeat's %v: want absent", off.Stable, off.Repeats[0].Stability.Stable)
-	}
-	if got := report.ColumnNamed("stable").CSV(off); got != report.NotChecked {
-		t.Errorf("CSV %q, want %q", got, report.NotChecked)
-	}
-}
-
 func rawString(m *json.RawMessage) string {
 	if m == nil {
 		return "absent"
