@@ -110,30 +110,21 @@ func eventKindOf[T string | []byte](b T) eventKind {
 
 // responseFields are the members of a response object the probe reads.
 type responseFields struct {
-	state           uint8 // the object itself (an event's "response")
-	status          textSlot
-	errPresent      bool
-	errRaw          []byte
-	usageState      uint8
-	input, output   countSlot
-	detailsState    uint8     // usage.output_tokens_details
-	reasoningTokens countSlot // ...its reasoning_tokens
-	outputState     uint8     // "output", read in a body only
-	outputBad       bool      // an item of "output" cannot be read
+	state       uint8 // the object itself (an event's "response")
+	status      textSlot
+	errPresent  bool
+	errRaw      []byte
+	usage       usageSlots
+	outputState uint8 // "output", read in a body only
+	outputBad   bool  // an item of "output" cannot be read
 }
 
 func (r *responseFields) reset() {
 	r.state = slotAbsent
 	r.status.reset()
 	r.errPresent, r.errRaw = false, nil
-	r.usageState, r.input, r.output = slotAbsent, countSlot{}, countSlot{}
-	r.detailsState, r.reasoningTokens = slotAbsent, countSlot{}
+	r.usage = usageSlots{}
 	r.outputState, r.outputBad = slotAbsent, false
-}
-
-func (r *responseFields) usageBad() bool {
-	return r.usageState == slotBad || r.input.state == slotBad || r.output.state == slotBad ||
-		r.detailsState == slotBad || r.reasoningTokens.state == slotBad
 }
 
 // outputItem is the scratch of the output item being read: its type and
@@ -203,7 +194,7 @@ func (c *responsesChunk) decodeEvent(data []byte, name string, out *Chunk) error
 		}
 		return &ProtocolError{Msg: "response failed: " + excerpt(why)}
 	}
-	if c.resp.state == slotBad || c.resp.usageBad() {
+	if c.resp.state == slotBad || c.resp.usage.bad() {
 		return &ProtocolError{Msg: "unreadable event " + excerpt(data), Err: errWrongType}
 	}
 	var dst *[]byte
@@ -227,7 +218,7 @@ func (c *responsesChunk) decodeEvent(data []byte, name string, out *Chunk) error
 		}
 		*dst = c.delta.buf
 	}
-	c.resp.usage(out)
+	c.resp.usage.set(out)
 	return nil
 }
 
@@ -260,7 +251,7 @@ func (c *responsesChunk) decodeBody(data []byte, out *Chunk) error {
 	if r.errPresent {
 		return &ProtocolError{Msg: "error in response: " + excerpt(r.errRaw)}
 	}
-	if r.status.state == slotBad || r.usageBad() || r.outputState == slotBad || r.outputBad {
+	if r.status.state == slotBad || r.usage.bad() || r.outputState == slotBad || r.outputBad {
 		return &ProtocolError{Msg: "unreadable response " + excerpt(data), Err: errWrongType}
 	}
 	if r.status.state == slotValue {
@@ -271,7 +262,7 @@ func (c *responsesChunk) decodeBody(data []byte, out *Chunk) error {
 		}
 	}
 	out.Content, out.Reasoning, out.ToolCall = c.content, c.reasoning, c.toolCall
-	r.usage(out)
+	r.usage.set(out)
 	return nil
 }
 
@@ -283,25 +274,10 @@ func textExcerpt(b []byte) string {
 	return string(b)
 }
 
-// usage sets out's counts from r's usage object, by the chat chunk's rules.
-func (r *responseFields) usage(out *Chunk) {
-	if r.usageState != slotValue {
-		return
-	}
-	if r.input.state == slotValue || r.output.state == slotValue {
-		out.HasUsage = true
-		out.PromptTokens, out.CompletionTokens = r.input.v, r.output.v
-	}
-	if r.detailsState == slotValue && r.reasoningTokens.state == slotValue {
-		out.ReasoningTokens = r.reasoningTokens.v
-	}
-}
-
 // scan parses data, keeping the last value of every member it reads. body
 // says data is a response object rather than an event.
 func (c *responsesChunk) scan(data []byte, body bool) error {
 	s := &c.sc
-	s.data, s.pos = data, 0
 	c.typ.reset()
 	c.delta.reset()
 	c.itemState = slotAbsent
@@ -311,17 +287,7 @@ func (c *responsesChunk) scan(data []byte, body bool) error {
 	c.resp.reset()
 	c.content, c.reasoning, c.toolCall = c.content[:0], c.reasoning[:0], c.toolCall[:0]
 
-	s.ws()
-	if s.peek() != '{' {
-		if err := s.skipValue(0); err != nil {
-			return err
-		}
-		if s.ws(); s.pos != len(s.data) {
-			return errJSONSyntax
-		}
-		return errors.New("not a JSON object")
-	}
-	if err := s.openContainer(1); err != nil {
+	if err := s.openDocument(data, errNotObject); err != nil {
 		return err
 	}
 	for first := true; ; {
@@ -330,7 +296,7 @@ func (c *responsesChunk) scan(data []byte, body bool) error {
 			return err
 		}
 		if !ok {
-			break
+			return s.endDocument()
 		}
 		switch {
 		case string(key) == "error":
@@ -365,11 +331,11 @@ func (c *responsesChunk) scan(data []byte, body bool) error {
 			return err
 		}
 	}
-	if s.ws(); s.pos != len(s.data) {
-		return errJSONSyntax
-	}
-	return nil
 }
+
+// errNotObject is a Responses event or body that is valid JSON but not an
+// object.
+var errNotObject = errors.New("not a JSON object")
 
 // responseMember reads the value of member key of a response object at
 // depth; withOutput reads its output items too.
@@ -379,31 +345,13 @@ func (c *responsesChunk) responseMember(r *responseFields, key []byte, depth int
 	case "status":
 		return s.scanText(&r.status, depth)
 	case "error":
-		start := s.pos
 		null := s.peek() == 'n'
-		err := s.skipValue(depth)
-		r.errPresent, r.errRaw = !null, s.data[start:s.pos]
+		raw, err := s.rawValue(depth)
+		r.errPresent, r.errRaw = !null, raw
 		return err
 	case "usage":
-		r.input, r.output = countSlot{}, countSlot{}
-		r.detailsState, r.reasoningTokens = slotAbsent, countSlot{}
-		return s.scanObject(&r.usageState, depth+1, func(key []byte) error {
-			switch string(key) {
-			case "input_tokens":
-				return s.scanCount(&r.input, depth+1)
-			case "output_tokens":
-				return s.scanCount(&r.output, depth+1)
-			case "output_tokens_details":
-				r.reasoningTokens = countSlot{}
-				return s.scanObject(&r.detailsState, depth+2, func(key []byte) error {
-					if string(key) == "reasoning_tokens" {
-						return s.scanCount(&r.reasoningTokens, depth+2)
-					}
-					return s.skipValue(depth + 2)
-				})
-			}
-			return s.skipValue(depth + 1)
-		})
+		// Read by the chat chunk's rules, under the Responses API's names.
+		return s.scanUsage(&r.usage, &responsesUsageKeys, depth+1)
 	case "output":
 		if withOutput {
 			return c.scanOutput(r, depth+1)
@@ -417,35 +365,9 @@ func (c *responsesChunk) scanOutput(r *responseFields, depth int) error {
 	s := &c.sc
 	c.content, c.reasoning, c.toolCall = c.content[:0], c.reasoning[:0], c.toolCall[:0]
 	r.outputBad = false
-	switch s.peek() {
-	case 'n':
-		r.outputState = slotNull
-		return s.literal("null")
-	case '[':
-	default:
-		r.outputState = slotBad
-		return s.skipValue(depth - 1)
-	}
-	r.outputState = slotValue
-	if err := s.openContainer(depth); err != nil {
-		return err
-	}
-	for first := true; ; {
-		ok, err := s.nextElem(&first)
-		if err != nil || !ok {
-			return err
-		}
-		if s.peek() != '{' {
-			r.outputBad = true
-			if err := s.skipValue(depth); err != nil {
-				return err
-			}
-			continue
-		}
-		if err := c.scanItem(r, depth+1); err != nil {
-			return err
-		}
-	}
+	// An element that is not an object makes outputState slotBad, which
+	// decodeBody reads as it reads outputBad.
+	return s.scanObjects(&r.outputState, depth, func() error { return c.scanItem(r, depth+1) })
 }
 
 // scanItem reads one output item, the object at depth, and appends its
@@ -517,35 +439,11 @@ func (c *responsesChunk) scanItem(r *responseFields, depth int) error {
 func (c *responsesChunk) scanParts(state *uint8, dst *[]byte, depth int) error {
 	s := &c.sc
 	it := &c.item
-	switch s.peek() {
-	case 'n':
-		*state = slotNull
-		return s.literal("null")
-	case '[':
-	default:
-		*state = slotBad
-		return s.skipValue(depth - 1)
-	}
-	*state = slotValue
-	if err := s.openContainer(depth); err != nil {
-		return err
-	}
-	for first := true; ; {
-		ok, err := s.nextElem(&first)
-		if err != nil || !ok {
-			return err
-		}
-		if s.peek() != '{' {
-			*state = slotBad
-			if err := s.skipValue(depth); err != nil {
-				return err
-			}
-			continue
-		}
+	return s.scanObjects(state, depth, func() error {
 		it.text.reset()
 		it.refusal.reset()
 		var part uint8
-		err = s.scanObject(&part, depth+1, func(key []byte) error {
+		err := s.scanObject(&part, depth+1, func(key []byte) error {
 			switch string(key) {
 			case "text":
 				return s.scanText(&it.text, depth+1)
@@ -559,8 +457,9 @@ func (c *responsesChunk) scanParts(state *uint8, dst *[]byte, depth int) error {
 		}
 		if it.text.state == slotBad || it.refusal.state == slotBad {
 			*state = slotBad
-			continue
+			return nil
 		}
 		*dst = append(append(*dst, it.text.buf...), it.refusal.buf...)
-	}
+		return nil
+	})
 }
