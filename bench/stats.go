@@ -1,6 +1,7 @@
 package bench
 
 import (
+	"cmp"
 	"context"
 	"math"
 	"math/rand/v2"
@@ -134,15 +135,8 @@ func newSortedIndex(values []float64) sortedIndex {
 			ivs = append(ivs, iv{v, int32(i)})
 		}
 	}
-	slices.SortFunc(ivs, func(a, b iv) int {
-		switch {
-		case a.v < b.v:
-			return -1
-		case a.v > b.v:
-			return 1
-		}
-		return int(a.i - b.i)
-	})
+	// The values are not NaN (dropped above), so cmp.Compare is the plain order.
+	slices.SortFunc(ivs, func(a, b iv) int { return cmp.Or(cmp.Compare(a.v, b.v), cmp.Compare(a.i, b.i)) })
 	s := sortedIndex{vals: make([]float64, len(ivs)), pos: make([]int32, len(values))}
 	for i := range s.pos {
 		s.pos[i] = -1

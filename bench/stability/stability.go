@@ -1,6 +1,7 @@
 package stability
 
 import (
+	"cmp"
 	"fmt"
 	"math"
 	"slices"
@@ -175,15 +176,7 @@ func Judge(reqs []Request, span time.Duration, load Load, spec Spec) Verdict {
 		return v
 	}
 
-	slices.SortStableFunc(rs, func(a, b Request) int {
-		switch {
-		case a.Done < b.Done:
-			return -1
-		case a.Done > b.Done:
-			return 1
-		}
-		return 0
-	})
+	slices.SortStableFunc(rs, func(a, b Request) int { return cmp.Compare(a.Done, b.Done) })
 	t, res := residuals(rs, sec)
 	dev := make([]float64, len(res))
 	m := median(slices.Clone(res))

@@ -3,6 +3,7 @@ package replay
 import (
 	"bufio"
 	"bytes"
+	"cmp"
 	"encoding/json"
 	"errors"
 	"fmt"
@@ -450,15 +451,7 @@ func (rd *reader) finish() *Trace {
 		for i := range recs {
 			recs[i].Offset -= minOff
 		}
-		slices.SortStableFunc(recs, func(a, b Record) int {
-			switch {
-			case a.Offset < b.Offset:
-				return -1
-			case a.Offset > b.Offset:
-				return 1
-			}
-			return 0
-		})
+		slices.SortStableFunc(recs, func(a, b Record) int { return cmp.Compare(a.Offset, b.Offset) })
 	}
 	return &rd.trace
 }
