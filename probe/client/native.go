@@ -66,25 +66,40 @@ func (d *sseDecoder) Next() error {
 		}
 		return io.EOF
 	}
-	ev, err := d.sse.Next()
+	ev, last, err := readEvent(d.sse, d.mayEnd)
 	switch {
 	case err == nil:
-		d.ev = ev
+		d.ev, d.last = ev, last
 		return nil
 	case err == io.EOF && d.eofIsEnd && !d.ended:
 		d.ended, d.final = true, true
 		return nil
-	case err == io.ErrUnexpectedEOF && len(bytes.TrimSpace(ev.Data)) > 0 && (d.eofIsEnd || d.isDone(ev.Data)):
-		// The server wrote its last event's data line and closed the body
-		// without the blank line that dispatches it. The body itself
-		// ended cleanly (a cut connection is a different error), so the
-		// event is taken; the Triton documentation's recording ends so.
-		d.ev, d.last = ev, true
-		return nil
-	case errors.Is(err, sse.ErrLineTooLong), errors.Is(err, sse.ErrEventTooLong):
-		return &ProtocolError{Msg: "reading event", Err: err}
 	}
 	return err
+}
+
+// mayEnd says whether ev, cut from its blank line by the body's end, is an
+// event the stream may end with: data when the protocol has no end marker
+// (the Triton documentation's recording ends so), or the end marker.
+func (d *sseDecoder) mayEnd(ev sse.Event) bool {
+	return len(bytes.TrimSpace(ev.Data)) > 0 && (d.eofIsEnd || d.isDone(ev.Data))
+}
+
+// readEvent reads a decoder's next SSE event. An event the body's end cut
+// from the blank line that dispatches it comes back with last set when
+// mayEnd says the stream may end with it: the server wrote it whole and
+// closed the body, which ended cleanly (a cut connection is another error).
+// An over-long line or event is a ProtocolError; any other error, io.EOF
+// included, comes back as it is.
+func readEvent(r *sse.Reader, mayEnd func(sse.Event) bool) (ev sse.Event, last bool, err error) {
+	ev, err = r.Next()
+	switch {
+	case err == io.ErrUnexpectedEOF && mayEnd(ev):
+		return ev, true, nil
+	case errors.Is(err, sse.ErrLineTooLong), errors.Is(err, sse.ErrEventTooLong):
+		return ev, false, &ProtocolError{Msg: "reading event", Err: err}
+	}
+	return ev, false, err
 }
 
 func (d *sseDecoder) isDone(data []byte) bool {

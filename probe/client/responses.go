@@ -4,7 +4,6 @@ import (
 	"bytes"
 	"context"
 	"encoding/json"
-	"errors"
 	"io"
 	"net/http"
 
@@ -168,20 +167,11 @@ func (d *responsesStreamDecoder) Next() error {
 	if d.last {
 		return io.EOF
 	}
-	ev, err := d.sse.Next()
-	switch {
-	case err == nil:
-		d.ev = ev
-		return nil
-	case err == io.ErrUnexpectedEOF && d.ends(ev):
-		// The server wrote its terminal event and closed the body without
-		// the blank line that dispatches it: the body itself ended cleanly
-		// (a cut connection is another error), and the event says the
-		// answer is whole, so it is taken.
-		d.ev, d.last = ev, true
-		return nil
-	case errors.Is(err, sse.ErrLineTooLong), errors.Is(err, sse.ErrEventTooLong):
-		return &ProtocolError{Msg: "reading event", Err: err}
+	// A terminal event the body's end cut from its blank line says the
+	// answer is whole, so it is taken.
+	ev, last, err := readEvent(d.sse, d.ends)
+	if err == nil {
+		d.ev, d.last = ev, last
 	}
 	return err
 }
