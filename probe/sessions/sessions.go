@@ -376,12 +376,10 @@ func (p sessionPrompts) Done(o *observation.Request) {
 	s := p.s
 	s.mu.Lock()
 	defer s.mu.Unlock()
-	ref := s.flights[o.Seq]
+	ref := s.landLocked(o)
 	if ref == nil {
 		return
 	}
-	delete(s.flights, o.Seq)
-	s.learnStart(ref, o)
 	ss := ref.s
 	if ss.ended {
 		return
@@ -427,14 +425,22 @@ func (p sessionPrompts) Dropped(o *observation.Request) {
 	s := p.s
 	s.mu.Lock()
 	defer s.mu.Unlock()
+	if ref := s.landLocked(o); ref != nil {
+		s.endLocked(ref.s, TurnDropped)
+		s.wakeLocked()
+	}
+}
+
+// landLocked takes o's turn out of the flights, learning the start from it,
+// and returns it: nil when o is not a turn in flight.
+func (s *Sessions) landLocked(o *observation.Request) *turnRef {
 	ref := s.flights[o.Seq]
 	if ref == nil {
-		return
+		return nil
 	}
 	delete(s.flights, o.Seq)
 	s.learnStart(ref, o)
-	s.endLocked(ref.s, TurnDropped)
-	s.wakeLocked()
+	return ref
 }
 
 // learnStart fixes the runner's start from a request's scheduled instant.
