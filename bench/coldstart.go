@@ -1,6 +1,7 @@
 package bench
 
 import (
+	"cmp"
 	"context"
 	"crypto/rand"
 	"encoding/csv"
@@ -86,18 +87,10 @@ func (s *ColdStartSpec) applyDefaults(c *Config) {
 	if s == nil {
 		return
 	}
-	if s.Repeats == 0 {
-		s.Repeats = DefaultColdStartRepeats
-	}
-	if s.Timeout == 0 {
-		s.Timeout = DefaultColdStartTimeout
-	}
-	if s.PollInterval == 0 {
-		s.PollInterval = DefaultColdStartPollInterval
-	}
-	if s.StopTimeout == 0 {
-		s.StopTimeout = DefaultColdStartStopTimeout
-	}
+	s.Repeats = cmp.Or(s.Repeats, DefaultColdStartRepeats)
+	s.Timeout = cmp.Or(s.Timeout, DefaultColdStartTimeout)
+	s.PollInterval = cmp.Or(s.PollInterval, DefaultColdStartPollInterval)
+	s.StopTimeout = cmp.Or(s.StopTimeout, DefaultColdStartStopTimeout)
 	if ts := c.RunTargets(); s.Target == "" && len(ts) == 1 {
 		s.Target = ts[0].Name
 	}

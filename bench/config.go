@@ -1,6 +1,7 @@
 package bench
 
 import (
+	"cmp"
 	"context"
 	"crypto/sha256"
 	"encoding/hex"
@@ -558,41 +559,23 @@ func (c *Config) applyDefaults() {
 		s.WarmupSetting = &d
 	}
 	s.Warmup = *s.WarmupSetting
-	if s.Duration == 0 {
-		s.Duration = DefaultDuration
-	}
-	if s.Repeats == 0 {
-		s.Repeats = DefaultRepeats
-	}
-	if s.MaxInFlight == 0 {
-		s.MaxInFlight = DefaultMaxInFlight
-	}
+	s.Duration = cmp.Or(s.Duration, DefaultDuration)
+	s.Repeats = cmp.Or(s.Repeats, DefaultRepeats)
+	s.MaxInFlight = cmp.Or(s.MaxInFlight, DefaultMaxInFlight)
 	s.Stability.applyDefaults(s.Duration)
 	if s.Sweep != nil {
 		s.Sweep.applyDefaults(s)
 	}
-	if s.PromptSetSize == 0 {
-		s.PromptSetSize = DefaultPromptSetSize
-	}
-	if s.MaxSamplesPerRepeat == 0 {
-		s.MaxSamplesPerRepeat = DefaultMaxSamplesPerRepeat
-	}
+	s.PromptSetSize = cmp.Or(s.PromptSetSize, DefaultPromptSetSize)
+	s.MaxSamplesPerRepeat = cmp.Or(s.MaxSamplesPerRepeat, DefaultMaxSamplesPerRepeat)
 	if s.Weights == nil {
 		w := DefaultWeights
 		s.Weights = &w
 	}
-	if s.Ranking.Latency == "" {
-		s.Ranking.Latency = DefaultLatencyMetric
-	}
-	if s.Ranking.Resamples == 0 {
-		s.Ranking.Resamples = DefaultResamples
-	}
-	if s.Ranking.Confidence == 0 {
-		s.Ranking.Confidence = DefaultConfidence
-	}
-	if s.Regression.Threshold == 0 {
-		s.Regression.Threshold = DefaultThreshold
-	}
+	s.Ranking.Latency = cmp.Or(s.Ranking.Latency, DefaultLatencyMetric)
+	s.Ranking.Resamples = cmp.Or(s.Ranking.Resamples, DefaultResamples)
+	s.Ranking.Confidence = cmp.Or(s.Ranking.Confidence, DefaultConfidence)
+	s.Regression.Threshold = cmp.Or(s.Regression.Threshold, DefaultThreshold)
 	if s.MinSuccessSetting == nil {
 		m := DefaultMinSuccess
 		s.MinSuccessSetting = &m
@@ -602,13 +585,9 @@ func (c *Config) applyDefaults() {
 		s.Regression.Metrics = slices.Clone(DefaultGatedMetrics)
 	}
 	for i := range s.KnownAnswers {
-		if s.KnownAnswers[i].MaxTokens == 0 {
-			s.KnownAnswers[i].MaxTokens = config.DefaultKnownAnswerMaxTokens
-		}
+		s.KnownAnswers[i].MaxTokens = cmp.Or(s.KnownAnswers[i].MaxTokens, config.DefaultKnownAnswerMaxTokens)
 	}
-	if s.GPUSampleInterval == 0 {
-		s.GPUSampleInterval = DefaultGPUSampleInterval
-	}
+	s.GPUSampleInterval = cmp.Or(s.GPUSampleInterval, DefaultGPUSampleInterval)
 	s.ColdStart.applyDefaults(c)
 	s.Perplexity.applyDefaults()
 }

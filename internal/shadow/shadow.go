@@ -13,6 +13,7 @@
 package shadow
 
 import (
+	"cmp"
 	"context"
 	"errors"
 	"fmt"
@@ -67,24 +68,12 @@ const (
 )
 
 func (c Config) withDefaults() Config {
-	if c.MaxFileBytes == 0 {
-		c.MaxFileBytes = DefaultMaxFileBytes
-	}
-	if c.MaxFiles == 0 {
-		c.MaxFiles = DefaultMaxFiles
-	}
-	if c.QueueLength == 0 {
-		c.QueueLength = DefaultQueueLength
-	}
-	if c.QueueBytes == 0 {
-		c.QueueBytes = DefaultQueueBytes
-	}
-	if c.MaxBodyBytes == 0 {
-		c.MaxBodyBytes = DefaultMaxBodyBytes
-	}
-	if c.ShutdownTimeout == 0 {
-		c.ShutdownTimeout = DefaultShutdownTimeout
-	}
+	c.MaxFileBytes = cmp.Or(c.MaxFileBytes, DefaultMaxFileBytes)
+	c.MaxFiles = cmp.Or(c.MaxFiles, DefaultMaxFiles)
+	c.QueueLength = cmp.Or(c.QueueLength, DefaultQueueLength)
+	c.QueueBytes = cmp.Or(c.QueueBytes, DefaultQueueBytes)
+	c.MaxBodyBytes = cmp.Or(c.MaxBodyBytes, DefaultMaxBodyBytes)
+	c.ShutdownTimeout = cmp.Or(c.ShutdownTimeout, DefaultShutdownTimeout)
 	return c
 }
 
