@@ -89,18 +89,7 @@ func (s *Simulator) loadGate(next http.Handler) http.Handler {
 // waitLoaded waits until ReadyAt, or until done is closed; it reports
 // whether the load ended.
 func (s *Simulator) waitLoaded(done <-chan struct{}) bool {
-	d := time.Until(s.ReadyAt())
-	if d <= 0 {
-		return true
-	}
-	t := time.NewTimer(d)
-	defer t.Stop()
-	select {
-	case <-t.C:
-		return true
-	case <-done:
-		return false
-	}
+	return wait(time.Until(s.ReadyAt()), done, nil)
 }
 
 // registerProcessStart exposes process_start_time_seconds as client

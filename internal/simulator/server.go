@@ -416,6 +416,12 @@ func (s *Simulator) injectError(f *Faults) bool {
 // sleep waits d, or less if the request or the simulator ends; it reports
 // whether the full wait elapsed.
 func (s *Simulator) sleep(ctx context.Context, d time.Duration) bool {
+	return wait(d, ctx.Done(), s.closing)
+}
+
+// wait waits d, or less if a or b is closed (a nil channel never is); it
+// reports whether the full wait elapsed.
+func wait(d time.Duration, a, b <-chan struct{}) bool {
 	if d <= 0 {
 		return true
 	}
@@ -424,8 +430,8 @@ func (s *Simulator) sleep(ctx context.Context, d time.Duration) bool {
 	select {
 	case <-t.C:
 		return true
-	case <-ctx.Done():
-	case <-s.closing:
+	case <-a:
+	case <-b:
 	}
 	return false
 }
