@@ -915,6 +915,25 @@ func (rc *recorder) windowMedians(k int) (medians []float64, counts []int) {
 	return medians, counts
 }
 
+// outcomeCounts is a report's count of every outcome: a new map, empty
+// rather than nil when nothing ended.
+func outcomeCounts(outcomes map[observation.Outcome]int) map[string]int {
+	m := make(map[string]int, len(outcomes))
+	for o, n := range outcomes {
+		m[string(o)] = n
+	}
+	return m
+}
+
+// countsOrNil copies counts for a report, nil when there are none (the
+// report leaves them out).
+func countsOrNil(counts map[string]int) map[string]int {
+	if len(counts) == 0 {
+		return nil
+	}
+	return maps.Clone(counts)
+}
+
 // finish turns what was recorded over windows [0, k) into the repeat's
 // statistics and its bootstrap sample. span, when positive, is the measured
 // time when the run ended inside window k-1 (a trace that ran out): the
@@ -928,25 +947,16 @@ func (rc *recorder) finish(k int, span time.Duration) (report.Stats, *sample) {
 		windowSec = span.Seconds()
 	}
 	st := report.Stats{
-		Requests:      rc.measured,
-		Outcomes:      map[string]int{},
-		Goodput:       rc.goodput,
-		WindowSeconds: windowSec,
-		Sampled:       rc.recsSeen > len(rc.recs) || rc.itlSeen > len(rc.itl),
-	}
-	for o, n := range rc.outcomes {
-		st.Outcomes[string(o)] = n
+		Requests:         rc.measured,
+		Outcomes:         outcomeCounts(rc.outcomes),
+		Goodput:          rc.goodput,
+		WindowSeconds:    windowSec,
+		Sampled:          rc.recsSeen > len(rc.recs) || rc.itlSeen > len(rc.itl),
+		HTTPErrors:       countsOrNil(rc.httpErrors),
+		StructuredChecks: countsOrNil(rc.structuredChecks),
+		ToolCallChecks:   countsOrNil(rc.toolCallChecks),
 	}
 	st.Successes = rc.outcomes[observation.Success]
-	if len(rc.httpErrors) > 0 {
-		st.HTTPErrors = maps.Clone(rc.httpErrors)
-	}
-	if len(rc.structuredChecks) > 0 {
-		st.StructuredChecks = maps.Clone(rc.structuredChecks)
-	}
-	if len(rc.toolCallChecks) > 0 {
-		st.ToolCallChecks = maps.Clone(rc.toolCallChecks)
-	}
 	st.ReasoningTokens, st.ReasoningRequests = rc.reasoningTokens, rc.reasoningRequests
 	st.UsageNotBelieved = rc.usageNotBelieved
 	var tokens, good float64

@@ -3,7 +3,6 @@ package bench
 import (
 	"context"
 	"fmt"
-	"maps"
 	"math"
 	"strconv"
 	"strings"
@@ -90,23 +89,14 @@ func (rc *recorder) export(k int, span time.Duration) report.RecorderState {
 	st := report.RecorderState{
 		WindowSeconds: rc.window.Seconds(), Windows: k, SpanSeconds: span.Seconds(),
 		Measured: rc.measured, Goodput: rc.goodput, ReasoningTokens: rc.reasoningTokens, ReasoningRequests: rc.reasoningRequests,
-		Outcomes:  map[string]int{},
+		Outcomes:  outcomeCounts(rc.outcomes),
 		WinTokens: rc.winTokens, WinGoodTokens: rc.winGoodTokens, WinSuccesses: rc.winSuccesses, WinCompletions: rc.winCompletions, WinInputTokens: rc.winInputTokens,
 		WinOffered: rc.winOffered, WinDropped: rc.winDropped, WinSent: rc.winSent, WinEnded: rc.winEnded, WinE2E: rc.winE2E,
 		RecordsSeen: rc.recsSeen, ITL: rc.itl, ITLSeen: rc.itlSeen,
 	}
-	for o, n := range rc.outcomes {
-		st.Outcomes[string(o)] = n
-	}
-	if len(rc.httpErrors) > 0 {
-		st.HTTPErrors = maps.Clone(rc.httpErrors)
-	}
-	if len(rc.structuredChecks) > 0 {
-		st.StructuredChecks = maps.Clone(rc.structuredChecks)
-	}
-	if len(rc.toolCallChecks) > 0 {
-		st.ToolCallChecks = maps.Clone(rc.toolCallChecks)
-	}
+	st.HTTPErrors = countsOrNil(rc.httpErrors)
+	st.StructuredChecks = countsOrNil(rc.structuredChecks)
+	st.ToolCallChecks = countsOrNil(rc.toolCallChecks)
 	st.Records = append(st.Records, rc.recs...)
 	st.WinCapDropped, st.InFlightCap = rc.winCapDropped, rc.inFlightCap
 	st.Points, st.PointsSeen = append([]report.StabilityPoint(nil), rc.points...), rc.pointsSeen
