@@ -377,17 +377,18 @@ func (c *Config) applyDefaults() {
 // applyDefaults gives a length left unset a fixed one of input or output
 // tokens, and one set without its dist a fixed distribution.
 func (p *Prompt) applyDefaults(input, output float64) {
-	if p.InputTokens == (Distribution{}) {
-		p.InputTokens = Distribution{Dist: "fixed", Mean: input}
+	p.InputTokens.applyDefault(input)
+	p.OutputTokens.applyDefault(output)
+}
+
+// applyDefault makes a distribution left unset a fixed one of mean, and
+// one set without its dist a fixed distribution.
+func (d *Distribution) applyDefault(mean float64) {
+	if *d == (Distribution{}) {
+		*d = Distribution{Dist: "fixed", Mean: mean}
 	}
-	if p.OutputTokens == (Distribution{}) {
-		p.OutputTokens = Distribution{Dist: "fixed", Mean: output}
-	}
-	if p.InputTokens.Dist == "" {
-		p.InputTokens.Dist = "fixed"
-	}
-	if p.OutputTokens.Dist == "" {
-		p.OutputTokens.Dist = "fixed"
+	if d.Dist == "" {
+		d.Dist = "fixed"
 	}
 }
 
@@ -588,7 +589,16 @@ func (v *validator) addPath(full path, reason string) {
 	v.paths = append(v.paths, pathProblem{full, reason})
 }
 
+// lineOf is the line of the deepest node of p present in the document.
 func lineOf(root *yaml.Node, p path) int {
+	_, line := walk(root, p)
+	return line
+}
+
+// walk follows p from the document root: the node at p (nil when the file
+// does not hold it) and the line of the deepest node of p present (for a
+// mapping's member, its key's line).
+func walk(root *yaml.Node, p path) (*yaml.Node, int) {
 	n := root
 	if n != nil && n.Kind == yaml.DocumentNode && len(n.Content) > 0 {
 		n = n.Content[0]
@@ -621,7 +631,7 @@ func lineOf(root *yaml.Node, p path) int {
 		}
 		n = next
 	}
-	return line
+	return n, line
 }
 
 // LineOf is the line of the deepest node of p (mapping keys as strings,

@@ -139,31 +139,6 @@ func validateReplay(v *validator, p path, r *Replay) {
 // nodeAt returns the node at p in the document, or nil when the file does
 // not hold it.
 func nodeAt(root *yaml.Node, p path) *yaml.Node {
-	n := root
-	if n != nil && n.Kind == yaml.DocumentNode && len(n.Content) > 0 {
-		n = n.Content[0]
-	}
-	for _, e := range p {
-		if n == nil {
-			return nil
-		}
-		var next *yaml.Node
-		switch e := e.(type) {
-		case string:
-			if n.Kind == yaml.MappingNode {
-				for i := 0; i+1 < len(n.Content); i += 2 {
-					if n.Content[i].Value == e {
-						next = n.Content[i+1]
-						break
-					}
-				}
-			}
-		case int:
-			if n.Kind == yaml.SequenceNode && e < len(n.Content) {
-				next = n.Content[e]
-			}
-		}
-		n = next
-	}
+	n, _ := walk(root, p)
 	return n
 }

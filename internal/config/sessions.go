@@ -88,30 +88,15 @@ func (w *Workload) applySessionDefaults() {
 	if s == nil {
 		return
 	}
-	if s.Turns == (Distribution{}) {
-		s.Turns = Distribution{Dist: "fixed", Mean: DefaultSessionTurns}
-	}
-	if s.Turns.Dist == "" {
-		s.Turns.Dist = "fixed"
-	}
+	s.Turns.applyDefault(DefaultSessionTurns)
 	if s.ThinkTime == (ThinkTime{}) {
 		s.ThinkTime = ThinkTime{Dist: "fixed", Mean: DefaultThinkTime}
 	}
 	if s.ThinkTime.Dist == "" {
 		s.ThinkTime.Dist = "fixed"
 	}
-	if s.UserTokens == (Distribution{}) {
-		s.UserTokens = Distribution{Dist: "fixed", Mean: DefaultUserTokens}
-	}
-	if s.OutputTokens == (Distribution{}) {
-		s.OutputTokens = Distribution{Dist: "fixed", Mean: DefaultOutputTokens}
-	}
-	if s.UserTokens.Dist == "" {
-		s.UserTokens.Dist = "fixed"
-	}
-	if s.OutputTokens.Dist == "" {
-		s.OutputTokens.Dist = "fixed"
-	}
+	s.UserTokens.applyDefault(DefaultUserTokens)
+	s.OutputTokens.applyDefault(DefaultOutputTokens)
 	if s.MaxConversationTokens == 0 {
 		s.MaxConversationTokens = DefaultMaxConversationTokens
 	}
