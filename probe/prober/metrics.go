@@ -176,11 +176,16 @@ func (c resultCollector) Collect(ch chan<- prometheus.Metric) {
 		o := &res.requests[i]
 		codes[o.ErrorCode()]++
 		idx := strconv.Itoa(i)
+		// traced records a figure of the request in its list, its traced
+		// figure (at the instant it was known) and its own gauge.
+		traced := func(xs *[]float64, tf *tracedFigure, d time.Duration, at time.Time, desc *prometheus.Desc) {
+			*xs = append(*xs, d.Seconds())
+			tf.add(d.Seconds(), at, o.Trace)
+			gauge(desc, d.Seconds(), idx)
+		}
 		gauge(descReqSuccess, b2f(o.Outcome == observation.Success), idx)
 		if d, ok := o.TTFT(); ok {
-			ttft = append(ttft, d.Seconds())
-			ttftT.add(d.Seconds(), o.FirstToken, o.Trace)
-			gauge(descReqTTFT, d.Seconds(), idx)
+			traced(&ttft, ttftT, d, o.FirstToken, descReqTTFT)
 		}
 		if d, ok := o.TTFA(); ok {
 			ttfa = append(ttfa, d.Seconds())
@@ -199,14 +204,10 @@ func (c resultCollector) Collect(ch chan<- prometheus.Metric) {
 		// As in the continuous probe: latency and tokens of completed
 		// generations only; a request cut short would look faster.
 		if d, ok := o.E2E(); ok {
-			e2e = append(e2e, d.Seconds())
-			e2eT.add(d.Seconds(), o.End, o.Trace)
-			gauge(descReqE2E, d.Seconds(), idx)
+			traced(&e2e, e2eT, d, o.End, descReqE2E)
 		}
 		if d, ok := o.TPOT(); ok {
-			tpot = append(tpot, d.Seconds())
-			tpotT.add(d.Seconds(), o.End, o.Trace)
-			gauge(descReqTPOT, d.Seconds(), idx)
+			traced(&tpot, tpotT, d, o.End, descReqTPOT)
 		}
 		gauge(descReqTokens, float64(o.OutputTokens), idx)
 		reasoning += reasoningTokens(o)
