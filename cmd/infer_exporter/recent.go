@@ -58,29 +58,10 @@ func newRecentStats() *recentStats {
 // hooks do (the OTLP push, the cold-start tracker): an observer that hears
 // the stall scans keeps hearing them.
 func (s *recentStats) Observe(next func(*config.Target, *config.Workload) workload.Observer) func(*config.Target, *config.Workload) workload.Observer {
-	return func(t *config.Target, w *config.Workload) workload.Observer {
-		mine := recentObserver{s: s, workload: w.Name}
-		if next == nil {
-			return mine
-		}
-		other := next(t, w)
-		if other == nil {
-			return mine
-		}
-		both := workload.Observers{other, mine}
-		if st, ok := other.(interface{ Stalls(workload.StallScan) }); ok {
-			return recentWithStalls{both, st}
-		}
-		return both
-	}
+	return workload.ObserveBeside(next, func(_ *config.Target, w *config.Workload) workload.Observer {
+		return recentObserver{s: s, workload: w.Name}
+	})
 }
-
-type recentWithStalls struct {
-	workload.Observers
-	st interface{ Stalls(workload.StallScan) }
-}
-
-func (r recentWithStalls) Stalls(s workload.StallScan) { r.st.Stalls(s) }
 
 type recentObserver struct {
 	s        *recentStats

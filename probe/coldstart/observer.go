@@ -43,33 +43,7 @@ func (o *Observer) Dropped(*observation.Request) {}
 // workload's target, beside what next returns. An observer of next's that
 // hears stall scans (Stalls) still does.
 func (t *Tracker) Observe(next func(*config.Target, *config.Workload) workload.Observer) func(*config.Target, *config.Workload) workload.Observer {
-	return func(tg *config.Target, w *config.Workload) workload.Observer {
-		mine := t.Observer(tg.Name)
-		if next == nil {
-			return mine
-		}
-		other := next(tg, w)
-		if other == nil {
-			return mine
-		}
-		both := workload.Observers{other, mine}
-		if s, ok := other.(stallsHearer); ok {
-			return withStalls{both, s}
-		}
-		return both
-	}
+	return workload.ObserveBeside(next, func(tg *config.Target, _ *config.Workload) workload.Observer {
+		return t.Observer(tg.Name)
+	})
 }
-
-// stallsHearer is an observer that also hears the stall scans (the
-// manager hands them to an Observe hook's observer that has the method).
-type stallsHearer interface{ Stalls(workload.StallScan) }
-
-// withStalls is a fan-out that passes the stall scans on to the one member
-// that hears them.
-type withStalls struct {
-	workload.Observers
-	stalls stallsHearer
-}
-
-// Stalls passes the scan on.
-func (w withStalls) Stalls(s workload.StallScan) { w.stalls.Stalls(s) }

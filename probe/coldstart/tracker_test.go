@@ -267,7 +267,7 @@ func TestObserveHook(t *testing.T) {
 			if s, _, _ := tr.Latest("t"); !s.FirstToken.Equal(at(6)) {
 				t.Errorf("the tracker's first token %v, want %v", s.FirstToken, at(6))
 			}
-			st, hears := o.(stallsHearer)
+			st, hears := o.(interface{ Stalls(workload.StallScan) })
 			if hears != tc.wantStalls {
 				t.Fatalf("observer hears stalls: %v, want %v", hears, tc.wantStalls)
 			}

@@ -1,6 +1,7 @@
 package workload
 
 import (
+	"github.com/infer-exporter/infer_exporter/internal/config"
 	"github.com/infer-exporter/infer_exporter/probe/observation"
 )
 
@@ -61,6 +62,43 @@ func (os Observers) Dropped(o *observation.Request) {
 		x.Dropped(o)
 	}
 }
+
+// ObserveBeside is an Observe hook (the live exporter's, which gives each
+// workload the observer its hook returns) that gives each workload both
+// next's observer and mine's, next's first. next may be nil, or return
+// nil: then mine's alone. An observer of next's that hears the stall scans
+// (has Stalls) still does through the pair.
+func ObserveBeside(next, mine func(*config.Target, *config.Workload) Observer) func(*config.Target, *config.Workload) Observer {
+	return func(t *config.Target, w *config.Workload) Observer {
+		m := mine(t, w)
+		if next == nil {
+			return m
+		}
+		other := next(t, w)
+		if other == nil {
+			return m
+		}
+		both := Observers{other, m}
+		if s, ok := other.(stallsHearer); ok {
+			return withStalls{both, s}
+		}
+		return both
+	}
+}
+
+// stallsHearer is an observer that also hears the stall scans (the live
+// exporter hands them to an Observe hook's observer that has the method).
+type stallsHearer interface{ Stalls(StallScan) }
+
+// withStalls is a fan-out that passes the stall scans on to the one member
+// that hears them.
+type withStalls struct {
+	Observers
+	stalls stallsHearer
+}
+
+// Stalls passes the scan on.
+func (w withStalls) Stalls(s StallScan) { w.stalls.Stalls(s) }
 
 // EndObserver implements the in-stream events of Observer as nothing, for an
 // observer that needs only the ends of requests.
