@@ -624,55 +624,37 @@ func (m *MatrixSpec) applyDefaults(sweep bool) {
 // applyDefaults fills the stability rule's defaults; its window and
 // longest run follow the measured duration.
 func (st *StabilitySpec) applyDefaults(duration time.Duration) {
-	if st.Windows == 0 {
-		st.Windows = DefaultStabilityWindows
-	}
+	st.Windows = cmp.Or(st.Windows, DefaultStabilityWindows)
 	if st.Window == 0 && st.Windows > 0 {
 		st.Window = duration / time.Duration(st.Windows)
 	}
-	if st.Tolerance == 0 {
-		st.Tolerance = DefaultStabilityTol
-	}
+	st.Tolerance = cmp.Or(st.Tolerance, DefaultStabilityTol)
 	if st.MaxDuration == 0 {
 		st.MaxDuration = max(3*duration, DefaultStabilityMaxDuration)
 	}
-	if st.MinRequests == 0 {
-		st.MinRequests = DefaultStabilityMinReqs
-	}
+	st.MinRequests = cmp.Or(st.MinRequests, DefaultStabilityMinReqs)
 }
 
 // applyDefaults fills the sweep's defaults; its pass rule, duration and
 // warm-up follow the bench's (s).
 func (sw *SweepSpec) applyDefaults(s *Spec) {
-	if sw.Start == 0 {
-		sw.Start = 1
-	}
-	if sw.Factor == 0 {
-		sw.Factor = 2
-	}
-	if sw.MaxRate == 0 {
-		sw.MaxRate = 1024
-	}
+	sw.Start = cmp.Or(sw.Start, 1)
+	sw.Factor = cmp.Or(sw.Factor, 2)
+	sw.MaxRate = cmp.Or(sw.MaxRate, 1024)
 	if sw.Refine == nil {
 		// A pointer, not a zero check: refine: 0 asks for no bisection.
 		n := DefaultSweepRefine
 		sw.Refine = &n
 	}
-	if sw.MinGoodput == 0 {
-		sw.MinGoodput = 0.95
-	}
-	if sw.MinSuccess == 0 {
-		sw.MinSuccess = 0.999
-	}
+	sw.MinGoodput = cmp.Or(sw.MinGoodput, 0.95)
+	sw.MinSuccess = cmp.Or(sw.MinSuccess, 0.999)
 	if sw.Pass == "" {
 		sw.Pass = SweepPassGoodput
 		if s.SLO == (config.SLO{}) {
 			sw.Pass = SweepPassSuccess
 		}
 	}
-	if sw.Duration == 0 {
-		sw.Duration = s.Duration
-	}
+	sw.Duration = cmp.Or(sw.Duration, s.Duration)
 	if sw.WarmupSetting == nil {
 		d := s.Warmup
 		sw.WarmupSetting = &d
