@@ -56,29 +56,36 @@ func (s *workloadSet) set(target, model, workload string, v bool) {
 // Unreached reports whether the workload's prompts are estimates because
 // its target's /tokenize did not answer when they were built.
 func (c *Calibrator) Unreached(target, model, workload string) bool {
-	c.mu.Lock()
-	defer c.mu.Unlock()
-	return c.unreached[[3]string{target, model, workload}]
+	return c.inSet(&c.unreached, target, model, workload)
 }
 
 func (c *Calibrator) setUnreached(target, model, workload string, v bool) {
-	c.mu.Lock()
-	defer c.mu.Unlock()
-	c.unreached.set(target, model, workload, v)
+	c.putInSet(&c.unreached, target, model, workload, v)
 }
 
 // Refused reports whether the workload's prompts were found not to fit
 // its server's context length when calibrated again after a server change.
 func (c *Calibrator) Refused(target, model, workload string) bool {
-	c.mu.Lock()
-	defer c.mu.Unlock()
-	return c.refused[[3]string{target, model, workload}]
+	return c.inSet(&c.refused, target, model, workload)
 }
 
 func (c *Calibrator) setRefused(target, model, workload string, v bool) {
+	c.putInSet(&c.refused, target, model, workload, v)
+}
+
+// inSet reports, under the calibrator's lock, whether the workload is in s
+// (one of its sets: the pointer, since set may replace a nil map).
+func (c *Calibrator) inSet(s *workloadSet, target, model, workload string) bool {
 	c.mu.Lock()
 	defer c.mu.Unlock()
-	c.refused.set(target, model, workload, v)
+	return (*s)[[3]string{target, model, workload}]
+}
+
+// putInSet puts the workload in s (v) or takes it out, under the lock.
+func (c *Calibrator) putInSet(s *workloadSet, target, model, workload string, v bool) {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	s.set(target, model, workload, v)
 }
 
 // calibrationTimeout bounds a workload's calibration at start.
