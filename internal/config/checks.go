@@ -2,8 +2,6 @@ package config
 
 import (
 	"fmt"
-	"regexp"
-	"strings"
 	"time"
 )
 
@@ -50,20 +48,7 @@ func (c *Config) validateChecks(v *validator) {
 		for j := range w.Checks {
 			ch := &w.Checks[j]
 			p := path{"workloads", i, "checks", j}
-			if strings.TrimSpace(ch.Prompt) == "" {
-				v.add(p, "prompt", "is required")
-			}
-			if ch.Expect == "" {
-				v.add(p, "expect", "is required (a regular expression the answer must match)")
-			} else if re, err := regexp.Compile(ch.Expect); err != nil {
-				v.add(p, "expect", fmt.Sprintf("is not a valid regular expression: %v", err))
-			} else {
-				ch.Pattern = re
-			}
-			if ch.MaxTokens < 1 {
-				v.add(p, "max_tokens", "must be at least 1")
-			}
-			v.checkTokens(p, "max_tokens", ch.MaxTokens)
+			v.checkKnownAnswer(p, &ch.KnownAnswer)
 			switch {
 			case ch.Every < 0:
 				v.add(p, "every", "must not be negative")

@@ -76,6 +76,25 @@ type KnownAnswer struct {
 	Pattern *regexp.Regexp `yaml:"-"`
 }
 
+// checkKnownAnswer checks a known answer at p (a module's or a workload
+// check's) and compiles its pattern.
+func (v *validator) checkKnownAnswer(p path, ka *KnownAnswer) {
+	if strings.TrimSpace(ka.Prompt) == "" {
+		v.add(p, "prompt", "is required")
+	}
+	if ka.Expect == "" {
+		v.add(p, "expect", "is required (a regular expression the answer must match)")
+	} else if re, err := regexp.Compile(ka.Expect); err != nil {
+		v.add(p, "expect", fmt.Sprintf("is not a valid regular expression: %v", err))
+	} else {
+		ka.Pattern = re
+	}
+	if ka.MaxTokens < 1 {
+		v.add(p, "max_tokens", "must be at least 1")
+	}
+	v.checkTokens(p, "max_tokens", ka.MaxTokens)
+}
+
 // ProbeSettings guard /probe: which targets it may reach and how hard it may
 // hit each of them.
 type ProbeSettings struct {
@@ -262,21 +281,7 @@ func (c *Config) validateModules(v *validator) {
 		}
 		for i := range m.KnownAnswers {
 			ka := &m.KnownAnswers[i]
-			kp := append(append(path{}, p...), "known_answers", i)
-			if strings.TrimSpace(ka.Prompt) == "" {
-				v.add(kp, "prompt", "is required")
-			}
-			if ka.Expect == "" {
-				v.add(kp, "expect", "is required (a regular expression the answer must match)")
-			} else if re, err := regexp.Compile(ka.Expect); err != nil {
-				v.add(kp, "expect", fmt.Sprintf("is not a valid regular expression: %v", err))
-			} else {
-				ka.Pattern = re
-			}
-			if ka.MaxTokens < 1 {
-				v.add(kp, "max_tokens", "must be at least 1")
-			}
-			v.checkTokens(kp, "max_tokens", ka.MaxTokens)
+			v.checkKnownAnswer(append(append(path{}, p...), "known_answers", i), ka)
 		}
 		c.Modules[name] = m
 	}
