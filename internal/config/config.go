@@ -515,15 +515,7 @@ func parseFieldPath(f string) path {
 func (c *Config) readSecrets(ctx context.Context, dir string, v *validator) error {
 	for i := range c.Targets {
 		t := &c.Targets[i]
-		if t.BearerTokenFile == "" {
-			continue
-		}
-		secret, err := readSecret(ctx, dir, t.BearerTokenFile)
-		if err != nil {
-			v.add(path{"targets", i}, "bearer_token_file", err.Error())
-			continue
-		}
-		t.BearerToken = secret
+		v.readBearerToken(ctx, dir, path{"targets", i}, t.BearerTokenFile, &t.BearerToken)
 	}
 	c.readModuleSecrets(ctx, dir, v)
 	if len(v.errs) > 0 {

@@ -339,15 +339,7 @@ func (c *Config) validateProbeSettings(v *validator) {
 func (c *Config) readModuleSecrets(ctx context.Context, dir string, v *validator) {
 	for _, name := range c.moduleNames() {
 		m := c.Modules[name]
-		if m.BearerTokenFile == "" {
-			continue
-		}
-		secret, err := readSecret(ctx, dir, m.BearerTokenFile)
-		if err != nil {
-			v.add(path{"modules", name}, "bearer_token_file", err.Error())
-			continue
-		}
-		m.BearerToken = secret
+		v.readBearerToken(ctx, dir, path{"modules", name}, m.BearerTokenFile, &m.BearerToken)
 		c.Modules[name] = m
 	}
 }

@@ -97,6 +97,20 @@ func readWaiting(ctx context.Context, name string, limit int64) ([]byte, error) 
 	}
 }
 
+// readBearerToken reads file, the bearer_token_file of the target or module
+// at p (none: nothing to read), into token; an error is the file's.
+func (v *validator) readBearerToken(ctx context.Context, dir string, p path, file string, token *Secret) {
+	if file == "" {
+		return
+	}
+	secret, err := readSecret(ctx, dir, file)
+	if err != nil {
+		v.add(p, "bearer_token_file", err.Error())
+		return
+	}
+	*token = secret
+}
+
 // readSecret reads a secret file, relative to dir unless absolute. The error
 // names no content: the path is not secret, the content is, and it is never
 // read into a message. A secret is at most MaxSecretBytes; a read that
