@@ -150,11 +150,7 @@ func newNVMLCollector(ctx context.Context, lib nvml.Interface, cfg nvmlConfig, l
 	// already has values. All GPUs are read in parallel.
 	var first sync.WaitGroup
 	for _, g := range c.gpus {
-		first.Add(1)
-		go func() {
-			defer first.Done()
-			c.poll(g)
-		}()
+		first.Go(func() { c.poll(g) })
 	}
 	first.Wait()
 
@@ -166,11 +162,7 @@ func newNVMLCollector(ctx context.Context, lib nvml.Interface, cfg nvmlConfig, l
 				c.goLoop(ctx, c.cfg.gpmInterval, func() { c.gpmStep(g) })
 			}
 			if g.xidSet != nil {
-				c.wg.Add(1)
-				go func() {
-					defer c.wg.Done()
-					c.xidLoop(ctx, g)
-				}()
+				c.wg.Go(func() { c.xidLoop(ctx, g) })
 			}
 		}
 	}

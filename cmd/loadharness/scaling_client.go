@@ -387,11 +387,7 @@ func (j *clientJob) build(ctx context.Context, rate float64, tokens int, duratio
 func (s *setup) run(ctx context.Context) {
 	var wg sync.WaitGroup
 	for _, r := range s.runners {
-		wg.Add(1)
-		go func() {
-			defer wg.Done()
-			r.Run(ctx)
-		}()
+		wg.Go(func() { r.Run(ctx) })
 	}
 	wg.Wait()
 }
