@@ -498,15 +498,7 @@ func startProfiles(prefix string) (func() error, error) {
 		if err := f.Close(); err != nil {
 			return err
 		}
-		m, err := os.Create(prefix + ".mutex.pprof")
-		if err != nil {
-			return err
-		}
-		if err := pprof.Lookup("mutex").WriteTo(m, 0); err != nil {
-			m.Close()
-			return err
-		}
-		return m.Close()
+		return writeProfile("mutex", prefix+".mutex.pprof")
 	}, nil
 }
 
@@ -635,7 +627,7 @@ func (j *clientJob) streams(ctx context.Context, p streamsPlan) (streamsResult, 
 				HeapObjects: m.HeapObjects - base.HeapObjects, Stacks: m.Stacks - base.Stacks, RSS: m.RSS - base.RSS,
 			})
 			if p.HeapProfile && i == len(p.Probes)-1 && j.Profile != "" {
-				if err := writeHeapProfile(fmt.Sprintf("%s-%d.heap.pprof", j.Profile, p.Streams)); err != nil {
+				if err := writeProfile("heap", fmt.Sprintf("%s-%d.heap.pprof", j.Profile, p.Streams)); err != nil {
 					return res, err
 				}
 			}
@@ -731,12 +723,14 @@ func readMemory() memory {
 	return m
 }
 
-func writeHeapProfile(path string) error {
+// writeProfile writes the runtime profile of that name (heap, mutex) to
+// the file at path.
+func writeProfile(name, path string) error {
 	f, err := os.Create(path)
 	if err != nil {
 		return err
 	}
-	if err := pprof.Lookup("heap").WriteTo(f, 0); err != nil {
+	if err := pprof.Lookup(name).WriteTo(f, 0); err != nil {
 		f.Close()
 		return err
 	}
