@@ -45,7 +45,7 @@ const (
 `
 	answerSchema = `    response_format:
       type: json_schema
-      schema: {type: object, properties: {n: {type: integer}, tags: {type: array, items: {type: string}}}, required: [n, tags]}
+      schema: {type: object, properties: {n: {type: integer}, tags: {type: array, items: {type: string}}}, required: [n, tags], additionalProperties: false}
 `
 )
 
@@ -105,7 +105,7 @@ func TestKindsResponsesBody(t *testing.T) {
 			`{"model":"sim-model","input":"hello\n\nAnswer by calling the function get_weather. Answer in JSON that follows the schema given.","stream":true,"store":false,"max_output_tokens":4,` +
 				`"tools":[{"type":"function","name":"get_weather","parameters":{"properties":{"city":{"minLength":1,"type":"string"},"days":{"minimum":1,"type":"integer"}},"required":["city","days"],"type":"object"}},` +
 				`{"type":"function","name":"noargs","parameters":{"type":"object"}}],"tool_choice":{"type":"function","name":"get_weather"},` +
-				`"text":{"format":{"type":"json_schema","name":"answer","schema":{"properties":{"n":{"type":"integer"},"tags":{"items":{"type":"string"},"type":"array"}},"required":["n","tags"],"type":"object"},"strict":true}}}`},
+				`"text":{"format":{"type":"json_schema","name":"answer","schema":{"additionalProperties":false,"properties":{"n":{"type":"integer"},"tags":{"items":{"type":"string"},"type":"array"}},"required":["n","tags"],"type":"object"},"strict":true}}}`},
 		{"required, a description, json_object", "    tools: [{name: f, description: Does f.}]\n    tool_choice: required\n    response_format: {type: json_object}\n",
 			`{"model":"sim-model","input":"hello\n\nAnswer by calling one of the functions offered. Answer with a JSON object.","stream":true,"store":false,"max_output_tokens":4,` +
 				`"tools":[{"type":"function","name":"f","description":"Does f.","parameters":{"type":"object"}}],"tool_choice":"required","text":{"format":{"type":"json_object"}}}`},
