@@ -68,12 +68,11 @@ type ResponseFormat struct {
 	SchemaFile string         `yaml:"schema_file"`
 	// Strict is json_schema's strict flag, which the OpenAI APIs' flavors
 	// send (FlavorFacts.SendsStrict); unset, it is true, as it always was
-	// (StrictSchema). OpenAI holds a strict answer to the schema, and
-	// refuses with a 400, every request, a schema that breaks its strict
-	// rules: so with strict true such a schema is refused at load
-	// (strictViolations), and false sends any schema, for a server that
-	// only honours the schema as a hint. Ollama's format has no flag:
-	// there, true is refused at load and false sends nothing.
+	// (StrictSchema). With it true OpenAI holds the answer to the schema,
+	// and answers every request whose schema breaks its strict rules with
+	// a 400: so such a schema is refused at load (strictViolations), and
+	// false sends any schema as it is. Ollama's format has no flag: there,
+	// true is refused at load and false sends nothing.
 	Strict *bool `yaml:"strict"`
 
 	// SchemaJSON and Compiled are the schema encoded and compiled at
