@@ -53,7 +53,7 @@ bench:
         output_tokens: 12
         response_format:
           type: json_schema
-          schema: {type: object, properties: {n: {type: integer}}, required: [n]}
+          schema: {type: object, properties: {n: {type: integer}}, required: [n], additionalProperties: false}
       - name: tools
         input_tokens: 8
         output_tokens: 12

@@ -77,6 +77,11 @@ const (
 // Takes says whether the flavor's API has a field for every kind of k.
 func (f FlavorFacts) Takes(k Kinds) bool { return f.Kinds&k == k && k != 0 }
 
+// SendsStrict says whether the flavor's json_schema response format
+// carries OpenAI's strict flag (ResponseFormat.Strict): the OpenAI APIs'
+// do; Ollama's format is the schema itself.
+func (f FlavorFacts) SendsStrict() bool { return f.OpenAIAPI() && f.Takes(KindResponseFormat) }
+
 // PromptKind is how a flavor's API takes the prompt.
 type PromptKind string
 

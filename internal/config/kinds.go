@@ -66,12 +66,24 @@ type ResponseFormat struct {
 	// (relative to the configuration file). One of them with json_schema.
 	Schema     map[string]any `yaml:"schema"`
 	SchemaFile string         `yaml:"schema_file"`
+	// Strict is json_schema's strict flag, which the OpenAI APIs' flavors
+	// send (FlavorFacts.SendsStrict); unset, it is true, as it always was
+	// (StrictSchema). With it true OpenAI holds the answer to the schema,
+	// and answers every request whose schema breaks its strict rules with
+	// a 400: so such a schema is refused at load (strictViolations), and
+	// false sends any schema as it is. Ollama's format has no flag: there,
+	// true is refused at load and false sends nothing.
+	Strict *bool `yaml:"strict"`
 
 	// SchemaJSON and Compiled are the schema encoded and compiled at
 	// load time; nil for json_object, which only has to be an object.
 	SchemaJSON json.RawMessage    `yaml:"-"`
 	Compiled   *jsonschema.Schema `yaml:"-"`
 }
+
+// StrictSchema says whether json_schema's strict flag is true: Strict, or
+// true when it is unset.
+func (rf *ResponseFormat) StrictSchema() bool { return rf.Strict == nil || *rf.Strict }
 
 // Images are deterministic synthetic images sent with every request of a
 // workload (OpenAI chat content parts with data URLs, the Responses API's
@@ -283,34 +295,7 @@ func (k *RequestKinds) validate(ctx context.Context, v *validator, p path, flavo
 		v.add(p, "tool_choice", fmt.Sprintf("%s is not auto, required or the name of a tool", quote(choice)))
 	}
 	if rf := k.ResponseFormat; rf != nil {
-		rp := at("response_format")
-		if !takes(flavor, KindResponseFormat) {
-			v.add(p, "response_format", fmt.Sprintf("flavor %s has no response format; flavors that do: %v", flavor, flavorsTaking(KindResponseFormat)))
-		}
-		switch rf.Type {
-		case ResponseJSONObject:
-			if rf.Schema != nil || rf.SchemaFile != "" {
-				v.add(rp, "schema", "only with type json_schema")
-			}
-		case ResponseJSONSchema:
-			if rf.Name == "" {
-				rf.Name = "answer"
-			} else if !toolNameRE.MatchString(rf.Name) {
-				v.add(rp, "name", fmt.Sprintf("%s must match %s", quote(rf.Name), toolNameRE))
-			}
-			switch {
-			case rf.Schema != nil && rf.SchemaFile != "":
-				v.add(rp, "schema_file", "set either schema or schema_file, not both")
-			case rf.Schema != nil:
-				rf.SchemaJSON, rf.Compiled = compileSchema(ctx, v, append(rp, "schema"), rf.Schema)
-			case rf.SchemaFile != "":
-				rf.SchemaJSON, rf.Compiled = compileSchemaFile(ctx, v, append(rp, "schema_file"), dir, rf.SchemaFile)
-			default:
-				v.add(rp, "schema", "is required with type json_schema (or schema_file)")
-			}
-		default:
-			v.add(rp, "type", fmt.Sprintf("%s is not json_object or json_schema", quote(rf.Type)))
-		}
+		rf.validate(ctx, v, p, flavor, dir)
 	}
 	if im := k.Images; im != nil {
 		ip := at("images")
@@ -334,6 +319,99 @@ func (k *RequestKinds) validate(ctx context.Context, v *validator, p path, flavo
 				im.Count, im.Width, im.Height, byteSize(int64(im.Count*im.Width*im.Height*3)), byteSize(MaxImagePixelBytes)))
 		}
 	}
+}
+
+// validate checks a response format asked of flavor's API at p (the
+// format's holder), and compiles its schema.
+func (rf *ResponseFormat) validate(ctx context.Context, v *validator, p path, flavor Flavor, dir string) {
+	rp := append(append(path{}, p...), "response_format")
+	if !takes(flavor, KindResponseFormat) {
+		v.add(p, "response_format", fmt.Sprintf("flavor %s has no response format; flavors that do: %v", flavor, flavorsTaking(KindResponseFormat)))
+	}
+	switch rf.Type {
+	case ResponseJSONObject:
+		if rf.Schema != nil || rf.SchemaFile != "" {
+			v.add(rp, "schema", "only with type json_schema")
+		}
+		if rf.Strict != nil {
+			v.add(rp, "strict", "only with type json_schema")
+		}
+	case ResponseJSONSchema:
+		if rf.Name == "" {
+			rf.Name = "answer"
+		} else if !toolNameRE.MatchString(rf.Name) {
+			v.add(rp, "name", fmt.Sprintf("%s must match %s", quote(rf.Name), toolNameRE))
+		}
+		switch {
+		case rf.Schema != nil && rf.SchemaFile != "":
+			v.add(rp, "schema_file", "set either schema or schema_file, not both")
+		case rf.Schema != nil:
+			rf.SchemaJSON, rf.Compiled = compileSchema(ctx, v, append(rp, "schema"), rf.Schema)
+		case rf.SchemaFile != "":
+			rf.SchemaJSON, rf.Compiled = compileSchemaFile(ctx, v, append(rp, "schema_file"), dir, rf.SchemaFile)
+		default:
+			v.add(rp, "schema", "is required with type json_schema (or schema_file)")
+		}
+		rf.checkStrict(v, rp, flavor, dir)
+	default:
+		v.add(rp, "type", fmt.Sprintf("%s is not json_object or json_schema", quote(rf.Type)))
+	}
+}
+
+// checkStrict refuses a strict flag that flavor's API cannot send, and,
+// where it sends one that is true, a compiled schema that breaks OpenAI's
+// strict rules, at rp (the response format; its schema file relative to
+// dir): a server applying them would answer every request with a 400, and
+// the workload would measure nothing but failures.
+func (rf *ResponseFormat) checkStrict(v *validator, rp path, flavor Flavor, dir string) {
+	facts, _ := flavor.Facts()
+	if !facts.SendsStrict() {
+		if rf.Strict != nil && *rf.Strict {
+			v.add(rp, "strict", fmt.Sprintf("flavor %s sends no strict flag (its format is the schema itself); flavors that do: %v", flavor, flavorsSendingStrict()))
+		}
+		return
+	}
+	if !rf.StrictSchema() || rf.SchemaJSON == nil {
+		return
+	}
+	var doc any
+	if err := json.Unmarshal(rf.SchemaJSON, &doc); err != nil {
+		// Compiled already: it is JSON.
+		return
+	}
+	found := strictViolations(doc)
+	if len(found) == 0 {
+		return
+	}
+	first := found[0]
+	why := "strict is true"
+	if rf.Strict == nil {
+		why += " (the default)"
+	}
+	why += ", and OpenAI's structured outputs refuse every request whose schema has " + first.reason +
+		": set additionalProperties: false and list every property in required (an optional one with a type that allows null), or set strict: false"
+	if n := len(found) - 1; n > 0 {
+		why += fmt.Sprintf(" (and %d more)", n)
+	}
+	if file := rf.SchemaFile; file != "" {
+		if !filepath.IsAbs(file) {
+			file = filepath.Join(dir, file)
+		}
+		v.add(rp, "schema_file", fmt.Sprintf("%s: at %s: %s", file, jsonPointer(first.at), why))
+		return
+	}
+	v.addPath(append(append(append(path{}, rp...), "schema"), first.at...), why)
+}
+
+// flavorsSendingStrict are the flavors that send json_schema's strict flag.
+func flavorsSendingStrict() []Flavor {
+	var out []Flavor
+	for _, f := range flavorTable {
+		if f.SendsStrict() {
+			out = append(out, f.Name)
+		}
+	}
+	return out
 }
 
 // compileSchema encodes a schema written in YAML as JSON and compiles it.

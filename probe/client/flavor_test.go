@@ -83,3 +83,76 @@ func TestFlavorsEncodeTheirKinds(t *testing.T) {
 		})
 	}
 }
+
+// TestFlavorsEncodeStrict: a json_schema response format carries its
+// strict flag (true when unset, as before it could be set) exactly in the
+// flavors that config says send one (FlavorFacts.SendsStrict), where
+// config checks the schema against OpenAI's strict rules; the others send
+// no flag.
+func TestFlavorsEncodeStrict(t *testing.T) {
+	f, tr := false, true
+	for _, facts := range config.AllFlavors() {
+		if !facts.Takes(config.KindResponseFormat) {
+			continue
+		}
+		t.Run(string(facts.Name), func(t *testing.T) {
+			fl, err := ParseFlavor(string(facts.Name))
+			if err != nil {
+				t.Fatal(err)
+			}
+			e := fl.(kindsEncoder)
+			for _, tc := range []struct {
+				name   string
+				strict *bool
+				want   any
+			}{{"unset", nil, true}, {"true", &tr, true}, {"false", &f, false}} {
+				k := config.RequestKinds{ResponseFormat: &config.ResponseFormat{Type: config.ResponseJSONSchema, Name: "a",
+					SchemaJSON: json.RawMessage(`{"type":"object","additionalProperties":false}`), Strict: tc.strict}}
+				got, found := strictMember(t, e.kindMembers(&k))
+				switch {
+				case !facts.SendsStrict() && found:
+					t.Errorf("strict %s: sent %v; the flavor sends no flag", tc.name, got)
+				case facts.SendsStrict() && (!found || got != tc.want):
+					t.Errorf("strict %s: sent %v (found %v), want %v", tc.name, got, found, tc.want)
+				}
+			}
+		})
+	}
+}
+
+// strictMember is the value of the "strict" member found at any depth of
+// the encoded members, and whether there is one.
+func strictMember(t *testing.T, members map[string]json.RawMessage) (any, bool) {
+	t.Helper()
+	var find func(v any) (any, bool)
+	find = func(v any) (any, bool) {
+		switch v := v.(type) {
+		case map[string]any:
+			if s, ok := v["strict"]; ok {
+				return s, true
+			}
+			for _, x := range v {
+				if s, ok := find(x); ok {
+					return s, true
+				}
+			}
+		case []any:
+			for _, x := range v {
+				if s, ok := find(x); ok {
+					return s, true
+				}
+			}
+		}
+		return nil, false
+	}
+	for _, raw := range members {
+		var v any
+		if err := json.Unmarshal(raw, &v); err != nil {
+			t.Fatal(err)
+		}
+		if s, ok := find(v); ok {
+			return s, true
+		}
+	}
+	return nil, false
+}

@@ -67,8 +67,8 @@ func (f openAIFlavor) body(t *Target, r *Request) (*body, error) {
 // "function":{...}}], a shape Ollama's /api/chat shares) and "tool_choice"
 // ("auto", "required" or {"type":"function","function":{"name":...}}),
 // and the response format of chat and completions in "response_format"
-// ({"type":"json_schema","json_schema":{"name","schema","strict":true}}
-// or {"type":"json_object"}).
+// ({"type":"json_schema","json_schema":{"name","schema","strict"}}, strict
+// as the format says, true unless set, or {"type":"json_object"}).
 func (f openAIFlavor) kindMembers(k *config.RequestKinds) map[string]json.RawMessage {
 	m := map[string]json.RawMessage{}
 	if f.takes(config.KindTools) && len(k.Tools) > 0 {
@@ -82,7 +82,7 @@ func (f openAIFlavor) kindMembers(k *config.RequestKinds) map[string]json.RawMes
 	if rf := k.ResponseFormat; rf != nil && f.takes(config.KindResponseFormat) {
 		if rf.Type == config.ResponseJSONSchema {
 			m["response_format"] = mustJSON(map[string]any{"type": "json_schema",
-				"json_schema": map[string]any{"name": rf.Name, "schema": rf.SchemaJSON, "strict": true}})
+				"json_schema": map[string]any{"name": rf.Name, "schema": rf.SchemaJSON, "strict": rf.StrictSchema()}})
 		} else {
 			m["response_format"] = mustJSON(map[string]string{"type": "json_object"})
 		}

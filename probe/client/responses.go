@@ -91,8 +91,8 @@ func (f responsesFlavor) body(t *Target, r *Request) (*body, error) {
 // "name":...,"description":...,"parameters":{...}}]), the tool choice in
 // "tool_choice" ("auto", "required" or {"type":"function","name":...}),
 // and the response format in "text": {"format": {"type":"json_schema",
-// "name":...,"schema":{...},"strict":true}} or {"format":{"type":
-// "json_object"}}.
+// "name":...,"schema":{...},"strict":...}}, strict as the format says,
+// true unless set, or {"format":{"type":"json_object"}}.
 func (f responsesFlavor) kindMembers(k *config.RequestKinds) map[string]json.RawMessage {
 	m := map[string]json.RawMessage{}
 	if f.takes(config.KindTools) && len(k.Tools) > 0 {
@@ -112,7 +112,7 @@ func (f responsesFlavor) kindMembers(k *config.RequestKinds) map[string]json.Raw
 	if rf := k.ResponseFormat; rf != nil && f.takes(config.KindResponseFormat) {
 		if rf.Type == config.ResponseJSONSchema {
 			m["text"] = mustJSON(map[string]any{"format": map[string]any{"type": "json_schema",
-				"name": rf.Name, "schema": rf.SchemaJSON, "strict": true}})
+				"name": rf.Name, "schema": rf.SchemaJSON, "strict": rf.StrictSchema()}})
 		} else {
 			m["text"] = mustJSON(map[string]any{"format": map[string]string{"type": "json_object"}})
 		}

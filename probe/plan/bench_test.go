@@ -26,7 +26,9 @@ func BenchmarkCheck(b *testing.B) {
 		defs[i] = fmt.Sprintf(`"t%d": {type: object, properties: {kind: {const: t%d}, v: {type: integer}}, required: [kind]}`, i, i)
 		refs[i] = fmt.Sprintf(`{$ref: "#/$defs/t%d"}`, i)
 	}
-	union := "    response_format:\n      type: json_schema\n      schema: {$defs: {" + strings.Join(defs, ", ") + "}, type: array, items: {anyOf: [" + strings.Join(refs, ", ") + "]}}\n"
+	// strict: false: its objects leave additional properties open, as
+	// the figures in the docs were measured with.
+	union := "    response_format:\n      type: json_schema\n      strict: false\n      schema: {$defs: {" + strings.Join(defs, ", ") + "}, type: array, items: {anyOf: [" + strings.Join(refs, ", ") + "]}}\n"
 	item := `{"kind":"x","v":0},`
 	items := strings.Repeat(item, (64<<10)/len(item)-1) // 64 KiB: client.DefaultMaxTextBytes
 	for _, bc := range []struct {

@@ -258,32 +258,33 @@ func checkJSON(schema *jsonschema.Schema, text string) (string, string) {
 }
 
 // checkCalls judges the tool-call text of an answer: each call's name then
-// its arguments (client.Chunk.ToolCall), in order. A name is what comes
-// before its arguments' '{' (a function name has none: config's rule);
-// the arguments are one JSON value, read with a decoder, so that what
-// follows it is the next call. Empty arguments, which some servers send
-// for a function without parameters, are the empty object. The first call
-// that is not valid decides; arguments nested deeper than
-// config.MaxAnswerDepth are invalid_json, unparsed, as a structured
-// answer is.
+// its arguments, with nothing between (client.Chunk.ToolCall), in order.
+// callName tells the name from the arguments; the arguments are one JSON
+// object, read with a decoder, so that what follows it is the next call.
+// Empty arguments, which some servers send for a function without
+// parameters, are the empty object; arguments that are not an object
+// (city=Paris, [1], "x") or do not parse are invalid_json, as the API
+// requires an object. The first call that is not valid decides; arguments
+// nested deeper than config.MaxAnswerDepth are invalid_json, unparsed, as
+// a structured answer is.
 func (k *Kinds) checkCalls(text string) (string, string) {
 	rest := strings.TrimSpace(text)
 	if rest == "" {
 		return observation.NoCall, "the answer called no function"
 	}
 	for rest != "" {
-		name, args := rest, ""
-		if i := strings.IndexByte(rest, '{'); i >= 0 {
-			name, args = rest[:i], rest[i:]
-		}
-		name = strings.TrimSpace(name)
-		schema, ok := k.tools[name]
-		if !ok {
+		name, args, declared := k.callName(rest)
+		if !declared {
 			return observation.UnknownTool, fmt.Sprintf("%s is not a declared function", quoteCut(name))
 		}
+		schema := k.tools[name]
 		var doc any = map[string]any{}
 		rest = ""
-		if strings.TrimSpace(args) != "" {
+		switch args = strings.TrimSpace(args); {
+		case args == "":
+		case args[0] != '{':
+			return observation.InvalidJSON, fmt.Sprintf("%s's arguments are not a JSON object: %s", name, quoteCut(args))
+		default:
 			if deeperThan(args, config.MaxAnswerDepth, true) {
 				return observation.InvalidJSON, fmt.Sprintf("%s's arguments: %s: %s", name, tooDeep, quoteCut(args))
 			}
@@ -299,6 +300,50 @@ func (k *Kinds) checkCalls(text string) (string, string) {
 		}
 	}
 	return observation.Valid, ""
+}
+
+// callName splits a call's text (its name, then its arguments and the
+// calls after) into the function's name and the rest, and says whether
+// the name is a declared function. A name is a run of name characters
+// (config's rule, ^[a-zA-Z0-9_-]{1,64}$), so the run that begins the text
+// is the name when it is declared, or when what follows it is no
+// argument text that ran into it (nothing, or an object: get_time{}).
+// Otherwise arguments that are not an object ran into the name, as in
+// get_weathercity=Paris: the longest declared function the run begins
+// with is the name, and the rest its arguments, which checkCalls refuses
+// as not an object, rather than judge the call's function unknown.
+func (k *Kinds) callName(text string) (name, rest string, declared bool) {
+	n := 0
+	for n < len(text) && isNameByte(text[n]) {
+		n++
+	}
+	run, after := text[:n], text[n:]
+	if _, ok := k.tools[run]; ok {
+		return run, after, true
+	}
+	best := ""
+	if a := strings.TrimSpace(after); a != "" && a[0] != '{' {
+		for declared := range k.tools {
+			if len(declared) > len(best) && strings.HasPrefix(run, declared) {
+				best = declared
+			}
+		}
+	}
+	if best == "" {
+		// Unknown: named by all it says before its arguments, so that
+		// functions.get_weather is not cut to functions.
+		if i := strings.IndexByte(text, '{'); i >= 0 {
+			text = text[:i]
+		}
+		return strings.TrimSpace(text), "", false
+	}
+	return best, text[len(best):], true
+}
+
+// isNameByte says whether c may be part of a function's name (config's
+// rule: letters, digits, '_' and '-').
+func isNameByte(c byte) bool {
+	return c >= 'a' && c <= 'z' || c >= 'A' && c <= 'Z' || c >= '0' && c <= '9' || c == '_' || c == '-'
 }
 
 // maxReasonBytes bounds a mismatch's reason, which /probe logs.

@@ -45,7 +45,7 @@ const (
 `
 	answerSchema = `    response_format:
       type: json_schema
-      schema: {type: object, properties: {n: {type: integer}, tags: {type: array, items: {type: string}}}, required: [n, tags]}
+      schema: {type: object, properties: {n: {type: integer}, tags: {type: array, items: {type: string}}}, required: [n, tags], additionalProperties: false}
 `
 )
 
@@ -91,6 +91,52 @@ func TestKindsCheck(t *testing.T) {
 	}
 }
 
+// TestKindsCheckCallArguments: a call of a declared function whose
+// arguments are not a JSON object, or do not parse, is invalid_json, the
+// text that ran into its name included (city=Paris after get_weather);
+// unknown_tool is kept for a name not declared, whatever its arguments.
+func TestKindsCheckCallArguments(t *testing.T) {
+	c := kindsConfig(t, "http://127.0.0.1:1", "openai-chat", weatherTool+"      - name: get\n")
+	k, err := NewKinds(&c.Workloads[0].Kinds)
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, tc := range []struct {
+		name, calls, want, why string
+	}{
+		{"key=value arguments", `get_weathercity=Paris, days=3`, observation.InvalidJSON, `get_weather's arguments are not a JSON object: "city=Paris, days=3"`},
+		{"key=value after a space", `get_weather city=Paris`, observation.InvalidJSON, `get_weather's arguments are not a JSON object: "city=Paris"`},
+		{"key=value with braces later", `get_weathercity=Paris, days={3}`, observation.InvalidJSON, `get_weather's arguments are not a JSON object: "city=Paris, days={3}"`},
+		{"an array", `get_weather["Paris",3]`, observation.InvalidJSON, "not a JSON object"},
+		{"a string", `get_weather"Paris"`, observation.InvalidJSON, "not a JSON object"},
+		{"null", `noargs null`, observation.InvalidJSON, "not a JSON object"},
+		{"broken object", `get_weather{"city":"Paris",`, observation.InvalidJSON, "get_weather's arguments: unexpected EOF"},
+		{"unquoted keys", `get_weather{city: Paris}`, observation.InvalidJSON, "get_weather's arguments: invalid character"},
+		{"second call's arguments", `noargs{}get_weathercity=Paris`, observation.InvalidJSON, "get_weather's arguments are not a JSON object"},
+		{"the longest declared name", `get_weatherx=1`, observation.InvalidJSON, "get_weather's arguments"},
+		{"a shorter declared name", `getx=1`, observation.InvalidJSON, `get's arguments are not a JSON object: "x=1"`},
+		{"unknown, object", `get_time{"city":"Paris"}`, observation.UnknownTool, `"get_time" is not a declared function`},
+		{"unknown, key=value", `lookupcity=Paris`, observation.UnknownTool, `"lookupcity=Paris" is not a declared function`},
+		// With nothing between a name and its arguments, a declared name
+		// then text that is no object reads as that function's call.
+		{"a declared name begins it", `get_timecity=Paris`, observation.InvalidJSON, `get's arguments are not a JSON object: "_timecity=Paris"`},
+		{"unknown, no arguments", `get_time`, observation.UnknownTool, `"get_time" is not a declared function`},
+		{"unknown, longer than a declared name", `get_weather_v2{}`, observation.UnknownTool, `"get_weather_v2" is not a declared function`},
+		{"unknown, dotted", `functions.get_weather{"city":"Paris","days":1}`, observation.UnknownTool, `"functions.get_weather" is not a declared function`},
+		{"unknown, no name", `{"city":"Paris"}`, observation.UnknownTool, `"" is not a declared function`},
+		{"valid, space before the object", `get_weather {"city":"Paris","days":1}`, observation.Valid, ""},
+		{"valid, empty arguments", `noargs`, observation.Valid, ""},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			o := &observation.Request{Outcome: observation.Success, ToolCalls: tc.calls}
+			why := k.Check(context.Background(), o)
+			if o.ToolCallCheck != tc.want || !strings.Contains(why, tc.why) || (tc.why == "") != (why == "") {
+				t.Errorf("%q: %q (%s); want %q (%s)", tc.calls, o.ToolCallCheck, why, tc.want, tc.why)
+			}
+		})
+	}
+}
+
 // TestKindsResponsesBody: the kinds in the Responses API's shapes, as
 // OpenAI's API reference and vLLM's ResponsesRequest (the openai package's
 // types) define them: flat function tools, tool_choice {"type":"function",
@@ -105,7 +151,7 @@ func TestKindsResponsesBody(t *testing.T) {
 			`{"model":"sim-model","input":"hello\n\nAnswer by calling the function get_weather. Answer in JSON that follows the schema given.","stream":true,"store":false,"max_output_tokens":4,` +
 				`"tools":[{"type":"function","name":"get_weather","parameters":{"properties":{"city":{"minLength":1,"type":"string"},"days":{"minimum":1,"type":"integer"}},"required":["city","days"],"type":"object"}},` +
 				`{"type":"function","name":"noargs","parameters":{"type":"object"}}],"tool_choice":{"type":"function","name":"get_weather"},` +
-				`"text":{"format":{"type":"json_schema","name":"answer","schema":{"properties":{"n":{"type":"integer"},"tags":{"items":{"type":"string"},"type":"array"}},"required":["n","tags"],"type":"object"},"strict":true}}}`},
+				`"text":{"format":{"type":"json_schema","name":"answer","schema":{"additionalProperties":false,"properties":{"n":{"type":"integer"},"tags":{"items":{"type":"string"},"type":"array"}},"required":["n","tags"],"type":"object"},"strict":true}}}`},
 		{"required, a description, json_object", "    tools: [{name: f, description: Does f.}]\n    tool_choice: required\n    response_format: {type: json_object}\n",
 			`{"model":"sim-model","input":"hello\n\nAnswer by calling one of the functions offered. Answer with a JSON object.","stream":true,"store":false,"max_output_tokens":4,` +
 				`"tools":[{"type":"function","name":"f","description":"Does f.","parameters":{"type":"object"}}],"tool_choice":"required","text":{"format":{"type":"json_object"}}}`},

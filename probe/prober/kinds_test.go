@@ -24,7 +24,7 @@ modules:
       output_tokens: {dist: fixed, mean: 12}
     response_format:
       type: json_schema
-      schema: {type: object, properties: {n: {type: integer}}, required: [n]}
+      schema: {type: object, properties: {n: {type: integer}}, required: [n], additionalProperties: false}
   tools:
     target: sim
     requests: 4
