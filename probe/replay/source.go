@@ -371,7 +371,7 @@ func (s *Source) otherAPI(r *Record) string {
 		return ok
 	})
 	if told && api.Name != target.Name {
-		return fmt.Sprintf("recorded without a path, with a body of the %s API (%q, %q); %s",
+		return fmt.Sprintf("recorded without a path, with a body of the %s API (by its members: %s, %s); %s",
 			api.Name, api.BodyPrompt, api.BodyMaxTokens, speaks)
 	}
 	return ""

@@ -277,7 +277,7 @@ func TestUnreplayable(t *testing.T) {
 		{"Responses body to a chat target", Record{Body: []byte(`{}`), Path: "/v1/responses"}, Options{Flavor: flavorOf(true)},
 			"recorded for /v1/responses, the openai-responses API; the target speaks the openai-chat API (/chat/completions)"},
 		{"Responses body without a path to a chat target", Record{Body: []byte(`{"input":"hi"}`)}, Options{Flavor: flavorOf(true)},
-			`recorded without a path, with a body of the openai-responses API ("input", "max_output_tokens"); the target speaks the openai-chat API`},
+			`recorded without a path, with a body of the openai-responses API (by its members: input, max_output_tokens); the target speaks the openai-chat API`},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			good := Record{Offset: time.Second, InputTokens: 600, OutputTokens: 1, HashIDs: []int64{1, 2}, Line: 2, File: "x"}
