@@ -1,6 +1,9 @@
 package config
 
-import "slices"
+import (
+	"slices"
+	"strings"
+)
 
 // Flavor names the HTTP API a target speaks. Its facts (FlavorFacts) are
 // one entry of flavorTable; its wire format is a probe/client Flavor of
@@ -56,6 +59,13 @@ type FlavorFacts struct {
 	// bodies are not replayed.
 	BodyPrompt    string
 	BodyMaxTokens string
+	// Path is, for an OpenAI API, the path of its generation endpoint
+	// under the target's base URL ("/chat/completions", "/completions",
+	// "/responses"): a request recorded with its path (a replay's jsonl
+	// trace, a shadow capture) is told apart by it (RecordedPathFlavor),
+	// and the shadow proxy captures the requests to these paths. Empty
+	// for the other flavors.
+	Path string
 }
 
 // Kinds is a set of request kinds a flavor's API takes beside the prompt.
@@ -107,27 +117,41 @@ func (f FlavorFacts) OpenAIAPI() bool { return f.Provider == "openai" }
 // members that has reports, as far as its members tell: the API with a
 // member of its own that caps the output (BodyMaxTokens that no other
 // API's body has); else the API whose prompt member is the only one of
-// the APIs' the body has; else the default flavor. A recorded body is
-// sent as it was; a replay forcing its length sets the cap member of the
-// API it is for.
-func RecordedBodyFlavor(has func(member string) bool) FlavorFacts {
+// the APIs' the body has; else the default flavor, and told is false. A
+// recorded body is sent as it was; a replay forcing its length sets the
+// cap member of the API it is for.
+func RecordedBodyFlavor(has func(member string) bool) (f FlavorFacts, told bool) {
 	var prompted []FlavorFacts
 	for _, f := range flavorTable {
 		if f.BodyPrompt == "" {
 			continue
 		}
 		if has(f.BodyMaxTokens) && ownBodyMember(f) {
-			return f
+			return f, true
 		}
 		if has(f.BodyPrompt) {
 			prompted = append(prompted, f)
 		}
 	}
 	if len(prompted) == 1 {
-		return prompted[0]
+		return prompted[0], true
 	}
 	def, _ := FlavorOpenAIChat.Facts()
-	return def
+	return def, false
+}
+
+// RecordedPathFlavor is the OpenAI API a request to path (as recorded:
+// "/v1/chat/completions") was for: the one whose Path ends it, the longest
+// such ("/chat/completions" rather than "/completions"); false when path
+// is none of the APIs'.
+func RecordedPathFlavor(path string) (FlavorFacts, bool) {
+	var best FlavorFacts
+	for _, f := range flavorTable {
+		if f.Path != "" && strings.HasSuffix(path, f.Path) && len(f.Path) > len(best.Path) {
+			best = f
+		}
+	}
+	return best, best.Path != ""
 }
 
 // ownBodyMember says whether f's cap member is no other API's.
@@ -176,17 +200,17 @@ var flavorTable = []FlavorFacts{
 	{
 		Name: "openai-chat", Prompt: PromptChat, Provider: "openai", PerplexityDialect: "openai-echo",
 		Kinds:      KindTools | KindResponseFormat | KindImages,
-		BodyPrompt: "messages", BodyMaxTokens: "max_tokens",
+		BodyPrompt: "messages", BodyMaxTokens: "max_tokens", Path: "/chat/completions",
 	},
 	{
 		Name: "openai-completions", Prompt: PromptText, Provider: "openai", PerplexityDialect: "openai-echo",
 		Kinds:      KindResponseFormat,
-		BodyPrompt: "prompt", BodyMaxTokens: "max_tokens",
+		BodyPrompt: "prompt", BodyMaxTokens: "max_tokens", Path: "/completions",
 	},
 	{
 		Name: "openai-responses", Prompt: PromptChat, Provider: "openai",
 		Kinds:      KindTools | KindResponseFormat | KindImages,
-		BodyPrompt: "input", BodyMaxTokens: "max_output_tokens",
+		BodyPrompt: "input", BodyMaxTokens: "max_output_tokens", Path: "/responses",
 		NoPerplexity: "the Responses API returns log-probabilities (include message.output_text.logprobs) of generated tokens only, and has no echo of the prompt's",
 	},
 	{Name: "sglang", Prompt: PromptText, Provider: "sglang", PerplexityDialect: "sglang", Kinds: KindsNone},

@@ -55,8 +55,8 @@ var flavorFactChecks = []struct {
 		return ""
 	}},
 	{"BodyMembers", func(f FlavorFacts) string {
-		if named := f.BodyPrompt != "" && f.BodyMaxTokens != ""; named != f.OpenAIAPI() || (f.BodyPrompt == "") != (f.BodyMaxTokens == "") {
-			return "an OpenAI API names its body's prompt and cap members (BodyPrompt, BodyMaxTokens), another flavor neither"
+		if named := f.BodyPrompt != "" && f.BodyMaxTokens != "" && f.Path != ""; named != f.OpenAIAPI() || (f.BodyPrompt == "") != (f.BodyMaxTokens == "") || (f.BodyPrompt == "") != (f.Path == "") {
+			return "an OpenAI API names its body's prompt and cap members and its path (BodyPrompt, BodyMaxTokens, Path), another flavor none"
 		}
 		return ""
 	}},
@@ -168,24 +168,49 @@ func TestRecordedBodyFlavor(t *testing.T) {
 	for _, tc := range []struct {
 		members []string
 		want    Flavor
+		told    bool
 	}{
-		{[]string{"messages"}, "openai-chat"},
-		{[]string{"prompt"}, "openai-completions"},
-		{[]string{"input"}, "openai-responses"},
-		{[]string{"input", "max_tokens"}, "openai-responses"},
+		{[]string{"messages"}, "openai-chat", true},
+		{[]string{"prompt"}, "openai-completions", true},
+		{[]string{"input"}, "openai-responses", true},
+		{[]string{"input", "max_tokens"}, "openai-responses", true},
 		// max_output_tokens is the Responses API's own: it tells the API
 		// whatever the prompt member.
-		{[]string{"messages", "max_output_tokens"}, "openai-responses"},
-		{[]string{"prompt", "max_output_tokens"}, "openai-responses"},
-		// Two prompt members, or none: the default flavor.
-		{[]string{"input", "messages"}, "openai-chat"},
-		{[]string{"input", "prompt"}, "openai-chat"},
-		{nil, "openai-chat"},
-		{[]string{"inputs", "text"}, "openai-chat"},
+		{[]string{"messages", "max_output_tokens"}, "openai-responses", true},
+		{[]string{"prompt", "max_output_tokens"}, "openai-responses", true},
+		// Two prompt members, or none: the default flavor, untold.
+		{[]string{"input", "messages"}, "openai-chat", false},
+		{[]string{"input", "prompt"}, "openai-chat", false},
+		{nil, "openai-chat", false},
+		{[]string{"inputs", "text"}, "openai-chat", false},
 	} {
-		got := RecordedBodyFlavor(func(m string) bool { return slices.Contains(tc.members, m) })
-		if got.Name != tc.want {
-			t.Errorf("%v: %s, want %s", tc.members, got.Name, tc.want)
+		got, told := RecordedBodyFlavor(func(m string) bool { return slices.Contains(tc.members, m) })
+		if got.Name != tc.want || told != tc.told {
+			t.Errorf("%v: %s (told %v), want %s (told %v)", tc.members, got.Name, told, tc.want, tc.told)
+		}
+	}
+}
+
+// TestRecordedPathFlavor: a recorded request's API, by its path.
+func TestRecordedPathFlavor(t *testing.T) {
+	for _, tc := range []struct {
+		path string
+		want Flavor // "" for none
+	}{
+		{"/v1/chat/completions", "openai-chat"},
+		{"/chat/completions", "openai-chat"},
+		{"/v1/completions", "openai-completions"},
+		{"/openai/v1/completions", "openai-completions"},
+		{"/v1/responses", "openai-responses"},
+		{"/v1/responses/resp_1/cancel", ""},
+		{"/v1/embeddings", ""},
+		{"/generate", ""},
+		{"/v1/xcompletions", ""},
+		{"", ""},
+	} {
+		got, ok := RecordedPathFlavor(tc.path)
+		if got.Name != tc.want || ok != (tc.want != "") {
+			t.Errorf("%q: %q (%v), want %q", tc.path, got.Name, ok, tc.want)
 		}
 	}
 }

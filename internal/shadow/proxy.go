@@ -21,6 +21,8 @@ import (
 	"time"
 
 	"github.com/prometheus/client_golang/prometheus"
+
+	"github.com/infer-exporter/infer_exporter/internal/config"
 )
 
 // Drop reasons: a sampled request whose sample was not stored is counted
@@ -44,7 +46,8 @@ var DropReasons = []string{DropQueueFull, DropTooLarge, DropUnparseable, DropWri
 
 // tailBytes is how much of the end of a sampled response is kept to find
 // the output length in its usage: the usage chunk is the last event before
-// [DONE], and a non-streamed body ends with its usage too.
+// [DONE]; the Responses API's last event, response.completed, ends with the
+// response's usage; a non-streamed body ends with its usage too.
 const tailBytes = 4 << 10
 
 // Proxy forwards every request to the upstream unchanged, streaming
@@ -249,14 +252,38 @@ type readCloser struct {
 }
 
 // sampled decides, before forwarding, whether r's sample is taken: POST
-// generation requests (paths ending in /completions: chat and legacy) with
-// a body, with probability Sample.
+// generation requests (to one of capturedPaths: chat, completions,
+// Responses) with a body, with probability Sample.
 func (p *Proxy) sampled(r *http.Request) bool {
 	s := p.cfg.Sample
-	if s <= 0 || r.Method != http.MethodPost || r.ContentLength == 0 || !strings.HasSuffix(r.URL.Path, "/completions") {
+	if s <= 0 || r.Method != http.MethodPost || r.ContentLength == 0 || !captured(r.URL.Path) {
 		return false
 	}
 	return s >= 1 || mrand.Float64() < s
+}
+
+// capturedPaths are the endpoints of the OpenAI APIs, from the flavor
+// facts ("/chat/completions", "/completions", "/responses"): a request to a
+// path that ends in one of them is a generation request that replay can
+// send again, to a target of that API. Read only.
+var capturedPaths = func() []string {
+	var out []string
+	for _, f := range config.AllFlavors() {
+		if f.Path != "" {
+			out = append(out, f.Path)
+		}
+	}
+	return out
+}()
+
+// captured says whether path is a generation request's (capturedPaths).
+func captured(path string) bool {
+	for _, suffix := range capturedPaths {
+		if strings.HasSuffix(path, suffix) {
+			return true
+		}
+	}
+	return false
 }
 
 // offer hands a sample to the writer without waiting.
@@ -376,16 +403,24 @@ func appendJSONString(dst []byte, s string) ([]byte, error) {
 	return append(dst, b...), err
 }
 
-var completionTokensKey = []byte(`"completion_tokens"`)
+// outputTokensKeys are the members of the APIs' usage that count the
+// output tokens: chat's and completions' "completion_tokens", the Responses
+// API's "output_tokens". A response holds the one of its API only.
+var outputTokensKeys = [][]byte{[]byte(`"completion_tokens"`), []byte(`"output_tokens"`)}
 
-// outputTokens finds the last "completion_tokens": N in the tail of a
-// response: the server's usage.
+// outputTokens finds the last output token count ("completion_tokens": N
+// or "output_tokens": N) in the tail of a response: the server's usage.
 func outputTokens(tail []byte) (int, bool) {
-	i := bytes.LastIndex(tail, completionTokensKey)
+	i, key := -1, []byte(nil)
+	for _, k := range outputTokensKeys {
+		if j := bytes.LastIndex(tail, k); j > i {
+			i, key = j, k
+		}
+	}
 	if i < 0 {
 		return 0, false
 	}
-	rest := bytes.TrimLeft(tail[i+len(completionTokensKey):], " \t")
+	rest := bytes.TrimLeft(tail[i+len(key):], " \t")
 	if len(rest) == 0 || rest[0] != ':' {
 		return 0, false
 	}

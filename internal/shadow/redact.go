@@ -18,12 +18,14 @@ import (
 // every word becomes one filler word, so a text of N words stays N words
 // and a replay reproduces prompt lengths.
 //
-// What is rewritten: "prompt" and "suffix" (completions), and in "messages"
-// every string except "role" and "type" (message content, text parts,
-// names, tool-call arguments). Token-id prompts become other ids below
-// 32000. "user" (an end-user id) is removed. Other fields (model, sampling
-// parameters, tool definitions) are the application's, not the user's, and
-// are kept.
+// What is rewritten: "prompt" and "suffix" (completions), "instructions"
+// (the Responses API's system text), and in "messages" (chat) and "input"
+// (the Responses API: a string, or a list of items) every string except
+// "role" and "type" (message content, text parts, names, tool-call
+// arguments and outputs). Token-id prompts become other ids below 32000.
+// "user" (an end-user id) is removed. Other fields (model, sampling
+// parameters, tool definitions, the Responses API's "text" format) are the
+// application's, not the user's, and are kept.
 //
 // Filler words are chained, as vLLM chains its prefix-cache block hashes:
 // each filler word is a keyed hash of every word before it in the request
@@ -50,8 +52,10 @@ func (r *redactor) redact(body []byte) ([]byte, error) {
 	}
 	delete(m, "user")
 	chain := &chain{h: r.key}
-	// The fields in a fixed order, so equal requests chain equally.
-	for _, field := range []string{"messages", "prompt", "suffix"} {
+	// The fields in a fixed order, so equal requests chain equally; a
+	// Responses body's instructions come before its input, as the server
+	// puts them in the prompt.
+	for _, field := range []string{"instructions", "input", "messages", "prompt", "suffix"} {
 		raw, ok := m[field]
 		if !ok {
 			continue

@@ -21,6 +21,7 @@ import (
 	"net"
 	"net/http"
 	"net/url"
+	"strings"
 	"time"
 
 	"github.com/alecthomas/kingpin/v2"
@@ -108,7 +109,7 @@ func AddFlags(cmd FlagAdder) *Config {
 	cmd.Flag("shadow.listen-address", "Address the proxy listens on, host:port; clients send their inference requests here.").Required().StringVar(&c.ListenAddress)
 	cmd.Flag("shadow.upstream", "Base URL of the inference server every request is forwarded to, e.g. http://127.0.0.1:8000.").Required().StringVar(&c.Upstream)
 	cmd.Flag("shadow.store.dir", "Directory of the rotating JSONL capture store (replay it with a workload's replay: {source: jsonl, path: DIR}).").Required().StringVar(&c.StoreDir)
-	cmd.Flag("shadow.sample", "Fraction (0..1) of generation requests (POST .../completions) captured.").Default(fmt.Sprint(DefaultSample)).Float64Var(&c.Sample)
+	cmd.Flag("shadow.sample", "Fraction (0..1) of generation requests (POST to a path ending in "+strings.Join(capturedPaths, ", ")+") captured.").Default(fmt.Sprint(DefaultSample)).Float64Var(&c.Sample)
 	// On by default: a capture proxy in front of production traffic must
 	// not store users' prompts unless its operator says so.
 	cmd.Flag("shadow.redact", "Replace message text with filler of the same token length before storing, so that no user content is kept (the default); --no-shadow.redact stores the prompts as they came.").Default("true").BoolVar(&c.Redact)

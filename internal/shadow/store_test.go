@@ -113,41 +113,89 @@ func TestRedactKeepsTokenLengths(t *testing.T) {
 		}
 	}
 	// Same shape, same word count in every string, roles and types kept.
-	var walk func(a, b any, key string)
-	walk = func(a, b any, key string) {
-		switch a := a.(type) {
-		case string:
-			bs := b.(string)
-			if key == "role" || key == "type" {
-				if a != bs {
-					t.Errorf("%s changed: %q -> %q", key, a, bs)
-				}
-			} else if len(strings.Fields(a)) != len(strings.Fields(bs)) {
-				t.Errorf("%s: %q (%d words) -> %q (%d words)", key, a, len(strings.Fields(a)), bs, len(strings.Fields(bs)))
-			}
-		case []any:
-			bl := b.([]any)
-			if len(a) != len(bl) {
-				t.Fatalf("%s: length changed", key)
-			}
-			for i := range a {
-				walk(a[i], bl[i], key)
-			}
-		case map[string]any:
-			bm := b.(map[string]any)
-			if len(a) != len(bm) {
-				t.Fatalf("%s: keys changed", key)
-			}
-			for k := range a {
-				walk(a[k], bm[k], k)
-			}
-		default:
-			if fmt.Sprint(a) != fmt.Sprint(b) {
-				t.Errorf("%s: %v -> %v", key, a, b)
-			}
+	sameWords(t, in["messages"], red["messages"], "messages")
+}
+
+// TestRedactResponsesBody: a Responses API body's instructions and input
+// (a list of items: messages with text parts, a tool's output) are
+// redacted like chat messages, word for word; the output format and the
+// tools, the application's, are kept.
+func TestRedactResponsesBody(t *testing.T) {
+	r := &redactor{key: 42}
+	body := `{"model":"m","user":"alice@example.com","max_output_tokens":7,"stream":true,
+	  "instructions":"You are a  helpful assistant for Acme.",
+	  "input":[{"role":"user","content":[{"type":"input_text","text":"My secret password is hunter2"}]},
+	           {"type":"function_call_output","call_id":"c1","output":"alice lives in Paris"}],
+	  "text":{"format":{"type":"json_schema","name":"answer","schema":{"type":"object"}}},
+	  "tools":[{"type":"function","name":"lookup","description":"Look a thing up"}]}`
+	out, err := r.redact([]byte(body))
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, secret := range []string{"alice", "Acme", "secret", "password", "hunter2", "Paris"} {
+		if strings.Contains(string(out), secret) {
+			t.Errorf("redacted body still holds %q: %s", secret, out)
 		}
 	}
-	walk(in["messages"], red["messages"], "messages")
+	var in, red map[string]any
+	if err := json.Unmarshal([]byte(body), &in); err != nil {
+		t.Fatal(err)
+	}
+	if err := json.Unmarshal(out, &red); err != nil {
+		t.Fatalf("redacted body is not JSON: %v: %s", err, out)
+	}
+	for _, k := range []string{"model", "max_output_tokens", "stream", "text", "tools"} {
+		if fmt.Sprint(in[k]) != fmt.Sprint(red[k]) {
+			t.Errorf("%s changed: %v -> %v", k, in[k], red[k])
+		}
+	}
+	if in["instructions"] == red["instructions"] {
+		t.Errorf("instructions kept: %v", red["instructions"])
+	}
+	sameWords(t, in["instructions"], red["instructions"], "instructions")
+	sameWords(t, in["input"], red["input"], "input")
+	// A string input is text too.
+	out, err = r.redact([]byte(`{"input":"my secret"}`))
+	if err != nil || strings.Contains(string(out), "secret") || !strings.HasPrefix(string(out), `{"input":"`) {
+		t.Errorf("string input: %s %v", out, err)
+	}
+}
+
+// sameWords checks that b has a's shape and, in every string, its number
+// of words, and a's roles and types.
+func sameWords(t *testing.T, a, b any, key string) {
+	t.Helper()
+	switch a := a.(type) {
+	case string:
+		bs := b.(string)
+		if key == "role" || key == "type" {
+			if a != bs {
+				t.Errorf("%s changed: %q -> %q", key, a, bs)
+			}
+		} else if len(strings.Fields(a)) != len(strings.Fields(bs)) {
+			t.Errorf("%s: %q (%d words) -> %q (%d words)", key, a, len(strings.Fields(a)), bs, len(strings.Fields(bs)))
+		}
+	case []any:
+		bl := b.([]any)
+		if len(a) != len(bl) {
+			t.Fatalf("%s: length changed", key)
+		}
+		for i := range a {
+			sameWords(t, a[i], bl[i], key)
+		}
+	case map[string]any:
+		bm := b.(map[string]any)
+		if len(a) != len(bm) {
+			t.Fatalf("%s: keys changed", key)
+		}
+		for k := range a {
+			sameWords(t, a[k], bm[k], k)
+		}
+	default:
+		if fmt.Sprint(a) != fmt.Sprint(b) {
+			t.Errorf("%s: %v -> %v", key, a, b)
+		}
+	}
 }
 
 // TestRedactPreservesSharedPrefixes: requests that begin alike begin alike
@@ -211,6 +259,11 @@ func TestOutputTokens(t *testing.T) {
 		{`data: {"usage":null}`, 0, false},
 		{`"completion_tokens": "x"`, 0, false},
 		{`"completion_tokens"`, 0, false},
+		// The Responses API's last event ends with its usage.
+		{"event: response.completed\ndata: {\"type\":\"response.completed\",\"response\":{\"output\":[],\"usage\":{\"input_tokens\":5," +
+			"\"input_tokens_details\":{\"cached_tokens\":0},\"output_tokens\":12,\"output_tokens_details\":{\"reasoning_tokens\":3},\"total_tokens\":17}}}\n\n", 12, true},
+		{`{"usage":{"output_tokens":4}}`, 4, true},
+		{`{"output_tokens_details":{"reasoning_tokens":3}}`, 0, false},
 	} {
 		n, ok := outputTokens([]byte(tc.tail))
 		if n != tc.n || ok != tc.ok {

@@ -133,7 +133,7 @@ func TestErrorsQuoteBoundedInput(t *testing.T) {
 
 	// A recorded body's path, in the Source's error.
 	tr := &Trace{Name: "x", Records: []Record{{Body: []byte(`{}`), Path: "/" + long, File: "x", Line: 1}}}
-	_, err := NewSource(tr, Options{})
+	_, err := NewSource(tr, Options{Flavor: flavorOf(true)})
 	if err == nil {
 		t.Fatal("a body for an unknown path was accepted")
 	}
@@ -323,7 +323,7 @@ func TestSourceBounds(t *testing.T) {
 	}{
 		{"prompt 1e15", []Record{rec(1e15, 1)}, Options{}, "ceiling of 1048576"},
 		{"output 1e15", []Record{rec(10, 1e15)}, Options{}, "ceiling"},
-		{"body output 1e15", []Record{{Body: []byte(`{}`), OutputTokens: 1e15, File: "m", Line: 1}}, Options{ForceOutputTokens: true}, "ceiling"},
+		{"body output 1e15", []Record{{Body: []byte(`{}`), OutputTokens: 1e15, File: "m", Line: 1}}, Options{ForceOutputTokens: true, Flavor: flavorOf(true)}, "ceiling"},
 		{"block size 2^40", []Record{rec(10, 1)}, Options{BlockSize: 1 << 40}, "block size"},
 		{"slow speed", []Record{rec(10, 1), {Offset: 100 * time.Hour, InputTokens: 10, OutputTokens: 1, File: "m", Line: 2}}, Options{Speed: 1e-12}, "beyond"},
 		{"slow loop", []Record{rec(10, 1)}, Options{Speed: 1e-9, Loop: true, End: time.Hour}, "beyond"},
@@ -369,7 +369,7 @@ func TestOverContext(t *testing.T) {
 		{InputTokens: 10, OutputTokens: 90, File: "m", Line: 5},      // 100
 		{Body: []byte(`{}`), OutputTokens: 1000, File: "m", Line: 6}, // unknown
 	}}
-	s, err := NewSource(tr, Options{})
+	s, err := NewSource(tr, Options{Flavor: flavorOf(false)})
 	if err != nil {
 		t.Fatal(err)
 	}

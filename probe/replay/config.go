@@ -10,9 +10,10 @@ import (
 // OptionsOf turns a configured replay against a target into the trace's
 // format and the source's Options: the one builder of a replay load, which
 // the exporter's replay workloads (probe/live) and the bench's replay
-// repeats both call. The target's flavor says, through its facts, whether
-// its API takes the prompt as a chat message (Options.Chat) and whether it
-// can be sent recorded OpenAI bodies (a jsonl trace). The caller adds what
+// repeats both call. The target's flavor's facts (Options.Flavor) say
+// whether its API takes the prompt as a chat message, whether it can be
+// sent recorded OpenAI bodies (a jsonl trace), and for which API those
+// must have been recorded. The caller adds what
 // is its own: the Recorder, and the bench's WordSalt.
 func OptionsOf(r *config.Replay, t *config.Target) (Format, Options, error) {
 	format, err := ParseFormat(r.Source)
@@ -36,7 +37,7 @@ func OptionsOf(r *config.Replay, t *config.Target) (Format, Options, error) {
 		Sample:            r.Sample,
 		Seed:              r.Seed,
 		MaxRate:           r.MaxRate,
-		Chat:              facts.Chat(),
+		Flavor:            facts,
 		BlockSize:         r.BlockSize,
 		ForceOutputTokens: r.ForceOutputTokens,
 		OnUnreplayable:    policy,

@@ -138,7 +138,7 @@ func fuzzReader(f *testing.F, format Format, seeds ...string) {
 		// What the Source makes of it: a schedule that increases, and
 		// prompts of exactly their length.
 		for _, chat := range []bool{false, true} {
-			s, err := NewSource(tr, Options{Chat: chat, OnUnreplayable: Skip, Speed: 1000})
+			s, err := NewSource(tr, Options{Flavor: flavorOf(chat), OnUnreplayable: Skip, Speed: 1000})
 			if err != nil {
 				if !errors.Is(err, ErrNoRecords) {
 					t.Fatalf("source: %v", err)

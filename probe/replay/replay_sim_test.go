@@ -204,7 +204,7 @@ workloads:
 	}
 
 	// The same prompts, regenerated, tokenize to the trace's lengths.
-	src, err := replay.NewSource(tr, replay.Options{Chat: true, MaxRate: 1e6})
+	src, err := replay.NewSource(tr, replay.Options{Flavor: flavorFacts(t, "openai-chat"), MaxRate: 1e6})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -339,7 +339,7 @@ func TestMooncakePrefixCacheExact(t *testing.T) {
 		t.Run(flavor.Name(), func(t *testing.T) {
 			chat := flavor == client.OpenAIChat
 			url, sim := mooncakeSim(t)
-			src, err := replay.NewSource(tr, replay.Options{Chat: chat, BlockSize: 512, MaxRate: 1e9})
+			src, err := replay.NewSource(tr, replay.Options{Flavor: flavorFacts(t, config.Flavor(flavor.Name())), BlockSize: 512, MaxRate: 1e9})
 			if err != nil {
 				t.Fatal(err)
 			}

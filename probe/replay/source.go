@@ -51,15 +51,20 @@ type Options struct {
 	// the busiest second of the window (after Speed and Sample).
 	MaxRate float64
 
-	// Chat says the target's API wraps the prompt in a chat message, so the
-	// template's tokens count in the prompt length.
-	Chat bool
+	// Flavor is the facts of the target's flavor. Its prompt kind says
+	// whether the API wraps the prompt in a chat message, so that the
+	// template's tokens count in a synthesised prompt's length; its API
+	// (Path) is the one a recorded body must have been recorded for. The
+	// zero value is a text-prompt target of no OpenAI API, which takes no
+	// recorded body.
+	Flavor config.FlavorFacts
 	// BlockSize is the number of tokens per hash id of a Mooncake trace.
 	// Default 512.
 	BlockSize int
 	// ForceOutputTokens, for recorded bodies that carry output_tokens, sets
-	// max_tokens to it and ignore_eos, so that the replay generates what
-	// production generated. Otherwise a body is sent as it was.
+	// the target API's cap on output tokens (max_tokens, max_output_tokens)
+	// to it and ignore_eos, so that the replay generates what production
+	// generated. Otherwise a body is sent as it was.
 	ForceOutputTokens bool
 	// OnUnreplayable is what to do with a record that cannot be replayed
 	// exactly (an output length of 0, a prompt shorter than the chat
@@ -164,7 +169,7 @@ func NewSource(tr *Trace, opts Options) (*Source, error) {
 	}
 	s := &Source{
 		opts:     opts,
-		synth:    synthesizer{chat: opts.Chat, blockSize: opts.BlockSize, seed: wordSeed(opts.Seed, opts.WordSalt)},
+		synth:    synthesizer{chat: opts.Flavor.Chat(), blockSize: opts.BlockSize, seed: wordSeed(opts.Seed, opts.WordSalt)},
 		pass:     -1,
 		replayed: map[int]int{},
 	}
@@ -290,29 +295,10 @@ func (s *Source) scale(d time.Duration) (time.Duration, bool) {
 // returns the body to send for a recorded request.
 func (s *Source) check(r *Record) ([]byte, string) {
 	if r.Body != nil {
-		if r.Path != "" {
-			chatPath := strings.HasSuffix(r.Path, "/chat/completions")
-			if s.opts.Chat != chatPath || !strings.HasSuffix(r.Path, "/completions") {
-				api := "completions"
-				if s.opts.Chat {
-					api = "chat completions"
-				}
-				return nil, fmt.Sprintf("recorded for %s; the target speaks the %s API", clip(r.Path, maxQuoted), api)
-			}
-		}
-		if s.opts.ForceOutputTokens && r.OutputTokens > 0 {
-			if r.OutputTokens > maxTokens {
-				return nil, fmt.Sprintf("output length %d is over the ceiling of %d tokens", r.OutputTokens, maxTokens)
-			}
-			b, err := forceOutput(r.Body, r.OutputTokens)
-			if err != nil {
-				return nil, "body: " + clip(err.Error(), maxReason)
-			}
-			return b, ""
-		}
-		return r.Body, ""
+		return s.checkBody(r)
 	}
 	before, after := s.synth.template()
+	chat := s.opts.Flavor.Chat()
 	switch {
 	// The readers refuse such lengths; a Trace built in memory may hold
 	// them, and a prompt is built to its length.
@@ -320,9 +306,9 @@ func (s *Source) check(r *Record) ([]byte, string) {
 		return nil, fmt.Sprintf("length %d+%d is over the ceiling of %d tokens", r.InputTokens, r.OutputTokens, maxTokens)
 	case r.OutputTokens < 1:
 		return nil, fmt.Sprintf("output length %d cannot be forced (max_tokens must be at least 1)", r.OutputTokens)
-	case s.opts.Chat && r.InputTokens < before+after:
+	case chat && r.InputTokens < before+after:
 		return nil, fmt.Sprintf("prompt length %d is shorter than the chat template's %d tokens", r.InputTokens, before+after)
-	case !s.opts.Chat && r.InputTokens < 1:
+	case !chat && r.InputTokens < 1:
 		return nil, "prompt length 0: a completions prompt needs at least one token"
 	case r.HashIDs != nil:
 		need := (r.InputTokens + s.opts.BlockSize - 1) / s.opts.BlockSize
@@ -333,21 +319,75 @@ func (s *Source) check(r *Record) ([]byte, string) {
 	return nil, ""
 }
 
-// forceOutput sets the member that caps the output of the API the body is
-// for (config.RecordedBodyFlavor: max_tokens, or the Responses API's
+// checkBody says why a recorded body cannot be sent to the target ("" when
+// it can), and returns the body to send: as recorded, or with its output
+// length forced.
+func (s *Source) checkBody(r *Record) ([]byte, string) {
+	if reason := s.otherAPI(r); reason != "" {
+		return nil, reason
+	}
+	if !s.opts.ForceOutputTokens || r.OutputTokens <= 0 {
+		return r.Body, ""
+	}
+	if r.OutputTokens > maxTokens {
+		return nil, fmt.Sprintf("output length %d is over the ceiling of %d tokens", r.OutputTokens, maxTokens)
+	}
+	b, err := forceOutput(r.Body, r.OutputTokens, s.opts.Flavor.BodyMaxTokens)
+	if err != nil {
+		return nil, "body: " + clip(err.Error(), maxReason)
+	}
+	return b, ""
+}
+
+// otherAPI says why a recorded body was not recorded for the target's API,
+// by the flavor facts: the API of the record's path
+// (config.RecordedPathFlavor), or, for a record without one, the API its
+// body's members tell (config.RecordedBodyFlavor), against the target's
+// flavor. "" when it was, or when a body without a path does not tell: it
+// is sent as it was, for the target's API.
+func (s *Source) otherAPI(r *Record) string {
+	target := s.opts.Flavor
+	if target.Path == "" {
+		return fmt.Sprintf("a recorded body is sent to an OpenAI API (%s); the target's flavor %q is none",
+			strings.Join(config.OpenAIFlavors(), ", "), target.Name)
+	}
+	speaks := fmt.Sprintf("the target speaks the %s API (%s)", target.Name, target.Path)
+	if r.Path != "" {
+		api, ok := config.RecordedPathFlavor(r.Path)
+		switch {
+		case !ok:
+			return fmt.Sprintf("recorded for %s, the path of no OpenAI API; %s", clip(r.Path, maxQuoted), speaks)
+		case api.Name != target.Name:
+			return fmt.Sprintf("recorded for %s, the %s API; %s", clip(r.Path, maxQuoted), api.Name, speaks)
+		}
+		return ""
+	}
+	var m map[string]json.RawMessage
+	if json.Unmarshal(r.Body, &m) != nil {
+		return "" // sent as it was: the target says what is wrong with it
+	}
+	api, told := config.RecordedBodyFlavor(func(member string) bool {
+		_, ok := m[member]
+		return ok
+	})
+	if told && api.Name != target.Name {
+		return fmt.Sprintf("recorded without a path, with a body of the %s API (by its members: %s, %s); %s",
+			api.Name, api.BodyPrompt, api.BodyMaxTokens, speaks)
+	}
+	return ""
+}
+
+// forceOutput sets capMember (the member that caps the output in the
+// body of the API the body is sent to: max_tokens, or the Responses API's
 // max_output_tokens) to n, and max_completion_tokens too when the body has
 // it, and ignore_eos to true.
-func forceOutput(body []byte, n int) ([]byte, error) {
+func forceOutput(body []byte, n int, capMember string) ([]byte, error) {
 	var m map[string]json.RawMessage
 	if err := json.Unmarshal(body, &m); err != nil {
 		return nil, err
 	}
 	v := json.RawMessage(fmt.Sprint(n))
-	api := config.RecordedBodyFlavor(func(member string) bool {
-		_, ok := m[member]
-		return ok
-	})
-	m[api.BodyMaxTokens] = v
+	m[capMember] = v
 	if _, ok := m["max_completion_tokens"]; ok {
 		m["max_completion_tokens"] = v
 	}
@@ -561,7 +601,7 @@ type Prompts struct{ s *Source }
 
 // Next returns the prompt of the arrival Schedule.Next last returned: for a
 // token-only record, a synthesised prompt of exactly its input length (the
-// chat template included when Options.Chat) and its output length; for a
+// chat template included when the target's flavor takes chat messages) and its output length; for a
 // recorded body, only the recorded output length (Request puts the body in).
 func (pr *Prompts) Next() prompt.Prompt {
 	a := &pr.s.cur

@@ -8,6 +8,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/infer-exporter/infer_exporter/internal/config"
 	"github.com/infer-exporter/infer_exporter/probe/client"
 	"github.com/infer-exporter/infer_exporter/probe/observation"
 )
@@ -181,7 +182,7 @@ func TestSynthesisExactLength(t *testing.T) {
 	for _, chat := range []bool{false, true} {
 		for _, n := range []int{4, 5, 17, 512, 1000} {
 			tr := &Trace{Records: []Record{{InputTokens: n, OutputTokens: 1, Line: 1}}}
-			s, err := NewSource(tr, Options{Chat: chat})
+			s, err := NewSource(tr, Options{Flavor: flavorOf(chat)})
 			if err != nil {
 				t.Fatal(err)
 			}
@@ -211,7 +212,7 @@ func TestMooncakeBlocks(t *testing.T) {
 		{Offset: 3, InputTokens: 48, OutputTokens: 1, HashIDs: []int64{4, 2, 3}, Line: 4},
 	}}
 	for _, chat := range []bool{false, true} {
-		s, err := NewSource(tr, Options{Chat: chat, BlockSize: b, MaxRate: 1e6})
+		s, err := NewSource(tr, Options{Flavor: flavorOf(chat), BlockSize: b, MaxRate: 1e6})
 		if err != nil {
 			t.Fatal(err)
 		}
@@ -264,11 +265,19 @@ func TestUnreplayable(t *testing.T) {
 		reason string
 	}{
 		{"zero output", Record{InputTokens: 5, OutputTokens: 0}, Options{}, "output length 0"},
-		{"shorter than the template", Record{InputTokens: 3, OutputTokens: 1}, Options{Chat: true}, "chat template"},
+		{"shorter than the template", Record{InputTokens: 3, OutputTokens: 1}, Options{Flavor: flavorOf(true)}, "chat template"},
 		{"hash ids short", Record{InputTokens: 1025, OutputTokens: 1, HashIDs: []int64{1, 2}}, Options{}, "needs 3 blocks"},
 		{"hash ids long", Record{InputTokens: 100, OutputTokens: 1, HashIDs: []int64{1, 2}}, Options{}, "needs 1 blocks"},
-		{"body for another API", Record{Body: []byte(`{}`), Path: "/v1/completions"}, Options{Chat: true}, "recorded for /v1/completions"},
-		{"body for an unknown path", Record{Body: []byte(`{}`), Path: "/generate"}, Options{}, "recorded for /generate"},
+		{"body for another API", Record{Body: []byte(`{}`), Path: "/v1/completions"}, Options{Flavor: flavorOf(true)},
+			"recorded for /v1/completions, the openai-completions API; the target speaks the openai-chat API (/chat/completions)"},
+		{"body for an unknown path", Record{Body: []byte(`{}`), Path: "/generate"}, Options{Flavor: flavorOf(false)},
+			"recorded for /generate, the path of no OpenAI API; the target speaks the openai-completions API (/completions)"},
+		{"chat body to a Responses target", Record{Body: []byte(`{}`), Path: "/v1/chat/completions"}, Options{Flavor: facts(t, "openai-responses")},
+			"recorded for /v1/chat/completions, the openai-chat API; the target speaks the openai-responses API (/responses)"},
+		{"Responses body to a chat target", Record{Body: []byte(`{}`), Path: "/v1/responses"}, Options{Flavor: flavorOf(true)},
+			"recorded for /v1/responses, the openai-responses API; the target speaks the openai-chat API (/chat/completions)"},
+		{"Responses body without a path to a chat target", Record{Body: []byte(`{"input":"hi"}`)}, Options{Flavor: flavorOf(true)},
+			`recorded without a path, with a body of the openai-responses API (by its members: input, max_output_tokens); the target speaks the openai-chat API`},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			good := Record{Offset: time.Second, InputTokens: 600, OutputTokens: 1, HashIDs: []int64{1, 2}, Line: 2, File: "x"}
@@ -294,6 +303,12 @@ func TestUnreplayable(t *testing.T) {
 			}
 		})
 	}
+	// A target of no OpenAI API takes no recorded body, whatever its path.
+	tr := &Trace{Name: "x", Records: []Record{{Body: []byte(`{}`), File: "x", Line: 3}}}
+	if _, err := NewSource(tr, Options{Flavor: facts(t, "tgi")}); err == nil ||
+		!strings.Contains(err.Error(), `x:3: a recorded body is sent to an OpenAI API (openai-chat, openai-completions, openai-responses); the target's flavor "tgi" is none`) {
+		t.Errorf("a body to a tgi target: %v", err)
+	}
 	if _, err := NewSource(tokenTrace(0, 10), Options{Start: time.Hour}); !errors.Is(err, ErrNoRecords) {
 		t.Errorf("empty window: %v", err)
 	}
@@ -318,7 +333,7 @@ func TestRequestCompletion(t *testing.T) {
 	body := `{"messages":[{"role":"user","content":"hi"}],"max_tokens":100,"stream":true}`
 	tr := &Trace{Records: []Record{{Body: []byte(body), OutputTokens: 9, Line: 1}}}
 	for _, force := range []bool{false, true} {
-		s, err := NewSource(tr, Options{ForceOutputTokens: force, Chat: true})
+		s, err := NewSource(tr, Options{ForceOutputTokens: force, Flavor: flavorOf(true)})
 		if err != nil {
 			t.Fatal(err)
 		}
@@ -338,19 +353,53 @@ func TestRequestCompletion(t *testing.T) {
 	}
 }
 
-// TestForceOutputResponses: a recorded Responses API body gets its output
-// length as max_output_tokens, the API's own field.
+// TestForceOutputResponses: a recorded Responses API body sent to a
+// Responses target gets its output length as max_output_tokens, the API's
+// own field, whatever else the body holds (the API's "prompt" is a prompt
+// template), with its path or without.
 func TestForceOutputResponses(t *testing.T) {
+	opts := Options{Flavor: facts(t, "openai-responses"), ForceOutputTokens: true}
 	for body, want := range map[string]string{
 		`{"input":"hi","stream":true}`:                                       `{"ignore_eos":true,"input":"hi","max_output_tokens":9,"stream":true}`,
 		`{"input":[{"role":"user","content":"hi"}],"max_output_tokens":100}`: `{"ignore_eos":true,"input":[{"role":"user","content":"hi"}],"max_output_tokens":9}`,
-		`{"prompt":"hi","input":"x"}`:                                        `{"ignore_eos":true,"input":"x","max_tokens":9,"prompt":"hi"}`,
+		`{"prompt":{"id":"pmpt_1"},"input":"x"}`:                             `{"ignore_eos":true,"input":"x","max_output_tokens":9,"prompt":{"id":"pmpt_1"}}`,
 	} {
-		got, err := forceOutput([]byte(body), 9)
-		if err != nil || string(got) != want {
-			t.Errorf("%s: %s %v, want %s", body, got, err, want)
+		for _, path := range []string{"/v1/responses", ""} {
+			tr := &Trace{Records: []Record{{Body: []byte(body), Path: path, OutputTokens: 9, Line: 1}}}
+			s, err := NewSource(tr, opts)
+			if err != nil {
+				t.Fatalf("%s at %q: %v", body, path, err)
+			}
+			s.Schedule().Next()
+			s.Prompts().Next()
+			req := &client.Request{}
+			s.Prompts().Request(0, req)
+			if string(req.RawBody) != want {
+				t.Errorf("%s at %q: %s, want %s", body, path, req.RawBody, want)
+			}
 		}
 	}
+}
+
+// flavorOf is the facts of the OpenAI chat flavor (chat) or completions
+// flavor.
+func flavorOf(chat bool) config.FlavorFacts {
+	name := config.Flavor("openai-completions")
+	if chat {
+		name = "openai-chat"
+	}
+	f, _ := name.Facts()
+	return f
+}
+
+// facts is the facts of the flavor name.
+func facts(t testing.TB, name config.Flavor) config.FlavorFacts {
+	t.Helper()
+	f, ok := name.Facts()
+	if !ok {
+		t.Fatalf("no flavor %q", name)
+	}
+	return f
 }
 
 type fakeRecorder struct {
