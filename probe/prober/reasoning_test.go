@@ -99,8 +99,8 @@ func TestReasoningMetrics(t *testing.T) {
 	}
 	m = parseMetrics(t, buf.String())
 	for k, v := range map[string]float64{
-		"probe_reasoning_tokens":        5 + 3 + 200,
-		"probe_hidden_reasoning_tokens": 200,
+		"probe_reasoning_tokens":                                   5 + 3 + 200,
+		"probe_hidden_reasoning_tokens":                            200,
 		`probe_request_time_per_output_token_seconds{request="4"}`: 0.02,
 	} {
 		if got := m.must(t, k); math.Abs(got-v) > 1e-9 {
