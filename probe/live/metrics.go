@@ -138,7 +138,7 @@ func NewMetrics(reg prometheus.Registerer) *Metrics {
 		hiddenReasoning: counterVec("hidden_reasoning_tokens_total",
 			"Reasoning tokens of successful requests that the server counted but did not stream; TPOT leaves them out.", labels),
 		tpot: histogram("time_per_output_token_seconds",
-			"Per request, (last byte - first token) / (output tokens - 1); requests with fewer than 2 output tokens are not observed.", tokenBuckets),
+			"Per request, (last byte - first token) / (output tokens - 1); with hidden reasoning, the streamed pace of the visible tokens.", tokenBuckets),
 		itl: histogram("inter_token_latency_seconds",
 			"Each gap between two consecutive content-bearing stream events, as read by the client.", tokenBuckets),
 		e2e: histogram("request_duration_seconds",
