@@ -36,26 +36,36 @@ func TestRecorderReasoning(t *testing.T) {
 	rc.observe(req(0.3, 0.35, 0.35, 0.5, observation.Success, 0, 0))   // no reasoning: TTFA = TTFT = 0.05
 	rc.observe(req(0.4, 0.5, 0, 0.7, observation.Disconnected, 0, 1))  // cut while reasoning: a TTFT, no TTFA, not counted
 	rc.observe(req(-0.5, -0.4, -0.3, -0.2, observation.Success, 9, 1)) // warm-up: not measured
+	// Hidden reasoning: 200 tokens counted, none streamed; 20 visible
+	// tokens 20 ms apart. It reasoned, by the rule of the live metrics
+	// and /probe (observation.Request.Reasoning), and its TPOT is its
+	// visible pace.
+	hidden := &observation.Request{Scheduled: at(0.5), Sent: at(0.5), FirstToken: at(0.6), FirstAnswer: at(0.6), End: at(0.985),
+		Outcome: observation.Success, OutputTokens: 220, ReasoningTokens: 200, ContentEvents: 20, TokenSource: observation.TokensFromUsage}
+	for i := range 20 {
+		hidden.TokenTimes = append(hidden.TokenTimes, at(0.6+0.02*float64(i)))
+	}
+	rc.observe(hidden)
 	st, _ := rc.finish(1, 0)
 
-	if st.TTFT.Count != 4 || st.TTFA.Count != 3 {
-		t.Fatalf("TTFT %d values, TTFA %d; want 4 and 3", st.TTFT.Count, st.TTFA.Count)
+	if st.TTFT.Count != 5 || st.TTFA.Count != 4 {
+		t.Fatalf("TTFT %d values, TTFA %d; want 5 and 4", st.TTFT.Count, st.TTFA.Count)
 	}
-	if math.Abs(st.TTFA.Min-0.05) > 1e-9 || math.Abs(st.TTFA.P50-0.2) > 1e-9 || math.Abs(st.TTFA.Max-0.4) > 1e-9 {
-		t.Errorf("TTFA %+v, want min 0.05, p50 0.2, max 0.4", st.TTFA)
+	if math.Abs(st.TTFA.Min-0.05) > 1e-9 || math.Abs(st.TTFA.Max-0.4) > 1e-9 {
+		t.Errorf("TTFA %+v, want min 0.05, max 0.4", st.TTFA)
 	}
-	if st.ReasoningTokens != 31 || st.ReasoningRequests != 2 {
-		t.Errorf("reasoning %d tokens over %d requests, want 30 + 1 over 2", st.ReasoningTokens, st.ReasoningRequests)
+	if st.ReasoningTokens != 231 || st.ReasoningRequests != 3 {
+		t.Errorf("reasoning %d tokens over %d requests, want 30 + 1 + 200 over 3", st.ReasoningTokens, st.ReasoningRequests)
 	}
-	if got := st.Figure("ttfa_p50"); math.Abs(got-0.2) > 1e-9 {
-		t.Errorf(`Figure("ttfa_p50") = %v`, got)
+	if math.Abs(st.TPOT.Max-0.4) > 1e-9 || math.Abs(st.TPOT.Min-0.02) > 1e-9 {
+		t.Errorf("TPOT %+v, want min the hidden request's 0.02, max 0.4", st.TPOT)
 	}
 
 	// Over repeats: medians, as for every figure.
 	other := st
 	other.ReasoningTokens, other.TTFA.P50 = 41, 0.3
 	m := medianStats([]report.Stats{st, other, other})
-	if m.ReasoningTokens != 41 || m.TTFA.P50 != 0.3 || m.ReasoningRequests != 2 {
+	if m.ReasoningTokens != 41 || m.TTFA.P50 != 0.3 || m.ReasoningRequests != 3 {
 		t.Errorf("median: %d reasoning tokens, %d requests, TTFA p50 %v", m.ReasoningTokens, m.ReasoningRequests, m.TTFA.P50)
 	}
 }

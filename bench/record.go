@@ -656,8 +656,11 @@ func (rc *recorder) countMeasured(obs *observation.Request, rec *report.Record, 
 		if obs.ToolCallCheck != "" {
 			rc.toolCallChecks[obs.ToolCallCheck]++
 		}
-		rc.reasoningTokens += reasoningTokens(obs)
-		if obs.ReasoningEvents > 0 {
+		// The one rule of the live metrics and /probe
+		// (observation.Request.Reasoning): a request whose reasoning
+		// was hidden reasoned too.
+		rc.reasoningTokens += obs.Reasoning()
+		if obs.Reasoning() > 0 {
 			rc.reasoningRequests++
 		}
 	}
@@ -829,16 +832,6 @@ func (rc *recorder) load(k int) stability.Load {
 		l.Dropped += winAt(rc.winCapDropped, w)
 	}
 	return l
-}
-
-// reasoningTokens is a request's reasoning tokens: the server's count when
-// it sent one, else its content events that carried reasoning only (as
-// probe_reasoning_tokens counts them).
-func reasoningTokens(o *observation.Request) int {
-	if o.ReasoningTokens > 0 {
-		return o.ReasoningTokens
-	}
-	return o.ReasoningEvents
 }
 
 // windowMedians returns the median E2E of successful measured requests that

@@ -106,7 +106,8 @@
 // controls, ignore_eos and min_tokens (vLLM's /v1/responses has neither).
 // A call's arguments and a text.format answer are a JSON document its
 // schema accepts, spread over the answer tokens (structured.go), cut by
-// invalid_structured as for chat; a call's name is no token. Streamed, each event is an
+// invalid_structured as for chat; a call's name is its first answer token,
+// as chat's is. Streamed, each event is an
 // "event: <type>" line and a "data:" line whose JSON has that "type", the
 // next "sequence_number" from 0 and a sim_emit_unix_nano, then a blank
 // line: response.created and response.in_progress, written before the
@@ -115,9 +116,10 @@
 // response.reasoning_text.delta per reasoning token, its .done, the part's
 // and the item's done events; then the answer's item: a message with one
 // response.output_text.delta per token, or, for a request with tools, a
-// function_call item (named at its output_item.added) with one
-// response.function_call_arguments.delta per token (every answer token is
-// an arguments delta, so that each generated token is one delta); its done
+// function_call item, whose output_item.added names it and is the first
+// answer token, then one response.function_call_arguments.delta per token
+// (so that each generated token is one event; a call of a single answer
+// token has its added event and one delta with the whole arguments); its done
 // events, which repeat the text (without pad_content_bytes' padding); and
 // response.completed, or response.incomplete with incomplete_details
 // {"reason": "max_output_tokens"} when the generation ended at its length,

@@ -22,7 +22,9 @@ import (
 // answered with a call of the first tool, or of the one tool_choice names:
 // output_item.added names it, then its arguments, a document its
 // parameters accept (structured.go), are spread over the answer's tokens
-// as function_call_arguments.delta events; the name is no token. A request
+// as function_call_arguments.delta events after the name, which is the
+// answer's first token, as chat's name delta is (with a single answer
+// token, the name and the whole arguments share it). A request
 // whose text.format is json_schema or json_object is answered with such a
 // document as its output text. The InvalidStructured fault cuts either
 // document by its last byte, as for chat.
@@ -268,15 +270,23 @@ type responsesProto struct {
 	doc               []byte
 	invalidStructured float64
 	pieces            [][]byte
+	// nameToken: the call's name is an answer token of its own, the
+	// first, as chat's is; false with a single answer token, which then
+	// carries the name and the whole arguments.
+	nameToken bool
 }
 
 // setParams keeps the request's parameters and, once its length is drawn,
-// spreads its document over its answer tokens: those after the reasoning
-// (a call's name is no token here, unlike chat's).
+// spreads its document over its answer tokens: those after the reasoning,
+// and after a call's name.
 func (r *responsesProto) setParams(p *genParams) {
 	r.p, r.promptLen = p, len(p.ids)
+	n := p.target - p.reasoningOf(p.target)
+	if r.nameToken = r.toolName != nil && n >= 2; r.nameToken {
+		n--
+	}
 	if r.doc != nil {
-		if n := p.target - p.reasoningOf(p.target); n > 0 {
+		if n > 0 {
 			r.pieces = docPieces(breakDoc(r.doc, p.key, r.invalidStructured), n)
 		}
 	}
@@ -285,7 +295,14 @@ func (r *responsesProto) setParams(p *genParams) {
 // piece is the text of token i: a piece of the document for an answer
 // token when there is one, else the generated word.
 func (r *responsesProto) piece(i int) string {
-	if k := i - r.p.reasoning; r.pieces != nil && k >= 0 && k < len(r.pieces) {
+	k := i - r.p.reasoning
+	if r.nameToken {
+		if k == 0 {
+			return "" // the name's token, in its output_item.added
+		}
+		k--
+	}
+	if r.pieces != nil && k >= 0 && k < len(r.pieces) {
 		return string(r.pieces[k])
 	}
 	return outputPiece(r.p.key, i)
@@ -500,6 +517,9 @@ func (r *responsesProto) token(b []byte, i int, piece string, _ bool, _ string) 
 		b = r.itemEvent(b, "response.output_item.added", idx, func(b []byte) []byte { return r.answerItem(b, i, i, "in_progress") })
 		if r.toolName == nil {
 			b = r.partEvent(b, "response.content_part.added", "msg_", idx, "output_text", func(b []byte) []byte { return b })
+		}
+		if r.nameToken {
+			return b // the call's name is this token
 		}
 	}
 	if r.toolName != nil {

@@ -609,13 +609,6 @@ func (s *stream) frame(ch *Chunk, at time.Time) bool {
 			return true
 		}
 	}
-	if len(ch.ToolCallName) > 0 && s.r.KeepText {
-		// A call's name, in a frame of its own (the Responses API):
-		// kept before its arguments, and not a token.
-		if !s.keep(at, nil, ch.ToolCallName) {
-			return true
-		}
-	}
 	if ch.HasUsage {
 		s.haveUsage = true
 		s.usagePrompt = max(s.usagePrompt, ch.PromptTokens)

@@ -61,17 +61,12 @@ type Chunk struct {
 	Reasoning []byte
 	// ToolCall is tool-call text carried by this frame: the name and the
 	// arguments of the calls the model generated (OpenAI tool_calls
-	// deltas, Ollama message.tool_calls). A tool call is the model's
+	// deltas, Ollama message.tool_calls; in the Responses API a call's
+	// name opens it in response.output_item.added, its arguments follow
+	// in deltas). A tool call is the model's
 	// answer: it counts for the first token, the first answer and token
 	// times, but it is not answer text.
 	ToolCall []byte
-	// ToolCallName is tool-call text that is not a token: the name of a
-	// call that a frame of its own opens, before the tokens of its
-	// arguments (the Responses API's response.output_item.added). It is
-	// kept with the tool-call text (KeepText), ahead of the arguments that
-	// follow, and counts for nothing else: not a content event, not the
-	// first token.
-	ToolCallName []byte
 	// HasUsage says the frame carried a token count; PromptTokens and
 	// CompletionTokens are then the server's cumulative counts.
 	HasUsage         bool

@@ -34,18 +34,18 @@ import (
 //     response.reasoning_summary_text.delta reasoning text
 //     (Chunk.Reasoning); response.function_call_arguments.delta and
 //     response.custom_tool_call_input.delta tool-call text
-//     (Chunk.ToolCall). Every other kind carries no token: the .done
-//     events and response.output_item.done repeat text already streamed,
-//     and response.output_item.added names a call whose arguments follow
-//     in deltas (vLLM writes it in the same instant as the first one).
+//     (Chunk.ToolCall). The .done events and response.output_item.done
+//     carry no token: they repeat text already streamed.
 //   - response.output_item.added's "item", an object or null (another
 //     type cannot be read), whose "type" is function_call or
 //     custom_tool_call (a string or null; of another type the event cannot
 //     be read), gives the call's "name" (a string or null; of another type
-//     the event cannot be read) as tool-call text that is not a token
-//     (Chunk.ToolCallName): kept before the call's arguments, so that the
-//     kept text is each call's name then its arguments, as chat's is. The
-//     "item" of another kind of event is not read.
+//     the event cannot be read) as tool-call text (Chunk.ToolCall), a
+//     token as chat's name delta is: the model generated the name before
+//     the arguments that follow, and chat streams it in a chunk of its
+//     own (tool_calls[].function.name), so that the same answer has the
+//     same first answer token and the same tool-call events through
+//     either API. The "item" of another kind of event is not read.
 //   - response.completed and response.incomplete end the stream
 //     (Chunk.Done): the answer is whole, or cut where the server stopped it
 //     (max_output_tokens reached, a content filter), as a chat answer that
@@ -222,7 +222,7 @@ func (c *responsesChunk) decodeEvent(data []byte, name string, out *Chunk) error
 	return nil
 }
 
-// callName sets out.ToolCallName from a response.output_item.added event's
+// callName sets out.ToolCall from a response.output_item.added event's
 // item: the name of the call it opens, if it opens one.
 func (c *responsesChunk) callName(data []byte, out *Chunk) error {
 	if c.itemState == slotBad || c.itemType.state == slotBad {
@@ -236,7 +236,7 @@ func (c *responsesChunk) callName(data []byte, out *Chunk) error {
 		if c.itemName.state == slotBad {
 			return &ProtocolError{Msg: "unreadable event " + excerpt(data), Err: errWrongType}
 		}
-		out.ToolCallName = c.itemName.buf
+		out.ToolCall = c.itemName.buf
 	}
 	return nil
 }

@@ -13,7 +13,6 @@ import (
 type decodedResp struct {
 	Err                          bool
 	Content, Reasoning, ToolCall string
-	ToolCallName                 string
 	HasUsage                     bool
 	Prompt, Completion           int
 	ReasoningTokens              int
@@ -196,7 +195,7 @@ func responsesOracle(data []byte, name string, body bool) decodedResp {
 			if !text(item, "type", &typ) {
 				return bad
 			}
-			if (typ == "function_call" || typ == "custom_tool_call") && !text(item, "name", &out.ToolCallName) {
+			if (typ == "function_call" || typ == "custom_tool_call") && !text(item, "name", &out.ToolCall) {
 				return bad
 			}
 		default:
@@ -228,7 +227,7 @@ func scanResponses(c *responsesChunk, data []byte, name string, body bool) decod
 	}
 	return decodedResp{
 		Content: string(ch.Content), Reasoning: string(ch.Reasoning), ToolCall: string(ch.ToolCall),
-		ToolCallName: string(ch.ToolCallName), HasUsage: ch.HasUsage, Prompt: ch.PromptTokens, Completion: ch.CompletionTokens,
+		HasUsage: ch.HasUsage, Prompt: ch.PromptTokens, Completion: ch.CompletionTokens,
 		ReasoningTokens: ch.ReasoningTokens, Done: ch.Done,
 	}
 }

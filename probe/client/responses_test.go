@@ -84,7 +84,7 @@ func TestResponsesStreams(t *testing.T) {
 		source            observation.TokenSource
 		text              string
 		// calls is the kept tool-call text: each call's name (from its
-		// output_item.added, not a token) then its arguments.
+		// output_item.added, a token) then its arguments.
 		calls string
 		tpot  bool
 	}{
@@ -130,15 +130,15 @@ func TestResponsesStreams(t *testing.T) {
 		},
 		{
 			// Hand-written, vLLM's shape of a call: output_item.added
-			// (tick 4) names the function and carries no token; the
-			// argument deltas (5, 6) are the tokens; a tool call is the
-			// first answer and no answer text.
+			// (tick 4) names the function, a token as chat's name
+			// delta is; the argument deltas (5, 6) follow; a tool call
+			// is the first answer and no answer text.
 			name: "function call", contentType: "text/event-stream",
 			body: func(*testing.T) string {
 				return respStart + callAdded + args + respEvent("response.function_call_arguments.done", `"item_id":"fc_1","name":"get_weather","arguments":"{\"city\":\"Paris\"}"`) +
-					respEnd("response.completed", 20, 2, 0)
+					respEnd("response.completed", 20, 3, 0)
 			},
-			first: 5, answer: 5, kinds: "tt", end: 8, prompt: 20, output: 2, source: observation.TokensFromUsage, tpot: true,
+			first: 4, answer: 4, kinds: "ttt", end: 8, prompt: 20, output: 3, source: observation.TokensFromUsage, tpot: true,
 			calls: `get_weather{"city":"Paris"}`,
 		},
 		{
@@ -148,12 +148,12 @@ func TestResponsesStreams(t *testing.T) {
 			// (4) naming "search", 15 argument deltas (5-19), its
 			// arguments.done and output_item.done, the second call's
 			// output_item.added (22) naming "weather", 5 deltas (23-27),
-			// its done events, completed (30) with usage 92 + 52. The
-			// names are kept before their arguments and are no tokens:
-			// 20 tool-call events.
+			// its done events, completed (30) with usage 92 + 52. Each
+			// name is a token, kept before its arguments: 22 tool-call
+			// events, the first at tick 4.
 			name: "openai recorded function calls", contentType: "text/event-stream",
 			body:  func(t *testing.T) string { return readTestdata(t, "openai_responses_function_call_stream.sse") },
-			first: 5, answer: 5, kinds: strings.Repeat("t", 20), end: 30, prompt: 92, output: 52, source: observation.TokensFromUsage, tpot: true,
+			first: 4, answer: 4, kinds: strings.Repeat("t", 22), end: 30, prompt: 92, output: 52, source: observation.TokensFromUsage, tpot: true,
 			calls: `search{"query":"Detroit Tigers game time October 6, 2023"}weather{"city":"Detroit"}`,
 		},
 		{
@@ -486,8 +486,8 @@ func TestResponsesDecodeAllocates(t *testing.T) {
 	var ch Chunk
 	allocs := testing.AllocsPerRun(100, func() {
 		ch.Reset()
-		if err := c.decodeEvent(added, "response.output_item.added", &ch); err != nil || string(ch.ToolCallName) != "get_weather" {
-			t.Fatal(err, string(ch.ToolCallName))
+		if err := c.decodeEvent(added, "response.output_item.added", &ch); err != nil || string(ch.ToolCall) != "get_weather" {
+			t.Fatal(err, string(ch.ToolCall))
 		}
 		ch.Reset()
 		if err := c.decodeEvent(ev, "response.function_call_arguments.delta", &ch); err != nil || len(ch.ToolCall) == 0 {
@@ -522,8 +522,8 @@ func readTestdataFile(f *testing.F, file string) []byte {
 	return b
 }
 
-// TestResponsesCallNameBound: a call's name, kept though it is no token,
-// counts against the bound on kept text (Request.MaxTextBytes) as the
+// TestResponsesCallNameBound: a call's name, a token kept before its
+// arguments, counts against the bound on kept text (Request.MaxTextBytes) as the
 // arguments do; without KeepText nothing is kept.
 func TestResponsesCallNameBound(t *testing.T) {
 	body := respEvent("response.output_item.added", `"output_index":0,"item":{"type":"function_call","name":"get_weather","arguments":""}`) +
@@ -541,10 +541,10 @@ func TestResponsesCallNameBound(t *testing.T) {
 		calls    string
 		contents int
 	}{
-		{"kept", true, 13, observation.Success, "get_weather{}", 1},
-		{"name over the bound", true, 10, observation.StreamError, "", 0},
-		{"arguments over the bound", true, 12, observation.StreamError, "get_weather", 1},
-		{"not kept", false, 1, observation.Success, "", 1},
+		{"kept", true, 13, observation.Success, "get_weather{}", 2},
+		{"name over the bound", true, 10, observation.StreamError, "", 1},
+		{"arguments over the bound", true, 12, observation.StreamError, "get_weather", 2},
+		{"not kept", false, 1, observation.Success, "", 2},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			obs := observation.Request{Scheduled: t0}

@@ -88,6 +88,7 @@ type Metrics struct {
 	ttft, tpot, itl, e2e, lag *prometheus.HistogramVec
 	ttfa                      *prometheus.HistogramVec
 	reasoningTokens           *prometheus.CounterVec
+	hiddenReasoning           *prometheus.CounterVec
 
 	promptTokens, completionTokens *prometheus.CounterVec
 	requests, dropped, goodput     *prometheus.CounterVec
@@ -133,9 +134,11 @@ func NewMetrics(reg prometheus.Registerer) *Metrics {
 		ttfa: histogram("time_to_first_answer_token_seconds",
 			"Time from a request's scheduled send instant to its first answer (not reasoning) token, observed when it arrives.", latencyBuckets),
 		reasoningTokens: counterVec("reasoning_tokens_total",
-			"Reasoning tokens of successful requests, as the server's usage reports them (completion_tokens_details.reasoning_tokens).", labels),
+			"Reasoning tokens of successful requests: the server's usage count, else content events of reasoning only.", labels),
+		hiddenReasoning: counterVec("hidden_reasoning_tokens_total",
+			"Reasoning tokens of successful requests that the server counted but did not stream; TPOT leaves them out.", labels),
 		tpot: histogram("time_per_output_token_seconds",
-			"Per request, (last byte - first token) / (output tokens - 1); requests with fewer than 2 output tokens are not observed.", tokenBuckets),
+			"Per request, (last byte - first token) / (output tokens - 1); with hidden reasoning, the streamed pace of the visible tokens.", tokenBuckets),
 		itl: histogram("inter_token_latency_seconds",
 			"Each gap between two consecutive content-bearing stream events, as read by the client.", tokenBuckets),
 		e2e: histogram("request_duration_seconds",
@@ -194,7 +197,7 @@ func NewMetrics(reg prometheus.Registerer) *Metrics {
 	reg.MustRegister(exemplarVec{m.ttft}, exemplarVec{m.tpot}, exemplarVec{m.itl}, exemplarVec{m.e2e}, m.lag,
 		m.promptTokens, m.completionTokens, m.requests, m.dropped, m.goodput, m.tokenSource, m.clamped, m.checks,
 		m.inFlight, m.maxInFlight, m.rate, m.maxRate, m.lagP99, m.degraded, m.state, m.clientInfo,
-		m.streamed, m.stalls, m.stalled, m.oldestAge, m.ttfa, m.reasoningTokens, m.httpErrors,
+		m.streamed, m.stalls, m.stalled, m.oldestAge, m.ttfa, m.reasoningTokens, m.hiddenReasoning, m.httpErrors,
 		m.sloThreshold, m.sloRequests, m.usageNotBelieved)
 	m.replay = newReplayMetrics(reg)
 	m.sessions = newSessionMetrics(reg)
@@ -226,6 +229,7 @@ type Series struct {
 	streamedContent, streamedReason prometheus.Counter
 	streamedToolCall                prometheus.Counter
 	stalls, reasoningTokens         prometheus.Counter
+	hiddenReasoning                 prometheus.Counter
 	stalled, oldestAge              prometheus.Gauge
 	ttfa                            prometheus.Observer
 	slo                             config.SLO
@@ -282,6 +286,7 @@ func (m *Metrics) Series(target, model, name string, slo config.SLO) *Series {
 		streamedReason:   m.streamed.WithLabelValues(with(lv, kindReasoning)...),
 		streamedToolCall: m.streamed.WithLabelValues(with(lv, kindToolCall)...),
 		reasoningTokens:  m.reasoningTokens.WithLabelValues(lv...),
+		hiddenReasoning:  m.hiddenReasoning.WithLabelValues(lv...),
 		ttfa:             m.ttfa.WithLabelValues(lv...),
 		stalls:           m.stalls.WithLabelValues(lv...),
 		stalled:          m.stalled.WithLabelValues(lv...),
@@ -330,7 +335,7 @@ func (s *Series) Delete() {
 		s.m.ttft, s.m.tpot, s.m.itl, s.m.e2e, s.m.lag, s.m.promptTokens, s.m.completionTokens,
 		s.m.requests, s.m.dropped, s.m.goodput, s.m.tokenSource, s.m.clamped, s.m.checks, s.m.inFlight,
 		s.m.maxInFlight, s.m.rate, s.m.maxRate, s.m.degraded, s.m.lagP99, s.m.state, s.m.clientInfo,
-		s.m.streamed, s.m.stalls, s.m.stalled, s.m.oldestAge, s.m.ttfa, s.m.reasoningTokens, s.m.httpErrors,
+		s.m.streamed, s.m.stalls, s.m.stalled, s.m.oldestAge, s.m.ttfa, s.m.reasoningTokens, s.m.hiddenReasoning, s.m.httpErrors,
 		s.m.sloThreshold, s.m.sloRequests, s.m.usageNotBelieved)
 	s.m.replay.delete(match)
 	s.m.sessions.delete(match)
@@ -507,7 +512,8 @@ func (s *Series) Observe(o *observation.Request) {
 		s.judge(sloTPOT, tpot, s.slo.TPOT)
 	}
 	s.promptTokens.Add(float64(o.PromptTokens))
-	s.reasoningTokens.Add(float64(o.ReasoningTokens))
+	s.reasoningTokens.Add(float64(o.Reasoning()))
+	s.hiddenReasoning.Add(float64(o.HiddenReasoning()))
 	s.completionTokens.Add(float64(o.OutputTokens))
 	if c := s.tokenSource[o.TokenSource]; c != nil {
 		c.Inc()

@@ -187,13 +187,62 @@ func (r *Request) E2E() (time.Duration, bool) {
 // event: the whole answer in a single event (a body the server did not
 // stream, or a stream that sent everything at once) shows no time between
 // its tokens, and dividing its end-minus-first by the token count would
-// report a TPOT of about zero. This is the one place the rule lives: the
-// live metrics, /probe and the bench report all ask TPOT.
+// report a TPOT of about zero.
+//
+// Reasoning the server counted but did not stream (HiddenReasoning: a
+// hosted model that hides it) was generated before the first streamed
+// token, so it is not in end - first token; dividing by it too would report
+// the streamed pace many times too fast (200 hidden tokens before 20
+// deltas 20 ms apart: 1.7 ms). TPOT is then the streamed pace: the time
+// from the first to the last content event over the visible tokens
+// (output less hidden reasoning) less one, and it is undefined with fewer
+// than two visible tokens. The hidden reasoning's time is in TTFT and
+// TTFA, which run to the first visible token.
+//
+// This is the one place the rule lives: the live metrics, /probe and the
+// bench report all ask TPOT.
 func (r *Request) TPOT() (time.Duration, bool) {
-	if r.FirstToken.IsZero() || r.End.IsZero() || r.OutputTokens < 2 || !r.timedTokens() {
+	if r.FirstToken.IsZero() || r.End.IsZero() || !r.timedTokens() {
+		return 0, false
+	}
+	if hidden := r.HiddenReasoning(); hidden > 0 {
+		visible := r.OutputTokens - hidden
+		if visible < 2 || len(r.TokenTimes) == 0 {
+			return 0, false
+		}
+		return r.TokenTimes[len(r.TokenTimes)-1].Sub(r.FirstToken) / time.Duration(visible-1), true
+	}
+	if r.OutputTokens < 2 {
 		return 0, false
 	}
 	return r.End.Sub(r.FirstToken) / time.Duration(r.OutputTokens-1), true
+}
+
+// Reasoning is the request's reasoning tokens, by the one rule that the
+// live metrics, /probe and the bench report all read: the server's count
+// (ReasoningTokens) when it sent one, else the content events that carried
+// reasoning only (ReasoningEvents: each at least a token, so a lower
+// bound where a server packs several into one event), so that a server
+// that streams its reasoning but does not count it (vLLM, Ollama) still
+// shows it. 0 for a request that did not reason, or hid a reasoning it
+// did not count.
+func (r *Request) Reasoning() int {
+	if r.ReasoningTokens > 0 {
+		return r.ReasoningTokens
+	}
+	return r.ReasoningEvents
+}
+
+// HiddenReasoning is the reasoning tokens the server counted but did not
+// stream: its count when no content event carried reasoning (OpenAI's
+// reasoning models on chat, or the Responses API without reasoning
+// summaries), else 0. They are output tokens without an event, generated
+// before the first visible one; TPOT leaves them out.
+func (r *Request) HiddenReasoning() int {
+	if r.ReasoningEvents > 0 {
+		return 0
+	}
+	return r.ReasoningTokens
 }
 
 // timedTokens reports whether the time between tokens was observed: false

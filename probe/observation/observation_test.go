@@ -88,3 +88,82 @@ func TestTTFA(t *testing.T) {
 		t.Error("no scheduled instant: TTFA defined")
 	}
 }
+
+// hiddenReasoning is a request to a model that hides its reasoning: 200
+// reasoning tokens the server counted but did not stream, then 20 visible
+// deltas 20 ms apart from 1 s, the usage chunk 5 ms after the last one:
+// 220 output tokens.
+func hiddenReasoning() Request {
+	r := Request{Scheduled: ms(0), Sent: ms(0), FirstToken: ms(1000), FirstAnswer: ms(1000),
+		Outcome: Success, OutputTokens: 220, ReasoningTokens: 200, TokenSource: TokensFromUsage, ContentEvents: 20}
+	for i := range 20 {
+		r.TokenTimes = append(r.TokenTimes, ms(1000+20*i))
+	}
+	r.End = ms(1000 + 20*19 + 5)
+	return r
+}
+
+// TestTPOTHiddenReasoning: reasoning the server counted but did not stream
+// is no part of the streamed pace. Before, the 200 hidden tokens divided
+// the visible stream's 385 ms: a TPOT of 1.76 ms for a 20 ms pace.
+func TestTPOTHiddenReasoning(t *testing.T) {
+	r := hiddenReasoning()
+	if d, ok := r.TPOT(); !ok || d != 20*time.Millisecond {
+		t.Errorf("hidden reasoning: TPOT = %v %v, want the visible pace of 20ms", d, ok)
+	}
+	if got := r.HiddenReasoning(); got != 200 {
+		t.Errorf("HiddenReasoning = %d, want 200", got)
+	}
+	if d, ok := r.TTFA(); !ok || d != time.Second {
+		t.Errorf("TTFA = %v %v, want the first visible token's 1s", d, ok)
+	}
+
+	// A window of token times (TokenWindow) keeps the last: the same pace.
+	windowed := r
+	windowed.TokenTimes = r.TokenTimes[15:]
+	if d, ok := windowed.TPOT(); !ok || d != 20*time.Millisecond {
+		t.Errorf("windowed token times: TPOT = %v %v, want 20ms", d, ok)
+	}
+
+	// One visible token after the hidden reasoning: no pace was seen.
+	oneVisible := r
+	oneVisible.OutputTokens = 201
+	if d, ok := oneVisible.TPOT(); ok {
+		t.Errorf("one visible token: TPOT = %v, want none", d)
+	}
+
+	// Reasoning streamed and counted: every token was streamed, the
+	// formula over the whole output holds, and none is hidden.
+	streamed := r
+	streamed.ReasoningEvents = 5
+	if got := streamed.HiddenReasoning(); got != 0 {
+		t.Errorf("streamed reasoning: HiddenReasoning = %d", got)
+	}
+	if d, ok := streamed.TPOT(); !ok || d != (385*time.Millisecond)/219 {
+		t.Errorf("streamed reasoning: TPOT = %v %v, want 385ms/219", d, ok)
+	}
+}
+
+// TestReasoningRule: the one rule for a request's reasoning tokens, which
+// the live metrics, /probe and the bench read: the server's count where it
+// sent one, else the reasoning events.
+func TestReasoningRule(t *testing.T) {
+	for _, tc := range []struct {
+		name           string
+		tokens, events int
+		want, hidden   int
+	}{
+		{"counted and streamed", 30, 7, 30, 0},
+		{"streamed, not counted", 0, 7, 7, 0},
+		{"counted, hidden", 200, 0, 200, 200},
+		{"no reasoning", 0, 0, 0, 0},
+	} {
+		r := Request{ReasoningTokens: tc.tokens, ReasoningEvents: tc.events}
+		if got := r.Reasoning(); got != tc.want {
+			t.Errorf("%s: Reasoning = %d, want %d", tc.name, got, tc.want)
+		}
+		if got := r.HiddenReasoning(); got != tc.hidden {
+			t.Errorf("%s: HiddenReasoning = %d, want %d", tc.name, got, tc.hidden)
+		}
+	}
+}

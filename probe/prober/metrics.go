@@ -123,6 +123,7 @@ var (
 	descGood     = prometheus.NewDesc("probe_goodput_requests", "The module's requests that succeeded and met every SLO threshold of the module.", nil, nil)
 	descTokens   = prometheus.NewDesc("probe_output_tokens", "Output tokens of the successful requests (the server's usage count, else content events).", nil, nil)
 	descReason   = prometheus.NewDesc("probe_reasoning_tokens", "Reasoning tokens of the successful requests: the server's usage count (reasoning_tokens), else content events of reasoning only.", nil, nil)
+	descHidden   = prometheus.NewDesc("probe_hidden_reasoning_tokens", "Reasoning tokens of the successful requests that the server counted but did not stream; TPOT leaves them out.", nil, nil)
 	descTPS      = prometheus.NewDesc("probe_output_tokens_per_second", "Output tokens of the successful requests divided by the time from the first of them sent to the last of them finished: the probe's output throughput.", nil, nil)
 
 	descTTFT = prometheus.NewDesc("probe_time_to_first_token_seconds", "Time to first token over the probe's requests that got one (exact nearest-rank quantiles; quantile 1 is the maximum).", nil, nil)
@@ -171,7 +172,7 @@ func (c resultCollector) Collect(ch chan<- prometheus.Metric) {
 	var ttft, ttfa, tpot, e2e, itl []float64
 	// The same figures with their requests' trace ids (exemplars.go).
 	ttftT, tpotT, itlT, e2eT := newTracedFigure(latencyBuckets), newTracedFigure(tokenBuckets), newTracedFigure(tokenBuckets), newTracedFigure(latencyBuckets)
-	reasoning := 0
+	reasoning, hidden := 0, 0
 	for i := range res.requests {
 		o := &res.requests[i]
 		codes[o.ErrorCode()]++
@@ -210,7 +211,8 @@ func (c resultCollector) Collect(ch chan<- prometheus.Metric) {
 			traced(&tpot, tpotT, d, o.End, descReqTPOT)
 		}
 		gauge(descReqTokens, float64(o.OutputTokens), idx)
-		reasoning += reasoningTokens(o)
+		reasoning += o.Reasoning()
+		hidden += o.HiddenReasoning()
 		if slo.Met(o, res.slo) {
 			good++
 		}
@@ -225,6 +227,7 @@ func (c resultCollector) Collect(ch chan<- prometheus.Metric) {
 	tokens, tps, ok := res.throughput()
 	gauge(descTokens, float64(tokens))
 	gauge(descReason, float64(reasoning))
+	gauge(descHidden, float64(hidden))
 	if ok {
 		gauge(descTPS, tps)
 	}
@@ -246,16 +249,6 @@ func (c resultCollector) Collect(ch chan<- prometheus.Metric) {
 		}
 		gauge(descKA, b2f(all))
 	}
-}
-
-// reasoningTokens is a request's reasoning tokens: the server's count when
-// it sent one, else the content events that carried reasoning only (one
-// event may carry more than one token).
-func reasoningTokens(o *observation.Request) int {
-	if o.ReasoningTokens > 0 {
-		return o.ReasoningTokens
-	}
-	return o.ReasoningEvents
 }
 
 // summary sends a summary of xs with exact quantiles; nothing when xs is

@@ -80,6 +80,34 @@ func TestReasoningMetrics(t *testing.T) {
 		t.Error("a request without an answer has a TTFA")
 	}
 
+	// A request whose 200 reasoning tokens were counted but hidden (20
+	// visible tokens 20 ms apart): both gauges count them, by the rule of
+	// the live metrics and the bench (observation.Request.Reasoning), and
+	// its TPOT is its visible pace.
+	hidden := observation.Request{Scheduled: at(0), Sent: at(0), FirstToken: at(1000), FirstAnswer: at(1000), End: at(1385),
+		Outcome: observation.Success, OutputTokens: 220, ReasoningTokens: 200, ContentEvents: 20, TokenSource: observation.TokensFromUsage}
+	for i := range 20 {
+		hidden.TokenTimes = append(hidden.TokenTimes, at(1000+20*i))
+	}
+	res.requests = append(res.requests, hidden)
+	reg = prometheus.NewPedanticRegistry()
+	reg.MustRegister(resultCollector{res})
+	mfs, _ = reg.Gather()
+	buf.Reset()
+	for _, mf := range mfs {
+		expfmt.MetricFamilyToText(&buf, mf)
+	}
+	m = parseMetrics(t, buf.String())
+	for k, v := range map[string]float64{
+		"probe_reasoning_tokens":                                   5 + 3 + 200,
+		"probe_hidden_reasoning_tokens":                            200,
+		`probe_request_time_per_output_token_seconds{request="4"}`: 0.02,
+	} {
+		if got := m.must(t, k); math.Abs(got-v) > 1e-9 {
+			t.Errorf("%s = %v, want %v", k, got, v)
+		}
+	}
+
 	// Without any request that reasoned the gauge is 0, and present.
 	res.requests = res.requests[2:3]
 	reg = prometheus.NewPedanticRegistry()
