@@ -490,8 +490,9 @@ func TestResponsesDecodeAllocates(t *testing.T) {
 			t.Fatal(err, string(ch.ToolCall))
 		}
 		ch.Reset()
-		if err := c.decodeEvent(ev, "response.function_call_arguments.delta", &ch); err != nil || len(ch.ToolCall) == 0 {
-			t.Fatal(err)
+		if err := c.decodeEvent(ev, "response.function_call_arguments.delta", &ch); err != nil || len(ch.ToolCall) == 0 ||
+			len(ch.Calls) != 1 || ch.Calls[0].Index != 0 || len(ch.Calls[0].ID) == 0 {
+			t.Fatal(err, ch.Calls)
 		}
 	})
 	if allocs != 0 {
