@@ -572,7 +572,7 @@ func (c *Client) readStream(ctx context.Context, dec Decoder, r *Request, obs *o
 	if r.KeepText {
 		// A Builder's String is its buffer, not a copy of it.
 		obs.Text = s.text.String()
-		obs.ToolCalls = s.calls.String()
+		obs.ToolCalls, obs.Calls = s.calls.result()
 	}
 }
 
@@ -583,8 +583,9 @@ type stream struct {
 	r   *Request
 	obs *observation.Request
 
-	text, calls strings.Builder
-	textLimit   int
+	text      strings.Builder
+	calls     callSet
+	textLimit int
 
 	usagePrompt, usageCompletion, usageReasoning int
 	haveUsage                                    bool
@@ -663,22 +664,26 @@ func (s *stream) token(ch *Chunk, at time.Time) bool {
 		r.Events.Content(obs)
 	}
 	if r.KeepText {
-		return s.keep(at, ch.Content, ch.ToolCall)
+		return s.keep(at, ch.Content, ch.ToolCall, ch.Calls)
 	}
 	return true
 }
 
-// keep keeps answer and tool-call text, or ends the stream at at when
-// they would pass the bound on kept text. The bound is checked before the
-// bytes are kept: a server that answers more than was asked for never
+// keep keeps answer and tool-call text (call, told apart by call in
+// parts), or ends the stream at at when they would pass the bound on kept
+// text, or begin more than MaxToolCalls calls. The bound is checked before
+// the bytes are kept: a server that answers more than was asked for never
 // holds more than textLimit of this process's memory.
-func (s *stream) keep(at time.Time, content, call []byte) bool {
-	if s.text.Len()+s.calls.Len()+len(content)+len(call) > s.textLimit {
+func (s *stream) keep(at time.Time, content, call []byte, parts []CallPart) bool {
+	if s.text.Len()+s.calls.bytes+len(content)+len(call) > s.textLimit {
 		s.fail(at, observation.StreamError, &ProtocolError{Msg: fmt.Sprintf("answer text over its bound of %d bytes", s.textLimit)})
 		return false
 	}
 	s.text.Write(content)
-	s.calls.Write(call)
+	if err := s.calls.add(parts); err != nil {
+		s.fail(at, observation.StreamError, err)
+		return false
+	}
 	return true
 }
 

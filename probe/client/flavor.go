@@ -67,6 +67,12 @@ type Chunk struct {
 	// answer: it counts for the first token, the first answer and token
 	// times, but it is not answer text.
 	ToolCall []byte
+	// Calls are the same tool-call text told apart by call: each part
+	// belongs to one call, named by its index or id, so that calls whose
+	// fragments alternate in a stream (parallel calls) are put together
+	// each from its own (callSet). Their names and arguments are, in
+	// order, the bytes of ToolCall. The slice is the decoder's.
+	Calls []CallPart
 	// HasUsage says the frame carried a token count; PromptTokens and
 	// CompletionTokens are then the server's cumulative counts.
 	HasUsage         bool
@@ -80,6 +86,25 @@ type Chunk struct {
 	// Done says the frame is the protocol's end marker (for OpenAI SSE,
 	// "data: [DONE]"; for a non-streamed JSON body, the body itself).
 	Done bool
+}
+
+// CallPart is one frame's part of a tool call: a fragment of a streamed
+// call, or a whole call.
+type CallPart struct {
+	// Index is the call's place in the answer (chat's
+	// tool_calls[].index, the Responses API's output_index); -1 when the
+	// frame does not say.
+	Index int
+	// ID names the call (chat's tool_calls[].id, sent with a call's first
+	// fragment; the Responses API's item id, sent with each); empty when
+	// the frame does not say.
+	ID []byte
+	// Name and Arguments are the part's text of the call's name and of
+	// its arguments.
+	Name, Arguments []byte
+	// Whole says the part is a call of its own, never a fragment of
+	// another: Ollama's calls, the items of a Responses body.
+	Whole bool
 }
 
 // Reset clears c for the next frame, keeping nothing that aliases a decoder.

@@ -152,6 +152,9 @@ type ollamaDecoder struct {
 	line []byte
 	last bool // the current line ended the body without its newline
 	f    ollamaFrame
+	// parts and calls are the frame's tool calls (Chunk.Calls).
+	parts callParts
+	calls []CallPart
 }
 
 func (d *ollamaDecoder) Next() error {
@@ -194,16 +197,25 @@ func (d *ollamaDecoder) Decode(c *Chunk) error {
 		c.Content = appendOptional(c.Content, m.Content)
 		c.Reasoning = appendOptional(c.Reasoning, m.Thinking)
 		c.ToolCall = c.ToolCall[:0]
+		d.parts.reset()
 		for _, tc := range m.ToolCalls {
 			if fn := tc.Function; fn != nil {
+				n := len(c.ToolCall)
 				c.ToolCall = appendOptional(c.ToolCall, fn.Name)
+				name := c.ToolCall[n:]
 				// The arguments object's JSON text is what the
 				// model generated.
-				if a := bytes.TrimSpace(fn.Arguments); len(a) > 0 && !bytes.Equal(a, []byte("null")) {
-					c.ToolCall = append(c.ToolCall, a...)
+				a := bytes.TrimSpace(fn.Arguments)
+				if len(a) == 0 || bytes.Equal(a, []byte("null")) {
+					a = nil
 				}
+				// Ollama sends each call whole.
+				d.parts.add(-1, nil, name, a, true)
+				c.ToolCall = append(c.ToolCall, a...)
 			}
 		}
+		d.calls = d.parts.appendTo(d.calls[:0])
+		c.Calls = d.calls
 	}
 	if !f.Done {
 		if d.last {

@@ -41,6 +41,12 @@ import (
 //     calls then function_call, then the message's, each call its name
 //     then its arguments: what the model generated, so that a stream whose
 //     answer is a tool call has its tokens timed like any other.
+//   - Each call's part of that text (Chunk.Calls) is, in the same order,
+//     its name and arguments with the tool call's "index" (an integer in
+//     [0, 1e9]; of another type or null, absent) and "id" (a string; of
+//     another type or null, absent), so that interleaved calls can be
+//     told apart. A function_call has neither. Neither makes a chunk
+//     unreadable: the text alone is a token.
 //   - The reasoning-token count is read apart from the usage flag: a usage
 //     object whose only count is completion_tokens_details.reasoning_tokens
 //     carries that count but no usage (Chunk.HasUsage stays false).
@@ -95,10 +101,16 @@ type textObject struct {
 	// fnCall is the state of the deprecated function_call; its text.
 	fnCall uint8
 	fn     []byte
+	// parts and fnParts are the same calls' parts, with their index and
+	// id (Chunk.Calls).
+	parts, fnParts callParts
 	// name and argument are the scratch of the tool call or
 	// function_call being read (the last of each key wins, so they are
-	// kept apart until its object ends).
+	// kept apart until its object ends), and index and id the tool
+	// call's.
 	name, argument textSlot
+	index          countSlot
+	id             textSlot
 }
 
 func (o *textObject) reset() {
@@ -109,6 +121,8 @@ func (o *textObject) reset() {
 	o.reasoning.reset()
 	o.toolCalls, o.calls = slotAbsent, o.calls[:0]
 	o.fnCall, o.fn = slotAbsent, o.fn[:0]
+	o.parts.reset()
+	o.fnParts.reset()
 }
 
 func (o *textObject) bad() bool {
@@ -127,6 +141,8 @@ type openAIChunk struct {
 
 	choicesBad                   bool
 	content, reasoning, toolCall []byte
+	parts                        callParts // the tool calls' parts
+	calls                        []CallPart
 	delta, message               textObject
 	text                         textSlot
 	usage                        usageSlots
@@ -151,6 +167,8 @@ func (c *openAIChunk) decode(data []byte, out *Chunk) error {
 		return &ProtocolError{Msg: "unreadable event " + excerpt(data), Err: errWrongType}
 	}
 	out.Content, out.Reasoning, out.ToolCall = c.content, c.reasoning, c.toolCall
+	c.calls = c.parts.appendTo(c.calls[:0])
+	out.Calls = c.calls
 	c.usage.set(out)
 	return nil
 }
@@ -162,6 +180,7 @@ func (c *openAIChunk) decode(data []byte, out *Chunk) error {
 func (c *openAIChunk) scan(data []byte) error {
 	c.choicesBad = false
 	c.content, c.reasoning, c.toolCall = c.content[:0], c.reasoning[:0], c.toolCall[:0]
+	c.parts.reset()
 	c.usage = usageSlots{}
 	c.errorPresent, c.errorRaw = false, nil
 	c.objectError, c.messageRaw = false, nil
@@ -251,6 +270,7 @@ func (c *openAIChunk) rawValue(depth int) ([]byte, error) {
 func (c *openAIChunk) scanChoices(depth int) error {
 	c.choicesBad = false
 	c.content, c.reasoning, c.toolCall = c.content[:0], c.reasoning[:0], c.toolCall[:0]
+	c.parts.reset()
 	switch c.peek() {
 	case 'n':
 		return c.literal("null")
@@ -330,6 +350,10 @@ func (c *openAIChunk) scanChoice(depth int) error {
 	c.toolCall = append(c.toolCall, c.delta.fn...)
 	c.toolCall = append(c.toolCall, c.message.calls...)
 	c.toolCall = append(c.toolCall, c.message.fn...)
+	c.parts.addAll(&c.delta.parts)
+	c.parts.addAll(&c.delta.fnParts)
+	c.parts.addAll(&c.message.parts)
+	c.parts.addAll(&c.message.fnParts)
 	return nil
 }
 
@@ -350,9 +374,11 @@ func (c *openAIChunk) scanTextObject(o *textObject, depth int) error {
 			return c.scanToolCalls(o, depth+1)
 		case "function_call":
 			o.fn = o.fn[:0]
+			o.fnParts.reset()
 			err := c.scanFunction(o, &o.fnCall, depth+1)
 			if err == nil && o.fnCall == slotValue {
 				o.fn = o.appendCall(o.fn)
+				o.fnParts.add(-1, nil, o.name.buf, o.argument.buf, false)
 			}
 			return err
 		}
@@ -365,6 +391,7 @@ func (c *openAIChunk) scanTextObject(o *textObject, depth int) error {
 // "arguments": ...}}, ...], each part optional in a delta.
 func (c *openAIChunk) scanToolCalls(o *textObject, depth int) error {
 	o.calls = o.calls[:0]
+	o.parts.reset()
 	switch c.peek() {
 	case 'n':
 		o.toolCalls = slotNull
@@ -394,11 +421,18 @@ func (c *openAIChunk) scanToolCalls(o *textObject, depth int) error {
 		var callState, fnState uint8
 		o.name.reset()
 		o.argument.reset()
+		o.index = countSlot{}
+		o.id.reset()
 		err = c.scanObject(&callState, depth+1, func(key []byte) error {
-			if string(key) != "function" {
-				return c.skipValue(depth + 1)
+			switch string(key) {
+			case "function":
+				return c.scanFunction(o, &fnState, depth+2)
+			case "index":
+				return c.scanCount(&o.index, depth+1)
+			case "id":
+				return c.scanText(&o.id, depth+1)
 			}
-			return c.scanFunction(o, &fnState, depth+2)
+			return c.skipValue(depth + 1)
 		})
 		if err != nil {
 			return err
@@ -407,6 +441,11 @@ func (c *openAIChunk) scanToolCalls(o *textObject, depth int) error {
 			o.toolCalls = slotBad
 		} else if fnState == slotValue {
 			o.calls = o.appendCall(o.calls)
+			index := -1
+			if o.index.state == slotValue {
+				index = o.index.v
+			}
+			o.parts.add(index, o.id.buf, o.name.buf, o.argument.buf, false)
 		}
 	}
 }

@@ -4,6 +4,7 @@ import (
 	"bytes"
 	"encoding/json"
 	"errors"
+	"fmt"
 	"math"
 	"os"
 	"strings"
@@ -14,9 +15,38 @@ import (
 type decoded struct {
 	Err                          bool
 	Content, Reasoning, ToolCall string
+	Calls                        string // the parts, as renderParts writes them
 	HasUsage                     bool
 	Prompt, Completion           int
 	ReasoningTokens              int
+}
+
+// renderPart writes one tool-call part for a comparison.
+func renderPart(index int, id, name, args string, whole bool) string {
+	return fmt.Sprintf("[%d %q %q %q %v]", index, id, name, args, whole)
+}
+
+// renderParts writes a chunk's tool-call parts for a comparison.
+func renderParts(parts []CallPart) string {
+	var b strings.Builder
+	for _, p := range parts {
+		b.WriteString(renderPart(p.Index, string(p.ID), string(p.Name), string(p.Arguments), p.Whole))
+	}
+	return b.String()
+}
+
+// oracleIndex reads a call's index by the documented rule: an integer in
+// [0, 1e9], else none (-1).
+func oracleIndex(v any) int {
+	n, ok := v.(json.Number)
+	if !ok {
+		return -1
+	}
+	f, err := n.Float64()
+	if err != nil || f < 0 || f > 1e9 || f != math.Trunc(f) {
+		return -1
+	}
+	return int(f)
 }
 
 // oracle reads a chunk the slow, obvious way: encoding/json into `any`, then
@@ -54,30 +84,41 @@ func oracle(data []byte) decoded {
 		return true
 	}
 	// function reads a tool call's function or a function_call: an object
-	// or null whose name and arguments are texts.
-	function := func(v any, dst *string) bool {
+	// or null whose name and arguments are texts; an object is a part of
+	// the call of that index and id.
+	function := func(v any, index int, id string, dst, parts *string) bool {
 		switch fn := v.(type) {
 		case nil:
 			return true
 		case map[string]any:
-			return text(fn, "name", dst) && text(fn, "arguments", dst)
+			var name, args string
+			if !text(fn, "name", &name) || !text(fn, "arguments", &args) {
+				return false
+			}
+			*dst += name + args
+			*parts += renderPart(index, id, name, args, false)
+			return true
 		}
 		return false
 	}
-	toolCalls := func(o map[string]any, dst *string) bool {
+	toolCalls := func(o map[string]any, dst, parts *string) bool {
 		switch calls := o["tool_calls"].(type) {
 		case nil:
 		case []any:
 			for _, el := range calls {
 				call, ok := el.(map[string]any)
-				if !ok || !function(call["function"], dst) {
+				if !ok {
+					return false
+				}
+				id, _ := call["id"].(string)
+				if !function(call["function"], oracleIndex(call["index"]), id, dst, parts) {
 					return false
 				}
 			}
 		default:
 			return false
 		}
-		return function(o["function_call"], dst)
+		return function(o["function_call"], -1, "", dst, parts)
 	}
 	switch ch := top["choices"].(type) {
 	case nil:
@@ -87,7 +128,7 @@ func oracle(data []byte) decoded {
 			if !ok {
 				return bad
 			}
-			var content, reasoning, toolCall string
+			var content, reasoning, toolCall, parts string
 			for _, k := range []string{"delta", "message"} {
 				switch o := choice[k].(type) {
 				case nil:
@@ -111,7 +152,7 @@ func oracle(data []byte) decoded {
 			}
 			for _, k := range []string{"delta", "message"} {
 				if o, ok := choice[k].(map[string]any); ok {
-					if !toolCalls(o, &toolCall) {
+					if !toolCalls(o, &toolCall, &parts) {
 						return bad
 					}
 				}
@@ -119,6 +160,7 @@ func oracle(data []byte) decoded {
 			out.Content += content
 			out.Reasoning += reasoning
 			out.ToolCall += toolCall
+			out.Calls += parts
 		}
 	default:
 		return bad
@@ -173,6 +215,7 @@ func scanChunk(c *openAIChunk, data []byte) decoded {
 	}
 	return decoded{
 		Content: string(ch.Content), Reasoning: string(ch.Reasoning), ToolCall: string(ch.ToolCall),
+		Calls:    renderParts(ch.Calls),
 		HasUsage: ch.HasUsage, Prompt: ch.PromptTokens, Completion: ch.CompletionTokens,
 		ReasoningTokens: ch.ReasoningTokens,
 	}
@@ -234,6 +277,12 @@ var chunkSeeds = []string{
 	`{"choices":[{"delta":{"function_call":[1]}}]}`,
 	`{"choices":[{"delta":{"refusal":1}}]}`,
 	`{"choices":[{"delta":{"tool_calls":[{"function":{"name":"\u0066n\ud800","arguments":"\"q\""}}]}}]}`,
+	// The index and id that tell interleaved calls apart: of a wrong type
+	// they are absent, never an unreadable chunk.
+	`{"choices":[{"delta":{"tool_calls":[{"index":1,"function":{"arguments":"{\"c"}},{"index":0,"function":{"arguments":"{\"d"}}]}}]}`,
+	`{"choices":[{"delta":{"tool_calls":[{"index":"1","id":7,"function":{"name":"a"}},{"index":1.5,"id":null,"function":{"name":"b"}},{"index":-1,"function":{"name":"c"}},{"index":null,"function":{"name":"d"}}]}}]}`,
+	`{"choices":[{"delta":{"tool_calls":[{"index":2,"index":1e0,"id":"x","id":"c\u0061ll_\ud800","function":{"name":"a"}},{"index":1000000001,"function":{"name":"b"}},{"index":{"x":1},"id":["y"],"function":{"name":"c"}}]}}]}`,
+	`{"choices":[{"delta":{"tool_calls":[{"index":0,"id":"a","function":{"name":"f"}}]}},{"message":{"tool_calls":[{"index":0,"id":"b","function":{"name":"g","arguments":"{}"}}],"function_call":{"name":"h"}}}]}`,
 	"{\"a\":\"\x01\"}", "{\"a\":\"\x7f\"}",
 	`{"choices":[{"delta":{"content":"\ud800\ud800\udc00"}}]}`,
 	`{"a":[1,2,{"b":[true,false,null,-0.5e+3]}],"choices":null}`,

@@ -46,6 +46,12 @@ import (
 //     own (tool_calls[].function.name), so that the same answer has the
 //     same first answer token and the same tool-call events through
 //     either API. The "item" of another kind of event is not read.
+//   - Each call's part of that text (Chunk.Calls) carries the event's
+//     "output_index" (an integer in [0, 1e9]; of another type or null,
+//     absent) and its call's id: the arguments' "item_id", the added
+//     item's "id" (a string; of another type or null, absent), so that
+//     interleaved calls can be told apart. Neither makes an event
+//     unreadable.
 //   - response.completed and response.incomplete end the stream
 //     (Chunk.Done): the answer is whole, or cut where the server stopped it
 //     (max_output_tokens reached, a content filter), as a chat answer that
@@ -68,8 +74,9 @@ import (
 //     item's content and summary parts (each part an object whose "text"
 //     and "refusal" are texts), a function_call's name then arguments and
 //     a custom_tool_call's name then input are answer, reasoning and
-//     tool-call text. The fields of an item of another type are not read,
-//     nor those its type does not use.
+//     tool-call text, each call a part of its own (Chunk.Calls). The fields
+//     of an item of another type are not read, nor those its type does
+//     not use.
 //   - "usage" as for an event's response.
 
 // eventKind is what an event's kind means to the probe.
@@ -161,8 +168,16 @@ type responsesChunk struct {
 	// state, its type and its name.
 	itemState          uint8
 	itemType, itemName textSlot
+	itemID             textSlot
+	// An event's "output_index" and "item_id": the call its arguments
+	// belong to.
+	outputIndex countSlot
+	eventItemID textSlot
 	// A body's output text by kind.
 	content, reasoning, toolCall []byte
+	// The tool calls' parts (Chunk.Calls).
+	parts callParts
+	calls []CallPart
 }
 
 // parse makes responsesChunk a frameParser: a body that was not streamed.
@@ -205,6 +220,7 @@ func (c *responsesChunk) decodeEvent(data []byte, name string, out *Chunk) error
 		dst = &out.Reasoning
 	case kindToolCall:
 		dst = &out.ToolCall
+		c.parts.add(c.index(), c.eventItemID.buf, nil, c.delta.buf, false)
 	case kindEnd:
 		out.Done = true
 	case kindItemAdded:
@@ -218,8 +234,18 @@ func (c *responsesChunk) decodeEvent(data []byte, name string, out *Chunk) error
 		}
 		*dst = c.delta.buf
 	}
+	c.calls = c.parts.appendTo(c.calls[:0])
+	out.Calls = c.calls
 	c.resp.usage.set(out)
 	return nil
+}
+
+// index is an event's output_index, -1 when it has none.
+func (c *responsesChunk) index() int {
+	if c.outputIndex.state == slotValue {
+		return c.outputIndex.v
+	}
+	return -1
 }
 
 // callName sets out.ToolCall from a response.output_item.added event's
@@ -237,6 +263,7 @@ func (c *responsesChunk) callName(data []byte, out *Chunk) error {
 			return &ProtocolError{Msg: "unreadable event " + excerpt(data), Err: errWrongType}
 		}
 		out.ToolCall = c.itemName.buf
+		c.parts.add(c.index(), c.itemID.buf, c.itemName.buf, nil, false)
 	}
 	return nil
 }
@@ -262,6 +289,8 @@ func (c *responsesChunk) decodeBody(data []byte, out *Chunk) error {
 		}
 	}
 	out.Content, out.Reasoning, out.ToolCall = c.content, c.reasoning, c.toolCall
+	c.calls = c.parts.appendTo(c.calls[:0])
+	out.Calls = c.calls
 	r.usage.set(out)
 	return nil
 }
@@ -283,9 +312,13 @@ func (c *responsesChunk) scan(data []byte, body bool) error {
 	c.itemState = slotAbsent
 	c.itemType.reset()
 	c.itemName.reset()
+	c.itemID.reset()
+	c.outputIndex = countSlot{}
+	c.eventItemID.reset()
 	c.top.reset()
 	c.resp.reset()
 	c.content, c.reasoning, c.toolCall = c.content[:0], c.reasoning[:0], c.toolCall[:0]
+	c.parts.reset()
 
 	if err := s.openDocument(data, errNotObject); err != nil {
 		return err
@@ -307,15 +340,22 @@ func (c *responsesChunk) scan(data []byte, body bool) error {
 			err = s.scanText(&c.typ, 1)
 		case string(key) == "delta":
 			err = s.scanText(&c.delta, 1)
+		case string(key) == "output_index":
+			err = s.scanCount(&c.outputIndex, 1)
+		case string(key) == "item_id":
+			err = s.scanText(&c.eventItemID, 1)
 		case string(key) == "item":
 			c.itemType.reset()
 			c.itemName.reset()
+			c.itemID.reset()
 			err = s.scanObject(&c.itemState, 2, func(key []byte) error {
 				switch string(key) {
 				case "type":
 					return s.scanText(&c.itemType, 2)
 				case "name":
 					return s.scanText(&c.itemName, 2)
+				case "id":
+					return s.scanText(&c.itemID, 2)
 				}
 				return s.skipValue(2)
 			})
@@ -364,6 +404,7 @@ func (c *responsesChunk) responseMember(r *responseFields, key []byte, depth int
 func (c *responsesChunk) scanOutput(r *responseFields, depth int) error {
 	s := &c.sc
 	c.content, c.reasoning, c.toolCall = c.content[:0], c.reasoning[:0], c.toolCall[:0]
+	c.parts.reset()
 	r.outputBad = false
 	// An element that is not an object makes outputState slotBad, which
 	// decodeBody reads as it reads outputBad.
@@ -422,12 +463,14 @@ func (c *responsesChunk) scanItem(r *responseFields, depth int) error {
 			return nil
 		}
 		c.toolCall = append(append(c.toolCall, it.name.buf...), it.arguments.buf...)
+		c.parts.add(-1, nil, it.name.buf, it.arguments.buf, true)
 	case "custom_tool_call":
 		if it.name.state == slotBad || it.input.state == slotBad {
 			r.outputBad = true
 			return nil
 		}
 		c.toolCall = append(append(c.toolCall, it.name.buf...), it.input.buf...)
+		c.parts.add(-1, nil, it.name.buf, it.input.buf, true)
 	}
 	return nil
 }

@@ -13,6 +13,7 @@ import (
 type decodedResp struct {
 	Err                          bool
 	Content, Reasoning, ToolCall string
+	Calls                        string // the parts, as renderParts writes them
 	HasUsage                     bool
 	Prompt, Completion           int
 	ReasoningTokens              int
@@ -140,10 +141,15 @@ func responsesOracle(data []byte, name string, body bool) decodedResp {
 					good = parts(item["content"], &out.Content)
 				case "reasoning":
 					good = parts(item["content"], &out.Reasoning) && parts(item["summary"], &out.Reasoning)
-				case "function_call":
-					good = text(item, "name", &out.ToolCall) && text(item, "arguments", &out.ToolCall)
-				case "custom_tool_call":
-					good = text(item, "name", &out.ToolCall) && text(item, "input", &out.ToolCall)
+				case "function_call", "custom_tool_call":
+					argsKey := "arguments"
+					if typ == "custom_tool_call" {
+						argsKey = "input"
+					}
+					var name, args string
+					good = text(item, "name", &name) && text(item, argsKey, &args)
+					out.ToolCall += name + args
+					out.Calls += renderPart(-1, "", name, args, true)
 				}
 				if !good {
 					return bad
@@ -177,6 +183,7 @@ func responsesOracle(data []byte, name string, body bool) decodedResp {
 	default:
 		return bad
 	}
+	index := oracleIndex(top["output_index"])
 	var dst *string
 	switch kind {
 	case "response.output_text.delta", "response.refusal.delta":
@@ -184,7 +191,13 @@ func responsesOracle(data []byte, name string, body bool) decodedResp {
 	case "response.reasoning_text.delta", "response.reasoning_summary_text.delta":
 		dst = &out.Reasoning
 	case "response.function_call_arguments.delta", "response.custom_tool_call_input.delta":
-		dst = &out.ToolCall
+		var delta string
+		if !text(top, "delta", &delta) {
+			return bad
+		}
+		id, _ := top["item_id"].(string)
+		out.ToolCall = delta
+		out.Calls = renderPart(index, id, "", delta, false)
 	case "response.completed", "response.incomplete":
 		out.Done = true
 	case "response.output_item.added":
@@ -195,8 +208,12 @@ func responsesOracle(data []byte, name string, body bool) decodedResp {
 			if !text(item, "type", &typ) {
 				return bad
 			}
-			if (typ == "function_call" || typ == "custom_tool_call") && !text(item, "name", &out.ToolCall) {
-				return bad
+			if typ == "function_call" || typ == "custom_tool_call" {
+				if !text(item, "name", &out.ToolCall) {
+					return bad
+				}
+				id, _ := item["id"].(string)
+				out.Calls = renderPart(index, id, out.ToolCall, "", false)
 			}
 		default:
 			return bad
@@ -227,6 +244,7 @@ func scanResponses(c *responsesChunk, data []byte, name string, body bool) decod
 	}
 	return decodedResp{
 		Content: string(ch.Content), Reasoning: string(ch.Reasoning), ToolCall: string(ch.ToolCall),
+		Calls:    renderParts(ch.Calls),
 		HasUsage: ch.HasUsage, Prompt: ch.PromptTokens, Completion: ch.CompletionTokens,
 		ReasoningTokens: ch.ReasoningTokens, Done: ch.Done,
 	}
@@ -240,6 +258,13 @@ var responsesSeeds = []string{
 	`{"type":"response.reasoning_text.delta","delta":"think"}`,
 	`{"type":"response.reasoning_summary_text.delta","delta":"**T**","summary_index":0}`,
 	`{"type":"response.function_call_arguments.delta","delta":"{\"x\":"}`,
+	`{"type":"response.function_call_arguments.delta","item_id":"fc_2","output_index":2,"delta":"{\"x\":"}`,
+	`{"type":"response.function_call_arguments.delta","item_id":5,"output_index":"2","delta":"1"}`,
+	`{"type":"response.function_call_arguments.delta","item_id":"a","item_id":null,"output_index":1.5,"output_index":3,"delta":"1"}`,
+	`{"type":"response.custom_tool_call_input.delta","item_id":"ct\u0031","output_index":-1,"delta":null}`,
+	`{"type":"response.output_item.added","output_index":0,"item":{"id":["x"],"type":"function_call","name":"f"}}`,
+	`{"type":"response.output_item.added","output_index":0,"item":{"id":"m","type":"message","name":"f"}}`,
+	`{"type":"response.output_text.delta","item_id":"msg_1","output_index":0,"delta":"x"}`,
 	`{"type":"response.custom_tool_call_input.delta","delta":"ls"}`,
 	`{"type":"response.output_text.done","text":"whole"}`,
 	`{"type":"response.output_item.added","item":{"type":"function_call","name":"f","arguments":""}}`,

@@ -351,7 +351,7 @@ func TestResponsesEventExamples(t *testing.T) {
 		"response.refusal.delta":                {Content: "refusal text so far"},
 		"response.reasoning_text.delta":         {Reasoning: "The"},
 		"response.reasoning_summary_text.delta": {Reasoning: "**Responding to a greeting**\n\nThe user just said, \"Hello!\" So, it seems I need to engage. I'll greet them back and offer help since they're looking to chat. I could say something like, \"Hello! How can I assist you today?\" That feels friendly and open. They didn't ask a specific question, so this approach will work well for starting a conversation. Let's see where it goes from there!"},
-		"response.custom_tool_call_input.delta": {ToolCall: "partial input text"},
+		"response.custom_tool_call_input.delta": {ToolCall: "partial input text", Calls: renderPart(0, "ctc_1234567890abcdef", "", "partial input text", false)},
 		"response.output_item.added":            {},
 		"response.completed":                    {Done: true, HasUsage: true},
 		"response.incomplete":                   {Done: true},
@@ -490,8 +490,9 @@ func TestResponsesDecodeAllocates(t *testing.T) {
 			t.Fatal(err, string(ch.ToolCall))
 		}
 		ch.Reset()
-		if err := c.decodeEvent(ev, "response.function_call_arguments.delta", &ch); err != nil || len(ch.ToolCall) == 0 {
-			t.Fatal(err)
+		if err := c.decodeEvent(ev, "response.function_call_arguments.delta", &ch); err != nil || len(ch.ToolCall) == 0 ||
+			len(ch.Calls) != 1 || ch.Calls[0].Index != 0 || len(ch.Calls[0].ID) == 0 {
+			t.Fatal(err, ch.Calls)
 		}
 	})
 	if allocs != 0 {

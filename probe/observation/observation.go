@@ -135,8 +135,13 @@ type Request struct {
 	// (known-answer checks).
 	Text string
 	// ToolCalls is the tool-call text the answer carried, each call's name
-	// then its arguments, kept with Text (a tool call is not answer text).
+	// then its arguments, in the order the calls began, kept with Text (a
+	// tool call is not answer text).
 	ToolCalls string
+	// Calls are the same calls one by one, each put together from its own
+	// fragments however they were interleaved; their texts are
+	// substrings of ToolCalls.
+	Calls []ToolCall
 	// StructuredCheck and ToolCallCheck are the validity of a structured
 	// answer and of a tool call (one of ValidityResults), set for a
 	// successful request whose workload asked for one (probe/validity); ""

@@ -32,14 +32,16 @@ func BenchmarkCheck(b *testing.B) {
 	item := `{"kind":"x","v":0},`
 	items := strings.Repeat(item, (64<<10)/len(item)-1) // 64 KiB: client.DefaultMaxTextBytes
 	for _, bc := range []struct {
-		name, kinds, text, calls, want string
+		name, kinds, text string
+		calls             []observation.ToolCall
+		want              string
 	}{
-		{"normal answer", answerSchema, `{"n": 42, "tags": ["red", "green", "blue"]}`, "", observation.Valid},
-		{"normal tool call", weatherTool, "", `get_weather{"city": "Paris", "days": 3}`, ""},
-		{"nested 9990, 20 KB", recursive, nested(9990, "0"), "", observation.InvalidJSON},
-		{"nested 128, the bound, valid", recursive, nested(128, ""), "", observation.Valid},
-		{"nested 128, the bound, not valid", recursive, nested(128, "0"), "", observation.SchemaMismatch},
-		{"64 KiB against a union of 30", union, "[" + strings.TrimSuffix(items, ",") + "]", "", observation.SchemaMismatch},
+		{"normal answer", answerSchema, `{"n": 42, "tags": ["red", "green", "blue"]}`, nil, observation.Valid},
+		{"normal tool call", weatherTool, "", calls("get_weather", `{"city": "Paris", "days": 3}`), ""},
+		{"nested 9990, 20 KB", recursive, nested(9990, "0"), nil, observation.InvalidJSON},
+		{"nested 128, the bound, valid", recursive, nested(128, ""), nil, observation.Valid},
+		{"nested 128, the bound, not valid", recursive, nested(128, "0"), nil, observation.SchemaMismatch},
+		{"64 KiB against a union of 30", union, "[" + strings.TrimSuffix(items, ",") + "]", nil, observation.SchemaMismatch},
 	} {
 		b.Run(bc.name, func(b *testing.B) {
 			c := kindsConfig(b, "http://127.0.0.1:1", "openai-chat", bc.kinds)
@@ -48,10 +50,14 @@ func BenchmarkCheck(b *testing.B) {
 				b.Fatal(err)
 			}
 			ctx := context.Background()
-			b.SetBytes(int64(len(bc.text) + len(bc.calls)))
+			n := len(bc.text)
+			for _, c := range bc.calls {
+				n += len(c.Name) + len(c.Arguments)
+			}
+			b.SetBytes(int64(n))
 			b.ReportAllocs()
 			for b.Loop() {
-				o := observation.Request{Outcome: observation.Success, Text: bc.text, ToolCalls: bc.calls}
+				o := observation.Request{Outcome: observation.Success, Text: bc.text, Calls: bc.calls}
 				k.Check(ctx, &o)
 				if o.StructuredCheck != bc.want {
 					b.Fatalf("%q, want %q", o.StructuredCheck, bc.want)

@@ -172,10 +172,10 @@ func (k *Kinds) Check(ctx context.Context, o *observation.Request) string {
 	}
 	defer k.slots.release()
 	var why []string
-	called := strings.TrimSpace(o.ToolCalls) != ""
+	called := callsAny(o.Calls)
 	if k.tools != nil {
 		var w string
-		o.ToolCallCheck, w = k.checkCalls(o.ToolCalls)
+		o.ToolCallCheck, w = k.checkCalls(o.Calls)
 		if w != "" {
 			why = append(why, "tool call: "+w)
 		}
@@ -257,93 +257,76 @@ func checkJSON(schema *jsonschema.Schema, text string) (string, string) {
 	return observation.Valid, ""
 }
 
-// checkCalls judges the tool-call text of an answer: each call's name then
-// its arguments, with nothing between (client.Chunk.ToolCall), in order.
-// callName tells the name from the arguments; the arguments are one JSON
-// object, read with a decoder, so that what follows it is the next call.
+// callsAny says whether an answer called a function: a call whose text
+// is more than white space.
+func callsAny(calls []observation.ToolCall) bool {
+	for _, c := range calls {
+		if strings.TrimSpace(c.Name) != "" || strings.TrimSpace(c.Arguments) != "" {
+			return true
+		}
+	}
+	return false
+}
+
+// checkCalls judges an answer's tool calls, each its name and its
+// arguments as the client put them together (observation.Request.Calls:
+// parallel calls whose fragments were interleaved are each whole). A call
+// names a declared function (a call whose fragments never named one is
+// unknown_tool too); its arguments are one JSON object, and nothing else.
 // Empty arguments, which some servers send for a function without
 // parameters, are the empty object; arguments that are not an object
-// (city=Paris, [1], "x") or do not parse are invalid_json, as the API
-// requires an object. The first call that is not valid decides; arguments
-// nested deeper than config.MaxAnswerDepth are invalid_json, unparsed, as
-// a structured answer is.
-func (k *Kinds) checkCalls(text string) (string, string) {
-	rest := strings.TrimSpace(text)
-	if rest == "" {
+// (city=Paris, [1], "x"), do not parse, or hold more than one value are
+// invalid_json, as the API requires an object. The first call that is not
+// valid decides; arguments nested deeper than config.MaxAnswerDepth are
+// invalid_json, unparsed, as a structured answer is.
+func (k *Kinds) checkCalls(calls []observation.ToolCall) (string, string) {
+	if !callsAny(calls) {
 		return observation.NoCall, "the answer called no function"
 	}
-	for rest != "" {
-		name, args, declared := k.callName(rest)
+	for i, c := range calls {
+		name, args := strings.TrimSpace(c.Name), strings.TrimSpace(c.Arguments)
+		if name == "" && args == "" {
+			continue
+		}
+		if name == "" {
+			return observation.UnknownTool, fmt.Sprintf("call %d names no function (no fragment of it carried a name); its arguments: %s", i+1, quoteCut(args))
+		}
+		schema, declared := k.tools[name]
 		if !declared {
 			return observation.UnknownTool, fmt.Sprintf("%s is not a declared function", quoteCut(name))
 		}
-		schema := k.tools[name]
-		var doc any = map[string]any{}
-		rest = ""
-		switch args = strings.TrimSpace(args); {
-		case args == "":
-		case args[0] != '{':
-			return observation.InvalidJSON, fmt.Sprintf("%s's arguments are not a JSON object: %s", name, quoteCut(args))
-		default:
-			if deeperThan(args, config.MaxAnswerDepth, true) {
-				return observation.InvalidJSON, fmt.Sprintf("%s's arguments: %s: %s", name, tooDeep, quoteCut(args))
-			}
-			dec := json.NewDecoder(strings.NewReader(args))
-			dec.UseNumber() // as jsonschema.UnmarshalJSON: integers stay exact
-			if err := dec.Decode(&doc); err != nil {
-				return observation.InvalidJSON, fmt.Sprintf("%s's arguments: %v in %s", name, err, quoteCut(args))
-			}
-			rest = strings.TrimSpace(args[dec.InputOffset():])
-		}
-		if err := schema.Validate(doc); err != nil {
-			return observation.SchemaMismatch, fmt.Sprintf("%s's arguments: %s", name, mismatch(err))
+		if result, why := checkArguments(schema, name, args); result != observation.Valid {
+			return result, why
 		}
 	}
 	return observation.Valid, ""
 }
 
-// callName splits a call's text (its name, then its arguments and the
-// calls after) into the function's name and the rest, and says whether
-// the name is a declared function. A name is a run of name characters
-// (config's rule, ^[a-zA-Z0-9_-]{1,64}$), so the run that begins the text
-// is the name when it is declared, or when what follows it is no
-// argument text that ran into it (nothing, or an object: get_time{}).
-// Otherwise arguments that are not an object ran into the name, as in
-// get_weathercity=Paris: the longest declared function the run begins
-// with is the name, and the rest its arguments, which checkCalls refuses
-// as not an object, rather than judge the call's function unknown.
-func (k *Kinds) callName(text string) (name, rest string, declared bool) {
-	n := 0
-	for n < len(text) && isNameByte(text[n]) {
-		n++
-	}
-	run, after := text[:n], text[n:]
-	if _, ok := k.tools[run]; ok {
-		return run, after, true
-	}
-	best := ""
-	if a := strings.TrimSpace(after); a != "" && a[0] != '{' {
-		for declared := range k.tools {
-			if len(declared) > len(best) && strings.HasPrefix(run, declared) {
-				best = declared
-			}
+// checkArguments judges one call's arguments (trimmed) against its
+// function's parameters.
+func checkArguments(schema *jsonschema.Schema, name, args string) (string, string) {
+	var doc any = map[string]any{}
+	switch {
+	case args == "":
+	case args[0] != '{':
+		return observation.InvalidJSON, fmt.Sprintf("%s's arguments are not a JSON object: %s", name, quoteCut(args))
+	default:
+		if deeperThan(args, config.MaxAnswerDepth, true) {
+			return observation.InvalidJSON, fmt.Sprintf("%s's arguments: %s: %s", name, tooDeep, quoteCut(args))
+		}
+		dec := json.NewDecoder(strings.NewReader(args))
+		dec.UseNumber() // as jsonschema.UnmarshalJSON: integers stay exact
+		if err := dec.Decode(&doc); err != nil {
+			return observation.InvalidJSON, fmt.Sprintf("%s's arguments: %v in %s", name, err, quoteCut(args))
+		}
+		if rest := strings.TrimSpace(args[dec.InputOffset():]); rest != "" {
+			return observation.InvalidJSON, fmt.Sprintf("%s's arguments are more than one JSON object: %s after the first", name, quoteCut(rest))
 		}
 	}
-	if best == "" {
-		// Unknown: named by all it says before its arguments, so that
-		// functions.get_weather is not cut to functions.
-		if i := strings.IndexByte(text, '{'); i >= 0 {
-			text = text[:i]
-		}
-		return strings.TrimSpace(text), "", false
+	if err := schema.Validate(doc); err != nil {
+		return observation.SchemaMismatch, fmt.Sprintf("%s's arguments: %s", name, mismatch(err))
 	}
-	return best, text[len(best):], true
-}
-
-// isNameByte says whether c may be part of a function's name (config's
-// rule: letters, digits, '_' and '-').
-func isNameByte(c byte) bool {
-	return c >= 'a' && c <= 'z' || c >= 'A' && c <= 'Z' || c >= '0' && c <= '9' || c == '_' || c == '-'
+	return observation.Valid, ""
 }
 
 // maxReasonBytes bounds a mismatch's reason, which /probe logs.

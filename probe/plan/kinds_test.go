@@ -56,23 +56,25 @@ func TestKindsCheck(t *testing.T) {
 		t.Fatal(err)
 	}
 	for _, tc := range []struct {
-		name, text, calls    string
+		name, text           string
+		calls                []observation.ToolCall
 		structured, toolCall string
 	}{
-		{"valid call", "", `get_weather{"city":"Paris","days":2}`, "", observation.Valid},
-		{"valid call, empty arguments", "", `noargs`, "", observation.Valid},
-		{"two valid calls", "", `noargs{}get_weather{"city":"x","days":1}`, "", observation.Valid},
-		{"unknown tool", "", `get_time{}`, "", observation.UnknownTool},
-		{"bad arguments", "", `get_weather{"city":"Paris"`, "", observation.InvalidJSON},
-		{"arguments mismatch", "", `get_weather{"city":"Paris","days":"2"}`, "", observation.SchemaMismatch},
-		{"second call invalid", "", `noargs{}get_weather{"city":""}`, "", observation.SchemaMismatch},
-		{"no call, valid answer", `{"n":1,"tags":[]}`, "", observation.Valid, observation.NoCall},
-		{"no call, broken answer", `{"n":1,"tags":[]`, "", observation.InvalidJSON, observation.NoCall},
-		{"answer mismatch", `{"n":1.5,"tags":[]}`, "", observation.SchemaMismatch, observation.NoCall},
-		{"answer in a fence", "```json\n{\"n\":1,\"tags\":[]}\n```", "", observation.InvalidJSON, observation.NoCall},
-		{"answer then text", `{"n":1,"tags":[]} done`, "", observation.InvalidJSON, observation.NoCall},
+		{"valid call", "", calls("get_weather", `{"city":"Paris","days":2}`), "", observation.Valid},
+		{"valid call, empty arguments", "", calls("noargs", ""), "", observation.Valid},
+		{"two valid calls", "", calls("noargs", "{}", "get_weather", `{"city":"x","days":1}`), "", observation.Valid},
+		{"unknown tool", "", calls("get_time", "{}"), "", observation.UnknownTool},
+		{"bad arguments", "", calls("get_weather", `{"city":"Paris"`), "", observation.InvalidJSON},
+		{"arguments mismatch", "", calls("get_weather", `{"city":"Paris","days":"2"}`), "", observation.SchemaMismatch},
+		{"second call invalid", "", calls("noargs", "{}", "get_weather", `{"city":""}`), "", observation.SchemaMismatch},
+		{"blank call only", "", calls(" ", "\n"), observation.InvalidJSON, observation.NoCall},
+		{"no call, valid answer", `{"n":1,"tags":[]}`, nil, observation.Valid, observation.NoCall},
+		{"no call, broken answer", `{"n":1,"tags":[]`, nil, observation.InvalidJSON, observation.NoCall},
+		{"answer mismatch", `{"n":1.5,"tags":[]}`, nil, observation.SchemaMismatch, observation.NoCall},
+		{"answer in a fence", "```json\n{\"n\":1,\"tags\":[]}\n```", nil, observation.InvalidJSON, observation.NoCall},
+		{"answer then text", `{"n":1,"tags":[]} done`, nil, observation.InvalidJSON, observation.NoCall},
 	} {
-		o := &observation.Request{Outcome: observation.Success, Text: tc.text, ToolCalls: tc.calls}
+		o := &observation.Request{Outcome: observation.Success, Text: tc.text, Calls: tc.calls}
 		why := k.Check(context.Background(), o)
 		if o.StructuredCheck != tc.structured || o.ToolCallCheck != tc.toolCall {
 			t.Errorf("%s: structured %q, tool call %q; want %q, %q (%s)", tc.name, o.StructuredCheck, o.ToolCallCheck, tc.structured, tc.toolCall, why)
@@ -91,10 +93,19 @@ func TestKindsCheck(t *testing.T) {
 	}
 }
 
+// calls is an answer's calls, given as name, arguments pairs.
+func calls(nameArgs ...string) []observation.ToolCall {
+	out := make([]observation.ToolCall, 0, len(nameArgs)/2)
+	for i := 0; i+1 < len(nameArgs); i += 2 {
+		out = append(out, observation.ToolCall{Name: nameArgs[i], Arguments: nameArgs[i+1]})
+	}
+	return out
+}
+
 // TestKindsCheckCallArguments: a call of a declared function whose
-// arguments are not a JSON object, or do not parse, is invalid_json, the
-// text that ran into its name included (city=Paris after get_weather);
-// unknown_tool is kept for a name not declared, whatever its arguments.
+// arguments are not one JSON object, or do not parse, is invalid_json;
+// unknown_tool is kept for a name not declared, whatever its arguments,
+// and for a call whose fragments never named a function.
 func TestKindsCheckCallArguments(t *testing.T) {
 	c := kindsConfig(t, "http://127.0.0.1:1", "openai-chat", weatherTool+"      - name: get\n")
 	k, err := NewKinds(&c.Workloads[0].Kinds)
@@ -102,33 +113,31 @@ func TestKindsCheckCallArguments(t *testing.T) {
 		t.Fatal(err)
 	}
 	for _, tc := range []struct {
-		name, calls, want, why string
+		name      string
+		calls     []observation.ToolCall
+		want, why string
 	}{
-		{"key=value arguments", `get_weathercity=Paris, days=3`, observation.InvalidJSON, `get_weather's arguments are not a JSON object: "city=Paris, days=3"`},
-		{"key=value after a space", `get_weather city=Paris`, observation.InvalidJSON, `get_weather's arguments are not a JSON object: "city=Paris"`},
-		{"key=value with braces later", `get_weathercity=Paris, days={3}`, observation.InvalidJSON, `get_weather's arguments are not a JSON object: "city=Paris, days={3}"`},
-		{"an array", `get_weather["Paris",3]`, observation.InvalidJSON, "not a JSON object"},
-		{"a string", `get_weather"Paris"`, observation.InvalidJSON, "not a JSON object"},
-		{"null", `noargs null`, observation.InvalidJSON, "not a JSON object"},
-		{"broken object", `get_weather{"city":"Paris",`, observation.InvalidJSON, "get_weather's arguments: unexpected EOF"},
-		{"unquoted keys", `get_weather{city: Paris}`, observation.InvalidJSON, "get_weather's arguments: invalid character"},
-		{"second call's arguments", `noargs{}get_weathercity=Paris`, observation.InvalidJSON, "get_weather's arguments are not a JSON object"},
-		{"the longest declared name", `get_weatherx=1`, observation.InvalidJSON, "get_weather's arguments"},
-		{"a shorter declared name", `getx=1`, observation.InvalidJSON, `get's arguments are not a JSON object: "x=1"`},
-		{"unknown, object", `get_time{"city":"Paris"}`, observation.UnknownTool, `"get_time" is not a declared function`},
-		{"unknown, key=value", `lookupcity=Paris`, observation.UnknownTool, `"lookupcity=Paris" is not a declared function`},
-		// With nothing between a name and its arguments, a declared name
-		// then text that is no object reads as that function's call.
-		{"a declared name begins it", `get_timecity=Paris`, observation.InvalidJSON, `get's arguments are not a JSON object: "_timecity=Paris"`},
-		{"unknown, no arguments", `get_time`, observation.UnknownTool, `"get_time" is not a declared function`},
-		{"unknown, longer than a declared name", `get_weather_v2{}`, observation.UnknownTool, `"get_weather_v2" is not a declared function`},
-		{"unknown, dotted", `functions.get_weather{"city":"Paris","days":1}`, observation.UnknownTool, `"functions.get_weather" is not a declared function`},
-		{"unknown, no name", `{"city":"Paris"}`, observation.UnknownTool, `"" is not a declared function`},
-		{"valid, space before the object", `get_weather {"city":"Paris","days":1}`, observation.Valid, ""},
-		{"valid, empty arguments", `noargs`, observation.Valid, ""},
+		{"key=value arguments", calls("get_weather", "city=Paris, days=3"), observation.InvalidJSON, `get_weather's arguments are not a JSON object: "city=Paris, days=3"`},
+		{"key=value with braces later", calls("get_weather", "city=Paris, days={3}"), observation.InvalidJSON, `get_weather's arguments are not a JSON object: "city=Paris, days={3}"`},
+		{"an array", calls("get_weather", `["Paris",3]`), observation.InvalidJSON, "not a JSON object"},
+		{"a string", calls("get_weather", `"Paris"`), observation.InvalidJSON, "not a JSON object"},
+		{"null", calls("noargs", " null"), observation.InvalidJSON, "not a JSON object"},
+		{"broken object", calls("get_weather", `{"city":"Paris",`), observation.InvalidJSON, "get_weather's arguments: unexpected EOF"},
+		{"unquoted keys", calls("get_weather", `{city: Paris}`), observation.InvalidJSON, "get_weather's arguments: invalid character"},
+		{"two objects in one call", calls("noargs", `{}{"x":1}`), observation.InvalidJSON, `noargs's arguments are more than one JSON object: "{\"x\":1}" after the first`},
+		{"second call's arguments", calls("noargs", "{}", "get_weather", "city=Paris"), observation.InvalidJSON, "get_weather's arguments are not a JSON object"},
+		{"unknown, object", calls("get_time", `{"city":"Paris"}`), observation.UnknownTool, `"get_time" is not a declared function`},
+		{"unknown, a name twice", calls("get_weatherget_weather", `{"city":"Paris","days":1}`), observation.UnknownTool, `"get_weatherget_weather" is not a declared function`},
+		{"unknown, no arguments", calls("get_time", ""), observation.UnknownTool, `"get_time" is not a declared function`},
+		{"unknown, longer than a declared name", calls("get_weather_v2", "{}"), observation.UnknownTool, `"get_weather_v2" is not a declared function`},
+		{"unknown, dotted", calls("functions.get_weather", `{"city":"Paris","days":1}`), observation.UnknownTool, `"functions.get_weather" is not a declared function`},
+		{"no name", calls("", `{"city":"Paris"}`), observation.UnknownTool, `call 1 names no function (no fragment of it carried a name); its arguments: "{\"city\":\"Paris\"}"`},
+		{"second call has no name", calls("noargs", "", "", `{"city":"Paris"}`), observation.UnknownTool, "call 2 names no function"},
+		{"valid, space around", calls(" get_weather\n", ` {"city":"Paris","days":1} `), observation.Valid, ""},
+		{"valid, empty arguments", calls("noargs", ""), observation.Valid, ""},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
-			o := &observation.Request{Outcome: observation.Success, ToolCalls: tc.calls}
+			o := &observation.Request{Outcome: observation.Success, Calls: tc.calls}
 			why := k.Check(context.Background(), o)
 			if o.ToolCallCheck != tc.want || !strings.Contains(why, tc.why) || (tc.why == "") != (why == "") {
 				t.Errorf("%q: %q (%s); want %q (%s)", tc.calls, o.ToolCallCheck, why, tc.want, tc.why)

@@ -50,25 +50,26 @@ func TestCheckNestingBound(t *testing.T) {
 	tooDeep := "nested more than 128 levels deep (config.MaxAnswerDepth): not parsed"
 	k := recursiveKinds(t)
 	for _, tc := range []struct {
-		name, text, calls    string
+		name, text           string
+		calls                []observation.ToolCall
 		structured, toolCall string
 		why                  string // in the reason
 		ceiling              uint64 // bytes the check may allocate
 	}{
-		{"the issue's answer", nested(deep, "0"), "", observation.InvalidJSON, observation.NoCall, "structured answer: " + tooDeep, 64 << 10},
-		{"one level too deep", nested(max+1, ""), "", observation.InvalidJSON, observation.NoCall, tooDeep, 64 << 10},
-		{"at the bound, valid", nested(max, ""), "", observation.Valid, observation.NoCall, "", 4 << 20},
-		{"at the bound, not valid", nested(max, "0"), "", observation.SchemaMismatch, observation.NoCall, "at '/0/0/0/0", 4 << 20},
-		{"deep arguments", "", `f{"a":` + nested(deep, "") + `}`, "", observation.InvalidJSON, "tool call: f's arguments: " + tooDeep, 64 << 10},
-		{"arguments at the bound", "", `f{"a":` + nested(max-1, "") + `}`, "", observation.Valid, "", 4 << 20},
-		{"arguments one too deep", "", `f{"a":` + nested(max, "") + `}`, "", observation.InvalidJSON, tooDeep, 64 << 10},
-		{"deep second call", "", `f{"a":[]}f{"a":` + nested(deep, "") + `}`, "", observation.InvalidJSON, tooDeep, 64 << 10},
+		{"the issue's answer", nested(deep, "0"), nil, observation.InvalidJSON, observation.NoCall, "structured answer: " + tooDeep, 64 << 10},
+		{"one level too deep", nested(max+1, ""), nil, observation.InvalidJSON, observation.NoCall, tooDeep, 64 << 10},
+		{"at the bound, valid", nested(max, ""), nil, observation.Valid, observation.NoCall, "", 4 << 20},
+		{"at the bound, not valid", nested(max, "0"), nil, observation.SchemaMismatch, observation.NoCall, "at '/0/0/0/0", 4 << 20},
+		{"deep arguments", "", calls("f", `{"a":`+nested(deep, "")+`}`), "", observation.InvalidJSON, "tool call: f's arguments: " + tooDeep, 64 << 10},
+		{"arguments at the bound", "", calls("f", `{"a":`+nested(max-1, "")+`}`), "", observation.Valid, "", 4 << 20},
+		{"arguments one too deep", "", calls("f", `{"a":`+nested(max, "")+`}`), "", observation.InvalidJSON, tooDeep, 64 << 10},
+		{"deep second call", "", calls("f", `{"a":[]}`, "f", `{"a":`+nested(deep, "")+`}`), "", observation.InvalidJSON, tooDeep, 64 << 10},
 		// Brackets in a string are text, not levels.
-		{"brackets in a string", `[["` + nested(deep, "") + `"]]`, "", observation.SchemaMismatch, observation.NoCall, "at '/0/0'", 1 << 20},
-		{"escaped quote in a string", `[["\"` + nested(deep, "") + `"]]`, "", observation.SchemaMismatch, observation.NoCall, "at '/0/0'", 1 << 20},
+		{"brackets in a string", `[["` + nested(deep, "") + `"]]`, nil, observation.SchemaMismatch, observation.NoCall, "at '/0/0'", 1 << 20},
+		{"escaped quote in a string", `[["\"` + nested(deep, "") + `"]]`, nil, observation.SchemaMismatch, observation.NoCall, "at '/0/0'", 1 << 20},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
-			o := &observation.Request{Outcome: observation.Success, Text: tc.text, ToolCalls: tc.calls}
+			o := &observation.Request{Outcome: observation.Success, Text: tc.text, Calls: tc.calls}
 			var before, after runtime.MemStats
 			runtime.GC()
 			runtime.ReadMemStats(&before)
