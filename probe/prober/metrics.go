@@ -240,15 +240,21 @@ func (c resultCollector) Collect(ch chan<- prometheus.Metric) {
 	tpotT.send(ch, descTPOTTraced)
 	itlT.send(ch, descITLTraced)
 	e2eT.send(ch, descE2ETraced)
+	collectChecks(gauge, res.checks)
+}
 
-	if res.checks != nil {
-		all := true
-		for i, cr := range res.checks {
-			all = all && cr.pass
-			gauge(descKACheck, b2f(cr.pass), strconv.Itoa(i))
-		}
-		gauge(descKA, b2f(all))
+// collectChecks sends each known-answer check's result and whether all
+// passed; nothing for a module without checks.
+func collectChecks(gauge func(*prometheus.Desc, float64, ...string), checks []checkResult) {
+	if checks == nil {
+		return
 	}
+	all := true
+	for i, cr := range checks {
+		all = all && cr.pass
+		gauge(descKACheck, b2f(cr.pass), strconv.Itoa(i))
+	}
+	gauge(descKA, b2f(all))
 }
 
 // summary sends a summary of xs with exact quantiles; nothing when xs is
