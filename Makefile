@@ -131,11 +131,12 @@ test-slow:
 	$(call gotest,test-slow) $(GO) test -count=1 -skip 'Accuracy|EndToEnd' -timeout 20m $(addprefix ./,$(SLOW_PKGS)) $(call prefix,slow)
 
 # The timing-accuracy tests (named ...Accuracy..., testenv.Timing), which
-# compare measured latencies with the simulator's ground truth: one package
-# at a time (-p 1) and without the race detector, so that no other test
-# competes for the CPU; only the packages that hold one (git grep), not
-# ./..., whose every test binary -p 1 built and started in turn (40 s). A
-# failed one runs again alone, up to 3 tries in all
+# compare measured latencies with the simulator's ground truth: each in a
+# process of its own, one at a time, without the race detector, so that no
+# other test competes for the CPU nor leaves its heap and goroutines
+# behind; each package's test binary built once (go test -c), only for the
+# packages that hold one (git grep). A failed one runs again alone, up to
+# 3 tries in all, and the last line counts the tests that needed a retry
 # (internal/testenv/accuracy.sh says why).
 test-timing:
 	GO="$(GO)" bash internal/testenv/accuracy.sh
