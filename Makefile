@@ -72,7 +72,7 @@ test: lint test-race-tools lint-mixin test-slow-e2e test-timing
 # tests that pass beside two busy loops. Warm, the build is seconds.
 test-race-tools:
 	@echo "make tools (at nice 19) and make test-race, side by side: their lines start tools: and race:"
-	@$(MAKE) --no-print-directory -j2 STEP_PREFIX=1 tools-niced test-race
+	@$(call side-by-side,-j2 tools-niced test-race)
 
 tools-niced:
 	nice -n 19 $(MAKE) --no-print-directory tools $(call prefix,tools)
@@ -81,7 +81,21 @@ tools-niced:
 # prefixed slow:, alerts: and stacks:.
 test-slow-e2e:
 	@echo "make test-slow and make test-e2e, side by side: their lines start slow:, alerts: and stacks:"
-	@$(MAKE) --no-print-directory -j3 STEP_PREFIX=1 test-slow test-e2e-alerts test-e2e-stacks
+	@$(call side-by-side,-j3 test-slow test-e2e-alerts test-e2e-stacks)
+
+# A go test command of a step: when it fails, its output ends with a short
+# summary of what failed (the failed tests and packages, a panic's first
+# lines: internal/testenv/gotest.sh), so that the last lines of a log name
+# them. $(call gotest,TARGET) COMMAND.
+gotest = internal/testenv/gotest.sh $(1)
+
+# $(call side-by-side,-jN TARGETS): the targets at once, lines prefixed;
+# when one fails, the failed steps' summaries again at the end, after the
+# other steps' last lines (a cold tools build goes on for minutes after
+# the race step).
+side-by-side = failures=$$(mktemp) && trap 'rm -f "$$failures"' EXIT && \
+	{ $(MAKE) --no-print-directory $(1) STEP_PREFIX=1 FAILURES="$$failures"; status=$$?; } && \
+	if [ -s "$$failures" ]; then echo "what failed:"; cat "$$failures"; fi && exit $$status
 
 # sed -u: a line as soon as it is written, not at the end of the step (make's
 # --output-sync would hold a step's whole output until it ends); each line
@@ -104,7 +118,7 @@ lint:
 # some 15% more CPU (the tests beside each other); it passes beside two
 # busy loops too.
 test-race:
-	$(GO) test -race -short -count=1 -p 4 -timeout 20m ./... $(call prefix,race)
+	$(call gotest,test-race) $(GO) test -race -short -count=1 -p 4 -timeout 20m ./... $(call prefix,race)
 
 # What -short leaves out, less the timing and end-to-end tests: the suites
 # that run a pinned tool (the mixin's promtool and jsonnet, kubeconform, Pod
@@ -114,14 +128,15 @@ test-race:
 # hold such tests (those that call testenv.Slow or a realstack tool).
 SLOW_PKGS = $(sort $(dir $(shell git grep -l -E 'testenv\.Slow|realstack\.(Tool|ModuleTool|BuildExporter|Chromium)' -- '*_test.go' ':!internal/testenv' ':!internal/realstack')))
 test-slow:
-	$(GO) test -count=1 -skip 'Accuracy|EndToEnd' -timeout 20m $(addprefix ./,$(SLOW_PKGS)) $(call prefix,slow)
+	$(call gotest,test-slow) $(GO) test -count=1 -skip 'Accuracy|EndToEnd' -timeout 20m $(addprefix ./,$(SLOW_PKGS)) $(call prefix,slow)
 
 # The timing-accuracy tests (named ...Accuracy..., testenv.Timing), which
-# compare measured latencies with the simulator's ground truth: one package
-# at a time (-p 1) and without the race detector, so that no other test
-# competes for the CPU; only the packages that hold one (git grep), not
-# ./..., whose every test binary -p 1 built and started in turn (40 s). A
-# failed one runs again alone, up to 3 tries in all
+# compare measured latencies with the simulator's ground truth: each in a
+# process of its own, one at a time, without the race detector, so that no
+# other test competes for the CPU nor leaves its heap and goroutines
+# behind; each package's test binary built once (go test -c), only for the
+# packages that hold one (git grep). A failed one runs again alone, up to
+# 3 tries in all, and the last line counts the tests that needed a retry
 # (internal/testenv/accuracy.sh says why).
 test-timing:
 	GO="$(GO)" bash internal/testenv/accuracy.sh
@@ -139,13 +154,13 @@ test-timing:
 # request end while its target read not ready: it stays where it ran.)
 E2E_ALERTS = ^(TestEndToEnd|TestOTLPEndToEnd|TestOTLPDemoEndToEnd)$$
 test-e2e:
-	@$(MAKE) --no-print-directory -j2 STEP_PREFIX=1 test-e2e-alerts test-e2e-stacks
+	@$(call side-by-side,-j2 test-e2e-alerts test-e2e-stacks)
 
 test-e2e-alerts:
-	$(GO) test -count=1 -run '$(E2E_ALERTS)' -timeout 20m -v ./e2e/ $(call prefix,alerts)
+	$(call gotest,test-e2e-alerts) $(GO) test -count=1 -run '$(E2E_ALERTS)' -timeout 20m -v ./e2e/ $(call prefix,alerts)
 
 test-e2e-stacks:
-	$(GO) test -count=1 -run 'EndToEnd' -skip '$(E2E_ALERTS)' -timeout 20m -v ./e2e/ $(call prefix,stacks)
+	$(call gotest,test-e2e-stacks) $(GO) test -count=1 -run 'EndToEnd' -skip '$(E2E_ALERTS)' -timeout 20m -v ./e2e/ $(call prefix,stacks)
 
 # The pinned tools, built in parallel groups (one per module): most of a cold
 # build is spent where a group uses one core (a big link, and Ollama's C++,

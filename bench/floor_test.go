@@ -86,8 +86,14 @@ bench:
 	if !fc.BelowMinSuccess || sc.BelowMinSuccess {
 		t.Errorf("below min_success: flaky-fast %v, steady %v", fc.BelowMinSuccess, sc.BelowMinSuccess)
 	}
-	if !strings.HasPrefix(fc.Repeats[0].FirstError, "HTTP 503 Service Unavailable") || sc.Repeats[0].FirstError != "" {
-		t.Errorf("first errors: flaky-fast %q, steady %q", fc.Repeats[0].FirstError, sc.Repeats[0].FirstError)
+	// steady's server never fails (its success ratio of the requests sent
+	// is 1, above); its first error is none, or, when the loaded client
+	// dropped an arrival at its rate ceiling (warm-up included, which the
+	// counts above leave out), that drop: on a busy machine (4 busy loops
+	// beside the race step) it was "dropped: rate_ceiling".
+	if steadyErr := sc.Repeats[0].FirstError; !strings.HasPrefix(fc.Repeats[0].FirstError, "HTTP 503 Service Unavailable") ||
+		!(steadyErr == "" || strings.HasPrefix(steadyErr, "dropped: ")) {
+		t.Errorf("first errors: flaky-fast %q, steady %q", fc.Repeats[0].FirstError, steadyErr)
 	}
 
 	// report.json: steady first, flaky-fast second though it scores higher.

@@ -273,17 +273,22 @@ bench:
 		code, _, _ := runCLI(t, context.Background(), "bench", "--config.file="+cfg, "--output.dir="+filepath.Join(dir, "out"), "--shard=0/1", "--web.listen-address="+addr)
 		done <- code
 	}()
+	// Polled until the series is served or the run ends, not for a time
+	// of its own: on a busy machine (the race step beside a cold build)
+	// the run's start took more than the 3 s the poll once had.
+	const series = `infer_probe_requests_total{model="sim-model",outcome="success",target="sim",workload="rate=10/s"}`
 	var body string
-	for deadline := time.Now().Add(3 * time.Second); time.Now().Before(deadline) && !strings.Contains(body, `infer_probe_requests_total{model="sim-model",outcome="success",target="sim",workload="rate=10/s"}`); {
-		time.Sleep(100 * time.Millisecond)
+	for !strings.Contains(body, series) {
+		select {
+		case code := <-done:
+			t.Fatalf("the run ended (exit %d) before its live series was served; the last page:\n%.2000s", code, body)
+		case <-time.After(100 * time.Millisecond):
+		}
 		if resp, err := http.Get("http://" + addr + "/metrics"); err == nil {
 			b, _ := io.ReadAll(resp.Body)
 			resp.Body.Close()
 			body = string(b)
 		}
-	}
-	if !strings.Contains(body, `workload="rate=10/s"`) {
-		t.Errorf("no live series during the run:\n%.2000s", body)
 	}
 	if code := <-done; code != ExitOK {
 		t.Errorf("exit %d", code)

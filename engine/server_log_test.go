@@ -9,17 +9,26 @@ import (
 	"strings"
 	"sync/atomic"
 	"testing"
+	"time"
 
 	"github.com/infer-exporter/infer_exporter/internal/config"
 )
 
 // startScraper applies a one-target configuration (a scrape interval of an
-// hour, so that only the first scrape runs in the background) and returns
-// its scraper once that scrape is done. The test may then call scrape
-// itself: nothing else runs it.
+// hour) and returns its scraper once the first scrape is done, with the
+// scraper's goroutine stopped: the test then calls scrape itself, and
+// nothing else runs it. (The goroutine also scrapes again early when a
+// readiness poll's answer changes, as a poll that times out on a busy
+// machine does: such a scrape beside the test's raced with it.)
+//
+// The scrape's timeout is the time the test has left, not the 5 s
+// default: these tests are about what a scrape makes of an answer, and on
+// a busy machine, under the race detector, reading and cutting two 1 MB
+// documents took longer than 5 s (the info then went unread).
 func startScraper(t *testing.T, sm *Scraper, url, metrics string) *targetScraper {
 	t.Helper()
-	c, err := config.Parse([]byte(fmt.Sprintf("targets:\n  - name: s\n    url: %s\n    model: m\n    metrics: {interval: 1h%s}\n", url, metrics)), "c.yml")
+	timeout := min(time.Until(testDeadline(t)), time.Hour).Truncate(time.Second)
+	c, err := config.Parse([]byte(fmt.Sprintf("targets:\n  - name: s\n    url: %s\n    model: m\n    metrics: {interval: 1h, timeout: %s%s}\n", url, timeout, metrics)), "c.yml")
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -28,8 +37,20 @@ func startScraper(t *testing.T, sm *Scraper, url, metrics string) *targetScraper
 	}
 	waitSnapshot(t, sm, "s")
 	sm.mu.Lock()
-	defer sm.mu.Unlock()
-	return sm.scrapers["s"]
+	sc := sm.scrapers["s"]
+	sm.mu.Unlock()
+	sc.stop()
+	return sc
+}
+
+// testDeadline is when a test's waits give up: a little before go test's
+// -timeout ends the process, so that the failure says what was awaited;
+// an hour away when there is no such timeout.
+func testDeadline(t *testing.T) time.Time {
+	if d, ok := t.Deadline(); ok {
+		return d.Add(-10 * time.Second)
+	}
+	return time.Now().Add(time.Hour)
 }
 
 // TestServerMetricsEngineLogs: an engine named in metrics.engine is logged

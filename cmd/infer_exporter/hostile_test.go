@@ -74,6 +74,13 @@ func hostileServer(t *testing.T, hostile bool) *httptest.Server {
 // The whole page, 17 targets served hostile values with configured model
 // names of 256 bytes each (the longest a name may be), stays under 100 kB.
 func TestMetricsPageWithHostileTargets(t *testing.T) {
+	// Every wait ends with the test's time, the targets' scrape timeout
+	// included: with an hour's interval a scrape that timed out (5 s by
+	// default; on a busy machine, under the race detector, 17 targets'
+	// megabyte answers took longer) left its target without info lines
+	// for the rest of the test.
+	deadline := testDeadline(t)
+	scrapeTimeout := min(time.Until(deadline), time.Hour).Truncate(time.Second)
 	page := func(hostile bool) string {
 		srv := hostileServer(t, hostile)
 		engines := []string{"ollama", "llamacpp", "vllm"}
@@ -81,17 +88,16 @@ func TestMetricsPageWithHostileTargets(t *testing.T) {
 		b.WriteString("targets:\n")
 		for i := range 17 {
 			model := fmt.Sprintf("model%02d-", i) + strings.Repeat("q", 256-len("model00-"))
-			fmt.Fprintf(&b, "  - {name: h%02d, url: %q, model: %q, metrics: {engine: %s, interval: 1h}}\n", i, srv.URL, model, engines[i%len(engines)])
+			fmt.Fprintf(&b, "  - {name: h%02d, url: %q, model: %q, metrics: {engine: %s, interval: 1h, timeout: %s}}\n", i, srv.URL, model, engines[i%len(engines)], scrapeTimeout)
 		}
 		file := filepath.Join(t.TempDir(), "c.yml")
 		if err := os.WriteFile(file, []byte(b.String()), 0o600); err != nil {
 			t.Fatal(err)
 		}
 		base := startExporter(t, "--config.file="+file)
-		client := &http.Client{Timeout: 10 * time.Second}
+		client := &http.Client{Timeout: time.Until(deadline)}
 		// Every target's first scrape done, with its info and, for the
 		// Ollamas, their loaded models.
-		deadline := time.Now().Add(60 * time.Second)
 		for {
 			p := get(t, client, base+"/metrics")
 			if strings.Count(p, "\ninfer_server_info{") == 17 && strings.Count(p, "\ninfer_server_starts_total{") == 17 &&
