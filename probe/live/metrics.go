@@ -110,7 +110,7 @@ type Metrics struct {
 	// sessions are the sessions workloads' series (sessions_metrics.go).
 	sessions *sessionMetrics
 	// agents are the agent workloads' series (agent_metrics.go).
-	agents *agentMetrics
+	agents   *agentMetrics
 	validity *validityMetrics // validity.go
 
 	// prompts describes each workload's prompt set (calibration, hash);
