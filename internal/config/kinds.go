@@ -189,6 +189,10 @@ func (c *Config) compileKinds(ctx context.Context, dir string, v *validator) {
 		if t, ok := c.Target(w.Target); ok {
 			flavor = t.Flavor
 		}
+		if w.Sessions != nil && w.Sessions.Agent != nil {
+			validateAgentKinds(ctx, v, p, w, flavor, dir)
+			continue
+		}
 		if w.Replay != nil || w.Sessions != nil {
 			// A recorded body carries its own tools and images; a
 			// session's turns are conversations of text.
@@ -546,4 +550,19 @@ func CheckKinds(ctx context.Context, k *RequestKinds, flavor Flavor, dir string)
 		out[i] = LengthProblem{Path: p.path, Reason: p.reason}
 	}
 	return out
+}
+
+// validateAgentKinds checks an agent workload's kinds: tools (and a
+// tool_choice) only, on openai-chat, whose messages carry the calls and
+// their results.
+func validateAgentKinds(ctx context.Context, v *validator, p path, w *Workload, flavor Flavor, dir string) {
+	if flavor != FlavorOpenAIChat {
+		v.add(p, "sessions", fmt.Sprintf("an agent needs flavor %s (its turns carry tool calls and their results as chat messages), the target's is %s", FlavorOpenAIChat, flavor))
+		return
+	}
+	if w.Kinds.ResponseFormat != nil || w.Kinds.Images != nil {
+		v.add(p, kindField(&w.Kinds), "not with an agent: its turns carry tools only")
+		return
+	}
+	w.Kinds.validate(ctx, v, p, flavor, dir)
 }

@@ -42,6 +42,29 @@ type Sessions struct {
 	// Seed selects the session arrivals, the turn counts, the think times
 	// and the user messages' words.
 	Seed int64 `yaml:"seed"`
+	// Agent, when set, makes each session an agent's job: its turns follow
+	// the model's tool calls rather than a drawn count (Agent).
+	Agent *Agent `yaml:"agent"`
+}
+
+// Agent makes a sessions workload's sessions agent jobs: turn 1 is a user
+// message; a reply that calls tools (the workload's tools block) is answered
+// by simulated tools, each call after a drawn latency, and the next turn,
+// due when the slowest call has returned, appends the calls and their
+// results; a reply without a call, or max_turns, ends the job. It replaces
+// the block's turns and think_time.
+type Agent struct {
+	// ToolLatency is each tool call's latency, drawn per call; parallel
+	// calls are joined, so a turn waits for the slowest. Default: fixed
+	// DefaultToolLatency.
+	ToolLatency ThinkTime `yaml:"tool_latency"`
+	// ToolResultTokens is each result's length, in words (about a token
+	// each), at most MaxToolResultTokens. Default: fixed
+	// DefaultToolResultTokens.
+	ToolResultTokens Distribution `yaml:"tool_result_tokens"`
+	// MaxTurns ends a job that is still calling tools, in [1,
+	// MaxSessionTurns]. Default DefaultAgentMaxTurns.
+	MaxTurns int `yaml:"max_turns"`
 }
 
 // ThinkTime is a distribution of durations, clamped to [Min, Max].
@@ -75,7 +98,14 @@ const (
 	// that a server whose tokens are long strings cannot grow it unbounded.
 	SessionBytesPerToken = 16
 
+	// MaxToolResultTokens bounds a tool result: every result of a job is
+	// in its next prompts.
+	MaxToolResultTokens = 8192
+
 	DefaultSessionTurns          = 4
+	DefaultToolLatency           = 500 * time.Millisecond
+	DefaultToolResultTokens      = 64
+	DefaultAgentMaxTurns         = 8
 	DefaultThinkTime             = 2 * time.Second
 	DefaultUserTokens            = 64
 	DefaultMaxConversationTokens = 16384
@@ -87,6 +117,23 @@ func (w *Workload) applySessionDefaults() {
 	s := w.Sessions
 	if s == nil {
 		return
+	}
+	if a := s.Agent; a != nil {
+		if a.ToolLatency == (ThinkTime{}) {
+			a.ToolLatency = ThinkTime{Dist: "fixed", Mean: DefaultToolLatency}
+		}
+		if a.ToolLatency.Dist == "" {
+			a.ToolLatency.Dist = "fixed"
+		}
+		a.ToolResultTokens.applyDefault(DefaultToolResultTokens)
+		if a.MaxTurns == 0 {
+			a.MaxTurns = DefaultAgentMaxTurns
+		}
+		// A job's turns are its turn limit: the sessions draw this
+		// count, and a reply without a call ends the job earlier.
+		if s.Turns == (Distribution{}) {
+			s.Turns = Distribution{Dist: "fixed", Mean: float64(a.MaxTurns)}
+		}
 	}
 	s.Turns.applyDefault(DefaultSessionTurns)
 	if s.ThinkTime == (ThinkTime{}) {
@@ -116,7 +163,11 @@ func validateSessions(v *validator, p path, w *Workload) {
 			v.add(p, key, "cannot be set with sessions: each turn's prompt is the conversation so far (sessions.user_tokens and sessions.output_tokens set its lengths)")
 		}
 	}
-	checkTurns(v, append(append(path{}, sp...), "turns"), &s.Turns)
+	if s.Agent != nil {
+		validateAgent(v, p, w)
+	} else {
+		checkTurns(v, append(append(path{}, sp...), "turns"), &s.Turns)
+	}
 	checkThinkTime(v, append(append(path{}, sp...), "think_time"), &s.ThinkTime)
 	// The user message and the output are one request's input and output:
 	// CheckLengths names them input_tokens and output_tokens.
@@ -225,5 +276,35 @@ func checkThinkTime(v *validator, p path, d *ThinkTime) {
 		}
 	default:
 		bad("dist", fmt.Sprintf("%s is not one of %v", quote(d.Dist), ThinkTimeDists)+didYouMean(d.Dist, ThinkTimeDists))
+	}
+}
+
+// validateAgent checks a sessions block's agent; p is the workload's path.
+func validateAgent(v *validator, p path, w *Workload) {
+	sp := append(append(path{}, p...), "sessions")
+	ap := append(append(path{}, sp...), "agent")
+	a := w.Sessions.Agent
+	for _, key := range []string{"turns", "think_time"} {
+		if nodeAt(v.root, append(append(path{}, sp...), key)) != nil {
+			v.add(sp, key, "cannot be set with agent: a job's turns follow its tool calls (agent.max_turns), and its pauses are the tools' (agent.tool_latency)")
+		}
+	}
+	if len(w.Kinds.Tools) == 0 {
+		v.add(sp, "agent", "needs the workload's tools block: the functions the model may call")
+	}
+	if a.MaxTurns < 1 || a.MaxTurns > MaxSessionTurns {
+		v.add(ap, "max_turns", fmt.Sprintf("must be between 1 and %d (config.MaxSessionTurns), got %d", MaxSessionTurns, a.MaxTurns))
+	}
+	checkThinkTime(v, append(append(path{}, ap...), "tool_latency"), &a.ToolLatency)
+	d := &a.ToolResultTokens
+	for _, prob := range checkLength("tool_result_tokens", d) {
+		v.addPath(append(append(path{}, ap...), prob.Path...), prob.Reason)
+		return
+	}
+	if d.Max == 0 && (d.Dist == "normal" || d.Dist == "lognormal") {
+		d.Max = MaxToolResultTokens
+	}
+	if hi, _ := largest(d); hi > MaxToolResultTokens || least(d) > MaxToolResultTokens {
+		v.add(ap, "tool_result_tokens", fmt.Sprintf("must be at most %d tokens (config.MaxToolResultTokens), got up to %d", MaxToolResultTokens, max(hi, least(d))))
 	}
 }

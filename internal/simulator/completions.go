@@ -122,6 +122,22 @@ func (p *genParams) answerPieces(f *Faults) (pieces [][]byte, inline []byte) {
 	return nil, nil
 }
 
+// callsTool says whether a chat request offering tools is answered with a
+// call: always, unless Config.ToolTurns is set and msgs hold that many tool
+// results already.
+func (s *Simulator) callsTool(msgs []chatMessageJSON) bool {
+	if s.cfg.ToolTurns == 0 {
+		return true
+	}
+	results := 0
+	for i := range msgs {
+		if msgs[i].Role == "tool" {
+			results++
+		}
+	}
+	return results < s.cfg.ToolTurns
+}
+
 // maxLogprobsParam is the largest logprobs and prompt_logprobs a request may
 // ask for, vLLM's default max_logprobs.
 const maxLogprobsParam = 20
@@ -341,7 +357,7 @@ func (s *Simulator) parseGenerate(w http.ResponseWriter, r *http.Request, chat b
 	if req.N != nil && *req.N != 1 {
 		return nil, http.StatusBadRequest, errors.New("only n=1 is supported")
 	}
-	if chat && len(req.Tools) > 0 && string(bytes.TrimSpace(req.ToolChoice)) != `"none"` {
+	if chat && len(req.Tools) > 0 && string(bytes.TrimSpace(req.ToolChoice)) != `"none"` && s.callsTool(req.Messages) {
 		var named struct {
 			Function struct {
 				Name string `json:"name"`

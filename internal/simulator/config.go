@@ -87,6 +87,12 @@ type Config struct {
 	// /api/generate) are reasoning, streamed apart from the answer, and the
 	// tokens after them are the answer. max_tokens counts both, as in vLLM.
 	ReasoningTokens int
+	// ToolTurns (0 = off) plays an agent's model: a chat request that
+	// offers tools is answered with a tool call only while its messages
+	// hold fewer than ToolTurns tool results (role "tool"), then with a
+	// text answer, so that an agent's job ends after ToolTurns+1 turns and
+	// a test knows it. Off, every such request is answered with a call.
+	ToolTurns int
 	// ReasoningField is the delta (and message) field of reasoning text in
 	// OpenAI chat chunks: ReasoningFieldReasoning (vLLM 0.11 and later) or
 	// ReasoningFieldReasoningContent (older vLLM, SGLang, llama.cpp,
@@ -178,6 +184,8 @@ func (c Config) Validate() error {
 		return fmt.Errorf("engine %q is not one of %v", c.Engine, Engines())
 	case c.ReasoningTokens < 0:
 		return fmt.Errorf("reasoning tokens %d is negative", c.ReasoningTokens)
+	case c.ToolTurns < 0:
+		return fmt.Errorf("tool turns %d is negative", c.ToolTurns)
 	case c.ReasoningField != "" && c.ReasoningField != ReasoningFieldReasoning && c.ReasoningField != ReasoningFieldReasoningContent:
 		return fmt.Errorf("reasoning field %q is not %q or %q", c.ReasoningField, ReasoningFieldReasoning, ReasoningFieldReasoningContent)
 	case c.LoadDelay < 0 || c.LoadDelay > MaxLoadDelay:
@@ -451,6 +459,7 @@ func AddFlags(cmd FlagAdder) *Config {
 	cmd.Flag("sim.block-size", "Tokens per KV block; the prefix cache's granularity.").Default(it(d.BlockSize)).IntVar(&c.BlockSize)
 	cmd.Flag("sim.engine", "Inference server to impersonate: "+strings.Join(Engines(), ", ")+" (native API, info endpoints, metric names).").Default(d.Engine).EnumVar(&c.Engine, Engines()...)
 	cmd.Flag("sim.seed", "Seed for generated text, EOS points and injected errors.").Default(strconv.FormatUint(d.Seed, 10)).Uint64Var(&c.Seed)
+	cmd.Flag("sim.tool-turns", "Agent model: a chat request offering tools is answered with a tool call while its messages hold fewer than N tool results, then with text (0 = always a call).").Default(it(d.ToolTurns)).IntVar(&c.ToolTurns)
 	cmd.Flag("sim.reasoning-tokens", "Reasoning model: each chat generation streams N reasoning tokens, then its answer (0 = off; max_tokens counts both).").Default(it(d.ReasoningTokens)).IntVar(&c.ReasoningTokens)
 	// No default value: empty means "reasoning", so that the parsed flags
 	// equal DefaultConfig. The placeholder and the enum stand in for it in

@@ -90,6 +90,10 @@
 // null), its arguments the words after the first token. Ollama's native
 // APIs ignore tools.
 //
+// With Config.ToolTurns (--sim.tool-turns) set, the simulator plays an
+// agent's model: a request is answered with a call only while its messages
+// hold fewer than ToolTurns tool results (role "tool"), then with text.
+//
 // # Responses API
 //
 // With the vLLM engines, POST /v1/responses serves the OpenAI Responses API

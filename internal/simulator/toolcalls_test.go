@@ -2,6 +2,7 @@ package simulator_test
 
 import (
 	"encoding/json"
+	"strings"
 	"testing"
 
 	"github.com/infer-exporter/infer_exporter/internal/simulator/simulatortest"
@@ -124,6 +125,27 @@ func TestToolChoiceNone(t *testing.T) {
 		d := m["choices"].([]any)[0].(map[string]any)["delta"].(map[string]any)
 		if _, ok := d["tool_calls"]; ok || d["content"] == nil {
 			t.Errorf("frame %d: %v, want content and no tool call", i, d)
+		}
+	}
+}
+
+// TestToolTurns: with ToolTurns set, a request offering tools is answered
+// with a call while its messages hold fewer tool results, then with text.
+func TestToolTurns(t *testing.T) {
+	cfg := simulatortest.InstantConfig()
+	cfg.ToolTurns = 2
+	base, _ := simulatortest.StartTest(t, cfg)
+	call := `{"role":"assistant","content":null,"tool_calls":[{"id":"call_0","type":"function","function":{"name":"get_weather","arguments":"{}"}}]}`
+	result := `{"role":"tool","tool_call_id":"call_0","content":"sunny"}`
+	for results, want := range []bool{true, true, false} {
+		msgs := `{"role":"user","content":"a b c"}`
+		for range results {
+			msgs += "," + call + "," + result
+		}
+		body := readAll(t, base+"/v1/chat/completions",
+			`{"model":"sim-model","messages":[`+msgs+`],`+weatherTools+`,"max_tokens":6}`)
+		if got := strings.Contains(string(body), `"tool_calls":[`); got != want {
+			t.Errorf("%d tool results: answered with a call %v, want %v: %s", results, got, want, body)
 		}
 	}
 }

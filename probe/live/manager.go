@@ -249,6 +249,9 @@ func buildRunner(ctx context.Context, w *config.Workload, t *config.Target, metr
 	}
 	if a.sess != nil {
 		a.sess.Bind(metrics.sessions.series(series.lv))
+		if w.Sessions.Agent != nil {
+			a.sess.BindJobs(metrics.agents.series(series.lv))
+		}
 	}
 	// One client per workload: its connection pool is sized to the
 	// workload's in-flight cap.

@@ -109,6 +109,8 @@ type Metrics struct {
 
 	// sessions are the sessions workloads' series (sessions_metrics.go).
 	sessions *sessionMetrics
+	// agents are the agent workloads' series (agent_metrics.go).
+	agents   *agentMetrics
 	validity *validityMetrics // validity.go
 
 	// prompts describes each workload's prompt set (calibration, hash);
@@ -201,6 +203,7 @@ func NewMetrics(reg prometheus.Registerer) *Metrics {
 		m.sloThreshold, m.sloRequests, m.usageNotBelieved)
 	m.replay = newReplayMetrics(reg)
 	m.sessions = newSessionMetrics(reg)
+	m.agents = newAgentMetrics(reg)
 	m.validity = newValidityMetrics(reg)
 	m.prompts = NewPromptMetrics(reg)
 	m.calibrator = NewCalibrator(m.prompts)
@@ -339,6 +342,7 @@ func (s *Series) Delete() {
 		s.m.sloThreshold, s.m.sloRequests, s.m.usageNotBelieved)
 	s.m.replay.delete(match)
 	s.m.sessions.delete(match)
+	s.m.agents.delete(match)
 	s.m.validity.delete(match)
 	s.m.prompts.Delete(s.lv[0], s.lv[1], s.lv[2])
 }

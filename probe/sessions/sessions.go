@@ -134,9 +134,11 @@ type session struct {
 	msg *prompt.Prompt
 	// The conversation so far: chat messages, or one text for the
 	// completion flavors (earlier prompt, reply, "\n", next message).
-	history []map[string]string
+	history []map[string]any
 	text    string
 	bytes   int
+	// job is what an agent's job measures (agent.go); zero otherwise.
+	job job
 	// prompt is the last turn's prompt tokens (the server's usage, else the
 	// estimate it was sent with), output its output tokens.
 	prompt, output int
@@ -163,6 +165,8 @@ type Sessions struct {
 	ceiling  interface{ Allow() bool }
 	maxRate  float64
 	rec      Recorder
+	agent    *config.Agent // an agent's jobs (agent.go); nil: conversations
+	jobs     JobRecorder
 	logger   *slog.Logger
 	// build makes the user-message generator and says the target's
 	// context length (0: unknown), at the start of Run.
@@ -234,6 +238,7 @@ func New(o Options) (*Sessions, error) {
 		cfg: o.Config, chat: o.Chat, duration: o.Duration,
 		arrivals: ol.Schedule, ceiling: ol.Ceiling, maxRate: ol.MaxRate,
 		logger: o.Logger, flights: map[uint64]*turnRef{}, build: o.Build, rec: noRecorder{},
+		agent: o.Config.Agent, jobs: noJobRecorder{},
 	}
 	s.drawReady = sync.NewCond(&s.mu)
 	return s, nil
@@ -319,13 +324,17 @@ func (p sessionPrompts) Request(seq uint64, req *client.Request) {
 	ss.msg = nil
 	ss.sent++
 	if s.chat {
-		ss.history = append(ss.history, map[string]string{"role": "user", "content": user})
+		// An agent's later turn adds no user message: its calls and their
+		// results are in the history already.
+		if s.agent == nil || ss.sent == 1 {
+			ss.history = append(ss.history, map[string]any{"role": "user", "content": user})
+		}
 		if req.Extra == nil {
 			req.Extra = map[string]any{}
 		}
 		// A new slice each turn: the request keeps it until it is
 		// encoded, while the session appends the reply.
-		req.Extra["messages"] = append([]map[string]string(nil), ss.history...)
+		req.Extra["messages"] = append([]map[string]any(nil), ss.history...)
 	} else {
 		if ss.sent > 1 {
 			ss.text += "\n" + user
@@ -340,7 +349,7 @@ func (p sessionPrompts) Request(seq uint64, req *client.Request) {
 	// checked as it streams: a server that answers more ends the turn (a
 	// stream error) before the reply outgrows the bound, not after.
 	req.MaxTextBytes = max(1, s.maxBytes-ss.bytes)
-	if ss.sent < ss.turns {
+	if ss.sent < ss.turns && s.agent == nil {
 		s.needDraw = append(s.needDraw, ss)
 		s.drawReady.Signal()
 	}
@@ -385,6 +394,7 @@ func (p sessionPrompts) Done(o *observation.Request) {
 		return
 	}
 	defer s.wakeLocked()
+	ss.job.land(o)
 	if o.Outcome == observation.Cancelled {
 		// The workload was stopped with the turn in flight: the
 		// session is stopped, not failed.
@@ -401,8 +411,12 @@ func (p sessionPrompts) Done(o *observation.Request) {
 		ss.prompt = ref.est
 	}
 	s.rec.TurnDone(ref.turn, o)
+	if s.agent != nil {
+		s.agentDoneLocked(ss, o)
+		return
+	}
 	if s.chat {
-		ss.history = append(ss.history, map[string]string{"role": "assistant", "content": o.Text})
+		ss.history = append(ss.history, map[string]any{"role": "assistant", "content": o.Text})
 	} else {
 		ss.text += o.Text
 	}
@@ -426,6 +440,7 @@ func (p sessionPrompts) Dropped(o *observation.Request) {
 	s.mu.Lock()
 	defer s.mu.Unlock()
 	if ref := s.landLocked(o); ref != nil {
+		ref.s.job.land(o)
 		s.endLocked(ref.s, TurnDropped)
 		s.wakeLocked()
 	}
@@ -476,6 +491,9 @@ func (s *Sessions) endLocked(ss *session, reason string) {
 	}
 	s.active--
 	s.rec.Ended(reason, ss.done, s.active)
+	if s.agent != nil {
+		s.jobs.JobEnded(ss.job.result(reason, ss.done))
+	}
 	ss.history, ss.text, ss.msg = nil, "", nil
 }
 
@@ -700,8 +718,11 @@ func (s *Sessions) fitsLocked(ss *session) (int, bool) {
 }
 
 // think draws a think time.
-func (s *Sessions) think(rng *rand.Rand) time.Duration {
-	d := s.cfg.ThinkTime
+func (s *Sessions) think(rng *rand.Rand) time.Duration { return drawDuration(rng, s.cfg.ThinkTime) }
+
+// drawDuration draws a duration from d, clamped to [d.Min, d.Max] and
+// config.MaxThinkTime.
+func drawDuration(rng *rand.Rand, d config.ThinkTime) time.Duration {
 	var x float64
 	switch d.Dist {
 	case "uniform":
