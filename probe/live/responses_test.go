@@ -188,7 +188,9 @@ func TestResponsesAccuracy(t *testing.T) {
 				if o.OutputTokens != more+1 || o.TokenSource != observation.TokensFromUsage {
 					t.Errorf("output %d from %s, want %d from usage", o.OutputTokens, o.TokenSource, more+1)
 				}
-				if call != (o.ToolCallEvents == more+1) || !o.FirstAnswer.Equal(o.FirstToken) {
+				// A call's events: its name (the item added), as chat's name
+				// delta, then the 1 + more argument deltas.
+				if call != (o.ToolCallEvents == more+2) || !o.FirstAnswer.Equal(o.FirstToken) {
 					t.Errorf("%d tool-call events, first answer %v, first token %v", o.ToolCallEvents, o.FirstAnswer, o.FirstToken)
 				}
 			}
