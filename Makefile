@@ -110,6 +110,12 @@ lint:
 	$(GO) vet ./...
 	CGO_ENABLED=0 $(GO) build -gcflags='all=-N -l -dwarf=false' ./...
 
+# The bench package's tests, in the race and slow steps, in this many
+# processes beside the other packages' run (internal/testenv/split.sh says
+# why): most of them wait on real time, and in one process they were each
+# step's last by minutes.
+BENCH_SPLIT ?= 3
+
 # The race detector over every test of `make quick`: our code's concurrency.
 # Four packages at a time (-p 4; go test's default is the number of cores,
 # 2 here): most of these packages wait on real time more than they
@@ -118,7 +124,7 @@ lint:
 # some 15% more CPU (the tests beside each other); it passes beside two
 # busy loops too.
 test-race:
-	$(call gotest,test-race) $(GO) test -race -short -count=1 -p 4 -timeout 20m ./... $(call prefix,race)
+	$(call gotest,test-race) bash internal/testenv/split.sh $(BENCH_SPLIT) ./bench/ $(GO) -race -short -count=1 -p 4 -timeout 20m -- ./... $(call prefix,race)
 
 # What -short leaves out, less the timing and end-to-end tests: the suites
 # that run a pinned tool (the mixin's promtool and jsonnet, kubeconform, Pod
@@ -128,16 +134,17 @@ test-race:
 # hold such tests (those that call testenv.Slow or a realstack tool).
 SLOW_PKGS = $(sort $(dir $(shell git grep -l -E 'testenv\.Slow|realstack\.(Tool|ModuleTool|BuildExporter|Chromium)' -- '*_test.go' ':!internal/testenv' ':!internal/realstack')))
 test-slow:
-	$(call gotest,test-slow) $(GO) test -count=1 -skip 'Accuracy|EndToEnd' -timeout 20m $(addprefix ./,$(SLOW_PKGS)) $(call prefix,slow)
+	$(call gotest,test-slow) bash internal/testenv/split.sh $(BENCH_SPLIT) ./bench/ $(GO) -count=1 -skip 'Accuracy|EndToEnd' -timeout 20m -- $(addprefix ./,$(SLOW_PKGS)) $(call prefix,slow)
 
 # The timing-accuracy tests (named ...Accuracy..., testenv.Timing), which
 # compare measured latencies with the simulator's ground truth: each in a
-# process of its own, one at a time, without the race detector, so that no
-# other test competes for the CPU nor leaves its heap and goroutines
-# behind; each package's test binary built once (go test -c), only for the
-# packages that hold one (git grep). A failed one runs again alone, up to
-# 3 tries in all, and the last line counts the tests that needed a retry
-# (internal/testenv/accuracy.sh says why).
+# process of its own, so that none inherits another's heap and goroutines,
+# three at a time (they mostly wait: 0.1 of a core one at a time), without
+# the race detector and with no other step running; each package's test
+# binary built once (go test -c), only for the packages that hold one (git
+# grep). A failed one runs again alone, up to 3 tries in all, and the last
+# line counts the tests that needed a retry (internal/testenv/accuracy.sh
+# says why).
 test-timing:
 	GO="$(GO)" bash internal/testenv/accuracy.sh
 
