@@ -52,7 +52,7 @@ demo:
 # machine (go test -short; internal/testenv says what skips and why). It
 # passes beside other work on the machine.
 quick:
-	$(GO) test -short -count=1 ./...
+	bash internal/testenv/split.sh $(BENCH_SPLIT) ./bench/ $(GO) -short -count=1 -- ./...
 
 # Every test, in the order that fails fastest: lint; the pinned tools' build
 # beside the race step (which needs no tool); the mixin's linters; the slow
