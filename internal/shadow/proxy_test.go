@@ -190,7 +190,9 @@ func TestProxyByteIdentical(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	defer store.Close()
+	// At cleanup, after the proxy (whose cleanup, registered later, runs
+	// first) has stopped its writer: a store closed under a write races.
+	t.Cleanup(func() { store.Close() })
 	reg := prometheus.NewRegistry()
 	proxyURL, _ := startProxy(t, shadow.Config{Upstream: up, Sample: 1}, store, reg)
 	hc := &http.Client{Transport: &http.Transport{DisableCompression: true}}
@@ -360,7 +362,9 @@ func TestTooLargeAndUnparseable(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	defer store.Close()
+	// At cleanup, after the proxy (whose cleanup, registered later, runs
+	// first) has stopped its writer: a store closed under a write races.
+	t.Cleanup(func() { store.Close() })
 	reg := prometheus.NewRegistry()
 	proxyURL, stop := startProxy(t, shadow.Config{Upstream: up, Sample: 1, MaxBodyBytes: 1000}, store, reg)
 	for _, body := range []string{`{"prompt":"` + strings.Repeat("x ", 600) + `","max_tokens":1}`, `not json`} {
@@ -431,7 +435,9 @@ func TestCaptureRecordsReplayableLines(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	defer store.Close()
+	// At cleanup, after the proxy (whose cleanup, registered later, runs
+	// first) has stopped its writer: a store closed under a write races.
+	t.Cleanup(func() { store.Close() })
 	reg := prometheus.NewRegistry()
 	proxyURL, stop := startProxy(t, shadow.Config{Upstream: up, Sample: 1}, store, reg)
 	cl := client.New(client.Options{})

@@ -46,7 +46,9 @@ func TestCaptureReplayResponses(t *testing.T) {
 			if err != nil {
 				t.Fatal(err)
 			}
-			defer store.Close()
+			// At cleanup, after the proxy (whose cleanup, registered later, runs
+			// first) has stopped its writer: a store closed under a write races.
+			t.Cleanup(func() { store.Close() })
 			reg := prometheus.NewRegistry()
 			proxyURL, stop := startProxy(t, shadow.Config{Upstream: up1, Sample: 1, Redact: redact}, store, reg)
 

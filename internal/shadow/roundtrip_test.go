@@ -60,7 +60,9 @@ func captureReplayRoundTrip(t *testing.T, checkSpacing bool) {
 			if err != nil {
 				t.Fatal(err)
 			}
-			defer store.Close()
+			// At cleanup, after the proxy (whose cleanup, registered later, runs
+			// first) has stopped its writer: a store closed under a write races.
+			t.Cleanup(func() { store.Close() })
 			proxyURL, stop := startProxy(t, shadow.Config{Upstream: up1, Sample: 1, Redact: redact}, store, prometheus.NewRegistry())
 
 			// Production traffic: distinct prompts and lengths, sent open
