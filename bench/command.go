@@ -253,6 +253,12 @@ func runCommand(ctx context.Context, logger *slog.Logger, configFile string, col
 		return ExitError
 	}
 	if f.configCheck {
+		// The traces too, against every target: a record of another API
+		// would otherwise pass here and end the run at its cell.
+		if _, err := readTraces(cfg.Bench.Matrix.Replays, cfg.RunTargets()); err != nil {
+			fmt.Fprintln(stderr, "bench:", err)
+			return ExitError
+		}
 		fmt.Fprintf(stdout, "%s: OK: %d %s, sha256 %s\n", configFile, len(cfg.Targets), plural(len(cfg.Targets), "target", "targets"), cfg.SHA256)
 		return ExitOK
 	}

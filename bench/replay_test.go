@@ -1,6 +1,7 @@
 package bench
 
 import (
+	"context"
 	"encoding/json"
 	"fmt"
 	"os"
@@ -371,5 +372,39 @@ bench:
 	}
 	if rr := r.Cells[0].Repeats[0].Replay; rr == nil || rr.Replayed < 14 {
 		t.Errorf("replay result %+v", rr)
+	}
+}
+
+// TestReplayOfAnotherAPIRefusedFirst: a trace recorded for the Responses
+// API, replayed at a chat target, is refused by --config.check and by the
+// run before its first request, with the record's line and both APIs. The
+// check once said OK, and the run refused it only when its cell came, after
+// every cell before it had run.
+func TestReplayOfAnotherAPIRefusedFirst(t *testing.T) {
+	sim := startSim(t, 5*time.Millisecond, 1, 0)
+	dir := t.TempDir()
+	trace := writeTestFile(t, dir, "trace.jsonl", `{"offset": 0, "path": "/v1/responses", "body": {"input": "hi", "max_output_tokens": 8}}`+"\n")
+	yml := targetsYAML([]string{"a"}, []*simTarget{sim}) + `bench:
+  seed: 1
+  duration: 1s
+  warmup: 0s
+  matrix:
+    rates: [2]
+    shapes: [{input_tokens: 32, output_tokens: 4}]
+    replays: [{name: rec, source: jsonl, path: trace.jsonl}]
+`
+	file := writeTestFile(t, dir, "b.yml", yml)
+	want := "replay \"rec\" against target \"a\": " + trace + ":1: recorded for /v1/responses, the openai-responses API"
+	for _, args := range [][]string{
+		{"bench", "--config.check", "--config.file=" + file},
+		{"bench", "--config.file=" + file, "--output.dir=" + filepath.Join(dir, "out")},
+	} {
+		code, _, stderr := runCLI(t, context.Background(), args...)
+		if code != ExitError || !strings.Contains(stderr, want) {
+			t.Errorf("%v: exit %d, stderr %q; want %d and %q", args[1:], code, stderr, ExitError, want)
+		}
+	}
+	if got := sim.bodies(); len(got) != 0 {
+		t.Errorf("the server got %d requests before the refusal, want none (the rate cell ran first)", len(got))
 	}
 }

@@ -211,6 +211,10 @@ func Run(ctx context.Context, cfg *Config, opts Options) (*report.Report, error)
 // meet.
 func (b *run) prepare(ctx context.Context, targets []config.Target, cts []*client.Target) (rep *report.Report, stopServer func(), err error) {
 	stopServer = func() {}
+	// The traces first: a file's refusal should cost no server start.
+	if b.traces, err = readTraces(b.spec.Matrix.Replays, targets); err != nil {
+		return nil, stopServer, err
+	}
 	var coldStart *report.ColdStartReport
 	if b.spec.ColdStart != nil {
 		cs, stop, err := (&coldStarter{spec: b.spec.ColdStart, logger: b.logger}).run(ctx, targets, cts)
@@ -220,9 +224,6 @@ func (b *run) prepare(ctx context.Context, targets []config.Target, cts []*clien
 		coldStart, stopServer = cs, stop
 	}
 	if b.prompts, err = promptSet(ctx, b.spec, targets); err != nil {
-		return nil, stopServer, err
-	}
-	if b.traces, err = readTraces(b.spec.Matrix.Replays); err != nil {
 		return nil, stopServer, err
 	}
 	info := b.opts.Info
@@ -340,8 +341,12 @@ func (b *run) ranking(targets []config.Target, groups, rankGroups []group, reps 
 	return r
 }
 
-// readTraces reads every replay's trace once for the run, by its name.
-func readTraces(replays []ReplaySpec) (map[string]*replay.Trace, error) {
+// readTraces reads every replay's trace once for the run, by its name, and
+// prepares it for every target as its cells will (replaySource): a record
+// a target cannot be sent (a recorded body of another API than the
+// target's) is refused here, before the first request and by --config.check,
+// not when its cell comes after minutes of others.
+func readTraces(replays []ReplaySpec, targets []config.Target) (map[string]*replay.Trace, error) {
 	traces := map[string]*replay.Trace{}
 	for _, r := range replays {
 		format, _ := replay.ParseFormat(r.Source)
@@ -349,6 +354,11 @@ func readTraces(replays []ReplaySpec) (map[string]*replay.Trace, error) {
 		tr, err := replay.ReadFile(r.Path, format, replay.ReadOptions{OnMalformed: policy})
 		if err != nil {
 			return nil, fmt.Errorf("replay %q: %w", r.Name, err)
+		}
+		for i := range targets {
+			if _, err := replaySource(tr, &r, &targets[i], 0, nil); err != nil {
+				return nil, fmt.Errorf("replay %q against target %q: %w", r.Name, targets[i].Name, err)
+			}
 		}
 		traces[r.Name] = tr
 	}

@@ -37,6 +37,7 @@ import (
 	"github.com/infer-exporter/infer_exporter/probe/live"
 	"github.com/infer-exporter/infer_exporter/probe/otlp"
 	"github.com/infer-exporter/infer_exporter/probe/plan"
+	"github.com/infer-exporter/infer_exporter/probe/replay"
 )
 
 const exporterName = "infer_exporter"
@@ -204,6 +205,20 @@ func checkConfig(ctx context.Context, file string) int {
 	if err != nil {
 		fmt.Fprintln(os.Stderr, err)
 		return 1
+	}
+	// The traces too, as each replay workload reads them when it starts:
+	// a malformed line or a recorded body of another API than its
+	// target's would otherwise pass here and stop the exporter at start.
+	for i := range c.Workloads {
+		w := &c.Workloads[i]
+		if w.Replay == nil {
+			continue
+		}
+		t, _ := c.Target(w.Target)
+		if _, _, _, err := replay.Open(w.Replay, t, nil); err != nil {
+			fmt.Fprintf(os.Stderr, "%s: workloads[%d] %q: replay: %v\n", file, i, w.Name, err)
+			return 1
+		}
 	}
 	fmt.Printf("%s: OK: %s, %s\n", file, counted(len(c.Targets), "target"), counted(len(c.Workloads), "workload"))
 	return 0

@@ -262,6 +262,13 @@ func TestConfigCheckRefusesUnusable(t *testing.T) {
 		t.Fatal(err)
 	}
 	f.Close()
+	// Recorded for the Responses API, replayed at a chat target: the
+	// exporter once passed the check and then refused to start.
+	responsesTrace := write("responses.jsonl", `{"offset": 0, "path": "/v1/responses", "body": {"input": "hi", "max_output_tokens": 8}}`+"\n")
+	malformedTrace := write("malformed.jsonl", `{"offset": 0, "body": {"messages": []}}`+"\nnot json\n")
+	replayOf := func(trace string) string {
+		return "targets:\n  - {name: t, url: \"http://127.0.0.1:9\", model: m, flavor: openai-chat}\nworkloads:\n  - name: w\n    target: t\n    replay: {source: jsonl, path: " + trace + "}\n"
+	}
 	deepSchema := write("deep.json", strings.Repeat(`{"items":`, 6552)+"{}"+strings.Repeat("}", 6552))
 	for _, tc := range []struct {
 		file, want string
@@ -280,6 +287,9 @@ func TestConfigCheckRefusesUnusable(t *testing.T) {
 		// once kept the check compiling for more than 500 s.
 		{write("deep-schema.yml", "targets:\n  - {name: t, url: \"http://127.0.0.1:9\", model: m}\nworkloads:\n  - name: w\n    target: t\n    arrival: {rate: 1}\n    response_format: {type: json_schema, schema_file: deep.json}\n"),
 			"deep-schema.yml:7: workloads[0].response_format.schema_file: " + deepSchema + ": nested more than 64 levels deep: at most 64 (config.MaxSchemaDepth)"},
+		{write("replay-responses.yml", replayOf(responsesTrace)),
+			`workloads[0] "w": replay: ` + responsesTrace + `:1: recorded for /v1/responses, the openai-responses API; the target speaks the openai-chat API`},
+		{write("replay-malformed.yml", replayOf(malformedTrace)), malformedTrace + ":2"},
 	} {
 		out := runChild(t, "--config.check", "--config.file="+tc.file)
 		if !strings.Contains(out, tc.want) || strings.Contains(out, "OK") {

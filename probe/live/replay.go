@@ -167,22 +167,13 @@ func (m maxP99) P99() float64 {
 // recorder's metrics are bound later (bind), once the workload's series
 // exist.
 func newReplay(ctx context.Context, r *config.Replay, t *config.Target, opts Options, logger *slog.Logger) (*replay.Source, *replayRecorder, error) {
-	format, ropts, err := replay.OptionsOf(r, t)
-	if err != nil {
-		return nil, nil, err
-	}
-	tr, err := replay.ReadFile(r.Path, format, replay.ReadOptions{OnMalformed: ropts.OnUnreplayable})
-	if err != nil {
-		return nil, nil, fmt.Errorf("replay: %w", err)
-	}
 	// The drift's window is the schedule lag's.
 	window := opts.DegradedWindow
 	if window <= 0 {
 		window = workload.DefaultDegradedWindow
 	}
 	rec := &replayRecorder{window: workload.NewWindow(window), logger: logger}
-	ropts.Recorder = rec
-	src, err := replay.NewSource(tr, ropts)
+	src, tr, format, err := replay.Open(r, t, rec)
 	if err != nil {
 		return nil, nil, fmt.Errorf("replay: %w", err)
 	}
