@@ -195,19 +195,20 @@ func (s *Simulator) toolCalls(req *generateRequest) []toolCall {
 }
 
 // callsTool says whether a chat request offering tools is answered with a
-// call: always, unless Config.ToolTurns is set and msgs hold that many tool
-// results already.
+// call: always, unless Config.ToolTurns is set and msgs hold that many
+// rounds of tool results already. A round is a run of tool messages, the
+// results of one answer's calls, however many it made.
 func (s *Simulator) callsTool(msgs []chatMessageJSON) bool {
 	if s.cfg.ToolTurns == 0 {
 		return true
 	}
-	results := 0
+	rounds := 0
 	for i := range msgs {
-		if msgs[i].Role == "tool" {
-			results++
+		if msgs[i].Role == "tool" && (i == 0 || msgs[i-1].Role != "tool") {
+			rounds++
 		}
 	}
-	return results < s.cfg.ToolTurns
+	return rounds < s.cfg.ToolTurns
 }
 
 // maxLogprobsParam is the largest logprobs and prompt_logprobs a request may

@@ -89,8 +89,9 @@ type Config struct {
 	ReasoningTokens int
 	// ToolTurns (0 = off) plays an agent's model: a chat request that
 	// offers tools is answered with a tool call only while its messages
-	// hold fewer than ToolTurns tool results (role "tool"), then with a
-	// text answer, so that an agent's job ends after ToolTurns+1 turns and
+	// hold fewer than ToolTurns rounds of tool results (runs of role
+	// "tool" messages, one round however many calls it answers), then
+	// with a text answer, so that an agent's job ends after ToolTurns+1 turns and
 	// a test knows it. Off, every such request is answered with a call.
 	ToolTurns int
 	// ToolCalls is how many tool calls (1 to MaxToolCalls) an answer with
@@ -472,7 +473,7 @@ func AddFlags(cmd FlagAdder) *Config {
 	cmd.Flag("sim.block-size", "Tokens per KV block; the prefix cache's granularity.").Default(it(d.BlockSize)).IntVar(&c.BlockSize)
 	cmd.Flag("sim.engine", "Inference server to impersonate: "+strings.Join(Engines(), ", ")+" (native API, info endpoints, metric names).").Default(d.Engine).EnumVar(&c.Engine, Engines()...)
 	cmd.Flag("sim.seed", "Seed for generated text, EOS points and injected errors.").Default(strconv.FormatUint(d.Seed, 10)).Uint64Var(&c.Seed)
-	cmd.Flag("sim.tool-turns", "Agent model: a chat request offering tools is answered with a tool call while its messages hold fewer than N tool results, then with text (0 = always a call).").Default(it(d.ToolTurns)).IntVar(&c.ToolTurns)
+	cmd.Flag("sim.tool-turns", "Agent model: a chat request offering tools is answered with a tool call while its messages hold fewer than N rounds of tool results (runs of tool messages), then with text (0 = always a call).").Default(it(d.ToolTurns)).IntVar(&c.ToolTurns)
 	cmd.Flag("sim.tool-calls", "Agent model: tool calls in each answer that calls tools (parallel calls, 1 to "+it(MaxToolCalls)+"), naming the offered tools in turn.").Default(it(d.ToolCalls)).IntVar(&c.ToolCalls)
 	cmd.Flag("sim.reasoning-tokens", "Reasoning model: each chat generation streams N reasoning tokens, then its answer (0 = off; max_tokens counts both).").Default(it(d.ReasoningTokens)).IntVar(&c.ReasoningTokens)
 	// No default value: empty means "reasoning", so that the parsed flags

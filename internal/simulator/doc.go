@@ -91,7 +91,8 @@
 //
 // With Config.ToolTurns (--sim.tool-turns) set, the simulator plays an
 // agent's model: a request is answered with a call only while its messages
-// hold fewer than ToolTurns tool results (role "tool"), then with text.
+// hold fewer than ToolTurns rounds of tool results (runs of role "tool"
+// messages: one round answers all of a turn's calls), then with text.
 //
 // With Config.ToolCalls (--sim.tool-calls) above 1, an answer that calls
 // tools holds that many parallel calls, streamed one after the other as

@@ -295,3 +295,24 @@ func TestParallelToolCallsBody(t *testing.T) {
 		})
 	}
 }
+
+// TestToolTurnsRounds: with parallel calls, ToolTurns counts rounds of tool
+// results (a run of tool messages answers one turn's calls), not results.
+func TestToolTurnsRounds(t *testing.T) {
+	cfg := simulatortest.InstantConfig()
+	cfg.ToolTurns, cfg.ToolCalls = 2, 2
+	base, _ := simulatortest.StartTest(t, cfg)
+	call := `{"role":"assistant","content":null,"tool_calls":[{"id":"a","type":"function","function":{"name":"get_weather","arguments":"{}"}},{"id":"b","type":"function","function":{"name":"get_weather","arguments":"{}"}}]}`
+	results := `{"role":"tool","tool_call_id":"a","content":"sunny"},{"role":"tool","tool_call_id":"b","content":"rainy"}`
+	for rounds, want := range []bool{true, true, false} {
+		msgs := `{"role":"user","content":"a b c"}`
+		for range rounds {
+			msgs += "," + call + "," + results
+		}
+		body := readAll(t, base+"/v1/chat/completions",
+			`{"model":"sim-model","messages":[`+msgs+`],`+weatherTools+`,"max_tokens":6}`)
+		if got := strings.Contains(string(body), `"tool_calls":[`); got != want {
+			t.Errorf("%d rounds of two results: answered with a call %v, want %v: %s", rounds, got, want, body)
+		}
+	}
+}
