@@ -47,8 +47,8 @@ type generateRequest struct {
 	Echo           bool            `json:"echo"`
 	Logprobs       json.RawMessage `json:"logprobs"`
 	PromptLogprobs *int            `json:"prompt_logprobs"`
-	// Tools are the functions a chat request offers; only the first's
-	// name is read (see genParams.toolName).
+	// Tools are the functions a chat request offers, called in turn (see
+	// genParams.calls).
 	Tools []struct {
 		Function toolFunction `json:"function"`
 	} `json:"tools"`
@@ -76,12 +76,14 @@ type toolFunction struct {
 // response format (structured.go): the called function's arguments, or
 // the structured answer. Called once the output length is drawn.
 func (p *genParams) structuredRequest(req *generateRequest) {
-	if p.toolName != nil {
-		params := req.Tools[p.toolIndex].Function.Parameters
-		if len(bytes.TrimSpace(params)) == 0 {
-			p.doc = []byte("{}")
-		} else {
-			p.doc = structuredDoc(params)
+	if p.calls != nil {
+		for j := range p.calls {
+			params := req.Tools[p.calls[j].tool].Function.Parameters
+			if len(bytes.TrimSpace(params)) == 0 {
+				p.calls[j].doc = []byte("{}")
+			} else {
+				p.calls[j].doc = structuredDoc(params)
+			}
 		}
 		return
 	}
@@ -95,47 +97,118 @@ func (p *genParams) structuredRequest(req *generateRequest) {
 	}
 }
 
-// docTokens is how many answer tokens carry the document: those after the
-// reasoning, and after a tool call's first token, its name.
-func (p *genParams) docTokens() int {
-	n := p.target - p.reasoningOf(p.target)
-	if p.toolName != nil {
-		n--
+// answerPieces are a response format's document's pieces for its tokens,
+// those after the reasoning, cut by the InvalidStructured fault; nil
+// without a document.
+func (p *genParams) answerPieces(f *Faults) [][]byte {
+	if p.doc == nil {
+		return nil
 	}
-	return n
+	return docPieces(breakDoc(p.doc, p.key, f.InvalidStructured), p.target-p.reasoningOf(p.target))
 }
 
-// answerPieces are the document's pieces for its tokens, cut by the
-// InvalidStructured fault; nil without a document. A tool call with no
-// token for its arguments gets them whole in its first (its name's) delta.
-func (p *genParams) answerPieces(f *Faults) (pieces [][]byte, inline []byte) {
-	if p.doc == nil {
-		return nil, nil
+// toolCall is one call of a chat answer that calls tools.
+type toolCall struct {
+	// name is the JSON string (quoted) of the function it calls.
+	name []byte
+	// tool is that function's index among the request's tools.
+	tool int
+	// doc is its arguments: a JSON document the function's parameters
+	// accept (structured.go).
+	doc []byte
+}
+
+// callSpan is where one call lies among an answer's tokens, and what they
+// carry.
+type callSpan struct {
+	// start is the call's first token, which names the function.
+	start int
+	// pieces are its arguments' pieces, one per later token.
+	pieces [][]byte
+	// inline is the whole arguments of a call with no later token, in
+	// its first (its name's) delta.
+	inline []byte
+}
+
+// callSpans lays the calls over the answer's tokens, those after the
+// reasoning, one after the other as a server streams parallel calls: the
+// tokens are shared as evenly as they go, the first calls taking one more,
+// and an answer of fewer tokens than calls holds one call a token. Each
+// call's arguments are cut by the InvalidStructured fault on their own. Nil
+// for a text answer, or one with no answer token.
+func (p *genParams) callSpans(f *Faults) []callSpan {
+	start := p.reasoningOf(p.target)
+	answer := p.target - start
+	n := min(len(p.calls), answer)
+	if n <= 0 {
+		return nil
 	}
-	doc := breakDoc(p.doc, p.key, f.InvalidStructured)
-	if n := p.docTokens(); n > 0 {
-		return docPieces(doc, n), nil
+	out := make([]callSpan, n)
+	for j := range out {
+		size := answer / n
+		if j < answer%n {
+			size++
+		}
+		doc := breakDoc(p.calls[j].doc, p.key+uint64(j), f.InvalidStructured)
+		out[j].start = start
+		if size > 1 {
+			out[j].pieces = docPieces(doc, size-1)
+		} else if one := docPieces(doc, 1); len(one) == 1 {
+			out[j].inline = one[0]
+		}
+		start += size
 	}
-	if one := docPieces(doc, 1); len(one) == 1 {
-		return nil, one[0]
+	return out
+}
+
+// toolCalls are the calls of an answer to req, which offers tools:
+// Config.ToolCalls of them, naming the offered tools in turn from the
+// first, or all the one a named tool_choice names.
+func (s *Simulator) toolCalls(req *generateRequest) []toolCall {
+	named := -1
+	var choice struct {
+		Function struct {
+			Name string `json:"name"`
+		} `json:"function"`
 	}
-	return nil, nil
+	if json.Unmarshal(req.ToolChoice, &choice) == nil && choice.Function.Name != "" {
+		for i, t := range req.Tools {
+			if t.Function.Name == choice.Function.Name {
+				named = i
+			}
+		}
+	}
+	calls := make([]toolCall, max(s.cfg.ToolCalls, 1))
+	for j := range calls {
+		tool := j % len(req.Tools)
+		if named >= 0 {
+			tool = named
+		}
+		name := req.Tools[tool].Function.Name
+		if name == "" {
+			name = "tool"
+		}
+		calls[j].name, _ = json.Marshal(name)
+		calls[j].tool = tool
+	}
+	return calls
 }
 
 // callsTool says whether a chat request offering tools is answered with a
-// call: always, unless Config.ToolTurns is set and msgs hold that many tool
-// results already.
+// call: always, unless Config.ToolTurns is set and msgs hold that many
+// rounds of tool results already. A round is a run of tool messages, the
+// results of one answer's calls, however many it made.
 func (s *Simulator) callsTool(msgs []chatMessageJSON) bool {
 	if s.cfg.ToolTurns == 0 {
 		return true
 	}
-	results := 0
+	rounds := 0
 	for i := range msgs {
-		if msgs[i].Role == "tool" {
-			results++
+		if msgs[i].Role == "tool" && (i == 0 || msgs[i-1].Role != "tool") {
+			rounds++
 		}
 	}
-	return results < s.cfg.ToolTurns
+	return rounds < s.cfg.ToolTurns
 }
 
 // maxLogprobsParam is the largest logprobs and prompt_logprobs a request may
@@ -306,15 +379,12 @@ type genParams struct {
 	// reasoning (Config.ReasoningTokens for a chat generation, else 0); a
 	// generation shorter than that is reasoning only.
 	reasoning int
-	// toolName, for a chat request that offers tools, is the JSON string
-	// (quoted) of the function its answer calls, the first tool's: the
-	// answer is then a tool call, streamed as vLLM streams one (doc.go,
-	// "Tool calls"). Empty: the answer is text.
-	toolName []byte
-	// toolIndex is the called function's index among the request's tools.
-	toolIndex int
-	// doc, when set, is the answer's JSON document (structured.go): a
-	// tool call's arguments, or a response format's answer.
+	// calls, for a chat request that offers tools, are the calls its
+	// answer makes (Config.ToolCalls of them): the answer is then tool
+	// calls, streamed as vLLM streams them (doc.go, "Tool calls"). Nil:
+	// the answer is text.
+	calls []toolCall
+	// doc, when set, is a response format's answer (structured.go).
 	doc []byte
 
 	// Log-probabilities of a completions request (logprobs.go): echo the
@@ -358,23 +428,7 @@ func (s *Simulator) parseGenerate(w http.ResponseWriter, r *http.Request, chat b
 		return nil, http.StatusBadRequest, errors.New("only n=1 is supported")
 	}
 	if chat && len(req.Tools) > 0 && string(bytes.TrimSpace(req.ToolChoice)) != `"none"` && s.callsTool(req.Messages) {
-		var named struct {
-			Function struct {
-				Name string `json:"name"`
-			} `json:"function"`
-		}
-		if json.Unmarshal(req.ToolChoice, &named) == nil && named.Function.Name != "" {
-			for i, t := range req.Tools {
-				if t.Function.Name == named.Function.Name {
-					p.toolIndex = i
-				}
-			}
-		}
-		name := req.Tools[p.toolIndex].Function.Name
-		if name == "" {
-			name = "tool"
-		}
-		p.toolName, _ = json.Marshal(name)
+		p.calls = s.toolCalls(&req)
 	}
 	if chat {
 		if len(req.Messages) == 0 {
@@ -616,10 +670,13 @@ const (
 	textObject      = "text_completion"
 
 	// A tool call's deltas, as vLLM streams them: the first names the
-	// function, the others carry pieces of its arguments.
-	toolCallOpen       = `"delta":{"tool_calls":[{"index":0,"id":"call_0","type":"function","function":{"name":`
+	// function, the others carry pieces of its arguments. The call's
+	// index (and its id, call_<index>) follows toolCallIndex.
+	toolCallIndex      = `"delta":{"tool_calls":[{"index":`
+	toolCallID         = `,"id":"call_`
+	toolCallName       = `","type":"function","function":{"name":`
 	toolCallFirstClose = `,"arguments":""}}]},"logprobs":null,"finish_reason":`
-	toolArgsOpen       = `"delta":{"tool_calls":[{"index":0,"function":{"arguments":"`
+	toolArgsOpen       = `,"function":{"arguments":"`
 	toolArgsClose      = `"}}]},"logprobs":null,"finish_reason":`
 )
 
@@ -727,11 +784,14 @@ type chunkWriter struct {
 	// field, and no content.
 	reasoningOpen string
 	pad           string // contentPad's
-	// pieces are the answer document's tokens (answerPieces), from
-	// docStart on; inline is a tool call's arguments in its first chunk.
+	// pieces are a response format's document's tokens (answerPieces),
+	// from docStart on.
 	pieces   [][]byte
-	inline   []byte
 	docStart int
+	// spans are the answer's tool calls (callSpans), call the one the
+	// last token written belongs to.
+	spans []callSpan
+	call  int
 }
 
 func (s *Simulator) newChunkWriter(w http.ResponseWriter, p *genParams, f *Faults, arrival time.Time) *chunkWriter {
@@ -739,7 +799,7 @@ func (s *Simulator) newChunkWriter(w http.ResponseWriter, p *genParams, f *Fault
 	if p.chat {
 		object = chatChunkObject
 	}
-	pieces, inline := p.answerPieces(f)
+	pieces := p.answerPieces(f)
 	return &chunkWriter{
 		w:             w,
 		p:             p,
@@ -748,8 +808,8 @@ func (s *Simulator) newChunkWriter(w http.ResponseWriter, p *genParams, f *Fault
 		reasoningOpen: `"delta":{"` + s.cfg.ReasoningField + `":"`,
 		pad:           contentPad(f),
 		pieces:        pieces,
-		inline:        inline,
 		docStart:      p.target - len(pieces), // the first token that carries the document
+		spans:         p.callSpans(f),
 	}
 }
 
@@ -789,19 +849,8 @@ func (c *chunkWriter) writeToken(i int, fr string) bool {
 	switch {
 	case p.chat && i < p.reasoning:
 		buf = append(append(append(append(buf, c.reasoningOpen...), piece...), chatDeltaClose...), fr...)
-	case p.toolName != nil && i == p.reasoning:
-		// The first answer token opens the call: its id, type
-		// and name, with empty arguments.
-		buf = append(append(buf, toolCallOpen...), p.toolName...)
-		if c.inline != nil {
-			buf = append(append(append(buf, `,"arguments":"`...), c.inline...), toolArgsClose...)
-		} else {
-			buf = append(buf, toolCallFirstClose...)
-		}
-		buf = append(buf, toolFinish(fr)...)
-	case p.toolName != nil:
-		buf = append(append(append(append(buf, toolArgsOpen...), piece...), c.pad...), toolArgsClose...)
-		buf = append(buf, toolFinish(fr)...)
+	case c.spans != nil && i >= p.reasoning:
+		buf = append(c.appendCallDelta(buf, i), toolFinish(fr)...)
 	case p.chat:
 		buf = append(append(append(append(append(buf, chatDeltaOpen...), piece...), c.pad...), chatDeltaClose...), fr...)
 	default:
@@ -809,6 +858,47 @@ func (c *chunkWriter) writeToken(i int, fr string) bool {
 	}
 	c.buf = append(buf, choiceEnd...)
 	return c.write(c.finish(c.buf))
+}
+
+// appendCallDelta appends the delta of answer token i of a tool-call
+// answer: a call's first token opens it (its index, id, type and name,
+// with empty arguments, or the whole arguments when it has no other
+// token), the others carry pieces of its arguments.
+func (c *chunkWriter) appendCallDelta(buf []byte, i int) []byte {
+	for c.call+1 < len(c.spans) && i >= c.spans[c.call+1].start {
+		c.call++
+	}
+	sp := &c.spans[c.call]
+	buf = strconv.AppendInt(append(buf, toolCallIndex...), int64(c.call), 10)
+	if i > sp.start {
+		piece := sp.pieces[i-sp.start-1]
+		return append(append(append(append(buf, toolArgsOpen...), piece...), c.pad...), toolArgsClose...)
+	}
+	buf = strconv.AppendInt(append(buf, toolCallID...), int64(c.call), 10)
+	buf = append(append(buf, toolCallName...), c.p.calls[c.call].name...)
+	if sp.inline != nil {
+		return append(append(append(buf, `,"arguments":"`...), sp.inline...), toolArgsClose...)
+	}
+	return append(buf, toolCallFirstClose...)
+}
+
+// appendCalls appends a body's tool_calls array: each call's id, type,
+// name and whole arguments.
+func appendCalls(b []byte, p *genParams, spans []callSpan) []byte {
+	b = append(b, '[')
+	for j, sp := range spans {
+		if j > 0 {
+			b = append(b, ',')
+		}
+		b = strconv.AppendInt(append(b, `{"id":"call_`...), int64(j), 10)
+		b = append(append(b, toolCallName...), p.calls[j].name...)
+		b = append(append(b, `,"arguments":"`...), sp.inline...)
+		for _, piece := range sp.pieces {
+			b = append(b, piece...)
+		}
+		b = append(b, `"}}`...)
+	}
+	return append(b, ']')
 }
 
 // writeUsage writes the usage chunk that include_usage asks for, after the
@@ -893,8 +983,8 @@ func (s *Simulator) respond(ctx context.Context, w http.ResponseWriter, p *genPa
 	for i := range nr {
 		reasoning.WriteString(outputPiece(p.key, i))
 	}
-	call := p.toolName != nil && nr < produced
-	pieces, inline := p.answerPieces(f)
+	spans := p.callSpans(f)
+	call := spans != nil && nr < produced
 	for i := nr; i < produced; i++ {
 		if call && i == nr {
 			continue // a tool call's first token is its name
@@ -904,8 +994,8 @@ func (s *Simulator) respond(ctx context.Context, w http.ResponseWriter, p *genPa
 	textJSON, _ := json.Marshal(text.String())
 	if p.doc != nil {
 		// The document's pieces are JSON string bodies already.
-		b := append([]byte{'"'}, inline...)
-		for _, piece := range pieces {
+		b := []byte{'"'}
+		for _, piece := range p.answerPieces(f) {
 			b = append(b, piece...)
 		}
 		textJSON = append(b, '"')
@@ -922,11 +1012,7 @@ func (s *Simulator) respond(ctx context.Context, w http.ResponseWriter, p *genPa
 		case p.reasoning > 0 && nr == produced:
 			b = append(b, "null"...) // reasoning only: no answer
 		case call:
-			b = append(b, `null,"tool_calls":[{"id":"call_0","type":"function","function":{"name":`...)
-			b = append(b, p.toolName...)
-			b = append(b, `,"arguments":`...)
-			b = append(b, textJSON...)
-			b = append(b, `}}]`...)
+			b = appendCalls(append(b, `null,"tool_calls":`...), p, spans)
 			if reason == finishStop {
 				reason = "tool_calls"
 			}

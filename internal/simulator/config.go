@@ -89,10 +89,16 @@ type Config struct {
 	ReasoningTokens int
 	// ToolTurns (0 = off) plays an agent's model: a chat request that
 	// offers tools is answered with a tool call only while its messages
-	// hold fewer than ToolTurns tool results (role "tool"), then with a
-	// text answer, so that an agent's job ends after ToolTurns+1 turns and
+	// hold fewer than ToolTurns rounds of tool results (runs of role
+	// "tool" messages, one round however many calls it answers), then
+	// with a text answer, so that an agent's job ends after ToolTurns+1 turns and
 	// a test knows it. Off, every such request is answered with a call.
 	ToolTurns int
+	// ToolCalls is how many tool calls (1 to MaxToolCalls) an answer with
+	// calls holds: parallel calls, as a model that fans work out to
+	// several tools at once emits them, each naming one of the offered
+	// tools in turn.
+	ToolCalls int
 	// ReasoningField is the delta (and message) field of reasoning text in
 	// OpenAI chat chunks: ReasoningFieldReasoning (vLLM 0.11 and later) or
 	// ReasoningFieldReasoningContent (older vLLM, SGLang, llama.cpp,
@@ -130,6 +136,11 @@ const (
 	MaxPromptImages = 64
 )
 
+// MaxToolCalls bounds Config.ToolCalls: a model's parallel calls are a
+// few, and each answer token beyond the first of every call carries its
+// arguments.
+const MaxToolCalls = 16
+
 // The OpenAI chat fields that carry reasoning text.
 const (
 	ReasoningFieldReasoning        = "reasoning"
@@ -156,6 +167,7 @@ func DefaultConfig() Config {
 		Seed:                   1,
 		Faults:                 NoFaults(),
 		Engine:                 EngineVLLM,
+		ToolCalls:              1,
 	}
 }
 
@@ -186,6 +198,8 @@ func (c Config) Validate() error {
 		return fmt.Errorf("reasoning tokens %d is negative", c.ReasoningTokens)
 	case c.ToolTurns < 0:
 		return fmt.Errorf("tool turns %d is negative", c.ToolTurns)
+	case c.ToolCalls < 1 || c.ToolCalls > MaxToolCalls:
+		return fmt.Errorf("tool calls %d is outside 1..%d", c.ToolCalls, MaxToolCalls)
 	case c.ReasoningField != "" && c.ReasoningField != ReasoningFieldReasoning && c.ReasoningField != ReasoningFieldReasoningContent:
 		return fmt.Errorf("reasoning field %q is not %q or %q", c.ReasoningField, ReasoningFieldReasoning, ReasoningFieldReasoningContent)
 	case c.LoadDelay < 0 || c.LoadDelay > MaxLoadDelay:
@@ -459,7 +473,8 @@ func AddFlags(cmd FlagAdder) *Config {
 	cmd.Flag("sim.block-size", "Tokens per KV block; the prefix cache's granularity.").Default(it(d.BlockSize)).IntVar(&c.BlockSize)
 	cmd.Flag("sim.engine", "Inference server to impersonate: "+strings.Join(Engines(), ", ")+" (native API, info endpoints, metric names).").Default(d.Engine).EnumVar(&c.Engine, Engines()...)
 	cmd.Flag("sim.seed", "Seed for generated text, EOS points and injected errors.").Default(strconv.FormatUint(d.Seed, 10)).Uint64Var(&c.Seed)
-	cmd.Flag("sim.tool-turns", "Agent model: a chat request offering tools is answered with a tool call while its messages hold fewer than N tool results, then with text (0 = always a call).").Default(it(d.ToolTurns)).IntVar(&c.ToolTurns)
+	cmd.Flag("sim.tool-turns", "Agent model: a chat request offering tools is answered with a tool call while its messages hold fewer than N rounds of tool results (runs of tool messages), then with text (0 = always a call).").Default(it(d.ToolTurns)).IntVar(&c.ToolTurns)
+	cmd.Flag("sim.tool-calls", "Agent model: tool calls in each answer that calls tools (parallel calls, 1 to "+it(MaxToolCalls)+"), naming the offered tools in turn.").Default(it(d.ToolCalls)).IntVar(&c.ToolCalls)
 	cmd.Flag("sim.reasoning-tokens", "Reasoning model: each chat generation streams N reasoning tokens, then its answer (0 = off; max_tokens counts both).").Default(it(d.ReasoningTokens)).IntVar(&c.ReasoningTokens)
 	// No default value: empty means "reasoning", so that the parsed flags
 	// equal DefaultConfig. The placeholder and the enum stand in for it in

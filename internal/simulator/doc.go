@@ -82,17 +82,30 @@
 // is one chunk whose delta is {"tool_calls":[{"index":0,"id":"call_0",
 // "type":"function","function":{"name":"<name>","arguments":""}}]}, and
 // each later token one {"tool_calls":[{"index":0,"function":{"arguments":
-// " word"}}]} chunk, with no content member; a generation that stops says
-// finish_reason "tool_calls". Each is one generated token at the decode
-// step, as a content token is, stamped alike, and usage counts them all.
-// The arguments are the generated words, not JSON: nothing checks them.
-// A non-streaming body holds the call in message.tool_calls (content
-// null), its arguments the words after the first token. Ollama's native
-// APIs ignore tools.
+// "<piece>"}}]} chunk, with no content member; a generation that stops
+// says finish_reason "tool_calls". Each is one generated token at the
+// decode step, as a content token is, stamped alike, and usage counts them
+// all. The arguments are a JSON document the function's parameters accept
+// (structured.go), a piece a token. A non-streaming body holds the call in
+// message.tool_calls (content null). Ollama's native APIs ignore tools.
 //
 // With Config.ToolTurns (--sim.tool-turns) set, the simulator plays an
 // agent's model: a request is answered with a call only while its messages
-// hold fewer than ToolTurns tool results (role "tool"), then with text.
+// hold fewer than ToolTurns rounds of tool results (runs of role "tool"
+// messages: one round answers all of a turn's calls), then with text.
+//
+// With Config.ToolCalls (--sim.tool-calls) above 1, an answer that calls
+// tools holds that many parallel calls, streamed one after the other as
+// vLLM streams them: call j's first delta opens it under "index": j with
+// the id call_<j> and the name of offered tool j modulo their number (or
+// of the one a named tool_choice names), its later deltas carry its
+// arguments under the same index. The answer tokens are shared among the
+// calls as evenly as they go, the first calls taking one more; an answer
+// of fewer tokens than calls holds a call a token, its arguments whole in
+// it. Each call's arguments are a document its function's parameters
+// accept, cut by invalid_structured on their own. A body holds them all in
+// message.tool_calls. The Responses API answers with one call whatever
+// ToolCalls says.
 //
 // # Responses API
 //

@@ -701,7 +701,7 @@ func TestAddFlags(t *testing.T) {
 		"--sim.lora-adapters=a,b", "--sim.lora-adapters=c", "--sim.image-tokens=100",
 		"--fault.slowdown=2", "--fault.error-rate=0.25", "--fault.error-status=429",
 		"--fault.stall-before-first-token=1s", "--fault.stall-mid-stream=2s", "--fault.stall-after-tokens=3",
-		"--fault.disconnect-after-tokens=4", "--fault.malformed-after-tokens=5", "--fault.slow-headers=6s", "--sim.engine=tgi"})
+		"--fault.disconnect-after-tokens=4", "--fault.malformed-after-tokens=5", "--fault.slow-headers=6s", "--sim.engine=tgi", "--sim.tool-calls=3"})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -710,7 +710,7 @@ func TestAddFlags(t *testing.T) {
 		MaxNumSeqs: 4, MaxBatchedTokens: 64,
 		KVBlocks: 100, BlockSize: 8, Seed: 7, Faults: simulator.Faults{Slowdown: 2, ErrorRate: 0.25, ErrorStatus: 429,
 			StallBeforeFirstToken: time.Second, StallMidStream: 2 * time.Second, StallAfterTokens: 3,
-			DisconnectAfterTokens: 4, MalformedAfterTokens: 5, SlowHeaders: 6 * time.Second}, Engine: "tgi"}
+			DisconnectAfterTokens: 4, MalformedAfterTokens: 5, SlowHeaders: 6 * time.Second}, Engine: "tgi", ToolCalls: 3}
 	if !reflect.DeepEqual(*cfg, want) {
 		t.Errorf("parsed %+v, want %+v", *cfg, want)
 	}
@@ -778,6 +778,8 @@ func TestConfigValidate(t *testing.T) {
 		}},
 		{"negative image tokens", func(c *simulator.Config) { c.ImageTokens = -1 }},
 		{"too many image tokens", func(c *simulator.Config) { c.ImageTokens = simulator.MaxImageTokens + 1 }},
+		{"no tool call", func(c *simulator.Config) { c.ToolCalls = 0 }},
+		{"too many tool calls", func(c *simulator.Config) { c.ToolCalls = simulator.MaxToolCalls + 1 }},
 	}
 	for _, tc := range tests {
 		t.Run(tc.name, func(t *testing.T) {

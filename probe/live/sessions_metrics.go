@@ -50,11 +50,12 @@ var (
 // with the other probe metrics; only sessions workloads have series in
 // them.
 type sessionMetrics struct {
-	started                *prometheus.CounterVec
-	dropped, ended         *prometheus.CounterVec
-	active                 *prometheus.GaugeVec
-	turns, think           *prometheus.HistogramVec
-	ttft, prompt, perToken *prometheus.HistogramVec
+	started          *prometheus.CounterVec
+	dropped, ended   *prometheus.CounterVec
+	active           *prometheus.GaugeVec
+	turns, think     *prometheus.HistogramVec
+	ttft, tpot       *prometheus.HistogramVec
+	prompt, perToken *prometheus.HistogramVec
 }
 
 func newSessionMetrics(reg prometheus.Registerer) *sessionMetrics {
@@ -78,27 +79,30 @@ func newSessionMetrics(reg prometheus.Registerer) *sessionMetrics {
 		think: hist("session_think_time_seconds", "Think time drawn between a reply's last byte and the next turn's scheduled instant.", thinkBuckets, true, labels),
 		ttft: hist("session_turn_time_to_first_token_seconds",
 			"TTFT of session turns by turn number, from the turn's scheduled instant (previous reply's end plus think time).", latencyBuckets, true, with(labels, "turn")),
+		tpot: hist("session_turn_time_per_output_token_seconds",
+			"TPOT of successful session turns by turn number, by the rule of time_per_output_token_seconds.", tokenBuckets, true, with(labels, "turn")),
 		prompt: hist("session_turn_prompt_tokens",
 			"Prompt tokens of successful session turns by turn number, as the server's usage reported them: the conversation so far.", conversationBuckets, false, with(labels, "turn")),
 		perToken: hist("session_turn_time_to_first_token_per_prompt_token_seconds",
 			"Per successful session turn with usage, its TTFT divided by its prompt tokens, by turn number.", perTokenBuckets, false, with(labels, "turn")),
 	}
-	reg.MustRegister(m.started, m.dropped, m.ended, m.active, m.turns, m.think, m.ttft, m.prompt, m.perToken)
+	reg.MustRegister(m.started, m.dropped, m.ended, m.active, m.turns, m.think, m.ttft, m.tpot, m.prompt, m.perToken)
 	return m
 }
 
 func (m *sessionMetrics) delete(match prometheus.Labels) {
-	deleteMatching(match, m.started, m.dropped, m.ended, m.active, m.turns, m.think, m.ttft, m.prompt, m.perToken)
+	deleteMatching(match, m.started, m.dropped, m.ended, m.active, m.turns, m.think, m.ttft, m.tpot, m.prompt, m.perToken)
 }
 
 // sessionSeries is one sessions workload's view of the session metrics,
 // every series created at zero: its sessions.Recorder.
 type sessionSeries struct {
-	started                prometheus.Counter
-	active                 prometheus.Gauge
-	dropped, ended         map[string]prometheus.Counter
-	turns, think           prometheus.Observer
-	ttft, prompt, perToken []prometheus.Observer // by turn label
+	started          prometheus.Counter
+	active           prometheus.Gauge
+	dropped, ended   map[string]prometheus.Counter
+	turns, think     prometheus.Observer
+	ttft, tpot       []prometheus.Observer // by turn label
+	prompt, perToken []prometheus.Observer // by turn label
 }
 
 // series binds the labels of one workload (target, model, workload).
@@ -119,6 +123,7 @@ func (m *sessionMetrics) series(lv []string) *sessionSeries {
 	}
 	for _, t := range TurnLabels {
 		s.ttft = append(s.ttft, m.ttft.WithLabelValues(with(lv, t)...))
+		s.tpot = append(s.tpot, m.tpot.WithLabelValues(with(lv, t)...))
 		s.prompt = append(s.prompt, m.prompt.WithLabelValues(with(lv, t)...))
 		s.perToken = append(s.perToken, m.perToken.WithLabelValues(with(lv, t)...))
 	}
@@ -149,13 +154,18 @@ func (s *sessionSeries) FirstToken(turn int, d time.Duration) {
 	s.ttft[turnIndex(turn)].Observe(d.Seconds())
 }
 
-// TurnDone implements sessions.Recorder: a successful turn's prompt length
-// and TTFT per prompt token, when the server reported its prompt tokens.
+// TurnDone implements sessions.Recorder: a successful turn's TPOT, by the
+// rule every request's TPOT follows (a turn without one, a single content
+// event or a single visible token, has none), and its prompt length and
+// TTFT per prompt token, when the server reported its prompt tokens.
 func (s *sessionSeries) TurnDone(turn int, o *observation.Request) {
+	i := turnIndex(turn)
+	if d, ok := o.TPOT(); ok {
+		s.tpot[i].Observe(d.Seconds())
+	}
 	if o.PromptTokens <= 0 {
 		return
 	}
-	i := turnIndex(turn)
 	s.prompt[i].Observe(float64(o.PromptTokens))
 	if d, ok := o.TTFT(); ok {
 		s.perToken[i].Observe(d.Seconds() / float64(o.PromptTokens))

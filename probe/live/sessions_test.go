@@ -19,6 +19,7 @@ import (
 	"github.com/infer-exporter/infer_exporter/internal/config"
 	"github.com/infer-exporter/infer_exporter/internal/simulator"
 	"github.com/infer-exporter/infer_exporter/internal/simulator/simulatortest"
+	"github.com/infer-exporter/infer_exporter/probe/client"
 	"github.com/infer-exporter/infer_exporter/probe/observation"
 	"github.com/infer-exporter/infer_exporter/probe/sessions"
 	"github.com/infer-exporter/infer_exporter/probe/workload"
@@ -39,6 +40,13 @@ type sessionRun struct {
 // cfg, as the exporter does, and runs it until it ends or stop returns.
 func runSessions(t *testing.T, cfg simulator.Config, flavor, block string, stop func(ctx context.Context, cancel context.CancelFunc, started func() float64)) sessionRun {
 	t.Helper()
+	return runSessionsClient(t, cfg, flavor, block, stop, nil)
+}
+
+// runSessionsClient is runSessions whose workload client's options
+// clientOptions adjusts (nil: none), as Options.ClientOptions does.
+func runSessionsClient(t *testing.T, cfg simulator.Config, flavor, block string, stop func(ctx context.Context, cancel context.CancelFunc, started func() float64), clientOptions func(*client.Options)) sessionRun {
+	t.Helper()
 	url, sim := simulatortest.StartTest(t, cfg)
 	c, err := config.Parse([]byte(fmt.Sprintf(`
 targets:
@@ -55,7 +63,7 @@ workloads:
 	// tests are not about a client late under the race detector on a
 	// shared machine, which would have its overdue sessions refused.
 	metrics := NewMetrics(reg)
-	runners, clients, err := Build(context.Background(), c, metrics, Options{DegradedLag: time.Second}, slog.New(slog.DiscardHandler))
+	runners, clients, err := Build(context.Background(), c, metrics, Options{DegradedLag: time.Second, ClientOptions: clientOptions}, slog.New(slog.DiscardHandler))
 	t.Cleanup(func() {
 		for _, cl := range clients {
 			cl.Close()
