@@ -29,7 +29,7 @@ import (
 type sessionRun struct {
 	obs      map[uint64]observation.Request
 	sim      *simulator.Simulator
-	url      string // the simulator's
+	url      string         // the simulator's
 	sessions *sessionSeries // the workload's session series
 	agents   *agentSeries   // its agent series
 	ser      *Series        // the workload's live series
