@@ -463,6 +463,9 @@ func (c *Config) validate(v *validator) {
 		}
 		if w.Replay != nil {
 			validateReplay(v, p, w.Replay)
+			if w.Replay.Source == ReplaySourceAgentSessions {
+				c.validateAgentReplay(v, p, w)
+			}
 		} else {
 			validateArrival(v, append(p[:len(p):len(p)], "arrival"), &w.Arrival)
 			validateLengths(v, append(p[:len(p):len(p)], "prompt"), &w.Prompt)

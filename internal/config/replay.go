@@ -18,10 +18,14 @@ import (
 //
 // The trace file is read when the workload starts, not here, so a
 // malformed line is reported then (with its file and line), by
-// --config.check only as far as the file's existence.
+// --config.check only as far as the file's existence; but an
+// agent_sessions trace is read here too, so that --config.check reports
+// its malformed lines.
 type Replay struct {
 	// Source is the trace format: jsonl (our own recorded requests, a file
-	// or a shadow store directory), azure, mooncake or burstgpt.
+	// or a shadow store directory), azure, mooncake or burstgpt; or
+	// agent_sessions, recorded agent jobs replayed turn by turn (the
+	// sessions machinery's, not probe/replay's; see AgentTrace).
 	Source string `yaml:"source"`
 	// Path is the trace file (or store directory); a relative path is
 	// resolved against the configuration file's directory.
@@ -53,9 +57,15 @@ type Replay struct {
 	ForceOutputTokens bool `yaml:"force_output_tokens"`
 }
 
-// Replay sources and malformed-line policies, as probe/replay names them.
+// ReplaySourceAgentSessions replays recorded agent jobs (AgentTrace): the
+// sessions machinery sends them, not probe/replay, whose formats are the
+// other sources.
+const ReplaySourceAgentSessions = "agent_sessions"
+
+// Replay sources and malformed-line policies, as probe/replay names them
+// (but ReplaySourceAgentSessions).
 var (
-	ReplaySources        = []string{"jsonl", "azure", "mooncake", "burstgpt"}
+	ReplaySources        = []string{"jsonl", "azure", "mooncake", "burstgpt", ReplaySourceAgentSessions}
 	ReplayMalformedRules = []string{"refuse", "skip"}
 )
 

@@ -249,7 +249,7 @@ func buildRunner(ctx context.Context, w *config.Workload, t *config.Target, metr
 	}
 	if a.sess != nil {
 		a.sess.Bind(metrics.sessions.series(series.lv))
-		if w.Sessions.Agent != nil {
+		if a.sess.Jobs() {
 			a.sess.BindJobs(metrics.agents.series(series.lv))
 		}
 	}
@@ -310,6 +310,8 @@ type arrivals struct {
 // newArrivals is the arrivals of workload w on target t, by its kind.
 func newArrivals(ctx context.Context, w *config.Workload, t *config.Target, target *client.Target, metrics *Metrics, opts Options, logger *slog.Logger) (arrivals, error) {
 	switch {
+	case w.Replay != nil && w.Replay.Source == config.ReplaySourceAgentSessions:
+		return agentReplayArrivals(w, opts, logger)
 	case w.Replay != nil:
 		return replayArrivals(ctx, w, t, opts, logger)
 	case w.Sessions != nil:

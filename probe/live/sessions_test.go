@@ -30,6 +30,7 @@ import (
 type sessionRun struct {
 	obs      map[uint64]observation.Request
 	sim      *simulator.Simulator
+	url      string         // the simulator's
 	sessions *sessionSeries // the workload's session series
 	agents   *agentSeries   // its agent series
 	ser      *Series        // the workload's live series
@@ -103,7 +104,7 @@ workloads:
 	ser := liveSeries(r)
 	// The same series as the sessions' recorder: WithLabelValues finds
 	// the children Build created.
-	return sessionRun{obs: obs, sim: sim, sessions: metrics.sessions.series(ser.lv), agents: metrics.agents.series(ser.lv), ser: ser}
+	return sessionRun{obs: obs, sim: sim, url: url, sessions: metrics.sessions.series(ser.lv), agents: metrics.agents.series(ser.lv), ser: ser}
 }
 
 // ended is the sessions ended by reason, and started those started.

@@ -41,7 +41,6 @@ import (
 	"time"
 
 	"github.com/infer-exporter/infer_exporter/internal/config"
-	"github.com/infer-exporter/infer_exporter/probe/arrival"
 	"github.com/infer-exporter/infer_exporter/probe/client"
 	"github.com/infer-exporter/infer_exporter/probe/observation"
 	"github.com/infer-exporter/infer_exporter/probe/plan"
@@ -139,6 +138,8 @@ type session struct {
 	bytes   int
 	// job is what an agent's job measures (agent.go); zero otherwise.
 	job job
+	// recorded is a recorded job's turns (recorded.go); nil otherwise.
+	recorded *config.AgentSession
 	// prompt is the last turn's prompt tokens (the server's usage, else the
 	// estimate it was sent with), output its output tokens.
 	prompt, output int
@@ -161,12 +162,14 @@ type Sessions struct {
 	cfg      config.Sessions
 	chat     bool
 	duration time.Duration
-	arrivals *arrival.Schedule
+	arrivals arrivalSchedule
 	ceiling  interface{ Allow() bool }
 	maxRate  float64
 	rec      Recorder
 	agent    *config.Agent // an agent's jobs (agent.go); nil: conversations
 	jobs     JobRecorder
+	// recorded replays recorded agent jobs (recorded.go); nil otherwise.
+	recorded *recordedJobs
 	logger   *slog.Logger
 	// build makes the user-message generator and says the target's
 	// context length (0: unknown), at the start of Run.
@@ -323,6 +326,10 @@ func (p sessionPrompts) Request(seq uint64, req *client.Request) {
 	user := s.curPrompt.Text
 	ss.msg = nil
 	ss.sent++
+	if s.recorded != nil {
+		recordedRequest(ss, req)
+		return
+	}
 	if s.chat {
 		// An agent's later turn adds no user message: its calls and their
 		// results are in the history already.
@@ -411,6 +418,10 @@ func (p sessionPrompts) Done(o *observation.Request) {
 		ss.prompt = ref.est
 	}
 	s.rec.TurnDone(ref.turn, o)
+	if s.recorded != nil {
+		s.recordedDoneLocked(ss, o)
+		return
+	}
 	if s.agent != nil {
 		s.agentDoneLocked(ss, o)
 		return
@@ -491,7 +502,7 @@ func (s *Sessions) endLocked(ss *session, reason string) {
 	}
 	s.active--
 	s.rec.Ended(reason, ss.done, s.active)
-	if s.agent != nil {
+	if s.Jobs() {
 		s.jobs.JobEnded(ss.job.result(reason, ss.done))
 	}
 	ss.history, ss.text, ss.msg = nil, "", nil
@@ -665,6 +676,10 @@ func (s *Sessions) drawer() {
 // its first message. It unlocks s.mu while it draws (the generator may ask
 // the server's /tokenize).
 func (s *Sessions) arriveLocked() {
+	if s.recorded != nil {
+		s.arriveRecordedLocked()
+		return
+	}
 	i := s.index
 	s.index++
 	s.mu.Unlock()
@@ -707,6 +722,9 @@ func (s *Sessions) admitLocked() bool {
 // turn's prompt and reply and the new message, and says whether it and its
 // max_tokens fit the conversation's bounds.
 func (s *Sessions) fitsLocked(ss *session) (int, bool) {
+	if s.recorded != nil {
+		return 0, true // a recorded body is sent as it was
+	}
 	est := ss.msg.InputTokens
 	if ss.sent > 0 {
 		est += ss.prompt + ss.output
