@@ -211,7 +211,8 @@ func checkConfig(ctx context.Context, file string) int {
 	// target's would otherwise pass here and stop the exporter at start.
 	for i := range c.Workloads {
 		w := &c.Workloads[i]
-		if w.Replay == nil {
+		if w.Replay == nil || w.Replay.Source == config.ReplaySourceAgentSessions {
+			// Recorded agent jobs are read and checked by the load itself.
 			continue
 		}
 		t, _ := c.Target(w.Target)
