@@ -124,7 +124,7 @@ func standInFiles(t *testing.T, dir, text string) string {
 		stand := filepath.Join(dir, "standin-"+filepath.Base(ref))
 		content := "sk-stand-in\n"
 		if key == "path" {
-			content = standInTrace(ref)
+			content = standInTrace(ref, text)
 		}
 		if err := os.WriteFile(stand, []byte(content), 0o600); err != nil {
 			t.Fatal(err)
@@ -133,8 +133,12 @@ func standInFiles(t *testing.T, dir, text string) string {
 	})
 }
 
-// standInTrace is a one-row trace in the format the file name suggests.
-func standInTrace(ref string) string {
+// standInTrace is a one-row trace in the format the file name suggests, or
+// a one-turn recorded agent job for an agent_sessions replay.
+func standInTrace(ref, text string) string {
+	if strings.Contains(text, "source: agent_sessions") {
+		return `{"session": "job-1", "turn": 1, "offset": 0, "body": {"messages": [{"role": "user", "content": "hi"}]}}` + "\n"
+	}
 	if strings.HasSuffix(ref, ".csv") {
 		return "TIMESTAMP,ContextTokens,GeneratedTokens\n2023-11-16 18:15:46.6805900,100,10\n"
 	}
