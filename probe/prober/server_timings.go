@@ -12,9 +12,9 @@ import (
 // infer_probe_client_overhead_seconds in the probe's summaries.
 var (
 	descServerQueue      = prometheus.NewDesc("probe_server_queue_seconds", "The engine's own queue time over the probe's successful requests whose answers reported it (exact quantiles; 1 is the maximum).", nil, nil)
-	descServerTTFT       = prometheus.NewDesc("probe_server_time_to_first_token_seconds", "The engine's own time to first token over the probe's successful requests whose answers reported it (vLLM: from scheduling; llama.cpp: prompt_ms; Ollama: load and prompt evaluation).", nil, nil)
+	descServerTTFT       = prometheus.NewDesc("probe_server_time_to_first_token_seconds", "The engine's own TTFT over the probe's successful requests that reported it: vLLM's from scheduling, llama.cpp's prompt_ms, Ollama's.", nil, nil)
 	descServerGeneration = prometheus.NewDesc("probe_server_generation_seconds", "The engine's own time from first to last token over the probe's successful requests whose answers reported it.", nil, nil)
-	descClientOverhead   = prometheus.NewDesc("probe_client_overhead_seconds", "The client's time to first token less the engine's queue and own TTFT, over the probe's decomposed requests: network, gateway, server front end and client.", nil, nil)
+	descClientOverhead   = prometheus.NewDesc("probe_client_overhead_seconds", "Client TTFT less the engine's queue and own TTFT, over the probe's decomposed requests: network, gateway, server front end and client.", nil, nil)
 	descAcceptLength     = prometheus.NewDesc("probe_server_spec_decode_acceptance_length", "Speculative decoding's mean tokens per verification step over the probe's successful requests whose answers reported it.", nil, nil)
 	descAcceptRate       = prometheus.NewDesc("probe_server_spec_decode_acceptance_rate", "Speculative decoding's share of draft tokens accepted over the probe's successful requests whose answers reported it.", nil, nil)
 	descServerTimings    = prometheus.NewDesc("probe_server_timings", "The probe's successful requests by what the engine's answer said of their time: decomposed (its TTFT), partial (some timings), absent.", []string{"result"}, nil)
