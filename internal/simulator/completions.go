@@ -733,7 +733,7 @@ func (s *Simulator) stream(ctx context.Context, w http.ResponseWriter, p *genPar
 			break
 		}
 	}
-	if p.includeUsage && !c.writeUsage(q.promptLen, written) {
+	if p.includeUsage && !c.writeUsage(q.promptLen, written, s.appendRequestMetrics(nil, q, q.promptLen)) {
 		return true
 	}
 	c.write([]byte(sseDone))
@@ -902,10 +902,12 @@ func appendCalls(b []byte, p *genParams, spans []callSpan) []byte {
 }
 
 // writeUsage writes the usage chunk that include_usage asks for, after the
-// last token's.
-func (c *chunkWriter) writeUsage(promptLen, completion int) bool {
+// last token's, with the members of metrics (the request's times:
+// appendRequestMetrics) after its usage.
+func (c *chunkWriter) writeUsage(promptLen, completion int, metrics []byte) bool {
 	buf := append(append(c.buf[:0], c.head...), `"choices":[],"usage":`...)
 	buf = appendUsage(buf, c.p, promptLen, completion)
+	buf = append(buf, metrics...)
 	buf = append(buf, emitField...)
 	buf = strconv.AppendInt(buf, time.Now().UnixNano(), 10)
 	c.buf = append(buf, "}\n\n"...)
@@ -1045,6 +1047,7 @@ func (s *Simulator) respond(ctx context.Context, w http.ResponseWriter, p *genPa
 	}
 	b = append(b, `}],"usage":`...)
 	b = appendUsage(b, p, q.promptLen, produced)
+	b = s.appendRequestMetrics(b, q, q.promptLen)
 	b = append(b, arrivalField...)
 	b = strconv.AppendInt(b, arrival.UnixNano(), 10)
 	b = append(b, emitField...)

@@ -117,6 +117,14 @@ type Config struct {
 	// 503, /health included, as llama.cpp's server does). Empty means the
 	// engine's own (EngineLoadMode).
 	LoadMode string
+
+	// RequestMetrics answers each request with its own times in the
+	// engine (request_metrics.go), as vLLM does with
+	// --enable-per-request-metrics: vLLM's "metrics" object on the final
+	// usage chunk, in a body and in a Responses answer; llama.cpp's
+	// prompt_ms and predicted_ms when impersonating llama.cpp. Ollama
+	// reports its durations whether asked or not.
+	RequestMetrics bool
 }
 
 // Bounds of the LoRA adapters and images.
@@ -481,6 +489,7 @@ func AddFlags(cmd FlagAdder) *Config {
 	// --help (else kingpin shows SIM.REASONING-FIELD) and refuse a typo at
 	// parse time.
 	cmd.Flag("sim.reasoning-field", "OpenAI chat delta field of reasoning tokens: reasoning (vLLM >= 0.11; the default) or reasoning_content. Ollama uses thinking.").PlaceHolder(ReasoningFieldReasoning).EnumVar(&c.ReasoningField, ReasoningFieldReasoning, ReasoningFieldReasoningContent)
+	cmd.Flag("sim.request-metrics", "Answer each request with its true queue, prefill and decode times in the engine's format (vLLM's per-request metrics; llama.cpp's timings).").Default(strconv.FormatBool(d.RequestMetrics)).BoolVar(&c.RequestMetrics)
 	cmd.Flag("sim.load-delay", "Model load time: for this long after start the server is up but not ready (wall clock, not scaled; 0 = none).").Default(d.LoadDelay.String()).DurationVar(&c.LoadDelay)
 	// No default value: empty means the engine's own mode; the placeholder
 	// names the two it may be.

@@ -22,6 +22,9 @@ type stream struct {
 	reason   string // finish reason when finished
 	closed   bool   // the engine shut down before the request finished
 	ready    chan struct{}
+	// timings are the request's times in the engine once it finished
+	// (request_metrics.go).
+	timings requestTimings
 }
 
 func newStream() *stream { return &stream{ready: make(chan struct{}, 1)} }
@@ -456,6 +459,7 @@ func (s *scheduler) apply(p *stepPlan, now time.Time) {
 			if q.logged {
 				s.prefixes.finished(q, now)
 			}
+			q.st.setTimings(timingsFor(q, now))
 			q.st.publish(q.generated, true, q.reason)
 			continue
 		}

@@ -59,6 +59,7 @@ func (s *Simulator) respondNative(ctx context.Context, w http.ResponseWriter, q 
 	if bodyFault(w, f, produced) {
 		return true
 	}
+	s.withTimings(bp, q)
 	w.Write(bp.body(make([]byte, 0, 1024), produced, reason, f.LogprobPenalty))
 	return true
 }
@@ -116,6 +117,7 @@ func (s *Simulator) streamNative(ctx context.Context, w http.ResponseWriter, p *
 			return false
 		}
 	}
+	s.withTimings(np, q)
 	if b := np.end(buf[:0], written, reason); len(b) > 0 {
 		write(b)
 	}
@@ -358,6 +360,7 @@ type llamaCppProto struct {
 	model     []byte
 	p         *genParams
 	promptLen int
+	requestMetrics
 }
 
 func (l *llamaCppProto) setParams(p *genParams) { l.p, l.promptLen = p, len(p.ids) }
@@ -396,6 +399,9 @@ func (l *llamaCppProto) end(b []byte, produced int, reason string) []byte {
 	b = strconv.AppendInt(b, prompt, 10)
 	b = append(b, `,"predicted_n":`...)
 	b = strconv.AppendInt(b, int64(produced), 10)
+	if l.on {
+		b = appendLlamaMillis(b, l.t)
+	}
 	b = append(b, '}')
 	return append(stamp(b), "\n\n"...)
 }
@@ -510,6 +516,9 @@ type ollamaProto struct {
 	arrival   time.Time
 	p         *genParams
 	promptLen int
+	// requestMetrics are the request's times: Ollama reports its prompt's
+	// evaluation and its generation whether asked or not.
+	requestMetrics
 }
 
 func (o *ollamaProto) setParams(p *genParams) { o.p, o.promptLen = p, len(p.ids) }
@@ -560,8 +569,12 @@ func (o *ollamaProto) end(b []byte, produced int, reason string) []byte {
 	b = strconv.AppendInt(b, int64(time.Since(o.arrival)), 10)
 	b = append(b, `,"load_duration":0,"prompt_eval_count":`...)
 	b = strconv.AppendInt(b, int64(o.promptLen), 10)
+	b = append(b, `,"prompt_eval_duration":`...)
+	b = strconv.AppendInt(b, int64(o.t.prefill), 10)
 	b = append(b, `,"eval_count":`...)
 	b = strconv.AppendInt(b, int64(produced), 10)
+	b = append(b, `,"eval_duration":`...)
+	b = strconv.AppendInt(b, int64(o.t.decode), 10)
 	return append(stamp(b), '\n')
 }
 

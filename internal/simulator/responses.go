@@ -274,6 +274,9 @@ type responsesProto struct {
 	// first, as chat's is; false with a single answer token, which then
 	// carries the name and the whole arguments.
 	nameToken bool
+	// requestMetrics are the request's times, vLLM's "metrics" of the
+	// finished response (request_metrics.go).
+	requestMetrics
 }
 
 // setParams keeps the request's parameters and, once its length is drawn,
@@ -389,7 +392,11 @@ func (r *responsesProto) response(b []byte, status string, produced int, done bo
 	b = strconv.AppendInt(b, int64(nr), 10)
 	b = append(b, `},"total_tokens":`...)
 	b = strconv.AppendInt(b, int64(r.promptLen+produced), 10)
-	return append(b, "}}"...)
+	b = append(b, '}')
+	if r.on {
+		b = appendVLLMMetrics(b, r.t)
+	}
+	return append(b, '}')
 }
 
 // text appends tokens [from, to) of the generation.

@@ -616,6 +616,9 @@ func (s *stream) frame(ch *Chunk, at time.Time) bool {
 		s.usageCompletion = max(s.usageCompletion, ch.CompletionTokens)
 	}
 	s.usageReasoning = max(s.usageReasoning, ch.ReasoningTokens)
+	if ch.Server.Any() {
+		s.obs.Server.Merge(&ch.Server)
+	}
 	if ch.Done {
 		s.obs.End = at
 		s.obs.Outcome = observation.Success

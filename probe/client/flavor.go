@@ -8,6 +8,7 @@ import (
 	"sort"
 
 	"github.com/infer-exporter/infer_exporter/internal/config"
+	"github.com/infer-exporter/infer_exporter/probe/observation"
 )
 
 // Flavor is one inference HTTP API: how to ask for a streamed generation and
@@ -83,6 +84,10 @@ type Chunk struct {
 	// completion_tokens_details.reasoning_tokens); 0 when the frame has
 	// none. It is read whether or not HasUsage is set.
 	ReasoningTokens int
+	// Server is the engine's own timings of the request that the frame
+	// carried (timings.go); zero when it carried none. A later frame's
+	// figures replace an earlier one's.
+	Server observation.ServerTimings
 	// Done says the frame is the protocol's end marker (for OpenAI SSE,
 	// "data: [DONE]"; for a non-streamed JSON body, the body itself).
 	Done bool

@@ -16,7 +16,8 @@ import (
 // ending with an event whose "stop" is true, which carries the server's
 // counts: "tokens_predicted" (output) and "tokens_evaluated" (prompt), also
 // in "timings" (predicted_n, prompt_n; prompt_n excludes tokens reused from
-// the cache, so tokens_evaluated is preferred). That event is the end
+// the cache, so tokens_evaluated is preferred), beside the server's own
+// prompt_ms and predicted_ms (ServerTimings). That event is the end
 // marker; a "data: [DONE]" is accepted too. An error is {"error": {...}}.
 //
 // ignore_eos is sent when set (llama.cpp honours it); min_tokens is not (no
@@ -56,10 +57,9 @@ type llamaCppFrame struct {
 	Stop            bool    `json:"stop"`
 	TokensPredicted *int64  `json:"tokens_predicted"`
 	TokensEvaluated *int64  `json:"tokens_evaluated"`
-	Timings         *struct {
-		PromptN    *int64 `json:"prompt_n"`
-		PredictedN *int64 `json:"predicted_n"`
-	} `json:"timings"`
+	// Timings also carries the server's own prompt_ms and predicted_ms
+	// (timings.go).
+	Timings *llamaTimings `json:"timings"`
 	frameError
 }
 
@@ -81,6 +81,7 @@ func (p *llamaCppParser) parse(data []byte, c *Chunk) error {
 	c.Done = true
 	out, prompt := f.TokensPredicted, f.TokensEvaluated
 	if f.Timings != nil {
+		c.Server = f.Timings.server()
 		if out == nil {
 			out = f.Timings.PredictedN
 		}

@@ -20,7 +20,8 @@ import (
 //
 // ending with a line whose "done" is true. That line is the end marker and
 // carries the server's counts: "eval_count" (output tokens) and
-// "prompt_eval_count" (prompt tokens), with durations in nanoseconds.
+// "prompt_eval_count" (prompt tokens), with durations in nanoseconds
+// (ServerTimings: load_duration, prompt_eval_duration, eval_duration).
 // Reasoning models add "thinking" (generate) or message.thinking (chat),
 // which are output tokens too. A chat answer that calls a tool puts it in
 // message.tool_calls, [{"function": {"name": ..., "arguments": {...}}}]
@@ -135,6 +136,7 @@ type ollamaFrame struct {
 	Done            bool   `json:"done"`
 	EvalCount       *int64 `json:"eval_count"`
 	PromptEvalCount *int64 `json:"prompt_eval_count"`
+	ollamaDurations
 	frameError
 }
 
@@ -224,6 +226,7 @@ func (d *ollamaDecoder) Decode(c *Chunk) error {
 		return nil
 	}
 	c.Done = true
+	c.Server = f.ollamaDurations.server()
 	if f.EvalCount != nil {
 		return c.setUsage("eval_count", f.EvalCount, "prompt_eval_count", f.PromptEvalCount)
 	}

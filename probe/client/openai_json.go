@@ -5,6 +5,8 @@ import (
 	"math"
 	"strconv"
 	"unicode/utf8"
+
+	"github.com/infer-exporter/infer_exporter/probe/observation"
 )
 
 // This file reads the few fields the probe needs from an OpenAI chunk with a
@@ -50,6 +52,9 @@ import (
 //   - The reasoning-token count is read apart from the usage flag: a usage
 //     object whose only count is completion_tokens_details.reasoning_tokens
 //     carries that count but no usage (Chunk.HasUsage stays false).
+//   - The engine's own timings (Chunk.Server: vLLM's "metrics", llama.cpp's
+//     "timings", Dynamo's "nvext".timing; timings.go) never make a chunk
+//     unreadable: a member of the wrong type or out of bounds is absent.
 
 // maxJSONDepth is encoding/json's nesting limit.
 const maxJSONDepth = 10000
@@ -150,6 +155,8 @@ type openAIChunk struct {
 	errorRaw                     []byte
 	objectError                  bool
 	messageRaw                   []byte
+	// server is the engine's own timings of the request (timings.go).
+	server observation.ServerTimings
 }
 
 // decode reads one JSON document into out. out's byte slices alias c and are
@@ -170,6 +177,7 @@ func (c *openAIChunk) decode(data []byte, out *Chunk) error {
 	c.calls = c.parts.appendTo(c.calls[:0])
 	out.Calls = c.calls
 	c.usage.set(out)
+	out.Server = c.server
 	return nil
 }
 
@@ -184,6 +192,7 @@ func (c *openAIChunk) scan(data []byte) error {
 	c.usage = usageSlots{}
 	c.errorPresent, c.errorRaw = false, nil
 	c.objectError, c.messageRaw = false, nil
+	c.server = observation.ServerTimings{}
 
 	if err := c.openDocument(data, errEventNotObject); err != nil {
 		return err
@@ -221,6 +230,12 @@ func (c *openAIChunk) scan(data []byte) error {
 			}
 		case "message":
 			c.messageRaw, err = c.rawValue(1)
+		case "metrics":
+			err = c.scanVLLMMetrics(&c.server, 2)
+		case "timings":
+			err = c.scanLlamaTimings(&c.server, 2)
+		case "nvext":
+			err = c.scanNvext(&c.server, 2)
 		default:
 			err = c.skipValue(1)
 		}

@@ -3,6 +3,8 @@ package client
 import (
 	"errors"
 	"fmt"
+
+	"github.com/infer-exporter/infer_exporter/probe/observation"
 )
 
 // This file reads the OpenAI Responses API's JSON: one streamed event, or a
@@ -124,6 +126,8 @@ type responseFields struct {
 	usage       usageSlots
 	outputState uint8 // "output", read in a body only
 	outputBad   bool  // an item of "output" cannot be read
+	// server is vLLM's per-request "metrics" (timings.go).
+	server observation.ServerTimings
 }
 
 func (r *responseFields) reset() {
@@ -132,6 +136,7 @@ func (r *responseFields) reset() {
 	r.errPresent, r.errRaw = false, nil
 	r.usage = usageSlots{}
 	r.outputState, r.outputBad = slotAbsent, false
+	r.server = observation.ServerTimings{}
 }
 
 // outputItem is the scratch of the output item being read: its type and
@@ -237,6 +242,7 @@ func (c *responsesChunk) decodeEvent(data []byte, name string, out *Chunk) error
 	c.calls = c.parts.appendTo(c.calls[:0])
 	out.Calls = c.calls
 	c.resp.usage.set(out)
+	out.Server = c.resp.server
 	return nil
 }
 
@@ -292,6 +298,7 @@ func (c *responsesChunk) decodeBody(data []byte, out *Chunk) error {
 	c.calls = c.parts.appendTo(c.calls[:0])
 	out.Calls = c.calls
 	r.usage.set(out)
+	out.Server = r.server
 	return nil
 }
 
@@ -396,6 +403,8 @@ func (c *responsesChunk) responseMember(r *responseFields, key []byte, depth int
 		if withOutput {
 			return c.scanOutput(r, depth+1)
 		}
+	case "metrics":
+		return s.scanVLLMMetrics(&r.server, depth+1)
 	}
 	return s.skipValue(depth)
 }

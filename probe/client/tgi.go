@@ -6,6 +6,7 @@ import (
 	"net/http"
 
 	"github.com/infer-exporter/infer_exporter/internal/config"
+	"github.com/infer-exporter/infer_exporter/probe/observation"
 )
 
 // tgiFlavor speaks Text Generation Inference's native streaming API:
@@ -44,7 +45,7 @@ func (f tgiFlavor) NewRequest(ctx context.Context, t *Target, r *Request) (*http
 }
 
 func (tgiFlavor) NewDecoder(body io.Reader, header http.Header, maxLineBytes int) Decoder {
-	return newFrameDecoder(body, header, maxLineBytes, &tgiParser{}, sseEnd{})
+	return newFrameDecoder(body, header, maxLineBytes, &tgiParser{headers: tgiTimings(header)}, sseEnd{})
 }
 
 type tgiFrame struct {
@@ -61,7 +62,12 @@ type tgiFrame struct {
 	frameError
 }
 
-type tgiParser struct{ f tgiFrame }
+type tgiParser struct {
+	f tgiFrame
+	// headers are the answer's timing headers, the request's timings,
+	// given with its last frame.
+	headers observation.ServerTimings
+}
 
 func (p *tgiParser) parse(data []byte, c *Chunk) error {
 	if err := decodeFrame(data, &p.f); err != nil {
@@ -88,5 +94,8 @@ func (p *tgiParser) parse(data []byte, c *Chunk) error {
 		}
 	}
 	c.Done = f.GeneratedText != nil
+	if c.Done {
+		c.Server = p.headers
+	}
 	return nil
 }

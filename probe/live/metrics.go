@@ -112,6 +112,9 @@ type Metrics struct {
 	// agents are the agent workloads' series (agent_metrics.go).
 	agents   *agentMetrics
 	validity *validityMetrics // validity.go
+	// server are the engine's own timings of each request
+	// (server_timings.go).
+	server *serverTimingMetrics
 
 	// prompts describes each workload's prompt set (calibration, hash);
 	// calibrator builds the prompt sets.
@@ -205,6 +208,7 @@ func NewMetrics(reg prometheus.Registerer) *Metrics {
 	m.sessions = newSessionMetrics(reg)
 	m.agents = newAgentMetrics(reg)
 	m.validity = newValidityMetrics(reg)
+	m.server = newServerTimingMetrics(reg)
 	m.prompts = NewPromptMetrics(reg)
 	m.calibrator = NewCalibrator(m.prompts)
 	m.models = &client.ModelWatch{}
@@ -239,7 +243,8 @@ type Series struct {
 	// sloMet and sloMissed count each configured threshold's judgements,
 	// by slo name; absent for a threshold not set.
 	sloMet, sloMissed map[string]prometheus.Counter
-	validity          validitySeries // validity.go
+	validity          validitySeries     // validity.go
+	server            serverTimingSeries // server_timings.go
 }
 
 // The kind label's values of streamed_tokens_total: one per event, bounded.
@@ -298,6 +303,7 @@ func (m *Metrics) Series(target, model, name string, slo config.SLO) *Series {
 	for _, code := range observation.StatusCodes {
 		s.httpErrors[code] = m.httpErrors.WithLabelValues(with(lv, code)...)
 	}
+	s.server = m.server.series(lv)
 	for _, src := range []observation.TokenSource{observation.TokensFromUsage, observation.TokensFromEvents} {
 		s.tokenSource[src] = m.tokenSource.WithLabelValues(with(lv, string(src))...)
 	}
@@ -344,6 +350,7 @@ func (s *Series) Delete() {
 	s.m.sessions.delete(match)
 	s.m.agents.delete(match)
 	s.m.validity.delete(match)
+	s.m.server.delete(match)
 	s.m.prompts.Delete(s.lv[0], s.lv[1], s.lv[2])
 }
 
@@ -519,6 +526,7 @@ func (s *Series) Observe(o *observation.Request) {
 	s.reasoningTokens.Add(float64(o.Reasoning()))
 	s.hiddenReasoning.Add(float64(o.HiddenReasoning()))
 	s.completionTokens.Add(float64(o.OutputTokens))
+	s.server.observe(o)
 	if c := s.tokenSource[o.TokenSource]; c != nil {
 		c.Inc()
 	}

@@ -159,6 +159,10 @@ type Request struct {
 	// longer than its workload's stall_threshold at least once (what
 	// infer_probe_stalls_total counts), set before Done.
 	Stalled bool
+	// Server is what the server's answer said of the request's own time
+	// (its queue, its TTFT, its generation), where its API says it;
+	// ClientOverhead joins it to this client's clock.
+	Server ServerTimings
 }
 
 // TTFT is the time to first token, from the scheduled instant.

@@ -53,6 +53,14 @@
 //   - probe_output_tokens_per_second: output tokens of the successful
 //     requests over the time from the first of them sent to the last
 //     finished.
+//   - the engine's own timings of the successful requests, as their
+//     answers reported them (docs/metrics.md), as summaries:
+//     probe_server_queue_seconds,
+//     probe_server_time_to_first_token_seconds,
+//     probe_server_generation_seconds, probe_client_overhead_seconds (the
+//     client's TTFT less the engine's queue and TTFT),
+//     probe_server_spec_decode_acceptance_length and _rate; and always
+//     probe_server_timings{result} (decomposed, partial, absent).
 //   - for modules with known-answer checks: probe_known_answer_success and
 //     probe_known_answer_check_success{check="0".."k-1"}.
 //   - when the probe's requests were traced (Options.Spans: the OTLP spans,

@@ -240,6 +240,7 @@ func (c resultCollector) Collect(ch chan<- prometheus.Metric) {
 	tpotT.send(ch, descTPOTTraced)
 	itlT.send(ch, descITLTraced)
 	e2eT.send(ch, descE2ETraced)
+	collectServerTimings(ch, res.requests)
 	collectChecks(gauge, res.checks)
 }
 
