@@ -31,6 +31,15 @@ Every request is logged, as one JSON line in --request-log, under its
 X-Request-Id header: arrival, first and last token written to the socket
 (unix ns), the engine's first and last token (when the router got them),
 prompt and completion tokens, and the outcome.
+
+--per-request-metrics answers as vLLM's --enable-per-request-metrics does:
+a "metrics" object on the final usage chunk (and in a non-streamed body)
+with the engine's own times, from the same clocks as the log: the engine's
+arrival is the submit to the engine (after tokenization), its scheduling
+the step that took the request (fake and generate engines; transformers'
+continuous batching exposes no such instant, so there queue_time_ms is left
+out and time_to_first_token_ms runs from the submit, its queue included),
+the first and last token when the router got them.
 """
 
 import argparse
@@ -116,8 +125,9 @@ class FakeEngine:
 
     name = "fake"
 
-    def __init__(self, emit, step_ms=20.0, prefill_ms_per_1k=15.0):
+    def __init__(self, emit, step_ms=20.0, prefill_ms_per_1k=15.0, scheduled=None):
         self.emit = emit
+        self.scheduled = scheduled or (lambda rid: None)
         self.step = step_ms / 1000
         self.prefill = prefill_ms_per_1k / 1e6
         self.inq = queue.Queue()
@@ -143,6 +153,8 @@ class FakeEngine:
             if not active and not new:
                 time.sleep(0.002)
                 continue
+            for rid, _, _ in new:
+                self.scheduled(rid)
             cost = self.step + sum(n for _, n, _ in new) * self.prefill
             time.sleep(cost)
             for rid, n, m in new:
@@ -276,8 +288,9 @@ class GenerateEngine:
 
     name = "generate"
 
-    def __init__(self, emit, model, max_batch=64):
+    def __init__(self, emit, model, max_batch=64, scheduled=None):
         self.emit = emit
+        self.scheduled = scheduled or (lambda rid: None)
         self.model = model
         self.max_batch = max_batch
         self.inq = queue.Queue()
@@ -322,6 +335,8 @@ class GenerateEngine:
                     reqs.append(self.inq.get_nowait())
                 except queue.Empty:
                     break
+            for r in reqs:
+                self.scheduled(r[0])
             plen = max(len(r[1]) for r in reqs)
             ids = torch.full((len(reqs), plen), PAD, dtype=torch.long)
             mask = torch.zeros((len(reqs), plen), dtype=torch.long)
@@ -356,13 +371,29 @@ class GenerateEngine:
 class Stream:
     """One request's channel from the engine thread to its handler."""
 
-    __slots__ = ("q", "loop", "engine_first_ns", "engine_last_ns")
+    __slots__ = ("q", "loop", "engine_first_ns", "engine_last_ns", "submit_ns", "scheduled_ns")
 
     def __init__(self, loop):
         self.q = asyncio.Queue()
         self.loop = loop
         self.engine_first_ns = 0
         self.engine_last_ns = 0
+        self.submit_ns = 0
+        self.scheduled_ns = 0
+
+    def metrics(self):
+        """vLLM's per-request metrics object, in ms, from this request's clocks."""
+        m = {}
+        if not (self.submit_ns and self.engine_first_ns):
+            return m
+        origin = self.submit_ns
+        if self.scheduled_ns:
+            m["queue_time_ms"] = (self.scheduled_ns - self.submit_ns) / 1e6
+            origin = self.scheduled_ns
+        m["time_to_first_token_ms"] = (self.engine_first_ns - origin) / 1e6
+        if self.engine_last_ns:
+            m["generation_time_ms"] = (self.engine_last_ns - self.engine_first_ns) / 1e6
+        return m
 
 
 class App:
@@ -379,6 +410,13 @@ class App:
         self.reqlog = open(args.request_log, "a", buffering=1) if args.request_log else None
 
     # called from engine threads
+    def scheduled(self, rid):
+        now = time.time_ns()
+        with self.lock:
+            s = self.streams.get(rid)
+        if s is not None and not s.scheduled_ns:
+            s.scheduled_ns = now
+
     def emit(self, rid, toks, finished, err):
         now = time.time_ns()
         with self.lock:
@@ -394,7 +432,7 @@ class App:
     def start_engine(self):
         a = self.args
         if a.engine == "fake":
-            self.engine = FakeEngine(self.emit, a.fake_step_ms, a.fake_prefill_ms)
+            self.engine = FakeEngine(self.emit, a.fake_step_ms, a.fake_prefill_ms, self.scheduled)
             self.engine_name = "fake"
             return
         model, self.params = build_model(a)
@@ -405,7 +443,7 @@ class App:
                 return
             except Exception:  # noqa: BLE001
                 log("continuous batching failed to start; falling back to generate:\n" + traceback.format_exc())
-        self.engine = GenerateEngine(self.emit, model)
+        self.engine = GenerateEngine(self.emit, model, scheduled=self.scheduled)
         self.engine_name = "generate"
 
     def fallback_to_generate(self, why):
@@ -418,7 +456,7 @@ class App:
         model = old.manager.model if hasattr(old, "manager") else None
         if model is None:
             model, self.params = build_model(self.args)
-        self.engine = GenerateEngine(self.emit, model)
+        self.engine = GenerateEngine(self.emit, model, scheduled=self.scheduled)
         self.engine_name = "generate"
 
     async def run_one(self, ids, max_new, ignore_eos=True, timeout=120.0):
@@ -558,6 +596,7 @@ class App:
                                            "choices": [choice]}, separators=(",", ":")) + "\n\n").encode()
 
         try:
+            s.submit_ns = time.time_ns()
             self.engine.submit(rid, ids, max_new, ignore_eos)
             if stream:
                 resp = web.StreamResponse(status=200, headers={
@@ -606,9 +645,11 @@ class App:
                     c = {"index": 0, "text": "", "logprobs": None, "finish_reason": finish}
                 await resp.write(chunk(c))
                 if include_usage:
-                    await resp.write(("data: " + json.dumps({
-                        "id": cid, "object": obj, "created": created, "model": model, "choices": [],
-                        "usage": usage}, separators=(",", ":")) + "\n\n").encode())
+                    final = {"id": cid, "object": obj, "created": created, "model": model, "choices": [],
+                             "usage": usage}
+                    if self.args.per_request_metrics:
+                        final["metrics"] = s.metrics()
+                    await resp.write(("data: " + json.dumps(final, separators=(",", ":")) + "\n\n").encode())
                 await resp.write(b"data: [DONE]\n\n")
                 await resp.write_eof()
                 return resp
@@ -621,8 +662,11 @@ class App:
             else:
                 choice = {"index": 0, "text": text, "logprobs": None, "finish_reason": finish}
                 o = "text_completion"
-            return web.json_response({"id": cid, "object": o, "created": created, "model": model,
-                                      "choices": [choice], "usage": usage})
+            answer = {"id": cid, "object": o, "created": created, "model": model,
+                      "choices": [choice], "usage": usage}
+            if self.args.per_request_metrics:
+                answer["metrics"] = s.metrics()
+            return web.json_response(answer)
         except asyncio.TimeoutError:
             status = "timeout"
             self.engine.cancel(rid)
@@ -638,7 +682,8 @@ class App:
                 self.streams.pop(rid, None)
             rec.update({"status": status, "completion_tokens": n_out, "first_token_ns": first_ns,
                         "last_token_ns": last_ns, "engine_first_ns": s.engine_first_ns,
-                        "engine_last_ns": s.engine_last_ns, "end_ns": time.time_ns(), "finish_reason": finish})
+                        "engine_last_ns": s.engine_last_ns, "submit_ns": s.submit_ns,
+                        "scheduled_ns": s.scheduled_ns, "end_ns": time.time_ns(), "finish_reason": finish})
             self.write_log(rec)
 
 
@@ -663,6 +708,8 @@ def main():
     ap.add_argument("--warmup-prompt", type=int, default=520)
     ap.add_argument("--fake-step-ms", type=float, default=20.0)
     ap.add_argument("--fake-prefill-ms", type=float, default=15.0, help="fake engine: ms per 1000 prompt tokens")
+    ap.add_argument("--per-request-metrics", action="store_true",
+                    help="answer with vLLM's per-request metrics object (the engine's queue, TTFT, generation)")
     ap.add_argument("--info-file", default="", help="write engine facts (JSON) here once ready")
     args = ap.parse_args()
     if args.fake_engine:
