@@ -190,6 +190,12 @@ func Run(ctx context.Context, cfg *Config, opts Options) (*report.Report, error)
 			return nil, err
 		}
 	}
+	if spec.Agents != nil && !interrupted && !rep.Interrupted {
+		as := &agentSearcher{spec: spec.Agents, seed: spec.Seed, sampling: spec.Sampling, progress: b.progress, logger: b.logger}
+		if err := as.run(ctx, targets, cts, rep); err != nil {
+			return nil, err
+		}
+	}
 
 	stopGPU()
 	<-gpuDone
