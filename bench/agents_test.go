@@ -5,6 +5,7 @@ import (
 	"errors"
 	"fmt"
 	"log/slog"
+	"os"
 	"path/filepath"
 	"strings"
 	"testing"
@@ -198,5 +199,28 @@ func TestAccuracyAgentSearchRepeatable(t *testing.T) {
 	}
 	if lo < 4 || hi > 16 {
 		t.Errorf("answers %v, want mid-range (4 to 16): the bound no longer falls between two counts", answers)
+	}
+}
+
+// TestAgentsDocsExample: docs/bench.md's agents example parses, with the
+// settings it shows.
+func TestAgentsDocsExample(t *testing.T) {
+	b, err := os.ReadFile("../docs/bench.md")
+	if err != nil {
+		t.Fatal(err)
+	}
+	_, sec, ok := strings.Cut(string(b), "## Agents under an SLO\n")
+	if !ok {
+		t.Fatal("docs/bench.md has no section Agents under an SLO")
+	}
+	_, block, _ := strings.Cut(sec, "```yaml\n")
+	block, _, _ = strings.Cut(block, "```")
+	c, err := Parse([]byte(block), filepath.Join(t.TempDir(), "b.yml"))
+	if err != nil {
+		t.Fatalf("the example does not parse: %v\n%s", err, block)
+	}
+	a := c.Bench.Agents
+	if a == nil || len(a.Tools) != 1 || a.SLO.TPOT != 50*time.Millisecond || a.MaxAgents != 64 || a.Duration != time.Minute || a.Agent.MaxTurns != 8 {
+		t.Errorf("the example parsed as %+v", a)
 	}
 }

@@ -64,7 +64,7 @@ type Spec struct {
 	Sweep       *SweepSpec    `yaml:"sweep"`
 	// Agents, when set, searches every target for the most agents whose
 	// turns meet an SLO tier, after the matrix (agents.go).
-	Agents   *AgentsSpec     `yaml:"agents"`
+	Agents   *AgentsSpec     `yaml:"agents,omitempty"`
 	SLO      config.SLO      `yaml:"slo"`
 	Sampling config.Sampling `yaml:"sampling"`
 	// PromptSetSize is the number of prompts generated per shape. Every
