@@ -542,6 +542,7 @@ func gpuSource(ctx context.Context, s *collector.Settings, logger *slog.Logger) 
 func writeSummary(w io.Writer, r *report.Report, dir string) {
 	render.WriteResultBlocks(w, r)
 	render.WriteSweeps(w, r)
+	render.WriteAgents(w, r)
 	fmt.Fprintf(w, "leaderboard (%s, %d resamples, %.0f%% intervals):\n", r.Ranking.LatencyFigure, r.Ranking.Resamples, r.Ranking.Confidence*100)
 	for _, e := range r.Ranking.Entries {
 		tie := " "

@@ -59,11 +59,14 @@ type Spec struct {
 	Repeats int `yaml:"repeats"`
 	// MaxInFlight caps open-loop requests in flight; arrivals beyond it are
 	// dropped and counted, never delayed.
-	MaxInFlight int             `yaml:"max_in_flight"`
-	Stability   StabilitySpec   `yaml:"stability"`
-	Sweep       *SweepSpec      `yaml:"sweep"`
-	SLO         config.SLO      `yaml:"slo"`
-	Sampling    config.Sampling `yaml:"sampling"`
+	MaxInFlight int           `yaml:"max_in_flight"`
+	Stability   StabilitySpec `yaml:"stability"`
+	Sweep       *SweepSpec    `yaml:"sweep"`
+	// Agents, when set, searches every target for the most agents whose
+	// turns meet an SLO tier, after the matrix (agents.go).
+	Agents   *AgentsSpec     `yaml:"agents,omitempty"`
+	SLO      config.SLO      `yaml:"slo"`
+	Sampling config.Sampling `yaml:"sampling"`
 	// PromptSetSize is the number of prompts generated per shape. Every
 	// repeat of every cell sends them in the same order from the first,
 	// cycling when it needs more.
@@ -263,6 +266,55 @@ type SweepSpec struct {
 	WarmupSetting *time.Duration `yaml:"warmup"`
 	Warmup        time.Duration  `yaml:"-"`
 }
+
+// AgentsSpec configures the agents search: for every target, the most
+// agents running jobs closed-loop (probe/sessions's Options.Agents, each
+// starting its next job when its last one ends) whose turns in the
+// measured window meet SLO. Agent counts Start, 2×Start, ... up to
+// MaxAgents until one fails, then bisection between the last passing and
+// the first failing count until they are adjacent.
+type AgentsSpec struct {
+	// Tools are what the model is offered on every turn (required).
+	Tools []config.Tool `yaml:"tools"`
+	// UserTokens is a job's task, its first message; OutputTokens each
+	// turn's max_tokens; MaxConversationTokens ends a job whose next turn
+	// would not fit. As a sessions workload's (config.Sessions).
+	UserTokens            Length `yaml:"user_tokens"`
+	OutputTokens          Length `yaml:"output_tokens"`
+	MaxConversationTokens int    `yaml:"max_conversation_tokens"`
+	// Agent is the tools' latency and results and the turn limit, as a
+	// sessions workload's agent block.
+	Agent config.Agent `yaml:"agent"`
+	// SLO is the tier every turn is held to.
+	SLO AgentSLO `yaml:"slo"`
+	// Start is the first count tried (default 1), MaxAgents the last
+	// (default 64).
+	Start     int `yaml:"start"`
+	MaxAgents int `yaml:"max_agents"`
+	// WarmupSetting per point; unset: bench.warmup. Warmup is it resolved.
+	// Duration is each point's measured window; default bench.duration.
+	WarmupSetting *time.Duration `yaml:"warmup"`
+	Warmup        time.Duration  `yaml:"-"`
+	Duration      time.Duration  `yaml:"duration"`
+}
+
+// AgentSLO is the agents search's tier: of the turns measured, at least
+// MinSuccess succeeded, and the Quantile of their TTFT and TPOT is at most
+// TTFT and TPOT (0: that bound is not held).
+type AgentSLO struct {
+	TTFT       time.Duration `yaml:"ttft"`
+	TPOT       time.Duration `yaml:"tpot"`
+	Quantile   float64       `yaml:"quantile"`    // default 0.9
+	MinSuccess float64       `yaml:"min_success"` // default 0.99
+}
+
+// Defaults of the agents search (AgentsSpec).
+const (
+	DefaultAgentsStart      = 1
+	DefaultMaxAgents        = 64
+	DefaultAgentsQuantile   = 0.9
+	DefaultAgentsMinSuccess = 0.99
+)
 
 // Sweep pass rules (SweepSpec.Pass).
 const (
@@ -566,6 +618,9 @@ func (c *Config) applyDefaults() {
 	if s.Sweep != nil {
 		s.Sweep.applyDefaults(s)
 	}
+	if s.Agents != nil {
+		s.Agents.applyDefaults(s)
+	}
 	s.PromptSetSize = cmp.Or(s.PromptSetSize, DefaultPromptSetSize)
 	s.MaxSamplesPerRepeat = cmp.Or(s.MaxSamplesPerRepeat, DefaultMaxSamplesPerRepeat)
 	if s.Weights == nil {
@@ -684,6 +739,7 @@ func (c *Config) validate(v *validator) {
 	c.validateRun(v)
 	c.validateStability(v)
 	c.validateSweep(v)
+	c.validateAgents(v)
 	c.validateRequests(v)
 	c.validateRanking(v)
 	c.validateKnownAnswers(v)
@@ -837,6 +893,160 @@ func (c *Config) validateSweep(v *validator) {
 		v.add(wp, "pass", fmt.Sprintf("%q: goodput or success", sw.Pass))
 	case sw.Pass == SweepPassGoodput && s.SLO == (config.SLO{}):
 		v.add(wp, "pass", "pass: goodput needs bench.slo (or pass: success, which needs none)")
+	}
+}
+
+// applyDefaults fills the agents search's defaults: the exporter's for a
+// sessions workload's lengths and agent block, the bench's warm-up and
+// duration.
+func (a *AgentsSpec) applyDefaults(s *Spec) {
+	fixed := func(l *Length, mean int) {
+		if l.Dist == "" {
+			l.Distribution = config.Distribution{Dist: "fixed", Mean: float64(mean)}
+		}
+	}
+	fixed(&a.UserTokens, config.DefaultUserTokens)
+	fixed(&a.OutputTokens, config.DefaultOutputTokens)
+	a.MaxConversationTokens = cmp.Or(a.MaxConversationTokens, config.DefaultMaxConversationTokens)
+	ag := &a.Agent
+	if ag.ToolLatency == (config.ThinkTime{}) {
+		ag.ToolLatency = config.ThinkTime{Dist: "fixed", Mean: config.DefaultToolLatency}
+	}
+	ag.ToolLatency.Dist = cmp.Or(ag.ToolLatency.Dist, "fixed")
+	if ag.ToolResultTokens.Dist == "" {
+		ag.ToolResultTokens = config.Distribution{Dist: "fixed", Mean: cmp.Or(ag.ToolResultTokens.Mean, config.DefaultToolResultTokens)}
+	}
+	ag.MaxTurns = cmp.Or(ag.MaxTurns, config.DefaultAgentMaxTurns)
+	a.SLO.Quantile = cmp.Or(a.SLO.Quantile, DefaultAgentsQuantile)
+	a.SLO.MinSuccess = cmp.Or(a.SLO.MinSuccess, DefaultAgentsMinSuccess)
+	a.Start = cmp.Or(a.Start, DefaultAgentsStart)
+	a.MaxAgents = cmp.Or(a.MaxAgents, DefaultMaxAgents)
+	a.Duration = cmp.Or(a.Duration, s.Duration)
+	if a.WarmupSetting == nil {
+		d := s.Warmup
+		a.WarmupSetting = &d
+	}
+	a.Warmup = *a.WarmupSetting
+}
+
+// validateAgents checks the agents search, when there is one: its tools
+// against every target's flavor (an agent's turns are chat messages), its
+// lengths as a request's, its agent block as the exporter checks a
+// workload's, its tier and its counts.
+func (c *Config) validateAgents(v *validator) {
+	a := c.Bench.Agents
+	if a == nil {
+		return
+	}
+	ap := path{"bench", "agents"}
+	c.validateAgentTools(v, ap)
+	for _, prob := range config.CheckLengths(&a.UserTokens.Distribution, &a.OutputTokens.Distribution) {
+		pp := slices.Clone(prob.Path)
+		if len(pp) > 0 && pp[0] == "input_tokens" {
+			pp[0] = "user_tokens"
+		}
+		v.addPath(append(ap.clone(), pp...), strings.ReplaceAll(prob.Reason, "input_tokens", "user_tokens"))
+	}
+	if n := a.MaxConversationTokens; n < 2 || n > config.MaxTokens {
+		v.add(ap, "max_conversation_tokens", fmt.Sprintf("must be between 2 and %d (config.MaxTokens), got %d", config.MaxTokens, n))
+	}
+	validateAgentBlock(v, append(ap.clone(), "agent"), &a.Agent)
+	sp := append(ap.clone(), "slo")
+	if a.SLO.TTFT < 0 || a.SLO.TPOT < 0 {
+		v.add(sp, "ttft", "bounds must not be negative")
+	}
+	if !(a.SLO.Quantile > 0 && a.SLO.Quantile < 1) {
+		v.add(sp, "quantile", fmt.Sprintf("must be in (0, 1), got %v", a.SLO.Quantile))
+	}
+	if !(a.SLO.MinSuccess > 0 && a.SLO.MinSuccess <= 1) {
+		v.add(sp, "min_success", fmt.Sprintf("must be a ratio in (0, 1], got %v", a.SLO.MinSuccess))
+	}
+	switch {
+	case a.Start < 1:
+		v.add(ap, "start", fmt.Sprintf("must be at least 1 agent, got %d", a.Start))
+	case a.MaxAgents < a.Start || a.MaxAgents > config.MaxActiveSessions:
+		v.add(ap, "max_agents", fmt.Sprintf("must be between start (%d) and %d (config.MaxActiveSessions), got %d", a.Start, config.MaxActiveSessions, a.MaxAgents))
+	case int64(a.MaxAgents)*int64(a.MaxConversationTokens) > config.MaxSessionTokens:
+		v.add(ap, "max_agents", fmt.Sprintf("%d agents of up to %d tokens is %d tokens held at once: at most %d (config.MaxSessionTokens)",
+			a.MaxAgents, a.MaxConversationTokens, int64(a.MaxAgents)*int64(a.MaxConversationTokens), config.MaxSessionTokens))
+	}
+	if !(a.Duration > 0) || a.Warmup < 0 {
+		v.add(ap, "duration", "must be positive, and warmup not negative")
+	}
+}
+
+// validateAgentTools checks the agents' tools: required, and offered to
+// every target the run sends to, whose flavor must carry tool calls and
+// their results as chat messages.
+func (c *Config) validateAgentTools(v *validator, ap path) {
+	a := c.Bench.Agents
+	if len(a.Tools) == 0 {
+		v.add(ap, "tools", "is required: the functions the model may call")
+		return
+	}
+	kinds := config.RequestKinds{Tools: a.Tools}
+	seen := map[config.Flavor]bool{}
+	for _, t := range c.RunTargets() {
+		if seen[t.Flavor] {
+			continue
+		}
+		seen[t.Flavor] = true
+		if t.Flavor != config.FlavorOpenAIChat {
+			v.add(ap, "tools", fmt.Sprintf("an agent needs flavor %s (its turns carry tool calls and their results as chat messages), target %q is %s",
+				config.FlavorOpenAIChat, t.Name, t.Flavor))
+			return
+		}
+		if v.offline {
+			continue
+		}
+		for _, prob := range config.CheckKinds(v.ctx, &kinds, t.Flavor, filepath.Dir(v.file)) {
+			v.addPath(append(ap.clone(), prob.Path...), fmt.Sprintf("%s (target %q)", prob.Reason, t.Name))
+		}
+	}
+}
+
+// validateAgentBlock checks an agent block at p as the exporter checks a
+// workload's (config's validateAgent): the turn limit, the tool latency's
+// distribution and bounds, the results' lengths.
+func validateAgentBlock(v *validator, p path, ag *config.Agent) {
+	if ag.MaxTurns < 1 || ag.MaxTurns > config.MaxSessionTurns {
+		v.add(p, "max_turns", fmt.Sprintf("must be between 1 and %d (config.MaxSessionTurns), got %d", config.MaxSessionTurns, ag.MaxTurns))
+	}
+	lp := append(p.clone(), "tool_latency")
+	d := &ag.ToolLatency
+	switch {
+	case !slices.Contains(config.ThinkTimeDists, d.Dist):
+		v.add(lp, "dist", fmt.Sprintf("%q is not one of %v", d.Dist, config.ThinkTimeDists))
+	case min(d.Mean, d.Stddev, d.Min, d.Max) < 0 || max(d.Mean, d.Stddev, d.Min, d.Max) > config.MaxThinkTime:
+		v.add(lp, "mean", fmt.Sprintf("durations must be between 0 and %v (config.MaxThinkTime)", config.MaxThinkTime))
+	case d.Max != 0 && d.Max < d.Min:
+		v.add(lp, "max", fmt.Sprintf("%v must not be below min %v", d.Max, d.Min))
+	case d.Dist == "uniform" && d.Max == 0:
+		v.add(lp, "max", "uniform needs 0 <= min <= max, max set")
+	case (d.Dist == "exponential" || d.Dist == "lognormal") && d.Mean <= 0:
+		v.add(lp, "mean", "must be positive")
+	case d.Dist == "lognormal" && d.Stddev <= 0:
+		v.add(lp, "stddev", "must be positive")
+	case (d.Dist == "exponential" || d.Dist == "lognormal") && d.Max == 0:
+		d.Max = config.MaxThinkTime
+	}
+	// A result's length is checked as a request's input: its own output
+	// is one token, never what limits it.
+	r := &ag.ToolResultTokens
+	if r.Max == 0 && (r.Dist == "normal" || r.Dist == "lognormal") {
+		r.Max = config.MaxToolResultTokens
+	}
+	one := config.Distribution{Dist: "fixed", Mean: 1}
+	for _, prob := range config.CheckLengths(r, &one) {
+		pp := slices.Clone(prob.Path)
+		if len(pp) > 0 && pp[0] == "input_tokens" {
+			pp = pp[1:]
+		}
+		v.addPath(append(append(p.clone(), "tool_result_tokens"), pp...), strings.ReplaceAll(prob.Reason, "input_tokens", "tool_result_tokens"))
+		return
+	}
+	if r.Dist == "uniform" && r.Max > config.MaxToolResultTokens || r.Dist != "uniform" && max(r.Max, r.Min, int(math.Ceil(r.Mean))) > config.MaxToolResultTokens {
+		v.add(p, "tool_result_tokens", fmt.Sprintf("must be at most %d tokens (config.MaxToolResultTokens)", config.MaxToolResultTokens))
 	}
 }
 

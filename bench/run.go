@@ -184,9 +184,8 @@ func Run(ctx context.Context, cfg *Config, opts Options) (*report.Report, error)
 		return nil, err
 	}
 
-	if spec.Sweep != nil && !interrupted {
-		sw := &sweeper{spec: spec.Sweep, shapes: spec.Matrix.Shapes, progress: b.progress, repeat: b.repeat}
-		if err := sw.run(ctx, targets, cts, rep); err != nil {
+	if !interrupted {
+		if err := b.searches(ctx, targets, cts, rep); err != nil {
 			return nil, err
 		}
 	}
@@ -201,6 +200,23 @@ func Run(ctx context.Context, cfg *Config, opts Options) (*report.Report, error)
 	rep.Environment.Finished = time.Now().UTC()
 	closeRequests(b.requests, opts.RequestsPath, rep)
 	return rep, nil
+}
+
+// searches run after the matrix: the rate sweep, then the agents search;
+// an interrupt in the sweep leaves the agents search out.
+func (b *run) searches(ctx context.Context, targets []config.Target, cts []*client.Target, rep *report.Report) error {
+	spec := b.spec
+	if spec.Sweep != nil {
+		sw := &sweeper{spec: spec.Sweep, shapes: spec.Matrix.Shapes, progress: b.progress, repeat: b.repeat}
+		if err := sw.run(ctx, targets, cts, rep); err != nil {
+			return err
+		}
+	}
+	if spec.Agents != nil && !rep.Interrupted {
+		as := &agentSearcher{spec: spec.Agents, seed: spec.Seed, sampling: spec.Sampling, progress: b.progress, logger: b.logger}
+		return as.run(ctx, targets, cts, rep)
+	}
+	return nil
 }
 
 // prepare readies the run before its first measured request: the

@@ -77,6 +77,15 @@ func WriteMarkdown(w io.Writer, r *report.Report) error {
 		b.WriteString("\n")
 	}
 
+	if len(r.Agents) > 0 {
+		b.WriteString("## Agents under an SLO\n\n| target | tier | max agents | jobs/h per agent there | first failing agents | note |\n| --- | --- | --- | --- | --- | --- |\n")
+		for _, a := range r.Agents {
+			fmt.Fprintf(&b, "| %s | %s | %d | %.1f | %d | %s |\n", report.MarkdownCell(a.Target), report.MarkdownCell(a.Tier), a.MaxAgents,
+				a.JobsPerHourPerAgent, a.FirstFailingAgents, report.MarkdownCell(a.Note))
+		}
+		b.WriteString("\n")
+	}
+
 	writeMarkdownSections(&b, r)
 
 	if len(env.Inputs) > 0 {

@@ -3,6 +3,7 @@ package render
 import (
 	"fmt"
 	"io"
+	"math"
 	"strconv"
 
 	"github.com/infer-exporter/infer_exporter/bench/report"
@@ -87,3 +88,87 @@ func WriteSweeps(w io.Writer, r *report.Report) {
 
 // rate is a rate as the configuration would write it: 4, 2.5, 13.75.
 func rate(v float64) string { return strconv.FormatFloat(v, 'g', -1, 64) }
+
+// An agents search runs for minutes too: each point's line as it ends,
+// its result's, and the summary's block at the end, from report.json's
+// agents.
+
+// AgentPointLine is an agents point's line: "agents vllm/m: 8 agents
+// passed (412 turns, success 1, TTFT p90 0.21s, TPOT p90 0.031s, 96 jobs,
+// 720 jobs/h per agent, job 4.9s)", or "... failed: why".
+func AgentPointLine(target, model string, quantile float64, pt report.AgentPoint) string {
+	return fmt.Sprintf("agents %s: %s", agentsName(target, model), agentPointText(quantile, pt))
+}
+
+// agentPointText is a point's agents, verdict and figures.
+func agentPointText(quantile float64, pt report.AgentPoint) string {
+	q := QuantileName(quantile)
+	verdict := "passed"
+	if !pt.Pass {
+		verdict = "failed"
+	}
+	text := fmt.Sprintf("%d agents %s (%d turns, success %s, TTFT %s %s, TPOT %s %s, %d jobs, %s jobs/h per agent, job %s)",
+		pt.Agents, verdict, pt.Turns, strconv.FormatFloat(pt.SuccessRatio, 'f', 3, 64), q, seconds(pt.TTFTSeconds),
+		q, seconds(pt.TPOTSeconds), pt.JobsCompleted, strconv.FormatFloat(pt.JobsPerHourPerAgent, 'f', 1, 64), seconds(pt.MeanJobSeconds))
+	if pt.Note != "" {
+		text += ": " + pt.Note
+	}
+	return text
+}
+
+// seconds is a figure in seconds, 3 significant digits: "0.0312s", or "-"
+// when there is none.
+func seconds(v report.Num) string {
+	if math.IsNaN(float64(v)) {
+		return "-"
+	}
+	return strconv.FormatFloat(float64(v), 'g', 3, 64) + "s"
+}
+
+// QuantileName is a quantile as a percentile's name: 0.9 is "p90".
+func QuantileName(q float64) string { return "p" + strconv.FormatFloat(q*100, 'g', 6, 64) }
+
+// AgentResultLine is a search's result: the most agents meeting the tier,
+// the first failing count, and its note.
+func AgentResultLine(model string, s *report.AgentSearch) string {
+	line := fmt.Sprintf("agents %s: max %d agents (%s)", agentsName(s.Target, model), s.MaxAgents, s.Tier)
+	if s.MaxAgents > 0 {
+		line += fmt.Sprintf(", %s jobs/h per agent there", strconv.FormatFloat(s.JobsPerHourPerAgent, 'f', 1, 64))
+	}
+	if s.FirstFailingAgents > 0 {
+		line += fmt.Sprintf(", first failing %d agents", s.FirstFailingAgents)
+	}
+	if s.Note != "" {
+		line += ": " + s.Note
+	}
+	return line
+}
+
+// agentsName is a search for people: target/model.
+func agentsName(target, model string) string {
+	if model != "" {
+		return target + "/" + model
+	}
+	return target
+}
+
+// WriteAgents writes every agents search of r, its points and its result,
+// after the sweeps.
+func WriteAgents(w io.Writer, r *report.Report) {
+	for i := range r.Agents {
+		s := &r.Agents[i]
+		fmt.Fprintln(w, blockHeading("=", "Agents under an SLO "+agentsName(s.Target, modelOf(r, s.Target))))
+		blockLine(w, "Tier:", s.Tier)
+		for _, pt := range s.Points {
+			blockLine(w, "Point:", agentPointText(s.Quantile, pt))
+		}
+		blockLine(w, "Max agents:", strconv.Itoa(s.MaxAgents))
+		if s.FirstFailingAgents > 0 {
+			blockLine(w, "First failing agents:", strconv.Itoa(s.FirstFailingAgents))
+		}
+		if s.Note != "" {
+			blockLine(w, "Note:", s.Note)
+		}
+		fmt.Fprintln(w, BlockRule)
+	}
+}

@@ -15,11 +15,13 @@ const OutcomeSuccess = "success"
 
 // Report is everything a bench run measured: the JSON report is this value.
 type Report struct {
-	Schema      string          `json:"schema"`
-	Environment Environment     `json:"environment"`
-	Cells       []CellResult    `json:"cells"`
-	Sweeps      []SweepResult   `json:"sweeps,omitempty"`
-	Accuracy    []AccuracyCheck `json:"accuracy,omitempty"`
+	Schema      string        `json:"schema"`
+	Environment Environment   `json:"environment"`
+	Cells       []CellResult  `json:"cells"`
+	Sweeps      []SweepResult `json:"sweeps,omitempty"`
+	// Agents is every target's agents search, with bench.agents.
+	Agents   []AgentSearch   `json:"agents,omitempty"`
+	Accuracy []AccuracyCheck `json:"accuracy,omitempty"`
 	// Perplexity is every target's perplexity over the reference text,
 	// with bench.perplexity (quality.go).
 	Perplexity []PerplexityResult `json:"perplexity,omitempty"`
@@ -600,6 +602,48 @@ type SweepResult struct {
 	ClientLimitedRate float64      `json:"client_limited_rate,omitempty"`
 	Points            []SweepPoint `json:"points"`
 	Note              string       `json:"note,omitempty"`
+}
+
+// AgentSearch is one target's agents search: the most agents, each
+// running jobs closed-loop, whose turns met the tier.
+type AgentSearch struct {
+	Target string `json:"target"`
+	// Tier is the SLO tier, e.g. "success >= 0.99, TTFT p90 <= 1s, TPOT
+	// p90 <= 50ms".
+	Tier string `json:"tier"`
+	// Quantile is the tier's quantile of TTFT and TPOT.
+	Quantile float64 `json:"quantile"`
+	// MaxAgents is the most agents tried that passed (0: none did);
+	// JobsPerHourPerAgent was measured there. FirstFailingAgents is the
+	// fewest that failed (0: none did).
+	MaxAgents           int          `json:"max_agents"`
+	JobsPerHourPerAgent float64      `json:"jobs_per_hour_per_agent"`
+	FirstFailingAgents  int          `json:"first_failing_agents"`
+	Points              []AgentPoint `json:"points"`
+	Note                string       `json:"note,omitempty"`
+}
+
+// AgentPoint is one agent count of an agents search, over its measured
+// window: the turns scheduled in it, the jobs that ended in it.
+type AgentPoint struct {
+	Agents int `json:"agents"`
+	// Turns measured (a dropped or failed turn counts against the success
+	// ratio; one cut short by the run's end is not measured).
+	Turns        int     `json:"turns"`
+	SuccessRatio float64 `json:"success_ratio"`
+	// TTFTSeconds and TPOTSeconds are at the tier's quantile, over the
+	// successful turns.
+	TTFTSeconds Num `json:"ttft_seconds"`
+	TPOTSeconds Num `json:"tpot_seconds"`
+	// JobsCompleted ended completed in the window; JobsPerHourPerAgent is
+	// them over the agents times the window's hours; MeanJobSeconds their
+	// mean duration (first turn's instant to last reply's end).
+	JobsCompleted       int     `json:"jobs_completed"`
+	JobsPerHourPerAgent float64 `json:"jobs_per_hour_per_agent"`
+	MeanJobSeconds      Num     `json:"mean_job_seconds"`
+	Pass                bool    `json:"pass"`
+	// Note says which bounds a failing point missed.
+	Note string `json:"note,omitempty"`
 }
 
 // RequestRecords says where the run's per-request records went

@@ -48,6 +48,9 @@ type Job struct {
 	ToolCalls int
 	// PromptTokens and OutputTokens are its turns' usage, added up.
 	PromptTokens, OutputTokens int
+	// End is its last reply's end (the client's last read); zero when no
+	// turn ended with a reply.
+	End time.Time
 }
 
 // JobRecorder hears an agent's jobs (probe/live's series is one). Its
@@ -97,7 +100,7 @@ func (j *job) result(reason string, turns int) Job {
 	if reason == Completed && j.limited {
 		reason = TurnLimit
 	}
-	out := Job{Reason: reason, Turns: turns, ToolTime: j.tool, ToolCalls: j.calls, PromptTokens: j.prompt, OutputTokens: j.output}
+	out := Job{Reason: reason, Turns: turns, ToolTime: j.tool, ToolCalls: j.calls, PromptTokens: j.prompt, OutputTokens: j.output, End: j.last}
 	if !j.first.IsZero() && j.last.After(j.first) {
 		out.Duration = j.last.Sub(j.first)
 	}

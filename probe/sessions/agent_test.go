@@ -88,7 +88,7 @@ func TestJobResult(t *testing.T) {
 	j.land(&observation.Request{Outcome: observation.Success, Scheduled: t0.Add(time.Second), End: t0.Add(1500 * time.Millisecond), PromptTokens: 30, OutputTokens: 5})
 	j.tool = 700 * time.Millisecond
 	got := j.result(Completed, 2)
-	want := Job{Reason: Completed, Turns: 2, Duration: 1500 * time.Millisecond, ToolTime: 700 * time.Millisecond, PromptTokens: 40, OutputTokens: 9}
+	want := Job{Reason: Completed, Turns: 2, Duration: 1500 * time.Millisecond, ToolTime: 700 * time.Millisecond, PromptTokens: 40, OutputTokens: 9, End: t0.Add(1500 * time.Millisecond)}
 	if got != want {
 		t.Errorf("job %+v, want %+v", got, want)
 	}

@@ -34,6 +34,7 @@ package sessions
 import (
 	"container/heap"
 	"context"
+	"errors"
 	"log/slog"
 	"math"
 	"math/rand/v2"
@@ -167,7 +168,10 @@ type Sessions struct {
 	maxRate  float64
 	rec      Recorder
 	agent    *config.Agent // an agent's jobs (agent.go); nil: conversations
-	jobs     JobRecorder
+	// agents is the closed loop's agents (agents.go); 0: the jobs or
+	// conversations arrive open-loop.
+	agents int
+	jobs   JobRecorder
 	// recorded replays recorded agent jobs (recorded.go); nil otherwise.
 	recorded *recordedJobs
 	logger   *slog.Logger
@@ -227,23 +231,34 @@ type Options struct {
 	// length (0: unknown), when the run starts (Prepare).
 	Build  func(ctx context.Context) (workload.Prompts, int, error)
 	Logger *slog.Logger
+	// Agents, when above 0, runs Config.Agent's jobs closed-loop (agents.go):
+	// that many agents, each starting its next job when its last one ends,
+	// in place of the arrival process. 0: open-loop arrivals.
+	Agents int
 }
 
 // New builds the sessions of a workload. Their prompts are built in
 // Prepare, when the runner starts; their events go to the Recorder given
 // to Bind.
 func New(o Options) (*Sessions, error) {
+	s := &Sessions{
+		cfg: o.Config, chat: o.Chat, duration: o.Duration,
+		logger: o.Logger, flights: map[uint64]*turnRef{}, build: o.Build, rec: noRecorder{},
+		agent: o.Config.Agent, jobs: noJobRecorder{}, agents: o.Agents,
+	}
+	s.drawReady = sync.NewCond(&s.mu)
+	if o.Agents > 0 {
+		// A closed loop has no arrival process: its agents are its load.
+		if o.Config.Agent == nil {
+			return nil, errors.New("a closed loop of agents needs an agent block")
+		}
+		return s, nil
+	}
 	ol, err := plan.Open(o.Arrival, o.Config.Seed, o.DegradedLag)
 	if err != nil {
 		return nil, err
 	}
-	s := &Sessions{
-		cfg: o.Config, chat: o.Chat, duration: o.Duration,
-		arrivals: ol.Schedule, ceiling: ol.Ceiling, maxRate: ol.MaxRate,
-		logger: o.Logger, flights: map[uint64]*turnRef{}, build: o.Build, rec: noRecorder{},
-		agent: o.Config.Agent, jobs: noJobRecorder{},
-	}
-	s.drawReady = sync.NewCond(&s.mu)
+	s.arrivals, s.ceiling, s.maxRate = ol.Schedule, ol.Ceiling, ol.MaxRate
 	return s, nil
 }
 
@@ -273,6 +288,11 @@ func (s *Sessions) Prepare(ctx context.Context) (workload.Source, error) {
 	// when the workload is stopped: every session still alive then is
 	// stopped.
 	context.AfterFunc(ctx, s.finish)
+	if s.agents > 0 {
+		s.mu.Lock()
+		s.startAgentsLocked()
+		s.mu.Unlock()
+	}
 	s.drawerDone = make(chan struct{})
 	go s.drawer()
 	return workload.Lockstep{Schedule: sessionSchedule{s}, Requests: sessionPrompts{s}}, nil
@@ -286,10 +306,20 @@ type sessionSchedule struct{ s *Sessions }
 func (sc sessionSchedule) Next() (time.Duration, bool) { return sc.s.nextDue() }
 
 // Rate implements Schedule: the session arrival rate (sessions/s).
-func (sc sessionSchedule) Rate(elapsed time.Duration) float64 { return sc.s.arrivals.Rate(elapsed) }
+func (sc sessionSchedule) Rate(elapsed time.Duration) float64 {
+	if sc.s.arrivals == nil {
+		return 0 // a closed loop of agents
+	}
+	return sc.s.arrivals.Rate(elapsed)
+}
 
 // Clamped implements Schedule: session arrivals the ceiling moved later.
-func (sc sessionSchedule) Clamped() uint64 { return sc.s.arrivals.Clamped() }
+func (sc sessionSchedule) Clamped() uint64 {
+	if sc.s.arrivals == nil {
+		return 0
+	}
+	return sc.s.arrivals.Clamped()
+}
 
 // DrawerDone is closed when the drawer goroutine returns (tests).
 func (sc sessionSchedule) DrawerDone() <-chan struct{} { return sc.s.drawerDone }
@@ -506,6 +536,9 @@ func (s *Sessions) endLocked(ss *session, reason string) {
 		s.jobs.JobEnded(ss.job.result(reason, ss.done))
 	}
 	ss.history, ss.text, ss.msg = nil, "", nil
+	if s.agents > 0 && !s.closed {
+		s.nextJobLocked(ss)
+	}
 }
 
 // closeLocked ends the sessions: no turn is handed out any more; those
@@ -577,6 +610,9 @@ func (s *Sessions) nextDue() (time.Duration, bool) {
 		)
 		if s.heap.Len() > 0 {
 			item, due = s.heap[0], s.heap[0].at
+			if due.IsZero() {
+				due = start // an agent's first job, due at the run's start
+			}
 		}
 		if a := s.next; a != nil {
 			if at := start.Add(a.off); item == nil || at.Before(due) {
@@ -606,7 +642,7 @@ func (s *Sessions) nextDue() (time.Duration, bool) {
 				off = item.off
 			} else {
 				heap.Pop(&s.heap)
-				off = item.at.Sub(start)
+				off = due.Sub(start)
 			}
 			est, fits := s.fitsLocked(item)
 			if !fits {
@@ -686,9 +722,7 @@ func (s *Sessions) arriveLocked() {
 	off, ok := s.arrivals.Next()
 	var ss *session
 	if ok && (s.duration <= 0 || off < s.duration) {
-		// Each session draws from its own stream, so that its turns and
-		// think times do not depend on how the others went.
-		rng := rand.New(rand.NewPCG(uint64(s.cfg.Seed), 0x5e55_1000_0000_0000+i))
+		rng := s.streamOf(i)
 		ss = &session{rng: rng, off: off, idx: -1}
 		ss.turns = drawCount(rng, s.cfg.Turns, 1, config.MaxSessionTurns)
 		p := s.gen.Next()
@@ -701,6 +735,12 @@ func (s *Sessions) arriveLocked() {
 	case !s.closed:
 		s.next = ss
 	}
+}
+
+// streamOf is the i-th session's own seeded stream: its turns and think
+// times (an agent's tool draws) do not depend on how the others went.
+func (s *Sessions) streamOf(i uint64) *rand.Rand {
+	return rand.New(rand.NewPCG(uint64(s.cfg.Seed), 0x5e55_1000_0000_0000+i))
 }
 
 // admitLocked starts the arriving session now due, or drops it (counted).
