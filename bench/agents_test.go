@@ -224,3 +224,63 @@ func TestAgentsDocsExample(t *testing.T) {
 		t.Errorf("the example parsed as %+v", a)
 	}
 }
+
+// TestAgentsSearchThroughCommand: a bench with an agents block runs the
+// search after the matrix, through the bench command as an operator runs
+// it: the console says each point and the result, report.json holds the
+// search, report.md its table, and the run exits 0.
+func TestAgentsSearchThroughCommand(t *testing.T) {
+	cfg := simulatortest.InstantConfig()
+	cfg.ToolTurns = 1
+	cfg.TimeScale = 0.1
+	url, _ := simulatortest.StartTest(t, cfg)
+	dir := t.TempDir()
+	yml := fmt.Sprintf(`targets: [{name: sim, url: %q, model: sim-model, flavor: openai-chat, timeout: 10s}]
+bench:
+  seed: 1
+  repeats: 1
+  warmup: 0s
+  duration: 500ms
+  stability: {enabled: false}
+  matrix: {rates: [2], shapes: [{input_tokens: 32, output_tokens: 4}]}
+  agents:
+    tools: [{name: search, description: Searches., parameters: {type: object, properties: {q: {type: string}}}}]
+    user_tokens: 40
+    output_tokens: 8
+    agent: {tool_latency: {dist: fixed, mean: 10ms}, tool_result_tokens: {dist: fixed, mean: 8}}
+    slo: {ttft: 10s, tpot: 1s}
+    max_agents: 2
+    warmup: 100ms
+    duration: 700ms
+`, url)
+	out := filepath.Join(dir, "out")
+	code, stdout, stderr := runCLI(t, context.Background(), "bench", "--config.file="+writeTestFile(t, dir, "b.yml", yml), "--output.dir="+out)
+	if code != ExitOK {
+		t.Fatalf("exit %d\n%s\n%s", code, stdout, stderr)
+	}
+	rep := readReport(t, out)
+	if len(rep.Agents) != 1 {
+		t.Fatalf("report.json holds %d agent searches, want 1", len(rep.Agents))
+	}
+	res := rep.Agents[0]
+	if res.Target != "sim" || res.MaxAgents != 2 || len(res.Points) != 2 || !strings.Contains(res.Note, "max_agents") {
+		t.Errorf("search %+v, want sim passing 1 and 2 agents, max_agents noted", res)
+	}
+	for _, p := range res.Points {
+		// Every job is two turns of a 10 ms tool wait: jobs end in the
+		// window, at a rate the agents' count bounds.
+		if !p.Pass || p.Turns == 0 || p.JobsCompleted == 0 || p.JobsPerHourPerAgent <= 0 || p.SuccessRatio != 1 {
+			t.Errorf("point %+v: want a passing point with turns and completed jobs", p)
+		}
+	}
+	console := stdout + stderr
+	for _, want := range []string{"agents sim/sim-model: 1 agents passed", "agents sim/sim-model: 2 agents passed", "agents sim/sim-model: max 2 agents"} {
+		if !strings.Contains(console, want) {
+			t.Errorf("console lacks %q:\n%s", want, console)
+		}
+	}
+	md, err := os.ReadFile(filepath.Join(out, "report.md"))
+	if err != nil || !strings.Contains(string(md), "## Agents under an SLO\n") || !strings.Contains(string(md), "| sim | ") {
+		t.Errorf("report.md (%v) lacks the agents table with the target's row:\n%s", err, md)
+	}
+}
