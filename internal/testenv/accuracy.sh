@@ -48,6 +48,7 @@ fi
 # "The timing tests"), start first; the rest follow in package order. A
 # name here that no longer exists is passed over.
 longest="TestSimulatorCellsJudgedStableAccuracy TestSweepSuccessCapacityAccuracy
+TestAccuracyAgentSearchRepeatable
 TestRankingTwoSpeedsAccuracy TestSteadyStateThroughputAccuracy
 TestBaselineRegressionAccuracy TestAccuracyAgainstGroundTruth
 TestFlavorAccuracyAgainstGroundTruth"
