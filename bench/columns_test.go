@@ -258,6 +258,12 @@ func TestMedianStatsEveryField(t *testing.T) {
 		case reflect.Struct:
 			f.Set(reflect.ValueOf(report.Dist{Count: i + 1, Mean: 0.1, Min: 0.01, P50: 0.2, P90: 0.3, P95: 0.4, P99: 0.5, P999: 0.6, Max: 0.7}))
 		case reflect.Pointer:
+			if f.Type() == reflect.TypeFor[*report.ServerTimings]() {
+				f.Set(reflect.ValueOf(&report.ServerTimings{Successes: 10, Decomposed: 9, DecomposedRatio: 0.9,
+					Queue: report.TimingPart{Count: 9, P50: 0.01, P99: 0.05}, EngineTTFT: report.TimingPart{Count: 9, P50: 0.02, P99: 0.06},
+					Generation: report.TimingPart{Count: 8, P50: 0.3, P99: 0.9}, ClientOverhead: report.TimingPart{Count: 9, P50: 0.001, P99: 0.004}}))
+				break
+			}
 			f.Set(reflect.ValueOf(&report.Efficiency{Source: report.EnergyPower, EnergyJoules: 1000, JoulesPerOutputToken: 0.5, JoulesPerGoodOutputToken: 0.6,
 				GPUs: 2, GPUHourUSD: 4, CostUSD: 0.1, CostPerMillionOutputTokens: 50, CostPerMillionGoodOutputTokens: 60, Note: "note",
 				Devices: []report.GPUEnergy{{GPU: "0", UUID: "GPU-0", Name: "H", Joules: 400, Source: report.EnergyCounter}, {GPU: "1", UUID: "GPU-1", Name: "H", Joules: 600, Source: report.EnergyPower}}}))
