@@ -62,13 +62,13 @@ bench:
 	return readReport(t, out), recs
 }
 
-// TestServerTimingsSimulator: against the simulator with its per-request
+// TestBenchServerTimings: against the simulator with its per-request
 // metrics on, every successful request's record has the engine's queue,
 // TTFT and generation, the client overhead and the result decomposed; the
 // cell's p50 and p99 of each part are the median over repeats of those
 // the measured records give, every success is decomposed, and the client
 // overhead's p50 is small on loopback.
-func TestServerTimingsSimulator(t *testing.T) {
+func TestBenchServerTimings(t *testing.T) {
 	t.Parallel() // mostly waits on real time
 	rep, recs := runTimingsBench(t)
 	if len(rep.Cells) != 1 {
@@ -148,11 +148,11 @@ func TestServerTimingsSimulator(t *testing.T) {
 		successes, float64(got.Queue.P50), float64(got.EngineTTFT.P50), float64(got.Generation.P50), float64(got.ClientOverhead.P50), float64(got.ClientOverhead.P99))
 }
 
-// TestServerTimingsOverheadAccuracy: on loopback the client overhead
+// TestBenchServerTimingsOverheadAccuracy: on loopback the client overhead
 // (network, HTTP front end, this client) is under a millisecond at the
 // p50, as the acceptance asks of the simulator. Needs a quiet
 // machine.
-func TestServerTimingsOverheadAccuracy(t *testing.T) {
+func TestBenchServerTimingsOverheadAccuracy(t *testing.T) {
 	if testing.Short() {
 		t.Skip("timing-sensitive: needs a quiet machine")
 	}
@@ -167,12 +167,12 @@ func TestServerTimingsOverheadAccuracy(t *testing.T) {
 	t.Logf("client overhead p50 %.3g s, p99 %.3g s", float64(got.ClientOverhead.P50), float64(got.ClientOverhead.P99))
 }
 
-// TestServerTimingsAggregates: a repeat's figures come from its measured
+// TestBenchServerTimingsAggregates: a repeat's figures come from its measured
 // successful records only; a part no request gave (llama.cpp's queue) is
 // null with a count of 0; a request without the engine's TTFT is not
 // decomposed; records without any timings give no figures; and a cell's
 // figures are the medians over the repeats that have them.
-func TestServerTimingsAggregates(t *testing.T) {
+func TestBenchServerTimingsAggregates(t *testing.T) {
 	nan := report.NaN()
 	ok := func(ttft, gen, overhead float64) report.Record {
 		return report.Record{Measured: true, E2E: 0.5, Server: &report.ServerParts{Queue: nan, EngineTTFT: report.Num(ttft),
