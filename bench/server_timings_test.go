@@ -8,6 +8,7 @@ import (
 	"os"
 	"path/filepath"
 	"slices"
+	"strings"
 	"testing"
 	"time"
 
@@ -216,5 +217,33 @@ func TestBenchServerTimingsAggregates(t *testing.T) {
 	}
 	if medianServerTimings([]report.Stats{{}, {}}) != nil {
 		t.Error("a cell's figures without any repeat's")
+	}
+}
+
+// TestBenchServerTimingsShardRecord: a shard report's record carries its
+// request's parts through JSON (a part not given as null, back as NaN), and
+// a record without any writes nothing of them, as before.
+func TestBenchServerTimingsShardRecord(t *testing.T) {
+	in := report.Record{Measured: true, E2E: 0.5, Server: &report.ServerParts{Queue: report.NaN(), EngineTTFT: 0.12, Generation: 1.5, ClientOverhead: 0.004}}
+	b, err := json.Marshal(in)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if !strings.Contains(string(b), `"sv":{"q":null,"f":0.12,"g":1.5,"o":0.004}`) {
+		t.Errorf("record %s, want its parts under sv", b)
+	}
+	var back report.Record
+	if err := json.Unmarshal(b, &back); err != nil {
+		t.Fatal(err)
+	}
+	if p := back.Server; p == nil || p.Queue.Valid() || p.EngineTTFT != 0.12 || p.Generation != 1.5 || p.ClientOverhead != 0.004 {
+		t.Errorf("read back %+v", back.Server)
+	}
+	b, err = json.Marshal(report.Record{Measured: true, E2E: 0.5})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if strings.Contains(string(b), "sv") {
+		t.Errorf("a record without timings: %s", b)
 	}
 }
