@@ -37,6 +37,7 @@ var notInCSV = map[string]string{
 	"summary.efficiency.cost_usd":     "the span's cost, behind the cost per million tokens: report.json",
 	"summary.efficiency.devices":      "one entry per GPU, a set that varies: report.json",
 	"summary.efficiency.note":         "a sentence for people: the console, the Markdown and HTML efficiency sections",
+	"summary.server_timings.*":        "the engine's own timings, for the runs whose answers carry them: report.json, report.md's and the HTML report's Where the time went",
 	"summary.success_ratio":           "the regression gate's figure (the median of the repeats' successes over measured requests, with its interval in ci): report.json; the success_ratio column is the floor's, pooled over the requests sent",
 }
 
@@ -258,6 +259,12 @@ func TestMedianStatsEveryField(t *testing.T) {
 		case reflect.Struct:
 			f.Set(reflect.ValueOf(report.Dist{Count: i + 1, Mean: 0.1, Min: 0.01, P50: 0.2, P90: 0.3, P95: 0.4, P99: 0.5, P999: 0.6, Max: 0.7}))
 		case reflect.Pointer:
+			if f.Type() == reflect.TypeFor[*report.ServerTimings]() {
+				f.Set(reflect.ValueOf(&report.ServerTimings{Successes: 10, Decomposed: 9, DecomposedRatio: 0.9,
+					Queue: report.TimingPart{Count: 9, P50: 0.01, P99: 0.05}, EngineTTFT: report.TimingPart{Count: 9, P50: 0.02, P99: 0.06},
+					Generation: report.TimingPart{Count: 8, P50: 0.3, P99: 0.9}, ClientOverhead: report.TimingPart{Count: 9, P50: 0.001, P99: 0.004}}))
+				break
+			}
 			f.Set(reflect.ValueOf(&report.Efficiency{Source: report.EnergyPower, EnergyJoules: 1000, JoulesPerOutputToken: 0.5, JoulesPerGoodOutputToken: 0.6,
 				GPUs: 2, GPUHourUSD: 4, CostUSD: 0.1, CostPerMillionOutputTokens: 50, CostPerMillionGoodOutputTokens: 60, Note: "note",
 				Devices: []report.GPUEnergy{{GPU: "0", UUID: "GPU-0", Name: "H", Joules: 400, Source: report.EnergyCounter}, {GPU: "1", UUID: "GPU-1", Name: "H", Joules: 600, Source: report.EnergyPower}}}))

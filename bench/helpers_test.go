@@ -35,7 +35,8 @@ type simTarget struct {
 
 // startSim starts a simulator whose engine step costs step (in simulated
 // time) at the given time scale. Every completion request's body is kept.
-func startSim(t testing.TB, step time.Duration, scale float64, slowdown float64) *simTarget {
+// Each tune, if any, changes the configuration last.
+func startSim(t testing.TB, step time.Duration, scale float64, slowdown float64, tune ...func(*simulator.Config)) *simTarget {
 	t.Helper()
 	cfg := simulator.DefaultConfig()
 	cfg.TimeScale = scale
@@ -44,6 +45,9 @@ func startSim(t testing.TB, step time.Duration, scale float64, slowdown float64)
 	cfg.PrefillTokensPerSecond = 1e6
 	if slowdown > 0 {
 		cfg.Faults.Slowdown = slowdown
+	}
+	for _, f := range tune {
+		f(&cfg)
 	}
 	sim, err := simulator.New(cfg, slog.New(slog.DiscardHandler))
 	if err != nil {

@@ -594,6 +594,7 @@ func (rc *recorder) newRecord(obs *observation.Request, measured, success bool) 
 			if d, ok := obs.E2E(); ok {
 				rec.E2E = report.Num(d.Seconds())
 			}
+			rec.Server = serverParts(obs)
 		}
 		rec.Goodput = slo.Met(obs, rc.slo)
 	}
@@ -1185,6 +1186,7 @@ func (rc *recorder) sample(k int, windowSec float64, st *report.Stats) *sample {
 	st.TTFT, st.TPOT, st.E2E, st.ScheduleLag = summarize(ttft), summarize(tpot), summarize(e2e), summarize(lag)
 	st.TTFA = summarize(ttfa)
 	st.ITL = summarize(append([]float64(nil), rc.itl...))
+	st.ServerTimings = serverTimingsOf(recs)
 	return s
 }
 

@@ -108,6 +108,8 @@ func medianStats(all []report.Stats) report.Stats {
 			}
 		case *report.Efficiency:
 			dst.Set(reflect.ValueOf(medianEfficiency(all)))
+		case *report.ServerTimings:
+			dst.Set(reflect.ValueOf(medianServerTimings(all)))
 		case report.Dist:
 			dst.Set(reflect.ValueOf(medianDist(all, func(s *report.Stats) *report.Dist { return field(s).Addr().Interface().(*report.Dist) })))
 		case map[string]int:

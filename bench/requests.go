@@ -53,6 +53,16 @@ type RequestRecord struct {
 	Outcome      string   `json:"outcome"`
 	DropReason   string   `json:"drop_reason,omitempty"`
 	HTTPStatus   int      `json:"http_status,omitempty"`
+	// The engine's own timings of the request, in seconds, each absent
+	// when its answer did not give it (server_timings.go), and the client
+	// overhead: the TTFT less the engine's queue and TTFT. ServerTimings
+	// is the decomposition's result (decomposed, partial, absent) for a
+	// request that was sent.
+	ServerQueue      *float64 `json:"server_queue,omitempty"`
+	ServerTTFT       *float64 `json:"server_ttft,omitempty"`
+	ServerGeneration *float64 `json:"server_generation,omitempty"`
+	ClientOverhead   *float64 `json:"client_overhead,omitempty"`
+	ServerTimings    string   `json:"server_timings,omitempty"`
 }
 
 // requestLog writes the run's request records, at most max of them, to a
@@ -396,6 +406,7 @@ func (r *requestRecorder) record(o *observation.Request) {
 	if o.Outcome == observation.Dropped {
 		rec.ID = "" // never sent: no id went out
 	}
+	setServerFields(&rec, o)
 	r.mu.Lock()
 	r.recs = append(r.recs, rec)
 	r.mu.Unlock()

@@ -495,6 +495,9 @@ func checkRecord(r *report.Record) error {
 	if l := float64(r.Lag); !math.IsNaN(l) && !(math.Abs(l) <= MaxShardSeconds) {
 		return fmt.Errorf("lag: %v is not in [-%g, %g]", l, MaxShardSeconds, MaxShardSeconds)
 	}
+	if err := checkServerParts(r.Server); err != nil {
+		return err
+	}
 	if r.FirstWin < 0 || r.FirstWin > MaxShardWindows || len(r.WinTokens) > MaxShardWindows {
 		return fmt.Errorf("w: window %d with %d windows of tokens, not within %d windows (merge.MaxShardWindows)", r.FirstWin, len(r.WinTokens), MaxShardWindows)
 	}
@@ -502,6 +505,27 @@ func checkRecord(r *report.Record) error {
 		if !(v >= 0 && float64(v) <= MaxShardCount) {
 			return fmt.Errorf("t[%d]: %v is not in [0, %d]", i, v, int64(MaxShardCount))
 		}
+	}
+	return nil
+}
+
+// checkServerParts checks a record's timings by the engine's account:
+// durations, or null; the client overhead, which clock resolution may
+// make slightly negative, within as many seconds either side.
+func checkServerParts(p *report.ServerParts) error {
+	if p == nil {
+		return nil
+	}
+	for _, f := range []struct {
+		field string
+		v     report.Num
+	}{{"sv.q", p.Queue}, {"sv.f", p.EngineTTFT}, {"sv.g", p.Generation}} {
+		if err := seconds(f.field, float64(f.v), true); err != nil {
+			return err
+		}
+	}
+	if o := float64(p.ClientOverhead); !math.IsNaN(o) && !(math.Abs(o) <= MaxShardSeconds) {
+		return fmt.Errorf("sv.o: %v is not in [-%g, %g]", o, MaxShardSeconds, MaxShardSeconds)
 	}
 	return nil
 }

@@ -175,6 +175,8 @@ type view struct {
 	// CellCharts are each cell's own charts, by its key: the latency
 	// CDFs and its windows over time.
 	CellCharts map[string][]template.HTML
+	// Timings is the section "Where the time went" (timings.go).
+	Timings template.HTML
 }
 
 func buildView(r *report.Report) *view {
@@ -189,6 +191,7 @@ func buildView(r *report.Report) *view {
 	if r.GPU.Available {
 		v.Heatmap, v.GPUCharts = gpuCharts(r, targets)
 	}
+	v.Timings = serverTimingsHTML(r)
 	v.CellCharts = map[string][]template.HTML{}
 	for i := range r.Cells {
 		if ch := cellCharts(&r.Cells[i]); len(ch) > 0 {

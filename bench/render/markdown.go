@@ -67,6 +67,7 @@ func WriteMarkdown(w io.Writer, r *report.Report) error {
 
 	mdEfficiency(&b, r)
 	mdValidity(&b, r)
+	mdServerTimings(&b, r)
 
 	if len(r.Sweeps) > 0 {
 		b.WriteString("## Rate sweep\n\n| target | shape | rule | max rate | success ratio there | first failing rate | note |\n| --- | --- | --- | --- | --- | --- | --- |\n")

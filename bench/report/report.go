@@ -314,6 +314,9 @@ type Stats struct {
 	// Efficiency is the energy and cost of the measured span per output
 	// token; absent when no GPU was read and no price configured.
 	Efficiency *Efficiency `json:"efficiency,omitempty"`
+	// ServerTimings is where the time went by the engine's own account;
+	// absent when no request's answer carried timings.
+	ServerTimings *ServerTimings `json:"server_timings,omitempty"`
 }
 
 // Energy sources (Efficiency.Source, GPUEnergy.Source).
@@ -774,6 +777,9 @@ type Record struct {
 	// WinTokens[k] are the output tokens delivered in window FirstWin+k.
 	FirstWin  int32     `json:"w"`
 	WinTokens []float32 `json:"t,omitempty"`
+	// Server is a measured successful request's timings by the engine's
+	// own account; nil when its answer carried none.
+	Server *ServerParts `json:"sv,omitempty"`
 }
 
 // ReplayResult is what a replay repeat did with its trace, beside the

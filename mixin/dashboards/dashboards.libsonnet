@@ -85,6 +85,40 @@ local names = import '../rules/names.libsonnet';
       sel: rawProbe,
     },
 
+  // The time to first token split by the engine's own per-request
+  // timings, per target and model: its queue, its own TTFT, and the
+  // client overhead (the rest: network, gateway, front end, client); p50
+  // and p99 over the rate interval, the overhead's p99 from its recording
+  // rule. Empty for an engine whose answers carry no timings.
+  local firstTokenPartsPanel =
+    local tby = p.labelList(c.targetLabels);
+    local raw(q, m) =
+      'histogram_quantile(%(q)s, sum by (%(by)s) (rate(%(m)s%(sel)s[$__rate_interval]))) or histogram_quantile(%(q)s, sum by (%(by)s, le) (rate(%(m)s_bucket%(sel)s[$__rate_interval])))' % {
+        q: p.num(q),
+        by: tby,
+        m: m,
+        sel: rawProbe,
+      };
+    local parts = [
+      { name: 'queue', metric: 'infer_probe_server_queue_seconds' },
+      { name: 'engine TTFT', metric: 'infer_probe_server_time_to_first_token_seconds' },
+      { name: 'overhead', metric: 'infer_probe_client_overhead_seconds' },
+    ];
+    d.timeseries(
+      "Where the first token's time went",
+      "The time to first token split by the engine's own per-request timings, read from each answer (docs/metrics.md): the engine's queue, its own TTFT, and the client overhead, the client's TTFT less those two (the network, a gateway, the server's front end, the client). p50 and p99 per target and model over every workload; the overhead's p99 from the recording rule %s (over %s). Empty when the engine's answers carry no timings (vLLM needs --enable-per-request-metrics)." % [n.targetClientOverheadQuantile, c.rateWindow],
+      [
+        d.target(raw(q, part.metric), '{{target}} (%s) %s %s' % ['{{model}}', part.name, p.quantileName(q)])
+        for part in parts
+        for q in [0.5, 0.99]
+        if !(part.name == 'overhead' && q == 0.99)
+      ] + [
+        d.target('%s%s' % [n.targetClientOverheadQuantile, p.selector(withCluster(tsel), 'quantile="0.99"')], '{{target}} ({{model}}) overhead p99'),
+      ],
+      's',
+      width=24,
+    ),
+
   // The values of infer_probe_workload_state's state label, in the order
   // of a workload's life; the state panel shows each as its 1-based index.
   local workloadStates = [
@@ -143,6 +177,7 @@ local names = import '../rules/names.libsonnet';
         quantilePanel('tpot', 'Time per output token', '(last byte - first token) / (output tokens - 1), per successful request.'),
         quantilePanel('itl', 'Inter-token latency', 'Every gap between consecutive content events.'),
         quantilePanel('e2e', 'End-to-end latency', 'From the scheduled instant to the last byte, successful requests.'),
+        firstTokenPartsPanel,
         d.row('Throughput and outcomes'),
         d.timeseries(
           'Output tokens per second',

@@ -53,6 +53,9 @@ local p = import '../lib/promql.libsonnet';
     serverGenerationTokenRate: tlevel + ':infer_server_generation_tokens:rate' + w,
     serverPromptTokenRate: tlevel + ':infer_server_prompt_tokens:rate' + w,
     targetGoodputRatio: tlevel + ':infer_probe_goodput_requests:ratio_rate' + w,
+    // The client overhead's quantile per target and model (a quantile
+    // label): the client's TTFT less the engine's own queue and TTFT.
+    targetClientOverheadQuantile: tlevel + '_quantile:infer_probe_client_overhead_seconds:histogram_quantile_rate' + w,
     energyPerToken: tlevel + ':infer_gpu_energy_joules_per_generation_token:ratio_rate' + w,
     costPerToken: tlevel + ':infer_gpu_cost_usd_per_generation_token:ratio_rate' + w,
     costPerGoodToken: tlevel + ':infer_gpu_cost_usd_per_good_generation_token:ratio_rate' + w,

@@ -86,6 +86,20 @@ local names = import 'names.libsonnet';
               ||| % { t: tby, sel: probe(), sent: sent, w: w },
             },
             {
+              // The client overhead's p99 per target and model, over every
+              // workload of it: the client's TTFT less the engine's own
+              // queue and TTFT, from each answer's per-request timings (the
+              // network, a gateway, the server's front end, the client).
+              // Native or classic, as quantileRules.
+              record: n.targetClientOverheadQuantile,
+              expr: |||
+                histogram_quantile(0.99, sum by (%(t)s) (rate(infer_probe_client_overhead_seconds%(sel)s[%(w)s])))
+                or
+                histogram_quantile(0.99, sum by (%(t)s, le) (rate(infer_probe_client_overhead_seconds_bucket%(sel)s[%(w)s])))
+              ||| % { t: tby, sel: probe(), w: w },
+              labels: { quantile: '0.99' },
+            },
+            {
               // Jitter: the coefficient of variation (standard deviation
               // over mean) of TTFT. Needs native histograms (or classic ones
               // converted: convert_classic_histograms_to_nhcb).
