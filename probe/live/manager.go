@@ -376,6 +376,9 @@ func openLoopArrivals(w *config.Workload, t *config.Target, metrics *Metrics, op
 	var prefix *prefixTracker
 	if w.Prompt.CacheHitRate > 0 {
 		prefix = metrics.prefixCache.track(t, w, opts.ServerPrefixCache)
+	} else {
+		// A reload that took the rate away ends the ratios' series.
+		metrics.prefixCache.untrack(t.Name, t.Model, w.Name)
 	}
 	return arrivals{
 		// Prompts of exact length, calibrated against the target's

@@ -117,9 +117,14 @@ func (m *prefixCacheMetrics) track(t *config.Target, w *config.Workload, server 
 }
 
 func (m *prefixCacheMetrics) delete(match prometheus.Labels) {
+	m.untrack(match["target"], match["model"], match["workload"])
+}
+
+// untrack ends a workload's ratios' series.
+func (m *prefixCacheMetrics) untrack(target, model, workload string) {
 	m.mu.Lock()
 	defer m.mu.Unlock()
-	delete(m.workloads, [3]string{match["target"], match["model"], match["workload"]})
+	delete(m.workloads, [3]string{target, model, workload})
 }
 
 // prefixTracker is one workload's prompts sent and its server's counters
