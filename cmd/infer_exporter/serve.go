@@ -223,11 +223,27 @@ func (e *exporter) startWorkloads(opts live.Options) {
 	// engine scraper's polls find it (docs/lifecycle.md).
 	opts.Ready = e.starts.Ready
 	opts.Epoch = e.starts.Epoch
+	// The server's prefix-cache hit ratio of a workload with a declared
+	// cache-hit rate is the scraper's counters since the workload started.
+	opts.ServerPrefixCache = serverPrefixCache(e.serverMetrics)
 	// And the landing page's last minute of each workload.
 	e.recent = newRecentStats()
 	opts.Observe = e.recent.Observe(opts.Observe)
 	e.manager = live.NewManager(live.NewMetrics(e.reg), opts, e.logger)
 	e.onClose(e.manager.Stop)
+}
+
+// serverPrefixCache reads a target's prefix-cache counters from the engine
+// scraper's latest poll of it.
+func serverPrefixCache(s *engine.Scraper) live.ServerPrefixCache {
+	return func(target string) (hits, queries float64, at time.Time, ok bool) {
+		for _, i := range s.Snapshots() {
+			if i.Target == target && i.Up && i.PrefixCacheHits.OK && i.PrefixCacheQueries.OK {
+				return i.PrefixCacheHits.Value, i.PrefixCacheQueries.Value, i.At, true
+			}
+		}
+		return 0, 0, time.Time{}, false
+	}
 }
 
 // newReloader makes the reloader that applies the configuration, the

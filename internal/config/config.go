@@ -119,6 +119,11 @@ type Prompt struct {
 	InputTokens  Distribution `yaml:"input_tokens"`
 	OutputTokens Distribution `yaml:"output_tokens"`
 	Seed         int64        `yaml:"seed"`
+	// The prefix-cache share of each prompt (prefixcache.go): 0 leaves
+	// every prompt unique.
+	CacheHitRate float64 `yaml:"cache_hit_rate"`
+	PrefixPool   int     `yaml:"prefix_pool"`
+	BlockSize    int     `yaml:"block_size"`
 }
 
 // Distribution is a token-length distribution, clamped to [Min, Max].
@@ -469,9 +474,13 @@ func (c *Config) validate(v *validator) {
 		} else {
 			validateArrival(v, append(p[:len(p):len(p)], "arrival"), &w.Arrival)
 			validateLengths(v, append(p[:len(p):len(p)], "prompt"), &w.Prompt)
+			validatePrefixCache(v, append(p[:len(p):len(p)], "prompt"), &w.Prompt)
 		}
 		if w.Sessions != nil {
 			validateSessions(v, p, w)
+			if w.Prompt.CacheHitRate != 0 {
+				v.add(append(p[:len(p):len(p)], "prompt"), "cache_hit_rate", "applies to a workload's own prompts, not to sessions")
+			}
 		}
 		if w.Sampling.MinTokens < 0 {
 			v.add(append(p[:len(p):len(p)], "sampling"), "min_tokens", "must not be negative")

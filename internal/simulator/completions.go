@@ -733,7 +733,7 @@ func (s *Simulator) stream(ctx context.Context, w http.ResponseWriter, p *genPar
 			break
 		}
 	}
-	if p.includeUsage && !c.writeUsage(q.promptLen, written, s.appendRequestMetrics(nil, q, q.promptLen)) {
+	if p.includeUsage && !c.writeUsage(q.promptLen, q.st.cachedTokens(), written, s.appendRequestMetrics(nil, q, q.promptLen)) {
 		return true
 	}
 	c.write([]byte(sseDone))
@@ -904,9 +904,9 @@ func appendCalls(b []byte, p *genParams, spans []callSpan) []byte {
 // writeUsage writes the usage chunk that include_usage asks for, after the
 // last token's, with the members of metrics (the request's times:
 // appendRequestMetrics) after its usage.
-func (c *chunkWriter) writeUsage(promptLen, completion int, metrics []byte) bool {
+func (c *chunkWriter) writeUsage(promptLen, cached, completion int, metrics []byte) bool {
 	buf := append(append(c.buf[:0], c.head...), `"choices":[],"usage":`...)
-	buf = appendUsage(buf, c.p, promptLen, completion)
+	buf = appendUsage(buf, c.p, promptLen, cached, completion)
 	buf = append(buf, metrics...)
 	buf = append(buf, emitField...)
 	buf = strconv.AppendInt(buf, time.Now().UnixNano(), 10)
@@ -916,10 +916,16 @@ func (c *chunkWriter) writeUsage(promptLen, completion int, metrics []byte) bool
 
 // appendUsage renders a usage object. completion counts every generated
 // token; a reasoning generation adds completion_tokens_details with its
-// reasoning tokens among them.
-func appendUsage(b []byte, p *genParams, prompt, completion int) []byte {
+// reasoning tokens among them. prompt_tokens_details.cached_tokens is the
+// prompt tokens the prefix cache served at the first admission, as vLLM
+// reports it with --enable-prompt-tokens-details (and SGLang and OpenAI
+// always): a client can then count the hits its own prompts found.
+func appendUsage(b []byte, p *genParams, prompt, cached, completion int) []byte {
 	b = append(b, `{"prompt_tokens":`...)
 	b = strconv.AppendInt(b, int64(prompt), 10)
+	b = append(b, `,"prompt_tokens_details":{"cached_tokens":`...)
+	b = strconv.AppendInt(b, int64(cached), 10)
+	b = append(b, '}')
 	b = append(b, `,"total_tokens":`...)
 	b = strconv.AppendInt(b, int64(prompt+completion), 10)
 	b = append(b, `,"completion_tokens":`...)
@@ -1046,7 +1052,7 @@ func (s *Simulator) respond(ctx context.Context, w http.ResponseWriter, p *genPa
 		b = s.appendPromptLogprobs(b, p, f.LogprobPenalty)
 	}
 	b = append(b, `}],"usage":`...)
-	b = appendUsage(b, p, q.promptLen, produced)
+	b = appendUsage(b, p, q.promptLen, q.st.cachedTokens(), produced)
 	b = s.appendRequestMetrics(b, q, q.promptLen)
 	b = append(b, arrivalField...)
 	b = strconv.AppendInt(b, arrival.UnixNano(), 10)

@@ -25,6 +25,11 @@ type stream struct {
 	// timings are the request's times in the engine once it finished
 	// (request_metrics.go).
 	timings requestTimings
+	// cached is the prompt tokens the prefix cache served at the
+	// request's first admission (hit blocks × BlockSize), which its usage
+	// reports as prompt_tokens_details.cached_tokens, as vLLM's
+	// num_cached_tokens does.
+	cached int
 }
 
 func newStream() *stream { return &stream{ready: make(chan struct{}, 1)} }
@@ -48,6 +53,20 @@ func (st *stream) close() {
 	st.closed = true
 	st.mu.Unlock()
 	st.signal()
+}
+
+// setCached keeps the tokens the first admission found cached.
+func (st *stream) setCached(n int) {
+	st.mu.Lock()
+	st.cached = n
+	st.mu.Unlock()
+}
+
+// cachedTokens are the tokens setCached kept; 0 before the first admission.
+func (st *stream) cachedTokens() int {
+	st.mu.Lock()
+	defer st.mu.Unlock()
+	return st.cached
 }
 
 func (st *stream) snapshot() (produced int, finished bool, reason string, closed bool) {
@@ -380,6 +399,9 @@ func (s *scheduler) admit(now time.Time, budget int) {
 		q.computed, q.registered = hits*bs, hits
 		if q.scheduledAt.IsZero() {
 			q.scheduledAt = now
+			if q.st != nil {
+				q.st.setCached(hits * bs)
+			}
 		}
 		s.m.prefixQueries.Add(float64(total))
 		s.m.prefixHits.Add(float64(hits * bs))

@@ -98,6 +98,9 @@ func (s *Simulator) streamNative(ctx context.Context, w http.ResponseWriter, p *
 		if !ok {
 			return false
 		}
+		if produced > written {
+			withCached(np, q) // known from the first admission on
+		}
 		for written < produced {
 			last := finished && written == produced-1
 			buf = np.token(buf[:0], written, outputPiece(p.key, written)+pad, last, why)
@@ -682,10 +685,14 @@ type sglangProto struct {
 	text      []byte
 	p         *genParams
 	promptLen int
-	stream    bool
-	seed      uint64
-	logprob   *sglangLogprobs // nil: not asked for
+	// cached is the prompt tokens the prefix cache served (setCached).
+	cached  int
+	stream  bool
+	seed    uint64
+	logprob *sglangLogprobs // nil: not asked for
 }
+
+func (g *sglangProto) setCached(n int) { g.cached = n }
 
 // sglangLogprobs is what return_logprob asked for: input logprobs from
 // prompt position start (SGLang's logprob_start_len; -1, its default, means
@@ -730,7 +737,8 @@ func (g *sglangProto) body(b []byte, produced int, reason string, penalty float6
 	b = strconv.AppendInt(b, int64(g.promptLen), 10)
 	b = append(b, `,"completion_tokens":`...)
 	b = strconv.AppendInt(b, int64(produced), 10)
-	b = append(b, `,"cached_tokens":0`...)
+	b = append(b, `,"cached_tokens":`...)
+	b = strconv.AppendInt(b, int64(g.cached), 10)
 	if lp := g.logprob; lp != nil {
 		lps := sequenceLogprobs(g.seed, g.p.key, lp.ids, produced, penalty)
 		n := len(lp.ids)
@@ -795,7 +803,9 @@ func (g *sglangProto) token(b []byte, i int, piece string, last bool, reason str
 	b = strconv.AppendInt(b, int64(g.promptLen), 10)
 	b = append(b, `,"completion_tokens":`...)
 	b = strconv.AppendInt(b, int64(i+1), 10)
-	b = append(b, `,"cached_tokens":0},"index":0`...)
+	b = append(b, `,"cached_tokens":`...)
+	b = strconv.AppendInt(b, int64(g.cached), 10)
+	b = append(b, `},"index":0`...)
 	return append(stamp(b), "\n\n"...)
 }
 

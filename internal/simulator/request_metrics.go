@@ -65,6 +65,16 @@ func (s *Simulator) withTimings(np nativeProtocol, q *sequence) {
 	if tp, ok := np.(interface{ setTimings(requestTimings, bool) }); ok {
 		tp.setTimings(q.st.finishedTimings(), s.cfg.RequestMetrics)
 	}
+	withCached(np, q)
+}
+
+// withCached gives a protocol that reports the prompt tokens its prefix
+// cache served (the Responses API's input_tokens_details, SGLang's
+// meta_info.cached_tokens) the count of q's first admission.
+func withCached(np nativeProtocol, q *sequence) {
+	if cp, ok := np.(interface{ setCached(int) }); ok {
+		cp.setCached(q.st.cachedTokens())
+	}
 }
 
 // appendMillis appends d in milliseconds, to the microsecond.

@@ -262,7 +262,10 @@ type responsesProto struct {
 	toolName  []byte // JSON string of the called function; nil: a text answer
 	p         *genParams
 	promptLen int
-	seq       int // the next event's sequence_number
+	// cached is the prompt tokens the prefix cache served (setCached),
+	// the usage's input_tokens_details.cached_tokens.
+	cached int
+	seq    int // the next event's sequence_number
 	// doc, when set, is the answer's JSON document (structured.go): the
 	// called function's arguments, or the text.format answer. pieces are
 	// its pieces, one for each answer token, cut by the InvalidStructured
@@ -278,6 +281,8 @@ type responsesProto struct {
 	// finished response (request_metrics.go).
 	requestMetrics
 }
+
+func (r *responsesProto) setCached(n int) { r.cached = n }
 
 // setParams keeps the request's parameters and, once its length is drawn,
 // spreads its document over its answer tokens: those after the reasoning,
@@ -386,7 +391,9 @@ func (r *responsesProto) response(b []byte, status string, produced int, done bo
 	}
 	b = append(b, `{"input_tokens":`...)
 	b = strconv.AppendInt(b, int64(r.promptLen), 10)
-	b = append(b, `,"input_tokens_details":{"cached_tokens":0},"output_tokens":`...)
+	b = append(b, `,"input_tokens_details":{"cached_tokens":`...)
+	b = strconv.AppendInt(b, int64(r.cached), 10)
+	b = append(b, `},"output_tokens":`...)
 	b = strconv.AppendInt(b, int64(produced), 10)
 	b = append(b, `,"output_tokens_details":{"reasoning_tokens":`...)
 	b = strconv.AppendInt(b, int64(nr), 10)

@@ -588,6 +588,7 @@ type stream struct {
 	textLimit int
 
 	usagePrompt, usageCompletion, usageReasoning int
+	usageCached                                  int
 	haveUsage                                    bool
 	// streamed is the bytes of the content events (answer, reasoning
 	// and tool-call text): what bounds a believable usage count.
@@ -616,6 +617,7 @@ func (s *stream) frame(ch *Chunk, at time.Time) bool {
 		s.usageCompletion = max(s.usageCompletion, ch.CompletionTokens)
 	}
 	s.usageReasoning = max(s.usageReasoning, ch.ReasoningTokens)
+	s.usageCached = max(s.usageCached, ch.CachedTokens)
 	if ch.Server.Any() {
 		s.obs.Server.Merge(&ch.Server)
 	}
@@ -697,6 +699,12 @@ func (s *stream) count() {
 	obs := s.obs
 	obs.PromptTokens = s.usagePrompt
 	obs.ReasoningTokens = s.usageReasoning
+	// A cached count is believed beside a prompt count that holds it: a
+	// server that claims more cached tokens than its prompt had, or
+	// cached tokens of a prompt it did not count, reports none.
+	if s.usageCached <= s.usagePrompt {
+		obs.CachedTokens = s.usageCached
+	}
 	// A usage count of zero next to content events is not a count (Ollama
 	// sends zero usage on every completions chunk before the real one).
 	if s.haveUsage && (s.usageCompletion > 0 || obs.ContentEvents == 0) {

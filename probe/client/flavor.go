@@ -84,6 +84,11 @@ type Chunk struct {
 	// completion_tokens_details.reasoning_tokens); 0 when the frame has
 	// none. It is read whether or not HasUsage is set.
 	ReasoningTokens int
+	// CachedTokens is the server's count of the prompt tokens its prefix
+	// cache served (usage prompt_tokens_details.cached_tokens, the
+	// Responses API's input_tokens_details, SGLang's meta_info); 0 when
+	// the frame has none. It is read whether or not HasUsage is set.
+	CachedTokens int
 	// Server is the engine's own timings of the request that the frame
 	// carried (timings.go); zero when it carried none. A later frame's
 	// figures replace an earlier one's.

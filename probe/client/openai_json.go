@@ -52,6 +52,13 @@ import (
 //   - The reasoning-token count is read apart from the usage flag: a usage
 //     object whose only count is completion_tokens_details.reasoning_tokens
 //     carries that count but no usage (Chunk.HasUsage stays false).
+//   - The prompt tokens the server's prefix cache served
+//     (usage.prompt_tokens_details.cached_tokens: vLLM with
+//     --enable-prompt-tokens-details, SGLang, OpenAI; Chunk.CachedTokens)
+//     are read apart from the usage flag too, and never make a chunk
+//     unreadable: the details or the count of another type, or a count
+//     out of [0, 1e9], is absent (0). A figure beside the usage must not
+//     cost the request its tokens.
 //   - The engine's own timings (Chunk.Server: vLLM's "metrics", llama.cpp's
 //     "timings", Dynamo's "nvext".timing; timings.go) never make a chunk
 //     unreadable: a member of the wrong type or out of bounds is absent.
@@ -583,23 +590,28 @@ func (c *openAIChunk) scanText(t *textSlot, depth int) error {
 }
 
 // usageSlots are the counts of a usage object: the prompt's and the
-// completion's tokens, and its details object's reasoning tokens.
+// completion's tokens, its details object's reasoning tokens, and its
+// prompt details object's cached tokens.
 type usageSlots struct {
 	state              uint8 // the usage object itself
 	prompt, completion countSlot
 	detailsState       uint8     // the details object
 	reasoningTokens    countSlot // ...its reasoning_tokens
+	promptDetailsState uint8     // the prompt details object
+	cachedTokens       countSlot // ...its cached_tokens
 }
 
 // usageKeys name a usage object's members: the chat API's and the
 // Responses API's differ in their names alone.
 type usageKeys struct {
-	prompt, completion, details string
+	prompt, completion, details, promptDetails string
 }
 
 var (
-	chatUsageKeys      = usageKeys{prompt: "prompt_tokens", completion: "completion_tokens", details: "completion_tokens_details"}
-	responsesUsageKeys = usageKeys{prompt: "input_tokens", completion: "output_tokens", details: "output_tokens_details"}
+	chatUsageKeys = usageKeys{prompt: "prompt_tokens", completion: "completion_tokens",
+		details: "completion_tokens_details", promptDetails: "prompt_tokens_details"}
+	responsesUsageKeys = usageKeys{prompt: "input_tokens", completion: "output_tokens",
+		details: "output_tokens_details", promptDetails: "input_tokens_details"}
 )
 
 func (u *usageSlots) bad() bool {
@@ -620,6 +632,9 @@ func (u *usageSlots) set(out *Chunk) {
 	if u.detailsState == slotValue && u.reasoningTokens.state == slotValue {
 		out.ReasoningTokens = u.reasoningTokens.v
 	}
+	if u.promptDetailsState == slotValue && u.cachedTokens.state == slotValue {
+		out.CachedTokens = u.cachedTokens.v
+	}
 }
 
 // scanUsage reads the value of a usage member into u, at depth for its
@@ -638,6 +653,14 @@ func (c *openAIChunk) scanUsage(u *usageSlots, keys *usageKeys, depth int) error
 			return c.scanObject(&u.detailsState, depth+1, func(key []byte) error {
 				if string(key) == "reasoning_tokens" {
 					return c.scanCount(&u.reasoningTokens, depth+1)
+				}
+				return c.skipValue(depth + 1)
+			})
+		case string(key) == keys.promptDetails:
+			u.cachedTokens = countSlot{}
+			return c.scanObject(&u.promptDetailsState, depth+1, func(key []byte) error {
+				if string(key) == "cached_tokens" {
+					return c.scanCount(&u.cachedTokens, depth+1)
 				}
 				return c.skipValue(depth + 1)
 			})

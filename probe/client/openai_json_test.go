@@ -19,6 +19,7 @@ type decoded struct {
 	HasUsage                     bool
 	Prompt, Completion           int
 	ReasoningTokens              int
+	CachedTokens                 int
 }
 
 // renderPart writes one tool-call part for a comparison.
@@ -198,6 +199,13 @@ func oracle(data []byte) decoded {
 		default:
 			return bad
 		}
+		// The cached count is absent when it cannot be read.
+		if d, ok := u["prompt_tokens_details"].(map[string]any); ok {
+			var n int
+			if _, ok := count(d, "cached_tokens", &n); ok {
+				out.CachedTokens = n
+			}
+		}
 	default:
 		return bad
 	}
@@ -217,7 +225,7 @@ func scanChunk(c *openAIChunk, data []byte) decoded {
 		Content: string(ch.Content), Reasoning: string(ch.Reasoning), ToolCall: string(ch.ToolCall),
 		Calls:    renderParts(ch.Calls),
 		HasUsage: ch.HasUsage, Prompt: ch.PromptTokens, Completion: ch.CompletionTokens,
-		ReasoningTokens: ch.ReasoningTokens,
+		ReasoningTokens: ch.ReasoningTokens, CachedTokens: ch.CachedTokens,
 	}
 }
 
@@ -255,6 +263,15 @@ var chunkSeeds = []string{
 	`{"usage":{"completion_tokens_details":{"reasoning_tokens":2}},"usage":null}`,
 	`{"usage":null,"completion_tokens_details":{"reasoning_tokens":2}}`,
 	`{"usage":{"completion_tokens_details":{"x":{"reasoning_tokens":2},"reasoning_tokens":1e0}}}`,
+	// Cached prompt tokens (vLLM with --enable-prompt-tokens-details,
+	// SGLang, OpenAI): read when they can be, never a protocol error.
+	`{"choices":[],"usage":{"prompt_tokens":1024,"completion_tokens":8,"prompt_tokens_details":{"cached_tokens":512}}}`,
+	`{"usage":{"prompt_tokens":9,"prompt_tokens_details":null}}`,
+	`{"usage":{"prompt_tokens":9,"prompt_tokens_details":{"cached_tokens":null}}}`,
+	`{"usage":{"prompt_tokens":9,"prompt_tokens_details":{"cached_tokens":"4"}}}`,
+	`{"usage":{"prompt_tokens":9,"prompt_tokens_details":{"cached_tokens":-4}}}`,
+	`{"usage":{"prompt_tokens":9,"prompt_tokens_details":[4]}}`,
+	`{"usage":{"prompt_tokens_details":{"cached_tokens":2,"cached_tokens":3.0},"prompt_tokens_details":{"cached_tokens":5}}}`,
 	"{\"choices\":[{\"delta\":{\"content\":\"\xff\xfeok\\u0041\xc3\"}}]}", // invalid UTF-8 bytes
 	// Tool calls, as vLLM, SGLang and OpenAI stream them: the first delta
 	// names the function, the rest carry arguments.

@@ -17,6 +17,7 @@ type decodedResp struct {
 	HasUsage                     bool
 	Prompt, Completion           int
 	ReasoningTokens              int
+	CachedTokens                 int
 	Done                         bool
 }
 
@@ -85,6 +86,13 @@ func responsesOracle(data []byte, name string, body bool) decodedResp {
 				}
 			default:
 				return false
+			}
+			// The cached count is absent when it cannot be read.
+			if d, ok := u["input_tokens_details"].(map[string]any); ok {
+				var n int
+				if _, ok := count(d, "cached_tokens", &n); ok {
+					out.CachedTokens = n
+				}
 			}
 		default:
 			return false
@@ -246,7 +254,7 @@ func scanResponses(c *responsesChunk, data []byte, name string, body bool) decod
 		Content: string(ch.Content), Reasoning: string(ch.Reasoning), ToolCall: string(ch.ToolCall),
 		Calls:    renderParts(ch.Calls),
 		HasUsage: ch.HasUsage, Prompt: ch.PromptTokens, Completion: ch.CompletionTokens,
-		ReasoningTokens: ch.ReasoningTokens, Done: ch.Done,
+		ReasoningTokens: ch.ReasoningTokens, CachedTokens: ch.CachedTokens, Done: ch.Done,
 	}
 }
 
@@ -308,6 +316,9 @@ var responsesSeeds = []string{
 	`{"type":"response.completed","response":{"usage":7}}`,
 	`{"type":"response.completed","response":{"usage":{"output_tokens_details":{"reasoning_tokens":3}}}}`,
 	`{"type":"response.completed","response":{"usage":{"output_tokens":4,"output_tokens_details":[1]}}}`,
+	`{"type":"response.completed","response":{"usage":{"input_tokens":64,"input_tokens_details":{"cached_tokens":48},"output_tokens":4}}}`,
+	`{"type":"response.completed","response":{"usage":{"input_tokens":64,"input_tokens_details":{"cached_tokens":1e10},"output_tokens":4}}}`,
+	`{"type":"response.completed","response":{"usage":{"input_tokens":64,"input_tokens_details":"x","output_tokens":4}}}`,
 	`{"type":"response.completed","response":{"usage":{"output_tokens":4}},"response":null}`,
 	`{"type":"response.completed","response":[]}`,
 	`{"type":"response.created","response":{"output":[{"type":"message","content":"not read here"}],"status":7}}`,

@@ -3,6 +3,7 @@ package client
 import (
 	"bytes"
 	"context"
+	"encoding/json"
 	"io"
 	"net/http"
 
@@ -64,6 +65,9 @@ type sglangFrame struct {
 	MetaInfo *struct {
 		PromptTokens     *int64 `json:"prompt_tokens"`
 		CompletionTokens *int64 `json:"completion_tokens"`
+		// CachedTokens is read apart: of another type it is absent,
+		// as the OpenAI chunk's cached count is (openai_json.go).
+		CachedTokens json.RawMessage `json:"cached_tokens"`
 	} `json:"meta_info"`
 	Object string `json:"object"`
 	frameError
@@ -90,6 +94,11 @@ func (p *sglangParser) parse(data []byte, c *Chunk) error {
 			c.Content = append(c.Content[:0], text...) // incremental output
 		}
 		p.prev = append(p.prev[:0], text...)
+	}
+	if m := f.MetaInfo; m != nil {
+		if n, ok := parseCount(m.CachedTokens); ok {
+			c.CachedTokens = n
+		}
 	}
 	if m := f.MetaInfo; m != nil && m.CompletionTokens != nil {
 		return c.setUsage("meta_info.completion_tokens", m.CompletionTokens, "meta_info.prompt_tokens", m.PromptTokens)

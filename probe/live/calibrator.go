@@ -229,7 +229,11 @@ func (c *Calibrator) calibrate(ctx context.Context, t *config.Target, w *config.
 		}
 	}
 	newGen := func(c context.Context) (*prompt.Calibrated, error) {
-		return plan.Prompts(c, tok, w.Prompt.InputTokens, w.Prompt.OutputTokens, w.Prompt.Seed)
+		gen, err := plan.Prompts(c, tok, w.Prompt.InputTokens, w.Prompt.OutputTokens, w.Prompt.Seed)
+		if err == nil {
+			gen.SharePrefixes(w.Prompt)
+		}
+		return gen, err
 	}
 	hashGen, err := newGen(startCtx)
 	if err != nil {

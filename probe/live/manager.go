@@ -60,6 +60,10 @@ type Options struct {
 	// its predecessor's, which is still draining. NewManager gives its
 	// workloads one; nil encodes each workload's own.
 	Images *plan.ImageCache
+	// ServerPrefixCache, when set, reads a target's prefix-cache counters
+	// as the engine scraper last read them, for the server's hit ratio of
+	// the workloads with a declared cache-hit rate (prefixcache.go).
+	ServerPrefixCache ServerPrefixCache
 }
 
 // epochOf is the epoch function of target t, nil where the engine scraper
@@ -261,6 +265,9 @@ func buildRunner(ctx context.Context, w *config.Workload, t *config.Target, metr
 	}
 	cl := client.New(copts)
 	observers, monitor := observersOf(series, cl, target, t, w, metrics, opts, logger)
+	if a.prefix != nil {
+		observers = append(observers, a.prefix)
+	}
 	series.Transport(cl.TransportName(target))
 	return workload.Plan{
 		Name:       w.Name,
@@ -305,6 +312,7 @@ type arrivals struct {
 	saturation interface{ P99() float64 }
 	replayed   *replayRecorder    // a replay's
 	sess       *sessions.Sessions // a sessions workload's
+	prefix     *prefixTracker     // a declared cache-hit rate's
 }
 
 // newArrivals is the arrivals of workload w on target t, by its kind.
@@ -365,6 +373,13 @@ func openLoopArrivals(w *config.Workload, t *config.Target, metrics *Metrics, op
 	if err != nil {
 		return arrivals{}, err
 	}
+	var prefix *prefixTracker
+	if w.Prompt.CacheHitRate > 0 {
+		prefix = metrics.prefixCache.track(t, w, opts.ServerPrefixCache)
+	} else {
+		// A reload that took the rate away ends the ratios' series.
+		metrics.prefixCache.untrack(t.Name, t.Model, w.Name)
+	}
 	return arrivals{
 		// Prompts of exact length, calibrated against the target's
 		// tokenizer endpoint where it has one, when the runner starts: a
@@ -375,8 +390,15 @@ func openLoopArrivals(w *config.Workload, t *config.Target, metrics *Metrics, op
 			if err != nil {
 				return nil, fmt.Errorf("workload %q: %w", w.Name, err)
 			}
+			if prefix != nil {
+				// The span of the server's and the best hit ratios
+				// starts with the workload's first prompt.
+				prefix.start()
+				p = prefix.wrap(p)
+			}
 			return workload.OpenLoop{Schedule: ol.Schedule, Prompts: p}, nil
 		},
+		prefix:     prefix,
 		maxRate:    ol.MaxRate,
 		burst:      1,
 		saturation: opts.Saturation,

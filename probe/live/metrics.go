@@ -91,6 +91,7 @@ type Metrics struct {
 	hiddenReasoning           *prometheus.CounterVec
 
 	promptTokens, completionTokens *prometheus.CounterVec
+	cachedPromptTokens             *prometheus.CounterVec
 	requests, dropped, goodput     *prometheus.CounterVec
 	httpErrors                     *prometheus.CounterVec
 	tokenSource, clamped           *prometheus.CounterVec
@@ -115,6 +116,10 @@ type Metrics struct {
 	// server are the engine's own timings of each request
 	// (server_timings.go).
 	server *serverTimingMetrics
+
+	// prefixCache are the server's and the best prefix-cache hit ratios
+	// of the workloads with a declared rate (prefixcache.go).
+	prefixCache *prefixCacheMetrics
 
 	// prompts describes each workload's prompt set (calibration, hash);
 	// calibrator builds the prompt sets.
@@ -152,6 +157,8 @@ func NewMetrics(reg prometheus.Registerer) *Metrics {
 			"Time from a request's scheduled send instant to the moment the client began sending it.", lagBuckets),
 		promptTokens: counterVec("prompt_tokens_total",
 			"Prompt tokens of successful requests, as reported by the server's usage.", labels),
+		cachedPromptTokens: counterVec("cached_prompt_tokens_total",
+			"Prompt tokens of successful requests that the server's prefix cache served, as its usage reported them (cached_tokens).", labels),
 		completionTokens: counterVec("completion_tokens_total",
 			"Output tokens of successful requests: the server's usage count, else the number of content events (see infer_probe_token_count_source_total).", labels),
 		requests: counterVec("requests_total",
@@ -200,7 +207,7 @@ func NewMetrics(reg prometheus.Registerer) *Metrics {
 			"1; transport: the HTTP client that sends the workload's requests, h1 (the minimal HTTP/1.1 client) or net/http.", with(labels, "transport")),
 	}
 	reg.MustRegister(exemplarVec{m.ttft}, exemplarVec{m.tpot}, exemplarVec{m.itl}, exemplarVec{m.e2e}, m.lag,
-		m.promptTokens, m.completionTokens, m.requests, m.dropped, m.goodput, m.tokenSource, m.clamped, m.checks,
+		m.promptTokens, m.cachedPromptTokens, m.completionTokens, m.requests, m.dropped, m.goodput, m.tokenSource, m.clamped, m.checks,
 		m.inFlight, m.maxInFlight, m.rate, m.maxRate, m.lagP99, m.degraded, m.state, m.clientInfo,
 		m.streamed, m.stalls, m.stalled, m.oldestAge, m.ttfa, m.reasoningTokens, m.hiddenReasoning, m.httpErrors,
 		m.sloThreshold, m.sloRequests, m.usageNotBelieved)
@@ -209,6 +216,7 @@ func NewMetrics(reg prometheus.Registerer) *Metrics {
 	m.agents = newAgentMetrics(reg)
 	m.validity = newValidityMetrics(reg)
 	m.server = newServerTimingMetrics(reg)
+	m.prefixCache = newPrefixCacheMetrics(reg)
 	m.prompts = NewPromptMetrics(reg)
 	m.calibrator = NewCalibrator(m.prompts)
 	m.models = &client.ModelWatch{}
@@ -225,6 +233,7 @@ type Series struct {
 	ttft, tpot, itl, e2e            *exemplarHistogram
 	lag                             prometheus.Observer
 	promptTokens, completionTokens  prometheus.Counter
+	cachedPromptTokens              prometheus.Counter
 	goodput, clamped                prometheus.Counter
 	requests                        observation.ByOutcome[prometheus.Counter]
 	httpErrors                      map[string]prometheus.Counter // by observation.StatusCodes
@@ -269,15 +278,16 @@ func (m *Metrics) Series(target, model, name string, slo config.SLO) *Series {
 	lv := []string{target, model, name}
 	s := &Series{
 		m: m, lv: lv, slo: slo,
-		ttft:             newExemplarHistogram(m.ttft.WithLabelValues(lv...), latencyBuckets),
-		tpot:             newExemplarHistogram(m.tpot.WithLabelValues(lv...), tokenBuckets),
-		itl:              newExemplarHistogram(m.itl.WithLabelValues(lv...), tokenBuckets),
-		e2e:              newExemplarHistogram(m.e2e.WithLabelValues(lv...), latencyBuckets),
-		lag:              m.lag.WithLabelValues(lv...),
-		promptTokens:     m.promptTokens.WithLabelValues(lv...),
-		completionTokens: m.completionTokens.WithLabelValues(lv...),
-		goodput:          m.goodput.WithLabelValues(lv...),
-		clamped:          m.clamped.WithLabelValues(lv...),
+		ttft:               newExemplarHistogram(m.ttft.WithLabelValues(lv...), latencyBuckets),
+		tpot:               newExemplarHistogram(m.tpot.WithLabelValues(lv...), tokenBuckets),
+		itl:                newExemplarHistogram(m.itl.WithLabelValues(lv...), tokenBuckets),
+		e2e:                newExemplarHistogram(m.e2e.WithLabelValues(lv...), latencyBuckets),
+		lag:                m.lag.WithLabelValues(lv...),
+		promptTokens:       m.promptTokens.WithLabelValues(lv...),
+		cachedPromptTokens: m.cachedPromptTokens.WithLabelValues(lv...),
+		completionTokens:   m.completionTokens.WithLabelValues(lv...),
+		goodput:            m.goodput.WithLabelValues(lv...),
+		clamped:            m.clamped.WithLabelValues(lv...),
 		requests: observation.NewByOutcome(func(o observation.Outcome) prometheus.Counter {
 			return m.requests.WithLabelValues(with(lv, string(o))...)
 		}),
@@ -341,7 +351,7 @@ func (s *Series) judge(name string, d, threshold time.Duration) {
 func (s *Series) Delete() {
 	match := prometheus.Labels{"target": s.lv[0], "model": s.lv[1], "workload": s.lv[2]}
 	deleteMatching(match,
-		s.m.ttft, s.m.tpot, s.m.itl, s.m.e2e, s.m.lag, s.m.promptTokens, s.m.completionTokens,
+		s.m.ttft, s.m.tpot, s.m.itl, s.m.e2e, s.m.lag, s.m.promptTokens, s.m.cachedPromptTokens, s.m.completionTokens,
 		s.m.requests, s.m.dropped, s.m.goodput, s.m.tokenSource, s.m.clamped, s.m.checks, s.m.inFlight,
 		s.m.maxInFlight, s.m.rate, s.m.maxRate, s.m.degraded, s.m.lagP99, s.m.state, s.m.clientInfo,
 		s.m.streamed, s.m.stalls, s.m.stalled, s.m.oldestAge, s.m.ttfa, s.m.reasoningTokens, s.m.hiddenReasoning, s.m.httpErrors,
@@ -352,6 +362,7 @@ func (s *Series) Delete() {
 	s.m.validity.delete(match)
 	s.m.server.delete(match)
 	s.m.prompts.Delete(s.lv[0], s.lv[1], s.lv[2])
+	s.m.prefixCache.delete(match)
 }
 
 // SetState marks the workload's current state (1) and every other (0).
@@ -523,6 +534,7 @@ func (s *Series) Observe(o *observation.Request) {
 		s.judge(sloTPOT, tpot, s.slo.TPOT)
 	}
 	s.promptTokens.Add(float64(o.PromptTokens))
+	s.cachedPromptTokens.Add(float64(o.CachedTokens))
 	s.reasoningTokens.Add(float64(o.Reasoning()))
 	s.hiddenReasoning.Add(float64(o.HiddenReasoning()))
 	s.completionTokens.Add(float64(o.OutputTokens))

@@ -109,6 +109,12 @@ type Request struct {
 	Err        error  // the failure, for logs and /probe debug output
 
 	PromptTokens int // from usage; 0 when unknown
+	// CachedTokens is the server's count of the prompt tokens its prefix
+	// cache served (usage prompt_tokens_details.cached_tokens, the
+	// Responses API's input_tokens_details.cached_tokens, SGLang's
+	// meta_info.cached_tokens); 0 when it reports none, or more than
+	// PromptTokens (probe/client).
+	CachedTokens int
 	// OutputTokens is the server's usage count when it can be true, else
 	// the content events (TokenSource), and never more than the
 	// max_tokens the request asked for, when it asked for one (probe/client).

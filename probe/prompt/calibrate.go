@@ -247,6 +247,9 @@ type Calibrated struct {
 	tok      Counter
 	kind     string
 	overhead int
+	// prefixes is the pool of shared prefixes (prefix.go); nil: every
+	// prompt is unique.
+	prefixes *prefixPool
 	// OnFailure, when set, is called with each calibration failure of
 	// Next (for a metric and a log line): the prompt could not be
 	// calibrated (the tokenizer failed) and is sent as an estimate.
@@ -310,13 +313,22 @@ func (c *Calibrated) NextExact() (Prompt, error) {
 	n, m := g.sample(c.in), g.sample(c.out)
 	words := newWordStream(c.rng.Uint64())
 	p := Prompt{InputTokens: n, OutputTokens: m}
+	base := c.overhead
+	if c.prefixes != nil {
+		lead, shared, err := c.sharedPrefix(n, &p)
+		if err != nil {
+			p.Text = words.text(max(1, n-c.overhead))
+			return p, err
+		}
+		words.lead, base = lead, c.overhead+shared
+	}
 	if c.tok == nil {
-		p.Text = words.text(n)
+		p.Text = words.text(n - p.PrefixTokens)
 		return p, nil
 	}
-	text, err := c.exact(n, words)
+	text, err := c.exact(n, words, base)
 	if err != nil {
-		p.Text = words.text(max(1, n-c.overhead))
+		p.Text = words.text(max(1, n-base))
 		return p, err
 	}
 	p.Text, p.Tokens = text, n
@@ -324,16 +336,17 @@ func (c *Calibrated) NextExact() (Prompt, error) {
 }
 
 // exact finds the prompt of n tokens: the longest word prefix not above n,
-// then fillers.
-func (c *Calibrated) exact(n int, words *wordStream) (string, error) {
-	if n <= c.overhead {
-		return "", fmt.Errorf("%w: %d tokens asked, %d taken by the template and special tokens", ErrBelowOverhead, n, c.overhead)
+// then fillers. base is the count of no words: the overhead, with the
+// stream's lead (a shared prefix) when it has one.
+func (c *Calibrated) exact(n int, words *wordStream, base int) (string, error) {
+	if n <= base {
+		return "", fmt.Errorf("%w: %d tokens asked, %d taken by the template and special tokens", ErrBelowOverhead, n, base)
 	}
 	count := func(k int) (int, error) { return c.tok.Count(c.ctx, words.text(k)) }
 	// lo: a word count known to be at most n tokens (0 words: the
-	// overhead); hi: one known to be above n (0: none yet).
-	lo, loCount, hi := 0, c.overhead, 0
-	k := n - c.overhead // most words are one token
+	// overhead and the lead); hi: one known to be above n (0: none yet).
+	lo, loCount, hi := 0, base, 0
+	k := n - base // most words are one token
 	for calls := 0; calls < 64; calls++ {
 		cnt, err := count(k)
 		if err != nil {
@@ -395,21 +408,29 @@ func (c *Calibrated) exact(n int, words *wordStream) (string, error) {
 
 // wordStream is one prompt's words, drawn from its own generator so that
 // calibration can take as many as it needs without shifting later prompts.
+// lead, when set, opens every text: the prompt's shared prefix.
 type wordStream struct {
 	rng   *rand.Rand
 	words []string
+	lead  string
 }
 
 func newWordStream(seed uint64) *wordStream {
 	return &wordStream{rng: rand.New(rand.NewPCG(seed, 0x0dd5eed))}
 }
 
-// text is the first k words joined by spaces.
+// text is the lead and the first k words, joined by spaces.
 func (w *wordStream) text(k int) string {
 	for len(w.words) < k {
 		w.words = append(w.words, vocabulary[w.rng.IntN(len(vocabulary))])
 	}
-	return strings.Join(w.words[:k], " ")
+	switch {
+	case w.lead == "":
+		return strings.Join(w.words[:k], " ")
+	case k == 0:
+		return w.lead
+	}
+	return w.lead + " " + strings.Join(w.words[:k], " ")
 }
 
 // HashPrompts is the SHA-256 of the prompt set: of the first k prompts a

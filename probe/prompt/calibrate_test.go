@@ -113,7 +113,7 @@ func TestExactLengths(t *testing.T) {
 			}
 			// ...and one by one.
 			if s.overhead > 0 {
-				if _, err := c.exact(s.overhead, newWordStream(1)); !errors.Is(err, ErrBelowOverhead) {
+				if _, err := c.exact(s.overhead, newWordStream(1), s.overhead); !errors.Is(err, ErrBelowOverhead) {
 					t.Errorf("exact(%d): %v, want ErrBelowOverhead", s.overhead, err)
 				}
 			}

@@ -28,6 +28,12 @@ type Prompt struct {
 	// Tokens is the prompt's length as the server's tokenizer counts it,
 	// when it was calibrated (Calibrated); 0 for an estimate.
 	Tokens int
+	// PrefixTokens is the length of the prompt's shared prefix, in
+	// tokens after the template's head (prompt.cache_hit_rate: prefix.go);
+	// RepeatTokens is how many of them an earlier prompt sent, what a
+	// prefix cache that holds every prefix serves (0 for a prefix's first
+	// use). Both 0 without a shared prefix.
+	PrefixTokens, RepeatTokens int
 }
 
 // Generator draws prompts. It is not safe for concurrent use.

@@ -1,0 +1,115 @@
+package config
+
+import "fmt"
+
+// A workload's declared prefix-cache hit rate (prompt.cache_hit_rate): each
+// prompt opens with a prefix shared with other prompts, drawn from a pool of
+// PrefixPool prefixes, and ends in a suffix of its own, so that the share
+// CacheHitRate of its tokens is what a server's prefix cache can serve
+// (probe/prompt builds them; docs/kinds.md says what the rate means
+// exactly).
+
+// Bounds of the prefix-cache options.
+const (
+	// MaxCacheHitRate: a prompt keeps at least one token of its own, and
+	// a rate of 1 would be a cache that never computes.
+	MaxCacheHitRate = 0.99
+	// MaxPrefixPool bounds the pool's prefixes, which are kept in memory
+	// as text once built: together at most MaxPrefixPoolTokens tokens.
+	MaxPrefixPool       = 65536
+	MaxPrefixPoolTokens = 1 << 22
+	// MaxBlockSize bounds the block size a prefix is aligned to (vLLM's
+	// largest is 256; a hybrid model's can be larger).
+	MaxBlockSize = 4096
+	// DefaultBlockSize is vLLM's default block size, to which prefixes are
+	// aligned when the configuration gives none.
+	DefaultBlockSize = 16
+	// DefaultPrefixPoolTokens sizes the default pool: as many prefixes as
+	// fit in this many tokens, at least one. The exporter does not learn
+	// a server's KV capacity, so the default is one that any server's
+	// cache holds beside its running requests (a small GPU's is some
+	// 100,000 tokens; the simulator's default 131,072).
+	DefaultPrefixPoolTokens = 32768
+)
+
+// PrefixTokens is the shared prefix's length, in tokens, of a prompt of n
+// tokens: round(rate × n) aligned down to the block size, and below n (a
+// prompt keeps one token of its own); 0 when the rate is 0.
+func (p *Prompt) PrefixTokens(n int) int {
+	if p.CacheHitRate <= 0 || n <= 1 {
+		return 0
+	}
+	bs := p.BlockSizeOrDefault()
+	s := int(float64(n)*p.CacheHitRate+0.5) / bs * bs
+	for s >= n {
+		s -= bs
+	}
+	return max(s, 0)
+}
+
+// BlockSizeOrDefault is the block size prefixes are aligned to.
+func (p *Prompt) BlockSizeOrDefault() int {
+	if p.BlockSize > 0 {
+		return p.BlockSize
+	}
+	return DefaultBlockSize
+}
+
+// PrefixPoolOrDefault is the number of distinct prefixes: PrefixPool, or
+// as many prefixes of the typical prompt's as DefaultPrefixPoolTokens
+// holds.
+func (p *Prompt) PrefixPoolOrDefault() int {
+	if p.PrefixPool > 0 {
+		return p.PrefixPool
+	}
+	s := p.PrefixTokens(typicalLength(p.InputTokens))
+	if s <= 0 {
+		return 1
+	}
+	return max(1, DefaultPrefixPoolTokens/s)
+}
+
+// typicalLength is a distribution's mean length (the middle of a uniform).
+func typicalLength(d Distribution) int {
+	if d.Dist == "uniform" {
+		return (d.Min + d.Max) / 2
+	}
+	return int(d.Mean + 0.5)
+}
+
+// largestLength is the longest prompt a distribution can draw.
+func largestLength(d Distribution) int {
+	switch {
+	case d.Max > 0:
+		return d.Max
+	case d.Dist == "fixed" || d.Dist == "":
+		return int(d.Mean + 0.5)
+	}
+	return MaxTokens
+}
+
+// validatePrefixCache checks a prompt block's prefix-cache options at p.
+func validatePrefixCache(v *validator, p path, pr *Prompt) {
+	if pr.CacheHitRate < 0 || pr.CacheHitRate > MaxCacheHitRate {
+		v.add(p, "cache_hit_rate", fmt.Sprintf("must be in [0, %g], got %g", MaxCacheHitRate, pr.CacheHitRate))
+	}
+	if pr.BlockSize < 0 || pr.BlockSize > MaxBlockSize {
+		v.add(p, "block_size", fmt.Sprintf("must be in [1, %d] (0: %d, vLLM's default), got %d", MaxBlockSize, DefaultBlockSize, pr.BlockSize))
+	}
+	if pr.PrefixPool < 0 || pr.PrefixPool > MaxPrefixPool {
+		v.add(p, "prefix_pool", fmt.Sprintf("must be in [1, %d] (0: sized to %d tokens), got %d", MaxPrefixPool, DefaultPrefixPoolTokens, pr.PrefixPool))
+		return
+	}
+	if pr.CacheHitRate <= 0 {
+		if pr.PrefixPool > 0 || pr.BlockSize > 0 {
+			v.add(p, "cache_hit_rate", "is required with prefix_pool or block_size (0 sends unique prompts)")
+		}
+		return
+	}
+	if pr.PrefixPool > 0 && pr.BlockSize >= 0 && pr.BlockSize <= MaxBlockSize {
+		longest := min(largestLength(pr.InputTokens), MaxTokens)
+		if tokens := int64(pr.PrefixPool) * int64(pr.PrefixTokens(longest)); tokens > MaxPrefixPoolTokens {
+			v.add(p, "prefix_pool", fmt.Sprintf("%d prefixes of up to %d tokens are %d tokens; at most %d", pr.PrefixPool, pr.PrefixTokens(longest), tokens, MaxPrefixPoolTokens))
+		}
+	}
+}
