@@ -63,24 +63,22 @@ func Compare(base, cur *report.Report, baseFile string, threshold float64, gated
 			c.Warnings = append(c.Warnings, w)
 		}
 		for _, f := range figs {
-			o, n := oc.Summary.Figure(f), nc.Summary.Figure(f)
-			if math.IsNaN(o) || math.IsNaN(n) || o <= 0 {
+			isGated := slices.Contains(gated, f)
+			zf := z
+			if isGated {
+				zf = zGated
+			}
+			cc, ok := judgeFigure(oc, nc, f, z, z, zf, threshold)
+			if !ok {
 				continue
 			}
-			cc := report.CellComparison{Cell: nc.Key, Figure: f, Old: o, New: n, Change: n/o - 1,
-				ChangeLo: report.NaN(), ChangeHi: report.NaN(), Gated: slices.Contains(gated, f),
-				HigherIsBetter: report.HigherIsBetter(f), Detectable: report.NaN()}
-			if se, ok := changeSE(oc, nc, f, z); ok {
-				zf := z
-				if cc.Gated {
-					zf = zGated
-				}
-				cc.ChangeLo = report.Num(n/o*math.Exp(-zf*se) - 1)
-				cc.ChangeHi = report.Num(n/o*math.Exp(zf*se) - 1)
-				cc.Detectable = report.Num(math.Expm1(zf * se))
+			cc.Gated = isGated
+			if !cc.Gated {
+				// The gate judges its gated figures alone; the others
+				// are shown with their change and interval.
+				cc.Verdict = ""
 			}
 			if cc.Gated {
-				cc.Verdict = report.GateVerdict(float64(cc.ChangeLo), float64(cc.ChangeHi), threshold, cc.HigherIsBetter)
 				c.Verdict = c.Verdict.Worse(cc.Verdict)
 				switch cc.Verdict {
 				case report.VerdictRegressed:
@@ -109,12 +107,37 @@ func Compare(base, cur *report.Report, baseFile string, threshold float64, gated
 	return c
 }
 
+// judgeFigure is the gate's judgement of figure f of the cell nc against
+// the cell oc, the one rule of both the regression gate (Compare) and
+// `bench compare` (compareReports): the change new/old - 1, its interval
+// at the normal quantile z, the smallest change it could tell from noise,
+// and report.GateVerdict's verdict at threshold. zOld and zNew are the
+// quantiles of the levels of oc's and nc's own intervals (their reports'
+// confidence). ok is false when a value is missing or the old one is not
+// positive: there is no relative change to judge.
+func judgeFigure(oc, nc *report.CellResult, f string, zOld, zNew, z, threshold float64) (report.CellComparison, bool) {
+	o, n := oc.Summary.Figure(f), nc.Summary.Figure(f)
+	if math.IsNaN(o) || math.IsNaN(n) || o <= 0 {
+		return report.CellComparison{}, false
+	}
+	cc := report.CellComparison{Cell: nc.Key, Figure: f, Old: o, New: n, Change: n/o - 1,
+		ChangeLo: report.NaN(), ChangeHi: report.NaN(),
+		HigherIsBetter: report.HigherIsBetter(f), Detectable: report.NaN()}
+	if se, ok := changeSE(oc, nc, f, zOld, zNew); ok {
+		cc.ChangeLo = report.Num(n/o*math.Exp(-z*se) - 1)
+		cc.ChangeHi = report.Num(n/o*math.Exp(z*se) - 1)
+		cc.Detectable = report.Num(math.Expm1(z * se))
+	}
+	cc.Verdict = report.GateVerdict(float64(cc.ChangeLo), float64(cc.ChangeHi), threshold, cc.HigherIsBetter)
+	return cc, true
+}
+
 // changeSE is the standard error of log(new/old) of figure f between two
-// cells, from their intervals (at level z); ok is false when either has
-// none.
-func changeSE(oc, nc *report.CellResult, f string, z float64) (float64, bool) {
-	seO, okO := logSE(oc.CI[f], z)
-	seN, okN := logSE(nc.CI[f], z)
+// cells, from their intervals (oc's at the normal quantile zOld, nc's at
+// zNew); ok is false when either has none.
+func changeSE(oc, nc *report.CellResult, f string, zOld, zNew float64) (float64, bool) {
+	seO, okO := logSE(oc.CI[f], zOld)
+	seN, okN := logSE(nc.CI[f], zNew)
 	return math.Hypot(seO, seN), okO && okN
 }
 
@@ -131,7 +154,7 @@ func judgedFigures(old map[string]*report.CellResult, cur *report.Report, gated 
 		}
 		for _, f := range gated {
 			o, n := oc.Summary.Figure(f), nc.Summary.Figure(f)
-			if _, ok := changeSE(oc, nc, f, z); ok && o > 0 && !math.IsNaN(n) {
+			if _, ok := changeSE(oc, nc, f, z, z); ok && o > 0 && !math.IsNaN(n) {
 				k++
 			}
 		}

@@ -100,10 +100,10 @@ func addCommand(app *kingpin.Application, withCollectors bool, stdout, stderr io
 	var f commandFlags
 	cmd := app.Command("bench", "Run a benchmark matrix (targets × loads × lengths, and replays) from --config.file and write JSON, CSV and HTML reports, with a ranking and, with --baseline, a regression gate.")
 	// Subcommands: run (the default, so `bench --config.file=...` runs the
-	// matrix), verify and merge. Each declares only the flags it reads, so
-	// that its --help lists those alone.
+	// matrix), verify, merge, compare and export. Each declares only the
+	// flags it reads, so that its --help lists those alone.
 	mode := "run"
-	runCmd := cmd.Command("run", "Run the matrix (the default bench command; `bench verify` and `bench merge` are the others).").Default()
+	runCmd := cmd.Command("run", "Run the matrix (the default bench command; `bench verify`, `bench merge`, `bench compare` and `bench export` are the others).").Default()
 	runCmd.Flag("config.file", "Bench configuration file (YAML): targets, the matrix and its settings.").PlaceHolder("FILE").StringVar(&f.configFile)
 	runCmd.Flag("config.check", "Validate --config.file, print the result and exit (no run).").BoolVar(&f.configCheck)
 	var collectors *collector.Settings
@@ -145,12 +145,18 @@ func addCommand(app *kingpin.Application, withCollectors bool, stdout, stderr io
 	mergeCmd.Flag("output.overwrite", "Replace the report that --output.dir already holds.").BoolVar(&mergeOverwrite)
 	mergeFiles := mergeCmd.Arg("shards", "The shards' report.json files, all N of them.").Required().Strings()
 	mergeCmd.Action(func(*kingpin.ParseContext) error { mode = "merge"; return nil })
+	compare := addCompareCommand(cmd, func(m string) { mode = m }, stdout, stderr)
+	export := addExportCommand(cmd, func(m string) { mode = m }, stdout, stderr)
 	run := func(ctx context.Context, logger *slog.Logger) int {
 		switch mode {
 		case "verify":
 			return verifyCommand(ctx, *verifyFile, stdout, stderr)
 		case "merge":
 			return mergeCommand(ctx, *mergeFiles, mergeDir, mergeOverwrite, stdout, stderr)
+		case "compare":
+			return compare(ctx)
+		case "export":
+			return export(ctx)
 		}
 		return runCommand(ctx, logger, f.configFile, collectors, &f, stdout, stderr)
 	}

@@ -11,5 +11,7 @@
 // (with its own knobs, _config.fleet).
 + (import 'rules/fleet.libsonnet')
 + (import 'dashboards/fleet.libsonnet')
+// Bench runs backfilled from `bench export`, beside the live figures.
++ (import 'dashboards/bench_history.libsonnet')
 // Last: a runbook_url on every alert above (_config.runbookURLPattern).
 + (import 'alerts/runbooks.libsonnet')

@@ -363,8 +363,8 @@ type panel struct {
 func loadDashboards(t *testing.T) map[string]dashboard {
 	t.Helper()
 	files, _ := filepath.Glob(repoPath(t, "mixin/generated/dashboards/*.json"))
-	if len(files) != 5 {
-		t.Fatalf("dashboards = %v, want overview, ranking, gpu, server and fleet", files)
+	if len(files) != 6 {
+		t.Fatalf("dashboards = %v, want overview, ranking, gpu, server, fleet and bench history", files)
 	}
 	out := map[string]dashboard{}
 	for _, f := range files {
@@ -624,6 +624,7 @@ func TestQueriesReadExposedMetrics(t *testing.T) {
 		addFamilies(t, exposed, f, bytes.NewReader(b))
 	}
 	scrapeDemo(t, exposed)
+	addBenchExport(t, exposed)
 
 	for _, want := range []string{"infer_probe_known_answer_checks_total", "infer_server_kv_cache_usage_ratio", "probe_known_answer_success", "infer_gpu_xid_errors_total", "infer_exporter_otlp_export_failures_total", "infer_exporter_config_last_reload_successful", "infer_probe_target_ready", "infer_server_up", "infer_probe_structured_output_checks_total", "infer_probe_tool_call_checks_total"} {
 		if _, ok := exposed[want]; !ok {
@@ -667,6 +668,23 @@ func addFamilies(t *testing.T, names map[string]string, source string, r io.Read
 		case dto.MetricType_SUMMARY:
 			names[name+"_sum"] = source
 			names[name+"_count"] = source
+		}
+	}
+}
+
+// addBenchExport adds the names of the series `bench export` writes of a
+// report (the bench history dashboard reads them, once backfilled).
+func addBenchExport(t *testing.T, names map[string]string) {
+	t.Helper()
+	const source = "bench export bench/testdata/golden/h200.json"
+	out, err := realstack.Run(t, realstack.BuildExporter(t), "bench", "export", "--format=openmetrics", repoPath(t, "bench/testdata/golden/h200.json"))
+	if err != nil {
+		t.Fatalf("%s: %v\n%s", source, err, out)
+	}
+	for _, l := range strings.Split(out, "\n") {
+		if f, ok := strings.CutPrefix(l, "# TYPE "); ok {
+			name, _, _ := strings.Cut(f, " ")
+			names[name] = source
 		}
 	}
 }

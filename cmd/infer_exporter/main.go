@@ -146,7 +146,8 @@ func run(ctx context.Context, args []string) int {
 	case shadowCmd.FullCommand():
 		f.web, f.metricsPath = shadowWeb, *shadowMetricsPath
 		return runShadow(ctx, &f, shadowCfg, logger)
-	case benchCmd.FullCommand(), benchCmd.FullCommand() + " run", benchCmd.FullCommand() + " verify", benchCmd.FullCommand() + " merge":
+	case benchCmd.FullCommand(), benchCmd.FullCommand() + " run", benchCmd.FullCommand() + " verify", benchCmd.FullCommand() + " merge",
+		benchCmd.FullCommand() + " compare", benchCmd.FullCommand() + " export":
 		return runBench(ctx, logger)
 	case serveCmd.FullCommand():
 		if f.configCheck {
