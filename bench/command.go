@@ -126,7 +126,7 @@ func addCommand(app *kingpin.Application, withCollectors bool, stdout, stderr io
 	// The quick start: one cell from flags, without a configuration file.
 	runCmd.Flag("target.url", "Quick start, without --config.file: the server's base URL (OpenAI chat API); one cell of --rate, --input-tokens, --output-tokens for --duration.").PlaceHolder("URL").StringVar(&f.quick.url)
 	runCmd.Flag("model", "Quick start: the model to ask for (default: the one model the server's /v1/models lists).").StringVar(&f.quick.model)
-	runCmd.Flag("rate", "Quick start: open-loop (Poisson) arrivals, requests/s (default 1).").Float64Var(&f.quick.rate)
+	runCmd.Flag("rate", fmt.Sprintf("Quick start: requests/s, open loop, %s arrivals (evenly spaced, so that the rate printed reads as the one given; default 1).", quickProcess)).Float64Var(&f.quick.rate)
 	runCmd.Flag("input-tokens", fmt.Sprintf("Quick start: prompt length in tokens (default %d).", config.DefaultInputTokens)).IntVar(&f.quick.inputTokens)
 	runCmd.Flag("output-tokens", fmt.Sprintf("Quick start: output tokens asked, max_tokens (default %d).", config.DefaultOutputTokens)).IntVar(&f.quick.outputTokens)
 	runCmd.Flag("duration", fmt.Sprintf("Quick start: measured time (default %s), after a warm-up of a quarter of it (at most %s).", DefaultDuration, DefaultWarmup)).DurationVar(&f.quick.duration)

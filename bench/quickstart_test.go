@@ -4,6 +4,7 @@ import (
 	"bytes"
 	"context"
 	"encoding/json"
+	"io"
 	"log/slog"
 	"math"
 	"net/http"
@@ -16,6 +17,7 @@ import (
 	"time"
 
 	"github.com/alecthomas/kingpin/v2"
+	"go.yaml.in/yaml/v3"
 
 	"github.com/infer-exporter/infer_exporter/bench/render"
 )
@@ -205,6 +207,48 @@ func TestTwoBenchesSideBySide(t *testing.T) {
 		rep := readReport(t, filepath.Join(dir, strconv.Itoa(i)))
 		if len(rep.Cells) != 1 || rep.Cells[0].Summary.Successes == 0 {
 			t.Errorf("bench %d: cells %+v", i, rep.Cells)
+		}
+	}
+}
+
+// TestQuickStartRateHelpNamesItsProcess: --rate's help names the arrival
+// process the quick start's configuration sends, and no other.
+func TestQuickStartRateHelpNamesItsProcess(t *testing.T) {
+	app := kingpin.New("infer_exporter", "")
+	addCommand(app, false, io.Discard, io.Discard)
+	var help string
+	for _, c := range app.Model().Commands {
+		for _, sub := range c.Commands {
+			for _, f := range sub.Flags {
+				if sub.Name == "run" && f.Name == "rate" {
+					help = f.Help
+				}
+			}
+		}
+	}
+	if help == "" {
+		t.Fatal("bench run has no --rate flag")
+	}
+	b, err := quickConfig(&quickFlags{url: "http://127.0.0.1:8000", rate: 2})
+	if err != nil {
+		t.Fatal(err)
+	}
+	var doc struct {
+		Bench struct {
+			Matrix struct {
+				Process string `yaml:"process"`
+			} `yaml:"matrix"`
+		} `yaml:"bench"`
+	}
+	if err := yaml.Unmarshal(b, &doc); err != nil || doc.Bench.Matrix.Process == "" {
+		t.Fatalf("quick start configuration %v:\n%s", err, b)
+	}
+	if !strings.Contains(help, doc.Bench.Matrix.Process) {
+		t.Errorf("--rate's help %q does not name the quick start's process %q", help, doc.Bench.Matrix.Process)
+	}
+	for _, other := range []string{"poisson", "gamma"} {
+		if other != doc.Bench.Matrix.Process && strings.Contains(strings.ToLower(help), other) {
+			t.Errorf("--rate's help %q names %s; the quick start sends %s", help, other, doc.Bench.Matrix.Process)
 		}
 	}
 }
