@@ -507,6 +507,7 @@ func checkCommandFlags(configFile string, quick bool, f *commandFlags, stderr io
 func setProgress(opts *Options, progress string, stderr io.Writer) {
 	if file, ok := stderr.(*os.File); progress == "always" || (progress == "auto" && ok && IsTerminal(file)) {
 		opts.Progress = stderr
+		opts.ProgressColumns = terminalColumns(os.Getenv("COLUMNS"), file)
 	} else if progress == "auto" {
 		opts.ProgressLines = stderr
 	}
