@@ -195,3 +195,26 @@ esac
 		t.Errorf("the landing page does not show the workload steady:\n%s", body)
 	}
 }
+
+// TestReadmeIsShort: the README is the operator's page (what it is, the
+// two commands, pointing it at a server, where to read on); the rest is in
+// docs/ and CONTRIBUTING.md. Its first section, "The two commands", holds
+// at most 30 lines and the whole at most 400.
+func TestReadmeIsShort(t *testing.T) {
+	b, err := os.ReadFile("../../README.md")
+	if err != nil {
+		t.Fatal(err)
+	}
+	text := string(b)
+	if n := strings.Count(text, "\n"); n > 400 {
+		t.Errorf("README.md has %d lines, want at most 400", n)
+	}
+	_, after, ok := strings.Cut(text, "\n## The two commands\n")
+	if !ok {
+		t.Fatal(`README.md has no "## The two commands"`)
+	}
+	section, _, _ := strings.Cut(after, "\n## ")
+	if n := strings.Count(section, "\n"); n > 30 {
+		t.Errorf(`"The two commands" has %d lines, want at most 30`, n)
+	}
+}
