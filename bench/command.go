@@ -7,6 +7,7 @@ import (
 	"io"
 	"log/slog"
 	"math"
+	"net/url"
 	"os"
 	"path/filepath"
 	"strconv"
@@ -476,6 +477,13 @@ func (p positiveInt) Set(s string) error {
 
 func (p positiveInt) String() string { return strconv.Itoa(*p.v) }
 
+// httpURL reports whether raw is an absolute http or https URL with a
+// host, as a target's url must be.
+func httpURL(raw string) bool {
+	u, err := url.Parse(raw)
+	return err == nil && (u.Scheme == "http" || u.Scheme == "https") && u.Host != ""
+}
+
 // checkCommandFlags checks that the flags name one configuration (a file,
 // or the quick-start flags) and an output, defaulting the quick start's;
 // false with the exit code when they do not.
@@ -489,6 +497,9 @@ func checkCommandFlags(configFile string, quick bool, f *commandFlags, stderr io
 		return ExitUsage, false
 	case quick && f.quick.url == "":
 		fmt.Fprintln(stderr, "bench: the quick start needs --target.url (or give a --config.file)")
+		return ExitUsage, false
+	case quick && !httpURL(f.quick.url):
+		fmt.Fprintf(stderr, "bench: --target.url=%s: not an absolute http or https URL%s\n", f.quick.url, config.SchemeHint(f.quick.url))
 		return ExitUsage, false
 	case quick && f.configCheck:
 		fmt.Fprintln(stderr, "bench: --config.check checks a --config.file")

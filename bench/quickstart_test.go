@@ -127,6 +127,8 @@ func TestQuickStartRefused(t *testing.T) {
 		{"file and URL", []string{"--config.file=" + file, "--target.url=http://127.0.0.1:1", "--output.dir=" + dir}, "exclude each other"},
 		{"flags without a URL", []string{"--rate=2", "--duration=2s"}, "needs --target.url"},
 		{"neither", []string{"--output.dir=" + dir}, "needs --config.file, or the quick-start flags"},
+		{"URL without its scheme", []string{"--target.url=localhost:8000", "--output.dir=" + dir}, `--target.url=localhost:8000: not an absolute http or https URL; did you mean "http://localhost:8000"?`},
+		{"address without its scheme", []string{"--target.url=127.0.0.1:8000", "--output.dir=" + dir}, `did you mean "http://127.0.0.1:8000"?`},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			code, stdout, stderr := runCLI(t, context.Background(), append([]string{"bench"}, tc.args...)...)
