@@ -361,7 +361,7 @@ func sessionArrivals(w *config.Workload, t *config.Target, chat bool, metrics *M
 
 // openLoopArrivals sends prompts on w's arrival process.
 func openLoopArrivals(w *config.Workload, t *config.Target, metrics *Metrics, opts Options, logger *slog.Logger) (arrivals, error) {
-	ol, err := plan.Open(w.Arrival, w.Prompt.Seed, opts.DegradedLag)
+	ol, err := plan.Open(w.Arrival, plan.ArrivalSeed(w.Prompt.Seed, w.Name), opts.DegradedLag)
 	if err != nil {
 		return arrivals{}, err
 	}
