@@ -555,7 +555,17 @@ func writeSummary(w io.Writer, r *report.Report, dir string) {
 	render.WriteResultBlocks(w, r)
 	render.WriteSweeps(w, r)
 	render.WriteAgents(w, r)
-	fmt.Fprintf(w, "leaderboard (%s, %d resamples, %.0f%% intervals):\n", r.Ranking.LatencyFigure, r.Ranking.Resamples, r.Ranking.Confidence*100)
+	if len(r.Ranking.Entries) == 0 {
+		// A heading over nothing reads as a bug: say why there is no
+		// ranking (every cell failed, or the run stopped before one ended).
+		why := "no target has a cell that measured a request"
+		if r.Ranking.Note != "" {
+			why = r.Ranking.Note
+		}
+		fmt.Fprintf(w, "leaderboard: none (%s)\n", why)
+	} else {
+		fmt.Fprintf(w, "leaderboard (%s, %d resamples, %.0f%% intervals):\n", r.Ranking.LatencyFigure, r.Ranking.Resamples, r.Ranking.Confidence*100)
+	}
 	for _, e := range r.Ranking.Entries {
 		tie := " "
 		if e.Tied {

@@ -20,3 +20,19 @@ func TestEnergySourceCountsGPUs(t *testing.T) {
 		}
 	}
 }
+
+// TestHTMLLeaderboardOfNoTarget: a run that ranked no target (every cell
+// failed, or it was interrupted) says so and why, not an empty table.
+func TestHTMLLeaderboardOfNoTarget(t *testing.T) {
+	r := &report.Report{Schema: report.Schema}
+	r.Ranking.Note = "not ranked, no request succeeded: target"
+	var b bytes.Buffer
+	if err := WriteHTML(&b, r); err != nil {
+		t.Fatal(err)
+	}
+	page := b.String()
+	if strings.Contains(page, `<table class="leaderboard">`) || !strings.Contains(page, "No target was ranked. not ranked, no request succeeded: target.") {
+		i := strings.Index(page, `id="leaderboard"`)
+		t.Errorf("the leaderboard of no target: %q", page[i:min(len(page), i+400)])
+	}
+}
