@@ -162,9 +162,8 @@ func writeWorkloads(b *strings.Builder, ws []live.WorkloadStatus, src landingSou
 			b.WriteString("<td>&mdash;</td>")
 		}
 		writeSLOMet(b, r)
-		writeQuantiles(b, r.TTFTp50, r.TTFTp99, time.Millisecond)
-		// TPOT is milliseconds or less a token: a tenth of one shows.
-		writeQuantiles(b, r.TPOTp50, r.TPOTp99, 100*time.Microsecond)
+		writeQuantiles(b, r.TTFTp50, r.TTFTp99)
+		writeQuantiles(b, r.TPOTp50, r.TPOTp99)
 		writeLastError(b, w, r)
 		b.WriteString("</tr>")
 	}
@@ -184,11 +183,20 @@ func writeSLOMet(b *strings.Builder, r recentSummary) {
 	}
 }
 
-// writeQuantiles is a p50 / p99 cell, or a dash when nothing was measured.
-func writeQuantiles(b *strings.Builder, p50, p99, round time.Duration) {
+// writeQuantiles is a p50 / p99 cell, or a dash when nothing was measured,
+// rounded to two or three digits of the p50: TTFT is tens of milliseconds
+// and more, TPOT milliseconds or less a token.
+func writeQuantiles(b *strings.Builder, p50, p99 time.Duration) {
 	if p50 <= 0 {
 		b.WriteString("<td>&mdash;</td>")
 		return
+	}
+	round := time.Millisecond
+	switch {
+	case p50 < time.Millisecond:
+		round = time.Microsecond
+	case p50 < 10*time.Millisecond:
+		round = 100 * time.Microsecond
 	}
 	fmt.Fprintf(b, "<td>%s / %s</td>", p50.Round(round), p99.Round(round))
 }

@@ -95,3 +95,23 @@ func TestRecentTPOTAndSLO(t *testing.T) {
 		t.Errorf("SLO met cell of a workload without an SLO %q", b.String())
 	}
 }
+
+// TestLandingQuantilesKeepTheirDigits: a TPOT of a fraction of a
+// millisecond reads as such, not as 0s.
+func TestLandingQuantilesKeepTheirDigits(t *testing.T) {
+	for _, tc := range []struct {
+		p50, p99 time.Duration
+		want     string
+	}{
+		{87 * time.Microsecond, 412 * time.Microsecond, "<td>87µs / 412µs</td>"},
+		{4340 * time.Microsecond, 9120 * time.Microsecond, "<td>4.3ms / 9.1ms</td>"},
+		{95690 * time.Microsecond, 136270 * time.Microsecond, "<td>96ms / 136ms</td>"},
+		{0, 0, "<td>&mdash;</td>"},
+	} {
+		var b strings.Builder
+		writeQuantiles(&b, tc.p50, tc.p99)
+		if b.String() != tc.want {
+			t.Errorf("%v / %v: %q, want %q", tc.p50, tc.p99, b.String(), tc.want)
+		}
+	}
+}
