@@ -7,6 +7,7 @@ import (
 	"io"
 	"log/slog"
 	"math"
+	"net/url"
 	"os"
 	"path/filepath"
 	"strconv"
@@ -126,7 +127,7 @@ func addCommand(app *kingpin.Application, withCollectors bool, stdout, stderr io
 	// The quick start: one cell from flags, without a configuration file.
 	runCmd.Flag("target.url", "Quick start, without --config.file: the server's base URL (OpenAI chat API); one cell of --rate, --input-tokens, --output-tokens for --duration.").PlaceHolder("URL").StringVar(&f.quick.url)
 	runCmd.Flag("model", "Quick start: the model to ask for (default: the one model the server's /v1/models lists).").StringVar(&f.quick.model)
-	runCmd.Flag("rate", "Quick start: open-loop (Poisson) arrivals, requests/s (default 1).").Float64Var(&f.quick.rate)
+	runCmd.Flag("rate", fmt.Sprintf("Quick start: requests/s, open loop, %s arrivals (evenly spaced, so that the rate printed reads as the one given; default 1).", quickProcess)).Float64Var(&f.quick.rate)
 	runCmd.Flag("input-tokens", fmt.Sprintf("Quick start: prompt length in tokens (default %d).", config.DefaultInputTokens)).IntVar(&f.quick.inputTokens)
 	runCmd.Flag("output-tokens", fmt.Sprintf("Quick start: output tokens asked, max_tokens (default %d).", config.DefaultOutputTokens)).IntVar(&f.quick.outputTokens)
 	runCmd.Flag("duration", fmt.Sprintf("Quick start: measured time (default %s), after a warm-up of a quarter of it (at most %s).", DefaultDuration, DefaultWarmup)).DurationVar(&f.quick.duration)
@@ -482,6 +483,13 @@ func (p positiveInt) Set(s string) error {
 
 func (p positiveInt) String() string { return strconv.Itoa(*p.v) }
 
+// httpURL reports whether raw is an absolute http or https URL with a
+// host, as a target's url must be.
+func httpURL(raw string) bool {
+	u, err := url.Parse(raw)
+	return err == nil && (u.Scheme == "http" || u.Scheme == "https") && u.Host != ""
+}
+
 // checkCommandFlags checks that the flags name one configuration (a file,
 // or the quick-start flags) and an output, defaulting the quick start's;
 // false with the exit code when they do not.
@@ -495,6 +503,9 @@ func checkCommandFlags(configFile string, quick bool, f *commandFlags, stderr io
 		return ExitUsage, false
 	case quick && f.quick.url == "":
 		fmt.Fprintln(stderr, "bench: the quick start needs --target.url (or give a --config.file)")
+		return ExitUsage, false
+	case quick && !httpURL(f.quick.url):
+		fmt.Fprintf(stderr, "bench: --target.url=%s: not an absolute http or https URL%s\n", f.quick.url, config.SchemeHint(f.quick.url))
 		return ExitUsage, false
 	case quick && f.configCheck:
 		fmt.Fprintln(stderr, "bench: --config.check checks a --config.file")
@@ -513,6 +524,7 @@ func checkCommandFlags(configFile string, quick bool, f *commandFlags, stderr io
 func setProgress(opts *Options, progress string, stderr io.Writer) {
 	if file, ok := stderr.(*os.File); progress == "always" || (progress == "auto" && ok && IsTerminal(file)) {
 		opts.Progress = stderr
+		opts.ProgressColumns = terminalColumns(os.Getenv("COLUMNS"), file)
 	} else if progress == "auto" {
 		opts.ProgressLines = stderr
 	}
@@ -549,7 +561,17 @@ func writeSummary(w io.Writer, r *report.Report, dir string) {
 	render.WriteResultBlocks(w, r)
 	render.WriteSweeps(w, r)
 	render.WriteAgents(w, r)
-	fmt.Fprintf(w, "leaderboard (%s, %d resamples, %.0f%% intervals):\n", r.Ranking.LatencyFigure, r.Ranking.Resamples, r.Ranking.Confidence*100)
+	if len(r.Ranking.Entries) == 0 {
+		// A heading over nothing reads as a bug: say why there is no
+		// ranking (every cell failed, or the run stopped before one ended).
+		why := "no target has a cell that measured a request"
+		if r.Ranking.Note != "" {
+			why = r.Ranking.Note
+		}
+		fmt.Fprintf(w, "leaderboard: none (%s)\n", why)
+	} else {
+		fmt.Fprintf(w, "leaderboard (%s, %d resamples, %.0f%% intervals):\n", r.Ranking.LatencyFigure, r.Ranking.Resamples, r.Ranking.Confidence*100)
+	}
 	for _, e := range r.Ranking.Entries {
 		tie := " "
 		if e.Tied {

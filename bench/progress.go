@@ -6,6 +6,7 @@ import (
 	"math"
 	"os"
 	"slices"
+	"strconv"
 	"strings"
 	"sync"
 	"time"
@@ -37,6 +38,9 @@ type progress struct {
 	plans []time.Duration
 	gap   time.Duration
 	start time.Time
+
+	// columns bounds the bar's line (its terminal's width; 0: no bound).
+	columns int
 
 	mu    sync.Mutex
 	done  int
@@ -228,8 +232,44 @@ func (p *progress) draw() {
 	}
 	elapsed := time.Since(p.start).Truncate(time.Second)
 	eta := etaOf(p.plans, p.gap, done, length, inCell).Truncate(time.Second)
-	fmt.Fprintf(p.bar, "\r\033[K[%s%s] %d/%d  %s elapsed, eta %s  %s%s",
+	line := fmt.Sprintf("[%s%s] %d/%d  %s elapsed, eta %s  %s%s",
 		strings.Repeat("#", filled), strings.Repeat(".", width-filled), done, total, elapsed, eta, p.label, cell)
+	fmt.Fprint(p.bar, "\r\033[K"+fitColumns(line, p.columns))
+}
+
+// fitColumns cuts line to fewer than columns characters (0: no bound),
+// ending it with "…" where it was cut: the bar's head (how far, the time
+// left) comes first, so what a narrow terminal loses is the running
+// repeat's figures at its end. The last column stays free, where a
+// terminal would wrap.
+func fitColumns(line string, columns int) string {
+	if columns <= 0 {
+		return line
+	}
+	r := []rune(line)
+	if len(r) < columns {
+		return line
+	}
+	if columns < 2 {
+		return ""
+	}
+	return string(r[:columns-2]) + "…"
+}
+
+// DefaultColumns is the width assumed of a terminal that says none.
+const DefaultColumns = 80
+
+// terminalColumns is the width of the terminal f: $COLUMNS (columns) when
+// it is a positive number, else what the terminal says, else
+// DefaultColumns.
+func terminalColumns(columns string, f *os.File) int {
+	if n, err := strconv.Atoi(strings.TrimSpace(columns)); err == nil && n > 0 {
+		return n
+	}
+	if n := windowColumns(f); n > 0 {
+		return n
+	}
+	return DefaultColumns
 }
 
 // close stops redrawing and ends the bar's line, once: the run closes

@@ -7,6 +7,7 @@ import (
 	"strings"
 	"testing"
 	"time"
+	"unicode/utf8"
 
 	"github.com/infer-exporter/infer_exporter/bench/render"
 	"github.com/infer-exporter/infer_exporter/bench/report"
@@ -303,5 +304,50 @@ func TestExtensionTellsLimit(t *testing.T) {
 	rec = newRecorderAt(time.Now(), time.Second, config.SLO{}, 10, 10, 1)
 	if l, ok := ext(rec, &got).first(); !ok || l != 3*time.Second || len(got) != 1 || got[0].why != "" {
 		t.Errorf("a warm-up as configured: %v %v %+v", l, ok, got)
+	}
+}
+
+// TestProgressFitsTheTerminal: on a terminal of 60 columns every redraw of
+// the bar, a long cell name and its figures included, fits in 59
+// characters (a full line would wrap, and each redraw scroll), keeping the
+// bar's head and ending where it was cut with "…"; without a bound the
+// line is whole. $COLUMNS sets the width; a terminal that says nothing
+// is taken as 80 columns.
+func TestProgressFitsTheTerminal(t *testing.T) {
+	long := "vllm-h200-tensor-parallel-8/meta-llama/Llama-3.1-405B-Instruct-FP8/chat rate 16 repeat 2 of 3"
+	for _, tc := range []struct {
+		columns int
+		cut     bool
+	}{{60, true}, {0, false}} {
+		var b bytes.Buffer
+		p := newProgress(&b, nil, []time.Duration{12 * time.Second, 12 * time.Second}, 0)
+		p.columns = tc.columns
+		p.begin(long, 12*time.Second)
+		p.close()
+		for _, line := range strings.Split(b.String(), "\r\033[K") {
+			line = strings.TrimSuffix(line, "\n")
+			if line == "" {
+				continue
+			}
+			n := utf8.RuneCountInString(line)
+			if tc.cut && (n >= tc.columns || !strings.HasSuffix(line, "…") || !strings.HasPrefix(line, "[....")) {
+				t.Errorf("%d columns: a line of %d characters: %q", tc.columns, n, line)
+			}
+			if !tc.cut && !strings.Contains(line, long) {
+				t.Errorf("no bound: the line lost the cell's name: %q", line)
+			}
+		}
+	}
+	if got := fitColumns("short", 60); got != "short" {
+		t.Errorf("a short line was changed: %q", got)
+	}
+	if got := terminalColumns("120", nil); got != 120 {
+		t.Errorf("COLUMNS=120: %d columns", got)
+	}
+	if got := terminalColumns("", nil); got != DefaultColumns {
+		t.Errorf("no COLUMNS and no terminal: %d columns, want %d", got, DefaultColumns)
+	}
+	if got := terminalColumns("wide", nil); got != DefaultColumns {
+		t.Errorf("COLUMNS=wide: %d columns, want %d", got, DefaultColumns)
 	}
 }

@@ -7,6 +7,8 @@ import (
 	"fmt"
 	"strings"
 
+	"go.yaml.in/yaml/v3"
+
 	"github.com/infer-exporter/infer_exporter/bench/report"
 	"github.com/infer-exporter/infer_exporter/internal/config"
 	"github.com/infer-exporter/infer_exporter/probe/plan"
@@ -60,9 +62,9 @@ func NewPromptSet(ctx context.Context, targets []config.Target, shapes []Shape, 
 				}
 			}
 			info := report.PromptSetInfo{Target: t.Name, Shape: sh.Name, Tokenizer: gen.Kind()}
-			info.SHA256 = hashList(list, len(list))
+			info.SHA256 = withKinds(hashList(list, len(list)), &sh.RequestKinds)
 			if len(list) >= prompt.HashedPrompts {
-				info.SHA256First64 = hashList(list, prompt.HashedPrompts)
+				info.SHA256First64 = withKinds(hashList(list, prompt.HashedPrompts), &sh.RequestKinds)
 			}
 			ps.lists[promptKey(t.Name, sh.Name)] = list
 			ps.Infos = append(ps.Infos, info)
@@ -72,6 +74,22 @@ func NewPromptSet(ctx context.Context, targets []config.Target, shapes []Shape, 
 	sum := sha256.Sum256([]byte(all.String()))
 	ps.SHA256 = hex.EncodeToString(sum[:])
 	return ps, nil
+}
+
+// withKinds is a prompt list's hash joined with the kinds its shape sends
+// (tools, response format, images): two shapes of the same texts but other
+// kinds send other requests, so their hashes differ. A shape without kinds
+// keeps its texts' hash, as before kinds were hashed.
+func withKinds(sum string, k *config.RequestKinds) string {
+	if !k.Any() {
+		return sum
+	}
+	kinds, err := yaml.Marshal(k) // keys in order: the same kinds, the same bytes
+	if err != nil {
+		kinds = []byte(fmt.Sprintf("%+v", *k))
+	}
+	h := sha256.Sum256([]byte(sum + "\nkinds:\n" + string(kinds)))
+	return hex.EncodeToString(h[:])
 }
 
 func hashList(list []prompt.Prompt, k int) string {

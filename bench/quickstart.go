@@ -57,6 +57,10 @@ func quickWarmup(d time.Duration) time.Duration {
 // start prints reads as its flags: a seeded Poisson window of 10 s at 2
 // req/s sent 12 and read 1.30 req/s, and a model that ends early made an
 // "out128" cell of 58-token answers.
+// quickProcess is the quick start's arrival process, which --rate's help
+// names.
+const quickProcess = "constant"
+
 func quickConfig(q *quickFlags) ([]byte, error) {
 	if q.url == "" {
 		return nil, errors.New("the quick start needs --target.url (or give a --config.file)")
@@ -98,7 +102,7 @@ func quickConfig(q *quickFlags) ([]byte, error) {
 			Stability map[string]bool `yaml:"stability"`
 		} `yaml:"bench"`
 	}{Targets: []target{{Name: quickTargetName, URL: q.url, Model: q.model}}}
-	doc.Bench.Matrix.Process, doc.Bench.Matrix.Rates = "constant", []float64{rate}
+	doc.Bench.Matrix.Process, doc.Bench.Matrix.Rates = quickProcess, []float64{rate}
 	doc.Bench.Sampling = map[string]bool{"ignore_eos": true}
 	doc.Bench.Matrix.Shapes = []shape{{in, out}}
 	doc.Bench.Warmup, doc.Bench.Duration = quickWarmup(d).String(), d.String()

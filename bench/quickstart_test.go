@@ -4,6 +4,7 @@ import (
 	"bytes"
 	"context"
 	"encoding/json"
+	"io"
 	"log/slog"
 	"math"
 	"net/http"
@@ -16,6 +17,7 @@ import (
 	"time"
 
 	"github.com/alecthomas/kingpin/v2"
+	"go.yaml.in/yaml/v3"
 
 	"github.com/infer-exporter/infer_exporter/bench/render"
 )
@@ -100,8 +102,8 @@ func TestQuickStartWrongModel(t *testing.T) {
 	if i, j := strings.Index(stdout, "FAILED"), strings.Index(stdout, "leaderboard"); i < 0 || j >= 0 && j < i {
 		t.Errorf("the failure is not said before the leaderboard:\n%s", stdout)
 	}
-	if strings.Contains(stdout, "  1  target") || !strings.Contains(stdout, "leaderboard") {
-		t.Errorf("the leaderboard ranks a target that measured nothing:\n%s", stdout)
+	if strings.Contains(stdout, "  1  target") || !strings.Contains(stdout, "leaderboard: none (") {
+		t.Errorf("the leaderboard ranks a target that measured nothing, or is an empty heading:\n%s", stdout)
 	}
 	if !strings.Contains(stderr, "1 cell measured no successful request") {
 		t.Errorf("stderr %q", stderr)
@@ -125,6 +127,8 @@ func TestQuickStartRefused(t *testing.T) {
 		{"file and URL", []string{"--config.file=" + file, "--target.url=http://127.0.0.1:1", "--output.dir=" + dir}, "exclude each other"},
 		{"flags without a URL", []string{"--rate=2", "--duration=2s"}, "needs --target.url"},
 		{"neither", []string{"--output.dir=" + dir}, "needs --config.file, or the quick-start flags"},
+		{"URL without its scheme", []string{"--target.url=localhost:8000", "--output.dir=" + dir}, `--target.url=localhost:8000: not an absolute http or https URL; did you mean "http://localhost:8000"?`},
+		{"address without its scheme", []string{"--target.url=127.0.0.1:8000", "--output.dir=" + dir}, `did you mean "http://127.0.0.1:8000"?`},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			code, stdout, stderr := runCLI(t, context.Background(), append([]string{"bench"}, tc.args...)...)
@@ -205,6 +209,48 @@ func TestTwoBenchesSideBySide(t *testing.T) {
 		rep := readReport(t, filepath.Join(dir, strconv.Itoa(i)))
 		if len(rep.Cells) != 1 || rep.Cells[0].Summary.Successes == 0 {
 			t.Errorf("bench %d: cells %+v", i, rep.Cells)
+		}
+	}
+}
+
+// TestQuickStartRateHelpNamesItsProcess: --rate's help names the arrival
+// process the quick start's configuration sends, and no other.
+func TestQuickStartRateHelpNamesItsProcess(t *testing.T) {
+	app := kingpin.New("infer_exporter", "")
+	addCommand(app, false, io.Discard, io.Discard)
+	var help string
+	for _, c := range app.Model().Commands {
+		for _, sub := range c.Commands {
+			for _, f := range sub.Flags {
+				if sub.Name == "run" && f.Name == "rate" {
+					help = f.Help
+				}
+			}
+		}
+	}
+	if help == "" {
+		t.Fatal("bench run has no --rate flag")
+	}
+	b, err := quickConfig(&quickFlags{url: "http://127.0.0.1:8000", rate: 2})
+	if err != nil {
+		t.Fatal(err)
+	}
+	var doc struct {
+		Bench struct {
+			Matrix struct {
+				Process string `yaml:"process"`
+			} `yaml:"matrix"`
+		} `yaml:"bench"`
+	}
+	if err := yaml.Unmarshal(b, &doc); err != nil || doc.Bench.Matrix.Process == "" {
+		t.Fatalf("quick start configuration %v:\n%s", err, b)
+	}
+	if !strings.Contains(help, doc.Bench.Matrix.Process) {
+		t.Errorf("--rate's help %q does not name the quick start's process %q", help, doc.Bench.Matrix.Process)
+	}
+	for _, other := range []string{"poisson", "gamma"} {
+		if other != doc.Bench.Matrix.Process && strings.Contains(strings.ToLower(help), other) {
+			t.Errorf("--rate's help %q names %s; the quick start sends %s", help, other, doc.Bench.Matrix.Process)
 		}
 	}
 }

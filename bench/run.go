@@ -42,6 +42,10 @@ type Options struct {
 	// else ProgressLines, when set, a plain line per repeat as it ends.
 	Progress      io.Writer
 	ProgressLines io.Writer
+	// ProgressColumns is the bar's width in characters, its terminal's
+	// (0: no bound): a redrawn line wider than the terminal wraps, and
+	// the redraw then scrolls instead of replacing it.
+	ProgressColumns int
 	// Shard, when On, runs this process's share of a split run.
 	Shard Shard
 	// Live, when set, gets every repeat's requests as they happen, and the
@@ -163,6 +167,9 @@ func Run(ctx context.Context, cfg *Config, opts Options) (*report.Report, error)
 	groups := matrixGroups(spec)
 	rp := b.runPlan(groups, len(targets))
 	b.progress = newProgress(opts.Progress, opts.ProgressLines, rp.planned(), rp.slack)
+	if b.progress != nil {
+		b.progress.columns = opts.ProgressColumns
+	}
 	defer b.progress.close()
 	// The plan first: a run that may take longer than planned says so, and
 	// by how much, before its first repeat.

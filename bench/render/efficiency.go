@@ -46,7 +46,7 @@ func writeBlockEfficiency(w io.Writer, c *report.CellResult) {
 	if source == "" {
 		source = "no GPU read"
 	}
-	blockLine(w, "Energy source:", fmt.Sprintf("%s (%d GPUs)", source, e.GPUs))
+	blockLine(w, "Energy source:", fmt.Sprintf("%s (%s)", source, gpuCount(e.GPUs)))
 	for _, f := range blockEfficiency {
 		v, value := report.ColumnNamed(f.column).Num(c), "-"
 		if finite(v) {
@@ -57,6 +57,15 @@ func writeBlockEfficiency(w io.Writer, c *report.CellResult) {
 	if e.Note != "" {
 		blockLine(w, "Efficiency note:", e.Note)
 	}
+}
+
+// gpuCount is "1 GPU", "2 GPUs": the GPUs counted (read, or
+// bench.cost.gpus).
+func gpuCount(n int) string {
+	if n == 1 {
+		return "1 GPU"
+	}
+	return fmt.Sprintf("%d GPUs", n)
 }
 
 // mdEfficiency is the Markdown efficiency table: one row per cell that has

@@ -33,6 +33,9 @@ type landingSources struct {
 	recent  *recentStats
 	gather  prometheus.Gatherer
 	servers interface{ Snapshots() []engine.Info }
+	// degradedLag is --probe.degraded-lag, the bound a degraded
+	// workload's figures are set against.
+	degradedLag time.Duration
 }
 
 func landingPage(f *flags, cols *collector.Set, workloads workloadLister, history *prober.History, src landingSources) (http.Handler, error) {
@@ -136,9 +139,12 @@ func writeWorkloads(b *strings.Builder, ws []live.WorkloadStatus, src landingSou
 		return
 	}
 	degraded := degradedWorkloads(src.gather)
-	b.WriteString(`<table class="status"><tr><th>Workload</th><th>Target</th><th>State</th><th>Offered / achieved req/s</th><th>Success</th><th>TTFT p50 / p99</th><th>Last error</th></tr>`)
+	b.WriteString(`<table class="status"><tr><th>Workload</th><th>Target</th><th>State</th><th>Offered / achieved req/s</th><th>Success</th><th>SLO met</th><th>TTFT p50 / p99</th><th>TPOT p50 / p99</th><th>Last error</th></tr>`)
 	for _, w := range ws {
 		r := src.recent.summary(w.Name)
+		if d := degraded[w.Name]; d != nil {
+			d.bound = src.degradedLag
+		}
 		state, class := verdict(w.Status, degraded[w.Name], r)
 		// A target URL holds no credentials (the config refuses them),
 		// so it can be shown.
@@ -155,19 +161,58 @@ func writeWorkloads(b *strings.Builder, ws []live.WorkloadStatus, src landingSou
 		} else {
 			b.WriteString("<td>&mdash;</td>")
 		}
-		if r.TTFTp50 > 0 {
-			fmt.Fprintf(b, "<td>%s / %s</td>", r.TTFTp50.Round(time.Millisecond), r.TTFTp99.Round(time.Millisecond))
-		} else {
-			b.WriteString("<td>&mdash;</td>")
-		}
-		if r.LastError != "" {
-			fmt.Fprintf(b, "<td>%s <small>(%s ago)</small></td>", html.EscapeString(r.LastError), time.Since(r.LastErrorAt).Round(time.Second))
-		} else {
-			b.WriteString("<td>none</td>")
-		}
+		writeSLOMet(b, r)
+		writeQuantiles(b, r.TTFTp50, r.TTFTp99)
+		writeQuantiles(b, r.TPOTp50, r.TPOTp99)
+		writeLastError(b, w, r)
 		b.WriteString("</tr>")
 	}
-	b.WriteString("</table><p><small>Rates, success and TTFT over the last minute of each workload's requests.</small></p>")
+	b.WriteString("</table><p><small>Rates, success, SLO met, TTFT and TPOT over the last minute of each workload's requests.</small></p>")
+}
+
+// writeSLOMet is the share of the requests that ended that met every
+// threshold of the workload's SLO (its goodput), or says there is none.
+func writeSLOMet(b *strings.Builder, r recentSummary) {
+	switch {
+	case !r.HasRatio:
+		b.WriteString("<td>&mdash;</td>")
+	case !r.HasSLO:
+		b.WriteString("<td>no SLO</td>")
+	default:
+		fmt.Fprintf(b, "<td>%.1f%% of %d</td>", 100*float64(r.SLOMet)/float64(r.Ended), r.Ended)
+	}
+}
+
+// writeQuantiles is a p50 / p99 cell, or a dash when nothing was measured,
+// rounded to two or three digits of the p50: TTFT is tens of milliseconds
+// and more, TPOT milliseconds or less a token.
+func writeQuantiles(b *strings.Builder, p50, p99 time.Duration) {
+	if p50 <= 0 {
+		b.WriteString("<td>&mdash;</td>")
+		return
+	}
+	round := time.Millisecond
+	switch {
+	case p50 < time.Millisecond:
+		round = time.Microsecond
+	case p50 < 10*time.Millisecond:
+		round = 100 * time.Microsecond
+	}
+	fmt.Fprintf(b, "<td>%s / %s</td>", p50.Round(round), p99.Round(round))
+}
+
+// writeLastError is the last failure of the minute. A request refused for
+// its model reads as the plain sentence the log says (what the server
+// serves), not the server's raw 404 body.
+func writeLastError(b *strings.Builder, w live.WorkloadStatus, r recentSummary) {
+	switch {
+	case r.LastError != "" && w.ModelNote != "":
+		fmt.Fprintf(b, "<td>%s <small>(%s ago)</small></td>", html.EscapeString(w.ModelNote), time.Since(r.LastErrorAt).Round(time.Second))
+	case r.LastError != "":
+		fmt.Fprintf(b, "<td>%s <small>(%s ago)</small></td>", html.EscapeString(r.LastError), time.Since(r.LastErrorAt).Round(time.Second))
+	default:
+		b.WriteString("<td>none</td>")
+	}
 }
 
 // verdict is the state a person should read: the runner's state, and for a
@@ -195,8 +240,8 @@ func verdict(st workload.Status, degraded *degradedFigures, r recentSummary) (st
 	case degraded != nil:
 		// How late, and what to change: the flag alone leaves a person
 		// to guess both.
-		return fmt.Sprintf("degraded: the client is behind its schedule (schedule lag p99 %s, goroutine scheduling latency p99 %s over --probe.degraded-window; either above --probe.degraded-lag); its latencies are not to be trusted: %s",
-			landingMillis(degraded.lagP99), landingMillis(degraded.schedP99), degradedRemedy), "warn"
+		return fmt.Sprintf("degraded: the client is behind its schedule (schedule lag p99 %s, goroutine scheduling latency p99 %s over --probe.degraded-window, against a bound of %s, --probe.degraded-lag); its latencies are not to be trusted: %s",
+			landingMillis(degraded.lagP99), landingMillis(degraded.schedP99), landingMillis(degraded.bound.Seconds()), degradedRemedy), "warn"
 	case r.Failed > 0:
 		return fmt.Sprintf("running, with errors: %d of %d requests failed in the last minute", r.Failed, r.Ended), "warn"
 	}
@@ -204,12 +249,15 @@ func verdict(st workload.Status, degraded *degradedFigures, r recentSummary) (st
 }
 
 // degradedRemedy is what to change when a workload's client is degraded.
-const degradedRemedy = "lower the workload's rate, give the exporter more CPU (GOMAXPROCS, cores) or a machine of its own, or spread the workloads over several exporters"
+const degradedRemedy = "lower the workload's rate (arrival.rate), run fewer workloads on this exporter or spread them over several, or give it more CPU (GOMAXPROCS, cores, a machine of its own)"
 
 // degradedFigures are what /metrics says of a workload flagged degraded:
 // its schedule lag p99 and the process's goroutine scheduling latency
-// p99, in seconds.
-type degradedFigures struct{ lagP99, schedP99 float64 }
+// p99, in seconds; and the bound they are held to (--probe.degraded-lag).
+type degradedFigures struct {
+	lagP99, schedP99 float64
+	bound            time.Duration
+}
 
 // landingMillis is seconds in milliseconds for the page.
 func landingMillis(sec float64) string { return fmt.Sprintf("%.1f ms", 1000*sec) }

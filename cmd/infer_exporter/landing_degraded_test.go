@@ -3,6 +3,7 @@ package main
 import (
 	"strings"
 	"testing"
+	"time"
 
 	"github.com/prometheus/client_golang/prometheus"
 
@@ -28,9 +29,10 @@ func TestLandingDegradedSaysHowLate(t *testing.T) {
 
 	figures := degradedWorkloads(reg)
 	running := workload.Status{State: workload.StateRunning}
+	figures["late"].bound = 10 * time.Millisecond
 	got, class := verdict(running, figures["late"], recentSummary{})
 	for _, want := range []string{"degraded: the client is behind its schedule", "schedule lag p99 48.2 ms", "goroutine scheduling latency p99 0.3 ms",
-		"lower the workload's rate", "GOMAXPROCS"} {
+		"against a bound of 10.0 ms, --probe.degraded-lag", "lower the workload's rate (arrival.rate)", "fewer workloads", "GOMAXPROCS"} {
 		if !strings.Contains(got, want) || class != "warn" {
 			t.Errorf("verdict %q (%s) lacks %q", got, class, want)
 		}

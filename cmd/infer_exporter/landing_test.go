@@ -59,11 +59,11 @@ func TestLandingPageTellsTheTruth(t *testing.T) {
 		want      *regexp.Regexp
 	}{
 		{"failing", dead, nil, regexp.MustCompile(`class="bad"><b>failing: (\d+) of (\d+) requests failed in the last minute \(100% errors\)`)},
-		{"degraded", simURL, []string{"--probe.degraded-lag=1ns"}, regexp.MustCompile(`class="warn"><b>degraded: the client is behind its schedule \(schedule lag p99 [0-9.]+ ms, goroutine scheduling latency p99 [0-9.]+ ms over --probe.degraded-window; either above --probe.degraded-lag\); its latencies are not to be trusted: lower the workload(&#39;|')s rate, give the exporter more CPU \(GOMAXPROCS, cores\)`)},
+		{"degraded", simURL, []string{"--probe.degraded-lag=1ns"}, regexp.MustCompile(`class="warn"><b>degraded: the client is behind its schedule \(schedule lag p99 [0-9.]+ ms, goroutine scheduling latency p99 [0-9.]+ ms over --probe.degraded-window, against a bound of 0\.0 ms, --probe.degraded-lag\); its latencies are not to be trusted: lower the workload(&#39;|')s rate \(arrival\.rate\), run fewer workloads on this exporter or spread them over several, or give it more CPU \(GOMAXPROCS, cores`)},
 		// A generous degraded-lag: the two cases before, and chromium,
 		// load this machine, and the scheduling latency of a loaded
 		// process is what the degraded flag is for.
-		{"running", simURL, []string{"--probe.degraded-lag=5s"}, regexp.MustCompile(`class="ok"><b>running</b></td><td>[0-9.]+ / [0-9.]+</td><td>100\.0% of \d+</td><td>[0-9.µm]+s / [0-9.µm]+s</td><td>none</td>`)},
+		{"running", simURL, []string{"--probe.degraded-lag=5s"}, regexp.MustCompile(`class="ok"><b>running</b></td><td>[0-9.]+ / [0-9.]+</td><td>100\.0% of \d+</td><td>(no SLO|[0-9.]+% of \d+)</td><td>[0-9.µm]+s / [0-9.µm]+s</td><td>[0-9.µm]+s / [0-9.µm]+s</td><td>none</td>`)},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			dir := t.TempDir()

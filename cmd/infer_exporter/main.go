@@ -50,6 +50,11 @@ const DefaultListenAddress = ":9750"
 // defaults, as the README's first steps run them.
 const DefaultSimulatorAddress = ":8000"
 
+// DefaultShadowMetricsAddress is `shadow`'s metrics port: its own, so that
+// the capture proxy runs beside an exporter on the same host with both
+// defaults.
+const DefaultShadowMetricsAddress = ":9752"
+
 type flags struct {
 	configFile      string
 	configCheck     bool
@@ -120,7 +125,7 @@ func run(ctx context.Context, args []string) int {
 	simListen := simulateCmd.Flag("web.listen-address", "Address the simulator listens on (vLLM's port; the exporter's is 9750).").Default(DefaultSimulatorAddress).String()
 	f.sim = simulator.AddFlags(simulateCmd)
 	shadowCmd := app.Command("shadow", "Serve a transparent proxy in front of --shadow.upstream that captures a sample of requests for replay; its own metrics are on --web.listen-address.")
-	shadowWeb := kingpinflag.AddFlags(shadowCmd, DefaultListenAddress)
+	shadowWeb := kingpinflag.AddFlags(shadowCmd, DefaultShadowMetricsAddress)
 	shadowMetricsPath := shadowCmd.Flag("web.telemetry-path", "Path under which to expose metrics.").Default("/metrics").String()
 	shadowCfg := shadow.AddFlags(shadowCmd)
 	benchCmd, runBench := bench.AddCommand(app)

@@ -341,14 +341,24 @@ func TestDemoProbe(t *testing.T) {
 // maxHelp bounds a metric's help text: one short sentence.
 const maxHelp = 150
 
+// packagePrefix is a help's leading lower-case word and a dot glued to the
+// next word, as "workload.Requests".
+var packagePrefix = regexp.MustCompile(`^[a-z][a-z0-9_]*\.[A-Za-z]`)
+
 func checkHelp(t *testing.T, mfs map[string]*dto.MetricFamily) {
 	t.Helper()
 	for name, mf := range mfs {
 		if !strings.HasPrefix(name, "infer_") && !strings.HasPrefix(name, "probe_") || name == "infer_exporter_build_info" {
 			continue // client_golang's build info is not ours
 		}
-		if h := mf.GetHelp(); h == "" || len(h) > maxHelp {
+		h := mf.GetHelp()
+		if h == "" || len(h) > maxHelp {
 			t.Errorf("%s: help of %d characters, want 1 to %d: %q", name, len(h), maxHelp, h)
+		}
+		// A help is a sentence for the operator, not a Go identifier: a
+		// leading "workload." is a package's name pasted in.
+		if m := packagePrefix.FindString(h); m != "" {
+			t.Errorf("%s: help begins with a package name %q: %q", name, m, h)
 		}
 	}
 }

@@ -20,19 +20,80 @@ import (
 // readmeBlock is the first ```sh block after the README's heading.
 func readmeBlock(t *testing.T, heading string) string {
 	t.Helper()
-	b, err := os.ReadFile("../../README.md")
+	return docBlock(t, "README.md", "\n"+heading+"\n")
+}
+
+// docBlock is the first ```sh block after marker in the repository's file.
+func docBlock(t *testing.T, file, marker string) string {
+	t.Helper()
+	b, err := os.ReadFile("../../" + file)
 	if err != nil {
 		t.Fatal(err)
 	}
-	_, after, ok := strings.Cut(string(b), "\n"+heading+"\n")
+	_, after, ok := strings.Cut(string(b), marker)
 	if !ok {
-		t.Fatalf("README.md has no heading %q", heading)
+		t.Fatalf("%s has no %q", file, marker)
 	}
 	m := regexp.MustCompile("(?s)```sh\n(.*?)```").FindStringSubmatch(after)
 	if m == nil {
-		t.Fatalf("README.md: no sh block under %q", heading)
+		t.Fatalf("%s: no sh block after %q", file, marker)
 	}
 	return m[1]
+}
+
+// TestBenchQuickStartSteps runs docs/bench.md's quick start as written,
+// with bash, against the simulator the README starts: it must not ask for
+// a model the simulator does not serve, and must write its report into
+// bench-out/. As in TestReadmeServerSteps, `infer_exporter` is this test
+// binary and the simulator gets a free port in place of its default.
+func TestBenchQuickStartSteps(t *testing.T) {
+	block := docBlock(t, "docs/bench.md", "**Quick start, without a file.**")
+	_, simPort, _ := net.SplitHostPort(DefaultSimulatorAddress)
+	simURL := "127.0.0.1:" + simPort
+	if !strings.Contains(block, "http://"+simURL) {
+		t.Fatalf("docs/bench.md's quick start does not point at the simulator's default address %s:\n%s", simURL, block)
+	}
+	dir := t.TempDir()
+	simAddr := freeAddr(t)
+	wrapper := fmt.Sprintf(`#!/bin/sh
+case "$1" in
+simulate) exec env INFER_EXPORTER_TEST_RUN_MAIN=1 %[1]q "$@" --web.listen-address=%[2]s ;;
+*) exec env INFER_EXPORTER_TEST_RUN_MAIN=1 %[1]q "$@" --log.level=warn ;;
+esac
+`, os.Args[0], simAddr)
+	bin := filepath.Join(dir, "bin")
+	if err := os.Mkdir(bin, 0o755); err != nil {
+		t.Fatal(err)
+	}
+	if err := os.WriteFile(filepath.Join(bin, "infer_exporter"), []byte(wrapper), 0o755); err != nil {
+		t.Fatal(err)
+	}
+	_, port, _ := net.SplitHostPort(simAddr)
+	// The README's simulator, then a wait for its port (the README's reader
+	// starts it a while before), then the block as written.
+	script := "infer_exporter simulate &\n" +
+		"for i in $(seq 300); do (echo > /dev/tcp/127.0.0.1/" + port + ") 2>/dev/null && break; sleep 0.1; done\n" +
+		strings.ReplaceAll(block, simURL, simAddr) +
+		"\nkill %1\n"
+	cmd := exec.Command("bash", "-e", "-c", script)
+	cmd.Dir = dir
+	cmd.Env = append(os.Environ(), "PATH="+bin+string(os.PathListSeparator)+os.Getenv("PATH"))
+	cmd.SysProcAttr = &syscall.SysProcAttr{Setpgid: true}
+	var out testenv.Buffer
+	cmd.Stdout, cmd.Stderr = &out, &out
+	if err := cmd.Start(); err != nil {
+		t.Fatal(err)
+	}
+	// The background simulator holds the output pipe: a failed step ends
+	// the script before its kill, and then the group's end releases it.
+	cmd.WaitDelay = 5 * time.Second
+	defer func() { _ = syscall.Kill(-cmd.Process.Pid, syscall.SIGKILL) }()
+	if err := cmd.Wait(); err != nil {
+		t.Fatalf("docs/bench.md's quick start failed (%v):\n%s", err, out.String())
+	}
+	if _, err := os.Stat(filepath.Join(dir, "bench-out", "report.json")); err != nil {
+		t.Errorf("the quick start wrote no bench-out/report.json (%v):\n%s", err, out.String())
+	}
 }
 
 // TestReadmeServerSteps runs the README's "Point it at your server" steps
@@ -132,5 +193,28 @@ esac
 	resp.Body.Close()
 	if !strings.Contains(string(body), "steady") {
 		t.Errorf("the landing page does not show the workload steady:\n%s", body)
+	}
+}
+
+// TestReadmeIsShort: the README is the operator's page (what it is, the
+// two commands, pointing it at a server, where to read on); the rest is in
+// docs/ and CONTRIBUTING.md. Its first section, "The two commands", holds
+// at most 30 lines and the whole at most 400.
+func TestReadmeIsShort(t *testing.T) {
+	b, err := os.ReadFile("../../README.md")
+	if err != nil {
+		t.Fatal(err)
+	}
+	text := string(b)
+	if n := strings.Count(text, "\n"); n > 400 {
+		t.Errorf("README.md has %d lines, want at most 400", n)
+	}
+	_, after, ok := strings.Cut(text, "\n## The two commands\n")
+	if !ok {
+		t.Fatal(`README.md has no "## The two commands"`)
+	}
+	section, _, _ := strings.Cut(after, "\n## ")
+	if n := strings.Count(section, "\n"); n > 30 {
+		t.Errorf(`"The two commands" has %d lines, want at most 30`, n)
 	}
 }

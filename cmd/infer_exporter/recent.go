@@ -9,6 +9,7 @@ import (
 	"github.com/infer-exporter/infer_exporter/internal/config"
 	"github.com/infer-exporter/infer_exporter/internal/textcut"
 	"github.com/infer-exporter/infer_exporter/probe/observation"
+	"github.com/infer-exporter/infer_exporter/probe/slo"
 	"github.com/infer-exporter/infer_exporter/probe/workload"
 )
 
@@ -33,6 +34,9 @@ type recentReq struct {
 	outcome observation.Outcome
 	skipped bool          // dropped because the target was not ready
 	ttft    time.Duration // 0: none
+	tpot    time.Duration // 0: none (a failure, or fewer than two timed tokens)
+	sloMet  bool          // a success that met every threshold of the workload's SLO
+	hasSLO  bool          // the workload has an SLO to meet
 }
 
 type recentRing struct {
@@ -41,6 +45,7 @@ type recentRing struct {
 	start   int
 	lastErr string // the last failure: its outcome and error
 	lastAt  time.Time
+	hasSLO  bool // as of the last request heard (a reload may set or clear it)
 }
 
 // recentStats holds every workload's ring, by workload name.
@@ -59,13 +64,14 @@ func newRecentStats() *recentStats {
 // the stall scans keeps hearing them.
 func (s *recentStats) Observe(next func(*config.Target, *config.Workload) workload.Observer) func(*config.Target, *config.Workload) workload.Observer {
 	return workload.ObserveBeside(next, func(_ *config.Target, w *config.Workload) workload.Observer {
-		return recentObserver{s: s, workload: w.Name}
+		return recentObserver{s: s, workload: w.Name, slo: w.SLO}
 	})
 }
 
 type recentObserver struct {
 	s        *recentStats
 	workload string
+	slo      config.SLO
 }
 
 func (recentObserver) Sent(*observation.Request)       {}
@@ -73,21 +79,30 @@ func (recentObserver) FirstToken(*observation.Request) {}
 func (recentObserver) Token(*observation.Request)      {}
 
 func (r recentObserver) Done(o *observation.Request) {
-	var ttft time.Duration
-	if d, ok := o.TTFT(); ok && o.Outcome == observation.Success {
-		ttft = d
+	req := recentReq{at: o.End, outcome: o.Outcome, sloMet: slo.Met(o, r.slo), hasSLO: r.slo != config.SLO{}}
+	if o.Outcome == observation.Success {
+		if d, ok := o.TTFT(); ok {
+			req.ttft = d
+		}
+		if d, ok := o.TPOT(); ok {
+			req.tpot = d
+		}
 	}
-	r.s.add(r.workload, o.End, o, ttft)
+	r.s.add(r.workload, req, o)
 }
 
 func (r recentObserver) Dropped(o *observation.Request) {
-	r.s.add(r.workload, o.Scheduled, o, 0)
+	r.s.add(r.workload, recentReq{at: o.Scheduled, outcome: o.Outcome, hasSLO: r.slo != config.SLO{}}, o)
 }
 
-func (s *recentStats) add(name string, at time.Time, o *observation.Request, ttft time.Duration) {
+// add keeps req, one request of workload name, heard as o.
+func (s *recentStats) add(name string, req recentReq, o *observation.Request) {
+	at := req.at
 	if at.IsZero() {
 		at = s.now()
 	}
+	req.at = at
+	req.skipped = o.Outcome == observation.Dropped && o.DropReason == workload.DropTargetNotReady
 	s.mu.Lock()
 	defer s.mu.Unlock()
 	ring := s.by[name]
@@ -100,8 +115,8 @@ func (s *recentStats) add(name string, at time.Time, o *observation.Request, ttf
 		ring.start++
 	}
 	ring.compact()
-	ring.reqs = append(ring.reqs, recentReq{at: at, outcome: o.Outcome, ttft: ttft,
-		skipped: o.Outcome == observation.Dropped && o.DropReason == workload.DropTargetNotReady})
+	ring.reqs = append(ring.reqs, req)
+	ring.hasSLO = req.hasSLO
 	// A drain's cancellation is not the server's failure.
 	if o.Outcome != observation.Success && o.Outcome != observation.Dropped && o.Outcome != observation.Cancelled {
 		msg := string(o.Outcome)
@@ -142,6 +157,9 @@ type recentSummary struct {
 	Failed, Dropped   int           // ended unsuccessfully (a drain's cancellations aside); never sent
 	Skipped           int           // of the dropped: the target was not ready
 	TTFTp50, TTFTp99  time.Duration // over the successes; 0 when none
+	TPOTp50, TPOTp99  time.Duration // over the successes that have a TPOT; 0 when none
+	SLOMet            int           // of those that ended: successes that met every SLO threshold
+	HasSLO            bool          // the workload has an SLO (else SLOMet counts every success)
 	LastError         string
 	LastErrorAt       time.Time
 	OfferedPerSecond  float64 // arrivals (ended and dropped) a second
@@ -161,7 +179,7 @@ func (s *recentStats) summary(name string) recentSummary {
 		return out
 	}
 	ring.prune(now)
-	out.LastError, out.LastErrorAt = ring.lastErr, ring.lastAt
+	out.LastError, out.LastErrorAt, out.HasSLO = ring.lastErr, ring.lastAt, ring.hasSLO
 	if len(ring.live()) == 0 {
 		return out
 	}
@@ -171,7 +189,7 @@ func (s *recentStats) summary(name string) recentSummary {
 	if len(ring.live()) >= recentMax {
 		out.Span = min(out.Span, now.Sub(ring.live()[0].at))
 	}
-	var ttfts []time.Duration
+	var ttfts, tpots []time.Duration
 	for _, r := range ring.live() {
 		switch r.outcome {
 		case observation.Dropped:
@@ -186,6 +204,12 @@ func (s *recentStats) summary(name string) recentSummary {
 			out.Successes++
 			if r.ttft > 0 {
 				ttfts = append(ttfts, r.ttft)
+			}
+			if r.tpot > 0 {
+				tpots = append(tpots, r.tpot)
+			}
+			if r.sloMet {
+				out.SLOMet++
 			}
 		default:
 			out.Failed++
@@ -202,6 +226,10 @@ func (s *recentStats) summary(name string) recentSummary {
 	if len(ttfts) > 0 {
 		slices.Sort(ttfts)
 		out.TTFTp50, out.TTFTp99 = rank(ttfts, 0.50), rank(ttfts, 0.99)
+	}
+	if len(tpots) > 0 {
+		slices.Sort(tpots)
+		out.TPOTp50, out.TPOTp99 = rank(tpots, 0.50), rank(tpots, 0.99)
 	}
 	return out
 }

@@ -322,7 +322,7 @@ func (e *exporter) handler(reloadCh chan<- chan error) (http.Handler, error) {
 		Transport:     e.flags.transport,
 	}))
 	mux.Handle(prober.LogsPath, history)
-	landing, err := landingPage(e.flags, e.cols, e.manager, history, landingSources{recent: e.recent, gather: e.reg, servers: e.serverMetrics})
+	landing, err := landingPage(e.flags, e.cols, e.manager, history, landingSources{recent: e.recent, gather: e.reg, servers: e.serverMetrics, degradedLag: e.flags.degradedLag})
 	if err != nil {
 		return nil, err
 	}

@@ -45,6 +45,7 @@ func TestShadowSafeByDefault(t *testing.T) {
 			}
 			resp.Body.Close()
 			page = get(t, client, "http://"+web+"/")
+			checkHelp(t, scrape(t, "http://"+web+"/metrics"))
 			break
 		}
 		cancel()
@@ -57,6 +58,14 @@ func TestShadowSafeByDefault(t *testing.T) {
 		}
 	}
 	help := strings.ReplaceAll(runChild(t, "shadow", "--help"), "--[no-]", "--")
+	// Its metrics port is its own: an exporter and a capture proxy on one
+	// host both start with their defaults.
+	if DefaultShadowMetricsAddress == DefaultListenAddress || DefaultShadowMetricsAddress == DefaultSimulatorAddress {
+		t.Errorf("shadow's metrics default %s is another command's", DefaultShadowMetricsAddress)
+	}
+	if !strings.Contains(help, DefaultShadowMetricsAddress) || strings.Contains(help, DefaultListenAddress) {
+		t.Errorf("shadow --help does not show its metrics default %s:\n%s", DefaultShadowMetricsAddress, help)
+	}
 	if !strings.Contains(help, "--shadow.redact") || !strings.Contains(help, "(the default)") {
 		t.Errorf("shadow --help does not say redaction is the default:\n%s", help)
 	}

@@ -422,6 +422,19 @@ func (v *validator) checkFlavor(p path, f Flavor) {
 	}
 }
 
+// SchemeHint is "; did you mean "http://URL"?" for a URL written without
+// its scheme (localhost:8000, 10.0.0.5:8000/v1), which url.Parse reads as
+// a scheme of "localhost" or refuses; empty for anything else.
+func SchemeHint(raw string) string {
+	if raw == "" || strings.Contains(raw, "://") {
+		return ""
+	}
+	if u, err := url.Parse("http://" + raw); err != nil || u.Host == "" || u.Hostname() == "" {
+		return ""
+	}
+	return fmt.Sprintf("; did you mean %s?", quote("http://"+raw))
+}
+
 func (c *Config) validate(v *validator) {
 	targets := map[string]bool{}
 	for i := range c.Targets {
@@ -431,7 +444,7 @@ func (c *Config) validate(v *validator) {
 		if u, err := url.Parse(t.URL); t.URL == "" {
 			v.add(p, "url", "is required")
 		} else if err != nil || (u.Scheme != "http" && u.Scheme != "https") || u.Host == "" {
-			v.add(p, "url", fmt.Sprintf("%s must be an absolute http or https URL", quote(t.URL)))
+			v.add(p, "url", fmt.Sprintf("%s must be an absolute http or https URL%s", quote(t.URL), SchemeHint(t.URL)))
 		} else if u.User != nil {
 			v.add(p, "url", "must not hold credentials: use bearer_token_file")
 		}

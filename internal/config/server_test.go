@@ -73,3 +73,23 @@ func TestRootURL(t *testing.T) {
 		}
 	}
 }
+
+// TestSchemeHint: a target URL written without its scheme is refused with
+// the URL it likely meant; one with a scheme of its own gets no guess.
+func TestSchemeHint(t *testing.T) {
+	for raw, want := range map[string]string{
+		"localhost:8000":       `; did you mean "http://localhost:8000"?`,
+		"127.0.0.1:8000":       `; did you mean "http://127.0.0.1:8000"?`,
+		"vllm.inference:8000/": `; did you mean "http://vllm.inference:8000/"?`,
+		"ftp://x/metrics":      "",
+		"":                     "",
+	} {
+		if got := SchemeHint(raw); got != want {
+			t.Errorf("SchemeHint(%q) = %q, want %q", raw, got, want)
+		}
+	}
+	_, err := Parse([]byte("targets: [{name: a, url: 'localhost:8000', model: m}]\n"), "c.yml")
+	if err == nil || !strings.Contains(err.Error(), `"localhost:8000" must be an absolute http or https URL; did you mean "http://localhost:8000"?`) {
+		t.Errorf("a target URL without its scheme: %v", err)
+	}
+}

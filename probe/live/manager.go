@@ -369,7 +369,7 @@ func sessionArrivals(w *config.Workload, t *config.Target, chat bool, metrics *M
 
 // openLoopArrivals sends prompts on w's arrival process.
 func openLoopArrivals(w *config.Workload, t *config.Target, metrics *Metrics, opts Options, logger *slog.Logger) (arrivals, error) {
-	ol, err := plan.Open(w.Arrival, w.Prompt.Seed, opts.DegradedLag)
+	ol, err := plan.Open(w.Arrival, plan.ArrivalSeed(w.Prompt.Seed, w.Name), opts.DegradedLag)
 	if err != nil {
 		return arrivals{}, err
 	}
@@ -603,6 +603,10 @@ func (m *Manager) drainAll(xs []*running, why string) {
 type WorkloadStatus struct {
 	Name                       string
 	Target, URL, Model, Flavor string
+	// ModelNote is what the log said of the target's model when the server
+	// refused it as not found (what the server serves instead); empty
+	// once a request of the target succeeded since, or when none was refused.
+	ModelNote string
 	workload.Status
 }
 
@@ -615,7 +619,7 @@ func (m *Manager) Workloads() []WorkloadStatus {
 	for _, x := range m.running {
 		r := x.r
 		out = append(out, WorkloadStatus{Name: r.Name, Target: r.Target.Name, URL: r.Target.BaseURL,
-			Model: r.Target.Model, Flavor: r.Target.Flavor.Name(), Status: r.Status()})
+			Model: r.Target.Model, Flavor: r.Target.Flavor.Name(), ModelNote: m.metrics.models.Said(r.Target), Status: r.Status()})
 	}
 	return out
 }

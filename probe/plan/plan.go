@@ -10,6 +10,7 @@ package plan
 
 import (
 	"context"
+	"hash/fnv"
 	"regexp"
 	"time"
 
@@ -43,6 +44,16 @@ func Open(c config.Arrival, seed int64, degradedLag time.Duration) (OpenLoop, er
 		return OpenLoop{}, err
 	}
 	return OpenLoop{Schedule: s, Ceiling: Ceiling(s.MaxRate(), degradedLag), MaxRate: s.MaxRate()}, nil
+}
+
+// ArrivalSeed is the seed of a live workload's arrival stream: its prompt
+// seed mixed with its name (FNV-1a), so that two workloads of one rate and
+// one prompt seed do not send in lockstep, each still the same stream on
+// every start. The bench seeds its cells its own way (bench.seed).
+func ArrivalSeed(promptSeed int64, workload string) int64 {
+	h := fnv.New64a()
+	h.Write([]byte(workload))
+	return promptSeed ^ int64(h.Sum64())
 }
 
 // Ceiling is the wire ceiling of a load whose schedule never exceeds
