@@ -50,7 +50,7 @@ func parseBlocks(t *testing.T, stdout string) map[string]map[string][]string {
 			t.Errorf("line %q: its value does not start at column %d", line, render.BlockLabelWidth+1)
 		}
 		cur[label] = append(cur[label], strings.TrimSpace(value))
-		if label == "Cell" {
+		if label == "Cell key (report.json, --baseline)" {
 			blocks[strings.TrimSpace(value)] = cur
 		}
 	}
@@ -156,7 +156,7 @@ bench:
 			t.Errorf("%s: notes %q, want %q", c.Key, b["Note"], notes)
 		}
 		for label := range b {
-			if _, ok := want[label]; !ok && label != "Cell" && label != "Note" {
+			if _, ok := want[label]; !ok && label != "Cell key (report.json, --baseline)" && label != "Note" {
 				t.Errorf("%s: a line %q the test does not check", c.Key, label)
 			}
 		}

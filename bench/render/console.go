@@ -127,7 +127,9 @@ func blockHeading(fill, title string) string {
 
 func writeResultBlock(w io.Writer, c *report.CellResult, model string) {
 	fmt.Fprintln(w, blockHeading("=", CellName(c.Target, model, c.Load, c.Shape)))
-	blockLine(w, "Cell:", c.Key)
+	// The heading is the cell's name for a person; this line its key, by
+	// which report.json, report.csv and --baseline know it.
+	blockLine(w, "Cell key (report.json, --baseline):", c.Key)
 	if c.Partial {
 		blockLine(w, "PARTIAL:", fmt.Sprintf("interrupted after %s measured; not ranked", partialMeasured(c)))
 	}

@@ -91,7 +91,7 @@ func TestGoldenResultBlocks(t *testing.T) {
 	if n := strings.Count(out, "\n"+BlockRule+"\n"); n != len(r.Cells) {
 		t.Fatalf("%d blocks, want one per cell (%d):\n%s", n, len(r.Cells), out)
 	}
-	cells := blockValues(out, "Cell:")
+	cells := blockValues(out, "Cell key (report.json, --baseline):")
 	succeeded := blockValues(out, "Successful requests:")
 	failed := blockValues(out, "Failed requests:")
 	tput := blockValues(out, "Output token throughput (tok/s):")
