@@ -3,6 +3,8 @@ package bench
 import (
 	"fmt"
 	"log/slog"
+	"os"
+	"path/filepath"
 	"strings"
 	"testing"
 
@@ -55,6 +57,9 @@ bench:
 `
 	out, _ := runBenchOK(t, t.TempDir(), yml)
 	rep := readReport(t, out)
+	if md, err := os.ReadFile(filepath.Join(out, "report.md")); err != nil || !strings.Contains(string(md), "## Prefix cache") || !strings.Contains(string(md), "| sim/rate=40/c90 | 0.9 | 0.8906 | 0.8906 |") {
+		t.Errorf("report.md has no prefix-cache table with the 0.9 cell (%v):\n%s", err, md)
+	}
 	if len(rep.Cells) != 3 {
 		t.Fatalf("%d cells, want 3", len(rep.Cells))
 	}
