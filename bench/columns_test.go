@@ -38,6 +38,7 @@ var notInCSV = map[string]string{
 	"summary.efficiency.devices":      "one entry per GPU, a set that varies: report.json",
 	"summary.efficiency.note":         "a sentence for people: the console, the Markdown and HTML efficiency sections",
 	"summary.server_timings.*":        "the engine's own timings, for the runs whose answers carry them: report.json, report.md's and the HTML report's Where the time went",
+	"prefix_cache.*":                  "the views of a shape with a cache_hit_rate, in a matrix that has one (columns would change every CSV): report.json, report.md's Prefix cache table",
 	"summary.success_ratio":           "the regression gate's figure (the median of the repeats' successes over measured requests, with its interval in ci): report.json; the success_ratio column is the floor's, pooled over the requests sent",
 }
 

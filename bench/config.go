@@ -167,6 +167,15 @@ type Shape struct {
 	// the shape carries, as a workload's (config.RequestKinds, inline):
 	// its answers are checked, and the cells count the checks' results.
 	config.RequestKinds `yaml:",inline"`
+	// CacheHitRate, PrefixPool and BlockSize are a workload's prompt
+	// options of the same names (config.Prompt): the share of each
+	// prompt's tokens that repeats a prefix already sent, the pool's
+	// prefixes and the block they are aligned to (prefixcache.go).
+	// Empty, they are left out of the effective configuration, which a
+	// shape without them writes as before.
+	CacheHitRate float64 `yaml:"cache_hit_rate,omitempty"`
+	PrefixPool   int     `yaml:"prefix_pool,omitempty"`
+	BlockSize    int     `yaml:"block_size,omitempty"`
 }
 
 // Length is a token-length distribution. A plain integer means a fixed
@@ -809,6 +818,9 @@ func (c *Config) validateMatrix(v *validator) (shapes map[string]bool) {
 		}
 		shapes[sh.Name] = true
 		for _, prob := range config.CheckLengths(&sh.InputTokens.Distribution, &sh.OutputTokens.Distribution) {
+			v.addPath(append(p.clone(), prob.Path...), prob.Reason)
+		}
+		for _, prob := range config.CheckPrefixCache(sh.prefixPrompt(c.Bench.Seed)) {
 			v.addPath(append(p.clone(), prob.Path...), prob.Reason)
 		}
 		c.validateShapeKinds(v, p, sh)

@@ -25,7 +25,8 @@ type PromptSet struct {
 	lists map[string][]prompt.Prompt
 	Infos []report.PromptSetInfo
 	// SHA256 is the SHA-256 of the lines "target shape sha256\n" of Infos,
-	// in order: equal hashes mean every target got the same prompts as in
+	// in order, a shape with a cache_hit_rate with its prefix options
+	// after the hash (Shape.prefixHashed): equal hashes mean every target got the same prompts as in
 	// the other run.
 	SHA256 string
 	Size   int
@@ -55,6 +56,7 @@ func NewPromptSet(ctx context.Context, targets []config.Target, shapes []Shape, 
 			if err != nil {
 				return nil, fmt.Errorf("target %q, shape %q: prompt calibration: %w", t.Name, sh.Name, err)
 			}
+			gen.SharePrefixes(*sh.prefixPrompt(seed))
 			list := make([]prompt.Prompt, size)
 			for j := range list {
 				if list[j], err = gen.NextExact(); err != nil {
@@ -68,7 +70,7 @@ func NewPromptSet(ctx context.Context, targets []config.Target, shapes []Shape, 
 			}
 			ps.lists[promptKey(t.Name, sh.Name)] = list
 			ps.Infos = append(ps.Infos, info)
-			fmt.Fprintf(&all, "%s %s %s\n", t.Name, sh.Name, info.SHA256)
+			fmt.Fprintf(&all, "%s %s %s%s\n", t.Name, sh.Name, info.SHA256, sh.prefixHashed())
 		}
 	}
 	sum := sha256.Sum256([]byte(all.String()))

@@ -303,6 +303,10 @@ func (b *run) repeat(ctx context.Context, p repeatPlan) (report.RepeatResult, *s
 	source, own := l.source(stop)
 	ro := repeatObservers(p, rec, own, &b.opts, b.spec, b.requests)
 	ro.observers = append(ro.observers, fw)
+	pw := b.newPrefixWatch(ctx, l, p)
+	if pw != nil {
+		ro.observers = append(ro.observers, pw)
+	}
 	runner := workload.Plan{
 		Name: ro.prefix, Target: p.ct, Source: source, Client: cl, Observer: ro.observers, Monitor: ro.monitor, Tracer: ro.tracer,
 		Template: plan.Template{Sampling: b.spec.Sampling, Timeout: p.target.Timeout, Kinds: kinds},
@@ -319,12 +323,14 @@ func (b *run) repeat(ctx context.Context, p repeatPlan) (report.RepeatResult, *s
 	res.FirstError, res.StoppedEarly = fw.result()
 	e := &repeatEnd{p: p, rec: rec, stop: stop, ext: ext, end: end, requests: ro.requests}
 	if err := ctx.Err(); err != nil {
+		pw.close(end)
 		return b.interrupted(&res, l, e, st.t0, fmt.Errorf("cell %s: interrupted: %w", p.cell, err))
 	}
 	if res.StoppedEarly != "" {
 		rec.measureAll()
 	}
 	smp := b.finishRepeat(&res, l, e)
+	res.PrefixCache = pw.measured(e)
 	if res.StoppedEarly != "" {
 		res.Stability.Checked, res.Stability.State, res.Stability.Stable, res.Precision = false, "", nil, nil
 		res.Stability.Note = "not judged: " + res.StoppedEarly

@@ -331,6 +331,7 @@ func (b *run) cells(ctx context.Context, targets []config.Target, groups []group
 			return nil, nil, fmt.Errorf("interrupted: %w", err) // the bootstrap stopped early
 		}
 	}
+	pairPrefixCells(cells, spec.Matrix.Shapes)
 	rep.Cells = cells
 	return reps, rankGroups, nil
 }
@@ -555,6 +556,7 @@ func assembleCells(ctx context.Context, spec *Spec, targets []string, groups []g
 			cell.Stability = report.CellStability(a.repeats)
 			cell.Stable = report.StableOf(cell.Stability) // absent when no repeat was checked
 			cell.Summary = medianStats(stats)
+			cell.PrefixCache = cellPrefixCache(a.repeats)
 			bs := bootstrapCellContext(ctx, a.samples, spec.Ranking.Resamples, uint64(spec.Seed), hashString(key))
 			for f := 0; f < numFigures; f++ {
 				if ci, ok := percentileInterval(bs[f], spec.Ranking.Confidence); ok && resolvable(a.samples, f, spec.Ranking.Confidence) {

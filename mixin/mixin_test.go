@@ -731,10 +731,12 @@ func scrapeDemo(t *testing.T, names map[string]string) {
 }
 
 // kindsConfig has a workload with tools and one with a response format,
-// whose answer-check counters (created at zero) the demo does not expose:
-// the demo stays the one workload that docs/benchmarks.md measured.
+// whose answer-check counters (created at zero) the demo does not expose,
+// and one with a declared cache-hit rate, whose prefix-cache ratios (the
+// server's from the target's counters, read every second) it does not
+// either: the demo stays the one workload that docs/benchmarks.md measured.
 const kindsConfig = `targets:
-  - {name: sim, url: SIMULATOR_URL, model: sim-model}
+  - {name: sim, url: SIMULATOR_URL, model: sim-model, metrics: {interval: 1s, timeout: 1s}}
 workloads:
   - name: tools
     target: sim
@@ -751,6 +753,14 @@ workloads:
     prompt:
       output_tokens: {dist: fixed, mean: 8}
     response_format: {type: json_object}
+  - name: rag
+    target: sim
+    arrival: {process: poisson, rate: 4}
+    prompt:
+      input_tokens: {dist: fixed, mean: 64}
+      output_tokens: {dist: fixed, mean: 8}
+      cache_hit_rate: 0.5
+      prefix_pool: 2
 `
 
 // scrapeKinds runs a second exporter with kindsConfig against the demo's
@@ -769,12 +779,13 @@ func scrapeKinds(t *testing.T, ctx context.Context, names map[string]string, bin
 	}
 	for {
 		body := get(t, ctx, base+"/metrics")
-		if strings.Contains(body, "infer_probe_structured_output_checks_total{") && strings.Contains(body, "infer_probe_tool_call_checks_total{") {
+		if strings.Contains(body, "infer_probe_structured_output_checks_total{") && strings.Contains(body, "infer_probe_tool_call_checks_total{") &&
+			strings.Contains(body, "infer_probe_server_prefix_cache_hit_ratio{") && strings.Contains(body, "infer_probe_prefix_cache_best_hit_ratio{") {
 			addFamilies(t, names, "kinds workloads /metrics", strings.NewReader(body))
 			return
 		}
 		if ctx.Err() != nil {
-			t.Fatalf("an exporter with tools and response_format workloads exposes no answer-check counters within a minute")
+			t.Fatalf("an exporter with tools, response_format and cache_hit_rate workloads exposes no answer-check counters or prefix-cache ratios within a minute")
 		}
 		time.Sleep(200 * time.Millisecond)
 	}

@@ -123,6 +123,7 @@ func writeMarkdownSections(b *strings.Builder, r *report.Report) {
 	mdDegraded(b, r)
 	writeMarkdownPrecision(b, r)
 	mdReplays(b, r)
+	mdPrefixCache(b, r)
 	mdKnownAnswers(b, r)
 	mdPerplexity(b, r)
 	mdRequestRecords(b, r.RequestRecords)

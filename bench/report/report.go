@@ -162,6 +162,10 @@ type CellResult struct {
 	// the ranking's min_success: its target ranks below every target
 	// without such a cell, and the bench exits non-zero.
 	BelowMinSuccess bool `json:"below_min_success,omitempty"`
+	// PrefixCache is the cell's prefix-cache views, the median of its
+	// repeats', and what the cache bought (PrefixCache); absent for a
+	// cell without them.
+	PrefixCache *PrefixCache `json:"prefix_cache,omitempty"`
 }
 
 // CellCounts counts r's cells whose every repeat finished, and its partial
@@ -485,6 +489,10 @@ type RepeatResult struct {
 	// time. Both are absent from reports written before them.
 	Distribution *Distribution  `json:"distribution,omitempty"`
 	Windows      *RepeatWindows `json:"windows,omitempty"`
+	// PrefixCache is the repeat's prefix-cache views over its measured
+	// windows (PrefixCache); absent for a shape without a cache_hit_rate
+	// whose answers reported no cached tokens.
+	PrefixCache *PrefixCache `json:"prefix_cache,omitempty"`
 	// State is the repeat's recorder, kept for a shard report (in its
 	// ShardPart); not written with the repeat.
 	State *RecorderState `json:"-"`

@@ -113,3 +113,17 @@ func validatePrefixCache(v *validator, p path, pr *Prompt) {
 		}
 	}
 }
+
+// CheckPrefixCache validates a prompt block's prefix-cache options
+// (cache_hit_rate, prefix_pool, block_size, with its input_tokens), each
+// problem at its path under the block: the bench's shapes are checked by
+// it too, so that the options mean the same in both files.
+func CheckPrefixCache(p *Prompt) []LengthProblem {
+	v := &validator{}
+	validatePrefixCache(v, path{}, p)
+	out := make([]LengthProblem, len(v.paths))
+	for i, pp := range v.paths {
+		out[i] = LengthProblem{Path: pp.path, Reason: pp.reason}
+	}
+	return out
+}

@@ -612,6 +612,28 @@ local names = import '../rules/names.libsonnet';
           min=0,
         ),
         d.timeseries(
+          'Declared cache-hit rate: three views',
+          'Workloads with prompt.cache_hit_rate: the client\'s hit ratio (cached prompt tokens from the answers\' usage over prompt tokens, over %s: %s), the server\'s (its prefix-cache hits over lookups since the workload started) and the best the workload\'s prompts allow (a cache that holds its prefix pool). The server\'s far below the best: the cache does not keep the pool (docs/kinds.md).' % [c.rateWindow, n.cachedPromptRatio],
+          [
+            d.target(n.cachedPromptRatio + trec, '{{target}} {{workload}} client'),
+            d.target('infer_probe_server_prefix_cache_hit_ratio' + ps, '{{target}} {{workload}} server'),
+            d.target('infer_probe_prefix_cache_best_hit_ratio' + ps, '{{target}} {{workload}} best'),
+          ],
+          'percentunit',
+          width=16,
+          min=0,
+          max=1,
+        ),
+        d.timeseries(
+          'Prefix cache eviction',
+          '1 when a workload\'s server hit ratio is below half the best its prompts allow, once it has sent three times its pool (infer_probe_prefix_cache_eviction): the cache is too small for the pool, or other traffic evicts it.',
+          [d.target('infer_probe_prefix_cache_eviction' + ps, '{{target}} {{workload}}')],
+          'bool',
+          width=8,
+          min=0,
+          max=1,
+        ),
+        d.timeseries(
           'Preemptions',
           'Requests the engine preempted per second (SGLang: retracted): a sign of KV-cache pressure.',
           [d.target('rate(infer_server_preemptions_total%s[$__rate_interval])' % s, legend)],

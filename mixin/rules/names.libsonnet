@@ -23,6 +23,9 @@ local p = import '../lib/promql.libsonnet';
     requestRate: level + ':infer_probe_requests:rate' + w,
     outputTokenRate: level + ':infer_probe_completion_tokens:rate' + w,
     promptTokenRate: level + ':infer_probe_prompt_tokens:rate' + w,
+    // The client's prefix-cache hit ratio: the cached prompt tokens the
+    // answers' usage reports over the prompt tokens.
+    cachedPromptRatio: level + ':infer_probe_cached_prompt_tokens:ratio_rate' + w,
     errorRatio(window):: level + ':infer_probe_requests:error_ratio_rate' + window,
     goodputRatio: level + ':infer_probe_goodput_requests:ratio_rate' + w,
     ttftSlowRatio(window):: level + ':infer_probe_time_to_first_token_seconds:slow_ratio_rate' + window,

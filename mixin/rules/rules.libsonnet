@@ -67,6 +67,18 @@ local names = import 'names.libsonnet';
               expr: 'sum by (%s) (rate(infer_probe_prompt_tokens_total%s[%s]))' % [by, probe(), w],
             },
             {
+              // The client's prefix-cache hit ratio: prompt tokens the
+              // server's prefix cache served, as each answer's usage reports
+              // them (cached_tokens), over prompt tokens. 0 from a server
+              // that reports none.
+              record: n.cachedPromptRatio,
+              expr: |||
+                sum by (%(by)s) (rate(infer_probe_cached_prompt_tokens_total%(sel)s[%(w)s]))
+                /
+                (sum by (%(by)s) (rate(infer_probe_prompt_tokens_total%(sel)s[%(w)s])) > 0)
+              ||| % { by: by, sel: probe(), w: w },
+            },
+            {
               // Successful requests that met every SLO threshold of the
               // workload, over requests sent.
               record: n.goodputRatio,

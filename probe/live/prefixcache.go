@@ -30,24 +30,6 @@ import (
 // queries_total), and when; ok is false where it has none.
 type ServerPrefixCache func(target string) (hits, queries float64, at time.Time, ok bool)
 
-// Eviction: the server's ratio is far below the best when it is less than
-// evictionShare of it, once the workload has sent evictionWarmups times its
-// pool past the warm-up and a best of at least evictionMinBest. Exact
-// counters on a cache that holds the pool give the best itself, less the
-// prompts the server had not admitted when it was read, which the best at
-// the reading's instant leaves out; half is far beyond that.
-const (
-	evictionShare   = 0.5
-	evictionWarmups = 2
-	evictionMinBest = 0.05
-)
-
-// evicted is the eviction rule over a reading: the server's ratio, the
-// best at the reading's instant, the prompts sent by then and the pool.
-func evicted(server, best float64, sent, pool int) bool {
-	return sent >= (1+evictionWarmups)*pool && best >= evictionMinBest && server < evictionShare*best
-}
-
 // prefixCacheMetrics renders each tracked workload's server, best and
 // eviction gauges when scraped.
 type prefixCacheMetrics struct {
@@ -269,7 +251,7 @@ func (t *prefixTracker) view() prefixView {
 	}
 	v.server, v.hasServer = (hits-t.base[0])/dq, true
 	if s := t.at(readAt); s.sent > 0 {
-		v.evicted = evicted(v.server, float64(s.repeats)/float64(s.sent), s.prompts, t.pool)
+		v.evicted = prompt.Evicted(v.server, float64(s.repeats)/float64(s.sent), s.prompts, t.pool)
 	}
 	return v
 }

@@ -1,0 +1,100 @@
+package bench
+
+import (
+	"fmt"
+	"log/slog"
+	"os"
+	"path/filepath"
+	"strings"
+	"testing"
+
+	"github.com/infer-exporter/infer_exporter/bench/report"
+	"github.com/infer-exporter/infer_exporter/internal/config"
+	"github.com/infer-exporter/infer_exporter/internal/simulator"
+	"github.com/infer-exporter/infer_exporter/internal/simulator/simulatortest"
+)
+
+// TestBenchDeclaredCacheHitRate: shapes of 1,024-token prompts at
+// cache_hit_rate 0, 0.5 and 0.9 against the simulator with 16-token
+// blocks. Each cell's server and client views read the declared rate, as
+// aligned down to the block, within 2 points, and equal each other within
+// 1%; the best is the declared rate (the pool's first uses fall in the
+// warm-up); no eviction; the 0.5 and 0.9 cells are paired with the cell
+// at rate 0 and say what the cache bought.
+//
+// Time is scaled tenfold as in the live exporter's test: 40 req/s over
+// 1.5 s measured are the acceptance's 4 req/s over 15 s, the same 60
+// requests; the simulator's steps cost no wall time.
+func TestBenchDeclaredCacheHitRate(t *testing.T) {
+	cfg := simulatortest.InstantConfig()
+	cfg.BlockSize = 16
+	sim, err := simulator.New(cfg, slog.New(slog.DiscardHandler))
+	if err != nil {
+		t.Fatal(err)
+	}
+	st := wrapSim(t, sim)
+	shape := func(name string, rate float64) string {
+		s := fmt.Sprintf("{name: %s, input_tokens: 1024, output_tokens: 4", name)
+		if rate > 0 {
+			s += fmt.Sprintf(", cache_hit_rate: %g, prefix_pool: 8, block_size: 16", rate)
+		}
+		return s + "}"
+	}
+	yml := targetsYAML([]string{"sim"}, []*simTarget{st}) + `
+bench:
+  seed: 11
+  matrix:
+    process: constant
+    rates: [40]
+    shapes: [` + strings.Join([]string{shape("c0", 0), shape("c50", 0.5), shape("c90", 0.9)}, ", ") + `]
+  warmup: 500ms
+  duration: 1500ms
+  repeats: 1
+  prompt_set_size: 150
+  stability: {enabled: false}
+  sampling: {ignore_eos: true}
+  ranking: {resamples: 100}
+`
+	out, _ := runBenchOK(t, t.TempDir(), yml)
+	rep := readReport(t, out)
+	if md, err := os.ReadFile(filepath.Join(out, "report.md")); err != nil || !strings.Contains(string(md), "## Prefix cache") || !strings.Contains(string(md), "| sim/rate=40/c90 | 0.9 | 0.8906 | 0.8906 |") {
+		t.Errorf("report.md has no prefix-cache table with the 0.9 cell (%v):\n%s", err, md)
+	}
+	if len(rep.Cells) != 3 {
+		t.Fatalf("%d cells, want 3", len(rep.Cells))
+	}
+	for _, c := range rep.Cells {
+		pc := c.PrefixCache
+		if pc == nil {
+			t.Fatalf("cell %s: no prefix_cache", c.Key)
+		}
+		sp := config.Prompt{CacheHitRate: pc.DeclaredRate, BlockSize: 16}
+		want := float64(sp.PrefixTokens(1024)) / 1024
+		t.Logf("%s: declared %.4f, client %.4f (%d of %d), server %.4f (%v of %v), best %.4f, sent %d, evicted %v, bought: throughput x%.3f, TTFT p50 x%.3f against %q",
+			c.Shape, want, pc.ClientRatio, pc.CachedTokens, pc.PromptTokens, pc.ServerRatio, pc.ServerHits, pc.ServerQueries, pc.BestRatio,
+			pc.PromptsSent, pc.Evicted, pc.ThroughputRatio, pc.TTFTP50Ratio, pc.Paired)
+		for name, v := range map[string]report.Num{"server": pc.ServerRatio, "client": pc.ClientRatio} {
+			if !v.Valid() || float64(v)-want > 0.02 || want-float64(v) > 0.02 {
+				t.Errorf("%s: the %s's ratio %v, declared %.4f", c.Shape, name, v, want)
+			}
+		}
+		if s, cl := float64(pc.ServerRatio), float64(pc.ClientRatio); s-cl > 0.01*s || cl-s > 0.01*s {
+			t.Errorf("%s: client %v and server %v differ by more than 1%%", c.Shape, cl, s)
+		}
+		if pc.Evicted {
+			t.Errorf("%s: eviction flagged on a cache that holds the pool", c.Shape)
+		}
+		if pc.DeclaredRate == 0 {
+			if pc.Paired != "" {
+				t.Errorf("%s: a cell at rate 0 paired with %q", c.Shape, pc.Paired)
+			}
+			continue
+		}
+		if b := float64(pc.BestRatio); b-want > 0.001 || want-b > 0.001 {
+			t.Errorf("%s: best %v, want %.4f", c.Shape, b, want)
+		}
+		if pc.Paired != report.CellKey(c.Target, c.Load, "c0") || !pc.ThroughputRatio.Valid() || !pc.TTFTP50Ratio.Valid() {
+			t.Errorf("%s: paired %q, throughput ratio %v, TTFT p50 ratio %v", c.Shape, pc.Paired, pc.ThroughputRatio, pc.TTFTP50Ratio)
+		}
+	}
+}
