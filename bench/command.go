@@ -522,9 +522,16 @@ func checkCommandFlags(configFile string, quick bool, f *commandFlags, stderr io
 // setProgress shows the run's progress: a bar on a terminal; a plain line
 // per repeat elsewhere (a CI log), unless --progress=never.
 func setProgress(opts *Options, progress string, stderr io.Writer) {
-	if file, ok := stderr.(*os.File); progress == "always" || (progress == "auto" && ok && IsTerminal(file)) {
+	file, ok := stderr.(*os.File)
+	terminal := ok && IsTerminal(file)
+	if progress == "always" || (progress == "auto" && terminal) {
 		opts.Progress = stderr
-		opts.ProgressColumns = terminalColumns(os.Getenv("COLUMNS"), file)
+		// A terminal's line is cut to its width, lest a redraw scroll; a
+		// file or a pipe (--progress=always) has no width to fit, unless
+		// $COLUMNS gives one.
+		if terminal || os.Getenv("COLUMNS") != "" {
+			opts.ProgressColumns = terminalColumns(os.Getenv("COLUMNS"), file)
+		}
 	} else if progress == "auto" {
 		opts.ProgressLines = stderr
 	}

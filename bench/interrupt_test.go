@@ -138,9 +138,6 @@ func (c *cancelAtDone) String() string {
 // progress bar that stderr shares.
 func TestInterruptDuringFirstCell(t *testing.T) {
 	testenv.Slow(t, "runs a bench in real time until it has 20 requests done")
-	// The bar is cut to the terminal's width, 80 columns when none is
-	// said: the running figures this test reads come after its head.
-	t.Setenv("COLUMNS", "400")
 	sim := startSim(t, 5*time.Millisecond, 1, 0)
 	dir := t.TempDir()
 	yml := targetsYAML([]string{"only"}, []*simTarget{sim}) + `
