@@ -1,14 +1,12 @@
 package live
 
 import (
-	"context"
 	"errors"
 	"fmt"
 	"log/slog"
 
 	"github.com/infer-exporter/infer_exporter/internal/config"
 	"github.com/infer-exporter/infer_exporter/probe/sessions"
-	"github.com/infer-exporter/infer_exporter/probe/workload"
 )
 
 // agentReplayArrivals replays the recorded agent jobs of w's trace (replay
@@ -38,17 +36,5 @@ func agentReplayArrivals(w *config.Workload, opts Options, logger *slog.Logger) 
 	if err != nil {
 		return arrivals{}, fmt.Errorf("replay: %w", err)
 	}
-	return arrivals{
-		prepare: func(ctx context.Context) (workload.Source, error) {
-			p, err := sess.Prepare(ctx)
-			if err != nil {
-				return nil, fmt.Errorf("workload %q: %w", w.Name, err)
-			}
-			return p, nil
-		},
-		maxRate:    sess.MaxRate(),
-		burst:      1,
-		saturation: opts.Saturation,
-		sess:       sess,
-	}, nil
+	return sessionsArrivals(w, sess, opts), nil
 }

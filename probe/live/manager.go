@@ -352,6 +352,13 @@ func sessionArrivals(w *config.Workload, t *config.Target, chat bool, metrics *M
 	if err != nil {
 		return arrivals{}, err
 	}
+	return sessionsArrivals(w, sess, opts), nil
+}
+
+// sessionsArrivals are the arrivals of sessions (conversations, agent
+// jobs, recorded jobs): their turns, prepared when the runner starts, one
+// at a time, under the session arrivals' ceiling.
+func sessionsArrivals(w *config.Workload, sess *sessions.Sessions, opts Options) arrivals {
 	return arrivals{
 		prepare: func(ctx context.Context) (workload.Source, error) {
 			p, err := sess.Prepare(ctx)
@@ -364,7 +371,7 @@ func sessionArrivals(w *config.Workload, t *config.Target, chat bool, metrics *M
 		burst:      1,
 		saturation: opts.Saturation,
 		sess:       sess,
-	}, nil
+	}
 }
 
 // openLoopArrivals sends prompts on w's arrival process.
