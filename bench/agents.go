@@ -31,6 +31,9 @@ type agentSearcher struct {
 	sampling config.Sampling
 	progress *progress
 	logger   *slog.Logger
+	// saturation is the process's goroutine scheduling latency (the
+	// bench's), part of the client's verdict on each point; nil: none.
+	saturation interface{ P99() float64 }
 }
 
 // run runs the search of every target; an interrupt leaves out the
@@ -59,7 +62,11 @@ func (a *agentSearcher) search(ctx context.Context, t *config.Target, ct *client
 		if err != nil {
 			return report.AgentPoint{}, err
 		}
-		pt := m.judge(&a.spec.SLO, n, a.spec.Duration)
+		var schedP99 float64
+		if a.saturation != nil {
+			schedP99 = a.saturation.P99()
+		}
+		pt := m.judge(&a.spec.SLO, n, a.spec.Duration, schedP99)
 		a.progress.say(render.AgentPointLine(t.Name, t.Model, a.spec.SLO.Quantile, pt))
 		return pt, nil
 	}
@@ -74,21 +81,32 @@ func (a *agentSearcher) search(ctx context.Context, t *config.Target, ct *client
 // one: start, 2×start, ... up to most until one fails, then integer
 // bisection between the last passing and the first failing count until
 // they are adjacent; and fills res with the points, the result and its
-// note.
+// note. A point whose client was degraded counts for neither side: it
+// ends the search there, as the client's limit, not the server's (as a
+// sweep's point does).
 func searchAgents(start, most int, res *report.AgentSearch, try func(n int) (report.AgentPoint, error)) error {
-	var pass, fail int
-	var passPt, failPt report.AgentPoint
-	judge := func(n int) (report.AgentPoint, error) {
+	var pass, fail, client int
+	var passPt, failPt, clientPt report.AgentPoint
+	// judge runs one point: false when the search ends on its client.
+	judge := func(n int) (report.AgentPoint, bool, error) {
 		pt, err := try(n)
-		if err == nil {
-			res.Points = append(res.Points, pt)
+		if err != nil {
+			return pt, false, err
 		}
-		return pt, err
+		res.Points = append(res.Points, pt)
+		if pt.Degraded {
+			client, clientPt = n, pt
+			return pt, false, nil
+		}
+		return pt, true, nil
 	}
 	for n := start; ; {
-		pt, err := judge(n)
+		pt, judged, err := judge(n)
 		if err != nil {
 			return err
+		}
+		if !judged {
+			break
 		}
 		if !pt.Pass {
 			fail, failPt = n, pt
@@ -100,20 +118,25 @@ func searchAgents(start, most int, res *report.AgentSearch, try func(n int) (rep
 		}
 		n = min(2*n, most)
 	}
-	for pass > 0 && fail-pass > 1 {
+	for client == 0 && pass > 0 && fail-pass > 1 {
 		mid := pass + (fail-pass)/2
-		pt, err := judge(mid)
+		pt, judged, err := judge(mid)
 		if err != nil {
 			return err
 		}
-		if pt.Pass {
+		switch {
+		case !judged:
+		case pt.Pass:
 			pass, passPt = mid, pt
-		} else {
+		default:
 			fail, failPt = mid, pt
 		}
 	}
 	res.MaxAgents, res.FirstFailingAgents, res.JobsPerHourPerAgent = pass, fail, passPt.JobsPerHourPerAgent
+	res.ClientLimitedAgents = client
 	switch {
+	case client > 0:
+		res.Note = clientLimitedNote(client, pass, fail, start, &clientPt)
 	case pass == 0:
 		res.Note = fmt.Sprintf("even %d agents failed the tier (%s): lower bench.agents.start", start, failPt.Note)
 	case fail == 0:
@@ -121,6 +144,24 @@ func searchAgents(start, most int, res *report.AgentSearch, try func(n int) (rep
 	}
 	return nil
 }
+
+// clientLimitedNote is the note of a search that the client's limit
+// ended at client agents (clientPt), after the last passing count pass
+// and the first failing fail (0: none).
+func clientLimitedNote(client, pass, fail, start int, clientPt *report.AgentPoint) string {
+	server := fmt.Sprintf("it was the first count tried, so no count was judged (lower bench.agents.start below %d)", start)
+	switch {
+	case pass > 0 && fail > 0:
+		server = fmt.Sprintf("the server passed the tier at %d agents and failed it at %d", pass, fail)
+	case pass > 0:
+		server = fmt.Sprintf("the server passed the tier up to %d agents", pass)
+	}
+	return fmt.Sprintf("the search stopped at %d agents, the client's limit, not the server's (%s); %s, so the server may hold more agents: %s",
+		client, clientPt.Note, server, agentsRemedy)
+}
+
+// agentsRemedy is what to change when the client is degraded at a point.
+const agentsRemedy = "give the bench more CPU (GOMAXPROCS, cores) or a machine of its own, or end the search below it (bench.agents.max_agents)"
 
 // agentTier is the tier for people: "success >= 0.99, TTFT p90 <= 1s,
 // TPOT p90 <= 50ms".
@@ -216,8 +257,10 @@ type agentMeter struct {
 // agentTurn is what the tier asks of a turn.
 type agentTurn struct {
 	scheduled  time.Time
+	seq        uint64 // the runner's sequence number: late turns' runs
 	outcome    observation.Outcome
 	ttft, tpot time.Duration // -1: none
+	lag        time.Duration // sent minus scheduled; -1: not sent
 }
 
 func (m *agentMeter) Sent(*observation.Request)       {}
@@ -231,7 +274,10 @@ func (m *agentMeter) Done(o *observation.Request) { m.turn(o) }
 func (m *agentMeter) Dropped(o *observation.Request) { m.turn(o) }
 
 func (m *agentMeter) turn(o *observation.Request) {
-	t := agentTurn{scheduled: o.Scheduled, outcome: o.Outcome, ttft: -1, tpot: -1}
+	t := agentTurn{scheduled: o.Scheduled, seq: o.Seq, outcome: o.Outcome, ttft: -1, tpot: -1, lag: -1}
+	if d, sent := o.ScheduleLag(); sent {
+		t.lag = d
+	}
 	if d, ok := o.TTFT(); ok {
 		t.ttft = d
 	}
@@ -255,8 +301,10 @@ func (m *agentMeter) JobEnded(j sessions.Job) {
 
 // judge is the point of n agents against the tier: the turns scheduled in
 // the measured window (from the run's start plus the warm-up, for the
-// duration) and the jobs that ended in it.
-func (m *agentMeter) judge(slo *AgentSLO, n int, window time.Duration) report.AgentPoint {
+// duration) and the jobs that ended in it; and the client's verdict on
+// those turns, with schedP99, the goroutine scheduling latency p99
+// (seconds): a degraded client fails the point with its note.
+func (m *agentMeter) judge(slo *AgentSLO, n int, window time.Duration, schedP99 float64) report.AgentPoint {
 	m.mu.Lock()
 	defer m.mu.Unlock()
 	pt := report.AgentPoint{Agents: n, TTFTSeconds: report.NaN(), TPOTSeconds: report.NaN(), MeanJobSeconds: report.NaN()}
@@ -302,7 +350,34 @@ func (m *agentMeter) judge(slo *AgentSLO, n int, window time.Duration) report.Ag
 		pt.MeanJobSeconds = report.Num(jobTime.Seconds() / float64(pt.JobsCompleted))
 	}
 	pt.Pass, pt.Note = tierVerdict(slo, &pt)
+	if c := m.client(from, to, schedP99); c.State == report.ClientDegraded {
+		// Whatever else the point shows, the client's delay is in it, so
+		// it says nothing of the server either way.
+		pt.Pass, pt.Degraded, pt.Note = false, true, c.Note+"; the point measured the client, not the server"
+	}
 	return pt
+}
+
+// client is the matrix's client verdict (judgeClient) on the turns
+// scheduled in [from, to): each sent one is an arrival, late when sent
+// over lateAfter after its scheduled instant. m.mu is held.
+func (m *agentMeter) client(from, to time.Time, schedP99 float64) *report.ClientCheck {
+	var n clientCounts
+	var lags []float64
+	var late []lateArrival
+	for _, t := range m.turns {
+		if t.scheduled.Before(from) || !t.scheduled.Before(to) || t.lag < 0 {
+			continue
+		}
+		n.arrivals++
+		lags = append(lags, t.lag.Seconds())
+		if t.lag > lateAfter {
+			n.late++
+			late = append(late, lateArrival{t.seq, t.scheduled})
+		}
+	}
+	n.runs, n.longest = lateRuns(late)
+	return judgeClient(n, float64(quantileOf(lags, 0.99)), schedP99)
 }
 
 // tierVerdict says whether a point met the tier, and which bounds it

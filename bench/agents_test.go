@@ -7,6 +7,7 @@ import (
 	"log/slog"
 	"os"
 	"path/filepath"
+	"slices"
 	"strings"
 	"testing"
 	"time"
@@ -16,18 +17,22 @@ import (
 	"github.com/infer-exporter/infer_exporter/internal/simulator/simulatortest"
 	"github.com/infer-exporter/infer_exporter/internal/testenv"
 	"github.com/infer-exporter/infer_exporter/probe/client"
+	"github.com/infer-exporter/infer_exporter/probe/observation"
 )
 
 // TestSearchAgents: against a server that holds exactly `holds` agents (a
 // monotone pass/fail), the search finds it, doubling from start and then
 // bisecting to adjacent counts, and says when start failed or max_agents
-// passed.
+// passed; a count whose client was degraded counts for neither side and
+// ends the search there, as the client's limit.
 func TestSearchAgents(t *testing.T) {
 	for _, tc := range []struct {
 		name        string
 		start, most int
 		holds       int
+		degraded    []int // counts at which the client is degraded
 		want, fail  int
+		client      int
 		tried       []int
 		note        string
 	}{
@@ -37,6 +42,14 @@ func TestSearchAgents(t *testing.T) {
 		{name: "max passes", start: 1, most: 20, holds: 100, want: 20, tried: []int{1, 2, 4, 8, 16, 20}, note: "passed up to max_agents 20"},
 		{name: "start is max", start: 5, most: 5, holds: 5, want: 5, tried: []int{5}, note: "passed up to max_agents 5"},
 		{name: "first doubling fails", start: 3, most: 64, holds: 4, want: 4, fail: 5, tried: []int{3, 6, 4, 5}},
+		{name: "client degraded while doubling", start: 1, most: 64, holds: 11, degraded: []int{8, 16}, want: 4, client: 8,
+			tried: []int{1, 2, 4, 8}, note: "the search stopped at 8 agents, the client's limit, not the server's (client degraded: late); the server passed the tier up to 4 agents"},
+		{name: "client degraded while bisecting", start: 1, most: 64, holds: 11, degraded: []int{10}, want: 8, fail: 12, client: 10,
+			tried: []int{1, 2, 4, 8, 16, 12, 10}, note: "stopped at 10 agents, the client's limit, not the server's (client degraded: late); the server passed the tier at 8 agents and failed it at 12"},
+		{name: "client degraded at start", start: 4, most: 64, holds: 11, degraded: []int{4}, client: 4,
+			tried: []int{4}, note: "stopped at 4 agents, the client's limit, not the server's (client degraded: late); it was the first count tried"},
+		{name: "client degraded past the failing count", start: 1, most: 64, holds: 3, degraded: []int{8}, want: 3, fail: 4,
+			tried: []int{1, 2, 4, 3}},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			var tried []int
@@ -44,7 +57,10 @@ func TestSearchAgents(t *testing.T) {
 			err := searchAgents(tc.start, tc.most, &res, func(n int) (report.AgentPoint, error) {
 				tried = append(tried, n)
 				pt := report.AgentPoint{Agents: n, Pass: n <= tc.holds, JobsPerHourPerAgent: float64(1000 - n)}
-				if !pt.Pass {
+				switch {
+				case slices.Contains(tc.degraded, n):
+					pt.Pass, pt.Degraded, pt.Note = false, true, "client degraded: late"
+				case !pt.Pass:
 					pt.Note = "failed TPOT"
 				}
 				return pt, nil
@@ -52,8 +68,9 @@ func TestSearchAgents(t *testing.T) {
 			if err != nil {
 				t.Fatal(err)
 			}
-			if res.MaxAgents != tc.want || res.FirstFailingAgents != tc.fail {
-				t.Errorf("max %d, first failing %d; want %d, %d", res.MaxAgents, res.FirstFailingAgents, tc.want, tc.fail)
+			if res.MaxAgents != tc.want || res.FirstFailingAgents != tc.fail || res.ClientLimitedAgents != tc.client {
+				t.Errorf("max %d, first failing %d, client-limited %d; want %d, %d, %d",
+					res.MaxAgents, res.FirstFailingAgents, res.ClientLimitedAgents, tc.want, tc.fail, tc.client)
 			}
 			if fmt.Sprint(tried) != fmt.Sprint(tc.tried) {
 				t.Errorf("tried %v, want %v", tried, tc.tried)
@@ -74,6 +91,47 @@ func TestSearchAgents(t *testing.T) {
 	boom := errors.New("boom")
 	if err := searchAgents(1, 8, &res, func(int) (report.AgentPoint, error) { return report.AgentPoint{}, boom }); !errors.Is(err, boom) {
 		t.Errorf("error %v, want %v", err, boom)
+	}
+}
+
+// TestAgentPointClientVerdict: a point's turns get the matrix's client
+// verdict: a client that sent its turns late for a second, or whose
+// goroutines waited for a CPU, is degraded, and the point fails with the
+// client's note whatever the tier said; one on time is not, and a
+// handful of turns is not judged.
+func TestAgentPointClientVerdict(t *testing.T) {
+	for _, tc := range []struct {
+		name     string
+		turns    int
+		lag      time.Duration
+		schedP99 float64
+		degraded bool
+		note     string
+	}{
+		{name: "on time", turns: 40, lag: time.Millisecond},
+		{name: "late for good", turns: 40, lag: 50 * time.Millisecond, degraded: true, note: "client degraded: 100% of 40 arrivals (40, in 1 run)"},
+		{name: "saturated", turns: 40, lag: time.Millisecond, schedP99: 0.05, degraded: true, note: "client degraded: its goroutines waited"},
+		{name: "too few turns", turns: 5, lag: 50 * time.Millisecond},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			start := time.Unix(1000, 0)
+			m := &agentMeter{duration: 3 * time.Second}
+			for i := range tc.turns {
+				// 70 ms apart: 40 turns span 2.7 s, one run past minLateRun.
+				m.turns = append(m.turns, agentTurn{scheduled: start.Add(time.Duration(i) * 70 * time.Millisecond), seq: uint64(i),
+					outcome: observation.Success, ttft: 10 * time.Millisecond, tpot: time.Millisecond, lag: tc.lag})
+			}
+			pt := m.judge(&AgentSLO{Quantile: 0.9, MinSuccess: 0.99}, 4, 3*time.Second, tc.schedP99)
+			if pt.Degraded != tc.degraded || pt.Pass == tc.degraded || pt.Turns != tc.turns {
+				t.Errorf("degraded %v, pass %v, %d turns; want degraded %v, %d turns (note %q)", pt.Degraded, pt.Pass, pt.Turns, tc.degraded, tc.turns, pt.Note)
+			}
+			if !strings.Contains(pt.Note, tc.note) || (tc.note == "") != (pt.Note == "") {
+				t.Errorf("note %q, want %q", pt.Note, tc.note)
+			}
+			if tc.degraded && !strings.HasSuffix(pt.Note, "the point measured the client, not the server") {
+				t.Errorf("note %q does not say the point measured the client", pt.Note)
+			}
+		})
 	}
 }
 

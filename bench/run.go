@@ -220,7 +220,7 @@ func (b *run) searches(ctx context.Context, targets []config.Target, cts []*clie
 		}
 	}
 	if spec.Agents != nil && !rep.Interrupted {
-		as := &agentSearcher{spec: spec.Agents, seed: spec.Seed, sampling: spec.Sampling, progress: b.progress, logger: b.logger}
+		as := &agentSearcher{spec: spec.Agents, seed: spec.Seed, sampling: spec.Sampling, progress: b.progress, logger: b.logger, saturation: b.sched}
 		return as.run(ctx, targets, cts, rep)
 	}
 	return nil

@@ -131,6 +131,10 @@ var templateFuncs = template.FuncMap{
 	"pctNum": func(v report.Num) string { return fmt.Sprintf("%+.1f%%", float64(v)*100) },
 	"add":    func(a, b int) int { return a + b },
 	"f64":    func(i int) float64 { return float64(i) },
+	// quantile is a quantile as a percentile's name (an agents search's
+	// tier); asNum a ratio as a figure tdr renders.
+	"quantile": QuantileName,
+	"asNum":    func(v float64) report.Num { return report.Num(v) },
 	// flags are the cell's flags as the Markdown table says them (the
 	// columns table's).
 	"flags": func(c report.CellResult) []report.CellFlag { return report.CellFlags(&c) },

@@ -104,7 +104,10 @@ func AgentPointLine(target, model string, quantile float64, pt report.AgentPoint
 func agentPointText(quantile float64, pt report.AgentPoint) string {
 	q := QuantileName(quantile)
 	verdict := "passed"
-	if !pt.Pass {
+	switch {
+	case pt.Degraded:
+		verdict = "not judged (the client's limit)"
+	case !pt.Pass:
 		verdict = "failed"
 	}
 	text := fmt.Sprintf("%d agents %s (%d turns, success %s, TTFT %s %s, TPOT %s %s, %d jobs, %s jobs/h per agent, job %s)",
@@ -138,6 +141,9 @@ func AgentResultLine(model string, s *report.AgentSearch) string {
 	if s.FirstFailingAgents > 0 {
 		line += fmt.Sprintf(", first failing %d agents", s.FirstFailingAgents)
 	}
+	if s.ClientLimitedAgents > 0 {
+		line += fmt.Sprintf(", stopped at %d agents by the client", s.ClientLimitedAgents)
+	}
 	if s.Note != "" {
 		line += ": " + s.Note
 	}
@@ -165,6 +171,9 @@ func WriteAgents(w io.Writer, r *report.Report) {
 		blockLine(w, "Max agents:", strconv.Itoa(s.MaxAgents))
 		if s.FirstFailingAgents > 0 {
 			blockLine(w, "First failing agents:", strconv.Itoa(s.FirstFailingAgents))
+		}
+		if s.ClientLimitedAgents > 0 {
+			blockLine(w, "Client's limit (agents):", strconv.Itoa(s.ClientLimitedAgents))
 		}
 		if s.Note != "" {
 			blockLine(w, "Note:", s.Note)

@@ -627,9 +627,13 @@ type AgentSearch struct {
 	// MaxAgents is the most agents tried that passed (0: none did);
 	// JobsPerHourPerAgent was measured there. FirstFailingAgents is the
 	// fewest that failed (0: none did).
-	MaxAgents           int          `json:"max_agents"`
-	JobsPerHourPerAgent float64      `json:"jobs_per_hour_per_agent"`
-	FirstFailingAgents  int          `json:"first_failing_agents"`
+	MaxAgents           int     `json:"max_agents"`
+	JobsPerHourPerAgent float64 `json:"jobs_per_hour_per_agent"`
+	FirstFailingAgents  int     `json:"first_failing_agents"`
+	// ClientLimitedAgents is the count at which the client was degraded,
+	// which ended the search: the client's limit, not the server's (0: it
+	// kept up at every count tried).
+	ClientLimitedAgents int          `json:"client_limited_agents,omitempty"`
 	Points              []AgentPoint `json:"points"`
 	Note                string       `json:"note,omitempty"`
 }
@@ -653,7 +657,12 @@ type AgentPoint struct {
 	JobsPerHourPerAgent float64 `json:"jobs_per_hour_per_agent"`
 	MeanJobSeconds      Num     `json:"mean_job_seconds"`
 	Pass                bool    `json:"pass"`
-	// Note says which bounds a failing point missed.
+	// Degraded: the client did not keep up in the window (the matrix's
+	// client verdict on the point's turns), so the point measured the
+	// client, not the server, and counts for neither side.
+	Degraded bool `json:"degraded,omitempty"`
+	// Note says which bounds a failing point missed, or why the client
+	// was degraded.
 	Note string `json:"note,omitempty"`
 }
 

@@ -1,6 +1,7 @@
 package main
 
 import (
+	"encoding/json"
 	"fmt"
 	"io"
 	"net"
@@ -14,6 +15,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/infer-exporter/infer_exporter/bench/report"
 	"github.com/infer-exporter/infer_exporter/internal/testenv"
 )
 
@@ -48,13 +50,98 @@ func docBlock(t *testing.T, file, marker string) string {
 // binary and the simulator gets a free port in place of its default.
 func TestBenchQuickStartSteps(t *testing.T) {
 	block := docBlock(t, "docs/bench.md", "**Quick start, without a file.**")
+	dir, out, err := runBenchDocSteps(t, "the quick start", block, true)
+	if err != nil {
+		t.Fatalf("docs/bench.md's quick start failed (%v):\n%s", err, out)
+	}
+	if _, err := os.Stat(filepath.Join(dir, "bench-out", "report.json")); err != nil {
+		t.Errorf("the quick start wrote no bench-out/report.json (%v):\n%s", err, out)
+	}
+}
+
+// benchSimExample is the bench file docs/bench.md's matrix and baseline
+// steps run, from the repository's root.
+const benchSimExample = "docs/examples/bench-sim.yml"
+
+// TestBenchMatrixBaselineSteps runs docs/bench.md's matrix and baseline
+// steps as written, with bash, against the simulator the README starts,
+// with the example file a fresh clone has: the first run's cells all
+// succeed, the second compares with the first, and the exit status it
+// prints is its gate's verdict (0, 3 or 6, as the doc says). The block is
+// run without -e, as a reader types it: its second run exits 6 by design.
+func TestBenchMatrixBaselineSteps(t *testing.T) {
+	block := docBlock(t, "docs/bench.md", "**A matrix and a baseline, from a file.**")
+	if !strings.Contains(block, "--config.file="+benchSimExample) || !strings.Contains(block, "--baseline=sim-first/report.json") {
+		t.Fatalf("docs/bench.md's matrix steps do not run %s with a baseline:\n%s", benchSimExample, block)
+	}
+	dir, out, err := runBenchDocSteps(t, "the matrix and baseline steps", block, false)
+	if err != nil {
+		t.Fatalf("docs/bench.md's matrix and baseline steps failed (%v):\n%s", err, out)
+	}
+	first := readBenchReport(t, filepath.Join(dir, "sim-first", "report.json"), out)
+	if len(first.Cells) < 2 {
+		t.Errorf("the first run measured %d cells, want the example's matrix:\n%s", len(first.Cells), out)
+	}
+	for _, c := range first.Cells {
+		if c.Summary.Successes == 0 || c.Summary.Successes != c.Summary.Requests {
+			t.Errorf("cell %s: %d of %d requests succeeded, want all:\n%s", c.Key, c.Summary.Successes, c.Summary.Requests, out)
+		}
+	}
+	second := readBenchReport(t, filepath.Join(dir, "sim-second", "report.json"), out)
+	m := regexp.MustCompile(`exit status (\d+)`).FindStringSubmatch(out)
+	if m == nil || second.Baseline == nil {
+		t.Fatalf("the second run printed no exit status or compared with no baseline:\n%s", out)
+	}
+	want := map[report.Verdict]string{report.VerdictOK: "0", report.VerdictRegressed: "3", report.VerdictInconclusive: "6"}[second.Baseline.Verdict]
+	if m[1] != want {
+		t.Errorf("exit status %s with the gate's verdict %q, want %s:\n%s", m[1], second.Baseline.Verdict, want, out)
+	}
+}
+
+// readBenchReport reads a report.json the steps wrote.
+func readBenchReport(t *testing.T, path, out string) *report.Report {
+	t.Helper()
+	b, err := os.ReadFile(path)
+	if err != nil {
+		t.Fatalf("the steps wrote no %s (%v):\n%s", path, err, out)
+	}
+	var r report.Report
+	if err := json.Unmarshal(b, &r); err != nil {
+		t.Fatalf("%s: %v", path, err)
+	}
+	return &r
+}
+
+// runBenchDocSteps runs a docs/bench.md block as written, with bash (-e
+// when strict), in a fresh folder, after the README's simulator started
+// in the background: `infer_exporter` is this test binary, and the
+// simulator gets a free port in place of its default, in the block and
+// in a copy of the example file it names. It returns the folder, the
+// output and the script's error.
+func runBenchDocSteps(t *testing.T, name, block string, strict bool) (dir, out string, err error) {
+	t.Helper()
 	_, simPort, _ := net.SplitHostPort(DefaultSimulatorAddress)
 	simURL := "127.0.0.1:" + simPort
-	if !strings.Contains(block, "http://"+simURL) {
-		t.Fatalf("docs/bench.md's quick start does not point at the simulator's default address %s:\n%s", simURL, block)
-	}
-	dir := t.TempDir()
+	dir = t.TempDir()
 	simAddr := freeAddr(t)
+	if strings.Contains(block, benchSimExample) {
+		example, err := os.ReadFile("../../" + benchSimExample)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if !strings.Contains(string(example), "url: http://"+simURL) {
+			t.Fatalf("%s does not point at the simulator's default address %s", benchSimExample, simURL)
+		}
+		copied := filepath.Join(dir, filepath.FromSlash(benchSimExample))
+		if err := os.MkdirAll(filepath.Dir(copied), 0o755); err != nil {
+			t.Fatal(err)
+		}
+		if err := os.WriteFile(copied, []byte(strings.ReplaceAll(string(example), simURL, simAddr)), 0o644); err != nil {
+			t.Fatal(err)
+		}
+	} else if !strings.Contains(block, "http://"+simURL) {
+		t.Fatalf("docs/bench.md's %s does not point at the simulator's default address %s:\n%s", name, simURL, block)
+	}
 	wrapper := fmt.Sprintf(`#!/bin/sh
 case "$1" in
 simulate) exec env INFER_EXPORTER_TEST_RUN_MAIN=1 %[1]q "$@" --web.listen-address=%[2]s ;;
@@ -75,12 +162,16 @@ esac
 		"for i in $(seq 300); do (echo > /dev/tcp/127.0.0.1/" + port + ") 2>/dev/null && break; sleep 0.1; done\n" +
 		strings.ReplaceAll(block, simURL, simAddr) +
 		"\nkill %1\n"
-	cmd := exec.Command("bash", "-e", "-c", script)
+	args := []string{"-c", script}
+	if strict {
+		args = append([]string{"-e"}, args...)
+	}
+	cmd := exec.Command("bash", args...)
 	cmd.Dir = dir
 	cmd.Env = append(os.Environ(), "PATH="+bin+string(os.PathListSeparator)+os.Getenv("PATH"))
 	cmd.SysProcAttr = &syscall.SysProcAttr{Setpgid: true}
-	var out testenv.Buffer
-	cmd.Stdout, cmd.Stderr = &out, &out
+	var buf testenv.Buffer
+	cmd.Stdout, cmd.Stderr = &buf, &buf
 	if err := cmd.Start(); err != nil {
 		t.Fatal(err)
 	}
@@ -88,12 +179,8 @@ esac
 	// the script before its kill, and then the group's end releases it.
 	cmd.WaitDelay = 5 * time.Second
 	defer func() { _ = syscall.Kill(-cmd.Process.Pid, syscall.SIGKILL) }()
-	if err := cmd.Wait(); err != nil {
-		t.Fatalf("docs/bench.md's quick start failed (%v):\n%s", err, out.String())
-	}
-	if _, err := os.Stat(filepath.Join(dir, "bench-out", "report.json")); err != nil {
-		t.Errorf("the quick start wrote no bench-out/report.json (%v):\n%s", err, out.String())
-	}
+	err = cmd.Wait()
+	return dir, buf.String(), err
 }
 
 // TestReadmeServerSteps runs the README's "Point it at your server" steps
