@@ -1,11 +1,13 @@
 package bench
 
 import (
+	"cmp"
 	"context"
 	"fmt"
 	"log/slog"
 	"math"
 	"reflect"
+	"slices"
 	"sync"
 	"time"
 
@@ -227,17 +229,26 @@ func (w *prefixWatch) result(from, to time.Time) *report.PrefixCache {
 	defer w.mu.Unlock()
 	pc := &report.PrefixCache{DeclaredRate: w.shape.CacheHitRate, Pool: w.pool}
 	var best, bestOf float64
-	for _, r := range w.requests {
-		if !r.sent.IsZero() && r.sent.Before(to) {
+	// The best is over the prompts sent, in the order they were (the
+	// runner numbers them as it sends): a dropped arrival's prefix was
+	// never sent, so its next use is its first.
+	byOrder := slices.SortedFunc(slices.Values(w.requests), func(a, b prefixRequest) int { return cmp.Compare(a.seq, b.seq) })
+	var ledger prompt.PrefixLedger
+	for _, r := range byOrder {
+		if r.sent.IsZero() {
+			continue
+		}
+		if r.sent.Before(to) {
 			pc.PromptsSent++
 		}
+		p := w.promptOf(r.seq)
+		repeat := ledger.Sent(p)
 		if !r.success || r.end.Before(from) || !r.end.Before(to) {
 			continue
 		}
 		pc.PromptTokens += r.prompt
 		pc.CachedTokens += r.cached
-		p := w.promptOf(r.seq)
-		best += float64(p.RepeatTokens)
+		best += float64(repeat)
 		bestOf += float64(cmpOr(p.Tokens, p.InputTokens))
 	}
 	pc.ClientRatio, pc.BestRatio = ratio(float64(pc.CachedTokens), float64(pc.PromptTokens)), ratio(best, bestOf)

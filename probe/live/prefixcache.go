@@ -127,7 +127,8 @@ type prefixTracker struct {
 	// drawn are the figures of the prompts drawn and not yet counted,
 	// oldest first.
 	drawn         []prefixFigures
-	sent, repeats int64 // prompt tokens sent, and those a full cache serves
+	ledger        prompt.PrefixLedger // the prefixes sent, for the repeats
+	sent, repeats int64               // prompt tokens sent, and those a full cache serves
 	prompts       int
 	// samples are the cumulative figures at each request's end, the
 	// latest maxPrefixSamples, so that a server reading is compared
@@ -137,7 +138,10 @@ type prefixTracker struct {
 	hasBase bool
 }
 
-type prefixFigures struct{ tokens, repeats int }
+type prefixFigures struct {
+	tokens int
+	prompt prompt.Prompt // its prefix, for the ledger
+}
 
 type prefixSample struct {
 	at            time.Time
@@ -175,7 +179,9 @@ func (t *prefixTracker) add(p prompt.Prompt) {
 	if len(t.drawn) == maxPrefixDrawn {
 		t.drawn = t.drawn[1:]
 	}
-	t.drawn = append(t.drawn, prefixFigures{tokens: n, repeats: p.RepeatTokens})
+	// The text is not kept: the ledger needs the prefix's place and length.
+	p.Text = ""
+	t.drawn = append(t.drawn, prefixFigures{tokens: n, prompt: p})
 }
 
 // ended takes the oldest prompt drawn; sent counts it.
@@ -191,7 +197,9 @@ func (t *prefixTracker) ended(sent bool) {
 		return
 	}
 	t.sent += int64(f.tokens)
-	t.repeats += int64(f.repeats)
+	// Over what was sent: a prompt drawn and never sent (its arrival
+	// dropped) left its prefix's next use the first.
+	t.repeats += int64(t.ledger.Sent(f.prompt))
 	t.prompts++
 	if len(t.samples) == maxPrefixSamples {
 		t.samples = append(t.samples[:0], t.samples[maxPrefixSamples/2:]...)

@@ -99,7 +99,7 @@ func (c *Calibrated) sharedPrefix(n int, p *Prompt) (string, int, error) {
 	if err != nil {
 		return "", 0, fmt.Errorf("shared prefix %d of %d tokens: %w", i, s, err)
 	}
-	p.PrefixTokens, p.RepeatTokens = s, min(s, pp.longest[i])
+	p.PrefixTokens, p.RepeatTokens, p.PrefixIndex = s, min(s, pp.longest[i]), i+1
 	pp.longest[i] = max(pp.longest[i], s)
 	return text, s, nil
 }

@@ -32,8 +32,13 @@ type Prompt struct {
 	// tokens after the template's head (prompt.cache_hit_rate: prefix.go);
 	// RepeatTokens is how many of them an earlier prompt sent, what a
 	// prefix cache that holds every prefix serves (0 for a prefix's first
-	// use). Both 0 without a shared prefix.
+	// use). Both 0 without a shared prefix. RepeatTokens holds when every
+	// prompt drawn before this one was sent; a PrefixLedger counts what
+	// was.
 	PrefixTokens, RepeatTokens int
+	// PrefixIndex is the prefix's place in the pool, from 1; 0 without a
+	// shared prefix.
+	PrefixIndex int
 }
 
 // Generator draws prompts. It is not safe for concurrent use.
