@@ -26,7 +26,7 @@ func newClosedLoad(ctx context.Context, shard Shard, prompts *PromptSet, p repea
 		return nil
 	}
 	loop := newClosedLoop(ctx, clients)
-	return &closedLoad{loop: loop, promptLoad: promptLoad{sched: loop, cursor: prompts.Cursor(p.target.Name, p.group.name),
+	return &closedLoad{loop: loop, promptLoad: promptLoad{sched: loop, cursor: prompts.Cursor(p.target.Name, p.group.name, p.index),
 		lim: workload.Limits{MaxInFlight: clients, Burst: 1}, fixedWarmup: split}}
 }
 

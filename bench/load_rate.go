@@ -77,7 +77,7 @@ func newRateLoad(spec *Spec, shard Shard, prompts *PromptSet, p repeatPlan) (*ra
 	if err != nil {
 		return nil, err
 	}
-	l := &rateLoad{promptLoad{sched: ol.Schedule, cursor: prompts.Cursor(p.target.Name, p.group.name),
+	l := &rateLoad{promptLoad{sched: ol.Schedule, cursor: prompts.Cursor(p.target.Name, p.group.name, p.index),
 		lim: workload.Limits{MaxInFlight: spec.MaxInFlight, MaxRate: ol.MaxRate, Burst: 1}}}
 	if shard.On() {
 		l.sched = &shardSchedule{inner: l.sched, shard: shard}

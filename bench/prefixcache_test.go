@@ -98,3 +98,51 @@ bench:
 		}
 	}
 }
+
+// TestBenchCacheHitRateRepeats: two repeats of a shape at cache_hit_rate
+// 0.5 each read 0.5 within 2 points, server and client: the second
+// repeat's prompts are the first's lengths in other words, so that the
+// prefixes and suffixes the first left in the cache serve none of them.
+// Without, the second repeat would hit the first's whole prompts.
+func TestBenchCacheHitRateRepeats(t *testing.T) {
+	cfg := simulatortest.InstantConfig()
+	cfg.BlockSize = 16
+	sim, err := simulator.New(cfg, slog.New(slog.DiscardHandler))
+	if err != nil {
+		t.Fatal(err)
+	}
+	st := wrapSim(t, sim)
+	yml := targetsYAML([]string{"sim"}, []*simTarget{st}) + `
+bench:
+  seed: 11
+  matrix:
+    process: constant
+    rates: [40]
+    shapes: [{name: c50, input_tokens: 1024, output_tokens: 4, cache_hit_rate: 0.5, prefix_pool: 8, block_size: 16}]
+  warmup: 500ms
+  duration: 1500ms
+  repeats: 2
+  prompt_set_size: 150
+  stability: {enabled: false}
+  sampling: {ignore_eos: true}
+  ranking: {resamples: 100}
+`
+	out, _ := runBenchOK(t, t.TempDir(), yml)
+	rep := readReport(t, out)
+	if len(rep.Cells) != 1 || len(rep.Cells[0].Repeats) != 2 {
+		t.Fatalf("%d cells, want 1 of 2 repeats", len(rep.Cells))
+	}
+	for i, r := range rep.Cells[0].Repeats {
+		pc := r.PrefixCache
+		if pc == nil {
+			t.Fatalf("repeat %d: no prefix_cache", i+1)
+		}
+		t.Logf("repeat %d: client %.4f (%d of %d), server %.4f (%v of %v), best %.4f",
+			i+1, pc.ClientRatio, pc.CachedTokens, pc.PromptTokens, pc.ServerRatio, pc.ServerHits, pc.ServerQueries, pc.BestRatio)
+		for name, v := range map[string]report.Num{"server": pc.ServerRatio, "client": pc.ClientRatio} {
+			if !v.Valid() || float64(v)-0.5 > 0.02 || 0.5-float64(v) > 0.02 {
+				t.Errorf("repeat %d: the %s's ratio %v, declared 0.5", i+1, name, v)
+			}
+		}
+	}
+}

@@ -36,7 +36,15 @@ func promptKey(target, shape string) string { return target + "\x00" + shape }
 
 // NewPromptSet calibrates and draws the prompt set. A length the server
 // cannot give (below its chat template) is an error.
-func NewPromptSet(ctx context.Context, targets []config.Target, shapes []Shape, size int, seed int64) (*PromptSet, error) {
+//
+// A shape with a cache_hit_rate gets a list per repeat: the first
+// repeat's is the one hashed, and each later repeat's has the same
+// lengths and pool draws in words of its own (prompt.Calibrated.SaltWords,
+// the repeat's index the salt), so that a repeat meets a cache that the
+// repeats before it filled with other prefixes and suffixes, as the first
+// met an empty one, and reads the declared rate as the first does. A
+// shape without a rate sends the same prompts in every repeat.
+func NewPromptSet(ctx context.Context, targets []config.Target, shapes []Shape, size int, seed int64, repeats int) (*PromptSet, error) {
 	ps := &PromptSet{lists: map[string][]prompt.Prompt{}, Size: size}
 	if len(shapes) == 0 {
 		// A matrix of replays alone: no set, and no hash of nothing.
@@ -52,18 +60,18 @@ func NewPromptSet(ctx context.Context, targets []config.Target, shapes []Shape, 
 			return nil, fmt.Errorf("target %q: prompt calibration: %w", t.Name, err)
 		}
 		for _, sh := range shapes {
-			gen, err := plan.Prompts(ctx, tok, sh.InputTokens.Distribution, sh.OutputTokens.Distribution, seed)
+			list, kind, err := drawPrompts(ctx, tok, &sh, size, seed, 0)
 			if err != nil {
-				return nil, fmt.Errorf("target %q, shape %q: prompt calibration: %w", t.Name, sh.Name, err)
+				return nil, fmt.Errorf("target %q, shape %q: %w", t.Name, sh.Name, err)
 			}
-			gen.SharePrefixes(*sh.prefixPrompt(seed))
-			list := make([]prompt.Prompt, size)
-			for j := range list {
-				if list[j], err = gen.NextExact(); err != nil {
-					return nil, fmt.Errorf("target %q, shape %q: prompt %d: %w", t.Name, sh.Name, j, err)
+			for r := 1; sh.CacheHitRate > 0 && r < repeats; r++ {
+				salted, _, err := drawPrompts(ctx, tok, &sh, size, seed, r)
+				if err != nil {
+					return nil, fmt.Errorf("target %q, shape %q, repeat %d: %w", t.Name, sh.Name, r+1, err)
 				}
+				ps.lists[repeatKey(t.Name, sh.Name, r)] = salted
 			}
-			info := report.PromptSetInfo{Target: t.Name, Shape: sh.Name, Tokenizer: gen.Kind()}
+			info := report.PromptSetInfo{Target: t.Name, Shape: sh.Name, Tokenizer: kind}
 			info.SHA256 = withKinds(hashList(list, len(list)), &sh.RequestKinds)
 			if len(list) >= prompt.HashedPrompts {
 				info.SHA256First64 = withKinds(hashList(list, prompt.HashedPrompts), &sh.RequestKinds)
@@ -76,6 +84,31 @@ func NewPromptSet(ctx context.Context, targets []config.Target, shapes []Shape, 
 	sum := sha256.Sum256([]byte(all.String()))
 	ps.SHA256 = hex.EncodeToString(sum[:])
 	return ps, nil
+}
+
+// drawPrompts draws size prompts of shape sh, calibrated with tok (nil:
+// estimates), in the words of repeat's salt (0: the first repeat's); it
+// returns them and the tokenizer's kind.
+func drawPrompts(ctx context.Context, tok *prompt.ServerTokenizer, sh *Shape, size int, seed int64, repeat int) ([]prompt.Prompt, string, error) {
+	gen, err := plan.Prompts(ctx, tok, sh.InputTokens.Distribution, sh.OutputTokens.Distribution, seed)
+	if err != nil {
+		return nil, "", fmt.Errorf("prompt calibration: %w", err)
+	}
+	gen.SharePrefixes(*sh.prefixPrompt(seed))
+	gen.SaltWords(uint64(repeat))
+	list := make([]prompt.Prompt, size)
+	for j := range list {
+		if list[j], err = gen.NextExact(); err != nil {
+			return nil, "", fmt.Errorf("prompt %d: %w", j, err)
+		}
+	}
+	return list, gen.Kind(), nil
+}
+
+// repeatKey is the key of a repeat's own list (a shape with a rate, past
+// the first repeat).
+func repeatKey(target, shape string, repeat int) string {
+	return fmt.Sprintf("%s\x00%d", promptKey(target, shape), repeat)
 }
 
 // withKinds is a prompt list's hash joined with the kinds its shape sends
@@ -100,9 +133,13 @@ func hashList(list []prompt.Prompt, k int) string {
 	return sum
 }
 
-// Cursor returns a fresh cursor over one target's prompts of one shape, from
-// the first.
-func (ps *PromptSet) Cursor(target, shape string) *PromptCursor {
+// Cursor returns a fresh cursor over one target's prompts of one shape for
+// a repeat (0 the first), from the first: the repeat's own list where it
+// has one (NewPromptSet), else the shape's.
+func (ps *PromptSet) Cursor(target, shape string, repeat int) *PromptCursor {
+	if list, ok := ps.lists[repeatKey(target, shape, repeat)]; ok {
+		return &PromptCursor{list: list}
+	}
 	return &PromptCursor{list: ps.lists[promptKey(target, shape)]}
 }
 

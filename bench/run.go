@@ -290,7 +290,7 @@ func promptSet(ctx context.Context, spec *Spec, targets []config.Target) (*Promp
 	if len(spec.Matrix.Rates)+len(spec.Matrix.Concurrencies) > 0 || spec.Sweep != nil {
 		shapes = spec.Matrix.Shapes
 	}
-	return NewPromptSet(ctx, targets, shapes, spec.PromptSetSize, spec.Seed)
+	return NewPromptSet(ctx, targets, shapes, spec.PromptSetSize, spec.Seed, spec.Repeats)
 }
 
 // cells puts the matrix's cells (and a shard's part) in the report, and

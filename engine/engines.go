@@ -132,6 +132,7 @@ type engineMapping struct {
 	histograms [numHistQuantities][]source
 	finished   []reasonSource
 	lora       *loraSource
+	kvCache    *kvCacheSource
 }
 
 // hsum is a source that reads the sum of histogram family's observations.
@@ -180,6 +181,8 @@ var engineMappings = []engineMapping{
 		// --enable-lora.
 		lora: &loraSource{family: "vllm:lora_requests_info", running: "running_lora_adapters",
 			waiting: "waiting_lora_adapters", max: "max_lora"},
+		// The same name in V0 and V1 (kvcache.go says what its labels are).
+		kvCache: &kvCacheSource{family: "vllm:cache_config_info", blockSize: "block_size", blocks: "num_gpu_blocks"},
 		// The same names in V0 and V1 (vLLM's docs/design/metrics.md lists
 		// them among the v0 metrics, and the V1 fixture carries them). The
 		// request's phases are observed when it finishes: queue = first
@@ -354,6 +357,9 @@ func engineFamilies(engine string) []string {
 	if m.lora != nil {
 		add(m.lora.family)
 	}
+	if m.kvCache != nil {
+		add(m.kvCache.family)
+	}
 	return out
 }
 
@@ -393,6 +399,9 @@ type values struct {
 	hasLoRA                  bool
 	loraRunning, loraWaiting int
 	maxLoRA                  int
+
+	// kvCache is the engine's description of its KV cache (kvcache.go).
+	kvCache KVCache
 }
 
 func (vs *values) set(q quantity, v float64) { vs.v[q], vs.has[q] = v, true }
@@ -461,6 +470,11 @@ func normalize(engine string, fams map[string]*dto.MetricFamily, model string) v
 	if m.lora != nil {
 		if mf := fams[m.lora.family]; mf != nil {
 			readLoRA(&vs, mf, *m.lora, m.modelLabel, model)
+		}
+	}
+	if m.kvCache != nil {
+		if mf := fams[m.kvCache.family]; mf != nil {
+			readKVCache(&vs, mf, *m.kvCache, m.modelLabel, model)
 		}
 	}
 	// Hits without queries (or the reverse) give no ratio and would read as

@@ -194,6 +194,10 @@ type Info struct {
 	LoRARunning, LoRAWaiting Reading
 	MaxLoRA                  int
 
+	// KVCache is the engine's KV cache as it describes it (vLLM's
+	// cache_config_info): zero where it describes none.
+	KVCache KVCache
+
 	// The engine's per-request histograms, its buckets passed through
 	// (engines.go, histogram.go): its own TTFT, queue, prefill and decode
 	// times in seconds, prompt and generated lengths in tokens.
@@ -231,8 +235,8 @@ func (snap *serverSnapshot) export() Info {
 		PromptTokensTotal: r(qPromptTokens), GenerationTokensTotal: r(qGenerationTokens),
 		LoRARunning: Reading{Value: float64(snap.values.loraRunning), OK: snap.values.hasLoRA},
 		LoRAWaiting: Reading{Value: float64(snap.values.loraWaiting), OK: snap.values.hasLoRA},
-		MaxLoRA:     snap.values.maxLoRA,
-		TTFT:        snap.values.hist[hTTFT].clone(), QueueTime: snap.values.hist[hQueueTime].clone(),
+		MaxLoRA:     snap.values.maxLoRA, KVCache: snap.values.kvCache,
+		TTFT: snap.values.hist[hTTFT].clone(), QueueTime: snap.values.hist[hQueueTime].clone(),
 		PrefillTime: snap.values.hist[hPrefillTime].clone(), DecodeTime: snap.values.hist[hDecodeTime].clone(),
 		PromptTokens: snap.values.hist[hPromptTokens].clone(), GenerationTokens: snap.values.hist[hGenerationTokens].clone(),
 	}

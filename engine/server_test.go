@@ -422,6 +422,15 @@ func TestServerMetricsSimulator(t *testing.T) {
 			if wantEngine == engineVLLM && (!snap.values.hasLoRA || snap.values.maxLoRA != 1 || snap.values.loraRunning != 0) {
 				t.Errorf("LoRA %v max %d running %d, want true 1 0", snap.values.hasLoRA, snap.values.maxLoRA, snap.values.loraRunning)
 			}
+			// vLLM's description of its cache: the simulator's blocks of
+			// 4 tokens; no other engine describes one.
+			wantKV := KVCache{}
+			if wantEngine == engineVLLM {
+				wantKV = KVCache{BlockSize: 4, Blocks: cfg.KVBlocks}
+			}
+			if snap.values.kvCache != wantKV {
+				t.Errorf("KV cache %+v, want %+v", snap.values.kvCache, wantKV)
+			}
 			if snap.info == nil {
 				t.Fatalf("no info")
 			}

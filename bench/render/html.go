@@ -145,6 +145,8 @@ var templateFuncs = template.FuncMap{
 	// validity is a cell's figure for one check (validityCell).
 	"checked":  HasValidity,
 	"validity": func(c report.CellResult, column string) string { return htmlValidity(&c, column) },
+	// prefixCached says whether any cell has prefix-cache views.
+	"prefixCached": HasPrefixCache,
 	// tdr renders a success or goodput ratio as td does, at the four
 	// decimals the console shows.
 	"tdr": func(q string, v report.Num) template.HTML {

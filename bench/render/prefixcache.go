@@ -7,6 +7,17 @@ import (
 	"github.com/infer-exporter/infer_exporter/bench/report"
 )
 
+// HasPrefixCache says whether any cell has prefix-cache views
+// (report.PrefixCache): then report.md and report.html have their table.
+func HasPrefixCache(r *report.Report) bool {
+	for i := range r.Cells {
+		if r.Cells[i].PrefixCache != nil {
+			return true
+		}
+	}
+	return false
+}
+
 // mdPrefixCache writes the cells' prefix-cache views (report.PrefixCache),
 // only when a cell has them.
 func mdPrefixCache(b *strings.Builder, r *report.Report) {

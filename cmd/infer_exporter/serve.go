@@ -226,6 +226,12 @@ func (e *exporter) startWorkloads(opts live.Options) {
 	// The server's prefix-cache hit ratio of a workload with a declared
 	// cache-hit rate is the scraper's counters since the workload started.
 	opts.ServerPrefixCache = serverPrefixCache(e.serverMetrics)
+	// Its default prefix pool and block size are the server's KV cache's,
+	// as the scraper reads vLLM's cache_config_info.
+	opts.ServerKVCache = func(ctx context.Context, target string) (int, int, bool) {
+		kv, ok := e.serverMetrics.KVCache(ctx, target)
+		return kv.Tokens(), kv.BlockSize, ok
+	}
 	// And the landing page's last minute of each workload.
 	e.recent = newRecentStats()
 	opts.Observe = e.recent.Observe(opts.Observe)

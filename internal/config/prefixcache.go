@@ -24,13 +24,47 @@ const (
 	// DefaultBlockSize is vLLM's default block size, to which prefixes are
 	// aligned when the configuration gives none.
 	DefaultBlockSize = 16
-	// DefaultPrefixPoolTokens sizes the default pool: as many prefixes as
-	// fit in this many tokens, at least one. The exporter does not learn
-	// a server's KV capacity, so the default is one that any server's
-	// cache holds beside its running requests (a small GPU's is some
-	// 100,000 tokens; the simulator's default 131,072).
+	// DefaultPrefixPoolTokens sizes the default pool where the server
+	// does not describe its KV cache (SizedToServer sizes it where it
+	// does): as many prefixes as fit in this many tokens, at least one,
+	// a pool that any server's cache holds beside its running requests
+	// (a small GPU's is some 100,000 tokens; the simulator's default
+	// 131,072).
 	DefaultPrefixPoolTokens = 32768
+	// ServerCachePoolDivisor: a pool sized to a server's KV cache takes
+	// 1/ServerCachePoolDivisor of it. The rest is room for the running
+	// requests' own KV (their suffixes and outputs): a pool that filled
+	// the cache would be evicted by every batch, and read as a cache that
+	// does not keep it.
+	ServerCachePoolDivisor = 2
 )
+
+// SizedToServer returns p with what it leaves unset taken from its
+// server's KV cache of cacheTokens tokens in blocks of blockSize (0: not
+// known): the block size the server's, and the pool as many prefixes of
+// the typical prompt as fit in 1/ServerCachePoolDivisor of the cache, at
+// least one, at most MaxPrefixPool and MaxPrefixPoolTokens in all. What
+// the configuration sets stays; without a rate p is returned as it is.
+func (p Prompt) SizedToServer(cacheTokens, blockSize int) Prompt {
+	if p.CacheHitRate <= 0 {
+		return p
+	}
+	if p.BlockSize == 0 && blockSize > 0 && blockSize <= MaxBlockSize {
+		p.BlockSize = blockSize
+	}
+	if p.PrefixPool > 0 || cacheTokens <= 0 {
+		return p
+	}
+	n := 1
+	if s := p.PrefixTokens(typicalLength(p.InputTokens)); s > 0 {
+		n = max(1, cacheTokens/ServerCachePoolDivisor/s)
+	}
+	if longest := p.PrefixTokens(min(largestLength(p.InputTokens), MaxTokens)); longest > 0 {
+		n = min(n, max(1, MaxPrefixPoolTokens/longest))
+	}
+	p.PrefixPool = min(n, MaxPrefixPool)
+	return p
+}
 
 // PrefixTokens is the shared prefix's length, in tokens, of a prompt of n
 // tokens: round(rate × n) aligned down to the block size, and below n (a

@@ -59,3 +59,29 @@ func TestPrefixTokens(t *testing.T) {
 		}
 	}
 }
+
+// TestSizedToServer: the unset pool takes half the server's cache in the
+// typical prompt's prefixes, the unset block size the server's; what the
+// configuration sets stays, and a workload without a rate is unchanged.
+func TestSizedToServer(t *testing.T) {
+	p := Prompt{InputTokens: Distribution{Dist: "fixed", Mean: 1024}, CacheHitRate: 0.5}
+	got := p.SizedToServer(16384, 32)
+	if got.BlockSize != 32 || got.PrefixPool != 16 {
+		t.Errorf("block %d pool %d, want 32 16 (8,192 tokens in prefixes of 512)", got.BlockSize, got.PrefixPool)
+	}
+	set := p
+	set.PrefixPool, set.BlockSize = 3, 16
+	if got := set.SizedToServer(16384, 32); got != set {
+		t.Errorf("configured values changed: %+v", got)
+	}
+	if got := p.SizedToServer(100, 32); got.PrefixPool != 1 {
+		t.Errorf("a cache smaller than a prefix: pool %d, want 1", got.PrefixPool)
+	}
+	if got := p.SizedToServer(1<<40, 16); got.PrefixPool*got.PrefixTokens(1024) > MaxPrefixPoolTokens || got.PrefixPool > MaxPrefixPool {
+		t.Errorf("a huge cache: pool %d over the bounds", got.PrefixPool)
+	}
+	none := Prompt{InputTokens: p.InputTokens}
+	if got := none.SizedToServer(16384, 32); got != none {
+		t.Errorf("a workload without a rate changed: %+v", got)
+	}
+}

@@ -76,6 +76,9 @@ var engineRenames = map[string]map[string]string{
 		"vllm:request_generation_tokens":    "vllm:request_generation_tokens",
 		// The Python server's process collector, as in V1 (load.go).
 		"process_start_time_seconds": "process_start_time_seconds",
+		// The cache's description, the same name and labels in V0
+		// (vllm/engine/metrics.py).
+		"vllm:cache_config_info": "vllm:cache_config_info",
 		// The LoRA gauge, the same name in V0 (vLLM's metrics design
 		// document lists it among the V0 metrics).
 		"vllm:lora_requests_info": "vllm:lora_requests_info",

@@ -108,6 +108,29 @@ func newMetrics(reg prometheus.Registerer, model string, maxModelLen int) *metri
 	return m
 }
 
+// registerCacheConfig registers vLLM's description of its KV cache,
+// vllm:cache_config_info: an info gauge, always 1, whose labels are the
+// engine's CacheConfig fields as strings (vllm/v1/metrics/loggers.py,
+// log_metrics_info, which also adds the engine index). The simulator
+// gives the fields a client reads, the capacity among them: block_size
+// and num_gpu_blocks, the cache KVBlocks blocks of BlockSize tokens.
+func registerCacheConfig(reg prometheus.Registerer, blockSize, kvBlocks int) {
+	g := prometheus.NewGauge(prometheus.GaugeOpts{
+		Name: "vllm:cache_config_info",
+		Help: "Information of the LLMEngine CacheConfig",
+		ConstLabels: prometheus.Labels{
+			"block_size":            strconv.Itoa(blockSize),
+			"num_gpu_blocks":        strconv.Itoa(kvBlocks),
+			"num_cpu_blocks":        "0",
+			"cache_dtype":           "auto",
+			"enable_prefix_caching": "True",
+			"engine":                "0",
+		},
+	})
+	g.Set(1)
+	reg.MustRegister(g)
+}
+
 // maxLoRASeries bounds the label sets loraInfo keeps: vLLM keeps every
 // one it ever set; the simulator forgets the oldest beyond this many.
 const maxLoRASeries = 64

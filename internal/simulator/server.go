@@ -110,6 +110,7 @@ func New(cfg Config, logger *slog.Logger) (*Simulator, error) {
 		s.registry.MustRegister(lora)
 	}
 	registerProcessStart(s.registry, started)
+	registerCacheConfig(s.registry, cfg.BlockSize, cfg.KVBlocks)
 	s.engine = newEngine(&s.cfg, m, &s.faults)
 	s.engine.sched.lora = lora
 	s.handler = s.loadGate(s.routes())

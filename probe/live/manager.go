@@ -64,6 +64,11 @@ type Options struct {
 	// as the engine scraper last read them, for the server's hit ratio of
 	// the workloads with a declared cache-hit rate (prefixcache.go).
 	ServerPrefixCache ServerPrefixCache
+	// ServerKVCache, when set, reads a target's KV cache as its engine
+	// describes it: a workload with a declared cache-hit rate sizes the
+	// prefix pool and block size its configuration leaves unset to it
+	// when it starts (prefixcache.go).
+	ServerKVCache ServerKVCache
 }
 
 // epochOf is the epoch function of target t, nil where the engine scraper
@@ -393,14 +398,18 @@ func openLoopArrivals(w *config.Workload, t *config.Target, metrics *Metrics, op
 		// stalled tokenizer delays its own workload only, never the
 		// others, the listener or a reload.
 		prepare: func(ctx context.Context) (workload.Source, error) {
-			p, err := metrics.calibrator.Prompts(ctx, t, w, logger, opts.epochOf(t))
+			sized := w
+			if prefix != nil {
+				sized = sizedToServer(ctx, t, w, opts.ServerKVCache, logger)
+			}
+			p, err := metrics.calibrator.Prompts(ctx, t, sized, logger, opts.epochOf(t))
 			if err != nil {
 				return nil, fmt.Errorf("workload %q: %w", w.Name, err)
 			}
 			if prefix != nil {
 				// The span of the server's and the best hit ratios
 				// starts with the workload's first prompt.
-				prefix.start()
+				prefix.start(sized.Prompt.PrefixPoolOrDefault())
 				p = prefix.wrap(p)
 			}
 			return workload.OpenLoop{Schedule: ol.Schedule, Prompts: p}, nil

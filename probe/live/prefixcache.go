@@ -1,6 +1,8 @@
 package live
 
 import (
+	"context"
+	"log/slog"
 	"sort"
 	"sync"
 	"time"
@@ -29,6 +31,46 @@ import (
 // scraper last read them (infer_server_prefix_cache_hits_total and
 // queries_total), and when; ok is false where it has none.
 type ServerPrefixCache func(target string) (hits, queries float64, at time.Time, ok bool)
+
+// ServerKVCache is a target's KV cache as its engine describes it, in
+// tokens and tokens per block (engine.Scraper.KVCache); ok is false where
+// it describes none.
+type ServerKVCache func(ctx context.Context, target string) (tokens, blockSize int, ok bool)
+
+// serverKVCacheTimeout bounds the read of a target's KV cache at a
+// workload's start: where the engine scraper has not described it yet,
+// the read is a scrape of its own.
+const serverKVCacheTimeout = 5 * time.Second
+
+// sizedToServer is w with its prefix pool and block size, where the
+// configuration leaves them unset, sized to its target's KV cache
+// (config.Prompt.SizedToServer) when the server describes it, the
+// documented defaults otherwise; it logs which, and the sizes. The sizes
+// hold for the workload's run: a server that restarts with another cache
+// is followed at the next reload.
+func sizedToServer(ctx context.Context, t *config.Target, w *config.Workload, read ServerKVCache, logger *slog.Logger) *config.Workload {
+	if w.Prompt.CacheHitRate <= 0 || (w.Prompt.PrefixPool > 0 && w.Prompt.BlockSize > 0) {
+		return w
+	}
+	var tokens, blockSize int
+	var ok bool
+	if read != nil {
+		rctx, cancel := context.WithTimeout(ctx, serverKVCacheTimeout)
+		tokens, blockSize, ok = read(rctx, t.Name)
+		cancel()
+	}
+	sized := *w
+	from := "defaults"
+	if ok {
+		sized.Prompt = w.Prompt.SizedToServer(tokens, blockSize)
+		from = "server kv cache"
+	}
+	if logger != nil {
+		logger.Info("prefix pool sized", "workload", w.Name, "from", from, "prefix_pool", sized.Prompt.PrefixPoolOrDefault(),
+			"block_size", sized.Prompt.BlockSizeOrDefault(), "server_kv_cache_tokens", tokens)
+	}
+	return &sized
+}
 
 // prefixCacheMetrics renders each tracked workload's server, best and
 // eviction gauges when scraped.
@@ -156,8 +198,12 @@ const (
 	maxPrefixDrawn   = 1 << 16
 )
 
-// start begins the span: the server's counters now are its base.
-func (t *prefixTracker) start() {
+// start begins the span, of a workload whose pool has pool prefixes: the
+// server's counters now are its base.
+func (t *prefixTracker) start(pool int) {
+	t.mu.Lock()
+	t.pool = pool
+	t.mu.Unlock()
 	if t.read == nil {
 		return
 	}

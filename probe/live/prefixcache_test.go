@@ -16,6 +16,7 @@ import (
 	"github.com/prometheus/client_golang/prometheus"
 	"github.com/prometheus/client_golang/prometheus/testutil"
 
+	"github.com/infer-exporter/infer_exporter/engine"
 	"github.com/infer-exporter/infer_exporter/internal/config"
 	"github.com/infer-exporter/infer_exporter/internal/simulator"
 	"github.com/infer-exporter/infer_exporter/internal/simulator/simulatortest"
@@ -60,7 +61,9 @@ type prefixRun struct {
 // runPrefix runs a workload of 1,024-token prompts at rate req/s for
 // prompts arrivals against a simulator with cfg, with the prompt block's
 // extra lines, through Build as the exporter does.
-func runPrefix(t *testing.T, cfg simulator.Config, flavor string, rate float64, prompts int, extra string) prefixRun {
+// With mod, the Options are changed before the build, knowing the
+// simulator's URL.
+func runPrefix(t *testing.T, cfg simulator.Config, flavor string, rate float64, prompts int, extra string, mod ...func(o *Options, url string)) prefixRun {
 	t.Helper()
 	url, sim := simulatortest.StartTest(t, cfg)
 	duration := time.Duration((float64(prompts) + 0.5) / rate * float64(time.Second))
@@ -87,7 +90,11 @@ workloads:
 		h, q, ok := simPrefixCounters(url)
 		return h, q, time.Now(), ok
 	}
-	runners, clients, err := Build(context.Background(), c, metrics, Options{DegradedLag: time.Second, ServerPrefixCache: read}, slog.New(slog.DiscardHandler))
+	opts := Options{DegradedLag: time.Second, ServerPrefixCache: read}
+	for _, m := range mod {
+		m(&opts, url)
+	}
+	runners, clients, err := Build(context.Background(), c, metrics, opts, slog.New(slog.DiscardHandler))
 	t.Cleanup(func() {
 		for _, cl := range clients {
 			cl.Close()
@@ -235,5 +242,57 @@ func TestPrefixPoolEvicted(t *testing.T) {
 	}
 	if server >= best/2 || evict != 1 {
 		t.Errorf("server %v against best %v: eviction %v, want 1", server, best, evict)
+	}
+}
+
+// TestPrefixPoolSizedToServer: a workload that leaves prefix_pool and
+// block_size unset takes them from its server's KV cache, as the engine
+// scraper reads vLLM's cache_config_info: against a simulator of 512
+// blocks of 32 tokens (16,384 tokens), 1,024-token prompts at rate 0.5
+// share 512-token prefixes, 16 of which fill half the cache (the
+// default without the server's cache would be 64 of 32,768 tokens). The
+// first 16 prompts are the pool's first uses; every later one hits its
+// 512 tokens, most of them from the cache.
+func TestPrefixPoolSizedToServer(t *testing.T) {
+	const prompts, pool, prefix = 48, 16, 512
+	cfg := simulatortest.InstantConfig()
+	cfg.BlockSize, cfg.KVBlocks, cfg.MaxModelLen = 32, 512, 2048
+	run := runPrefix(t, cfg, "openai-completions", 40, prompts, "      cache_hit_rate: 0.5\n", func(o *Options, url string) {
+		sm := engine.NewScraper(nil)
+		t.Cleanup(sm.Close)
+		c, err := config.Parse([]byte("targets:\n  - name: t\n    url: "+url+"\n    model: sim-model\n"), "s.yml")
+		if err != nil {
+			t.Fatal(err)
+		}
+		if err := sm.ApplyConfig(context.Background(), c); err != nil {
+			t.Fatal(err)
+		}
+		o.ServerKVCache = func(ctx context.Context, target string) (int, int, bool) {
+			kv, ok := sm.KVCache(ctx, target)
+			return kv.Tokens(), kv.BlockSize, ok
+		}
+	})
+	run.metrics.prefixCache.mu.Lock()
+	tr := run.metrics.prefixCache.workloads[[3]string{"t", "sim-model", "w"}]
+	run.metrics.prefixCache.mu.Unlock()
+	if tr == nil {
+		t.Fatal("the workload is not tracked")
+	}
+	tr.mu.Lock()
+	got := tr.pool
+	tr.mu.Unlock()
+	t.Logf("pool %d; server hits %v of %v", got, run.hits, run.querys)
+	if got != pool {
+		t.Errorf("pool %d, want %d (half the server's 16,384 tokens in prefixes of 512)", got, pool)
+	}
+	// With the default pool every prompt would be a first use and hit
+	// nothing; the server's LRU cache also keeps the finished requests'
+	// suffixes, which take some prefixes out, so the hits are most, not
+	// all, of the best's.
+	if best := float64((prompts - pool) * prefix); run.hits < 0.75*best || run.hits > best {
+		t.Errorf("server hits %v, want at least 3/4 of %v: %d prompts past the pool's first uses, %d tokens each", run.hits, best, prompts-pool, prefix)
+	}
+	if evict, _ := run.gauge(t, "infer_probe_prefix_cache_eviction"); evict != 0 {
+		t.Errorf("eviction flagged for a pool sized to half the cache")
 	}
 }

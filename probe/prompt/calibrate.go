@@ -250,6 +250,9 @@ type Calibrated struct {
 	// prefixes is the pool of shared prefixes (prefix.go); nil: every
 	// prompt is unique.
 	prefixes *prefixPool
+	// wordSalt changes the words of every prompt and prefix, not their
+	// lengths nor the pool's draws (SaltWords); 0 keeps them.
+	wordSalt uint64
 	// OnFailure, when set, is called with each calibration failure of
 	// Next (for a metric and a log line): the prompt could not be
 	// calibrated (the tokenizer failed) and is sent as an estimate.
@@ -311,7 +314,7 @@ func (c *Calibrated) Next() Prompt {
 func (c *Calibrated) NextExact() (Prompt, error) {
 	g := Generator{rng: c.rng}
 	n, m := g.sample(c.in), g.sample(c.out)
-	words := newWordStream(c.rng.Uint64())
+	words := newWordStream(salted(c.rng.Uint64(), c.wordSalt))
 	p := Prompt{InputTokens: n, OutputTokens: m}
 	base := c.overhead
 	if c.prefixes != nil {

@@ -113,7 +113,7 @@ func (c *Calibrated) prefixText(i, s int) (string, error) {
 	if t, ok := pp.texts[key]; ok {
 		return t, nil
 	}
-	words := newWordStream(pp.seed + uint64(i)*0x9e3779b97f4a7c15)
+	words := newWordStream(salted(pp.seed+uint64(i)*0x9e3779b97f4a7c15, c.wordSalt))
 	var text string
 	if c.tok == nil {
 		text = words.text(s)
@@ -128,4 +128,21 @@ func (c *Calibrated) prefixText(i, s int) (string, error) {
 		pp.textTokens += s
 	}
 	return text, nil
+}
+
+// SaltWords gives every prompt and shared prefix other words, salt's: the
+// same lengths, the same pool draws, words no other salt's prompts share
+// (as far as seeded words go), so that a server's cache that kept another
+// salt's prompts serves none of these. Salt 0 keeps the words. Call it
+// before the first prompt. The bench gives each repeat of a shape with a
+// cache-hit rate its own salt, so that every repeat meets the cache as
+// the first did.
+func (c *Calibrated) SaltWords(salt uint64) { c.wordSalt = salt }
+
+// salted is a word stream's seed under a salt: the seed itself under 0.
+func salted(seed, salt uint64) uint64 {
+	if salt == 0 {
+		return seed
+	}
+	return seed ^ (salt * 0xbf58476d1ce4e5b9)
 }

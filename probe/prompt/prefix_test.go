@@ -119,3 +119,46 @@ func TestSharedPrefixSuffixUnique(t *testing.T) {
 		t.Error("the prompts share the block after their prefix")
 	}
 }
+
+// TestSaltWords: a salted generator draws prompts of the same lengths,
+// prefix lengths and pool uses as the unsalted one, with other words: no
+// prompt of one shares its first 16 words with any of the other's; salt 0
+// keeps the words.
+func TestSaltWords(t *testing.T) {
+	in := config.Distribution{Dist: "uniform", Min: 512, Max: 1024}
+	out := config.Distribution{Dist: "fixed", Mean: 8}
+	spec := config.Prompt{InputTokens: in, Seed: 7, CacheHitRate: 0.5, PrefixPool: 4}
+	draw := func(salt uint64) []Prompt {
+		c, err := NewCalibrated(context.Background(), in, out, 7, quirkyCounter{}, TokenizerServer)
+		if err != nil {
+			t.Fatal(err)
+		}
+		c.SharePrefixes(spec)
+		c.SaltWords(salt)
+		ps := make([]Prompt, 24)
+		for i := range ps {
+			if ps[i], err = c.NextExact(); err != nil {
+				t.Fatal(err)
+			}
+		}
+		return ps
+	}
+	head := func(p Prompt) string { return strings.Join(strings.Fields(p.Text)[:16], " ") }
+	base, zero, salted := draw(0), draw(0), draw(1)
+	heads := map[string]bool{}
+	for _, p := range base {
+		heads[head(p)] = true
+	}
+	for i := range base {
+		if zero[i] != base[i] {
+			t.Fatalf("prompt %d differs under salt 0", i)
+		}
+		b, s := base[i], salted[i]
+		if s.InputTokens != b.InputTokens || s.Tokens != b.Tokens || s.PrefixTokens != b.PrefixTokens || s.RepeatTokens != b.RepeatTokens {
+			t.Errorf("prompt %d: salted %+v, unsalted %+v: lengths differ", i, s, b)
+		}
+		if heads[head(s)] {
+			t.Errorf("prompt %d: the salted prompt opens as an unsalted one", i)
+		}
+	}
+}
