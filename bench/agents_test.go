@@ -321,18 +321,30 @@ bench:
 		t.Fatalf("report.json holds %d agent searches, want 1", len(rep.Agents))
 	}
 	res := rep.Agents[0]
-	if res.Target != "sim" || res.MaxAgents != 2 || len(res.Points) != 2 || !strings.Contains(res.Note, "max_agents") {
+	// The tier is loose: the server passes both counts. A busy machine
+	// (the race detector beside the tools' build) can make the client the
+	// limit at 2 agents, which the search then says instead of judging
+	// the server: either way the command carries it to every output.
+	passLine, resultLine := "agents sim/sim-model: 2 agents passed", "agents sim/sim-model: max 2 agents"
+	switch {
+	case res.ClientLimitedAgents == 2:
+		t.Logf("the client was the limit at 2 agents on this machine: %s", res.Note)
+		passLine, resultLine = "agents sim/sim-model: 2 agents not judged (the client's limit)", "agents sim/sim-model: max 1 agents"
+		if res.MaxAgents != 1 || len(res.Points) != 2 || !res.Points[1].Degraded || !strings.Contains(res.Note, "the client's limit") {
+			t.Errorf("search %+v, want 1 agent passed and the client's limit at 2 noted", res)
+		}
+	case res.Target != "sim" || res.MaxAgents != 2 || len(res.Points) != 2 || !strings.Contains(res.Note, "max_agents"):
 		t.Errorf("search %+v, want sim passing 1 and 2 agents, max_agents noted", res)
 	}
 	for _, p := range res.Points {
 		// Every job is two turns of a 10 ms tool wait: jobs end in the
 		// window, at a rate the agents' count bounds.
-		if !p.Pass || p.Turns == 0 || p.JobsCompleted == 0 || p.JobsPerHourPerAgent <= 0 || p.SuccessRatio != 1 {
-			t.Errorf("point %+v: want a passing point with turns and completed jobs", p)
+		if !p.Pass && !p.Degraded || p.Turns == 0 || p.JobsCompleted == 0 || p.JobsPerHourPerAgent <= 0 || p.SuccessRatio != 1 {
+			t.Errorf("point %+v: want a passing (or client-limited) point with turns and completed jobs", p)
 		}
 	}
 	console := stdout + stderr
-	for _, want := range []string{"agents sim/sim-model: 1 agents passed", "agents sim/sim-model: 2 agents passed", "agents sim/sim-model: max 2 agents"} {
+	for _, want := range []string{"agents sim/sim-model: 1 agents passed", passLine, resultLine} {
 		if !strings.Contains(console, want) {
 			t.Errorf("console lacks %q:\n%s", want, console)
 		}
