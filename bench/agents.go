@@ -137,8 +137,11 @@ func searchAgents(start, most int, res *report.AgentSearch, try func(n int) (rep
 	switch {
 	case client > 0:
 		res.Note = clientLimitedNote(client, pass, fail, start, &clientPt)
-	case pass == 0:
+	case pass == 0 && start > 1:
 		res.Note = fmt.Sprintf("even %d agents failed the tier (%s): lower bench.agents.start", start, failPt.Note)
+	case pass == 0:
+		// No lower count to try: the server holds no agent in the tier.
+		res.Note = fmt.Sprintf("even 1 agent failed the tier (%s): the server holds no agent within it", failPt.Note)
 	case fail == 0:
 		res.Note = fmt.Sprintf("passed up to max_agents %d: the server may hold more (raise bench.agents.max_agents)", most)
 	}

@@ -38,7 +38,10 @@ func TestSearchAgents(t *testing.T) {
 	}{
 		{name: "mid-range", start: 1, most: 64, holds: 11, want: 11, fail: 12, tried: []int{1, 2, 4, 8, 16, 12, 10, 11}},
 		{name: "a power of two", start: 1, most: 64, holds: 8, want: 8, fail: 9, tried: []int{1, 2, 4, 8, 16, 12, 10, 9}},
-		{name: "start fails", start: 4, most: 64, holds: 3, want: 0, fail: 4, tried: []int{4}, note: "even 4 agents failed"},
+		{name: "start fails", start: 4, most: 64, holds: 3, want: 0, fail: 4, tried: []int{4}, note: "even 4 agents failed the tier (failed TPOT): lower bench.agents.start"},
+		// A failing server (30% of its answers errors, say): no lower
+		// count to try, so no remedy of the start's.
+		{name: "one agent fails", start: 1, most: 64, holds: 0, want: 0, fail: 1, tried: []int{1}, note: "even 1 agent failed the tier (failed TPOT): the server holds no agent within it"},
 		{name: "max passes", start: 1, most: 20, holds: 100, want: 20, tried: []int{1, 2, 4, 8, 16, 20}, note: "passed up to max_agents 20"},
 		{name: "start is max", start: 5, most: 5, holds: 5, want: 5, tried: []int{5}, note: "passed up to max_agents 5"},
 		{name: "first doubling fails", start: 3, most: 64, holds: 4, want: 4, fail: 5, tried: []int{3, 6, 4, 5}},
