@@ -83,11 +83,12 @@ type prefixWatch struct {
 	list          []prompt.Prompt
 	first, stride int
 
-	scraper *engine.Scraper
-	target  string
-	every   time.Duration
-	stop    context.CancelFunc
-	done    chan struct{}
+	scraper        *engine.Scraper
+	target         string
+	every, timeout time.Duration
+	logger         *slog.Logger
+	stop           context.CancelFunc
+	done           chan struct{}
 
 	mu       sync.Mutex
 	requests []prefixRequest
@@ -139,7 +140,7 @@ func sampleInterval(d time.Duration) time.Duration {
 func (w *prefixWatch) sample(ctx context.Context, t *config.Target, every time.Duration, logger *slog.Logger) {
 	tc := *t
 	tc.Metrics.Interval, tc.Metrics.Timeout = every, min(max(tc.Metrics.Timeout, every), time.Second)
-	w.scraper, w.target, w.every = engine.NewScraper(logger), t.Name, every
+	w.scraper, w.target, w.every, w.timeout, w.logger = engine.NewScraper(logger), t.Name, every, tc.Metrics.Timeout, logger
 	ctx, w.stop = context.WithCancel(ctx)
 	if err := w.scraper.ApplyConfig(ctx, &config.Config{Targets: []config.Target{tc}}); err != nil {
 		w.scraper.Close()
@@ -177,12 +178,15 @@ func (w *prefixWatch) read() {
 }
 
 // close stops the sampling once a reading at or after until is kept (the
-// windows' end), waiting at most two polls and their timeout for it.
+// windows' end), waiting at most two polls that each time out, and a
+// second: on a loaded machine a scrape can take its whole timeout (one
+// second in a race-detector run beside busy loops left a repeat with no
+// server view when close waited two polls and a second).
 func (w *prefixWatch) close(until time.Time) {
 	if w == nil || w.scraper == nil {
 		return
 	}
-	deadline := time.Now().Add(2*w.every + time.Second)
+	deadline := time.Now().Add(2*(w.every+w.timeout) + time.Second)
 	for time.Now().Before(deadline) && !w.readAfter(until) {
 		time.Sleep(20 * time.Millisecond)
 	}
@@ -258,6 +262,11 @@ func (w *prefixWatch) result(from, to time.Time) *report.PrefixCache {
 			pc.ServerHits, pc.ServerQueries = report.Num(h1-h0), report.Num(q1-q0)
 			pc.ServerRatio = ratio(h1-h0, q1-q0)
 		}
+	}
+	if !pc.ServerRatio.Valid() && len(w.readings) > 0 {
+		n := len(w.readings)
+		w.logger.Warn("no server view of the prefix cache: its counters were not read on both sides of the measured window",
+			"target", w.target, "readings", n, "first_after_start", w.readings[0].at.Sub(from), "last_after_end", w.readings[n-1].at.Sub(to))
 	}
 	if w.shape.CacheHitRate <= 0 && pc.CachedTokens == 0 && len(w.readings) == 0 {
 		return nil
