@@ -134,6 +134,12 @@ func runBenchOK(t testing.TB, dir, yml string) (out, stdout string) {
 // returns its exit code and output.
 func runCLI(t testing.TB, ctx context.Context, args ...string) (int, string, string) {
 	t.Helper()
+	return runCLILogged(t, ctx, slog.New(slog.DiscardHandler), args...)
+}
+
+// runCLILogged is runCLI with the command's log to logger.
+func runCLILogged(t testing.TB, ctx context.Context, logger *slog.Logger, args ...string) (int, string, string) {
+	t.Helper()
 	app := kingpin.New("infer_exporter", "")
 	var stdout, stderr bytes.Buffer
 	cmd, run := addCommand(app, false, &stdout, &stderr)
@@ -144,6 +150,25 @@ func runCLI(t testing.TB, ctx context.Context, args ...string) (int, string, str
 	if got != cmd.FullCommand() && !strings.HasPrefix(got, cmd.FullCommand()+" ") {
 		t.Fatalf("parsed command %q", got)
 	}
-	code := run(ctx, slog.New(slog.DiscardHandler))
+	code := run(ctx, logger)
 	return code, stdout.String(), stderr.String()
+}
+
+// syncBuffer is a bytes.Buffer that goroutines may write at once (a
+// command's log).
+type syncBuffer struct {
+	mu  sync.Mutex
+	buf bytes.Buffer
+}
+
+func (b *syncBuffer) Write(p []byte) (int, error) {
+	b.mu.Lock()
+	defer b.mu.Unlock()
+	return b.buf.Write(p)
+}
+
+func (b *syncBuffer) String() string {
+	b.mu.Lock()
+	defer b.mu.Unlock()
+	return b.buf.String()
 }

@@ -1,6 +1,7 @@
 package bench
 
 import (
+	"context"
 	"fmt"
 	"log/slog"
 	"os"
@@ -135,7 +136,24 @@ bench:
   sampling: {ignore_eos: true}
   ranking: {resamples: 100}
 `
-	out, _ := runBenchOK(t, t.TempDir(), yml)
+	// The command's log, to say why when a repeat has no server view.
+	var log syncBuffer
+	dir := t.TempDir()
+	out := filepath.Join(dir, "out")
+	code, stdout, stderr := runCLILogged(t, context.Background(), slog.New(slog.NewTextHandler(&log, &slog.HandlerOptions{Level: slog.LevelDebug})),
+		"bench", "--config.file="+writeTestFile(t, dir, "b.yml", yml), "--output.dir="+out)
+	if code != ExitOK {
+		t.Fatalf("exit %d\n%s\n%s", code, stdout, stderr)
+	}
+	defer func() {
+		if t.Failed() {
+			for _, l := range strings.Split(log.String(), "\n") {
+				if strings.Contains(l, "server metrics") || strings.Contains(l, "prefix cache") {
+					t.Log(l)
+				}
+			}
+		}
+	}()
 	rep := readReport(t, out)
 	if len(rep.Cells) != 1 || len(rep.Cells[0].Repeats) != 2 {
 		t.Fatalf("%d cells, want 1 of 2 repeats", len(rep.Cells))
