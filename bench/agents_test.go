@@ -329,10 +329,11 @@ bench:
 	// limit at 1 or 2 agents, which the search then says instead of
 	// judging the server, and stops there: either way the command
 	// carries what it found to every output.
+	if res.Target != "sim" || len(res.Points) == 0 || len(res.Points) > 2 || res.Points[0].Agents != 1 {
+		t.Fatalf("search %+v, want sim tried at 1 agent, then at 2", res)
+	}
 	last := res.Points[len(res.Points)-1]
 	switch {
-	case res.Target != "sim" || len(res.Points) == 0 || len(res.Points) > 2 || res.Points[0].Agents != 1:
-		t.Fatalf("search %+v, want sim tried at 1 agent, then at 2", res)
 	case last.Degraded:
 		t.Logf("the client was the limit at %d agents on this machine: %s", last.Agents, res.Note)
 		if res.ClientLimitedAgents != last.Agents || res.MaxAgents != last.Agents-1 || !strings.Contains(res.Note, "the client's limit") {
